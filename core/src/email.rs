@@ -1,0 +1,304 @@
+//! Email addresses and mailboxes (`Display Name <local@domain>`), parsed at the edge so that
+//! nothing past it can carry a CR, an LF or an address the SMTP layer would choke on.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain_name::{DomainName, DomainNameError};
+
+/// Why a text is not an acceptable address or mailbox.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// Empty input.
+    #[error("is empty")]
+    Empty,
+    /// Over 320 characters (RFC 5321's 64 + 1 + 255).
+    #[error("is longer than 320 characters")]
+    TooLong,
+    /// CR, LF or another control character: never allowed, it would be header injection.
+    #[error("contains a line break or control character")]
+    ControlCharacter,
+    /// No `@`, or more than one outside quotes.
+    #[error("must have the form local@domain")]
+    MissingAt,
+    /// Local part empty or over 64 characters.
+    #[error("has a local part that is empty or longer than 64 characters")]
+    LocalPartLength,
+    /// Local part is not a dot-atom of RFC 5322 printable characters.
+    #[error("has a local part with characters or dots that are not allowed")]
+    LocalPartSyntax,
+    /// The domain is not valid.
+    #[error("has an invalid domain: {0}")]
+    Domain(#[from] DomainNameError),
+    /// `Name <addr>` is malformed (unbalanced brackets or quotes, text after `>`).
+    #[error("must be an address or `Display Name <local@domain>`")]
+    MailboxSyntax,
+    /// The display name is over 256 characters.
+    #[error("has a display name longer than 256 characters")]
+    DisplayNameTooLong,
+}
+
+/// One RFC 5321 mailbox address. The domain is lower-cased; the local part keeps its case
+/// (it is the receiving server's to interpret), but [`EmailAddress::normalized`] lower-cases
+/// everything for matching, as contract §6 requires for suppressions.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EmailAddress {
+    local: String,
+    domain: DomainName,
+}
+
+fn is_atext(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c)
+}
+
+impl EmailAddress {
+    /// Parses `local@domain`. Surrounding spaces are trimmed; quoted local parts and
+    /// non-ASCII local parts (SMTPUTF8) are refused, since few receivers accept them.
+    pub fn parse(input: &str) -> Result<Self, AddressError> {
+        if input.chars().any(|c| c.is_control()) {
+            return Err(AddressError::ControlCharacter);
+        }
+        let input = input.trim_matches(' ');
+        if input.is_empty() {
+            return Err(AddressError::Empty);
+        }
+        if input.len() > 320 {
+            return Err(AddressError::TooLong);
+        }
+        let (local, domain) = input.rsplit_once('@').ok_or(AddressError::MissingAt)?;
+        if local.is_empty() || local.len() > 64 {
+            return Err(AddressError::LocalPartLength);
+        }
+        let dot_atom = local.split('.').all(|atom| !atom.is_empty() && atom.chars().all(is_atext));
+        if !dot_atom {
+            return Err(AddressError::LocalPartSyntax);
+        }
+        let domain = DomainName::parse(domain)?;
+        Ok(Self { local: local.to_owned(), domain })
+    }
+
+    /// Builds `local@domain` from parts already known to be valid in isolation.
+    pub fn from_parts(local: &str, domain: &DomainName) -> Result<Self, AddressError> {
+        Self::parse(&format!("{local}@{domain}"))
+    }
+
+    /// The local part, as given.
+    pub fn local_part(&self) -> &str {
+        &self.local
+    }
+
+    /// The domain.
+    pub fn domain(&self) -> &DomainName {
+        &self.domain
+    }
+
+    /// The whole address lower-cased: the key for suppression matching.
+    pub fn normalized(&self) -> String {
+        format!("{}@{}", self.local.to_ascii_lowercase(), self.domain)
+    }
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.local, self.domain)
+    }
+}
+
+impl fmt::Debug for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EmailAddress({self})")
+    }
+}
+
+impl TryFrom<String> for EmailAddress {
+    type Error = AddressError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<EmailAddress> for String {
+    fn from(value: EmailAddress) -> Self {
+        value.to_string()
+    }
+}
+
+/// A display name: printable text without CR, LF or other control characters.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DisplayName(String);
+
+impl DisplayName {
+    /// Validates a display name (already unquoted). Empty names are refused: use `None`.
+    pub fn parse(input: &str) -> Result<Self, AddressError> {
+        if input.chars().any(|c| c.is_control()) {
+            return Err(AddressError::ControlCharacter);
+        }
+        let trimmed = input.trim();
+        if trimmed.is_empty() {
+            return Err(AddressError::Empty);
+        }
+        if trimmed.chars().count() > 256 {
+            return Err(AddressError::DisplayNameTooLong);
+        }
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DisplayName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for DisplayName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DisplayName({:?})", self.0)
+    }
+}
+
+impl TryFrom<String> for DisplayName {
+    type Error = AddressError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<DisplayName> for String {
+    fn from(value: DisplayName) -> Self {
+        value.0
+    }
+}
+
+/// An address with an optional display name, as in a `From` header.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Mailbox {
+    /// The friendly name, if any.
+    pub display_name: Option<DisplayName>,
+    /// The address.
+    pub address: EmailAddress,
+}
+
+impl Mailbox {
+    /// Parses `local@domain`, `Name <local@domain>` or `"Name, Inc." <local@domain>`.
+    pub fn parse(input: &str) -> Result<Self, AddressError> {
+        if input.chars().any(|c| c.is_control()) {
+            return Err(AddressError::ControlCharacter);
+        }
+        let input = input.trim();
+        let Some(open) = input.rfind('<') else {
+            if input.contains('>') {
+                return Err(AddressError::MailboxSyntax);
+            }
+            return Ok(Self { display_name: None, address: EmailAddress::parse(input)? });
+        };
+        let rest = &input[open + 1..];
+        let addr = rest.strip_suffix('>').ok_or(AddressError::MailboxSyntax)?;
+        if addr.contains(['<', '>']) {
+            return Err(AddressError::MailboxSyntax);
+        }
+        let address = EmailAddress::parse(addr)?;
+        let raw_name = input[..open].trim();
+        let display_name = if raw_name.is_empty() { None } else { Some(DisplayName::parse(&unquote(raw_name)?)?) };
+        Ok(Self { display_name, address })
+    }
+}
+
+/// Removes RFC 5322 quoting from a display name (`"A \"B\""` → `A "B"`); unquoted names are
+/// taken as they are.
+fn unquote(name: &str) -> Result<String, AddressError> {
+    let Some(inner) = name.strip_prefix('"') else {
+        return if name.contains('"') { Err(AddressError::MailboxSyntax) } else { Ok(name.to_owned()) };
+    };
+    let inner = inner.strip_suffix('"').ok_or(AddressError::MailboxSyntax)?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next().ok_or(AddressError::MailboxSyntax)?),
+            '"' => return Err(AddressError::MailboxSyntax),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+impl fmt::Display for Mailbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.display_name {
+            Some(name) => {
+                let escaped = name.as_str().replace('\\', "\\\\").replace('"', "\\\"");
+                write!(f, "\"{escaped}\" <{}>", self.address)
+            }
+            None => write!(f, "{}", self.address),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_plain_and_named_mailboxes() {
+        let m = Mailbox::parse("Acme Billing <Billing@Acme.COM>").unwrap();
+        assert_eq!(m.display_name.unwrap().as_str(), "Acme Billing");
+        assert_eq!(m.address.to_string(), "Billing@acme.com");
+        assert_eq!(m.address.normalized(), "billing@acme.com");
+
+        let m = Mailbox::parse(r#""Acme, \"Inc.\"" <a@acme.com>"#).unwrap();
+        assert_eq!(m.display_name.unwrap().as_str(), r#"Acme, "Inc.""#);
+
+        let m = Mailbox::parse("a@acme.com").unwrap();
+        assert!(m.display_name.is_none());
+    }
+
+    #[test]
+    fn refuses_injection_and_malformed_input() {
+        for bad in [
+            "a@b.com\r\nBcc: x@y.com",
+            "Name\n <a@b.com>",
+            "a@b.com>",
+            "<a@b.com",
+            "Name <a@b.com> trailing",
+            "Na\"me <a@b.com>",
+            "a",
+            "@b.com",
+            "a@",
+            ".a@b.com",
+            "a..b@b.com",
+            "a b@b.com",
+            "ä@b.com",
+        ] {
+            assert!(Mailbox::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(EmailAddress::parse(&format!("{}@b.com", "a".repeat(65))), Err(AddressError::LocalPartLength));
+    }
+
+    proptest! {
+        #[test]
+        fn mailbox_parse_never_panics_and_never_keeps_line_breaks(s in "\\PC{0,80}|[a-z\"<> @.\r\n\\\\]{0,40}") {
+            if let Ok(m) = Mailbox::parse(&s) {
+                let shown = m.to_string();
+                prop_assert!(!shown.contains('\r') && !shown.contains('\n'));
+                prop_assert_eq!(Mailbox::parse(&shown).unwrap(), m);
+            }
+        }
+
+        #[test]
+        fn display_round_trips(local in "[a-zA-Z0-9_+-]{1,20}(\\.[a-z0-9]{1,5})?", name in "[A-Za-z ,\"\\\\]{0,30}") {
+            let address = EmailAddress::parse(&format!("{local}@example.com")).unwrap();
+            let display_name = DisplayName::parse(&name).ok();
+            let m = Mailbox { display_name, address };
+            prop_assert_eq!(Mailbox::parse(&m.to_string()).unwrap(), m);
+        }
+    }
+}

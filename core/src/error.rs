@@ -1,0 +1,116 @@
+//! The use cases' error: one variant per contract §1 error code that core can decide, so
+//! the HTTP adapter maps each to its status and code without judging anything itself.
+
+use crate::ports::StoreError;
+
+/// A field at fault, for `error.details`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON field name (camelCase, as the client sent it).
+    pub field: String,
+    /// What is wrong, for a person.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A field error.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+/// Why a use case refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// 422 `validation_error`.
+    #[error("validation failed: {}", fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect::<Vec<_>>().join("; "))]
+    Validation {
+        /// The fields at fault (at least one).
+        fields: Vec<FieldError>,
+    },
+    /// 400 `invalid_idempotency_key`.
+    #[error("{0}")]
+    InvalidIdempotencyKey(String),
+    /// 401 `invalid_api_key`: unknown, malformed or revoked (deliberately indistinguishable).
+    #[error("invalid API key")]
+    InvalidApiKey,
+    /// 403 `insufficient_scope`.
+    #[error("this API key's scope does not allow this operation")]
+    InsufficientScope,
+    /// 403 `domain_not_allowed`.
+    #[error("this API key may only send from {allowed}")]
+    DomainNotAllowed {
+        /// The domain the key is restricted to.
+        allowed: String,
+    },
+    /// 404 `not_found`.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// 409 `conflict`.
+    #[error("{0}")]
+    Conflict(String),
+    /// 409 `idempotency_key_reused`.
+    #[error("this Idempotency-Key was already used with a different request")]
+    IdempotencyKeyReused,
+    /// 422 `domain_not_verified`.
+    #[error("{0}")]
+    DomainNotVerified(String),
+    /// 422 `recipient_suppressed`.
+    #[error("{0} is on the suppression list")]
+    RecipientSuppressed(String),
+    /// 422 `template_render_error`.
+    #[error("{0}")]
+    TemplateRender(String),
+    /// 422 `template_syntax_error`.
+    #[error("{0}")]
+    TemplateSyntax(String),
+    /// 503 `unavailable`.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// 500 `internal_error` (the text is for logs, never for the client).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// A validation error on one field.
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Validation { fields: vec![FieldError::new(field, message)] }
+    }
+
+    /// The contract's `error.code` for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Validation { .. } => "validation_error",
+            Self::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
+            Self::InvalidApiKey => "invalid_api_key",
+            Self::InsufficientScope => "insufficient_scope",
+            Self::DomainNotAllowed { .. } => "domain_not_allowed",
+            Self::NotFound(_) => "not_found",
+            Self::Conflict(_) => "conflict",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::DomainNotVerified(_) => "domain_not_verified",
+            Self::RecipientSuppressed(_) => "recipient_suppressed",
+            Self::TemplateRender(_) => "template_render_error",
+            Self::TemplateSyntax(_) => "template_syntax_error",
+            Self::Unavailable(_) => "unavailable",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            // A use case that expects NotFound/Conflict handles them itself; one that reaches
+            // here lost a race with a delete, which the client sees as a missing resource.
+            StoreError::NotFound => Self::NotFound("resource"),
+            StoreError::Conflict(text) => Self::Conflict(text),
+            StoreError::Unavailable(text) => Self::Unavailable(text),
+            StoreError::Corrupt(text) => Self::Internal(format!("corrupt store: {text}")),
+        }
+    }
+}
+
+/// Result alias for use cases.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

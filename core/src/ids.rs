@@ -1,0 +1,119 @@
+//! Typed identifiers: one newtype per resource so a `DomainId` cannot be passed where a
+//! `MessageId` is expected. All are ULIDs, so they sort by creation time, which is what the
+//! stores rely on for newest-first listing.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+macro_rules! typed_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Ulid);
+
+        impl $name {
+            /// A fresh id for something created at `at` (millisecond precision), with random
+            /// low bits.
+            pub fn new_at(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Self {
+                let mut bytes = [0u8; 10];
+                random.fill(&mut bytes);
+                let mut low: u128 = 0;
+                for b in bytes {
+                    low = (low << 8) | u128::from(b);
+                }
+                let ms = u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0);
+                Self(Ulid::from_parts(ms, low))
+            }
+
+            /// The underlying ULID.
+            pub fn ulid(self) -> Ulid {
+                self.0
+            }
+
+            /// Parses the 26-character ULID text form; `None` if it is not one.
+            pub fn parse(text: &str) -> Option<Self> {
+                Ulid::from_string(text).ok().map(Self)
+            }
+
+            /// The 16 big-endian bytes; byte order equals creation order, which the stores use
+            /// as index keys.
+            pub fn to_bytes(self) -> [u8; 16] {
+                self.0.to_bytes()
+            }
+
+            /// Inverse of [`Self::to_bytes`].
+            pub fn from_bytes(bytes: [u8; 16]) -> Self {
+                Self(Ulid::from_bytes(bytes))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ulid::DecodeError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Ulid::from_string(s).map(Self)
+            }
+        }
+    };
+}
+
+typed_id!(
+    /// A workspace: the unit of isolation.
+    WorkspaceId
+);
+typed_id!(
+    /// An API key.
+    ApiKeyId
+);
+typed_id!(
+    /// A message (one recipient).
+    MessageId
+);
+typed_id!(
+    /// An event on a message's timeline.
+    EventId
+);
+typed_id!(
+    /// A sending domain. A deleted and re-added domain gets a new id.
+    DomainId
+);
+typed_id!(
+    /// A registered sender (internal; the API addresses senders by username).
+    SenderId
+);
+typed_id!(
+    /// A template.
+    TemplateId
+);
+typed_id!(
+    /// One version of a template.
+    TemplateVersionId
+);
+typed_id!(
+    /// A suppression list entry.
+    SuppressionId
+);
+typed_id!(
+    /// A webhook endpoint.
+    WebhookId
+);
+typed_id!(
+    /// One delivery of one event to one webhook endpoint (stable across retries: it is the
+    /// `webhook-id` header).
+    DeliveryId
+);

@@ -1,0 +1,25 @@
+//! Tidings core: the rules of a transactional email service and the ports it needs.
+//!
+//! Everything the API promises is decided here: the message state machine, validation,
+//! suppression, templates, idempotency, domain setup and verification, and the use cases
+//! that the HTTP adapter (and any other front end) call. No sockets, no files: storage, DNS,
+//! mail transport, time and randomness come in through the traits in [`ports`].
+
+pub mod dkim_keys;
+pub mod dns_records;
+pub mod domain_name;
+pub mod email;
+pub mod error;
+pub mod ids;
+pub mod model;
+pub mod net_policy;
+pub mod ports;
+pub mod secret;
+pub mod state_machine;
+pub mod templates;
+pub mod usecases;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::{Error, FieldError, Result};

@@ -1,0 +1,76 @@
+//! Idempotency records (contract §3): a workspace-scoped key, the hash of the request it came
+//! with, and the message it created.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::ids::{MessageId, WorkspaceId};
+
+/// Why an `Idempotency-Key` header value is refused (400 `invalid_idempotency_key`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdempotencyKeyError {
+    /// Empty.
+    #[error("Idempotency-Key must not be empty")]
+    Empty,
+    /// Over 256 characters.
+    #[error("Idempotency-Key must be at most 256 characters")]
+    TooLong,
+    /// Control characters.
+    #[error("Idempotency-Key must not contain control characters")]
+    ControlCharacter,
+}
+
+/// A client-chosen idempotency key, 1–256 printable characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Validates a header value.
+    pub fn parse(value: &str) -> Result<Self, IdempotencyKeyError> {
+        if value.is_empty() {
+            return Err(IdempotencyKeyError::Empty);
+        }
+        if value.chars().count() > 256 {
+            return Err(IdempotencyKeyError::TooLong);
+        }
+        if value.chars().any(char::is_control) {
+            return Err(IdempotencyKeyError::ControlCharacter);
+        }
+        Ok(Self(value.to_owned()))
+    }
+
+    /// The key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// SHA-256 of a canonical form of the request, to tell "same body" from "other body".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequestHash(pub [u8; 32]);
+
+impl RequestHash {
+    /// Hashes canonical request bytes.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+}
+
+/// What the store remembers about a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// Workspace (keys are scoped to it).
+    pub workspace_id: WorkspaceId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Hash of the request that first used it.
+    pub request_hash: RequestHash,
+    /// The message it created.
+    pub message_id: MessageId,
+    /// First use.
+    pub created_at: DateTime<Utc>,
+    /// After this the key is forgotten and may be purged.
+    pub expires_at: DateTime<Utc>,
+}

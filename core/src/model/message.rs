@@ -1,0 +1,226 @@
+//! Messages and their event timeline (contract §3).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::email::{EmailAddress, Mailbox};
+use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
+
+/// Where a message is in its life (contract §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MessageStatus {
+    /// Accepted and waiting for the delivery worker.
+    Queued,
+    /// Reserved for scheduled sending; behaves like `Queued`.
+    Scheduled,
+    /// Handed to the transport for an attempt.
+    Sent,
+    /// The last attempt failed temporarily; another is due.
+    Deferred,
+    /// Accepted by the receiving server.
+    Delivered,
+    /// Refused permanently, or retries exhausted (terminal).
+    Bounced,
+    /// The recipient reported it as spam (terminal).
+    Complained,
+    /// Could not be sent at all, e.g. its domain was deleted (terminal).
+    Failed,
+    /// The address was suppressed while the message waited (terminal).
+    Suppressed,
+}
+
+impl MessageStatus {
+    /// Every status, for exhaustive tests and filters.
+    pub const ALL: [Self; 9] = [
+        Self::Queued,
+        Self::Scheduled,
+        Self::Sent,
+        Self::Deferred,
+        Self::Delivered,
+        Self::Bounced,
+        Self::Complained,
+        Self::Failed,
+        Self::Suppressed,
+    ];
+
+    /// No further status change is possible.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Bounced | Self::Complained | Self::Failed | Self::Suppressed)
+    }
+
+    /// The PascalCase name used in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "Queued",
+            Self::Scheduled => "Scheduled",
+            Self::Sent => "Sent",
+            Self::Deferred => "Deferred",
+            Self::Delivered => "Delivered",
+            Self::Bounced => "Bounced",
+            Self::Complained => "Complained",
+            Self::Failed => "Failed",
+            Self::Suppressed => "Suppressed",
+        }
+    }
+
+    /// Parses the API name (exact case).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// The type of a timeline event (contract §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventType {
+    /// Accepted by the API.
+    Queued,
+    /// An attempt started (handed to the transport).
+    Sent,
+    /// The receiving server accepted it.
+    Delivered,
+    /// A temporary failure; retried later.
+    Deferred,
+    /// Permanent failure or retries exhausted.
+    Bounced,
+    /// Spam complaint.
+    Complained,
+    /// Tracking pixel loaded.
+    Opened,
+    /// Tracked link followed.
+    Clicked,
+    /// Could not be sent at all.
+    Failed,
+    /// Skipped because the address is suppressed.
+    Suppressed,
+}
+
+impl EventType {
+    /// Every event type.
+    pub const ALL: [Self; 10] = [
+        Self::Queued,
+        Self::Sent,
+        Self::Delivered,
+        Self::Deferred,
+        Self::Bounced,
+        Self::Complained,
+        Self::Opened,
+        Self::Clicked,
+        Self::Failed,
+        Self::Suppressed,
+    ];
+
+    /// The PascalCase name used in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "Queued",
+            Self::Sent => "Sent",
+            Self::Delivered => "Delivered",
+            Self::Deferred => "Deferred",
+            Self::Bounced => "Bounced",
+            Self::Complained => "Complained",
+            Self::Opened => "Opened",
+            Self::Clicked => "Clicked",
+            Self::Failed => "Failed",
+            Self::Suppressed => "Suppressed",
+        }
+    }
+}
+
+/// Hard (permanent refusal) or soft (retries exhausted) bounce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BounceType {
+    /// Permanent: suppresses the address.
+    Hard,
+    /// Retries exhausted: does not suppress.
+    Soft,
+}
+
+/// What an event type carries (contract §3); absent fields are omitted from JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventDetails {
+    /// SMTP reply code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtp_code: Option<u16>,
+    /// Enhanced status code, e.g. `5.1.1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enhanced_code: Option<String>,
+    /// The remote server's reply text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// Attempt number (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// When the next attempt is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// Hard or soft bounce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounce_type: Option<BounceType>,
+    /// Clicked URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// User agent of an open or click.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+}
+
+/// One entry of a message's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageEvent {
+    /// Id (ULID; events of one message sort in the order they happened).
+    pub id: EventId,
+    /// The message.
+    pub message_id: MessageId,
+    /// Type.
+    pub event_type: EventType,
+    /// The Message-ID written on the wire; `None` on `Queued`.
+    pub provider_message_id: Option<String>,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// Type-specific details.
+    pub details: EventDetails,
+}
+
+/// A message to one recipient. The bodies are kept (rendered) so the delivery worker can
+/// build the MIME later; the API does not return them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Id.
+    pub id: MessageId,
+    /// Owning workspace.
+    pub workspace_id: WorkspaceId,
+    /// The key that sent it (send-scoped keys see only their own messages).
+    pub api_key_id: ApiKeyId,
+    /// The sending domain (for DKIM keys, and to fail the message if it is deleted).
+    pub domain_id: DomainId,
+    /// Current status.
+    pub status: MessageStatus,
+    /// Recipient.
+    pub to: EmailAddress,
+    /// Sender with display name.
+    pub from: Mailbox,
+    /// Rendered subject.
+    pub subject: String,
+    /// Rendered HTML body.
+    pub html: Option<String>,
+    /// Rendered text body.
+    pub text: Option<String>,
+    /// Template used, if any.
+    pub template_id: Option<TemplateId>,
+    /// Exact template version used, if any; survives template deletion.
+    pub template_version_id: Option<TemplateVersionId>,
+    /// Message-ID on the wire (without angle brackets), once handed to the transport.
+    pub provider_message_id: Option<String>,
+    /// Delivery attempts started.
+    pub attempts: u32,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When the delivery worker should next look at it; `None` once nothing is due
+    /// (terminal, or delivered). The stores index this.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The bounce type, once `Bounced`.
+    pub bounce_type: Option<BounceType>,
+}

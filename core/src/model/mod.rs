@@ -1,0 +1,22 @@
+//! The domain model of the spec and contract: plain data, validated at construction by the
+//! use cases, persisted by `Store` implementations.
+
+mod api_key;
+mod domain;
+mod idempotency;
+mod message;
+mod sender;
+mod suppression;
+mod template;
+mod webhook;
+mod workspace;
+
+pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
+pub use domain::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+pub use idempotency::{IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash};
+pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
+pub use sender::{Sender, SenderUsername};
+pub use suppression::{Suppression, SuppressionReason, SuppressionSource};
+pub use template::{Template, TemplateVersion};
+pub use webhook::{DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl};
+pub use workspace::Workspace;

@@ -1,0 +1,384 @@
+//! `Store`: persistence of everything in the model, in the domain's terms.
+//!
+//! The trait is split by resource (`KeyStore`, `MessageStore`, ...) to keep each readable;
+//! `Store` is all of them together and is what the use cases hold (`Arc<dyn Store>`).
+//!
+//! Rules every implementation follows (the conformance suite in `testing` checks them):
+//! - **Isolation**: every read takes the `WorkspaceId`; a record of another workspace is
+//!   reported exactly as a missing one.
+//! - **Lists** are newest first by id (ULIDs sort by creation), except a message's events,
+//!   which are oldest first. A page holds at most `limit` items; `has_more` tells whether
+//!   another exists after the last one; the next page starts strictly after the cursor
+//!   (the id of the previous page's last item). Cost is O(limit), never O(store).
+//! - **Atomicity**: each method is all or nothing.
+//! - **Durability**: methods marked *durable* return only after their effect would survive
+//!   a crash of the process or machine. Others may lose their last moments on a crash but
+//!   never leave a torn record.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::domain_name::DomainName;
+use crate::email::EmailAddress;
+use crate::ids::{
+    ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
+    WebhookId, WorkspaceId,
+};
+use crate::model::{
+    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus, Sender,
+    SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
+    Workspace,
+};
+
+/// Storage failures, in terms a caller can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The record to change does not exist (in this workspace).
+    #[error("not found")]
+    NotFound,
+    /// A uniqueness rule or an optimistic-concurrency expectation failed.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The store cannot be reached or written (disk full, I/O error, connection lost). The
+    /// operation had no effect; retrying later may succeed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data could not be decoded: a bug or corruption, never the caller's fault.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Where a list starts and how much it returns. `limit` is 1–200 (validated by core).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest<C> {
+    /// Maximum items.
+    pub limit: usize,
+    /// Start strictly after this id (in list order); `None` for the first page.
+    pub cursor: Option<C>,
+}
+
+impl<C> PageRequest<C> {
+    /// The first page of `limit` items.
+    pub fn first(limit: usize) -> Self {
+        Self { limit, cursor: None }
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    /// At most `limit` items, in list order.
+    pub items: Vec<T>,
+    /// Whether more items follow the last one.
+    pub has_more: bool,
+}
+
+/// Filters of `GET /v1/messages`. All given filters must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageQuery {
+    /// Only this status.
+    pub status: Option<MessageStatus>,
+    /// Only this recipient (compared by [`EmailAddress::normalized`]).
+    pub to: Option<EmailAddress>,
+    /// Only messages sent with this key (send-scoped keys see only their own).
+    pub sent_by: Option<ApiKeyId>,
+    /// Page.
+    pub page: PageRequest<MessageId>,
+}
+
+/// Everything written when a message is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// The message, status `Queued` with `next_attempt_at` set (due now).
+    pub message: Message,
+    /// Its `Queued` event.
+    pub event: MessageEvent,
+    /// The idempotency record, when the request had a key.
+    pub idempotency: Option<IdempotencyRecord>,
+    /// Webhook deliveries for the `Queued` event.
+    pub webhook_deliveries: Vec<WebhookDelivery>,
+}
+
+/// What `create_message` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// Written and durable.
+    Created,
+    /// The idempotency key was already used (and has not expired at `message.created_at`);
+    /// nothing was written. The record tells which message it created and with what request.
+    Duplicate(IdempotencyRecord),
+}
+
+/// A change of a message's state with the event that caused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventWrite {
+    /// The status the caller read; the write fails with `Conflict` if it changed since
+    /// (another worker or report got there first).
+    pub expected_status: MessageStatus,
+    /// The message after the event (same id and workspace).
+    pub message: Message,
+    /// The event, appended to the timeline.
+    pub event: MessageEvent,
+    /// Webhook deliveries for the event.
+    pub webhook_deliveries: Vec<WebhookDelivery>,
+}
+
+/// A new template version before the store numbers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTemplateVersion {
+    /// Id.
+    pub id: TemplateVersionId,
+    /// Subject template.
+    pub subject: String,
+    /// HTML template.
+    pub html: Option<String>,
+    /// Text template.
+    pub text: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Changes of `PATCH /v1/templates/{id}`; `None` leaves a field as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TemplateChange {
+    /// New name.
+    pub name: Option<String>,
+    /// New current version; must be a version of this template.
+    pub current_version_id: Option<TemplateVersionId>,
+}
+
+/// Workspaces.
+#[async_trait]
+pub trait WorkspaceStore: Send + Sync {
+    /// Creates a workspace together with its first key, atomically (durable). `Conflict` if
+    /// the id or the key hash exists.
+    async fn create_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()>;
+    /// One workspace.
+    async fn get_workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>>;
+    /// All workspaces, oldest first (operators have few).
+    async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>>;
+}
+
+/// API keys.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Stores a new key (durable). `Conflict` if its id or hash exists.
+    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()>;
+    /// The key with this hash, in any workspace, revoked or not (authentication).
+    async fn find_api_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<ApiKey>>;
+    /// One key of the workspace, revoked or not.
+    async fn get_api_key(&self, workspace: WorkspaceId, id: ApiKeyId) -> StoreResult<Option<ApiKey>>;
+    /// Keys of the workspace that are not revoked, newest first.
+    async fn list_api_keys(&self, workspace: WorkspaceId, page: PageRequest<ApiKeyId>) -> StoreResult<Page<ApiKey>>;
+    /// Marks a key revoked at `at` (durable) and returns it. `NotFound` if absent or already
+    /// revoked. From return on, `find_api_key_by_hash` shows it revoked.
+    async fn revoke_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<ApiKey>;
+    /// Records a use (not durable, may be coalesced). Unknown or revoked keys are ignored.
+    async fn touch_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<()>;
+}
+
+/// Messages, their timelines and the delivery queue.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    /// Accepts a message (durable): message, `Queued` event, idempotency record, queue entry
+    /// (from `next_attempt_at`) and webhook deliveries are written together or not at all.
+    /// If the idempotency key is taken and unexpired, writes nothing and returns
+    /// `Duplicate`; of two racing calls with one key exactly one is `Created`. `Conflict` if
+    /// the message id exists.
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
+    /// One message.
+    async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
+    /// Messages matching the query, newest first.
+    async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>>;
+    /// A message's events, oldest first. `NotFound` if the message does not exist.
+    async fn list_events(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        page: PageRequest<EventId>,
+    ) -> StoreResult<Page<MessageEvent>>;
+    /// Applies a state change (durable): replaces the message, appends the event, updates the
+    /// status index and the queue entry (`message.next_attempt_at`), queues the webhook
+    /// deliveries. `NotFound` if the message is gone; `Conflict` if its stored status is not
+    /// `expected_status`.
+    async fn record_event(&self, write: EventWrite) -> StoreResult<()>;
+    /// Claims up to `limit` messages whose `next_attempt_at` is at or before `now`, earliest
+    /// due first, across workspaces, and moves their `next_attempt_at` to `lease_until` so
+    /// that no other claimer gets them until the lease expires. Returns them as updated.
+    async fn claim_due_messages(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>>;
+    /// The idempotency record for `key` in the workspace, expired or not.
+    async fn get_idempotency(
+        &self,
+        workspace: WorkspaceId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<IdempotencyRecord>>;
+    /// Deletes up to `limit` idempotency records with `expires_at <= now`, earliest first,
+    /// without scanning unexpired ones; returns how many it deleted.
+    async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+}
+
+/// Domains and their senders.
+#[async_trait]
+pub trait DomainStore: Send + Sync {
+    /// Adds a domain (durable). `Conflict` if the workspace already has one with this name.
+    async fn insert_domain(&self, domain: &Domain) -> StoreResult<()>;
+    /// One domain.
+    async fn get_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<Option<Domain>>;
+    /// The workspace's domain with this name.
+    async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>>;
+    /// Domains of the workspace, newest first.
+    async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>>;
+    /// Replaces a domain's mutable state (status, records, tracking, timestamps). The name
+    /// and keys must not change. `NotFound` if it was deleted.
+    async fn update_domain(&self, domain: &Domain) -> StoreResult<()>;
+    /// Deletes a domain and its senders (durable); its name can be added again.
+    async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
+    /// Registers a sender. `NotFound` if the domain is gone; `Conflict` if the username
+    /// (case-insensitive) is taken on that domain.
+    async fn insert_sender(&self, sender: &Sender) -> StoreResult<()>;
+    /// The sender with this username (case-insensitive) on the domain.
+    async fn get_sender(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        username: &SenderUsername,
+    ) -> StoreResult<Option<Sender>>;
+    /// Senders of a domain, newest first.
+    async fn list_senders(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        page: PageRequest<SenderId>,
+    ) -> StoreResult<Page<Sender>>;
+    /// Removes a sender. `NotFound` if absent.
+    async fn delete_sender(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        username: &SenderUsername,
+    ) -> StoreResult<()>;
+}
+
+/// Templates and versions.
+#[async_trait]
+pub trait TemplateStore: Send + Sync {
+    /// Creates a template with its first version (in `template.versions`, number 1).
+    async fn insert_template(&self, template: &Template) -> StoreResult<()>;
+    /// A template with all its versions.
+    async fn get_template(&self, workspace: WorkspaceId, id: TemplateId) -> StoreResult<Option<Template>>;
+    /// Templates with their versions, newest first.
+    async fn list_templates(
+        &self,
+        workspace: WorkspaceId,
+        page: PageRequest<TemplateId>,
+    ) -> StoreResult<Page<Template>>;
+    /// One version by id (while its template exists).
+    async fn get_template_version(
+        &self,
+        workspace: WorkspaceId,
+        id: TemplateVersionId,
+    ) -> StoreResult<Option<TemplateVersion>>;
+    /// Appends a version numbered one past the highest (atomically: two concurrent calls get
+    /// different numbers), optionally making it current. `NotFound` if the template is gone.
+    async fn add_template_version(
+        &self,
+        workspace: WorkspaceId,
+        template: TemplateId,
+        version: NewTemplateVersion,
+        make_current: bool,
+    ) -> StoreResult<TemplateVersion>;
+    /// Renames or changes the current version; returns the template as changed. `NotFound`
+    /// if the template is gone; `Conflict` if the version is not one of its own.
+    async fn update_template(
+        &self,
+        workspace: WorkspaceId,
+        id: TemplateId,
+        change: TemplateChange,
+    ) -> StoreResult<Template>;
+    /// Deletes a template and its versions. `NotFound` if absent.
+    async fn delete_template(&self, workspace: WorkspaceId, id: TemplateId) -> StoreResult<()>;
+}
+
+/// The suppression list.
+#[async_trait]
+pub trait SuppressionStore: Send + Sync {
+    /// Adds an entry unless the address (case-insensitive) is already suppressed (durable).
+    /// Returns the entry now stored and whether it was created by this call.
+    async fn insert_suppression(&self, suppression: &Suppression) -> StoreResult<(Suppression, bool)>;
+    /// The entry for an address (case-insensitive).
+    async fn get_suppression(&self, workspace: WorkspaceId, email: &EmailAddress) -> StoreResult<Option<Suppression>>;
+    /// Entries, newest first, optionally of one reason.
+    async fn list_suppressions(
+        &self,
+        workspace: WorkspaceId,
+        reason: Option<SuppressionReason>,
+        page: PageRequest<SuppressionId>,
+    ) -> StoreResult<Page<Suppression>>;
+    /// Removes the entry for an address (case-insensitive). `NotFound` if absent.
+    async fn delete_suppression(&self, workspace: WorkspaceId, email: &EmailAddress) -> StoreResult<()>;
+}
+
+/// Webhook endpoints and their delivery log and queue.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    /// Creates an endpoint.
+    async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()>;
+    /// One endpoint.
+    async fn get_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<Option<WebhookEndpoint>>;
+    /// Endpoints, newest first.
+    async fn list_webhooks(
+        &self,
+        workspace: WorkspaceId,
+        page: PageRequest<WebhookId>,
+    ) -> StoreResult<Page<WebhookEndpoint>>;
+    /// All enabled endpoints of a workspace (for fan-out; workspaces have few).
+    async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>>;
+    /// Replaces an endpoint. `NotFound` if deleted.
+    async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()>;
+    /// Deletes an endpoint and its delivery log. `NotFound` if absent.
+    async fn delete_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<()>;
+    /// Queues deliveries (durable), e.g. a `Test` event. `NotFound` if an endpoint is gone.
+    async fn insert_webhook_deliveries(&self, deliveries: &[WebhookDelivery]) -> StoreResult<()>;
+    /// One delivery.
+    async fn get_webhook_delivery(
+        &self,
+        workspace: WorkspaceId,
+        id: DeliveryId,
+    ) -> StoreResult<Option<WebhookDelivery>>;
+    /// An endpoint's deliveries, newest first.
+    async fn list_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        endpoint: WebhookId,
+        page: PageRequest<DeliveryId>,
+    ) -> StoreResult<Page<WebhookDelivery>>;
+    /// Replaces a delivery after an attempt, updating the queue from `next_attempt_at`
+    /// (durable). `NotFound` if gone.
+    async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()>;
+    /// Like [`MessageStore::claim_due_messages`], for deliveries.
+    async fn claim_due_webhook_deliveries(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>>;
+}
+
+/// The whole store.
+pub trait Store:
+    WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore
+{
+}
+
+impl<T> Store for T where
+    T: WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore
+{
+}

@@ -1,0 +1,115 @@
+//! The message state machine of contract §3, as a pure function.
+//!
+//! `next_status` decides whether an event may happen to a message in a given status and what
+//! the status becomes; `apply_event` also updates the message and produces the one timeline
+//! event that records the transition. The table is the contract's:
+//!
+//! | from | event | to |
+//! |---|---|---|
+//! | (new) | Queued | Queued |
+//! | Queued, Scheduled, Deferred, Sent (after a crash) | Sent | Sent |
+//! | Sent | Delivered | Delivered |
+//! | Sent | Deferred | Deferred |
+//! | Sent, Deferred, Delivered | Bounced | Bounced |
+//! | Delivered | Complained | Complained |
+//! | Queued, Scheduled, Deferred | Suppressed | Suppressed |
+//! | any non-terminal | Failed | Failed |
+//! | Sent, Deferred, Delivered, Bounced, Complained | Opened, Clicked | unchanged |
+//!
+//! Opens and clicks need the message to have been handed off at least once; they are
+//! recorded even on terminal messages (a complaint does not stop a reader from clicking),
+//! but never change the status.
+
+use chrono::{DateTime, Utc};
+
+use crate::ids::EventId;
+use crate::model::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
+
+/// An event that the message's current status does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("event {event:?} is not possible for a message in status {from:?}")]
+pub struct InvalidTransition {
+    /// The status the message was in.
+    pub from: MessageStatus,
+    /// The refused event.
+    pub event: EventType,
+}
+
+/// The status after `event` happens to a message in `from`, or why it cannot happen.
+pub fn next_status(from: MessageStatus, event: EventType) -> Result<MessageStatus, InvalidTransition> {
+    use EventType as E;
+    use MessageStatus as S;
+    let to = match (from, event) {
+        // Sent→Sent: the worker that made the last attempt crashed before recording its
+        // outcome; the lease expired and a new attempt starts.
+        (S::Queued | S::Scheduled | S::Deferred | S::Sent, E::Sent) => S::Sent,
+        (S::Sent, E::Delivered) => S::Delivered,
+        (S::Sent, E::Deferred) => S::Deferred,
+        (S::Sent | S::Deferred | S::Delivered, E::Bounced) => S::Bounced,
+        (S::Delivered, E::Complained) => S::Complained,
+        (S::Queued | S::Scheduled | S::Deferred, E::Suppressed) => S::Suppressed,
+        (s, E::Failed) if !s.is_terminal() => S::Failed,
+        (s @ (S::Sent | S::Deferred | S::Delivered | S::Bounced | S::Complained), E::Opened | E::Clicked) => s,
+        _ => return Err(InvalidTransition { from, event }),
+    };
+    Ok(to)
+}
+
+/// The facts of an event that happened, before it is applied to a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Happening {
+    /// Id for the timeline entry.
+    pub event_id: EventId,
+    /// What happened.
+    pub event_type: EventType,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Details for the timeline.
+    pub details: EventDetails,
+    /// The Message-ID used on the wire (set by `Sent`; other events keep the message's).
+    pub provider_message_id: Option<String>,
+    /// When the delivery worker should look at the message next (`Deferred`: the retry
+    /// time). Ignored for statuses that have nothing due.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+/// Applies `happening` to `message`: returns the updated message and the one event that
+/// records it, or refuses without changing anything.
+pub fn apply_event(message: &Message, happening: Happening) -> Result<(Message, MessageEvent), InvalidTransition> {
+    let status = next_status(message.status, happening.event_type)?;
+    let mut next = message.clone();
+    next.status = status;
+    next.updated_at = happening.at.max(message.updated_at);
+    match happening.event_type {
+        EventType::Sent => {
+            next.attempts = message.attempts.saturating_add(1);
+            if happening.provider_message_id.is_some() {
+                next.provider_message_id.clone_from(&happening.provider_message_id);
+            }
+        }
+        EventType::Bounced => next.bounce_type = Some(happening.details.bounce_type.unwrap_or(BounceType::Hard)),
+        _ => {}
+    }
+    // Only messages waiting for an attempt are due; a Sent message keeps its lease (the
+    // worker that claimed it records the outcome), everything else leaves the queue.
+    next.next_attempt_at = match (happening.event_type, status) {
+        (EventType::Opened | EventType::Clicked, _) => message.next_attempt_at,
+        (_, MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Deferred) => {
+            happening.next_attempt_at.or(message.next_attempt_at)
+        }
+        (EventType::Sent, MessageStatus::Sent) => message.next_attempt_at,
+        _ => None,
+    };
+    let event = MessageEvent {
+        id: happening.event_id,
+        message_id: message.id,
+        event_type: happening.event_type,
+        provider_message_id: next.provider_message_id.clone(),
+        occurred_at: happening.at,
+        details: happening.details,
+    };
+    Ok((next, event))
+}
+
+#[cfg(test)]
+mod tests;

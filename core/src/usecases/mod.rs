@@ -1,0 +1,116 @@
+//! The use cases: one function per operation of the API, shared by every front end.
+//!
+//! [`Tidings`] holds the ports and the configuration; each submodule adds the `impl
+//! Tidings` block of one resource. Every use case that acts for a client takes the
+//! authenticated [`Principal`] and enforces scope and workspace isolation itself.
+
+mod auth;
+mod domains;
+mod keys;
+mod messages;
+mod pagination;
+mod senders;
+mod suppressions;
+mod templates;
+mod webhooks;
+
+use std::sync::Arc;
+
+use chrono::Duration;
+
+use crate::dns_records::RecordPolicy;
+use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
+use crate::model::{KeyScope, RateLimit};
+use crate::ports::{Clock, DnsCheck, Random, Store};
+
+pub use auth::*;
+pub use domains::*;
+pub use keys::*;
+pub use messages::*;
+pub use pagination::*;
+pub use senders::*;
+pub use suppressions::*;
+pub use templates::*;
+pub use webhooks::*;
+
+/// Settings of the rules that operators may change.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// How long an Idempotency-Key is remembered (contract §3: 24 h).
+    pub idempotency_window: Duration,
+    /// Allow webhook URLs on private addresses and plain http (contract §9).
+    pub allow_private_webhooks: bool,
+    /// How long the old webhook secret keeps signing after a rotation (contract §7: 24 h).
+    pub webhook_secret_overlap: Duration,
+    /// What the generated DNS records say.
+    pub records: RecordPolicy,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            idempotency_window: Duration::hours(24),
+            allow_private_webhooks: false,
+            webhook_secret_overlap: Duration::hours(24),
+            records: RecordPolicy::default(),
+        }
+    }
+}
+
+/// The authenticated caller of a use case: a key that passed [`Tidings::authenticate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The key's workspace; everything the caller touches is in it.
+    pub workspace_id: WorkspaceId,
+    /// The key.
+    pub key_id: ApiKeyId,
+    /// Its scope.
+    pub scope: KeyScope,
+    /// Its domain restriction.
+    pub sending_domain_id: Option<DomainId>,
+    /// Its send rate (enforced by the front end's limiter).
+    pub rate_limit: RateLimit,
+}
+
+impl Principal {
+    /// Management operations need a `full` key (contract §2).
+    pub fn require_full(&self) -> crate::Result<()> {
+        match self.scope {
+            KeyScope::Full => Ok(()),
+            KeyScope::Send => Err(crate::Error::InsufficientScope),
+        }
+    }
+}
+
+/// The service: ports plus configuration. Cheap to clone (all `Arc`s).
+#[derive(Clone)]
+pub struct Tidings {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) random: Arc<dyn Random>,
+    pub(crate) dns: Arc<dyn DnsCheck>,
+    pub(crate) config: CoreConfig,
+}
+
+impl Tidings {
+    /// Assembles the service from its ports.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        random: Arc<dyn Random>,
+        dns: Arc<dyn DnsCheck>,
+        config: CoreConfig,
+    ) -> Self {
+        Self { store, clock, random, dns, config }
+    }
+
+    /// The store, for workers and adapters that need direct reads.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+}
