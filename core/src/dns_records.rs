@@ -1,5 +1,376 @@
-//! TODO: filled by the domain-setup work.
+//! The DNS records a sending domain must publish (contract §4) and their verification:
+//! what to ask for ([`records_for`]) and whether DNS says it ([`verify`]).
+//!
+//! The checks mirror what receivers do with the records (RFC 7208 SPF, RFC 6376/8463 DKIM,
+//! RFC 7489 DMARC) closely enough that `Verified` means "receivers will see it", without
+//! being a full SPF or DMARC evaluator: the DNS answers are judged, not the whole policy.
 
-/// What the generated DNS records say (placeholder until domain setup lands).
-#[derive(Debug, Clone, Default)]
-pub struct RecordPolicy;
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+
+use crate::dkim_keys::{self, DkimKeyError};
+use crate::domain_name::{DnsName, DomainName};
+use crate::model::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+use crate::ports::{DnsCheck, DnsError};
+
+#[cfg(test)]
+mod tests;
+
+/// The SPF term Tidings asks for unless the operator configures one: `ip4:127.0.0.1`.
+///
+/// Core cannot know the operator's outbound addresses, and every choice it could make alone
+/// is wrong somewhere. Customers merge this term into the SPF record they already have, so
+/// the default must never make that record worse:
+/// - not `a` or `mx`: those authorise the *customer's* web and mail hosts (often shared
+///   hosting), not the host Tidings sends from, so they are wrong for a third-party sender;
+/// - not an `include:` of a placeholder domain: an include whose target has no SPF record
+///   is a permanent error (RFC 7208 §5.2) that breaks SPF for all the customer's mail, and
+///   every include spends one of the ten DNS lookups SPF allows.
+///
+/// `ip4:127.0.0.1` costs no lookup and cannot error; it authorises loopback only, which is
+/// right for a development install delivering to a local sink and a no-op anywhere else.
+/// A production server sets [`RecordPolicy::spf_mechanism`] to
+/// `include:_spf.<operator domain>` (or its `ip4:`/`ip6:` ranges).
+pub const DEFAULT_SPF_MECHANISM: &str = "ip4:127.0.0.1";
+
+/// The DMARC record Tidings recommends by default: monitor only, rejects nothing.
+pub const DEFAULT_DMARC_VALUE: &str = "v=DMARC1; p=none;";
+
+/// Suggested TTL of the records, in seconds.
+pub const DEFAULT_TTL: u32 = 3600;
+
+/// What the generated records say where the operator has a choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPolicy {
+    /// The SPF term(s) that authorise Tidings' outbound hosts, e.g. `include:_spf.example.net`;
+    /// several terms are separated by spaces and all are required. See
+    /// [`DEFAULT_SPF_MECHANISM`] for the default and why.
+    pub spf_mechanism: String,
+    /// The full value of the recommended DMARC record.
+    pub dmarc_value: String,
+    /// Suggested TTL of every record, in seconds.
+    pub ttl: u32,
+}
+
+impl Default for RecordPolicy {
+    fn default() -> Self {
+        Self {
+            spf_mechanism: DEFAULT_SPF_MECHANISM.to_owned(),
+            dmarc_value: DEFAULT_DMARC_VALUE.to_owned(),
+            ttl: DEFAULT_TTL,
+        }
+    }
+}
+
+/// The records to publish for `domain`, in the order SPF, DKIM (RSA), DKIM2 (Ed25519),
+/// DMARC; all `TXT`, `Pending`, names fully qualified without a trailing dot. Fails only if
+/// the stored private keys do not parse.
+pub fn records_for(
+    domain: &DomainName,
+    keys: &DkimKeys,
+    policy: &RecordPolicy,
+) -> Result<Vec<DnsRecord>, DkimKeyError> {
+    let rsa = dkim_keys::rsa_public_key_base64(keys)?;
+    let ed25519 = dkim_keys::ed25519_public_key_base64(keys)?;
+    let record = |kind, name: String, value: String| DnsRecord {
+        kind,
+        record_type: "TXT".to_owned(),
+        name,
+        value,
+        ttl: policy.ttl,
+        status: RecordStatus::Pending,
+        last_checked_at: None,
+        error: None,
+    };
+    Ok(vec![
+        record(RecordKind::Spf, domain.as_str().to_owned(), format!("v=spf1 {} ~all", policy.spf_mechanism)),
+        record(RecordKind::Dkim, dkim_name(domain, &keys.rsa_selector), format!("v=DKIM1; k=rsa; p={rsa}")),
+        record(
+            RecordKind::Dkim2,
+            dkim_name(domain, &keys.ed25519_selector),
+            format!("v=DKIM1; k=ed25519; p={ed25519}"),
+        ),
+        record(RecordKind::Dmarc, domain.with_prefix("_dmarc"), policy.dmarc_value.clone()),
+    ])
+}
+
+/// Checks every record against DNS and returns the domain with per-record
+/// status/error/lastCheckedAt, overall status, `verified_at` and `last_checked_at`.
+///
+/// - The records are regenerated from the domain's keys and `policy` first, so a changed
+///   operator setting (SPF term, DMARC value, TTL) is both shown and checked.
+/// - Overall: `Verified` if SPF, DKIM and DKIM2 are all verified, `PartiallyVerified` if
+///   some are, `Failed` if none. DMARC is checked and reported but never counts.
+/// - `verified_at` is set the first time the domain is `Verified` and never cleared: it
+///   records when the domain was first proven, while `status` says what DNS says now.
+/// - Never fails: a DNS error (NXDOMAIN, timeout, SERVFAIL) fails that record only, with
+///   the error's text. The four lookups run concurrently.
+/// - DMARC is looked up at `_dmarc.<domain>` only, not at the organisational domain a
+///   receiver would fall back to (that needs the public suffix list).
+pub async fn verify(domain: &Domain, policy: &RecordPolicy, dns: &dyn DnsCheck, now: DateTime<Utc>) -> Domain {
+    verify_with(domain, policy, |name| txt_at(dns, name), now).await
+}
+
+/// What one TXT lookup gave.
+type Answer = Result<Vec<String>, DnsError>;
+
+/// [`verify`] with the lookup as a function of the record name, so tests can drive the
+/// verification itself with any name.
+async fn verify_with<F, Fut>(domain: &Domain, policy: &RecordPolicy, lookup: F, now: DateTime<Utc>) -> Domain
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Answer>,
+{
+    let (records, key_error) = match records_for(&domain.name, &domain.dkim, policy) {
+        Ok(records) => (records, None),
+        Err(error) => (domain.records.clone(), Some(error)),
+    };
+    let (spf, dkim, dkim2, dmarc) = tokio::join!(
+        answer_for(&records, RecordKind::Spf, &lookup),
+        answer_for(&records, RecordKind::Dkim, &lookup),
+        answer_for(&records, RecordKind::Dkim2, &lookup),
+        answer_for(&records, RecordKind::Dmarc, &lookup),
+    );
+    let records = records
+        .into_iter()
+        .map(|record| {
+            let answer = match record.kind {
+                RecordKind::Spf => &spf,
+                RecordKind::Dkim => &dkim,
+                RecordKind::Dkim2 => &dkim2,
+                RecordKind::Dmarc => &dmarc,
+            };
+            let outcome = match (&key_error, record.kind) {
+                (Some(error), RecordKind::Dkim | RecordKind::Dkim2) => Err(format!(
+                    "{error}; Tidings cannot sign for this domain, delete and add it again to get new keys"
+                )),
+                _ => match answer {
+                    Some(Ok(txts)) => check(&record, txts, policy),
+                    Some(Err(error)) => Err(error.to_string()),
+                    // Unreachable: every record's kind was looked up.
+                    None => Err(format!("no DNS answer for {}", record.name)),
+                },
+            };
+            checked(record, outcome, now)
+        })
+        .collect();
+    let mut verified = Domain { records, last_checked_at: Some(now), ..domain.clone() };
+    verified.status = overall_status(&verified);
+    if verified.status == DomainStatus::Verified && verified.verified_at.is_none() {
+        verified.verified_at = Some(now);
+    }
+    verified
+}
+
+/// `<selector>._domainkey.<domain>`.
+fn dkim_name(domain: &DomainName, selector: &str) -> String {
+    domain.with_prefix(&format!("{selector}._domainkey"))
+}
+
+/// Looks up the TXT records at the name of the (first) record of `kind`.
+async fn answer_for<F, Fut>(records: &[DnsRecord], kind: RecordKind, lookup: &F) -> Option<Answer>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Answer>,
+{
+    let record = records.iter().find(|r| r.kind == kind)?;
+    Some(lookup(record.name.clone()).await)
+}
+
+/// TXT records at a record name through the port. Record names are built from a valid
+/// domain and generated selectors, so the parse cannot fail in practice; if it did, the
+/// record fails with the reason instead of panicking.
+async fn txt_at(dns: &dyn DnsCheck, name: String) -> Answer {
+    let parsed = DnsName::parse(&name).map_err(|error| DnsError::Failed {
+        reason: format!("Tidings cannot look up this name: it {error}"),
+        name: name.clone(),
+    })?;
+    dns.txt_records(&parsed).await
+}
+
+/// The record with the outcome of its check.
+fn checked(record: DnsRecord, outcome: Result<(), String>, now: DateTime<Utc>) -> DnsRecord {
+    let (status, error) = match outcome {
+        Ok(()) => (RecordStatus::Verified, None),
+        Err(error) => (RecordStatus::Failed, Some(error)),
+    };
+    DnsRecord { status, error, last_checked_at: Some(now), ..record }
+}
+
+/// Verified iff all required records are; none verified is Failed.
+fn overall_status(domain: &Domain) -> DomainStatus {
+    let required = [RecordKind::Spf, RecordKind::Dkim, RecordKind::Dkim2];
+    let verified = required.iter().filter(|&&kind| domain.record_status(kind) == RecordStatus::Verified).count();
+    match verified {
+        0 => DomainStatus::Failed,
+        n if n == required.len() => DomainStatus::Verified,
+        _ => DomainStatus::PartiallyVerified,
+    }
+}
+
+/// Judges the TXT strings found at `record.name` (already joined per record).
+fn check(record: &DnsRecord, txts: &[String], policy: &RecordPolicy) -> Result<(), String> {
+    if txts.is_empty() {
+        return Err(format!("no TXT record at {}", record.name));
+    }
+    match record.kind {
+        RecordKind::Spf => check_spf(&record.name, txts, &policy.spf_mechanism),
+        RecordKind::Dkim | RecordKind::Dkim2 => check_dkim(&record.name, &record.value, txts),
+        RecordKind::Dmarc => check_dmarc(&record.name, txts),
+    }
+}
+
+/// Exactly one `v=spf1` record, containing every required term before its `all`.
+fn check_spf(name: &str, txts: &[String], mechanism: &str) -> Result<(), String> {
+    let spf: Vec<&String> = txts.iter().filter(|txt| is_spf(txt)).collect();
+    let record = match spf.as_slice() {
+        [] => {
+            return Err(format!(
+                "no SPF record at {name}: found {} TXT record(s), none starting with v=spf1; expected one containing {mechanism}",
+                txts.len()
+            ));
+        }
+        [record] => *record,
+        several => {
+            return Err(format!(
+                "found {} SPF records at {name}; there must be exactly one (RFC 7208: receivers treat several as a permanent error), so merge them into one that contains {mechanism}",
+                several.len()
+            ));
+        }
+    };
+    // Receivers stop at `all`: a term after it never authorises anything.
+    let terms: Vec<&str> = record.split_ascii_whitespace().skip(1).map(without_pass_qualifier).collect();
+    let all_at = terms.iter().position(|term| term.eq_ignore_ascii_case("all") || is_qualified_all(term));
+    for required in mechanism.split_ascii_whitespace().map(without_pass_qualifier) {
+        match terms.iter().position(|term| term.eq_ignore_ascii_case(required)) {
+            Some(at) if all_at.is_none_or(|all| at < all) => {}
+            Some(_) => {
+                return Err(format!(
+                    "the SPF record at {name} has {required} after its \"all\", where receivers never reach it; move it before: found \"{}\"",
+                    abbreviate(record)
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "the SPF record at {name} does not contain {required}; add it before the \"all\": found \"{}\"",
+                    abbreviate(record)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A record whose first term is `v=spf1` (RFC 7208 §4.5: case-insensitive).
+fn is_spf(txt: &str) -> bool {
+    txt.split_ascii_whitespace().next().is_some_and(|version| version.eq_ignore_ascii_case("v=spf1"))
+}
+
+/// `+` is the default qualifier, so `+include:x` is `include:x`.
+fn without_pass_qualifier(term: &str) -> &str {
+    term.strip_prefix('+').unwrap_or(term)
+}
+
+fn is_qualified_all(term: &str) -> bool {
+    term.len() == 4 && term.starts_with(['-', '~', '?']) && term[1..].eq_ignore_ascii_case("all")
+}
+
+/// A TXT record at the selector name with our `p=` and `k=` (and `v=DKIM1` if it has a `v=`).
+fn check_dkim(name: &str, expected_value: &str, txts: &[String]) -> Result<(), String> {
+    let expected = DkimKeyRecord::parse(expected_value);
+    let found: Vec<DkimKeyRecord> =
+        txts.iter().map(|txt| DkimKeyRecord::parse(txt)).filter(|r| r.p.is_some()).collect();
+    if found.is_empty() {
+        return Err(format!(
+            "the TXT record at {name} is not a DKIM key (it has no p= tag): found \"{}\"",
+            abbreviate(&txts[0])
+        ));
+    }
+    if found.iter().any(|r| r.p == expected.p && r.key_type() == expected.key_type() && r.version_ok()) {
+        return Ok(());
+    }
+    if let Some(same_key) = found.iter().find(|r| r.p == expected.p) {
+        return Err(if same_key.key_type() == expected.key_type() {
+            format!("the DKIM record at {name} has v={}; expected v=DKIM1", same_key.v.as_deref().unwrap_or(""))
+        } else {
+            format!(
+                "the DKIM record at {name} has the right key but k={}; expected k={}",
+                same_key.key_type(),
+                expected.key_type()
+            )
+        });
+    }
+    if found.iter().any(|r| r.p.as_deref() == Some("")) {
+        return Err(format!("the DKIM key at {name} is revoked (empty p=); publish the value shown instead"));
+    }
+    Err(format!(
+        "found a different DKIM key at {name}: its p= is not the key Tidings signs with for this selector; replace the record with the value shown"
+    ))
+}
+
+/// The tags of a DKIM key record that the check compares (RFC 6376 §3.6.1).
+#[derive(Debug, PartialEq, Eq)]
+struct DkimKeyRecord {
+    v: Option<String>,
+    k: Option<String>,
+    /// Without whitespace: long keys come split into strings, and people paste them with
+    /// line breaks.
+    p: Option<String>,
+}
+
+impl DkimKeyRecord {
+    fn parse(txt: &str) -> Self {
+        let mut record = Self { v: None, k: None, p: None };
+        for (name, value) in tags(txt) {
+            // Duplicate tags make a record invalid (RFC 6376 §3.2); keeping the first is
+            // enough to compare keys.
+            let slot = match name {
+                "v" => &mut record.v,
+                "k" => &mut record.k,
+                "p" => &mut record.p,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(if name == "p" { value.split_whitespace().collect() } else { value.to_owned() });
+            }
+        }
+        record
+    }
+
+    /// `k=` with its RFC 6376 default.
+    fn key_type(&self) -> &str {
+        self.k.as_deref().unwrap_or("rsa")
+    }
+
+    fn version_ok(&self) -> bool {
+        self.v.as_deref().is_none_or(|v| v == "DKIM1")
+    }
+}
+
+/// A `tag=value; ...` list (DKIM, DMARC), names and values trimmed, specs without `=` skipped.
+fn tags(txt: &str) -> impl Iterator<Item = (&str, &str)> {
+    txt.split(';').filter_map(|spec| spec.split_once('=')).map(|(name, value)| (name.trim(), value.trim()))
+}
+
+/// Exactly one record starting with `v=DMARC1` (RFC 7489 §6.6.3 ignores DMARC when there
+/// are several).
+fn check_dmarc(name: &str, txts: &[String]) -> Result<(), String> {
+    let dmarc = txts.iter().filter(|txt| tags(txt).next() == Some(("v", "DMARC1"))).count();
+    match dmarc {
+        1 => Ok(()),
+        0 => Err(format!("no DMARC record at {name}: found {} TXT record(s), none starting with v=DMARC1", txts.len())),
+        several => Err(format!(
+            "found {several} DMARC records at {name}; receivers ignore DMARC when there is more than one (RFC 7489), so keep one"
+        )),
+    }
+}
+
+/// A found value short enough for an error message.
+fn abbreviate(value: &str) -> String {
+    const MAX: usize = 120;
+    match value.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &value[..end]),
+        None => value.to_owned(),
+    }
+}

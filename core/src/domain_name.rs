@@ -106,6 +106,60 @@ impl From<DomainName> for String {
     }
 }
 
+/// A DNS name to look up: like [`DomainName`], but labels may contain `_`, as the record
+/// names `<selector>._domainkey.<domain>` and `_dmarc.<domain>` do. Not for sending domains.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DnsName(String);
+
+impl DnsName {
+    /// Parses and normalises (lower-case, one trailing dot removed).
+    pub fn parse(input: &str) -> Result<Self, DomainNameError> {
+        // Underscores are the only difference from a domain name; check the rest by
+        // validating the name with them replaced by a letter.
+        let probe = input.replace('_', "u");
+        DomainName::parse(&probe)?;
+        let trimmed = input.strip_suffix('.').unwrap_or(input);
+        Ok(Self(trimmed.to_ascii_lowercase()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&DomainName> for DnsName {
+    fn from(name: &DomainName) -> Self {
+        Self(name.0.clone())
+    }
+}
+
+impl fmt::Display for DnsName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for DnsName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DnsName({})", self.0)
+    }
+}
+
+impl TryFrom<String> for DnsName {
+    type Error = DomainNameError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<DnsName> for String {
+    fn from(value: DnsName) -> Self {
+        value.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +177,14 @@ mod tests {
         }
         let long_label = format!("{}.com", "a".repeat(64));
         assert_eq!(DomainName::parse(&long_label), Err(DomainNameError::BadLabelLength));
+    }
+
+    #[test]
+    fn dns_names_allow_underscore_labels() {
+        assert_eq!(DnsName::parse("TD1r._domainkey.Example.com.").unwrap().as_str(), "td1r._domainkey.example.com");
+        assert_eq!(DnsName::parse("_dmarc.example.com").unwrap().as_str(), "_dmarc.example.com");
+        assert!(DnsName::parse("a b._dmarc.example.com").is_err());
+        assert!(DomainName::parse("_dmarc.example.com").is_err());
     }
 
     proptest! {

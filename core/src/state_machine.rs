@@ -13,7 +13,7 @@
 //! | Sent, Deferred, Delivered | Bounced | Bounced |
 //! | Delivered | Complained | Complained |
 //! | Queued, Scheduled, Deferred | Suppressed | Suppressed |
-//! | any non-terminal | Failed | Failed |
+//! | any non-terminal but Delivered | Failed | Failed |
 //! | Sent, Deferred, Delivered, Bounced, Complained | Opened, Clicked | unchanged |
 //!
 //! Opens and clicks need the message to have been handed off at least once; they are
@@ -48,7 +48,8 @@ pub fn next_status(from: MessageStatus, event: EventType) -> Result<MessageStatu
         (S::Sent | S::Deferred | S::Delivered, E::Bounced) => S::Bounced,
         (S::Delivered, E::Complained) => S::Complained,
         (S::Queued | S::Scheduled | S::Deferred, E::Suppressed) => S::Suppressed,
-        (s, E::Failed) if !s.is_terminal() => S::Failed,
+        // "Cannot be sent at all" stops applying once the receiver has accepted it.
+        (s, E::Failed) if !s.is_terminal() && s != S::Delivered => S::Failed,
         (s @ (S::Sent | S::Deferred | S::Delivered | S::Bounced | S::Complained), E::Opened | E::Clicked) => s,
         _ => return Err(InvalidTransition { from, event }),
     };
@@ -100,8 +101,16 @@ pub fn apply_event(message: &Message, happening: Happening) -> Result<(Message, 
         (EventType::Sent, MessageStatus::Sent) => message.next_attempt_at,
         _ => None,
     };
+    // Ids are random within a millisecond; bump past the newest event so the timeline's id
+    // order is the order of acceptance.
+    let id = if happening.event_id > message.last_event_id {
+        happening.event_id
+    } else {
+        EventId(message.last_event_id.0.increment().unwrap_or(happening.event_id.0))
+    };
+    next.last_event_id = id;
     let event = MessageEvent {
-        id: happening.event_id,
+        id,
         message_id: message.id,
         event_type: happening.event_type,
         provider_message_id: next.provider_message_id.clone(),

@@ -223,4 +223,8 @@ pub struct Message {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// The bounce type, once `Bounced`.
     pub bounce_type: Option<BounceType>,
+    /// Id of the newest timeline event. New events get a larger id, so that sorting a
+    /// timeline by id gives the order in which events were accepted even when two happen in
+    /// the same millisecond.
+    pub last_event_id: EventId,
 }

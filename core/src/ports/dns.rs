@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::domain_name::DomainName;
+use crate::domain_name::DnsName;
 
 /// Why a lookup gave no answer. Each becomes a `Failed` record with a readable reason,
 /// never an error of the whole verification.
@@ -30,5 +30,5 @@ pub trait DnsCheck: Send + Sync {
     /// All TXT records at `name`, each with its character-strings already joined (a long
     /// DKIM key split into 255-byte strings comes back as one value). An existing name with
     /// no TXT records is `Ok(vec![])`.
-    async fn txt_records(&self, name: &DomainName) -> Result<Vec<String>, DnsError>;
+    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError>;
 }

@@ -239,7 +239,8 @@ pub trait DomainStore: Send + Sync {
     /// Replaces a domain's mutable state (status, records, tracking, timestamps). The name
     /// and keys must not change. `NotFound` if it was deleted.
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()>;
-    /// Deletes a domain and its senders (durable); its name can be added again.
+    /// Deletes a domain and its senders (durable); its name can be added again. `NotFound`
+    /// if absent.
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
     /// Registers a sender. `NotFound` if the domain is gone; `Conflict` if the username
     /// (case-insensitive) is taken on that domain.

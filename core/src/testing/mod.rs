@@ -1,1 +1,10 @@
-//! TODO
+//! Test support for Tidings and its storage crates (feature `testing`): the reference
+//! in-memory store, builders of valid model values, and the conformance suite every `Store`
+//! implementation runs.
+
+pub mod conformance;
+pub mod fixtures;
+mod memory;
+
+pub use conformance::{StoreFactory, model_test, run_all};
+pub use memory::MemoryStore;

@@ -1,1 +1,104 @@
-//! TODO
+//! Authentication (contract §2, spec §5): turning a presented API key into a [`Principal`],
+//! plus the two in-memory limiters the HTTP adapter holds: the failed-authentication
+//! throttle per client ([`AuthThrottle`]) and the per-key send rate limiter
+//! ([`RateLimiter`]).
+//!
+//! The limiters are pure: they take the time as an argument and never read a clock, so
+//! tests drive them with fixed instants. They live in one process: behind a load balancer
+//! with several nodes, each node counts on its own, so the effective limits multiply by the
+//! number of nodes.
+
+mod rate_limit;
+mod throttle;
+
+use std::fmt;
+
+pub use rate_limit::{RateLimitState, RateLimiter};
+pub use throttle::{AuthThrottle, AuthThrottleConfig};
+
+use crate::model::ApiKeyPlaintext;
+use crate::usecases::{Principal, Tidings};
+use crate::{Error, Result};
+
+/// How long a refused client must wait: the `Retry-After` header, in whole seconds (at
+/// least 1, so a client that honours it never retries immediately).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RetryAfter {
+    /// Seconds to wait, ≥ 1.
+    pub seconds: u64,
+}
+
+impl RetryAfter {
+    /// Rounds a wait in nanoseconds up to whole seconds, at least 1.
+    pub(crate) fn from_nanos(nanos: i128) -> Self {
+        const NANOS_PER_SEC: i128 = 1_000_000_000;
+        let seconds = (nanos.max(0) + NANOS_PER_SEC - 1) / NANOS_PER_SEC;
+        Self { seconds: u64::try_from(seconds).unwrap_or(u64::MAX).max(1) }
+    }
+}
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.seconds)
+    }
+}
+
+impl Tidings {
+    /// Authenticates a presented key (the bearer token or `X-Api-Key` value).
+    ///
+    /// Unknown, malformed and revoked keys all give [`Error::InvalidApiKey`], so a client
+    /// cannot tell which it was. A revoked key fails from the moment `revoke_api_key`
+    /// returned, because the store answers the lookup from the same record. A store that
+    /// cannot be reached is [`Error::Unavailable`], never a 401: the key may well be good.
+    ///
+    /// On success `last_used_at` is touched on a best-effort basis; its failure does not
+    /// fail the request, since the request itself is legitimate.
+    pub async fn authenticate(&self, presented: &str) -> Result<Principal> {
+        let plaintext = ApiKeyPlaintext::parse(presented).ok_or(Error::InvalidApiKey)?;
+        let key = self.store.find_api_key_by_hash(&plaintext.hash()).await?.ok_or(Error::InvalidApiKey)?;
+        if key.revoked_at.is_some() {
+            return Err(Error::InvalidApiKey);
+        }
+        // Ignored on purpose: `last_used_at` is informational and not durable anyway.
+        let _ = self.store.touch_api_key(key.workspace_id, key.id, self.clock.now()).await;
+        Ok(Principal {
+            workspace_id: key.workspace_id,
+            key_id: key.id,
+            scope: key.scope,
+            sending_domain_id: key.sending_domain_id,
+            rate_limit: key.rate_limit,
+        })
+    }
+}
+
+/// Nanoseconds from `from` to `to`, saturating, and 0 when the clock went backwards (a
+/// wall clock can be stepped back; the limiters must not grant or block on that alone).
+pub(crate) fn elapsed_nanos(from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc>) -> i128 {
+    let delta = to.signed_duration_since(from);
+    let nanos = delta
+        .num_nanoseconds()
+        .map_or_else(|| if delta > chrono::Duration::zero() { i128::from(i64::MAX) } else { 0 }, i128::from);
+    nanos.max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_at_least_one_second() {
+        assert_eq!(RetryAfter::from_nanos(-5).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(0).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1_000_000_000).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1_000_000_001).seconds, 2);
+        assert_eq!(RetryAfter::from_nanos(59_500_000_000).seconds, 60);
+    }
+
+    #[test]
+    fn elapsed_is_never_negative() {
+        let t = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        assert_eq!(elapsed_nanos(t, t - chrono::Duration::seconds(3)), 0);
+        assert_eq!(elapsed_nanos(t, t + chrono::Duration::milliseconds(1500)), 1_500_000_000);
+    }
+}

@@ -1,1 +1,247 @@
-//! TODO
+//! API keys and workspaces (spec §4 API keys, contract §2).
+//!
+//! Clients create, list, read and revoke keys of their own workspace with a `full` key.
+//! Operators (no [`Principal`]: the server's command line and first start) create
+//! workspaces, each with its first `full` key. The plaintext of a key exists only in the
+//! [`CreatedKey`] returned at creation; the store keeps its SHA-256.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
+use crate::model::{ApiKey, ApiKeyPlaintext, KeyScope, RateLimit, Workspace};
+use crate::ports::StoreError;
+use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::{Error, Result};
+
+/// Name of a key created without one, and of the first key of a workspace (spec §4).
+pub const DEFAULT_KEY_NAME: &str = "default";
+/// Name of the workspace a fresh store gets (contract §2).
+pub const DEFAULT_WORKSPACE_NAME: &str = "default";
+/// Longest key or workspace name, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Body of `POST /v1/keys`, before validation.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateApiKeyRequest {
+    /// Label; default `default`; 1–100 characters without control characters.
+    pub name: Option<String>,
+    /// `full` (default) or `send`.
+    pub scope: Option<String>,
+    /// Restricts the key to sending from this domain of the workspace.
+    pub sending_domain_id: Option<String>,
+    /// Sends per second, 1–10,000; default 10.
+    pub rate_limit_per_sec: Option<i64>,
+}
+
+/// A key just created, with its plaintext: the only time the plaintext is available.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedKey {
+    /// The stored key.
+    pub key: ApiKey,
+    /// The full key, to show once (`plaintextKey`).
+    pub plaintext: ApiKeyPlaintext,
+}
+
+/// What a new key will be, once validated.
+struct KeySpec {
+    name: String,
+    scope: KeyScope,
+    sending_domain_id: Option<DomainId>,
+    rate_limit: RateLimit,
+}
+
+impl Tidings {
+    /// `POST /v1/keys`: creates a key in the caller's workspace and returns it with its
+    /// plaintext. All field errors are reported together.
+    ///
+    /// `sendingDomainId` must name a domain of the workspace (otherwise a 422 naming it),
+    /// but need not be Verified yet: a domain can lose or gain verification later, so the
+    /// send use case checks verification at send time.
+    pub async fn create_api_key(&self, who: &Principal, req: CreateApiKeyRequest) -> Result<CreatedKey> {
+        who.require_full()?;
+        let spec = self.validate_key_request(who.workspace_id, req).await?;
+        let created = self.new_key(who.workspace_id, spec);
+        self.store.insert_api_key(&created.key).await?;
+        Ok(created)
+    }
+
+    /// `GET /v1/keys`: the workspace's keys that are not revoked, newest first.
+    pub async fn list_api_keys(&self, who: &Principal, params: ListParams) -> Result<Listed<ApiKey>> {
+        who.require_full()?;
+        let page = params.to_page(ApiKeyId::parse)?;
+        let limit = page.limit;
+        let found = self.store.list_api_keys(who.workspace_id, page).await?;
+        Ok(Listed::from_page(found, limit, |k| k.id.to_string()))
+    }
+
+    /// `GET /v1/keys/{id}`: one key. Revoked keys are not found: to the API they are gone.
+    pub async fn get_api_key(&self, who: &Principal, id: &str) -> Result<ApiKey> {
+        who.require_full()?;
+        let id = ApiKeyId::parse(id).ok_or(Error::NotFound("API key"))?;
+        match self.store.get_api_key(who.workspace_id, id).await? {
+            Some(key) if key.revoked_at.is_none() => Ok(key),
+            _ => Err(Error::NotFound("API key")),
+        }
+    }
+
+    /// `DELETE /v1/keys/{id}`: revokes a key; it fails authentication from the moment this
+    /// returns. Not found if absent or already revoked. A key may revoke itself (the
+    /// request that does so still completes).
+    pub async fn revoke_api_key(&self, who: &Principal, id: &str) -> Result<()> {
+        who.require_full()?;
+        let id = ApiKeyId::parse(id).ok_or(Error::NotFound("API key"))?;
+        match self.store.revoke_api_key(who.workspace_id, id, self.clock.now()).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::NotFound) => Err(Error::NotFound("API key")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Operator: creates a workspace and its first `full` key (named `default`) in one
+    /// atomic write. `bootstrap` is the plaintext to use for that key (from configuration);
+    /// `None` generates one. A bootstrap key already in use is a `Conflict`.
+    pub async fn create_workspace(
+        &self,
+        name: &str,
+        bootstrap: Option<ApiKeyPlaintext>,
+    ) -> Result<(Workspace, CreatedKey)> {
+        let name = validate_name("name", Some(name), DEFAULT_WORKSPACE_NAME)
+            .map_err(|e| Error::Validation { fields: vec![e] })?;
+        let now = self.clock.now();
+        let workspace = Workspace { id: WorkspaceId::new_at(now, &*self.random), name, created_at: now };
+        let spec = KeySpec {
+            name: DEFAULT_KEY_NAME.to_owned(),
+            scope: KeyScope::Full,
+            sending_domain_id: None,
+            rate_limit: RateLimit::DEFAULT,
+        };
+        let created = match bootstrap {
+            Some(plaintext) => self.key_from(workspace.id, spec, plaintext),
+            None => self.new_key(workspace.id, spec),
+        };
+        match self.store.create_workspace(&workspace, &created.key).await {
+            Ok(()) => Ok((workspace, created)),
+            Err(StoreError::Conflict(_)) => Err(Error::Conflict("this API key or workspace already exists".into())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
+    /// Returns `None` when the store already has a workspace, so restarts change nothing.
+    ///
+    /// Two nodes starting on one fresh shared store may both see it empty; with a
+    /// bootstrap key the second write conflicts on the key and this returns `None`. Without
+    /// one, two `default` workspaces can result; run first start on one node.
+    pub async fn ensure_default_workspace(
+        &self,
+        bootstrap: Option<ApiKeyPlaintext>,
+    ) -> Result<Option<(Workspace, CreatedKey)>> {
+        if !self.store.list_workspaces().await?.is_empty() {
+            return Ok(None);
+        }
+        match self.create_workspace(DEFAULT_WORKSPACE_NAME, bootstrap).await {
+            Ok(created) => Ok(Some(created)),
+            Err(Error::Conflict(_)) if !self.store.list_workspaces().await?.is_empty() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn validate_key_request(&self, workspace: WorkspaceId, req: CreateApiKeyRequest) -> Result<KeySpec> {
+        let mut errors = Vec::new();
+        let name = validate_name("name", req.name.as_deref(), DEFAULT_KEY_NAME).map_err(|e| errors.push(e)).ok();
+        let scope = match req.scope.as_deref() {
+            None | Some("full") => Some(KeyScope::Full),
+            Some("send") => Some(KeyScope::Send),
+            Some(_) => {
+                errors.push(FieldError::new("scope", "must be \"full\" or \"send\""));
+                None
+            }
+        };
+        let rate_limit = match req.rate_limit_per_sec {
+            None => Some(RateLimit::DEFAULT),
+            Some(n) => {
+                let limit = u32::try_from(n).ok().and_then(RateLimit::new);
+                if limit.is_none() {
+                    let (lo, hi) = (RateLimit::RANGE.start(), RateLimit::RANGE.end());
+                    errors.push(FieldError::new("rateLimitPerSec", format!("must be between {lo} and {hi}")));
+                }
+                limit
+            }
+        };
+        let sending_domain_id = match req.sending_domain_id.as_deref() {
+            None => None,
+            Some(text) => {
+                let found = match DomainId::parse(text) {
+                    Some(id) => self.store.get_domain(workspace, id).await?.map(|d| d.id),
+                    None => None,
+                };
+                if found.is_none() {
+                    errors.push(FieldError::new("sendingDomainId", "is not a domain of this workspace"));
+                }
+                found
+            }
+        };
+        match (name, scope, rate_limit) {
+            (Some(name), Some(scope), Some(rate_limit)) if errors.is_empty() => {
+                Ok(KeySpec { name, scope, sending_domain_id, rate_limit })
+            }
+            _ => Err(Error::Validation { fields: errors }),
+        }
+    }
+
+    fn new_key(&self, workspace: WorkspaceId, spec: KeySpec) -> CreatedKey {
+        self.key_from(workspace, spec, ApiKeyPlaintext::generate(&*self.random))
+    }
+
+    fn key_from(&self, workspace: WorkspaceId, spec: KeySpec, plaintext: ApiKeyPlaintext) -> CreatedKey {
+        let now = self.clock.now();
+        let key = ApiKey {
+            id: ApiKeyId::new_at(now, &*self.random),
+            workspace_id: workspace,
+            name: spec.name,
+            prefix: plaintext.prefix(),
+            key_hash: plaintext.hash(),
+            scope: spec.scope,
+            sending_domain_id: spec.sending_domain_id,
+            rate_limit: spec.rate_limit,
+            created_at: now,
+            last_used_at: None,
+            revoked_at: None,
+        };
+        CreatedKey { key, plaintext }
+    }
+}
+
+/// A label: `default` when absent; otherwise 1–100 characters, no control characters
+/// (names end up in logs and dashboards, where a newline could forge lines).
+fn validate_name(field: &str, text: Option<&str>, default: &str) -> std::result::Result<String, FieldError> {
+    let Some(text) = text else { return Ok(default.to_owned()) };
+    if text.trim().is_empty() {
+        return Err(FieldError::new(field, "must not be empty"));
+    }
+    if text.chars().count() > MAX_NAME_CHARS {
+        return Err(FieldError::new(field, format!("must be at most {MAX_NAME_CHARS} characters")));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(FieldError::new(field, "must not contain control characters"));
+    }
+    Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_default_and_are_bounded() {
+        assert_eq!(validate_name("name", None, "default").unwrap(), "default");
+        assert_eq!(validate_name("name", Some("CI deploys"), "default").unwrap(), "CI deploys");
+        assert_eq!(validate_name("name", Some(&"é".repeat(100)), "x").unwrap().chars().count(), 100);
+        for bad in ["", "   ", "a\nb", "tab\there", &"x".repeat(101)] {
+            let err = validate_name("name", Some(bad), "default").unwrap_err();
+            assert_eq!(err.field, "name", "{bad:?}");
+        }
+    }
+}

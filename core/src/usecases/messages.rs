@@ -1,1 +1,414 @@
-//! TODO
+//! Sending and reading messages (spec §4 Messages, contract §3): validation, `from`
+//! resolution, domain-scoped keys, suppression, templates, idempotency; and the one place
+//! where a message's state changes ([`Tidings::record_message_event`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::email::{EmailAddress, Mailbox};
+use crate::error::FieldError;
+use crate::ids::{DomainId, EventId, MessageId, WorkspaceId};
+use crate::model::{
+    Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus,
+    RequestHash,
+};
+use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest};
+use crate::state_machine::{Happening, apply_event};
+use crate::templates::{self, TemplateSource};
+use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::{Error, Result};
+
+/// Longest subject RFC 5322 allows on one line.
+const MAX_SUBJECT_CHARS: usize = 998;
+/// The local part used when a send names no `from`.
+const DEFAULT_LOCAL_PART: &str = "noreply";
+
+/// `POST /v1/messages` as the client sent it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendRequest {
+    /// Recipient.
+    pub to: Option<String>,
+    /// `Display Name <local@domain>` or `local@domain` on a Verified domain.
+    pub from: Option<String>,
+    /// Subject (overrides the template's).
+    pub subject: Option<String>,
+    /// HTML body (overrides the template's).
+    pub html: Option<String>,
+    /// Text body (overrides the template's).
+    pub text: Option<String>,
+    /// Render the template's current version.
+    pub template_id: Option<String>,
+    /// Render this exact version.
+    pub template_version_id: Option<String>,
+    /// Values for the template's placeholders (a JSON object).
+    pub variables: Option<serde_json::Value>,
+}
+
+/// What a send returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendOutcome {
+    /// The message (the original one for an idempotent replay).
+    pub message: Message,
+    /// True when an earlier request with the same Idempotency-Key created it
+    /// (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+}
+
+/// Filters of `GET /v1/messages` as the client sent them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageFilters {
+    /// `status`, a status name.
+    pub status: Option<String>,
+    /// `to`, an address.
+    pub to: Option<String>,
+}
+
+/// A send that passed field validation.
+struct ValidSend {
+    to: EmailAddress,
+    from: Option<Mailbox>,
+    subject: Option<String>,
+    variables: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Tidings {
+    /// `POST /v1/messages`: validates, resolves the sender, checks the key's domain
+    /// restriction and the suppression list, renders the template, and stores the message
+    /// durably with its `Queued` event (and webhook deliveries). With an Idempotency-Key,
+    /// a repeat of the same request returns the original message and queues nothing; the
+    /// same key with another request is `IdempotencyKeyReused`.
+    pub async fn send_message(
+        &self,
+        who: &Principal,
+        req: SendRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<SendOutcome> {
+        let now = self.clock.now();
+        let key = idempotency_key
+            .map(IdempotencyKey::parse)
+            .transpose()
+            .map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
+        let request_hash = request_hash(who, &req)?;
+        if let Some(key) = &key
+            && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
+            && record.expires_at > now
+        {
+            return self.replay(who.workspace_id, &record, request_hash).await;
+        }
+
+        let valid = validate(&req)?;
+        let (domain, from) = self.resolve_from(who, valid.from).await?;
+        if self.store.get_suppression(who.workspace_id, &valid.to).await?.is_some() {
+            return Err(Error::RecipientSuppressed(valid.to.to_string()));
+        }
+        let version = self
+            .resolve_template_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
+            .await?;
+        let (subject, html, text) = match &version {
+            Some(v) => {
+                // The send's own fields override the template's (contract §5); they are
+                // rendered too, so a send may use placeholders without a stored template.
+                let source = TemplateSource {
+                    subject: valid.subject.as_deref().unwrap_or(&v.subject),
+                    html: req.html.as_deref().or(v.html.as_deref()),
+                    text: req.text.as_deref().or(v.text.as_deref()),
+                };
+                let rendered = templates::render(&source, &valid.variables)?;
+                (rendered.subject, rendered.html, rendered.text)
+            }
+            None => (valid.subject.unwrap_or_default(), req.html.clone(), req.text.clone()),
+        };
+        if html.is_none() && text.is_none() {
+            return Err(Error::field("html", "provide html, text or a template with a body"));
+        }
+        check_subject(&subject).map_err(|message| Error::field("subject", message))?;
+
+        let event_id = EventId::new_at(now, &*self.random);
+        let message = Message {
+            id: MessageId::new_at(now, &*self.random),
+            workspace_id: who.workspace_id,
+            api_key_id: who.key_id,
+            domain_id: domain.id,
+            status: MessageStatus::Queued,
+            to: valid.to,
+            from,
+            subject,
+            html,
+            text,
+            template_id: version.as_ref().map(|v| v.template_id),
+            template_version_id: version.as_ref().map(|v| v.id),
+            provider_message_id: None,
+            attempts: 0,
+            created_at: now,
+            updated_at: now,
+            next_attempt_at: Some(now),
+            bounce_type: None,
+            last_event_id: event_id,
+        };
+        let event = MessageEvent {
+            id: event_id,
+            message_id: message.id,
+            event_type: EventType::Queued,
+            provider_message_id: None,
+            occurred_at: now,
+            details: EventDetails::default(),
+        };
+        let webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
+        let idempotency = key.map(|key| IdempotencyRecord {
+            workspace_id: who.workspace_id,
+            key,
+            request_hash,
+            message_id: message.id,
+            created_at: now,
+            expires_at: now + self.config.idempotency_window,
+        });
+        match self
+            .store
+            .create_message(NewMessage { message: message.clone(), event, idempotency, webhook_deliveries })
+            .await?
+        {
+            CreateOutcome::Created => Ok(SendOutcome { message, replayed: false }),
+            // Lost a race with an identical key: answer like a replay.
+            CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
+        }
+    }
+
+    async fn replay(
+        &self,
+        workspace: WorkspaceId,
+        record: &IdempotencyRecord,
+        hash: RequestHash,
+    ) -> Result<SendOutcome> {
+        if record.request_hash != hash {
+            return Err(Error::IdempotencyKeyReused);
+        }
+        let message = self.store.get_message(workspace, record.message_id).await?.ok_or_else(|| {
+            Error::Internal(format!("idempotency record points to missing message {}", record.message_id))
+        })?;
+        Ok(SendOutcome { message, replayed: true })
+    }
+
+    /// The sending domain and the full `From` mailbox (contract §3): an explicit `from` must
+    /// be on a Verified domain of the workspace (and the key's domain, if restricted); with
+    /// none, the key's domain or the workspace's only Verified domain, as `noreply@`. A
+    /// registered sender's display name fills in a missing one.
+    async fn resolve_from(&self, who: &Principal, from: Option<Mailbox>) -> Result<(Domain, Mailbox)> {
+        let ws = who.workspace_id;
+        let key_domain = match who.sending_domain_id {
+            Some(id) => Some(self.store.get_domain(ws, id).await?.ok_or_else(|| {
+                // The key's domain was deleted: nothing is allowed any more.
+                Error::DomainNotVerified("the sending domain of this API key no longer exists".into())
+            })?),
+            None => None,
+        };
+        let (domain, mut mailbox) = match from {
+            Some(mailbox) => {
+                let name = mailbox.address.domain();
+                if let Some(allowed) = &key_domain
+                    && &allowed.name != name
+                {
+                    return Err(Error::DomainNotAllowed { allowed: allowed.name.to_string() });
+                }
+                let domain = match &key_domain {
+                    Some(d) => d.clone(),
+                    None => self.store.find_domain_by_name(ws, name).await?.ok_or_else(|| {
+                        Error::DomainNotVerified(format!("domain {name} is not added to this workspace"))
+                    })?,
+                };
+                (domain, mailbox)
+            }
+            None => {
+                let domain = match key_domain {
+                    Some(d) => d,
+                    None => self.only_verified_domain(ws).await?,
+                };
+                let address = EmailAddress::from_parts(DEFAULT_LOCAL_PART, &domain.name)
+                    .map_err(|e| Error::Internal(format!("default sender address: {e}")))?;
+                (domain, Mailbox { display_name: None, address })
+            }
+        };
+        if !domain.is_sendable() {
+            return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
+        }
+        if mailbox.display_name.is_none()
+            && let Some(sender) = self.find_sender(ws, domain.id, mailbox.address.local_part()).await?
+        {
+            mailbox.display_name = sender.display_name;
+        }
+        Ok((domain, mailbox))
+    }
+
+    async fn only_verified_domain(&self, ws: WorkspaceId) -> Result<Domain> {
+        let mut verified = Vec::new();
+        let mut cursor: Option<DomainId> = None;
+        loop {
+            let page = self.store.list_domains(ws, PageRequest { limit: 200, cursor }).await?;
+            cursor = page.items.last().map(|d| d.id);
+            verified.extend(page.items.into_iter().filter(Domain::is_sendable));
+            if verified.len() > 1 {
+                break;
+            }
+            if !page.has_more {
+                break;
+            }
+        }
+        match verified.len() {
+            1 => Ok(verified.remove(0)),
+            0 => Err(Error::field("from", "is required: this workspace has no verified domain")),
+            _ => Err(Error::field("from", "is required: this workspace has several verified domains")),
+        }
+    }
+
+    /// `GET /v1/messages`: newest first, filtered; a `send` key sees only its own messages.
+    pub async fn list_messages(
+        &self,
+        who: &Principal,
+        params: ListParams,
+        filters: &MessageFilters,
+    ) -> Result<Listed<Message>> {
+        let page = params.to_page(MessageId::parse)?;
+        let mut fields = Vec::new();
+        let status = filters.status.as_deref().and_then(|s| {
+            let parsed = MessageStatus::parse(s);
+            if parsed.is_none() {
+                fields.push(FieldError::new("status", format!("unknown status {s:?}")));
+            }
+            parsed
+        });
+        let to = filters.to.as_deref().and_then(|t| match EmailAddress::parse(t) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                fields.push(FieldError::new("to", e.to_string()));
+                None
+            }
+        });
+        if !fields.is_empty() {
+            return Err(Error::Validation { fields });
+        }
+        let sent_by = (who.scope == KeyScope::Send).then_some(who.key_id);
+        let query = MessageQuery { status, to, sent_by, page };
+        let found = self.store.list_messages(who.workspace_id, &query).await?;
+        Ok(Listed::from_page(found, page.limit, |m| m.id.to_string()))
+    }
+
+    /// `GET /v1/messages/{id}`.
+    pub async fn get_message(&self, who: &Principal, id: &str) -> Result<Message> {
+        let id = MessageId::parse(id).ok_or(Error::NotFound("message"))?;
+        let message = self.store.get_message(who.workspace_id, id).await?.ok_or(Error::NotFound("message"))?;
+        if who.scope == KeyScope::Send && message.api_key_id != who.key_id {
+            return Err(Error::NotFound("message"));
+        }
+        Ok(message)
+    }
+
+    /// `GET /v1/messages/{id}/events`: the timeline, oldest first.
+    pub async fn list_message_events(
+        &self,
+        who: &Principal,
+        id: &str,
+        params: ListParams,
+    ) -> Result<Listed<MessageEvent>> {
+        let page = params.to_page(EventId::parse)?;
+        let message = self.get_message(who, id).await?;
+        let found = self.store.list_events(who.workspace_id, message.id, page).await.map_err(|e| match e {
+            crate::ports::StoreError::NotFound => Error::NotFound("message"),
+            other => other.into(),
+        })?;
+        Ok(Listed::from_page(found, page.limit, |e| e.id.to_string()))
+    }
+
+    /// Forgets idempotency keys whose window has passed, at most `limit` per call; returns
+    /// how many. The server calls this periodically so expired keys do not grow the store.
+    pub async fn purge_expired_idempotency_keys(&self, limit: usize) -> Result<usize> {
+        Ok(self.store.purge_expired_idempotency(self.clock.now(), limit).await?)
+    }
+
+    /// Records that something happened to a message: applies the state machine, fans the
+    /// event out to webhooks and stores both in one durable write. Returns the updated
+    /// message and the event. `Conflict` if the message changed since it was read (the
+    /// caller re-reads and decides again); an event the state machine refuses is
+    /// `Conflict` too, and records nothing.
+    pub async fn record_message_event(
+        &self,
+        message: &Message,
+        happening: Happening,
+    ) -> Result<(Message, MessageEvent)> {
+        let (next, event) =
+            apply_event(message, happening).map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
+        let webhook_deliveries = self.webhook_deliveries_for(&next, &event).await?;
+        let write = EventWrite {
+            expected_status: message.status,
+            message: next.clone(),
+            event: event.clone(),
+            webhook_deliveries,
+        };
+        self.store.record_event(write).await?;
+        Ok((next, event))
+    }
+}
+
+/// Field checks that need no store, reporting every bad field at once.
+fn validate(req: &SendRequest) -> Result<ValidSend> {
+    let mut fields = Vec::new();
+    let to = match req.to.as_deref() {
+        None => {
+            fields.push(FieldError::new("to", "is required"));
+            None
+        }
+        Some(text) => EmailAddress::parse(text).map_err(|e| fields.push(FieldError::new("to", e.to_string()))).ok(),
+    };
+    let from = req
+        .from
+        .as_deref()
+        .map(|text| Mailbox::parse(text).map_err(|e| fields.push(FieldError::new("from", e.to_string()))).ok())
+        .unwrap_or(None);
+    if let Some(subject) = &req.subject
+        && let Err(message) = check_subject(subject)
+    {
+        fields.push(FieldError::new("subject", message));
+    }
+    let uses_template = req.template_id.is_some() || req.template_version_id.is_some();
+    if !uses_template {
+        if req.subject.as_deref().is_none_or(str::is_empty) {
+            fields.push(FieldError::new("subject", "is required unless sending from a template"));
+        }
+        if req.html.is_none() && req.text.is_none() {
+            fields.push(FieldError::new("html", "provide html, text or a template"));
+        }
+    }
+    let variables = match &req.variables {
+        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+        Some(serde_json::Value::Object(map)) => map.clone(),
+        Some(_) => {
+            fields.push(FieldError::new("variables", "must be a JSON object"));
+            serde_json::Map::new()
+        }
+    };
+    if req.variables.is_some() && !uses_template {
+        // Without a template there is nothing to fill; saying so beats silently ignoring it.
+        fields.push(FieldError::new("variables", "needs templateId or templateVersionId"));
+    }
+    match (to, fields.is_empty()) {
+        (Some(to), true) => Ok(ValidSend { to, from, subject: req.subject.clone(), variables }),
+        _ => Err(Error::Validation { fields }),
+    }
+}
+
+fn check_subject(subject: &str) -> std::result::Result<(), String> {
+    if subject.contains(['\r', '\n']) {
+        return Err("must not contain line breaks".into());
+    }
+    if subject.chars().count() > MAX_SUBJECT_CHARS {
+        return Err(format!("must be at most {MAX_SUBJECT_CHARS} characters"));
+    }
+    Ok(())
+}
+
+/// Hash of the request as it matters for idempotency: the body's canonical JSON (object
+/// keys sorted by serde_json's map) and the key that sent it, so the same Idempotency-Key
+/// reused by another key of the workspace is "another request".
+fn request_hash(who: &Principal, req: &SendRequest) -> Result<RequestHash> {
+    let mut bytes = serde_json::to_vec(req).map_err(|e| Error::Internal(format!("hashing request: {e}")))?;
+    bytes.extend_from_slice(&who.key_id.to_bytes());
+    Ok(RequestHash::of(&bytes))
+}

@@ -1,0 +1,301 @@
+//! Messages, their timelines and the status index.
+
+use std::sync::Arc;
+
+use super::{Lister, Must, assert_conflict, assert_not_found, lister, walk_all_sizes, walk_pages};
+use crate::email::EmailAddress;
+use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WebhookId, WorkspaceId};
+use crate::model::{EventType, Message, MessageEvent, MessageStatus, WebhookDelivery, WebhookEventType};
+use crate::ports::{CreateOutcome, MessageQuery, PageRequest, Store};
+use crate::testing::fixtures::{
+    delivery, email, event_write, idempotency, message, new_message, now, plus_secs, ulid, webhook,
+};
+
+/// Three fresh ids a message needs.
+fn ids() -> (WorkspaceId, ApiKeyId, DomainId) {
+    (WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()))
+}
+
+/// Stores `m` with its `Queued` event and checks it was created.
+pub(super) async fn put<S: Store>(s: &S, m: &Message) {
+    let outcome = s.create_message(new_message(m)).await.must("create_message");
+    assert_eq!(outcome, CreateOutcome::Created, "create_message of a new message without a key");
+}
+
+/// Applies `event_type` to the stored `m` through the state machine and returns the message
+/// as it is now.
+pub(super) async fn advance<S: Store>(s: &S, m: &Message, event_type: EventType) -> Message {
+    let write = event_write(m, event_type, plus_secs(m.updated_at, 1), None);
+    let after = write.message.clone();
+    s.record_event(write).await.must("record_event");
+    after
+}
+
+fn message_lister<S: Store + 'static>(
+    s: &Arc<S>,
+    ws: WorkspaceId,
+    status: Option<MessageStatus>,
+    to: Option<EmailAddress>,
+    sent_by: Option<ApiKeyId>,
+) -> Lister<MessageId, Message> {
+    let s = Arc::clone(s);
+    Box::new(move |page| {
+        let (s, to) = (Arc::clone(&s), to.clone());
+        Box::pin(async move { s.list_messages(ws, &MessageQuery { status, to, sent_by, page }).await })
+    })
+}
+
+fn first_page(limit: usize) -> MessageQuery {
+    MessageQuery { status: None, to: None, sent_by: None, page: PageRequest::first(limit) }
+}
+
+pub(super) async fn messages_round_trip_with_their_queued_event<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let b = WorkspaceId(ulid());
+    let mut m = message(a, key, dom);
+    m.to = email("Mixed.Case@Example.com");
+    let new = new_message(&m);
+    let queued = new.event.clone();
+    assert_eq!(s.create_message(new).await.must("create_message"), CreateOutcome::Created, "create_message");
+
+    assert_eq!(s.get_message(a, m.id).await.must("get_message"), Some(m.clone()), "get_message round trip");
+    assert_eq!(s.get_message(b, m.id).await.must("get from b"), None, "another workspace does not see the message");
+    assert_eq!(s.get_message(a, MessageId(ulid())).await.must("get unknown"), None, "unknown message");
+    let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+    assert_eq!(events.items, vec![queued], "the timeline holds the Queued event");
+    assert!(!events.has_more, "has_more of a one-event timeline");
+    assert_not_found(s.list_events(b, m.id, PageRequest::first(10)).await, "list_events from another workspace");
+    assert_not_found(s.list_events(a, MessageId(ulid()), PageRequest::first(10)).await, "list_events unknown");
+
+    let mut again = new_message(&m);
+    again.message.subject = "changed".to_owned();
+    assert_conflict(s.create_message(again).await, "create_message with an existing id");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(m.clone()), "a refused create changes nothing");
+    let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+    assert_eq!(events.items.len(), 1, "a refused create appends no event");
+}
+
+pub(super) async fn message_lists_page_newest_first<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let b = WorkspaceId(ulid());
+    let mut made = Vec::new();
+    let mut between = None;
+    for i in 0..7 {
+        let m = message(a, key, dom);
+        put(&*s, &m).await;
+        made.push(m.id);
+        if i % 3 == 0 {
+            put(&*s, &message(b, key, dom)).await;
+        }
+        if i == 3 {
+            between = Some(MessageId(ulid()));
+        }
+    }
+    let expected: Vec<MessageId> = made.iter().rev().copied().collect();
+    let list = message_lister(&s, a, None, None, None);
+    walk_all_sizes("list_messages", &list, |m: &Message| m.id, &expected).await;
+
+    // A cursor is an id, not necessarily one of a listed item: the page starts strictly after it.
+    let page = list(PageRequest { limit: 10, cursor: between }).await.must("list after a bare id");
+    let ids: Vec<MessageId> = page.items.iter().map(|m| m.id).collect();
+    assert_eq!(ids, expected[3..], "the page after a cursor id that is no message");
+
+    let other = s.list_messages(WorkspaceId(ulid()), &first_page(5)).await.must("list empty workspace");
+    assert!(other.items.is_empty() && !other.has_more, "a workspace without messages lists nothing");
+}
+
+pub(super) async fn message_filters_combine<S: Store + 'static>(s: Arc<S>) {
+    let (a, k1, dom) = ids();
+    let (k2, b) = (ApiKeyId(ulid()), WorkspaceId(ulid()));
+    // (key, recipient, advance to Sent?)
+    let plan = [
+        (k1, "Alice@Example.com", false),
+        (k2, "alice@example.com", false),
+        (k1, "bob@example.com", false),
+        (k1, "ALICE@example.com", true),
+        (k2, "Bob@example.com", true),
+        (k1, "alice@example.com", false),
+    ];
+    let mut made = Vec::new();
+    for (key, to, sent) in plan {
+        let mut m = message(a, key, dom);
+        m.to = email(to);
+        put(&*s, &m).await;
+        if sent {
+            m = advance(&*s, &m, EventType::Sent).await;
+        }
+        let mut noise = message(b, key, dom);
+        noise.to = email(to);
+        put(&*s, &noise).await;
+        made.push(m);
+    }
+    let statuses = [None, Some(MessageStatus::Queued), Some(MessageStatus::Sent), Some(MessageStatus::Delivered)];
+    let recipients = [None, Some(email("aLiCe@example.com")), Some(email("BOB@example.com"))];
+    for status in statuses {
+        for to in &recipients {
+            for sent_by in [None, Some(k1), Some(k2)] {
+                let expected: Vec<MessageId> = made
+                    .iter()
+                    .rev()
+                    .filter(|m| status.is_none_or(|st| m.status == st))
+                    .filter(|m| to.as_ref().is_none_or(|to| m.to.normalized() == to.normalized()))
+                    .filter(|m| sent_by.is_none_or(|k| m.api_key_id == k))
+                    .map(|m| m.id)
+                    .collect();
+                let what = format!("list_messages status={status:?} to={to:?} sent_by={sent_by:?}");
+                let list = message_lister(&s, a, status, to.clone(), sent_by);
+                for limit in [1, 2, 10] {
+                    walk_pages(&what, &list, |m: &Message| m.id, limit, &expected).await;
+                }
+            }
+        }
+    }
+}
+
+pub(super) async fn status_filter_follows_recorded_events<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let mut made = Vec::new();
+    for _ in 0..4 {
+        let m = message(a, key, dom);
+        put(&*s, &m).await;
+        made.push(m);
+    }
+    let by_status = |status| message_lister(&s, a, Some(status), None, None);
+    let sent = advance(&*s, &made[1], EventType::Sent).await;
+    let queued_ids = [made[3].id, made[2].id, made[0].id];
+    walk_pages("Queued after one Sent", &by_status(MessageStatus::Queued), |m| m.id, 2, &queued_ids).await;
+    walk_pages("Sent after one Sent", &by_status(MessageStatus::Sent), |m| m.id, 2, &[sent.id]).await;
+    let delivered = advance(&*s, &sent, EventType::Delivered).await;
+    walk_pages("Sent after Delivered", &by_status(MessageStatus::Sent), |m| m.id, 2, &[]).await;
+    walk_pages("Delivered", &by_status(MessageStatus::Delivered), |m| m.id, 2, &[delivered.id]).await;
+
+    // The cursor's own message changing status does not break paging.
+    let first = by_status(MessageStatus::Queued)(PageRequest::first(2)).await.must("first Queued page");
+    assert_eq!(first.items.iter().map(|m| m.id).collect::<Vec<_>>(), queued_ids[..2], "first Queued page");
+    advance(&*s, &made[2], EventType::Sent).await;
+    let next = by_status(MessageStatus::Queued)(PageRequest { limit: 2, cursor: Some(made[2].id) }).await;
+    let next = next.must("next Queued page");
+    assert_eq!(next.items.iter().map(|m| m.id).collect::<Vec<_>>(), [made[0].id], "page after a moved cursor");
+    assert!(!next.has_more, "has_more after a moved cursor");
+}
+
+pub(super) async fn record_event_checks_the_expected_status<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let b = WorkspaceId(ulid());
+    let m = message(a, key, dom);
+    put(&*s, &m).await;
+
+    let mut wrong = event_write(&m, EventType::Sent, plus_secs(m.created_at, 1), None);
+    wrong.expected_status = MessageStatus::Deferred;
+    assert_conflict(s.record_event(wrong).await, "record_event with a wrong expected_status");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(m.clone()), "a refused event changes nothing");
+    let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+    assert_eq!(events.items.len(), 1, "a refused event is not appended");
+
+    let unknown = message(a, key, dom);
+    assert_not_found(
+        s.record_event(event_write(&unknown, EventType::Sent, now(), None)).await,
+        "record_event on a message that was never created",
+    );
+    let mut foreign = m.clone();
+    foreign.workspace_id = b;
+    assert_not_found(
+        s.record_event(event_write(&foreign, EventType::Sent, now(), None)).await,
+        "record_event naming another workspace",
+    );
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(m.clone()), "a foreign event changes nothing");
+
+    // Two workers read Queued; the second to write loses.
+    let first = event_write(&m, EventType::Sent, plus_secs(m.created_at, 1), None);
+    let second = event_write(&m, EventType::Failed, plus_secs(m.created_at, 1), None);
+    let after = first.message.clone();
+    s.record_event(first).await.must("record_event Sent");
+    assert_conflict(s.record_event(second).await, "a second write expecting the old status");
+    assert_eq!(s.get_message(a, after.id).await.must("get"), Some(after.clone()), "the message is as written");
+    let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+    let types: Vec<EventType> = events.items.iter().map(|e| e.event_type).collect();
+    assert_eq!(types, [EventType::Queued, EventType::Sent], "the timeline after one winning write");
+}
+
+pub(super) async fn events_page_oldest_first<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let (m, other) = (message(a, key, dom), message(a, key, dom));
+    let new = new_message(&m);
+    let mut expected: Vec<EventId> = vec![new.event.id];
+    s.create_message(new).await.must("create_message");
+    put(&*s, &other).await;
+    let mut current = m.clone();
+    let steps = [
+        EventType::Sent,
+        EventType::Deferred,
+        EventType::Sent,
+        EventType::Delivered,
+        EventType::Opened,
+        EventType::Clicked,
+    ];
+    for (i, event_type) in steps.into_iter().enumerate() {
+        let retry = (event_type == EventType::Deferred).then(|| plus_secs(current.updated_at, 60));
+        let write = event_write(&current, event_type, plus_secs(current.updated_at, 1), retry);
+        expected.push(write.event.id);
+        current = write.message.clone();
+        s.record_event(write).await.must("record_event");
+        if i == 2 {
+            advance(&*s, &other, EventType::Sent).await;
+        }
+    }
+    let list = lister!(s, |page| list_events(a, m.id, page));
+    walk_all_sizes("list_events", &list, |e: &MessageEvent| e.id, &expected).await;
+    let all = list(PageRequest::first(20)).await.must("list_events");
+    assert!(all.items.iter().all(|e| e.message_id == m.id), "list_events shows only this message's events");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(current), "the message after every event");
+}
+
+/// A delivery of an event of `m`, due `due_in` seconds after `m` was created.
+fn message_delivery(ws: WorkspaceId, endpoint: WebhookId, m: &Message, due_in: i64) -> WebhookDelivery {
+    WebhookDelivery {
+        message_id: Some(m.id),
+        event_type: WebhookEventType::Message(EventType::Queued),
+        next_attempt_at: Some(plus_secs(m.created_at, due_in)),
+        ..delivery(ws, endpoint)
+    }
+}
+
+pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let w = webhook(a);
+    s.insert_webhook(&w).await.must("insert_webhook");
+    let m = message(a, key, dom);
+    let d1 = message_delivery(a, w.id, &m, 1);
+    let mut new = new_message(&m);
+    new.webhook_deliveries = vec![d1.clone()];
+    new.idempotency = Some(idempotency(a, "k1", m.id, m.created_at, plus_secs(m.created_at, 3600)));
+    s.create_message(new).await.must("create_message with a delivery");
+    assert_eq!(s.get_webhook_delivery(a, d1.id).await.must("get d1"), Some(d1.clone()), "created with the message");
+
+    let dup = message(a, key, dom);
+    let d_dup = message_delivery(a, w.id, &dup, 1);
+    let mut new = new_message(&dup);
+    new.webhook_deliveries = vec![d_dup.clone()];
+    new.idempotency = Some(idempotency(a, "k1", dup.id, dup.created_at, plus_secs(dup.created_at, 3600)));
+    let outcome = s.create_message(new).await.must("duplicate create_message");
+    assert!(matches!(outcome, CreateOutcome::Duplicate(_)), "a reused key is a Duplicate, got {outcome:?}");
+    assert_eq!(s.get_webhook_delivery(a, d_dup.id).await.must("get"), None, "a Duplicate queues no delivery");
+
+    let mut write = event_write(&m, EventType::Sent, plus_secs(m.created_at, 1), None);
+    let d2 = WebhookDelivery { event_id: write.event.id, ..message_delivery(a, w.id, &m, 2) };
+    write.webhook_deliveries = vec![d2.clone()];
+    let after = write.message.clone();
+    s.record_event(write).await.must("record_event with a delivery");
+    let mut stale = event_write(&m, EventType::Failed, plus_secs(m.created_at, 2), None);
+    let d3 = message_delivery(a, w.id, &m, 3);
+    stale.webhook_deliveries = vec![d3.clone()];
+    assert_conflict(s.record_event(stale).await, "stale record_event");
+    assert_eq!(s.get_webhook_delivery(a, d3.id).await.must("get d3"), None, "a refused event queues no delivery");
+
+    let list = lister!(s, |page| list_webhook_deliveries(a, w.id, page));
+    walk_all_sizes("deliveries of message events", &list, |d: &WebhookDelivery| d.id, &[d2.id, d1.id]).await;
+    let claimed = s.claim_due_webhook_deliveries(plus_secs(m.created_at, 60), plus_secs(m.created_at, 120), 10).await;
+    let claimed: Vec<_> = claimed.must("claim deliveries").into_iter().map(|d| d.id).collect();
+    assert_eq!(claimed, [d1.id, d2.id], "queued deliveries are due, earliest first");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(after), "the message after the event");
+}

@@ -1,0 +1,535 @@
+//! The model test: random operation sequences run against the store under test and against
+//! [`MemoryStore`]; every answer must be the same.
+//!
+//! Operations cover messages (with and without idempotency keys, keys reused, events through
+//! the state machine including stale and foreign writes, filtered lists walked page by page,
+//! claims), idempotency lookups and purges, suppressions and API keys. Two answers are the
+//! same when they are equal, or both the same kind of error. What the contract leaves open is
+//! not asked: a limited claim or purge never cuts through records due (expiring) at the same
+//! instant, and claimed messages are compared in (due time, id) order after checking that
+//! they come earliest first.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+
+use chrono::{DateTime, Duration, Utc};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::StoreFactory;
+use crate::email::EmailAddress;
+use crate::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
+use crate::model::{
+    ApiKey, EventDetails, EventType, Message, MessageStatus, Suppression, SuppressionReason, SuppressionSource,
+};
+use crate::ports::{EventWrite, MessageQuery, MessageStore, PageRequest, Store, StoreResult};
+use crate::state_machine::{Happening, apply_event};
+use crate::testing::MemoryStore;
+use crate::testing::fixtures::{
+    api_key, domain, email, idempotency, idempotency_key, message, new_message, ulid, workspace,
+};
+
+/// Environment variable overriding the number of cases [`model_test`] runs.
+pub const CASES_ENV: &str = "TIDINGS_PROPTEST_CASES";
+
+/// The longest operation sequence of one case.
+const MAX_OPS: usize = 40;
+/// Workspaces that exist; reads also ask one more that never does.
+const WORKSPACES: usize = 2;
+const ADDRESSES: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.org"];
+const IDEMPOTENCY_KEYS: usize = 2;
+/// A list walk that has not ended after this many pages is broken.
+const MAX_PAGES: usize = 200;
+
+/// Runs `cases` random operation sequences (or [`CASES_ENV`] if set) on fresh stores from
+/// `factory` and on a [`MemoryStore`], and panics with the smallest sequence it found whose
+/// answers differ. Call it from a plain `#[test]`, not inside a tokio runtime: it runs its own.
+pub fn model_test<F: StoreFactory>(factory: &F, cases: u32) {
+    let cases = std::env::var(CASES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(cases);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("model_test cannot start a tokio runtime: {e}"));
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&proptest::collection::vec(op(), 1..=MAX_OPS), |ops| {
+        runtime.block_on(run_case(factory, &ops)).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("the store under test and the model disagree: {e}");
+    }
+}
+
+/// How a `Record` operation bends its write.
+#[derive(Debug, Clone, Copy)]
+enum Twist {
+    /// As a worker would write it.
+    None,
+    /// With an `expected_status` that is not the stored one.
+    Stale,
+    /// Naming another workspace.
+    Foreign,
+}
+
+/// One step of a case. Indexes pick among the things made so far; `ws` up to `WORKSPACES`
+/// inclusive, where `WORKSPACES` is a workspace that does not exist.
+#[derive(Debug, Clone)]
+enum Op {
+    Tick {
+        secs: u8,
+    },
+    Create {
+        ws: usize,
+        sender: Index,
+        to: usize,
+        shout: bool,
+        idempotency: Option<(usize, u8)>,
+    },
+    Record {
+        msg: Index,
+        event: EventType,
+        twist: Twist,
+        retry_secs: u8,
+    },
+    GetMessage {
+        ws: usize,
+        msg: Index,
+    },
+    ListMessages {
+        ws: usize,
+        status: Option<MessageStatus>,
+        to: Option<(usize, bool)>,
+        sent_by: Option<Index>,
+        limit: usize,
+    },
+    ListEvents {
+        ws: usize,
+        msg: Index,
+        limit: usize,
+    },
+    GetIdempotency {
+        ws: usize,
+        key: usize,
+    },
+    Purge {
+        ahead_secs: i8,
+        limit: usize,
+    },
+    Claim {
+        ahead_secs: i16,
+        lease_secs: u8,
+        limit: usize,
+    },
+    InsertSuppression {
+        ws: usize,
+        to: usize,
+        shout: bool,
+        reason: SuppressionReason,
+    },
+    DeleteSuppression {
+        ws: usize,
+        to: usize,
+        shout: bool,
+    },
+    GetSuppression {
+        ws: usize,
+        to: usize,
+        shout: bool,
+    },
+    ListSuppressions {
+        ws: usize,
+        reason: Option<SuppressionReason>,
+        limit: usize,
+    },
+    InsertKey {
+        ws: usize,
+        reuse_hash: Option<Index>,
+    },
+    RevokeKey {
+        ws: usize,
+        key: Index,
+    },
+    FindKey {
+        key: Index,
+    },
+    GetKey {
+        ws: usize,
+        key: Index,
+    },
+    ListKeys {
+        ws: usize,
+        limit: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let ws = || 0..WORKSPACES;
+    let any_ws = || prop_oneof![9 => 0..WORKSPACES, 1 => Just(WORKSPACES)];
+    // Mostly short steps and lifetimes, so that expiries and due times are often hit exactly.
+    let secs = || prop_oneof![4 => 0u8..=5, 1 => 0u8..=120];
+    let ttl = || prop_oneof![3 => 1u8..=6, 1 => 1u8..=90];
+    let to = || 0..ADDRESSES.len();
+    let limit = || 1usize..=5;
+    let reason = || prop::sample::select(vec![SuppressionReason::Manual, SuppressionReason::HardBounce]);
+    let twist = prop_oneof![8 => Just(Twist::None), 1 => Just(Twist::Stale), 1 => Just(Twist::Foreign)];
+    let event = prop::sample::select(EventType::ALL.to_vec());
+    prop_oneof![
+        3 => secs().prop_map(|secs| Op::Tick { secs }),
+        8 => (ws(), any::<Index>(), to(), any::<bool>(), prop::option::weighted(0.7, (0..IDEMPOTENCY_KEYS, ttl())))
+            .prop_map(|(ws, sender, to, shout, idempotency)| Op::Create { ws, sender, to, shout, idempotency }),
+        8 => (any::<Index>(), event, twist, 1u8..=120)
+            .prop_map(|(msg, event, twist, retry_secs)| Op::Record { msg, event, twist, retry_secs }),
+        2 => (any_ws(), any::<Index>()).prop_map(|(ws, msg)| Op::GetMessage { ws, msg }),
+        3 => (
+            any_ws(),
+            prop::option::of(prop::sample::select(MessageStatus::ALL.to_vec())),
+            prop::option::of((to(), any::<bool>())),
+            prop::option::of(any::<Index>()),
+            limit(),
+        )
+            .prop_map(|(ws, status, to, sent_by, limit)| Op::ListMessages { ws, status, to, sent_by, limit }),
+        2 => (any_ws(), any::<Index>(), limit()).prop_map(|(ws, msg, limit)| Op::ListEvents { ws, msg, limit }),
+        2 => (any_ws(), 0..IDEMPOTENCY_KEYS).prop_map(|(ws, key)| Op::GetIdempotency { ws, key }),
+        2 => (prop_oneof![-5i8..=5, -60i8..=60], 1usize..=2).prop_map(|(ahead_secs, limit)| Op::Purge { ahead_secs, limit }),
+        3 => (-30i16..=240, 1u8..=120, 1usize..=6)
+            .prop_map(|(ahead_secs, lease_secs, limit)| Op::Claim { ahead_secs, lease_secs, limit }),
+        2 => (ws(), to(), any::<bool>(), reason())
+            .prop_map(|(ws, to, shout, reason)| Op::InsertSuppression { ws, to, shout, reason }),
+        1 => (any_ws(), to(), any::<bool>()).prop_map(|(ws, to, shout)| Op::DeleteSuppression { ws, to, shout }),
+        1 => (any_ws(), to(), any::<bool>()).prop_map(|(ws, to, shout)| Op::GetSuppression { ws, to, shout }),
+        1 => (any_ws(), prop::option::of(reason()), limit())
+            .prop_map(|(ws, reason, limit)| Op::ListSuppressions { ws, reason, limit }),
+        1 => (ws(), prop::option::weighted(0.2, any::<Index>()))
+            .prop_map(|(ws, reuse_hash)| Op::InsertKey { ws, reuse_hash }),
+        2 => (any_ws(), any::<Index>()).prop_map(|(ws, key)| Op::RevokeKey { ws, key }),
+        1 => any::<Index>().prop_map(|key| Op::FindKey { key }),
+        1 => (any_ws(), any::<Index>()).prop_map(|(ws, key)| Op::GetKey { ws, key }),
+        2 => (any_ws(), limit()).prop_map(|(ws, limit)| Op::ListKeys { ws, limit }),
+    ]
+}
+
+/// Runs `$call` with `$st` bound to each store in turn: `(answer of the store under test,
+/// answer of the model)`.
+macro_rules! both {
+    ($sut:expr, $model:expr, |$st:ident| $call:expr) => {{
+        let $st: &dyn Store = $sut;
+        let under_test = $call.await;
+        let $st: &dyn Store = $model;
+        let model = $call.await;
+        (under_test, model)
+    }};
+}
+
+/// Walks a list on both stores, page by page along the model's cursors, comparing each page.
+macro_rules! walk {
+    ($what:expr, $sut:expr, $model:expr, $limit:expr, |$st:ident, $page:ident| $call:expr, $id:expr) => {{
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let $page = PageRequest { limit: $limit, cursor };
+            let (under_test, model) = both!($sut, $model, |$st| $call);
+            same(&format!("{} page after {cursor:?}", $what), &under_test, &model)?;
+            match model {
+                Ok(page) if page.has_more => cursor = page.items.last().map($id),
+                _ => break,
+            }
+        }
+    }};
+}
+
+fn same<T: PartialEq + Debug>(what: &str, under_test: &StoreResult<T>, model: &StoreResult<T>) -> Result<(), String> {
+    let agree = match (under_test, model) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(a), Err(b)) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        _ => false,
+    };
+    if agree {
+        Ok(())
+    } else {
+        Err(format!("{what}: the store under test answered {under_test:?}, the model {model:?}"))
+    }
+}
+
+fn address(to: usize, shout: bool) -> EmailAddress {
+    let text = ADDRESSES[to % ADDRESSES.len()];
+    if shout {
+        let (local, domain) = text.split_once('@').unwrap_or((text, ""));
+        email(&format!("{}@{}", local.to_ascii_uppercase(), domain.to_ascii_uppercase()))
+    } else {
+        email(text)
+    }
+}
+
+/// What a case has made so far, to pick operands from.
+struct World {
+    /// The workspaces; the last one is never created.
+    workspaces: Vec<WorkspaceId>,
+    domains: Vec<DomainId>,
+    keys: Vec<ApiKey>,
+    /// Every message a `Create` tried to store, stored or not.
+    messages: Vec<Message>,
+    clock: DateTime<Utc>,
+}
+
+async fn run_case<F: StoreFactory>(factory: &F, ops: &[Op]) -> Result<(), String> {
+    let (store, guard) = factory.make().await;
+    let model = MemoryStore::new();
+    let mut world = World::set_up(&store, &model).await?;
+    for (step, op) in ops.iter().enumerate() {
+        world.apply(&store, &model, op).await.map_err(|e| format!("step {step}, {op:?}: {e}"))?;
+    }
+    drop(store);
+    drop(guard);
+    Ok(())
+}
+
+impl World {
+    async fn set_up(sut: &dyn Store, model: &MemoryStore) -> Result<World, String> {
+        let mut world = World {
+            workspaces: Vec::new(),
+            domains: Vec::new(),
+            keys: Vec::new(),
+            messages: Vec::new(),
+            clock: DateTime::from_timestamp_millis(1_893_456_000_000).unwrap_or_default(),
+        };
+        for _ in 0..WORKSPACES {
+            let (ws, first, second) = {
+                let ws = workspace();
+                let (first, second) = (api_key(ws.id), api_key(ws.id));
+                (ws, first, second)
+            };
+            let dom = domain(ws.id, "mail.example.com");
+            let (a, b) = both!(sut, model, |st| st.create_workspace(&ws, &first));
+            same("create_workspace", &a, &b)?;
+            let (a, b) = both!(sut, model, |st| st.insert_api_key(&second));
+            same("insert_api_key", &a, &b)?;
+            let (a, b) = both!(sut, model, |st| st.insert_domain(&dom));
+            same("insert_domain", &a, &b)?;
+            world.workspaces.push(ws.id);
+            world.domains.push(dom.id);
+            world.keys.extend([first, second]);
+        }
+        world.workspaces.push(WorkspaceId(ulid()));
+        Ok(world)
+    }
+
+    fn at(&self, secs: i64) -> DateTime<Utc> {
+        self.clock + Duration::seconds(secs)
+    }
+
+    async fn apply(&mut self, sut: &dyn Store, model: &MemoryStore, op: &Op) -> Result<(), String> {
+        match op.clone() {
+            Op::Tick { secs } => self.clock = self.at(i64::from(secs)),
+            Op::Create { ws, sender, to, shout, idempotency: key } => {
+                let workspace = self.workspaces[ws];
+                let keys: Vec<&ApiKey> = self.keys.iter().filter(|k| k.workspace_id == workspace).collect();
+                let mut m = message(workspace, sender.get(&keys).id, self.domains[ws]);
+                m.to = address(to, shout);
+                (m.created_at, m.updated_at, m.next_attempt_at) = (self.clock, self.clock, Some(self.clock));
+                let mut new = new_message(&m);
+                new.idempotency = key.map(|(k, ttl)| {
+                    idempotency(workspace, &format!("key-{k}"), m.id, self.clock, self.at(i64::from(ttl)))
+                });
+                self.messages.push(m);
+                let (a, b) = both!(sut, model, |st| st.create_message(new.clone()));
+                same("create_message", &a, &b)?;
+            }
+            Op::Record { msg, event, twist, retry_secs } => {
+                if self.messages.is_empty() {
+                    return Ok(());
+                }
+                let attempted = msg.get(&self.messages).clone();
+                let current = model.get_message(attempted.workspace_id, attempted.id).await;
+                let current = current.map_err(|e| format!("model get_message: {e}"))?.unwrap_or(attempted);
+                let happening = Happening {
+                    event_id: EventId(ulid()),
+                    event_type: event,
+                    at: self.clock,
+                    details: EventDetails::default(),
+                    provider_message_id: (event == EventType::Sent).then(|| format!("{}@tidings.test", ulid())),
+                    next_attempt_at: (event == EventType::Deferred).then(|| self.at(i64::from(retry_secs))),
+                };
+                let Ok((after, event)) = apply_event(&current, happening) else { return Ok(()) };
+                let mut write =
+                    EventWrite { expected_status: current.status, message: after, event, webhook_deliveries: vec![] };
+                match twist {
+                    Twist::None => {}
+                    Twist::Stale => {
+                        let i = MessageStatus::ALL.iter().position(|s| *s == current.status).unwrap_or(0);
+                        write.expected_status = MessageStatus::ALL[(i + 1) % MessageStatus::ALL.len()];
+                    }
+                    Twist::Foreign => {
+                        let i = self.workspaces.iter().position(|w| *w == current.workspace_id).unwrap_or(0);
+                        write.message.workspace_id = self.workspaces[(i + 1) % self.workspaces.len()];
+                    }
+                }
+                let (a, b) = both!(sut, model, |st| st.record_event(write.clone()));
+                same("record_event", &a, &b)?;
+            }
+            Op::GetMessage { ws, msg } => {
+                if let Some(m) = self.pick_message(msg) {
+                    let ws = self.workspaces[ws];
+                    let (a, b) = both!(sut, model, |st| st.get_message(ws, m));
+                    same("get_message", &a, &b)?;
+                }
+            }
+            Op::ListMessages { ws, status, to, sent_by, limit } => {
+                let ws = self.workspaces[ws];
+                let to = to.map(|(to, shout)| address(to, shout));
+                let sent_by = sent_by.map(|k| k.get(&self.keys).id);
+                walk!(
+                    "list_messages",
+                    sut,
+                    model,
+                    limit,
+                    |st, page| st.list_messages(ws, &MessageQuery { status, to: to.clone(), sent_by, page }),
+                    |m: &Message| m.id
+                );
+            }
+            Op::ListEvents { ws, msg, limit } => {
+                if let Some(m) = self.pick_message(msg) {
+                    let ws = self.workspaces[ws];
+                    walk!("list_events", sut, model, limit, |st, page| st.list_events(ws, m, page), |e| e.id);
+                }
+            }
+            Op::GetIdempotency { ws, key } => {
+                let (ws, key) = (self.workspaces[ws], idempotency_key(&format!("key-{key}")));
+                let (a, b) = both!(sut, model, |st| st.get_idempotency(ws, &key));
+                same("get_idempotency", &a, &b)?;
+            }
+            Op::Purge { ahead_secs, limit } => {
+                let now = self.at(i64::from(ahead_secs));
+                let mut expiring = Vec::new();
+                for ws in &self.workspaces {
+                    for k in 0..IDEMPOTENCY_KEYS {
+                        let record = model.get_idempotency(*ws, &idempotency_key(&format!("key-{k}"))).await;
+                        let record = record.map_err(|e| format!("model get_idempotency: {e}"))?;
+                        expiring.extend(record.map(|r| r.expires_at).filter(|at| *at <= now));
+                    }
+                }
+                expiring.sort();
+                let limit = untied(&expiring, limit);
+                let (a, b) = both!(sut, model, |st| st.purge_expired_idempotency(now, limit));
+                same("purge_expired_idempotency", &a, &b)?;
+            }
+            Op::Claim { ahead_secs, lease_secs, limit } => {
+                self.claim(sut, model, ahead_secs, lease_secs, limit).await?
+            }
+            Op::InsertSuppression { ws, to, shout, reason } => {
+                let entry = Suppression {
+                    id: SuppressionId(ulid()),
+                    workspace_id: self.workspaces[ws],
+                    email: address(to, shout),
+                    reason,
+                    source: SuppressionSource::Api,
+                    message_id: None,
+                    created_at: self.clock,
+                };
+                let (a, b) = both!(sut, model, |st| st.insert_suppression(&entry));
+                same("insert_suppression", &a, &b)?;
+            }
+            Op::DeleteSuppression { ws, to, shout } => {
+                let (ws, address) = (self.workspaces[ws], address(to, shout));
+                let (a, b) = both!(sut, model, |st| st.delete_suppression(ws, &address));
+                same("delete_suppression", &a, &b)?;
+            }
+            Op::GetSuppression { ws, to, shout } => {
+                let (ws, address) = (self.workspaces[ws], address(to, shout));
+                let (a, b) = both!(sut, model, |st| st.get_suppression(ws, &address));
+                same("get_suppression", &a, &b)?;
+            }
+            Op::ListSuppressions { ws, reason, limit } => {
+                let ws = self.workspaces[ws];
+                walk!("list_suppressions", sut, model, limit, |st, page| st.list_suppressions(ws, reason, page), |s| s
+                    .id);
+            }
+            Op::InsertKey { ws, reuse_hash } => {
+                let mut key = api_key(self.workspaces[ws]);
+                key.created_at = self.clock;
+                if let Some(i) = reuse_hash {
+                    key.key_hash = i.get(&self.keys).key_hash;
+                }
+                let (a, b) = both!(sut, model, |st| st.insert_api_key(&key));
+                same("insert_api_key", &a, &b)?;
+                self.keys.push(key);
+            }
+            Op::RevokeKey { ws, key } => {
+                let (ws, id, at) = (self.workspaces[ws], key.get(&self.keys).id, self.clock);
+                let (a, b) = both!(sut, model, |st| st.revoke_api_key(ws, id, at));
+                same("revoke_api_key", &a, &b)?;
+            }
+            Op::FindKey { key } => {
+                let hash = key.get(&self.keys).key_hash;
+                let (a, b) = both!(sut, model, |st| st.find_api_key_by_hash(&hash));
+                same("find_api_key_by_hash", &a, &b)?;
+            }
+            Op::GetKey { ws, key } => {
+                let (ws, id) = (self.workspaces[ws], key.get(&self.keys).id);
+                let (a, b) = both!(sut, model, |st| st.get_api_key(ws, id));
+                same("get_api_key", &a, &b)?;
+            }
+            Op::ListKeys { ws, limit } => {
+                let ws = self.workspaces[ws];
+                walk!("list_api_keys", sut, model, limit, |st, page| st.list_api_keys(ws, page), |k| k.id);
+            }
+        }
+        Ok(())
+    }
+
+    fn pick_message(&self, index: Index) -> Option<MessageId> {
+        (!self.messages.is_empty()).then(|| index.get(&self.messages).id)
+    }
+
+    /// Claims on both stores; the limit is widened so that it never splits messages due at
+    /// the same instant, and answers are compared in (due, id) order once each is checked to
+    /// come earliest first.
+    async fn claim(
+        &self,
+        sut: &dyn Store,
+        model: &MemoryStore,
+        ahead_secs: i16,
+        lease_secs: u8,
+        limit: usize,
+    ) -> Result<(), String> {
+        let now = self.at(i64::from(ahead_secs));
+        let until = now + Duration::seconds(i64::from(lease_secs));
+        let mut due_at: HashMap<MessageId, DateTime<Utc>> = HashMap::new();
+        for m in &self.messages {
+            let current = model.get_message(m.workspace_id, m.id).await.map_err(|e| format!("model: {e}"))?;
+            if let Some(at) = current.and_then(|c| c.next_attempt_at).filter(|at| *at <= now) {
+                due_at.insert(m.id, at);
+            }
+        }
+        let mut due: Vec<DateTime<Utc>> = due_at.values().copied().collect();
+        due.sort();
+        let limit = untied(&due, limit);
+        let (a, b) = both!(sut, model, |st| st.claim_due_messages(now, until, limit));
+        let in_due_order =
+            |answer: StoreResult<Vec<Message>>, who: &str| -> Result<StoreResult<Vec<Message>>, String> {
+                let Ok(mut claimed) = answer else { return Ok(answer) };
+                let mut keyed = Vec::with_capacity(claimed.len());
+                for m in &claimed {
+                    let at = due_at.get(&m.id).ok_or_else(|| format!("{who} claimed {} which was not due", m.id))?;
+                    keyed.push(*at);
+                }
+                if keyed.windows(2).any(|w| w[0] > w[1]) {
+                    return Err(format!("{who} claimed out of due order: {keyed:?}"));
+                }
+                claimed.sort_by_key(|m| (due_at.get(&m.id).copied(), m.id));
+                Ok(Ok(claimed))
+            };
+        let a = in_due_order(a, "the store under test")?;
+        let b = in_due_order(b, "the model")?;
+        same(&format!("claim_due_messages(now {now}, limit {limit})"), &a, &b)
+    }
+}
+
+/// `limit` widened so that the first `limit` of `sorted` do not end inside a run of equal
+/// values.
+fn untied<T: PartialEq>(sorted: &[T], mut limit: usize) -> usize {
+    while limit > 0 && limit < sorted.len() && sorted[limit - 1] == sorted[limit] {
+        limit += 1;
+    }
+    limit
+}

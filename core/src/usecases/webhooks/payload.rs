@@ -1,0 +1,86 @@
+//! The JSON body of a webhook request (contract §7):
+//! `{"type","createdAt","data":{"messageId","eventId","to","from","subject","providerMessageId","details"}}`.
+//!
+//! Every key is always present (null when it does not apply, as for a `Test` event), so
+//! receivers can parse all events with one shape. The body is rendered once, when the
+//! delivery is queued, so every retry sends and signs the same bytes.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::email::EmailAddress;
+use crate::ids::{EventId, MessageId, WebhookId};
+use crate::model::{EventDetails, Message, MessageEvent, WebhookEventType};
+use crate::{Error, Result};
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Payload<'a, D> {
+    #[serde(rename = "type")]
+    event_type: &'static str,
+    created_at: DateTime<Utc>,
+    data: Data<'a, D>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Data<'a, D> {
+    message_id: Option<MessageId>,
+    event_id: EventId,
+    to: Option<&'a EmailAddress>,
+    from: Option<&'a EmailAddress>,
+    subject: Option<&'a str>,
+    provider_message_id: Option<&'a str>,
+    details: D,
+}
+
+/// `details` of a `Test` event: says what it is, so a person reading a receiver's log
+/// does not mistake it for mail activity.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TestDetails {
+    webhook_id: WebhookId,
+    description: &'static str,
+}
+
+fn render<D: Serialize>(payload: &Payload<'_, D>) -> Result<String> {
+    serde_json::to_string(payload).map_err(|e| Error::Internal(format!("webhook payload: {e}")))
+}
+
+/// The body announcing `event` of `message`.
+pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> Result<String> {
+    let provider_message_id = event.provider_message_id.as_deref().or(message.provider_message_id.as_deref());
+    render(&Payload {
+        event_type: WebhookEventType::Message(event.event_type).as_str(),
+        created_at: event.occurred_at,
+        data: Data::<&EventDetails> {
+            message_id: Some(message.id),
+            event_id: event.id,
+            to: Some(&message.to),
+            from: Some(&message.from.address),
+            subject: Some(&message.subject),
+            provider_message_id,
+            details: &event.details,
+        },
+    })
+}
+
+/// The body of a `Test` event for `endpoint`, created at `at`.
+pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Result<String> {
+    render(&Payload {
+        event_type: WebhookEventType::Test.as_str(),
+        created_at: at,
+        data: Data {
+            message_id: None,
+            event_id,
+            to: None,
+            from: None,
+            subject: None,
+            provider_message_id: None,
+            details: TestDetails {
+                webhook_id: endpoint,
+                description: "A test event sent on request to check this endpoint; it concerns no message.",
+            },
+        },
+    })
+}
