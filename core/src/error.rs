@@ -112,5 +112,14 @@ impl From<StoreError> for Error {
     }
 }
 
+/// Maps a store error for a use case that names what it was looking for: the store's
+/// `NotFound` (the record never existed or vanished mid-operation) becomes a 404 for `what`.
+pub(crate) fn missing(what: &'static str) -> impl Fn(StoreError) -> Error {
+    move |e| match e {
+        StoreError::NotFound => Error::NotFound(what),
+        other => other.into(),
+    }
+}
+
 /// Result alias for use cases.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

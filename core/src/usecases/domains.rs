@@ -156,10 +156,7 @@ fn already_added(name: &DomainName) -> Error {
 }
 
 fn domain_gone(e: StoreError) -> Error {
-    match e {
-        StoreError::NotFound => Error::NotFound("domain"),
-        e => e.into(),
-    }
+    crate::error::missing("domain")(e)
 }
 
 /// `verifiedAt` records the first time the domain became Verified; two verifications racing

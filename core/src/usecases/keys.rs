@@ -92,11 +92,11 @@ impl Tidings {
     pub async fn revoke_api_key(&self, who: &Principal, id: &str) -> Result<()> {
         who.require_full()?;
         let id = ApiKeyId::parse(id).ok_or(Error::NotFound("API key"))?;
-        match self.store.revoke_api_key(who.workspace_id, id, self.clock.now()).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::NotFound) => Err(Error::NotFound("API key")),
-            Err(e) => Err(e.into()),
-        }
+        self.store
+            .revoke_api_key(who.workspace_id, id, self.clock.now())
+            .await
+            .map_err(crate::error::missing("API key"))?;
+        Ok(())
     }
 
     /// Operator: creates a workspace and its first `full` key (named `default`) in one

@@ -310,10 +310,11 @@ impl Tidings {
     ) -> Result<Listed<MessageEvent>> {
         let page = params.to_page(EventId::parse)?;
         let message = self.get_message(who, id).await?;
-        let found = self.store.list_events(who.workspace_id, message.id, page).await.map_err(|e| match e {
-            crate::ports::StoreError::NotFound => Error::NotFound("message"),
-            other => other.into(),
-        })?;
+        let found = self
+            .store
+            .list_events(who.workspace_id, message.id, page)
+            .await
+            .map_err(crate::error::missing("message"))?;
         Ok(Listed::from_page(found, page.limit, |e| e.id.to_string()))
     }
 

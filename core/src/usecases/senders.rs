@@ -67,11 +67,11 @@ impl Tidings {
         who.require_full()?;
         let domain = self.domain_of(who, parse_domain_id(domain_id)?).await?;
         let username = SenderUsername::parse(username).map_err(|_| Error::NotFound("sender"))?;
-        match self.store.delete_sender(who.workspace_id, domain.id, &username).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::NotFound) => Err(Error::NotFound("sender")),
-            Err(e) => Err(e.into()),
-        }
+        self.store
+            .delete_sender(who.workspace_id, domain.id, &username)
+            .await
+            .map_err(crate::error::missing("sender"))?;
+        Ok(())
     }
 
     /// For the send use case: the sender registered as `local_part` on the domain, if any

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use crate::email::EmailAddress;
 use crate::ids::{MessageId, SuppressionId, WorkspaceId};
 use crate::model::{Suppression, SuppressionReason, SuppressionSource};
-use crate::ports::StoreError;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
@@ -71,11 +70,8 @@ impl Tidings {
     pub async fn delete_suppression(&self, who: &Principal, email: &str) -> Result<()> {
         who.require_full()?;
         let email = EmailAddress::parse(email).map_err(|_| Error::NotFound("suppression"))?;
-        match self.store.delete_suppression(who.workspace_id, &email).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::NotFound) => Err(Error::NotFound("suppression")),
-            Err(e) => Err(e.into()),
-        }
+        self.store.delete_suppression(who.workspace_id, &email).await.map_err(crate::error::missing("suppression"))?;
+        Ok(())
     }
 
     /// For bounce and complaint handling: suppresses `email` in `workspace` because of

@@ -265,10 +265,7 @@ fn parse_template_id(id: &str) -> Result<TemplateId> {
 }
 
 fn template_gone(e: StoreError) -> Error {
-    match e {
-        StoreError::NotFound => Error::NotFound("template"),
-        e => e.into(),
-    }
+    crate::error::missing("template")(e)
 }
 
 fn template_name(text: Option<&str>) -> Result<String, FieldError> {

@@ -26,7 +26,6 @@ use crate::model::{
     DeliveryStatus, EventType, Message, MessageEvent, WebhookDelivery, WebhookEndpoint, WebhookEventType,
     WebhookSecret, WebhookUrl,
 };
-use crate::ports::StoreError;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
@@ -153,11 +152,8 @@ impl Tidings {
     pub async fn delete_webhook(&self, who: &Principal, id: &str) -> Result<()> {
         who.require_full()?;
         let id = WebhookId::parse(id).ok_or(Error::NotFound("webhook"))?;
-        match self.store.delete_webhook(who.workspace_id, id).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::NotFound) => Err(Error::NotFound("webhook")),
-            Err(e) => Err(e.into()),
-        }
+        self.store.delete_webhook(who.workspace_id, id).await.map_err(crate::error::missing("webhook"))?;
+        Ok(())
     }
 
     /// `POST /v1/webhooks/{id}/rotate-secret`: a new secret signs from now on; the old one
@@ -201,11 +197,11 @@ impl Tidings {
             next_attempt_at: Some(now),
             created_at: now,
         };
-        match self.store.insert_webhook_deliveries(std::slice::from_ref(&delivery)).await {
-            Ok(()) => Ok(delivery),
-            Err(StoreError::NotFound) => Err(Error::NotFound("webhook")),
-            Err(e) => Err(e.into()),
-        }
+        self.store
+            .insert_webhook_deliveries(std::slice::from_ref(&delivery))
+            .await
+            .map_err(crate::error::missing("webhook"))?;
+        Ok(delivery)
     }
 
     /// `GET /v1/webhooks/{id}/deliveries`: the endpoint's delivery log, newest first.
@@ -242,11 +238,8 @@ impl Tidings {
         };
         delivery.status = if delivery.attempts == 0 { DeliveryStatus::Pending } else { DeliveryStatus::Retrying };
         delivery.next_attempt_at = Some(self.clock.now());
-        match self.store.update_webhook_delivery(&delivery).await {
-            Ok(()) => Ok(delivery),
-            Err(StoreError::NotFound) => Err(Error::NotFound("webhook delivery")),
-            Err(e) => Err(e.into()),
-        }
+        self.store.update_webhook_delivery(&delivery).await.map_err(crate::error::missing("webhook delivery"))?;
+        Ok(delivery)
     }
 
     /// The fan-out rule: one `Pending` delivery, due now, for each enabled endpoint of the
@@ -291,11 +284,8 @@ impl Tidings {
     }
 
     async fn save_webhook(&self, endpoint: &WebhookEndpoint) -> Result<()> {
-        match self.store.update_webhook(endpoint).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::NotFound) => Err(Error::NotFound("webhook")),
-            Err(e) => Err(e.into()),
-        }
+        self.store.update_webhook(endpoint).await.map_err(crate::error::missing("webhook"))?;
+        Ok(())
     }
 
     fn parse_url(&self, text: &str) -> std::result::Result<WebhookUrl, FieldError> {
