@@ -11,8 +11,9 @@
 //!   `null` counts as supplied and renders empty.
 //! - Except as the subject of a block: a missing variable in `{{#if x}}`, `{{#unless x}}`,
 //!   `{{#each x}}` or `{{#with x}}` counts as false / empty and takes the `{{else}}` branch
-//!   (or renders nothing), as Postmark and Resend do. So optional sections need no dummy
-//!   values, while a typo in an output variable still fails loudly.
+//!   (or renders nothing), as Postmark and Resend do; so does `{{#each}}` over anything but
+//!   a non-empty list or object. So optional sections need no dummy values, while a typo in
+//!   an output variable still fails loudly.
 //! - Helpers: the blocks `if`, `unless`, `each`, `with`, and the values `lookup`, `eq`, `ne`,
 //!   `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`, `len`. No partials, decorators, inline
 //!   partials or raw blocks, and nothing that touches files, the environment or logs.
@@ -23,11 +24,15 @@
 //!   size and the rendering work (loops over loops over large data) are all limited, so no
 //!   template and no variables can exhaust memory, hang a worker or overflow its stack.
 //!
-//! Compiling costs more than rendering (see `compile.rs`), so callers that render a stored
-//! version often can keep its [`CompiledTemplate`].
+//! Inside: `scan` is a pre-pass that bounds what handlebars' parser is given; `compile` and
+//! `check` run when a version is created, `engine` and `helpers` when it is rendered.
+//! Compiling costs a few microseconds per tag, more than rendering, so callers that render a
+//! stored version often can keep its [`CompiledTemplate`].
 
+mod check;
 mod compile;
 mod engine;
+mod helpers;
 mod scan;
 #[cfg(test)]
 mod tests;

@@ -1,1 +1,82 @@
+//! `SledStore`: the embedded default `Store` of Tidings, on sled 0.34.
+//!
+//! - **Layout**: one tree; every record and index is a key with a tag byte and, for
+//!   workspace data, the workspace id next (`layout.rs` lists them all).
+//! - **Atomicity**: each method checks and writes under one writer lock; its writes are
+//!   made crash-atomic by a redo record rather than sled's `apply_batch`, which would wait
+//!   for every flush in progress (`db.rs`).
+//! - **Durability**: methods the trait marks durable (and the rare management writes, which
+//!   cost nothing noticeable) return after a group commit by one flusher thread
+//!   (`flusher.rs`). `touch_api_key` and the claims are not waited for; they reach disk
+//!   with the next flush, at most half a second later.
+//! - **Lists** walk a key range newest first, so a page costs O(limit); filtered message
+//!   lists walk the smallest matching index (`messages.rs`).
+//! - **Expiry**: idempotency records stay until `purge_expired_idempotency` removes them; the
+//!   server calls it periodically, so expired keys do not grow the store without bound.
+//!
+//! sled calls are made directly from the async methods: they work in memory and sled's log
+//! buffers and take microseconds; waiting for the disk is the flusher thread's job.
 
+mod api_keys;
+mod codec;
+mod db;
+mod domains;
+mod flusher;
+mod layout;
+mod messages;
+mod queue;
+mod suppressions;
+mod templates;
+mod webhooks;
+mod workspaces;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use db::Inner;
+use flusher::Flusher;
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SledError {
+    /// sled could not open or recover the database (I/O error, held by another process,
+    /// corrupt files).
+    #[error("cannot open the sled database: {0}")]
+    Open(#[from] sled::Error),
+    /// The flusher thread could not be started.
+    #[error("cannot start the flusher thread: {0}")]
+    Flusher(#[from] std::io::Error),
+    /// The write interrupted by the last crash could not be completed.
+    #[error("cannot complete the write interrupted by a crash: {0}")]
+    Recovery(#[from] tidings_core::ports::StoreError),
+}
+
+/// The sled-backed store. Cheap to clone: clones share one database, writer lock and
+/// flusher thread, which stops (after a last flush) when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct SledStore {
+    inner: Arc<Inner>,
+}
+
+impl SledStore {
+    /// Opens (or creates) the store in directory `path`. Only one process may have it open.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, SledError> {
+        let db = sled::Config::new()
+            .path(path)
+            .mode(sled::Mode::HighThroughput)
+            // Our flusher thread is the only one that flushes: sled's periodic flusher would
+            // flush concurrently with it, and concurrent flushing is what deadlocks in sled
+            // 0.34 (shared/FACTS.md).
+            .flush_every_ms(None)
+            .open()?;
+        let tree = db.open_tree("tidings")?;
+        db::recover(&tree)?;
+        let flusher = Flusher::start(db.clone())?;
+        Ok(Self { inner: Arc::new(Inner::new(db, tree, flusher)) })
+    }
+
+    /// Bytes the database occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64, SledError> {
+        Ok(self.inner.size_on_disk()?)
+    }
+}

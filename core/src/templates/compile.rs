@@ -15,11 +15,12 @@
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use handlebars::template::{HelperTemplate, Parameter, TemplateElement, TemplateMapping};
-use handlebars::{Path, Template, TemplateErrorReason};
+use handlebars::template::TemplateElement;
+use handlebars::{Template, TemplateErrorReason};
 
+use super::check::{Checker, helper_name};
 use super::scan::{self, Cut, Hint, Scan, ScanError};
-use super::{MAX_SUBEXPRESSION_DEPTH, TemplateError, TemplatePart, engine, truncate_for_message};
+use super::{TemplateError, TemplatePart, truncate_for_message};
 
 /// Marks a placeholder; sources that contain it are compiled in one piece.
 const PLACEHOLDER: &str = "__tidings_sub_";
@@ -28,7 +29,8 @@ const PLACEHOLDER: &str = "__tidings_sub_";
 const FAN_OUT: usize = 16;
 
 /// Budget for the parser's position bookkeeping: the sum, over the tags of every unit, of
-/// their offset in the unit. One unit is roughly 15 ns, so this is about a tenth of a second.
+/// twice their offset in the unit. A unit of it costs 10-25 ns, so this is at most about
+/// 0.2 s; real templates, compiled in pieces, use a few percent of it.
 const COMPILE_COST_BUDGET: u64 = 8_000_000;
 
 /// Message of the error reported if the parser panics (it has `unwrap`s and `assert!`s on its
@@ -40,33 +42,31 @@ pub(super) fn compile_part(part: TemplatePart, src: &str) -> Result<Template, Te
     compile_with(part, src, true)
 }
 
-/// Compiles one part, in pieces if `split` (tests compare with compiling it whole).
+/// Compiles one part, in pieces if `split`. Compiling whole, without the cost budget, is for
+/// tests to compare with.
 pub(super) fn compile_with(part: TemplatePart, src: &str, split: bool) -> Result<Template, TemplateError> {
     let limit = part.max_source_bytes();
     if src.len() > limit {
         return Err(TemplateError::TooComplex { part, reason: format!("the source is larger than {limit} bytes") });
     }
-    let t0 = std::time::Instant::now();
     let scan = scan::scan(src).map_err(|e| scan_error(part, src, e))?;
-    let t1 = t0.elapsed();
     let units = if split && !src.contains(PLACEHOLDER) { plan(&scan) } else { Vec::new() };
     let units = match units.iter().map(|unit| UnitText::new(src, unit)).collect::<Option<Vec<_>>>() {
         Some(texts) if !texts.is_empty() => units.into_iter().zip(texts).collect::<Vec<_>>(),
         // Unsplit, or the scan's structure did not nest (only in sources that do not parse).
         _ => {
             let whole = Unit { range: 0..src.len(), subs: Vec::new() };
-            let text = UnitText::new(src, &whole).expect("a unit without pieces always has a text");
+            let text = UnitText { start: 0, text: src.to_owned(), pieces: Vec::new() };
             vec![(whole, text)]
         }
     };
-    if units.iter().map(|(_, text)| text.cost()).sum::<u64>() > COMPILE_COST_BUDGET {
+    if split && units.iter().map(|(_, text)| text.cost()).sum::<u64>() > COMPILE_COST_BUDGET {
         return Err(TemplateError::TooComplex {
             part,
             reason: "it has too many tags without text between them to compile in reasonable time".to_owned(),
         });
     }
 
-    let t2 = t0.elapsed();
     let mut compiled = Vec::with_capacity(units.len());
     let mut errors = Vec::new();
     for (_, text) in &units {
@@ -84,7 +84,6 @@ pub(super) fn compile_with(part: TemplatePart, src: &str, split: bool) -> Result
         return Err(error);
     }
 
-    let t3 = t0.elapsed();
     let internal =
         || TemplateError::Syntax { part, line: None, column: None, reason: INTERNAL_COMPILE_ERROR.to_owned() };
     for (i, (unit, _)) in units.iter().enumerate() {
@@ -93,18 +92,7 @@ pub(super) fn compile_with(part: TemplatePart, src: &str, split: bool) -> Result
         assemble(src, template, &unit.subs, done).ok_or_else(internal)?;
     }
     let mut template = compiled.pop().flatten().ok_or_else(internal)?;
-    let t4 = t0.elapsed();
     tidy(&mut template);
-    if std::env::var("TT").is_ok() {
-        eprintln!(
-            "units={} maxlen={} sumlen={} cost={} scan={t1:?} plan={t2:?} compile={t3:?} assemble={t4:?} tidy={:?}",
-            units.len(),
-            units.iter().map(|u| u.1.text.len()).max().unwrap_or(0),
-            units.iter().map(|u| u.1.text.len()).sum::<usize>(),
-            units.iter().map(|u| u.1.cost()).sum::<u64>(),
-            t0.elapsed()
-        );
-    }
     Ok(template)
 }
 
@@ -272,7 +260,7 @@ fn compile_text(
     scan: &Scan,
 ) -> Result<Template, (u8, usize, TemplateError)> {
     let position = Position { src, unit };
-    let mut template = match catch_unwind(AssertUnwindSafe(|| Template::compile(&unit.text))) {
+    let template = match catch_unwind(AssertUnwindSafe(|| Template::compile(&unit.text))) {
         Ok(Ok(template)) => template,
         Ok(Err(e)) => {
             // Ranked by where the parser stopped, which is where compiling the source whole
@@ -288,7 +276,7 @@ fn compile_text(
         }
     };
     let checker = Checker { part, position };
-    checker.check(&mut template).map_err(|error| (2, error_offset(&error, src), error))?;
+    checker.check(&template).map_err(|error| (2, error_offset(&error, src), error))?;
     Ok(template)
 }
 
@@ -302,135 +290,16 @@ fn error_offset(error: &TemplateError, src: &str) -> usize {
 
 /// Maps positions in a unit's text to the source.
 #[derive(Clone, Copy)]
-struct Position<'a> {
-    src: &'a str,
+pub(super) struct Position<'a> {
+    /// The whole source.
+    pub(super) src: &'a str,
     unit: &'a UnitText,
 }
 
 impl Position<'_> {
     /// The source offset of a parser line and column in the unit's text.
-    fn source_offset(&self, line: usize, column: usize) -> usize {
+    pub(super) fn source_offset(&self, line: usize, column: usize) -> usize {
         self.unit.to_source(offset_of(&self.unit.text, line, column))
-    }
-}
-
-/// Checks a compiled unit: helpers that exist and are used the right way, no partials or
-/// decorators (the scan refuses those already).
-struct Checker<'a> {
-    part: TemplatePart,
-    position: Position<'a>,
-}
-
-impl Checker<'_> {
-    fn check(&self, root: &mut Template) -> Result<(), TemplateError> {
-        // Iterative, although the scan bounds the depth.
-        let mut stack = vec![&*root];
-        while let Some(template) = stack.pop() {
-            for (i, element) in template.elements.iter().enumerate() {
-                let at = template.mapping.get(i);
-                match element {
-                    TemplateElement::RawString(_) | TemplateElement::Comment(_) => {}
-                    TemplateElement::Expression(ht) | TemplateElement::HtmlExpression(ht) => {
-                        self.check_expression(ht, at)?;
-                    }
-                    TemplateElement::HelperBlock(ht) => {
-                        self.check_block(ht, at)?;
-                        stack.extend(ht.template.as_ref());
-                        stack.extend(ht.inverse.as_ref());
-                    }
-                    _ => return Err(self.error_at(at, "partials and decorators are not supported".to_owned())),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn check_expression(&self, ht: &HelperTemplate, at: Option<&TemplateMapping>) -> Result<(), TemplateError> {
-        let name = helper_name(&ht.name);
-        if ht.params.is_empty() && ht.hash.is_empty() {
-            // A value, unless the name is a helper's: handlebars would call the helper.
-            if let Some(name) = name.filter(|n| engine::is_block_helper(n) || engine::is_value_helper(n)) {
-                return Err(self.error_at(at, format!("\"{name}\" is a helper and needs arguments")));
-            }
-        } else {
-            match name {
-                Some(name) if engine::is_value_helper(name) => {}
-                Some(name) if engine::is_block_helper(name) => {
-                    return Err(self.error_at(at, format!("\"{name}\" must be used as a block: {{{{#{name} ...}}}}")));
-                }
-                Some(name) => {
-                    let name = truncate_for_message(name);
-                    return Err(self.error_at(at, format!("unknown helper \"{name}\"")));
-                }
-                None => return Err(self.error_at(at, "unknown helper".to_owned())),
-            }
-        }
-        self.check_arguments(ht, at, 0)
-    }
-
-    fn check_block(&self, ht: &HelperTemplate, at: Option<&TemplateMapping>) -> Result<(), TemplateError> {
-        match helper_name(&ht.name) {
-            Some(name) if engine::is_block_helper(name) => {}
-            Some(name) if engine::is_value_helper(name) => {
-                return Err(self.error_at(
-                    at,
-                    format!("\"{name}\" is not a block helper; use it inside one: {{{{#if ({name} ...)}}}}"),
-                ));
-            }
-            Some(name) => {
-                let name = truncate_for_message(name);
-                return Err(self.error_at(
-                    at,
-                    format!(
-                        "unknown block helper \"{name}\" (sections are written {{{{#if {name}}}}} or {{{{#each {name}}}}})"
-                    ),
-                ));
-            }
-            None => return Err(self.error_at(at, "unknown block helper".to_owned())),
-        }
-        self.check_arguments(ht, at, 0)
-    }
-
-    /// Subexpressions in the arguments must call value helpers.
-    fn check_arguments(
-        &self,
-        ht: &HelperTemplate,
-        at: Option<&TemplateMapping>,
-        depth: usize,
-    ) -> Result<(), TemplateError> {
-        if depth > MAX_SUBEXPRESSION_DEPTH {
-            return Err(TemplateError::TooComplex {
-                part: self.part,
-                reason: format!("more than {MAX_SUBEXPRESSION_DEPTH} nested subexpressions"),
-            });
-        }
-        let arguments = std::iter::once(&ht.name).chain(&ht.params).chain(ht.hash.values());
-        for argument in arguments {
-            let Parameter::Subexpression(sub) = argument else { continue };
-            let TemplateElement::Expression(inner) = sub.as_element() else { continue };
-            match helper_name(&inner.name) {
-                Some(name) if engine::is_value_helper(name) => {}
-                name => {
-                    let name = truncate_for_message(name.unwrap_or_default());
-                    return Err(self.error_at(at, format!("unknown helper \"{name}\" in a subexpression")));
-                }
-            }
-            self.check_arguments(inner, at, depth + 1)?;
-        }
-        Ok(())
-    }
-
-    fn error_at(&self, at: Option<&TemplateMapping>, reason: String) -> TemplateError {
-        let at = at.map(|m| self.position.source_offset(m.0, m.1));
-        syntax_error(self.part, self.position.src, at, reason)
-    }
-}
-
-fn helper_name(p: &Parameter) -> Option<&str> {
-    match p {
-        Parameter::Name(name) => Some(name),
-        Parameter::Path(Path::Relative((_, raw)) | Path::Local((_, _, raw))) => Some(raw),
-        _ => None,
     }
 }
 
@@ -559,7 +428,8 @@ fn parse_error(
             match hinted {
                 Some((at, reason)) => syntax_error(part, src, Some(at), reason),
                 None if error_at < src.len() => {
-                    let near: String = src[error_at..].chars().take_while(|&c| c != '\n').take(20).collect();
+                    let rest = src.get(error_at..).unwrap_or_default();
+                    let near: String = rest.chars().take_while(|&c| c != '\n').take(20).collect();
                     syntax_error(part, src, at, format!("invalid Handlebars syntax near {near:?}"))
                 }
                 None => syntax_error(part, src, at, "invalid Handlebars syntax at the end of the template".to_owned()),
@@ -573,14 +443,15 @@ fn parse_error(
     }
 }
 
-fn syntax_error(part: TemplatePart, src: &str, at: Option<usize>, reason: String) -> TemplateError {
+/// A syntax error at source offset `at`.
+pub(super) fn syntax_error(part: TemplatePart, src: &str, at: Option<usize>, reason: String) -> TemplateError {
     let position = at.map(|at| line_col(src, at));
     TemplateError::Syntax { part, line: position.map(|p| p.0), column: position.map(|p| p.1), reason }
 }
 
 /// 1-based line and column (in characters) of byte offset `at`, counted as the parser does:
 /// a line ends at `\n` or `\r\n`.
-pub(super) fn line_col(text: &str, at: usize) -> (usize, usize) {
+fn line_col(text: &str, at: usize) -> (usize, usize) {
     let mut at = at.min(text.len());
     while !text.is_char_boundary(at) {
         at -= 1;

@@ -20,8 +20,9 @@ use std::ops::Range;
 
 use super::{MAX_BLOCK_DEPTH, MAX_NESTING, MAX_SUBEXPRESSION_DEPTH, MAX_TAGS};
 
-/// Literal text shorter than this is left to the parser: a placeholder costs about 25 bytes.
-const MIN_LITERAL: usize = 64;
+/// Literal text shorter than this is left to the parser: parsing a placeholder tag costs
+/// about as much as parsing this much text.
+const MIN_LITERAL: usize = 256;
 
 /// What the scan found.
 #[derive(Debug)]
@@ -144,8 +145,9 @@ impl Scanner<'_> {
     fn run(&mut self) -> Result<(), ScanError> {
         let b = self.b;
         let mut text_start = 0;
-        // Whether the tag before the current text ends with `~}}`.
-        let mut trims_after = false;
+        // Whether a `~}}` is still in force. handlebars keeps trimming the start of every text,
+        // and dropping whitespace between tags, until the next tag other than a comment.
+        let mut trimming = false;
         let mut i = 0;
         while i < b.len() {
             match b[i] {
@@ -163,25 +165,28 @@ impl Scanner<'_> {
                     }
                 }
                 b'{' if b.get(i + 1) == Some(&b'{') => {
-                    let trims_before = b.get(skip_ws(b, i + 2)) == Some(&b'~');
-                    self.text(text_start..i, trims_after, trims_before);
-                    (i, trims_after) = self.tag(i)?;
-                    text_start = i;
+                    let trims_before = trims_before(b, i);
+                    self.text(text_start..i, trimming, trims_before);
+                    let (end, trims) = self.tag(i)?;
+                    trimming = trims.unwrap_or(trimming);
+                    (i, text_start) = (end, end);
                 }
                 _ => i += 1,
             }
         }
-        self.text(text_start..b.len(), trims_after, false);
+        self.text(text_start..b.len(), trimming, false);
         if let Some(block) = self.open.first() {
             self.hint.get_or_insert(Hint::UnclosedBlock { at: block.at, name: block.name.clone() });
         }
         Ok(())
     }
 
-    /// Records the cuts in a stretch of text between tags. `trims_after`: the tag before it
-    /// ends with `~}}`; `trims_before`: the tag after it starts with `{{~`.
-    fn text(&mut self, range: Range<usize>, trims_after: bool, trims_before: bool) {
-        if range.is_empty() {
+    /// Records the cuts in a stretch of text between tags. `trimming`: a `~}}` before it is in
+    /// force; `trims_before`: the tag after it starts with `{{~`.
+    fn text(&mut self, range: Range<usize>, trimming: bool, trims_before: bool) {
+        if range.is_empty() || trimming {
+            // A piece compiled apart would start without the trim (nor would the text after
+            // a placeholder, which is a tag and ends it).
             return;
         }
         let text = &self.src[range.clone()];
@@ -221,16 +226,15 @@ impl Scanner<'_> {
                 cuts.push(Cut { at: literal.end, after_newline: false });
             }
         }
-        // After a newline, unless a `~` trim would reach across it through whitespace only.
+        // After a newline, unless a `{{~` trim would reach back across it through whitespace.
         let newline = text.rmatch_indices('\n').map(|(n, _)| n + 1).find(|&n| {
             let at = range.start + n;
             !literals.iter().any(|l| l.start < at && at < l.end)
         });
-        if let Some(n) = newline {
-            let solid = |s: &str| s.chars().any(|c| !c.is_whitespace());
-            if (!trims_after || solid(&text[..n])) && (!trims_before || solid(&text[n..])) {
-                cuts.push(Cut { at: range.start + n, after_newline: true });
-            }
+        if let Some(n) = newline
+            && (!trims_before || text[n..].chars().any(|c| !c.is_whitespace()))
+        {
+            cuts.push(Cut { at: range.start + n, after_newline: true });
         }
         cuts.sort_by_key(|cut| cut.at);
 
@@ -239,9 +243,9 @@ impl Scanner<'_> {
         section.literals.extend(literals);
     }
 
-    /// Scans the tag starting with `{{` at `k`; returns the offset after it and whether it
-    /// ends with `~}}`.
-    fn tag(&mut self, k: usize) -> Result<(usize, bool), ScanError> {
+    /// Scans the tag starting with `{{` at `k`; returns the offset after it and, unless it
+    /// is a comment, whether it ends with `~}}`.
+    fn tag(&mut self, k: usize) -> Result<(usize, Option<bool>), ScanError> {
         let b = self.b;
         self.tags += 1;
         if self.tags > MAX_TAGS {
@@ -251,12 +255,13 @@ impl Scanner<'_> {
             return Err(ScanError::Unsupported { at: k, what: "raw blocks ({{{{raw}}}})" });
         }
         if b.get(k + 2) == Some(&b'!') {
-            return Ok((self.comment(k), false));
+            return Ok((self.comment(k), None));
         }
         let mut j = skip_ws(b, k + 2);
         if b.get(j) == Some(&b'~') {
             j = skip_ws(b, j + 1);
         }
+        let triple = b[k + 2..].starts_with(b"{");
         let kind = match b.get(j) {
             Some(b'#') => {
                 j = skip_ws(b, j + 1);
@@ -278,10 +283,14 @@ impl Scanner<'_> {
             }
             _ => TagKind::Other,
         };
-        let end = self.interior(k, j)?;
+        let mut end = self.interior(k, j)?;
         let trims_after = b[..end.saturating_sub(2)].iter().rev().find(|c| !c.is_ascii_whitespace()) == Some(&b'~');
+        if triple && b.get(end) == Some(&b'}') {
+            // `{{{x}}}` ends with three braces.
+            end += 1;
+        }
         self.structure(k, end, kind)?;
-        Ok((end, trims_after))
+        Ok((end, Some(trims_after)))
     }
 
     fn name_at(&self, j: usize) -> String {
@@ -440,6 +449,15 @@ fn unsupported_partial(at: usize) -> ScanError {
 
 fn unsupported_decorator(at: usize) -> ScanError {
     ScanError::Unsupported { at, what: "decorators and inline partials ({{* ...}})" }
+}
+
+/// Whether the tag at `k` starts with `{{~` (or `{{{~`), which trims the text before it.
+fn trims_before(b: &[u8], k: usize) -> bool {
+    let mut j = skip_ws(b, k + 2);
+    if b.get(j) == Some(&b'{') {
+        j = skip_ws(b, j + 1);
+    }
+    b.get(j) == Some(&b'~')
 }
 
 /// Skips the grammar's whitespace (space, tab, CR, LF).

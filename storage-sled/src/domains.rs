@@ -1,0 +1,171 @@
+//! Domains (`DOMAIN ‖ ws ‖ id`, unique by name through `DOMAIN_BY_NAME`) and their senders
+//! (`SENDER ‖ ws ‖ domain ‖ id`, unique by lower-cased username through `SENDER_BY_NAME`).
+
+use async_trait::async_trait;
+use tidings_core::domain_name::DomainName;
+use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
+use tidings_core::model::{Domain, Sender, SenderUsername};
+use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
+
+use crate::SledStore;
+use crate::codec::{decode, decode_id, encode, sled_error};
+use crate::db::{Order, page};
+use crate::layout::{self, Key};
+
+fn name_key(ws: WorkspaceId, name: &DomainName) -> Vec<u8> {
+    // DomainName is lower-case by construction; lower-casing again costs nothing and keeps
+    // the index right should that ever change.
+    Key::new(layout::DOMAIN_BY_NAME).id(ws.to_bytes()).raw(name.as_str().to_ascii_lowercase().as_bytes()).0
+}
+
+fn senders_of(ws: WorkspaceId, domain: DomainId) -> Key {
+    Key::new(layout::SENDER).id(ws.to_bytes()).id(domain.to_bytes())
+}
+
+fn sender_name_key(ws: WorkspaceId, domain: DomainId, username: &SenderUsername) -> Vec<u8> {
+    Key::new(layout::SENDER_BY_NAME)
+        .id(ws.to_bytes())
+        .id(domain.to_bytes())
+        .raw(username.as_str().to_ascii_lowercase().as_bytes())
+        .0
+}
+
+#[async_trait]
+impl DomainStore for SledStore {
+    async fn insert_domain(&self, domain: &Domain) -> StoreResult<()> {
+        let key = layout::domain(domain.workspace_id, domain.id).0;
+        let name = name_key(domain.workspace_id, &domain.name);
+        let value = encode(domain)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                if tree.contains_key(&name).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("domain {} is already added", domain.name.as_str())));
+                }
+                if tree.contains_key(&key).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("domain {} exists", domain.id)));
+                }
+                batch.insert(name, &domain.id.to_bytes());
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<Option<Domain>> {
+        self.inner.get(&layout::domain(workspace, id).0, "domain")
+    }
+
+    async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
+        let Some(id) = self.inner.tree.get(name_key(workspace, name)).map_err(sled_error)? else {
+            return Ok(None);
+        };
+        let id = DomainId::from_bytes(decode_id(&id, "domain name index")?);
+        self.inner.get(&layout::domain(workspace, id).0, "domain")
+    }
+
+    async fn list_domains(&self, workspace: WorkspaceId, page_req: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
+        let prefix = Key::new(layout::DOMAIN).id(workspace.to_bytes()).0;
+        let cursor = page_req.cursor.map(DomainId::to_bytes);
+        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
+            decode(&v, "domain").map(Some)
+        })
+    }
+
+    async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
+        let key = layout::domain(domain.workspace_id, domain.id).0;
+        let value = encode(domain)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                let old: Domain = crate::db::get(tree, &key, "domain")?.ok_or(StoreError::NotFound)?;
+                if old.name != domain.name || old.dkim != domain.dkim {
+                    // The trait forbids it (and the name index would go stale): refuse loudly.
+                    return Err(StoreError::Conflict("a domain's name and keys cannot change".into()));
+                }
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()> {
+        let key = layout::domain(workspace, id).0;
+        self.inner
+            .write_durable(|tree, batch| {
+                let old: Domain = crate::db::get(tree, &key, "domain")?.ok_or(StoreError::NotFound)?;
+                batch.remove(key);
+                batch.remove(name_key(workspace, &old.name));
+                for entry in tree.scan_prefix(senders_of(workspace, id).0) {
+                    let (sender_key, value) = entry.map_err(sled_error)?;
+                    let sender: Sender = decode(&value, "sender")?;
+                    batch.remove(sender_name_key(workspace, id, &sender.username));
+                    batch.remove(sender_key);
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {
+        let (ws, domain) = (sender.workspace_id, sender.domain_id);
+        let key = senders_of(ws, domain).id(sender.id.to_bytes()).0;
+        let name = sender_name_key(ws, domain, &sender.username);
+        let value = encode(sender)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                if !tree.contains_key(layout::domain(ws, domain).0).map_err(sled_error)? {
+                    return Err(StoreError::NotFound);
+                }
+                if tree.contains_key(&name).map_err(sled_error)? || tree.contains_key(&key).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("sender {} exists", sender.username)));
+                }
+                batch.insert(name, &sender.id.to_bytes());
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_sender(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        username: &SenderUsername,
+    ) -> StoreResult<Option<Sender>> {
+        let Some(id) = self.inner.tree.get(sender_name_key(workspace, domain, username)).map_err(sled_error)? else {
+            return Ok(None);
+        };
+        let id = SenderId::from_bytes(decode_id(&id, "sender name index")?);
+        self.inner.get(&senders_of(workspace, domain).id(id.to_bytes()).0, "sender")
+    }
+
+    async fn list_senders(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        page_req: PageRequest<SenderId>,
+    ) -> StoreResult<Page<Sender>> {
+        let prefix = senders_of(workspace, domain).0;
+        let cursor = page_req.cursor.map(SenderId::to_bytes);
+        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
+            decode(&v, "sender").map(Some)
+        })
+    }
+
+    async fn delete_sender(
+        &self,
+        workspace: WorkspaceId,
+        domain: DomainId,
+        username: &SenderUsername,
+    ) -> StoreResult<()> {
+        let name = sender_name_key(workspace, domain, username);
+        self.inner
+            .write_durable(|tree, batch| {
+                let id = tree.get(&name).map_err(sled_error)?.ok_or(StoreError::NotFound)?;
+                let id = SenderId::from_bytes(decode_id(&id, "sender name index")?);
+                batch.remove(senders_of(workspace, domain).id(id.to_bytes()).0);
+                batch.remove(name);
+                Ok(())
+            })
+            .await
+    }
+}

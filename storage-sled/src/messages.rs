@@ -1,0 +1,338 @@
+//! Messages, their timelines, their secondary indexes and idempotency records.
+//!
+//! A message is `MESSAGE ‖ ws ‖ id`. Three secondary indexes name it by status, normalized
+//! recipient and sending key (`bucket ‖ id`, empty values). An unfiltered list walks the
+//! records, newest first, in O(limit). A filtered list walks one index bucket newest first
+//! and checks every filter on each record it loads (the record, not the index, decides, so
+//! an index entry a concurrent write has not yet moved is harmless). With one filter a page
+//! costs O(limit). With several, it walks the most selective bucket: each candidate bucket is
+//! probed for up to [`PROBE`] entries past the cursor and the one with fewest is walked, so
+//! the cost is O(entries of that bucket until the page fills), there being no composite
+//! indexes. Ties (every candidate has [`PROBE`] or more) go to `to`, then `sent_by`, then
+//! `status`, the usual order of selectivity. Probing instead of keeping entry counts keeps
+//! `create_message` at the writes it needs: counts would add three reads and three writes
+//! to every create, and each sled operation costs it several microseconds under the lock.
+//!
+//! Writes are ordered so that a reader, which takes no lock, never sees a message before its
+//! event and index entries exist, nor an idempotency record before its message.
+
+use std::ops::Bound;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sled::{IVec, Tree};
+use tidings_core::ids::{EventId, MessageId, WorkspaceId};
+use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
+use tidings_core::ports::{
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, StoreError, StoreResult,
+};
+
+use crate::SledStore;
+use crate::codec::{bad_key, decode, encode, sled_error};
+use crate::db::{Order, get, page, prefix_end};
+use crate::layout::{self, Key};
+use crate::queue::{self, DueRecord};
+use crate::webhooks::queue_deliveries;
+
+/// The index buckets a message is in: by status, by recipient, by key.
+fn buckets(m: &Message) -> [Vec<u8>; 3] {
+    let ws = m.workspace_id.to_bytes();
+    [
+        Key::new(layout::MESSAGE_BY_STATUS).id(ws).byte(layout::status_code(m.status)).0,
+        Key::new(layout::MESSAGE_BY_TO).id(ws).text(&m.to.normalized()).0,
+        Key::new(layout::MESSAGE_BY_KEY).id(ws).id(m.api_key_id.to_bytes()).0,
+    ]
+}
+
+/// The buckets a query restricts to, most selective first as a rule (see the module doc).
+fn query_buckets(ws: WorkspaceId, q: &MessageQuery) -> Vec<Vec<u8>> {
+    let ws = ws.to_bytes();
+    let mut out = Vec::with_capacity(3);
+    if let Some(to) = &q.to {
+        out.push(Key::new(layout::MESSAGE_BY_TO).id(ws).text(&to.normalized()).0);
+    }
+    if let Some(key) = q.sent_by {
+        out.push(Key::new(layout::MESSAGE_BY_KEY).id(ws).id(key.to_bytes()).0);
+    }
+    if let Some(status) = q.status {
+        out.push(Key::new(layout::MESSAGE_BY_STATUS).id(ws).byte(layout::status_code(status)).0);
+    }
+    out
+}
+
+fn matches(m: &Message, q: &MessageQuery) -> bool {
+    q.status.is_none_or(|s| m.status == s)
+        && q.to.as_ref().is_none_or(|to| m.to.normalized() == to.normalized())
+        && q.sent_by.is_none_or(|k| m.api_key_id == k)
+}
+
+/// How many index entries past the cursor a multi-filter list reads of each candidate bucket
+/// to find the most selective one.
+pub const PROBE: usize = 256;
+
+/// Entries of `bucket` after `cursor` in newest-first order, counted up to [`PROBE`].
+fn probe(tree: &Tree, bucket: &[u8], cursor: Option<&[u8]>) -> StoreResult<usize> {
+    let end = match cursor {
+        Some(cursor) => Some([bucket, cursor].concat()),
+        None => prefix_end(bucket),
+    };
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let mut n = 0;
+    for entry in tree.range::<&[u8], _>((Bound::Included(bucket), upper)).rev().take(PROBE) {
+        entry.map_err(sled_error)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn entry(bucket: &[u8], id: MessageId) -> Vec<u8> {
+    [bucket, &id.to_bytes()].concat()
+}
+
+impl DueRecord for Message {
+    const DUE_TAG: u8 = layout::MESSAGE_DUE;
+    const WHAT: &'static str = "message";
+
+    fn record_key(ws: WorkspaceId, id: [u8; 16]) -> Vec<u8> {
+        layout::message(ws, MessageId::from_bytes(id)).0
+    }
+
+    fn due_key(&self, at: DateTime<Utc>) -> Vec<u8> {
+        layout::message_due(at, self.workspace_id, self.id).0
+    }
+
+    fn next_attempt_at(&mut self) -> &mut Option<DateTime<Utc>> {
+        &mut self.next_attempt_at
+    }
+}
+
+/// What `create_message` writes, encoded before the writer lock is taken.
+struct Encoded {
+    message_key: Vec<u8>,
+    message: Vec<u8>,
+    event_key: Vec<u8>,
+    event: Vec<u8>,
+    idempotency: Option<(Vec<u8>, Vec<u8>)>,
+    deliveries: Vec<Vec<u8>>,
+}
+
+fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
+    let m = &new.message;
+    Ok(Encoded {
+        message_key: layout::message(m.workspace_id, m.id).0,
+        message: encode(m)?,
+        event_key: layout::events(m.workspace_id, m.id).id(new.event.id.to_bytes()).0,
+        event: encode(&new.event)?,
+        idempotency: match &new.idempotency {
+            Some(r) => Some((layout::idempotency(r.workspace_id, r.key.as_str()).0, encode(r)?)),
+            None => None,
+        },
+        deliveries: new.webhook_deliveries.iter().map(encode).collect::<StoreResult<_>>()?,
+    })
+}
+
+#[async_trait]
+impl MessageStore for SledStore {
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
+        let enc = encode_new(&new)?;
+        let m = &new.message;
+        self.inner
+            .write_durable(|tree, batch| {
+                // The idempotency check is under the writer lock: of two racing requests with
+                // one key, the second sees the first's record.
+                let mut idempotency_writes = None;
+                if let (Some(record), Some((key, value))) = (&new.idempotency, enc.idempotency) {
+                    let mut stale_expiry = None;
+                    if let Some(existing) = get::<IdempotencyRecord>(tree, &key, "idempotency record")? {
+                        if existing.expires_at > m.created_at {
+                            return Ok(CreateOutcome::Duplicate(existing));
+                        }
+                        let old =
+                            layout::idempotency_expiry(existing.expires_at, record.workspace_id, record.key.as_str());
+                        stale_expiry = Some(old.0);
+                    }
+                    let expiry =
+                        layout::idempotency_expiry(record.expires_at, record.workspace_id, record.key.as_str());
+                    idempotency_writes = Some((key, value, expiry.0, stale_expiry));
+                }
+                if tree.contains_key(&enc.message_key).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("message {} exists", m.id)));
+                }
+                queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
+                batch.insert(enc.event_key, enc.event);
+                for bucket in buckets(m) {
+                    batch.insert(entry(&bucket, m.id), &[]);
+                }
+                if let Some(at) = m.next_attempt_at {
+                    batch.insert(m.due_key(at), &[]);
+                }
+                batch.insert(enc.message_key, enc.message);
+                if let Some((key, value, expiry, stale_expiry)) = idempotency_writes {
+                    if let Some(stale) = stale_expiry {
+                        batch.remove(stale);
+                    }
+                    batch.insert(expiry, &[]);
+                    batch.insert(key, value);
+                }
+                Ok(CreateOutcome::Created)
+            })
+            .await
+    }
+
+    async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
+        self.inner.get(&layout::message(workspace, id).0, "message")
+    }
+
+    async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
+        let tree = &self.inner.tree;
+        let cursor = query.page.cursor.map(MessageId::to_bytes);
+        let cursor = cursor.as_ref().map(|c| &c[..]);
+        let limit = query.page.limit;
+        let mut buckets = query_buckets(workspace, query);
+        if buckets.len() > 1 {
+            let mut probed = Vec::with_capacity(buckets.len());
+            for bucket in buckets {
+                probed.push((probe(tree, &bucket, cursor)?, bucket));
+            }
+            // A stable sort: on a tie the rule of thumb of `query_buckets` decides.
+            probed.sort_by_key(|(n, _)| *n);
+            buckets = probed.into_iter().map(|(_, bucket)| bucket).collect();
+        }
+        let smallest = buckets.into_iter().next();
+        let Some(bucket) = smallest else {
+            let prefix = Key::new(layout::MESSAGE).id(workspace.to_bytes()).0;
+            return page(tree, &prefix, cursor, limit, Order::NewestFirst, |_, v| decode(&v, "message").map(Some));
+        };
+        page(tree, &bucket, cursor, limit, Order::NewestFirst, |key, _| {
+            let id = MessageId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("message index"))?);
+            // The record, not the index entry, decides: a status may have changed since the
+            // index was read.
+            let message: Option<Message> = get(tree, &layout::message(workspace, id).0, "message")?;
+            Ok(message.filter(|m| matches(m, query)))
+        })
+    }
+
+    async fn list_events(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        page_req: PageRequest<EventId>,
+    ) -> StoreResult<Page<MessageEvent>> {
+        if !self.inner.exists(&layout::message(workspace, message).0)? {
+            return Err(StoreError::NotFound);
+        }
+        let prefix = layout::events(workspace, message).0;
+        let cursor = page_req.cursor.map(EventId::to_bytes);
+        let decode_event = |_: &[u8], v: IVec| decode(&v, "event").map(Some);
+        page(
+            &self.inner.tree,
+            &prefix,
+            cursor.as_ref().map(|c| &c[..]),
+            page_req.limit,
+            Order::OldestFirst,
+            decode_event,
+        )
+    }
+
+    async fn record_event(&self, write: EventWrite) -> StoreResult<()> {
+        let new = &write.message;
+        let message_key = layout::message(new.workspace_id, new.id).0;
+        let message_value = encode(new)?;
+        let event_key = layout::events(new.workspace_id, new.id).id(write.event.id.to_bytes()).0;
+        let event_value = encode(&write.event)?;
+        let deliveries = write.webhook_deliveries.iter().map(encode).collect::<StoreResult<Vec<_>>>()?;
+        self.inner
+            .write_durable(|tree, batch| {
+                let old: Message = get(tree, &message_key, "message")?.ok_or(StoreError::NotFound)?;
+                if old.status != write.expected_status {
+                    return Err(StoreError::Conflict(format!(
+                        "message {} is {}, not {}",
+                        new.id,
+                        old.status.as_str(),
+                        write.expected_status.as_str()
+                    )));
+                }
+                if tree.contains_key(&event_key).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("event {} exists", write.event.id)));
+                }
+                // New entries first, the record, then the old entries go: a reader sees the
+                // message under its old or new status, never under none.
+                queue_deliveries(tree, batch, &write.webhook_deliveries, deliveries)?;
+                batch.insert(event_key, event_value);
+                let moved: Vec<(Vec<u8>, Vec<u8>)> = buckets(&old)
+                    .into_iter()
+                    .zip(buckets(new))
+                    .filter(|(old_bucket, new_bucket)| old_bucket != new_bucket)
+                    .collect();
+                for (_, new_bucket) in &moved {
+                    batch.insert(entry(new_bucket, new.id), &[]);
+                }
+                let due_moved = old.next_attempt_at != new.next_attempt_at;
+                if due_moved && let Some(at) = new.next_attempt_at {
+                    batch.insert(new.due_key(at), &[]);
+                }
+                batch.insert(message_key, message_value);
+                for (old_bucket, _) in &moved {
+                    batch.remove(entry(old_bucket, old.id));
+                }
+                if due_moved && let Some(at) = old.next_attempt_at {
+                    batch.remove(old.due_key(at));
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_due_messages(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        // Not waited for: a claim lost in a crash only makes the message due again.
+        self.inner.write(|tree, batch| queue::claim_due::<Message>(tree, batch, now, lease_until, limit))
+    }
+
+    async fn get_idempotency(
+        &self,
+        workspace: WorkspaceId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        self.inner.get(&layout::idempotency(workspace, key.as_str()).0, "idempotency record")
+    }
+
+    async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        // Not waited for: a purge lost in a crash is repeated by the next one.
+        self.inner.write(|tree, batch| {
+            let start = [layout::IDEMPOTENCY_EXPIRY];
+            let end = prefix_end(&Key::new(layout::IDEMPOTENCY_EXPIRY).time(now).0);
+            let range = match &end {
+                Some(end) => tree.range::<&[u8], _>(&start[..]..end.as_slice()),
+                None => tree.range::<&[u8], _>(&start[..]..),
+            };
+            let mut purged = 0;
+            for entry in range {
+                if purged == limit {
+                    break;
+                }
+                let (expiry_key, _) = entry.map_err(sled_error)?;
+                let ws = layout::id_at(&expiry_key, 9).ok_or_else(|| bad_key("idempotency expiry"))?;
+                let ws = WorkspaceId::from_bytes(ws);
+                let text = std::str::from_utf8(&expiry_key[25..]).map_err(|_| bad_key("idempotency expiry"))?;
+                let record_key = layout::idempotency(ws, text).0;
+                match get::<IdempotencyRecord>(tree, &record_key, "idempotency record")? {
+                    // Same microsecond as `now` but later by nanoseconds: not expired yet.
+                    Some(r) if r.expires_at > now => continue,
+                    Some(r) if layout::time_bytes(r.expires_at)[..] == expiry_key[1..9] => {
+                        batch.remove(record_key);
+                        purged += 1;
+                    }
+                    // A stale entry (its record was replaced or is gone): just drop it.
+                    _ => {}
+                }
+                batch.remove(expiry_key);
+            }
+            Ok(purged)
+        })
+    }
+}

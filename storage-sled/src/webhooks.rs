@@ -1,0 +1,220 @@
+//! Webhook endpoints (`WEBHOOK ‖ ws ‖ id`) and deliveries (`DELIVERY ‖ ws ‖ id`), with the
+//! deliveries of each endpoint indexed for its log and a global due-time queue.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::HashSet;
+
+use sled::Tree;
+use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
+use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
+use tidings_core::ports::{Page, PageRequest, StoreError, StoreResult, WebhookStore};
+
+use crate::SledStore;
+use crate::codec::{bad_key, decode, encode, sled_error};
+use crate::db::{Batch, Order, get, page};
+use crate::layout::{self, Key};
+use crate::queue::{self, DueRecord};
+
+impl DueRecord for WebhookDelivery {
+    const DUE_TAG: u8 = layout::DELIVERY_DUE;
+    const WHAT: &'static str = "webhook delivery";
+
+    fn record_key(ws: WorkspaceId, id: [u8; 16]) -> Vec<u8> {
+        layout::delivery(ws, DeliveryId::from_bytes(id)).0
+    }
+
+    fn due_key(&self, at: DateTime<Utc>) -> Vec<u8> {
+        layout::delivery_due(at, self.workspace_id, self.id).0
+    }
+
+    fn next_attempt_at(&mut self) -> &mut Option<DateTime<Utc>> {
+        &mut self.next_attempt_at
+    }
+}
+
+/// Adds a new delivery (record, endpoint log entry, queue entry) to `batch`.
+fn put_new_delivery(batch: &mut Batch, d: &WebhookDelivery, value: Vec<u8>) {
+    batch.insert(layout::delivery_by_endpoint(d.workspace_id, d.endpoint_id, d.id).0, &[]);
+    if let Some(at) = d.next_attempt_at {
+        batch.insert(d.due_key(at), &[]);
+    }
+    batch.insert(layout::delivery(d.workspace_id, d.id).0, value);
+}
+
+/// Queues the deliveries written with a message or an event. `Conflict` if an id is taken
+/// or repeated; deliveries to an endpoint deleted meanwhile are dropped (nobody wants them),
+/// so a deleted endpoint's log never grows again.
+pub fn queue_deliveries(
+    tree: &Tree,
+    batch: &mut Batch,
+    deliveries: &[WebhookDelivery],
+    values: Vec<Vec<u8>>,
+) -> StoreResult<()> {
+    let mut seen = HashSet::with_capacity(deliveries.len());
+    for (d, value) in deliveries.iter().zip(values) {
+        if !seen.insert(d.id) || tree.contains_key(layout::delivery(d.workspace_id, d.id).0).map_err(sled_error)? {
+            return Err(StoreError::Conflict(format!("webhook delivery {} exists", d.id)));
+        }
+        if tree.contains_key(layout::webhook(d.workspace_id, d.endpoint_id).0).map_err(sled_error)? {
+            put_new_delivery(batch, d, value);
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl WebhookStore for SledStore {
+    async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
+        let key = layout::webhook(endpoint.workspace_id, endpoint.id).0;
+        let value = encode(endpoint)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                if tree.contains_key(&key).map_err(sled_error)? {
+                    return Err(StoreError::Conflict(format!("webhook {} exists", endpoint.id)));
+                }
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<Option<WebhookEndpoint>> {
+        self.inner.get(&layout::webhook(workspace, id).0, "webhook")
+    }
+
+    async fn list_webhooks(
+        &self,
+        workspace: WorkspaceId,
+        page_req: PageRequest<WebhookId>,
+    ) -> StoreResult<Page<WebhookEndpoint>> {
+        let prefix = Key::new(layout::WEBHOOK).id(workspace.to_bytes()).0;
+        let cursor = page_req.cursor.map(WebhookId::to_bytes);
+        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
+            decode(&v, "webhook").map(Some)
+        })
+    }
+
+    async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
+        // All endpoints of the workspace: there are few, and fan-out needs every enabled one.
+        let prefix = Key::new(layout::WEBHOOK).id(workspace.to_bytes()).0;
+        let mut out = Vec::new();
+        for entry in self.inner.tree.scan_prefix(prefix) {
+            let (_, value) = entry.map_err(sled_error)?;
+            let endpoint: WebhookEndpoint = decode(&value, "webhook")?;
+            if endpoint.enabled {
+                out.push(endpoint);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
+        let key = layout::webhook(endpoint.workspace_id, endpoint.id).0;
+        let value = encode(endpoint)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                if !tree.contains_key(&key).map_err(sled_error)? {
+                    return Err(StoreError::NotFound);
+                }
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn delete_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<()> {
+        let key = layout::webhook(workspace, id).0;
+        self.inner
+            .write_durable(|tree, batch| {
+                if !tree.contains_key(&key).map_err(sled_error)? {
+                    return Err(StoreError::NotFound);
+                }
+                batch.remove(key);
+                // The whole log goes in the same batch: O(deliveries of this endpoint).
+                let log = Key::new(layout::DELIVERY_BY_ENDPOINT).id(workspace.to_bytes()).id(id.to_bytes()).0;
+                for entry in tree.scan_prefix(log) {
+                    let (log_key, _) = entry.map_err(sled_error)?;
+                    let delivery_id =
+                        DeliveryId::from_bytes(layout::trailing_id(&log_key).ok_or_else(|| bad_key("delivery log"))?);
+                    let record_key = layout::delivery(workspace, delivery_id).0;
+                    if let Some(d) = get::<WebhookDelivery>(tree, &record_key, "webhook delivery")?
+                        && let Some(at) = d.next_attempt_at
+                    {
+                        batch.remove(d.due_key(at));
+                    }
+                    batch.remove(record_key);
+                    batch.remove(log_key);
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_webhook_deliveries(&self, deliveries: &[WebhookDelivery]) -> StoreResult<()> {
+        let values = deliveries.iter().map(encode).collect::<StoreResult<Vec<_>>>()?;
+        self.inner
+            .write_durable(|tree, batch| {
+                for d in deliveries {
+                    if !tree.contains_key(layout::webhook(d.workspace_id, d.endpoint_id).0).map_err(sled_error)? {
+                        return Err(StoreError::NotFound);
+                    }
+                }
+                queue_deliveries(tree, batch, deliveries, values)
+            })
+            .await
+    }
+
+    async fn get_webhook_delivery(
+        &self,
+        workspace: WorkspaceId,
+        id: DeliveryId,
+    ) -> StoreResult<Option<WebhookDelivery>> {
+        self.inner.get(&layout::delivery(workspace, id).0, "webhook delivery")
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        endpoint: WebhookId,
+        page_req: PageRequest<DeliveryId>,
+    ) -> StoreResult<Page<WebhookDelivery>> {
+        let tree = &self.inner.tree;
+        let prefix = Key::new(layout::DELIVERY_BY_ENDPOINT).id(workspace.to_bytes()).id(endpoint.to_bytes()).0;
+        let cursor = page_req.cursor.map(DeliveryId::to_bytes);
+        page(tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |key, _| {
+            let id = DeliveryId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("delivery log"))?);
+            get(tree, &layout::delivery(workspace, id).0, "webhook delivery")
+        })
+    }
+
+    async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()> {
+        let key = layout::delivery(delivery.workspace_id, delivery.id).0;
+        let value = encode(delivery)?;
+        self.inner
+            .write_durable(|tree, batch| {
+                let old: WebhookDelivery = get(tree, &key, "webhook delivery")?.ok_or(StoreError::NotFound)?;
+                if old.next_attempt_at != delivery.next_attempt_at {
+                    if let Some(at) = old.next_attempt_at {
+                        batch.remove(old.due_key(at));
+                    }
+                    if let Some(at) = delivery.next_attempt_at {
+                        batch.insert(delivery.due_key(at), &[]);
+                    }
+                }
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_due_webhook_deliveries(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        // Not waited for: a claim lost in a crash only makes the delivery due again.
+        self.inner.write(|tree, batch| queue::claim_due::<WebhookDelivery>(tree, batch, now, lease_until, limit))
+    }
+}
