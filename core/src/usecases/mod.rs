@@ -109,6 +109,11 @@ impl Tidings {
         &self.store
     }
 
+    /// The clock, so front ends measure rate-limit windows on the same time as the rules.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// The configuration.
     pub fn config(&self) -> &CoreConfig {
         &self.config

@@ -115,6 +115,16 @@ impl RateLimiter {
         })
     }
 
+    /// Gives back the token of a send that turned out not to queue anything (rejected, or
+    /// an idempotent replay): contract §2 says those take none. Never fills past capacity.
+    pub fn refund(&self, key: ApiKeyId, limit: RateLimit) {
+        let cap = Bucket::capacity(i128::from(limit.per_sec()));
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(bucket) = buckets.get_mut(&key) {
+            bucket.units = (bucket.units + UNIT).min(cap);
+        }
+    }
+
     /// How many keys have a bucket (for tests and metrics).
     pub fn tracked_keys(&self) -> usize {
         self.buckets.lock().unwrap_or_else(PoisonError::into_inner).len()
@@ -136,6 +146,26 @@ impl RateLimiter {
 /// units at `b` units per nanosecond).
 fn div_ceil(a: i128, b: i128) -> i128 {
     (a.max(0) + b - 1) / b
+}
+
+#[cfg(test)]
+mod refund_tests {
+    use super::*;
+    use crate::ids::ApiKeyId;
+
+    #[test]
+    fn a_refunded_token_can_be_taken_again_but_never_beyond_capacity() {
+        let limiter = RateLimiter::default();
+        let key = ApiKeyId(ulid::Ulid::from_parts(1, 1));
+        let limit = RateLimit::new(1).unwrap();
+        let now = Utc::now();
+        assert!(limiter.try_acquire(key, limit, now).is_ok());
+        assert!(limiter.try_acquire(key, limit, now).is_err());
+        limiter.refund(key, limit);
+        limiter.refund(key, limit);
+        assert!(limiter.try_acquire(key, limit, now).is_ok());
+        assert!(limiter.try_acquire(key, limit, now).is_err(), "two refunds must not exceed capacity 1");
+    }
 }
 
 #[cfg(test)]

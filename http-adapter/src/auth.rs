@@ -1,0 +1,53 @@
+//! The `Authed` extractor: finds the key (`Authorization: Bearer` or `X-Api-Key`), applies the
+//! failed-auth throttle per client address, and asks core who the caller is.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use tidings_core::Error;
+use tidings_core::usecases::Principal;
+
+use crate::{ApiError, ApiState};
+
+/// The authenticated caller of a handler.
+pub struct Authed(pub Principal);
+
+impl FromRequestParts<ApiState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Self::Rejection> {
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(addr)| addr.ip());
+        let now = state.core.clock().now();
+        state.throttle.check(&client, now).map_err(ApiError::TooManyAuthFailures)?;
+        let Some(presented) = presented_key(&parts.headers) else {
+            state.throttle.record_failure(client, now);
+            return Err(ApiError::MissingApiKey);
+        };
+        match state.core.authenticate(presented).await {
+            Ok(principal) => Ok(Self(principal)),
+            Err(Error::InvalidApiKey) => {
+                state.throttle.record_failure(client, now);
+                Err(Error::InvalidApiKey.into())
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+}
+
+/// The key text, if the request carries one. A header that is present but unreadable or
+/// empty counts as a (wrong) key, not as a missing one.
+fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(value) = headers.get(axum::http::header::AUTHORIZATION) {
+        let text = value.to_str().unwrap_or("");
+        return Some(match text.split_once(' ') {
+            Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") => key.trim(),
+            _ => "",
+        });
+    }
+    headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim())
+}

@@ -1,0 +1,139 @@
+//! The one place where errors become HTTP responses in the contract's envelope (§1). A 4xx
+//! carries a client-safe message; a 5xx is opaque to the client and logged once with its
+//! cause.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tidings_core::Error;
+use tidings_core::usecases::{RateLimitState, RetryAfter};
+
+use crate::envelope;
+
+/// Everything a request can fail with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A use case refused or failed.
+    Core(Error),
+    /// 400 `invalid_json`.
+    InvalidJson(String),
+    /// 401 `missing_api_key`.
+    MissingApiKey,
+    /// 404 `not_found` for a path that matches no route.
+    UnknownRoute,
+    /// 405 `method_not_allowed`.
+    MethodNotAllowed,
+    /// 413 `payload_too_large`.
+    PayloadTooLarge,
+    /// 429 `rate_limit_exceeded`, with the limiter's state for the headers.
+    RateLimited {
+        /// When to retry.
+        retry_after: RetryAfter,
+        /// The key's limit.
+        limit: u32,
+    },
+    /// 429 `too_many_auth_failures`.
+    TooManyAuthFailures(RetryAfter),
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self::Core(e)
+    }
+}
+
+fn core_status(e: &Error) -> StatusCode {
+    match e {
+        Error::Validation { .. }
+        | Error::DomainNotVerified(_)
+        | Error::RecipientSuppressed(_)
+        | Error::TemplateRender(_)
+        | Error::TemplateSyntax(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        Error::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
+        Error::InvalidApiKey => StatusCode::UNAUTHORIZED,
+        Error::InsufficientScope | Error::DomainNotAllowed { .. } => StatusCode::FORBIDDEN,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Conflict(_) | Error::IdempotencyKeyReused => StatusCode::CONFLICT,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl ApiError {
+    /// Status, code, message and details.
+    fn parts(&self) -> (StatusCode, &'static str, String, Option<serde_json::Value>) {
+        match self {
+            Self::Core(e) => {
+                let status = core_status(e);
+                let message = match e {
+                    Error::Internal(_) => "internal error".to_owned(),
+                    Error::Unavailable(_) => "the service is temporarily unavailable; retry later".to_owned(),
+                    Error::Validation { .. } => "validation failed".to_owned(),
+                    other => other.to_string(),
+                };
+                let details = match e {
+                    Error::Validation { fields } => Some(json!(
+                        fields.iter().map(|f| json!({"field": f.field, "message": f.message})).collect::<Vec<_>>()
+                    )),
+                    _ => None,
+                };
+                (status, e.code(), message, details)
+            }
+            Self::InvalidJson(why) => (StatusCode::BAD_REQUEST, "invalid_json", why.clone(), None),
+            Self::MissingApiKey => (
+                StatusCode::UNAUTHORIZED,
+                "missing_api_key",
+                "send an API key as `Authorization: Bearer <key>` or `X-Api-Key: <key>`".to_owned(),
+                None,
+            ),
+            Self::UnknownRoute => (StatusCode::NOT_FOUND, "not_found", "no such endpoint".to_owned(), None),
+            Self::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this path".to_owned(),
+                None,
+            ),
+            Self::PayloadTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large".to_owned(), None)
+            }
+            Self::RateLimited { retry_after, .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                format!("this API key's send rate is exceeded; retry in {} s", retry_after.seconds),
+                None,
+            ),
+            Self::TooManyAuthFailures(retry_after) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_auth_failures",
+                format!("too many failed authentications from this address; retry in {} s", retry_after.seconds),
+                None,
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Core(e @ (Error::Internal(_) | Error::Unavailable(_))) = &self {
+            tracing::error!(error = %e, "request failed");
+        }
+        let (status, code, message, details) = self.parts();
+        let mut response = envelope::failure(status, code, &message, details);
+        let headers = response.headers_mut();
+        match &self {
+            Self::RateLimited { retry_after, limit } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
+                let state = RateLimitState { limit: *limit, remaining: 0, reset: retry_after.seconds };
+                crate::rate_limit::insert_headers(headers, &state);
+            }
+            Self::TooManyAuthFailures(retry_after) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// Result alias for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;

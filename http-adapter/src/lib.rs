@@ -1,0 +1,67 @@
+//! Tidings' REST API (spec §4, contract §1–§7) as an axum router over hyper.
+//!
+//! [`router`] returns an `axum::Router` — a `tower::Service` — so an application can serve it
+//! alone or nest it in its own axum/tower/hyper stack. Handlers translate HTTP to the use
+//! cases of `tidings-core` and back; every rule lives in core. Errors become the contract's
+//! envelope in one place (`error.rs`).
+//!
+//! Serve it with `into_make_service_with_connect_info::<SocketAddr>()` so the failed-auth
+//! throttle sees client addresses; without it all clients share one throttle bucket.
+
+mod auth;
+mod envelope;
+mod error;
+mod json;
+mod query;
+mod rate_limit;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidings_core::usecases::{AuthThrottle, AuthThrottleConfig, RateLimiter, Tidings};
+
+pub use error::{ApiError, ApiResult};
+pub use routes::router;
+
+/// Settings of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Largest accepted request body (contract §1: 10 MiB).
+    pub max_body_bytes: usize,
+    /// Longest a request may take before it is answered 503.
+    pub request_timeout: Duration,
+    /// Failed-auth throttle (contract §2).
+    pub auth_throttle: AuthThrottleConfig,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 10 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            auth_throttle: AuthThrottleConfig::default(),
+        }
+    }
+}
+
+/// What every handler shares: the service and the per-process limiters.
+#[derive(Clone)]
+pub struct ApiState {
+    pub(crate) core: Tidings,
+    pub(crate) throttle: Arc<AuthThrottle>,
+    pub(crate) limiter: Arc<RateLimiter>,
+    pub(crate) config: Arc<HttpConfig>,
+}
+
+impl ApiState {
+    /// State for [`router`].
+    pub fn new(core: Tidings, config: HttpConfig) -> Self {
+        Self {
+            throttle: Arc::new(AuthThrottle::new(config.auth_throttle)),
+            limiter: Arc::new(RateLimiter::default()),
+            core,
+            config: Arc::new(config),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! `/v1/messages`: send (with Idempotency-Key and the per-key rate limit), list, get, events
+//! (spec §4, contract §3).
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tidings_core::model::{EventDetails, Message, MessageEvent};
+use tidings_core::usecases::{MessageFilters, SendRequest};
+
+use crate::auth::Authed;
+use crate::json::ApiJson;
+use crate::{ApiError, ApiResult, ApiState, envelope, query, rate_limit};
+
+/// A message as the API shows it (bodies are not returned).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageResponse {
+    id: String,
+    status: &'static str,
+    to: String,
+    from_address: String,
+    subject: String,
+    provider_message_id: Option<String>,
+    template_version_id: Option<String>,
+    attempts: u32,
+    created_at: DateTime<Utc>,
+}
+
+impl From<Message> for MessageResponse {
+    fn from(m: Message) -> Self {
+        Self {
+            id: m.id.to_string(),
+            status: m.status.as_str(),
+            to: m.to.to_string(),
+            from_address: m.from.address.to_string(),
+            subject: m.subject,
+            provider_message_id: m.provider_message_id,
+            template_version_id: m.template_version_id.map(|v| v.to_string()),
+            attempts: m.attempts,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// One timeline event.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventResponse {
+    id: String,
+    #[serde(rename = "type")]
+    event_type: &'static str,
+    provider_message_id: Option<String>,
+    occurred_at: DateTime<Utc>,
+    details: EventDetails,
+}
+
+impl From<MessageEvent> for EventResponse {
+    fn from(e: MessageEvent) -> Self {
+        Self {
+            id: e.id.to_string(),
+            event_type: e.event_type.as_str(),
+            provider_message_id: e.provider_message_id,
+            occurred_at: e.occurred_at,
+            details: e.details,
+        }
+    }
+}
+
+/// `POST /v1/messages`. The rate-limit token is taken first and given back when the send
+/// queues nothing (rejected or replayed), as contract §2 requires.
+pub async fn send_message(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<SendRequest>,
+) -> ApiResult<Response> {
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| {
+            ApiError::Core(tidings_core::Error::InvalidIdempotencyKey("Idempotency-Key must be printable ASCII".into()))
+        })?),
+    };
+    let limit = rate_limit::acquire(&state, &who)?;
+    let outcome = match state.core.send_message(&who, req, key).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            state.limiter.refund(who.key_id, who.rate_limit);
+            return Err(e.into());
+        }
+    };
+    if outcome.replayed {
+        state.limiter.refund(who.key_id, who.rate_limit);
+    }
+    let message = if outcome.replayed { "message already accepted (idempotent replay)" } else { "message queued" };
+    let mut response = envelope::success(StatusCode::CREATED, message, MessageResponse::from(outcome.message));
+    rate_limit::insert_headers(response.headers_mut(), &limit);
+    if outcome.replayed {
+        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+/// `GET /v1/messages?limit&cursor&status&to`.
+pub async fn list_messages(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let q = query::params(raw.as_deref());
+    let params = query::list_params(&q)?;
+    let filters = MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned() };
+    let listed = state.core.list_messages(&who, params, &filters).await?;
+    Ok(envelope::list(listed, MessageResponse::from))
+}
+
+/// `GET /v1/messages/{id}`.
+pub async fn get_message(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let message = state.core.get_message(&who, &id).await?;
+    Ok(envelope::success(StatusCode::OK, "OK", MessageResponse::from(message)))
+}
+
+/// `GET /v1/messages/{id}/events`: oldest first.
+pub async fn list_message_events(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let params = query::list_params(&query::params(raw.as_deref()))?;
+    let listed = state.core.list_message_events(&who, &id, params).await?;
+    Ok(envelope::list(listed, EventResponse::from))
+}
+
+/// The message routes.
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/messages", get(list_messages).post(send_message))
+        .route("/v1/messages/{id}", get(get_message))
+        .route("/v1/messages/{id}/events", get(list_message_events))
+}

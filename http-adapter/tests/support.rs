@@ -1,0 +1,111 @@
+//! The router over the in-memory store, driven in-process with `tower::ServiceExt::oneshot`.
+
+#![allow(dead_code)] // each test crate uses a different part
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tidings_core::domain_name::DnsName;
+use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
+use tidings_core::testing::MemoryStore;
+use tidings_core::usecases::{CoreConfig, Tidings};
+use tidings_http::{ApiState, HttpConfig, router};
+use tower::ServiceExt;
+
+/// A DNS with nothing in it.
+pub struct NoDns;
+
+#[async_trait]
+impl DnsCheck for NoDns {
+    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
+        Err(DnsError::NxDomain(name.to_string()))
+    }
+}
+
+/// The API with a fresh store and its bootstrap key.
+pub struct TestApi {
+    pub app: Router,
+    pub key: String,
+    pub core: Tidings,
+}
+
+/// A response: status, headers and the parsed envelope.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: axum::http::HeaderMap,
+    pub body: Value,
+}
+
+impl TestApi {
+    pub async fn new() -> Self {
+        Self::with_config(HttpConfig::default()).await
+    }
+
+    pub async fn with_config(config: HttpConfig) -> Self {
+        let core = Tidings::new(
+            Arc::new(MemoryStore::new()),
+            Arc::new(SystemClock),
+            Arc::new(SystemRandom),
+            Arc::new(NoDns),
+            CoreConfig::default(),
+        );
+        let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
+        let app = router(ApiState::new(core.clone(), config));
+        Self { app, key: created.plaintext.expose().to_owned(), core }
+    }
+
+    /// Sends a request; `body` is sent as JSON with the right content type.
+    pub async fn call(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> Reply {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(key) = key {
+            req = req.header("authorization", format!("Bearer {key}"));
+        }
+        let req = match body {
+            Some(body) => req.header("content-type", "application/json").body(Body::from(body.to_string())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        self.send(req).await
+    }
+
+    /// Sends a prepared request.
+    pub async fn send(&self, req: Request<Body>) -> Reply {
+        let response = self.app.clone().oneshot(req).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
+        Reply { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.call("GET", path, Some(&self.key.clone()), None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.call("POST", path, Some(&self.key.clone()), Some(body)).await
+    }
+}
+
+impl Reply {
+    /// The error code, asserting the envelope of a failure.
+    pub fn error_code(&self) -> &str {
+        assert_eq!(self.body["success"], false, "{}", self.body);
+        assert_eq!(self.body["statusCode"], self.status.as_u16(), "{}", self.body);
+        assert!(self.body["data"].is_null(), "{}", self.body);
+        self.body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code: {}", self.body))
+    }
+
+    /// `data`, asserting the envelope of a success.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.body["success"], true, "{}", self.body);
+        assert_eq!(self.body["statusCode"], self.status.as_u16(), "{}", self.body);
+        assert!(self.body.get("error").is_none(), "{}", self.body);
+        &self.body["data"]
+    }
+}
