@@ -29,23 +29,31 @@ impl DnsCheck for NoDns {
 
 /// The API with a fresh store and its bootstrap key.
 pub struct TestApi {
+    /// The router under test.
     pub app: Router,
+    /// The bootstrap full key.
     pub key: String,
+    /// The service behind it.
     pub core: Tidings,
 }
 
 /// A response: status, headers and the parsed envelope.
 pub struct Reply {
+    /// Status.
     pub status: StatusCode,
+    /// Headers.
     pub headers: axum::http::HeaderMap,
+    /// The parsed body.
     pub body: Value,
 }
 
 impl TestApi {
+    /// Default HTTP settings.
     pub async fn new() -> Self {
         Self::with_config(HttpConfig::default()).await
     }
 
+    /// Given HTTP settings.
     pub async fn with_config(config: HttpConfig) -> Self {
         let core = Tidings::new(
             Arc::new(MemoryStore::new()),
@@ -83,10 +91,12 @@ impl TestApi {
         Reply { status, headers, body }
     }
 
+    /// GET with the bootstrap key.
     pub async fn get(&self, path: &str) -> Reply {
         self.call("GET", path, Some(&self.key.clone()), None).await
     }
 
+    /// POST JSON with the bootstrap key.
     pub async fn post(&self, path: &str, body: Value) -> Reply {
         self.call("POST", path, Some(&self.key.clone()), Some(body)).await
     }
