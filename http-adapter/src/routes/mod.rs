@@ -9,7 +9,6 @@ mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::{ApiError, ApiState};
@@ -29,8 +28,29 @@ pub fn router(state: ApiState) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, timeout))
+        .layer(axum::middleware::from_fn(move |req, next| time_limited(timeout, req, next)))
+        // A panic is a bug, but it must cost one request, not the connection or the process,
+        // and the client still gets the envelope.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// Answers 503 `unavailable` in the envelope when a request takes longer than `limit`
+/// (tower-http's timeout layer would answer with an empty body).
+async fn time_limited(
+    limit: std::time::Duration,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Core(tidings_core::Error::Unavailable("request timed out".into())).into_response(),
+    }
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::Core(tidings_core::Error::Internal("handler panicked".into())).into_response()
 }
 
 async fn unknown_route() -> Response {
