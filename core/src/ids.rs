@@ -8,6 +8,27 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
+/// The last id made by this process, so that ids made within one millisecond still sort in
+/// creation order ("newest first" lists rely on it). Across processes order is only by
+/// millisecond, which is all ULIDs promise.
+static LAST_ULID: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
+
+fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Ulid {
+    let mut bytes = [0u8; 10];
+    random.fill(&mut bytes);
+    let low = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
+    let ms = u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0);
+    let fresh = Ulid::from_parts(ms, low);
+    let mut last = LAST_ULID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let previous = Ulid(*last);
+    // Only within the same millisecond: a clock that steps back keeps its own (older) ids
+    // rather than borrowing the future's timestamp.
+    let id =
+        if previous.timestamp_ms() == ms && fresh <= previous { previous.increment().unwrap_or(fresh) } else { fresh };
+    *last = id.0;
+    id
+}
+
 macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -19,14 +40,7 @@ macro_rules! typed_id {
             /// A fresh id for something created at `at` (millisecond precision), with random
             /// low bits.
             pub fn new_at(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Self {
-                let mut bytes = [0u8; 10];
-                random.fill(&mut bytes);
-                let mut low: u128 = 0;
-                for b in bytes {
-                    low = (low << 8) | u128::from(b);
-                }
-                let ms = u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0);
-                Self(Ulid::from_parts(ms, low))
+                Self(monotonic_ulid(at, random))
             }
 
             /// The underlying ULID.
@@ -117,3 +131,16 @@ typed_id!(
     /// `webhook-id` header).
     DeliveryId
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::SystemRandom;
+
+    #[test]
+    fn ids_made_in_one_millisecond_sort_in_creation_order() {
+        let at = chrono::Utc::now();
+        let ids: Vec<MessageId> = (0..1000).map(|_| MessageId::new_at(at, &SystemRandom)).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+}

@@ -12,6 +12,7 @@ mod auth;
 mod envelope;
 mod error;
 mod json;
+mod path;
 mod query;
 mod rate_limit;
 mod routes;

@@ -116,3 +116,10 @@ async fn a_send_without_a_verified_domain_is_refused_and_takes_no_token() {
     let r = api.call("POST", "/v1/messages", Some(&key), Some(json!({"to": ["a@b.com"], "text": "t"}))).await;
     assert_eq!(r.body["error"]["details"][0]["field"], "to");
 }
+
+#[tokio::test]
+async fn a_path_segment_that_is_not_utf8_is_a_404_in_the_envelope() {
+    let api = TestApi::new().await;
+    let r = api.get("/v1/suppressions/%FF").await;
+    assert_eq!((r.status, r.error_code()), (StatusCode::NOT_FOUND, "not_found"));
+}

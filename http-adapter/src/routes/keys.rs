@@ -1,7 +1,7 @@
 //! `/v1/keys`: create, list, get, revoke (spec §4, contract §2).
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
@@ -12,6 +12,7 @@ use tidings_core::usecases::CreateApiKeyRequest;
 
 use crate::auth::Authed;
 use crate::json::ApiJson;
+use crate::path::ApiPath;
 use crate::{ApiResult, ApiState, envelope, query};
 
 /// A key as every response but the creation shows it.
@@ -81,7 +82,7 @@ pub async fn list_api_keys(
 pub async fn get_api_key(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let key = state.core.get_api_key(&who, &id).await?;
     Ok(envelope::success(StatusCode::OK, "OK", ApiKeyResponse::from(key)))
@@ -91,7 +92,7 @@ pub async fn get_api_key(
 pub async fn revoke_api_key(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
     state.core.revoke_api_key(&who, &id).await?;
     Ok(envelope::success(StatusCode::OK, "API key revoked", ()))

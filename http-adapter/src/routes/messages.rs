@@ -2,7 +2,7 @@
 //! (spec §4, contract §3).
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
@@ -13,6 +13,7 @@ use tidings_core::usecases::{MessageFilters, SendRequest};
 
 use crate::auth::Authed;
 use crate::json::ApiJson;
+use crate::path::ApiPath;
 use crate::{ApiError, ApiResult, ApiState, envelope, query, rate_limit};
 
 /// A message as the API shows it (bodies are not returned).
@@ -121,7 +122,7 @@ pub async fn list_messages(
 pub async fn get_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let message = state.core.get_message(&who, &id).await?;
     Ok(envelope::success(StatusCode::OK, "OK", MessageResponse::from(message)))
@@ -131,7 +132,7 @@ pub async fn get_message(
 pub async fn list_message_events(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
     let params = query::list_params(&query::params(raw.as_deref()))?;

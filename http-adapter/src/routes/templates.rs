@@ -1,10 +1,166 @@
-//! `/v1/templates` (in progress).
+//! `/v1/templates`: create, list, get, rename or switch version, delete, add a version, and
+//! render without sending (spec §4 and §9, contract §5).
 
 use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tidings_core::model::{Template, TemplateVersion};
+use tidings_core::templates::Rendered;
+use tidings_core::usecases::{
+    AddTemplateVersionRequest, CreateTemplateRequest, RenderTemplateRequest, UpdateTemplateRequest,
+};
 
-use crate::ApiState;
+use crate::auth::Authed;
+use crate::json::ApiJson;
+use crate::path::ApiPath;
+use crate::{ApiResult, ApiState, envelope, query};
 
-/// The templates routes.
+/// A template with all its versions, oldest first.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateResponse {
+    id: String,
+    name: String,
+    current_version_id: String,
+    created_at: DateTime<Utc>,
+    versions: Vec<TemplateVersionResponse>,
+}
+
+impl From<Template> for TemplateResponse {
+    fn from(t: Template) -> Self {
+        Self {
+            id: t.id.to_string(),
+            name: t.name,
+            current_version_id: t.current_version_id.to_string(),
+            created_at: t.created_at,
+            versions: t.versions.into_iter().map(TemplateVersionResponse::from).collect(),
+        }
+    }
+}
+
+/// One version of a template, with its sources as written.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateVersionResponse {
+    id: String,
+    version_no: u32,
+    subject: String,
+    html: Option<String>,
+    text: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+impl From<TemplateVersion> for TemplateVersionResponse {
+    fn from(v: TemplateVersion) -> Self {
+        Self {
+            id: v.id.to_string(),
+            version_no: v.version_no,
+            subject: v.subject,
+            html: v.html,
+            text: v.text,
+            created_at: v.created_at,
+        }
+    }
+}
+
+/// A rendered template; a part the template lacks is null.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RenderedResponse {
+    subject: String,
+    html: Option<String>,
+    text: Option<String>,
+}
+
+impl From<Rendered> for RenderedResponse {
+    fn from(r: Rendered) -> Self {
+        Self { subject: r.subject, html: r.html, text: r.text }
+    }
+}
+
+/// `POST /v1/templates`: version 1 is current.
+pub async fn create_template(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiJson(req): ApiJson<CreateTemplateRequest>,
+) -> ApiResult<Response> {
+    let template = state.core.create_template(&who, req).await?;
+    Ok(envelope::success(StatusCode::CREATED, "template created", TemplateResponse::from(template)))
+}
+
+/// `GET /v1/templates`: newest first, each with its versions.
+pub async fn list_templates(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let params = query::list_params(&query::params(raw.as_deref()))?;
+    let listed = state.core.list_templates(&who, params).await?;
+    Ok(envelope::list(listed, TemplateResponse::from))
+}
+
+/// `GET /v1/templates/{id}`.
+pub async fn get_template(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Response> {
+    let template = state.core.get_template(&who, &id).await?;
+    Ok(envelope::success(StatusCode::OK, "OK", TemplateResponse::from(template)))
+}
+
+/// `PATCH /v1/templates/{id}`: `name`, `currentVersionId`.
+pub async fn update_template(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<UpdateTemplateRequest>,
+) -> ApiResult<Response> {
+    let template = state.core.update_template(&who, &id, req).await?;
+    Ok(envelope::success(StatusCode::OK, "template updated", TemplateResponse::from(template)))
+}
+
+/// `DELETE /v1/templates/{id}`: sent messages keep the version id they recorded.
+pub async fn delete_template(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Response> {
+    state.core.delete_template(&who, &id).await?;
+    Ok(envelope::success(StatusCode::OK, "template deleted", ()))
+}
+
+/// `POST /v1/templates/{id}/versions`: the new version (current unless `makeCurrent` is false).
+pub async fn create_template_version(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<AddTemplateVersionRequest>,
+) -> ApiResult<Response> {
+    let version = state.core.add_template_version(&who, &id, req).await?;
+    Ok(envelope::success(StatusCode::CREATED, "template version created", TemplateVersionResponse::from(version)))
+}
+
+/// `POST /v1/templates/{id}/render`: `{subject, html, text}`, nothing sent.
+pub async fn render_template(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<RenderTemplateRequest>,
+) -> ApiResult<Response> {
+    let rendered = state.core.render_template(&who, &id, req).await?;
+    Ok(envelope::success(StatusCode::OK, "OK", RenderedResponse::from(rendered)))
+}
+
+/// The template routes.
 pub fn routes() -> Router<ApiState> {
     Router::new()
+        .route("/v1/templates", get(list_templates).post(create_template))
+        .route("/v1/templates/{id}", get(get_template).patch(update_template).delete(delete_template))
+        .route("/v1/templates/{id}/versions", post(create_template_version))
+        .route("/v1/templates/{id}/render", post(render_template))
 }
