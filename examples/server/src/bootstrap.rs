@@ -1,0 +1,127 @@
+//! Wiring: opens the store, picks the DNS resolver, assembles [`Tidings`], and the operator's
+//! first-start and command-line actions (default workspace, `workspace create`, `key create`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tidings_core::dns_records::RecordPolicy;
+use tidings_core::domain_name::DnsName;
+use tidings_core::ids::{ApiKeyId, WorkspaceId};
+use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
+use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
+use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, Principal, Tidings};
+use tidings_storage_sled::SledStore;
+
+use crate::ServerError;
+use crate::config::{Config, ConfigError};
+
+/// Opens (creating if needed) the sled store at `<data>/store`.
+pub fn open_store(config: &Config) -> Result<SledStore, ServerError> {
+    let dir = config.store_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("cannot create {}: {e}", dir.display())))
+    })?;
+    SledStore::open(&dir).map_err(|e| ServerError::Store {
+        path: dir.display().to_string(),
+        reason: format!("{e} (only one process may open a store: is a tidings-server already running on it?)"),
+    })
+}
+
+/// The resolver of `TIDINGS_DNS_SERVER`, or the system's.
+pub fn dns(config: &Config) -> Result<Arc<dyn DnsCheck>, ServerError> {
+    let dns = match config.dns_server {
+        Some(addr) => tidings_dns::HickoryDns::with_server(addr)
+            .map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_DNS_SERVER", None, e.to_string())))?,
+        None => tidings_dns::HickoryDns::system().map_err(|e| {
+            ServerError::Config(ConfigError::new(
+                "TIDINGS_DNS_SERVER",
+                None,
+                format!("unset, and the system resolver configuration is unusable: {e}"),
+            ))
+        })?,
+    };
+    Ok(Arc::new(dns))
+}
+
+/// The service on `store` and `dns`, with the configured rules.
+pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tidings {
+    let core_config = CoreConfig {
+        idempotency_window: chrono::Duration::from_std(config.idempotency_window)
+            .unwrap_or(chrono::Duration::hours(24)),
+        allow_private_webhooks: config.webhook_allow_private,
+        records: RecordPolicy { spf_mechanism: config.spf_include.clone(), ..RecordPolicy::default() },
+        ..CoreConfig::default()
+    };
+    Tidings::new(Arc::new(store), Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
+}
+
+/// The operator commands never look anything up in DNS; this keeps them from needing a
+/// usable resolver configuration.
+struct NoDns;
+
+#[async_trait]
+impl DnsCheck for NoDns {
+    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
+        Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
+    }
+}
+
+/// The service for an operator command: the store, no DNS.
+pub fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
+    Ok(core(config, open_store(config)?, Arc::new(NoDns)))
+}
+
+/// First start: gives an empty store its default workspace and first key. Returns the
+/// key's plaintext when it was generated (so the caller prints it once); `None` when the
+/// store already had a workspace or the key came from `TIDINGS_BOOTSTRAP_KEY`.
+pub async fn ensure_default_workspace(
+    core: &Tidings,
+    bootstrap: Option<ApiKeyPlaintext>,
+) -> Result<Option<ApiKeyPlaintext>, ServerError> {
+    let configured = bootstrap.is_some();
+    match core.ensure_default_workspace(bootstrap).await? {
+        None => {
+            if configured {
+                tracing::info!("the store already has workspaces: TIDINGS_BOOTSTRAP_KEY is not used");
+            }
+            Ok(None)
+        }
+        Some((workspace, created)) => {
+            tracing::info!(workspace = %workspace.id, key = %created.key.id, "created the default workspace");
+            Ok((!configured).then_some(created.plaintext))
+        }
+    }
+}
+
+/// `workspace create NAME`: a new workspace and its first `full` key.
+pub async fn create_workspace(core: &Tidings, name: &str) -> Result<(WorkspaceId, ApiKeyPlaintext), ServerError> {
+    let (workspace, created) = core.create_workspace(name, None).await?;
+    Ok((workspace.id, created.plaintext))
+}
+
+/// `key create --workspace ID`: a key in an existing workspace, made as the operator.
+pub async fn create_key(
+    core: &Tidings,
+    workspace: &str,
+    name: Option<String>,
+    scope: KeyScope,
+) -> Result<CreatedKey, ServerError> {
+    let unknown = || ServerError::Operator(format!("there is no workspace {workspace}"));
+    let workspace_id = WorkspaceId::parse(workspace).ok_or_else(unknown)?;
+    core.store().get_workspace(workspace_id).await?.ok_or_else(unknown)?;
+    // The operator acts with the authority of a full key of that workspace; the key id is a
+    // fresh one that no stored key has, so nothing can be attributed to a real key.
+    let operator = Principal {
+        workspace_id,
+        key_id: ApiKeyId::new_at(core.clock().now(), &SystemRandom),
+        scope: KeyScope::Full,
+        sending_domain_id: None,
+        rate_limit: RateLimit::DEFAULT,
+    };
+    let scope = match scope {
+        KeyScope::Full => "full",
+        KeyScope::Send => "send",
+    };
+    let request = CreateApiKeyRequest { name, scope: Some(scope.to_owned()), ..CreateApiKeyRequest::default() };
+    Ok(core.create_api_key(&operator, request).await?)
+}

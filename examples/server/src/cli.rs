@@ -1,0 +1,144 @@
+//! The command line: `tidings-server [--config FILE]` serves; `workspace create` and
+//! `key create` are the operator's commands (they open the store, so run them while the
+//! server is stopped: sled allows one process per store).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tidings_core::model::KeyScope;
+
+use crate::config::Config;
+use crate::{ServerError, bootstrap};
+
+/// Tidings: a transactional email service over HTTPS.
+#[derive(Debug, Parser)]
+#[command(name = "tidings-server", version, after_help = crate::config::HELP)]
+pub struct Cli {
+    /// TOML file with the same keys as the environment (lower case, without TIDINGS_).
+    #[arg(long, global = true, value_name = "FILE", env = "TIDINGS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// What to do; serving is the default.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API over HTTPS (the default).
+    Serve,
+    /// Manage workspaces.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+/// `workspace …`.
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Create a workspace; prints its id and its first full key (shown only this once).
+    Create {
+        /// The workspace's name.
+        name: String,
+    },
+}
+
+/// `key …`.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create an API key in a workspace; prints the key (shown only this once).
+    Create {
+        /// The workspace's id.
+        #[arg(long, value_name = "ID")]
+        workspace: String,
+        /// The key's name (default `default`).
+        #[arg(long)]
+        name: Option<String>,
+        /// What the key may do.
+        #[arg(long, value_enum, default_value_t = Scope::Full)]
+        scope: Scope,
+    },
+}
+
+/// A key's scope on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// Everything.
+    Full,
+    /// Send, and read what it sent.
+    Send,
+}
+
+/// The binary's whole `main`: parse, configure logging, run the command, map errors to
+/// exit codes (2: configuration, 1: anything else).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref(), |k| std::env::var(k).ok()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("tidings-server: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&config.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tidings-server: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(execute(cli.command.unwrap_or(Command::Serve), config));
+    // Dropping the runtime drops any task still holding the store, which flushes it.
+    drop(runtime);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("tidings-server: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
+    match command {
+        Command::Serve => {
+            let shutdown = crate::shutdown_signal()
+                .map_err(|e| ServerError::Operator(format!("cannot listen for SIGTERM/SIGINT: {e}")))?;
+            crate::run(config, shutdown).await
+        }
+        Command::Workspace(WorkspaceCommand::Create { name }) => {
+            let core = bootstrap::operator_core(&config)?;
+            let (id, key) = bootstrap::create_workspace(&core, &name).await?;
+            println!("workspace: {id}");
+            println!("key: {}", key.expose());
+            Ok(())
+        }
+        Command::Key(KeyCommand::Create { workspace, name, scope }) => {
+            let core = bootstrap::operator_core(&config)?;
+            let scope = match scope {
+                Scope::Full => KeyScope::Full,
+                Scope::Send => KeyScope::Send,
+            };
+            let created = bootstrap::create_key(&core, &workspace, name, scope).await?;
+            println!("key id: {}", created.key.id);
+            println!("key: {}", created.plaintext.expose());
+            Ok(())
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `TIDINGS_LOG` (already validated).
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

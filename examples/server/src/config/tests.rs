@@ -1,0 +1,108 @@
+//! Parsing and validation of every setting.
+
+use super::*;
+
+fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    Config::load(None, |k| vars.get(k).cloned())
+}
+
+#[test]
+fn defaults_follow_the_contract() {
+    let config = load(&[]).unwrap();
+    assert_eq!(config.listen, "127.0.0.1:8443".parse().unwrap());
+    assert_eq!(config.data_dir, PathBuf::from("./data"));
+    assert_eq!(config.max_body_bytes, 10 * 1024 * 1024);
+    assert_eq!(config.idempotency_window, Duration::from_secs(86_400));
+    assert_eq!(config.spf_include, DEFAULT_SPF_MECHANISM);
+    assert_eq!(config.later.delivery, Delivery::Outbox);
+    assert_eq!(config.later.mx_port, 25);
+    assert!(config.tls.is_none() && config.bootstrap_key.is_none());
+}
+
+#[test]
+fn bad_values_name_the_variable() {
+    for (var, value) in [
+        ("TIDINGS_LISTEN", "localhost"),
+        ("TIDINGS_BOOTSTRAP_KEY", "tid_short"),
+        ("TIDINGS_IDEMPOTENCY_WINDOW", "soon"),
+        ("TIDINGS_IDEMPOTENCY_WINDOW", "0s"),
+        ("TIDINGS_MAX_BODY_BYTES", "10 MB"),
+        ("TIDINGS_MX_PORT", "0"),
+        ("TIDINGS_RETRY_SCHEDULE", "1s,,2s"),
+        ("TIDINGS_SMTP_RELAY", "http://relay"),
+        ("TIDINGS_DELIVERY", "pigeon"),
+        ("TIDINGS_DELIVERY", "relay"),
+        ("TIDINGS_SPF_INCLUDE", "~all"),
+        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
+        ("TIDINGS_LOG", "info,[[["),
+        ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
+        ("TIDINGS_DATABASE_URL", "postgres://localhost/tidings"),
+    ] {
+        let err = load(&[(var, value)]).unwrap_err();
+        assert_eq!(err.var, var, "{value}: {err}");
+        assert!(err.to_string().starts_with(var), "{err}");
+    }
+}
+
+#[test]
+fn secrets_are_not_echoed() {
+    let err = load(&[("TIDINGS_SMTP_RELAY", "ftp://user:hunter2@relay")]).unwrap_err();
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    let err = load(&[("TIDINGS_BOOTSTRAP_KEY", "tid_secretsecret")]).unwrap_err();
+    assert!(!err.to_string().contains("secretsecret"), "{err}");
+}
+
+#[test]
+fn values_parse() {
+    let config = load(&[
+        ("TIDINGS_LISTEN", "[::1]:0"),
+        ("TIDINGS_MAX_BODY_BYTES", "512KiB"),
+        ("TIDINGS_IDEMPOTENCY_WINDOW", "1h30m"),
+        ("TIDINGS_RETRY_SCHEDULE", "1s, 2s,500ms"),
+        ("TIDINGS_SMTP_RELAY", "smtps://u:p@relay.example:465"),
+        ("TIDINGS_SPF_INCLUDE", "include:_spf.example.net  ip4:192.0.2.0/24"),
+        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("TIDINGS_TLS_CERT", ""),
+    ])
+    .unwrap();
+    assert_eq!(config.listen.port(), 0);
+    assert_eq!(config.max_body_bytes, 512 * 1024);
+    assert_eq!(config.idempotency_window, Duration::from_secs(5400));
+    assert_eq!(
+        config.later.retry_schedule,
+        Some(vec![Duration::from_secs(1), Duration::from_secs(2), Duration::from_millis(500)])
+    );
+    assert_eq!(config.later.delivery, Delivery::Relay);
+    assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
+    assert!(config.webhook_allow_private);
+    assert!(config.tls.is_none(), "an empty value counts as unset");
+}
+
+#[test]
+fn tls_needs_both_files() {
+    assert_eq!(load(&[("TIDINGS_TLS_CERT", "c.pem")]).unwrap_err().var, "TIDINGS_TLS_KEY");
+    assert_eq!(load(&[("TIDINGS_TLS_KEY", "k.pem")]).unwrap_err().var, "TIDINGS_TLS_CERT");
+}
+
+#[test]
+fn the_environment_wins_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tidings.toml");
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:9000\"\ndata_dir = \"/srv/tidings\"\nretry_schedule = [\"1s\", \"2s\"]\n",
+    )
+    .unwrap();
+    let env = |k: &str| (k == "TIDINGS_LISTEN").then(|| "127.0.0.1:9001".to_owned());
+    let config = Config::load(Some(&path), env).unwrap();
+    assert_eq!(config.listen.port(), 9001);
+    assert_eq!(config.data_dir, PathBuf::from("/srv/tidings"));
+    assert_eq!(config.later.retry_schedule.map(|s| s.len()), Some(2));
+
+    std::fs::write(&path, "listen = \"nowhere\"\n").unwrap();
+    let err = Config::load(Some(&path), |_| None).unwrap_err();
+    assert_eq!(err.origin, Some(Origin::File(path.clone())));
+    std::fs::write(&path, "lisen = \"127.0.0.1:1\"\n").unwrap();
+    assert_eq!(Config::load(Some(&path), |_| None).unwrap_err().var, "TIDINGS_CONFIG");
+}

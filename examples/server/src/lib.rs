@@ -1,0 +1,173 @@
+//! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
+//! certificate (`tls`), opens the sled store and wires core, DNS and the HTTP adapter
+//! (`bootstrap`), and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
+//! calls [`cli::main`]; [`run`] is the server itself, for embedding.
+//!
+//! Logs go to stderr. Stdout carries only what an operator must copy: the generated
+//! bootstrap key on first start, and the output of the operator subcommands.
+
+pub mod bootstrap;
+pub mod cli;
+pub mod config;
+pub mod serve;
+pub mod tls;
+
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tidings_http::{ApiState, HttpConfig, router};
+use tokio::sync::watch;
+
+pub use config::{Config, ConfigError};
+
+/// How long shutdown waits for in-flight requests.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often expired Idempotency-Keys are purged, and how many per store call.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+const PURGE_BATCH: usize = 1000;
+
+/// Why the server could not start or an operator command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A setting is unusable; the message names it.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store could not be opened.
+    #[error("cannot open the store at {path}: {reason}")]
+    Store {
+        /// Its directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The listener could not be bound.
+    #[error("cannot listen on {addr} (TIDINGS_LISTEN): {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
+    /// A use case refused or failed.
+    #[error(transparent)]
+    Core(#[from] tidings_core::Error),
+    /// A store call failed.
+    #[error("store error: {0}")]
+    StoreCall(#[from] tidings_core::ports::StoreError),
+    /// An operator command was given something unusable.
+    #[error("{0}")]
+    Operator(String),
+}
+
+impl ServerError {
+    /// Configuration errors exit with 2, everything else with 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Config(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs the server until `shutdown` completes: TLS, store, first-start bootstrap, the
+/// purge task and the HTTPS listener. Prints `listening on https://ADDR` on stderr once
+/// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
+/// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+    let tls = tls::load(&config)?;
+    tracing::info!(
+        path = %tls.cert_path.display(),
+        sha256 = %tls.fingerprint,
+        self_signed = tls.self_signed,
+        "TLS certificate"
+    );
+    let dns = bootstrap::dns(&config)?;
+    let store = bootstrap::open_store(&config)?;
+    let core = bootstrap::core(&config, store, dns);
+    if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
+        let mut stdout = std::io::stdout().lock();
+        // Nothing else is ever written to stdout by the server, so this line is easy to
+        // capture; if stdout is gone the key is lost, which the operator must hear about.
+        if writeln!(stdout, "bootstrap key: {}", key.expose()).and_then(|()| stdout.flush()).is_err() {
+            tracing::error!("could not print the generated bootstrap key; create a new workspace with the CLI");
+        }
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    let local = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    // Plain eprintln, not a log event: scripts and tests wait for this line whatever
+    // TIDINGS_LOG filters out.
+    eprintln!("listening on https://{local}");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let purger = tokio::spawn(purge_idempotency_keys(core.clone(), stop_rx));
+    let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
+    let app = router(ApiState::new(core, http));
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
+    serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
+
+    let _ = stop_tx.send(true);
+    let _ = purger.await;
+    // Every handle on the store (core, router, connection tasks) is gone once the tasks end;
+    // the last drop flushes sled. Connections that outlived the grace period hold a handle
+    // until the runtime drops their tasks, which still happens before the process exits.
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
+async fn purge_idempotency_keys(core: tidings_core::usecases::Tidings, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(PURGE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        loop {
+            match core.purge_expired_idempotency_keys(PURGE_BATCH).await {
+                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged expired Idempotency-Keys; more left"),
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(purged = n, "purged expired Idempotency-Keys");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("purging expired Idempotency-Keys failed: {e}");
+                    break;
+                }
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+}
+
+/// Registers for SIGTERM and SIGINT now (so a signal that arrives while starting is not
+/// fatal) and returns a future that completes on the first of them. Needs a Tokio runtime.
+#[cfg(unix)]
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received"),
+            _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}
+
+/// Ctrl-C only, where there are no Unix signals.
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}

@@ -1,0 +1,361 @@
+//! End-to-end harness: runs the real `tidings-server` binary on a free loopback port with a
+//! temporary data dir and talks HTTPS to it with reqwest, trusting exactly the certificate
+//! the server generated in that data dir.
+//!
+//! # Finding the binary
+//! Cargo only tells a package's own tests where its binaries are (`CARGO_BIN_EXE_*`), and
+//! `tidings-server` is another package. Cargo puts every binary of a build in the profile
+//! directory (`target/debug/`) and test executables in its `deps/` subdirectory, so the
+//! harness looks next to its own executable's parent: `current_exe()/../../tidings-server`.
+//! `cargo test --workspace` (or `-p tidings-e2e -p tidings-server`) builds that binary before
+//! running any test, because `tidings-server` has integration tests of its own. Running
+//! `-p tidings-e2e` alone uses the binary the last build left, and fails with advice if there
+//! is none or a source file of the server's crates is newer than it (building it from inside
+//! a test would work, but with other feature flags than the workspace build: a second full
+//! compile). `TIDINGS_SERVER_BIN` overrides the path and skips that check.
+//!
+//! Server logs are kept and shown when a start fails; `TEST_LOG=1` echoes them live.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, Response};
+use serde_json::Value;
+
+/// How long a server may take to print its listening line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to exit after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The `tidings-server` executable (see the crate docs).
+pub fn server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("TIDINGS_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("test executables live in target/<profile>/deps");
+    let path = profile_dir.join(format!("tidings-server{}", std::env::consts::EXE_SUFFIX));
+    let advice = "run `cargo test --workspace` or `cargo test -p tidings-e2e -p tidings-server`, \
+                  or `cargo build -p tidings-server` first (or set TIDINGS_SERVER_BIN)";
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} does not exist: {advice}", path.display()));
+    // Testing an old binary would pass or fail for the wrong reasons.
+    if let Some(newer) = newer_source(built) {
+        panic!("{} is older than {}: {advice}", path.display(), newer.display());
+    }
+    path
+}
+
+/// A source file of the server's crates changed after `built`, if any.
+fn newer_source(built: std::time::SystemTime) -> Option<PathBuf> {
+    fn walk(dir: &Path, built: std::time::SystemTime) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if let Some(found) = walk(&path, built) {
+                    return Some(found);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "toml")
+                && entry.metadata().and_then(|m| m.modified()).is_ok_and(|m| m > built)
+            {
+                return Some(path);
+            }
+        }
+        None
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    // Only what goes into the binary: a crate's own tests/ do not.
+    let newer =
+        |path: PathBuf| std::fs::metadata(&path).and_then(|m| m.modified()).is_ok_and(|m| m > built).then_some(path);
+    ["examples/server", "http-adapter", "core", "storage-sled", "dns-hickory"].iter().find_map(|name| {
+        let dir = root.join(name);
+        walk(&dir.join("src"), built).or_else(|| newer(dir.join("Cargo.toml")))
+    })
+}
+
+/// A well-formed API key that no other test uses: `tid_` and 40 base62 characters.
+pub fn fresh_key() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut seed = nanos ^ (u128::from(std::process::id()) << 64) ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let mut key = String::from("tid_");
+    for _ in 0..40 {
+        // A xorshift-style scramble is plenty: these keys only need to differ.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        key.push(char::from(BASE62[(seed % 62) as usize]));
+    }
+    key
+}
+
+/// A data directory that outlives one server process, for restart tests.
+#[derive(Debug, Clone)]
+pub struct DataDir(Arc<tempfile::TempDir>);
+
+impl DataDir {
+    /// A fresh, empty one.
+    pub fn new() -> Self {
+        Self(Arc::new(tempfile::tempdir().expect("a temporary directory")))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Runs `tidings-server ARGS…` (an operator subcommand) on this data dir to completion.
+    pub fn run_cli(&self, args: &[&str]) -> Output {
+        Command::new(server_binary())
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TIDINGS_DATA_DIR", self.path())
+            .output()
+            .expect("run tidings-server")
+    }
+}
+
+impl Default for DataDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How to start a server.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The data dir to use; a fresh one when `None`.
+    pub data_dir: Option<DataDir>,
+    /// `TIDINGS_BOOTSTRAP_KEY`; `None` lets the server generate one.
+    pub bootstrap_key: Option<String>,
+    /// More `TIDINGS_*` variables.
+    pub env: Vec<(String, String)>,
+}
+
+/// A running `tidings-server`; killed when dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    child: Child,
+    data_dir: DataDir,
+    addr: SocketAddr,
+    key: Option<String>,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    client: reqwest::Client,
+}
+
+impl TestServer {
+    /// A server on a fresh data dir with a configured bootstrap key.
+    pub async fn start() -> Self {
+        Self::start_with(Options { bootstrap_key: Some(fresh_key()), ..Options::default() }).await
+    }
+
+    /// A server started with `options`. Panics with the server's output if it does not
+    /// print its listening line in time.
+    pub async fn start_with(options: Options) -> Self {
+        let data_dir = options.data_dir.unwrap_or_default();
+        let mut command = Command::new(server_binary());
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TIDINGS_DATA_DIR", data_dir.path())
+            .env("TIDINGS_LISTEN", "127.0.0.1:0")
+            // Domain checks in these tests never reach a resolver; a fixed one keeps start-up
+            // independent of the machine's resolv.conf.
+            .env("TIDINGS_DNS_SERVER", "127.0.0.1:53")
+            .env("TIDINGS_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(key) = &options.bootstrap_key {
+            command.env("TIDINGS_BOOTSTRAP_KEY", key);
+        }
+        for (name, value) in &options.env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("start tidings-server");
+        let (tx, rx) = mpsc::channel();
+        let stdout = collect_lines(child.stdout.take().expect("piped stdout"), None);
+        let stderr = collect_lines(child.stderr.take().expect("piped stderr"), Some(tx));
+
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok(line) => {
+                    if let Some(addr) = line.strip_prefix("listening on https://") {
+                        break addr.trim().parse::<SocketAddr>().expect("a socket address after `listening on`");
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                // Let the reader threads drain what the process printed before it died.
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("tidings-server exited with {status} before listening:\n{}", stderr.lock().unwrap().join("\n"));
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!(
+                    "tidings-server did not listen within {START_TIMEOUT:?}:\n{}",
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let client = https_client(&data_dir.path().join("tls/cert.pem"));
+        // The generated key is printed before the listening line, so it is there by now
+        // unless the stdout reader thread has not caught up; wait briefly for it.
+        let key = match options.bootstrap_key {
+            Some(key) => Some(key),
+            None => wait_for(&stdout, Duration::from_secs(2), |l| l.strip_prefix("bootstrap key: ").map(str::to_owned)),
+        };
+        Self { child, data_dir, addr, key, stdout, stderr, client }
+    }
+
+    /// The full key of the default workspace: the configured or the printed bootstrap key.
+    pub fn key(&self) -> &str {
+        self.key.as_deref().expect("no bootstrap key was configured or printed")
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The data dir.
+    pub fn data_dir(&self) -> &DataDir {
+        &self.data_dir
+    }
+
+    /// Everything the server printed on stdout so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Everything the server printed on stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits up to 5 s for a stderr line containing every one of `needles`; the line if seen.
+    pub fn wait_for_log(&self, needles: &[&str]) -> Option<String> {
+        wait_for(&self.stderr, Duration::from_secs(5), |l| needles.iter().all(|n| l.contains(n)).then(|| l.to_owned()))
+    }
+
+    /// `https://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.addr)
+    }
+
+    /// A request to `path` authenticated with `key`, with an optional JSON body.
+    pub async fn call(&self, method: Method, path: &str, key: &str, body: Option<Value>) -> Response {
+        let mut request = self.client.request(method, self.url(path)).bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().await.expect("an HTTPS response")
+    }
+
+    /// `GET path` with `key`: status and envelope.
+    pub async fn get(&self, path: &str, key: &str) -> (u16, Value) {
+        into_parts(self.call(Method::GET, path, key, None).await).await
+    }
+
+    /// `POST path` with `key` and `body`: status and envelope.
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> (u16, Value) {
+        into_parts(self.call(Method::POST, path, key, Some(body)).await).await
+    }
+
+    /// `DELETE path` with `key`: status and envelope.
+    pub async fn delete(&self, path: &str, key: &str) -> (u16, Value) {
+        into_parts(self.call(Method::DELETE, path, key, None).await).await
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns its status and the data dir
+    /// (to start another server on it). Async so that this test's client keeps running while
+    /// the server closes its connections (an HTTP/2 close is a conversation).
+    pub async fn stop(mut self) -> (ExitStatus, DataDir) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for tidings-server") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "tidings-server did not exit within {STOP_TIMEOUT:?} of SIGTERM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        (status, self.data_dir.clone())
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // Already exited after `stop`; otherwise the test is over and the server goes.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client that trusts only the certificate in `cert_pem` (the server's own).
+fn https_client(cert_pem: &Path) -> reqwest::Client {
+    let pem = std::fs::read(cert_pem).expect("the server's generated certificate");
+    let cert = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
+    reqwest::Client::builder().tls_certs_only([cert]).timeout(Duration::from_secs(20)).build().expect("an HTTPS client")
+}
+
+/// Status and JSON body of a response.
+pub async fn into_parts(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a response body");
+    let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, body)
+}
+
+/// Reads `stream` line by line on a thread into the returned list, forwarding each line to
+/// `tx` and, with `TEST_LOG=1`, echoing it.
+fn collect_lines(
+    stream: impl std::io::Read + Send + 'static,
+    tx: Option<mpsc::Sender<String>>,
+) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    let echo = std::env::var_os("TEST_LOG").is_some_and(|v| v == "1");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if echo {
+                eprintln!("[tidings-server] {line}");
+            }
+            if let Some(tx) = &tx {
+                let _ = tx.send(line.clone());
+            }
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// Polls `lines` until `find` matches one or `timeout` passes.
+fn wait_for<T>(lines: &Mutex<Vec<String>>, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = lines.lock().unwrap().iter().find_map(|l| find(l)) {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
