@@ -266,6 +266,23 @@ impl TestServer {
         request.send().await.expect("an HTTPS response")
     }
 
+    /// `POST /v1/messages` with the bootstrap key and an Idempotency-Key: status, the
+    /// `Idempotent-Replayed` header, and the envelope.
+    pub async fn send_with_key(&self, body: &Value, idempotency_key: &str) -> (u16, Option<String>, Value) {
+        let response = self
+            .client
+            .post(self.url("/v1/messages"))
+            .bearer_auth(self.key())
+            .header("idempotency-key", idempotency_key)
+            .json(body)
+            .send()
+            .await
+            .expect("an HTTPS response");
+        let replayed = response.headers().get("idempotent-replayed").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (status, body) = into_parts(response).await;
+        (status, replayed, body)
+    }
+
     /// `GET path` with `key`: status and envelope.
     pub async fn get(&self, path: &str, key: &str) -> (u16, Value) {
         into_parts(self.call(Method::GET, path, key, None).await).await
