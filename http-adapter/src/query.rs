@@ -23,3 +23,14 @@ pub fn list_params(query: &HashMap<String, String>) -> Result<ListParams, ApiErr
     };
     Ok(ListParams { limit, cursor: query.get("cursor").cloned() })
 }
+
+/// Extracts `limit` and `cursor` of a list route (422 naming the parameter when malformed).
+pub struct ListQuery(pub ListParams);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ListQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        list_params(&params(parts.uri.query())).map(Self)
+    }
+}

@@ -2,7 +2,7 @@
 //! (spec §4, contract §4 and §8).
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
@@ -14,7 +14,8 @@ use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, UpdateDomainTra
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
-use crate::{ApiResult, ApiState, envelope, query};
+use crate::query::ListQuery;
+use crate::{ApiResult, ApiState, envelope};
 
 /// A domain as every response shows it: statuses, the records to publish and tracking.
 #[derive(Serialize)]
@@ -138,9 +139,8 @@ pub async fn create_domain(
 pub async fn list_domains(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_domains(&who, params).await?;
     Ok(envelope::list(listed, DomainResponse::from))
 }
@@ -203,9 +203,8 @@ pub async fn list_senders(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_senders(&who, &id, params).await?;
     Ok(envelope::list(listed, SenderResponse::from))
 }

@@ -1,7 +1,7 @@
 //! `/v1/keys`: create, list, get, revoke (spec §4, contract §2).
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
@@ -13,7 +13,8 @@ use tidings_core::usecases::CreateApiKeyRequest;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
-use crate::{ApiResult, ApiState, envelope, query};
+use crate::query::ListQuery;
+use crate::{ApiResult, ApiState, envelope};
 
 /// A key as every response but the creation shows it.
 #[derive(Serialize)]
@@ -71,9 +72,8 @@ pub async fn create_api_key(
 pub async fn list_api_keys(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_api_keys(&who, params).await?;
     Ok(envelope::list(listed, ApiKeyResponse::from))
 }

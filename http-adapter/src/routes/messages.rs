@@ -14,6 +14,7 @@ use tidings_core::usecases::{MessageFilters, SendRequest};
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
+use crate::query::ListQuery;
 use crate::{ApiError, ApiResult, ApiState, envelope, query, rate_limit};
 
 /// A message as the API shows it (bodies are not returned).
@@ -133,9 +134,8 @@ pub async fn list_message_events(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_message_events(&who, &id, params).await?;
     Ok(envelope::list(listed, EventResponse::from))
 }

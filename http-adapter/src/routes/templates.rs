@@ -2,7 +2,7 @@
 //! render without sending (spec §4 and §9, contract §5).
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -17,7 +17,8 @@ use tidings_core::usecases::{
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
-use crate::{ApiResult, ApiState, envelope, query};
+use crate::query::ListQuery;
+use crate::{ApiResult, ApiState, envelope};
 
 /// A template with all its versions, oldest first.
 #[derive(Serialize)]
@@ -96,9 +97,8 @@ pub async fn create_template(
 pub async fn list_templates(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_templates(&who, params).await?;
     Ok(envelope::list(listed, TemplateResponse::from))
 }

@@ -3,7 +3,7 @@
 //! responses.
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -15,7 +15,8 @@ use tidings_core::usecases::{CreateWebhookRequest, UpdateWebhookRequest};
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
-use crate::{ApiResult, ApiState, envelope, query};
+use crate::query::ListQuery;
+use crate::{ApiResult, ApiState, envelope};
 
 /// An endpoint as every response but creation and rotation shows it (no secret).
 #[derive(Serialize)]
@@ -109,9 +110,8 @@ pub async fn create_webhook(
 pub async fn list_webhooks(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_webhooks(&who, params).await?;
     Ok(envelope::list(listed, WebhookResponse::from))
 }
@@ -175,9 +175,8 @@ pub async fn list_webhook_deliveries(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
+    ListQuery(params): ListQuery,
 ) -> ApiResult<Response> {
-    let params = query::list_params(&query::params(raw.as_deref()))?;
     let listed = state.core.list_webhook_deliveries(&who, &id, params).await?;
     Ok(envelope::list(listed, WebhookDeliveryResponse::from))
 }
