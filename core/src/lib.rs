@@ -1,10 +1,12 @@
 //! Tidings core: the rules of a transactional email service and the ports it needs.
 //!
 //! Everything the API promises is decided here: the message state machine, validation,
-//! suppression, templates, idempotency, domain setup and verification, and the use cases
-//! that the HTTP adapter (and any other front end) call. No sockets, no files: storage, DNS,
-//! mail transport, time and randomness come in through the traits in [`ports`].
+//! suppression, templates, idempotency, domain setup and verification, the use cases that
+//! the HTTP adapter (and any other front end) call, and delivery: building, DKIM-signing and
+//! handing messages to a transport, and classifying what it reports. No sockets, no files:
+//! storage, DNS, mail transport, time and randomness come in through the traits in [`ports`].
 
+pub mod delivery;
 pub mod dkim_keys;
 pub mod dns_records;
 pub mod domain_name;
@@ -13,6 +15,7 @@ pub mod error;
 pub mod ids;
 pub mod model;
 pub mod net_policy;
+pub mod outbound;
 pub mod ports;
 pub mod secret;
 pub mod state_machine;

@@ -220,6 +220,18 @@ async fn authenticating_records_when_the_key_was_last_used() {
     t.clock.advance(Duration::minutes(3));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
     let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    let touched = t.now();
+    assert_eq!(key.last_used_at, Some(touched));
+
+    // Within the resolution a use is not written again (it would cost a store write per
+    // request); after it, it is.
+    t.clock.advance(Duration::milliseconds(999));
+    t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    assert_eq!(key.last_used_at, Some(touched));
+    t.clock.advance(Duration::milliseconds(1));
+    t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
     assert_eq!(key.last_used_at, Some(t.now()));
 }
 

@@ -39,15 +39,14 @@ impl FromRequestParts<ApiState> for Authed {
     }
 }
 
-/// The key text, if the request carries one. A header that is present but unreadable or
-/// empty counts as a (wrong) key, not as a missing one.
+/// The key text, if the request carries one: a `Bearer` credential, else `X-Api-Key`. Another
+/// `Authorization` scheme (`Basic`, `Token`) is no key at all (contract §1:
+/// `missing_api_key`); a header that is present but unreadable or empty counts as a (wrong)
+/// key.
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(value) = headers.get(axum::http::header::AUTHORIZATION) {
-        let text = value.to_str().unwrap_or("");
-        return Some(match text.split_once(' ') {
-            Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") => key.trim(),
-            _ => "",
-        });
-    }
-    headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim())
+    let bearer = headers.get(axum::http::header::AUTHORIZATION).and_then(|value| {
+        let (scheme, key) = value.to_str().ok()?.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
+    });
+    bearer.or_else(|| headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim()))
 }

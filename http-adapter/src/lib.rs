@@ -5,6 +5,9 @@
 //! cases of `tidings-core` and back; every rule lives in core. Errors become the contract's
 //! envelope in one place (`error.rs`).
 //!
+//! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API; [`served_routes`]
+//! lists what the router serves, so tests can hold the two together.
+//!
 //! Serve it with `into_make_service_with_connect_info::<SocketAddr>()` so the failed-auth
 //! throttle sees client addresses; without it all clients share one throttle bucket.
 
@@ -12,6 +15,7 @@ mod auth;
 mod envelope;
 mod error;
 mod json;
+mod openapi;
 mod path;
 mod query;
 mod rate_limit;
@@ -23,7 +27,7 @@ use std::time::Duration;
 use tidings_core::usecases::{AuthThrottle, AuthThrottleConfig, RateLimiter, Tidings};
 
 pub use error::{ApiError, ApiResult};
-pub use routes::router;
+pub use routes::{router, served_routes};
 
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]

@@ -2,9 +2,10 @@
 //! (`SENDER ‖ ws ‖ domain ‖ id`, unique by lower-cased username through `SENDER_BY_NAME`).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tidings_core::domain_name::DomainName;
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
-use tidings_core::model::{Domain, Sender, SenderUsername};
+use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
 
 use crate::SledStore;
@@ -103,6 +104,22 @@ impl DomainStore for SledStore {
                 Ok(())
             })
             .await
+    }
+
+    async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
+        // A scan of every domain record: domains are few and this runs every few minutes,
+        // so an index on the last check is not worth its upkeep on every update.
+        let mut due = Vec::new();
+        for entry in self.inner.tree.scan_prefix(Key::new(layout::DOMAIN).0) {
+            let (_, value) = entry.map_err(sled_error)?;
+            let domain: Domain = decode(&value, "domain")?;
+            if domain.status != DomainStatus::Verified && domain.checked_or_created_at() < checked_before {
+                due.push(domain);
+            }
+        }
+        due.sort_by_key(|d| (d.checked_or_created_at(), d.id));
+        due.truncate(limit);
+        Ok(due)
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

@@ -293,6 +293,16 @@ impl MessageStore for SledStore {
         self.inner.write(|tree, batch| queue::claim_due::<Message>(tree, batch, now, lease_until, limit))
     }
 
+    async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        // Sound here because `SledStore::open` admits one process: at its start every lease
+        // belongs to a dead one. Under the writer lock like a claim, so the records and the
+        // queue move together. Not waited for: a release lost in a crash leaves the leases,
+        // which the next start releases.
+        self.inner.write(|tree, batch| {
+            queue::release_leases::<Message>(tree, batch, now, limit, |m| m.status.next_attempt_is_lease())
+        })
+    }
+
     async fn get_idempotency(
         &self,
         workspace: WorkspaceId,

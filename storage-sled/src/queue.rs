@@ -1,11 +1,12 @@
 //! The due-time queues of messages and webhook deliveries: `TAG ‖ time ‖ id ‖ ws`, walked
 //! from the earliest time, so a claim reads only entries it returns (plus any of the
-//! current microsecond that are due a few nanoseconds after `now`).
+//! current microsecond that are due a few nanoseconds after `now`). Releasing leases walks
+//! the other end, from `now` on.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sled::Tree;
+use sled::{IVec, Tree};
 use tidings_core::ids::WorkspaceId;
 use tidings_core::ports::StoreResult;
 
@@ -49,31 +50,90 @@ pub fn claim_due<T: DueRecord>(
             break;
         }
         let (due_key, _) = entry.map_err(sled_error)?;
-        let id = layout::id_at(&due_key, 9).ok_or_else(|| bad_key(T::WHAT))?;
-        let ws = WorkspaceId::from_bytes(layout::id_at(&due_key, 25).ok_or_else(|| bad_key(T::WHAT))?);
-        let record_key = T::record_key(ws, id);
-        let Some(mut record) = get::<T>(tree, &record_key, T::WHAT)? else {
-            // The record is gone (e.g. its webhook was deleted): drop the stale entry.
-            batch.remove(due_key);
-            continue;
-        };
-        let Some(at) = *record.next_attempt_at() else {
-            batch.remove(due_key);
-            continue;
-        };
-        if record.due_key(at)[..] != due_key[..] {
-            batch.remove(due_key);
-            continue;
-        }
+        let Some(Entry { record_key, mut record, at }) = load::<T>(tree, batch, due_key)? else { continue };
         if at > now {
             // Later within the same microsecond as `now`.
             continue;
         }
-        *record.next_attempt_at() = Some(lease_until);
-        batch.remove(due_key);
-        batch.insert(record.due_key(lease_until), &[]);
-        batch.insert(record_key, encode(&record)?);
+        move_entry(batch, record_key, &mut record, at, lease_until)?;
         claimed.push(record);
     }
     Ok(claimed)
+}
+
+/// Releases up to `limit` leases, earliest first: records due after `now` that `leased`
+/// accepts get `next_attempt_at = now`, their queue entry moved to `now`, in `batch`.
+/// Returns how many. Walks the queue from `now` on only, reading every entry up to the
+/// `limit`-th release, the ones `leased` refuses included (repeated calls read those again).
+pub fn release_leases<T: DueRecord>(
+    tree: &Tree,
+    batch: &mut Batch,
+    now: DateTime<Utc>,
+    limit: usize,
+    leased: impl Fn(&T) -> bool,
+) -> StoreResult<usize> {
+    // From the start of `now`'s microsecond: entries in it may be a few nanoseconds later.
+    let start = Key::new(T::DUE_TAG).time(now).0;
+    let end = prefix_end(&[T::DUE_TAG]);
+    let range = match &end {
+        Some(end) => tree.range::<&[u8], _>(start.as_slice()..end.as_slice()),
+        None => tree.range::<&[u8], _>(start.as_slice()..),
+    };
+    let mut released = 0;
+    for entry in range {
+        if released == limit {
+            break;
+        }
+        let (due_key, _) = entry.map_err(sled_error)?;
+        let Some(Entry { record_key, mut record, at }) = load::<T>(tree, batch, due_key)? else { continue };
+        if at <= now || !leased(&record) {
+            continue;
+        }
+        move_entry(batch, record_key, &mut record, at, now)?;
+        released += 1;
+    }
+    Ok(released)
+}
+
+/// A queue entry's record, as stored.
+struct Entry<T> {
+    record_key: Vec<u8>,
+    record: T,
+    /// Its `next_attempt_at`, which the entry matches.
+    at: DateTime<Utc>,
+}
+
+/// The record a queue entry names, or `None` after removing the entry in `batch` if it is
+/// stale: the record is gone (e.g. its webhook was deleted) or is due at another time.
+fn load<T: DueRecord>(tree: &Tree, batch: &mut Batch, due_key: IVec) -> StoreResult<Option<Entry<T>>> {
+    let id = layout::id_at(&due_key, 9).ok_or_else(|| bad_key(T::WHAT))?;
+    let ws = WorkspaceId::from_bytes(layout::id_at(&due_key, 25).ok_or_else(|| bad_key(T::WHAT))?);
+    let record_key = T::record_key(ws, id);
+    let current = get::<T>(tree, &record_key, T::WHAT)?
+        .and_then(|mut record| (*record.next_attempt_at()).map(|at| (record, at)))
+        .filter(|(record, at)| record.due_key(*at)[..] == due_key[..]);
+    match current {
+        Some((record, at)) => Ok(Some(Entry { record_key, record, at })),
+        None => {
+            batch.remove(due_key);
+            Ok(None)
+        }
+    }
+}
+
+/// Moves `record` from its queue entry at `from` to one at `to`, in `batch`.
+fn move_entry<T: DueRecord>(
+    batch: &mut Batch,
+    record_key: Vec<u8>,
+    record: &mut T,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> StoreResult<()> {
+    *record.next_attempt_at() = Some(to);
+    // Removed before the insert: both keys are the same when `from` and `to` share a
+    // microsecond.
+    batch.remove(record.due_key(from));
+    batch.insert(record.due_key(to), &[]);
+    batch.insert(record_key, encode(record)?);
+    Ok(())
 }

@@ -217,4 +217,11 @@ impl WebhookStore for SledStore {
         // Not waited for: a claim lost in a crash only makes the delivery due again.
         self.inner.write(|tree, batch| queue::claim_due::<WebhookDelivery>(tree, batch, now, lease_until, limit))
     }
+
+    async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        // As `release_message_leases`: sound because `SledStore::open` admits one process.
+        self.inner.write(|tree, batch| {
+            queue::release_leases::<WebhookDelivery>(tree, batch, now, limit, |d| d.status.next_attempt_is_lease())
+        })
+    }
 }

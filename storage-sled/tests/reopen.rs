@@ -80,3 +80,30 @@ async fn a_store_cannot_be_opened_twice_at_once() {
     let _first = SledStore::open(dir.path()).unwrap();
     assert!(SledStore::open(dir.path()).is_err());
 }
+
+#[tokio::test]
+async fn leases_of_the_previous_run_are_released_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace();
+    let (key, dom) = (api_key(ws.id), domain(ws.id, "acme.example.com"));
+    let (queued, sent) = (message(ws.id, key.id, dom.id), message(ws.id, key.id, dom.id));
+    let t0 = queued.created_at.max(sent.created_at);
+    {
+        let store = SledStore::open(dir.path()).unwrap();
+        store.create_message(new_message(&queued)).await.unwrap();
+        store.create_message(new_message(&sent)).await.unwrap();
+        let claimed = store.claim_due_messages(t0, plus_secs(t0, 660), 10).await.unwrap();
+        assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [queued.id, sent.id]);
+        store.record_event(event_write(&claimed[1], EventType::Sent, t0, None)).await.unwrap();
+    }
+
+    let store = SledStore::open(dir.path()).unwrap();
+    let restart = plus_secs(t0, 1);
+    assert!(store.claim_due_messages(restart, plus_secs(t0, 60), 10).await.unwrap().is_empty(), "still leased");
+    assert_eq!(store.release_message_leases(restart, 10).await.unwrap(), 2);
+    let claimed = store.claim_due_messages(restart, plus_secs(t0, 60), 10).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|m| (m.id, m.status)).collect::<Vec<_>>(),
+        [(queued.id, MessageStatus::Queued), (sent.id, MessageStatus::Sent)]
+    );
+}

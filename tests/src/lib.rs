@@ -10,7 +10,8 @@
 //! `cargo test --workspace` (or `-p tidings-e2e -p tidings-server`) builds that binary before
 //! running any test, because `tidings-server` has integration tests of its own. Running
 //! `-p tidings-e2e` alone uses the binary the last build left, and fails with advice if there
-//! is none or a source file of the server's crates is newer than it (building it from inside
+//! is none or a source file that went into it (as Cargo's dep-info file `tidings-server.d`
+//! lists them), or a manifest of the server's crates, is newer than it (building it from inside
 //! a test would work, but with other feature flags than the workspace build: a second full
 //! compile). `TIDINGS_SERVER_BIN` overrides the path and skips that check.
 //!
@@ -46,14 +47,18 @@ pub fn server_binary() -> PathBuf {
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("{} does not exist: {advice}", path.display()));
     // Testing an old binary would pass or fail for the wrong reasons.
-    if let Some(newer) = newer_source(built) {
+    if let Some(newer) = newer_source(&path, built) {
         panic!("{} is older than {}: {advice}", path.display(), newer.display());
     }
     path
 }
 
-/// A source file of the server's crates changed after `built`, if any.
-fn newer_source(built: std::time::SystemTime) -> Option<PathBuf> {
+/// A source file of the binary at `binary` changed after `built`, if any. The sources are
+/// those Cargo's dep-info file beside the binary (`tidings-server.d`) lists: exactly what
+/// went into it, so a file outside the build (a `testing` module, a crate's own tests) is
+/// no reason to rebuild, and every crate linked in counts. Without that file, every source
+/// file of the server's crates counts. The manifests count either way (features, deps).
+fn newer_source(binary: &Path, built: std::time::SystemTime) -> Option<PathBuf> {
     fn walk(dir: &Path, built: std::time::SystemTime) -> Option<PathBuf> {
         for entry in std::fs::read_dir(dir).ok()?.flatten() {
             let path = entry.path();
@@ -70,13 +75,44 @@ fn newer_source(built: std::time::SystemTime) -> Option<PathBuf> {
         None
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
-    // Only what goes into the binary: a crate's own tests/ do not.
     let newer =
         |path: PathBuf| std::fs::metadata(&path).and_then(|m| m.modified()).is_ok_and(|m| m > built).then_some(path);
-    ["examples/server", "http-adapter", "core", "storage-sled", "dns-hickory"].iter().find_map(|name| {
-        let dir = root.join(name);
-        walk(&dir.join("src"), built).or_else(|| newer(dir.join("Cargo.toml")))
-    })
+    const CRATES: [&str; 6] =
+        ["examples/server", "http-adapter", "core", "storage-sled", "dns-hickory", "transport-smtp"];
+    if let Some(manifest) = CRATES.iter().find_map(|name| newer(root.join(name).join("Cargo.toml"))) {
+        return Some(manifest);
+    }
+    match std::fs::read_to_string(binary.with_extension("d")) {
+        Ok(dep_info) => dep_info_sources(&dep_info).into_iter().find_map(newer),
+        // Only what goes into the binary: a crate's own tests/ do not.
+        Err(_) => CRATES.iter().find_map(|name| walk(&root.join(name).join("src"), built)),
+    }
+}
+
+/// The prerequisites of a Makefile-style dep-info file (`target: a.rs b.rs`, spaces in
+/// names escaped as `\ `).
+fn dep_info_sources(dep_info: &str) -> Vec<PathBuf> {
+    let Some(first) = dep_info.lines().next() else { return Vec::new() };
+    // The target is an absolute path, so the separator is the first ": ".
+    let Some((_, sources)) = first.split_once(": ") else { return Vec::new() };
+    let mut paths = Vec::new();
+    let mut current = String::new();
+    let mut chars = sources.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => {
+                if !current.is_empty() {
+                    paths.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        paths.push(PathBuf::from(current));
+    }
+    paths
 }
 
 /// A well-formed API key that no other test uses: `tid_` and 40 base62 characters.
@@ -122,6 +158,22 @@ impl DataDir {
             .output()
             .expect("run tidings-server")
     }
+
+    /// Runs `workspace create NAME` on this data dir (no server may be running on it);
+    /// returns the new workspace's id and its first `full` key.
+    pub fn create_workspace(&self, name: &str) -> (String, String) {
+        let output = self.run_cli(&["workspace", "create", name]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "workspace create failed: {}", String::from_utf8_lossy(&output.stderr));
+        let line = |prefix: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map(str::to_owned)
+                .unwrap_or_else(|| panic!("no `{prefix}` line in the output of workspace create: {stdout}"))
+        };
+        (line("workspace: "), line("key: "))
+    }
 }
 
 impl Default for DataDir {
@@ -139,6 +191,8 @@ pub struct Options {
     pub bootstrap_key: Option<String>,
     /// More `TIDINGS_*` variables.
     pub env: Vec<(String, String)>,
+    /// The executable to run; [`server_binary`] when `None`.
+    pub binary: Option<PathBuf>,
 }
 
 /// A running `tidings-server`; killed when dropped.
@@ -163,7 +217,7 @@ impl TestServer {
     /// print its listening line in time.
     pub async fn start_with(options: Options) -> Self {
         let data_dir = options.data_dir.unwrap_or_default();
-        let mut command = Command::new(server_binary());
+        let mut command = Command::new(options.binary.clone().unwrap_or_else(server_binary));
         command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -225,6 +279,11 @@ impl TestServer {
     /// The full key of the default workspace: the configured or the printed bootstrap key.
     pub fn key(&self) -> &str {
         self.key.as_deref().expect("no bootstrap key was configured or printed")
+    }
+
+    /// The process id (for benchmarks that watch its memory or CPU).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The listening address.
@@ -298,6 +357,17 @@ impl TestServer {
         into_parts(self.call(Method::DELETE, path, key, None).await).await
     }
 
+    /// `PATCH path` with `key` and `body`: status and envelope.
+    pub async fn patch(&self, path: &str, key: &str, body: Value) -> (u16, Value) {
+        into_parts(self.call(Method::PATCH, path, key, Some(body)).await).await
+    }
+
+    /// An unauthenticated request to `path` on this server's HTTPS client, for tests that
+    /// set headers and bodies themselves (other content types, raw bytes, `X-Api-Key`).
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path))
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns its status and the data dir
     /// (to start another server on it). Async so that this test's client keeps running while
     /// the server closes its connections (an HTTP/2 close is a conversation).
@@ -313,6 +383,15 @@ impl TestServer {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         (status, self.data_dir.clone())
+    }
+
+    /// Kills the process with SIGKILL, a crash: no shutdown, no flush, in-flight work cut
+    /// off. Waits until it is gone; returns the data dir (to start another server on it).
+    pub fn kill(mut self) -> DataDir {
+        // `Child::kill` is SIGKILL on Unix.
+        self.child.kill().expect("kill tidings-server");
+        self.child.wait().expect("wait for the killed tidings-server");
+        self.data_dir.clone()
     }
 }
 

@@ -48,6 +48,25 @@ impl MessageStatus {
         matches!(self, Self::Bounced | Self::Complained | Self::Failed | Self::Suppressed)
     }
 
+    /// Whether a `next_attempt_at` after now can only be a delivery claim's lease in this
+    /// status: `Queued` messages are due from their creation and `Sent` ones are in flight.
+    /// In `Scheduled` and `Deferred` it is the send or retry time; the others are never due.
+    /// Decides what [`MessageStore::release_message_leases`] releases.
+    ///
+    /// [`MessageStore::release_message_leases`]: crate::ports::MessageStore::release_message_leases
+    pub fn next_attempt_is_lease(self) -> bool {
+        match self {
+            Self::Queued | Self::Sent => true,
+            Self::Scheduled
+            | Self::Deferred
+            | Self::Delivered
+            | Self::Bounced
+            | Self::Complained
+            | Self::Failed
+            | Self::Suppressed => false,
+        }
+    }
+
     /// The PascalCase name used in the API.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -227,4 +246,17 @@ pub struct Message {
     /// timeline by id gives the order in which events were accepted even when two happen in
     /// the same millisecond.
     pub last_event_id: EventId,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MessageStatus;
+
+    #[test]
+    fn only_queued_and_sent_messages_hold_leases() {
+        // Scheduled behaves like Queued for sending, but its time is the send time: a
+        // restart must not pull it forward.
+        let leased: Vec<MessageStatus> = MessageStatus::ALL.into_iter().filter(|s| s.next_attempt_is_lease()).collect();
+        assert_eq!(leased, [MessageStatus::Queued, MessageStatus::Sent]);
+    }
 }

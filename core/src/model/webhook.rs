@@ -113,6 +113,20 @@ pub enum DeliveryStatus {
     Failed,
 }
 
+impl DeliveryStatus {
+    /// Whether a `next_attempt_at` after now can only be a claim's lease: a `Pending`
+    /// delivery is due from its creation, while a `Retrying` one's time is its retry time.
+    /// Decides what [`WebhookStore::release_webhook_delivery_leases`] releases.
+    ///
+    /// [`WebhookStore::release_webhook_delivery_leases`]: crate::ports::WebhookStore::release_webhook_delivery_leases
+    pub fn next_attempt_is_lease(self) -> bool {
+        match self {
+            Self::Pending => true,
+            Self::Retrying | Self::Delivered | Self::Failed => false,
+        }
+    }
+}
+
 /// One event to one endpoint, with its attempts so far.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookDelivery {

@@ -6,9 +6,11 @@ mod dns;
 mod mailer;
 mod random;
 mod store;
+mod webhook_sender;
 
 pub use clock::{Clock, SystemClock};
 pub use dns::{DnsCheck, DnsError};
-pub use mailer::{Mailer, OutboundEmail, SendError, SendReceipt};
+pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use random::{Random, SystemRandom};
 pub use store::*;
+pub use webhook_sender::{MAX_BODY_PREFIX, WebhookRequest, WebhookResponse, WebhookSender};

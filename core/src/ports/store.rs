@@ -214,6 +214,27 @@ pub trait MessageStore: Send + Sync {
         lease_until: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<Vec<Message>>;
+    /// Ends the leases a dead process left, for a store that only one process can open, at
+    /// that process's start-up: for up to `limit` messages whose status holds a lease
+    /// ([`MessageStatus::next_attempt_is_lease`]: `Queued` or `Sent`) and whose
+    /// `next_attempt_at` is after `now`, earliest first, sets `next_attempt_at` to `now` and
+    /// moves the queue entry with it, so that the next claim takes them at once. Nothing
+    /// else changes (status, `updated_at`, events). Returns how many it released; the caller
+    /// repeats until that is less than `limit`.
+    ///
+    /// Only `Queued` and `Sent` count as leased: a `Queued` message is due from its creation,
+    /// so a later time can only be a claim's lease, and a `Sent` one is in flight. A
+    /// `Deferred` message's time is its retry time and a `Scheduled` one's its send time, so
+    /// both keep it; this includes the rare `Deferred` message claimed but not yet recorded
+    /// `Sent` again, which keeps its lease. The other statuses are never due.
+    ///
+    /// Valid only while no claimer is alive: it takes away the messages a live worker is
+    /// sending, which would then be sent twice. So a store that several processes or nodes
+    /// share must NOT call it (it cannot tell a dead worker's lease from a live one's); there
+    /// the leases simply end. Call it before this process's first claim. Not durable: a
+    /// release lost in a crash leaves the leases, which the next start releases again. May
+    /// cost O(messages due after `now`), retry times included: it runs once per start.
+    async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     /// The idempotency record for `key` in the workspace, expired or not.
     async fn get_idempotency(
         &self,
@@ -242,6 +263,12 @@ pub trait DomainStore: Send + Sync {
     /// Deletes a domain and its senders (durable); its name can be added again. `NotFound`
     /// if absent.
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
+    /// Up to `limit` domains, of any workspace, whose status is not `Verified` and whose last
+    /// check (`last_checked_at`, or `created_at` if never checked) is before
+    /// `checked_before`; least recently checked first, ties by id. Drives the periodic
+    /// re-verification. Unlike the lists, this may cost O(domains): there are few, and it
+    /// runs every few minutes.
+    async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>>;
     /// Registers a sender. `NotFound` if the domain is gone; `Conflict` if the username
     /// (case-insensitive) is taken on that domain.
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()>;
@@ -371,6 +398,14 @@ pub trait WebhookStore: Send + Sync {
         lease_until: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<Vec<WebhookDelivery>>;
+    /// Like [`MessageStore::release_message_leases`], for deliveries: up to `limit`
+    /// deliveries whose status holds a lease ([`DeliveryStatus::next_attempt_is_lease`]:
+    /// `Pending`) and whose `next_attempt_at` is after `now` become due at `now`, earliest
+    /// first; returns how many. The same restriction applies: only for a store that one
+    /// process alone can open, at that process's start-up.
+    ///
+    /// [`DeliveryStatus::next_attempt_is_lease`]: crate::model::DeliveryStatus::next_attempt_is_lease
+    async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
 }
 
 /// The whole store.

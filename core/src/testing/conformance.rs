@@ -3,8 +3,9 @@
 //! Two parts, both generic over a [`StoreFactory`] that makes a fresh, empty store:
 //! - [`run_all`]: example tests of each method's documented contract (round trips, `NotFound`
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
-//!   calls, leases, cascading deletes). Each check gets its own store and runs in its own
-//!   task; all run even if some fail, and the suite then panics naming every failed check.
+//!   calls, leases and their release, cascading deletes). Each check gets its own store and
+//!   runs in its own task; all run even if some fail, and the suite then panics naming every
+//!   failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
 //!
@@ -29,11 +30,12 @@
 //! ```
 //! The suite uses only millisecond-precision times and ids that increase in creation order
 //! (see [`fixtures`](super::fixtures)); where the contract leaves a choice open (which of
-//! several records due at the same instant a limited claim takes, the order of
-//! `list_enabled_webhooks`) it accepts any answer.
+//! several records due at the same instant a limited claim or lease release takes, the
+//! order of `list_enabled_webhooks`) it accepts any answer.
 
 mod domains;
 mod keys;
+mod leases;
 mod messages;
 mod model;
 mod queue;
@@ -111,6 +113,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         queue::racing_duplicates_create_exactly_one_message,
         queue::claims_take_due_messages_earliest_first_under_a_lease,
         queue::claims_skip_finished_and_deferred_messages,
+        leases::released_leases_are_due_at_once_and_retry_times_stay,
+        leases::released_delivery_leases_are_due_at_once,
         queue::purge_removes_only_expired_idempotency_records,
         domains::domains_round_trip_and_names_are_unique_per_workspace,
         domains::domain_lists_page_newest_first,
@@ -118,6 +122,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         domains::deleting_a_domain_frees_its_name_and_removes_senders,
         domains::senders_match_usernames_case_insensitively,
         domains::sender_lists_page_newest_first,
+        domains::domains_to_recheck_are_the_unverified_least_recently_checked,
         templates::templates_round_trip_with_versions,
         templates::template_versions_are_numbered_one_past_the_highest,
         templates::concurrent_versions_get_distinct_numbers,

@@ -12,7 +12,7 @@
 //! - `create_message` answers `Duplicate` before looking at the message id.
 //! - Inserting a record whose id exists is a `Conflict`; `update_domain` that changes the
 //!   name or keys is a `Conflict`.
-//! - Claims with equal due times take the lower id first.
+//! - Claims and lease releases with equal due times take the lower id first.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -27,8 +27,9 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::model::{
-    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender, SenderUsername,
-    Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
+    ApiKey, Domain, DomainStatus, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender,
+    SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
+    Workspace,
 };
 use crate::ports::{
     CreateOutcome, DomainStore, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage, NewTemplateVersion, Page,
@@ -322,6 +323,24 @@ impl MessageStore for MemoryStore {
         Ok(claimed)
     }
 
+    async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let mut st = self.state();
+        let mut leased: Vec<(DateTime<Utc>, MessageId)> = st
+            .messages
+            .values()
+            .filter(|m| m.status.next_attempt_is_lease())
+            .filter_map(|m| m.next_attempt_at.filter(|at| *at > now).map(|at| (at, m.id)))
+            .collect();
+        leased.sort();
+        leased.truncate(limit);
+        for (_, id) in &leased {
+            if let Some(m) = st.messages.get_mut(id) {
+                m.next_attempt_at = Some(now);
+            }
+        }
+        Ok(leased.len())
+    }
+
     async fn get_idempotency(
         &self,
         workspace: WorkspaceId,
@@ -392,6 +411,17 @@ impl DomainStore for MemoryStore {
         st.domains.remove(&id);
         st.senders.retain(|_, s| s.domain_id != id);
         Ok(())
+    }
+
+    async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
+        let st = self.state();
+        let mut due: Vec<&Domain> = st
+            .domains
+            .values()
+            .filter(|d| d.status != DomainStatus::Verified && d.checked_or_created_at() < checked_before)
+            .collect();
+        due.sort_by_key(|d| (d.checked_or_created_at(), d.id));
+        Ok(due.into_iter().take(limit).cloned().collect())
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {
@@ -663,5 +693,23 @@ impl WebhookStore for MemoryStore {
             }
         }
         Ok(claimed)
+    }
+
+    async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let mut st = self.state();
+        let mut leased: Vec<(DateTime<Utc>, DeliveryId)> = st
+            .deliveries
+            .values()
+            .filter(|d| d.status.next_attempt_is_lease())
+            .filter_map(|d| d.next_attempt_at.filter(|at| *at > now).map(|at| (at, d.id)))
+            .collect();
+        leased.sort();
+        leased.truncate(limit);
+        for (_, id) in &leased {
+            if let Some(d) = st.deliveries.get_mut(id) {
+                d.next_attempt_at = Some(now);
+            }
+        }
+        Ok(leased.len())
     }
 }

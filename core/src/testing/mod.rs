@@ -3,6 +3,7 @@
 //! implementation runs.
 
 pub mod conformance;
+pub mod dkim;
 pub mod fixtures;
 mod memory;
 

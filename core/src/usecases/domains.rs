@@ -1,12 +1,15 @@
 //! Sending domains (api-spec §4 "Domains", contract §4 and §8): adding a domain with fresh
 //! DKIM keys and the records to publish, verifying them through DNS, tracking settings,
-//! listing and deletion.
+//! listing and deletion, and the periodic re-verification of domains not yet Verified.
 //!
 //! Deleting a domain removes it and its senders at once; messages from it that are still
 //! queued are not touched here: the delivery worker fails them (`Failed`) when it finds
 //! their domain gone, so this use case never has to scan the queue.
 
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
 
 use crate::dns_records;
 use crate::domain_name::DomainName;
@@ -15,6 +18,21 @@ use crate::model::{Domain, DomainStatus};
 use crate::ports::StoreError;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result, dkim_keys};
+
+/// Domains re-verified at once by [`Tidings::recheck_domains`]: each costs up to one DNS
+/// timeout, so a slow resolver does not stretch a pass to `limit` timeouts.
+const RECHECK_CONCURRENCY: usize = 8;
+
+/// What one [`Tidings::recheck_domains`] pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecheckReport {
+    /// Domains checked (deleted meanwhile ones are not counted).
+    pub checked: usize,
+    /// Of those, how many are Verified now.
+    pub verified: usize,
+    /// Domains whose outcome could not be stored, with the error; tried again next pass.
+    pub errors: Vec<(DomainId, String)>,
+}
 
 /// Body of `POST /v1/domains`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -101,19 +119,54 @@ impl Tidings {
     /// NotFound if the domain is unknown, or was deleted while DNS was being asked.
     pub async fn verify_domain(&self, who: &Principal, id: &str) -> Result<Domain> {
         who.require_full()?;
-        let id = parse_domain_id(id)?;
-        let before = self.domain_of(who, id).await?;
-        let checked = dns_records::verify(&before, &self.config.records, &*self.dns, self.clock.now()).await;
+        let before = self.domain_of(who, parse_domain_id(id)?).await?;
+        self.check_and_store(&before).await?.ok_or(Error::NotFound("domain"))
+    }
 
+    /// The periodic re-verification (run by the server every few minutes): checks up to
+    /// `limit` domains that are not Verified and whose last check (or creation, if never
+    /// checked) is more than `domain_recheck_interval` before `now`, least recently checked
+    /// first, a few at a time. `Failed` domains are included, not only `Pending` and
+    /// `PartiallyVerified`: a domain whose first automatic check came before its owner
+    /// published the records is `Failed`, and must still verify once they do.
+    pub async fn recheck_domains(&self, now: DateTime<Utc>, limit: usize) -> Result<RecheckReport> {
+        let cutoff = now - self.config.domain_recheck_interval;
+        let due = self.store.list_domains_to_recheck(cutoff, limit).await?;
+        let mut report = RecheckReport::default();
+        let mut checks = futures::stream::iter(due)
+            .map(|domain| async move { (domain.id, self.check_and_store(&domain).await) })
+            .buffer_unordered(RECHECK_CONCURRENCY);
+        while let Some((id, outcome)) = checks.next().await {
+            match outcome {
+                Ok(Some(domain)) => {
+                    report.checked += 1;
+                    report.verified += usize::from(domain.status == DomainStatus::Verified);
+                }
+                Ok(None) => {}
+                Err(e) => report.errors.push((id, e.to_string())),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Looks up every record of `before` in DNS now and stores the outcome; `None` if the
+    /// domain was deleted meanwhile.
+    async fn check_and_store(&self, before: &Domain) -> Result<Option<Domain>> {
+        let checked = dns_records::verify(before, &self.config.records, &*self.dns, self.clock.now()).await;
         // DNS may take seconds; take the verification outcome onto a fresh read so that a
         // tracking change made meanwhile is not overwritten with the old settings.
-        let mut domain = self.domain_of(who, id).await?;
+        let Some(mut domain) = self.store.get_domain(before.workspace_id, before.id).await? else {
+            return Ok(None);
+        };
         domain.status = checked.status;
         domain.records = checked.records;
         domain.last_checked_at = checked.last_checked_at;
         domain.verified_at = earliest(domain.verified_at, checked.verified_at);
-        self.store.update_domain(&domain).await.map_err(domain_gone)?;
-        Ok(domain)
+        match self.store.update_domain(&domain).await {
+            Ok(()) => Ok(Some(domain)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// `PATCH /v1/domains/{id}`: switches default open and click tracking.

@@ -173,6 +173,27 @@ impl Tidings {
         }
     }
 
+    /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
+    /// (contract §3): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key
+    /// with another body, `Ok(None)` when the key is new, expired or absent. Reads only; for
+    /// a caller that must answer replays without doing anything else first (a replay takes
+    /// no rate-limit token, contract §2, so an empty bucket must not hide it).
+    pub async fn idempotent_replay(
+        &self,
+        who: &Principal,
+        req: &SendRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<Option<SendOutcome>> {
+        let Some(key) = idempotency_key else { return Ok(None) };
+        let key = IdempotencyKey::parse(key).map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
+        match self.store.get_idempotency(who.workspace_id, &key).await? {
+            Some(record) if record.expires_at > self.clock.now() => {
+                self.replay(who.workspace_id, &record, request_hash(who, req)?).await.map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     async fn replay(
         &self,
         workspace: WorkspaceId,

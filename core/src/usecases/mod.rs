@@ -19,6 +19,7 @@ use std::sync::Arc;
 use chrono::Duration;
 
 use crate::dns_records::RecordPolicy;
+use crate::domain_name::DomainName;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
 use crate::model::{KeyScope, RateLimit};
 use crate::ports::{Clock, DnsCheck, Random, Store};
@@ -44,6 +45,13 @@ pub struct CoreConfig {
     pub webhook_secret_overlap: Duration,
     /// What the generated DNS records say.
     pub records: RecordPolicy,
+    /// Domain of the per-message return path (contract §8, `TIDINGS_RETURN_PATH_DOMAIN`):
+    /// when set, the envelope sender is `bounces+<message id>@<this domain>`; otherwise the
+    /// `From` address.
+    pub return_path_domain: Option<DomainName>,
+    /// How long after its last check (or its creation) a domain that is not Verified is
+    /// checked again by [`Tidings::recheck_domains`].
+    pub domain_recheck_interval: Duration,
 }
 
 impl Default for CoreConfig {
@@ -53,6 +61,8 @@ impl Default for CoreConfig {
             allow_private_webhooks: false,
             webhook_secret_overlap: Duration::hours(24),
             records: RecordPolicy::default(),
+            return_path_domain: None,
+            domain_recheck_interval: Duration::minutes(10),
         }
     }
 }

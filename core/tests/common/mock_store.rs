@@ -57,6 +57,7 @@ mock! {
             lease_until: DateTime<Utc>,
             limit: usize,
         ) -> StoreResult<Vec<Message>>;
+        async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
         async fn get_idempotency(
             &self,
             workspace: WorkspaceId,
@@ -72,6 +73,7 @@ mock! {
         async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>>;
         async fn update_domain(&self, domain: &Domain) -> StoreResult<()>;
         async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
+        async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>>;
         async fn insert_sender(&self, sender: &Sender) -> StoreResult<()>;
         async fn get_sender(
             &self,
@@ -164,5 +166,6 @@ mock! {
             lease_until: DateTime<Utc>,
             limit: usize,
         ) -> StoreResult<Vec<WebhookDelivery>>;
+        async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     }
 }

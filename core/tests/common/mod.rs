@@ -99,14 +99,18 @@ impl TestCore {
     /// A service over `store` whose use cases ask `dns`; `fake` is what the test publishes
     /// into (`dns` may wrap it).
     pub fn with_store_and_dns(store: Arc<MemoryStore>, dns: Arc<dyn DnsCheck>, fake: Arc<FakeDns>) -> Self {
+        Self::assemble(store, dns, fake, CoreConfig::default())
+    }
+
+    /// A fresh service with `config`.
+    pub fn with_config(config: CoreConfig) -> Self {
+        let dns = Arc::new(FakeDns::default());
+        Self::assemble(Arc::new(MemoryStore::new()), Arc::clone(&dns) as Arc<dyn DnsCheck>, dns, config)
+    }
+
+    fn assemble(store: Arc<MemoryStore>, dns: Arc<dyn DnsCheck>, fake: Arc<FakeDns>, config: CoreConfig) -> Self {
         let clock = Arc::new(FixedClock::at(millis(Utc::now())));
-        let core = Tidings::new(
-            Arc::clone(&store) as _,
-            Arc::clone(&clock) as _,
-            Arc::new(SystemRandom),
-            dns,
-            CoreConfig::default(),
-        );
+        let core = Tidings::new(Arc::clone(&store) as _, Arc::clone(&clock) as _, Arc::new(SystemRandom), dns, config);
         Self { core, store, dns: fake, clock }
     }
 

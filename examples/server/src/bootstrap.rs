@@ -4,16 +4,20 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tidings_core::delivery::DeliverySettings;
 use tidings_core::dns_records::RecordPolicy;
 use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
-use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
+use tidings_core::ports::{DnsCheck, DnsError, Mailer, SystemClock, SystemRandom};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, Principal, Tidings};
-use tidings_storage_sled::SledStore;
+use tidings_storage_sled::{SledOptions, SledStore};
+use tidings_transport_smtp::{
+    MxConfig, MxMailer, OutboxMailer, PoolSettings, RelayConfig, RelayEndpoint, RelayMailer, Timeouts,
+};
 
 use crate::ServerError;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Delivery};
 
 /// Opens (creating if needed) the sled store at `<data>/store`.
 pub fn open_store(config: &Config) -> Result<SledStore, ServerError> {
@@ -21,14 +25,15 @@ pub fn open_store(config: &Config) -> Result<SledStore, ServerError> {
     std::fs::create_dir_all(&dir).map_err(|e| {
         ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("cannot create {}: {e}", dir.display())))
     })?;
-    SledStore::open(&dir).map_err(|e| ServerError::Store {
+    let options = SledOptions { cache_capacity_bytes: config.store_cache_bytes };
+    SledStore::open_with(&dir, options).map_err(|e| ServerError::Store {
         path: dir.display().to_string(),
         reason: format!("{e} (only one process may open a store: is a tidings-server already running on it?)"),
     })
 }
 
-/// The resolver of `TIDINGS_DNS_SERVER`, or the system's.
-pub fn dns(config: &Config) -> Result<Arc<dyn DnsCheck>, ServerError> {
+/// The resolver of `TIDINGS_DNS_SERVER`, or the system's (for domain checks and MX lookups).
+pub fn dns(config: &Config) -> Result<Arc<tidings_dns::HickoryDns>, ServerError> {
     let dns = match config.dns_server {
         Some(addr) => tidings_dns::HickoryDns::with_server(addr)
             .map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_DNS_SERVER", None, e.to_string())))?,
@@ -43,6 +48,45 @@ pub fn dns(config: &Config) -> Result<Arc<dyn DnsCheck>, ServerError> {
     Ok(Arc::new(dns))
 }
 
+/// How messages leave: the transport of `TIDINGS_DELIVERY`.
+pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<dyn Mailer>, ServerError> {
+    let bad = |var: &str, e: tidings_transport_smtp::ConfigError| {
+        ServerError::Config(ConfigError::new(var, None, e.to_string()))
+    };
+    Ok(match config.delivery.mode {
+        Delivery::Outbox => {
+            let dir = config.outbox_dir();
+            tracing::info!(dir = %dir.display(), "delivery: outbox (messages are written as .eml files, not sent)");
+            Arc::new(OutboxMailer::new(dir).map_err(|e| bad("TIDINGS_DATA_DIR", e))?)
+        }
+        Delivery::Relay => {
+            // Config guarantees a relay URL with `relay`.
+            let url = config.delivery.smtp_relay.as_ref().ok_or_else(|| {
+                ServerError::Config(ConfigError::new(
+                    "TIDINGS_SMTP_RELAY",
+                    None,
+                    "is required with TIDINGS_DELIVERY=relay",
+                ))
+            })?;
+            let endpoint = RelayEndpoint::from_url(url).map_err(|e| bad("TIDINGS_SMTP_RELAY", e))?;
+            tracing::info!(relay = %endpoint, "delivery: through the relay");
+            // One connection per message the worker sends at once: with fewer, sends queue for
+            // a connection and the relay's round trips cap throughput (bench/README.md).
+            let pool =
+                PoolSettings { max_connections: DeliverySettings::default().concurrency, ..PoolSettings::default() };
+            let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
+            let relay = RelayConfig { pool, timeouts, ..RelayConfig::new(endpoint) };
+            Arc::new(RelayMailer::new(&relay).map_err(|e| bad("TIDINGS_SMTP_RELAY", e))?)
+        }
+        Delivery::Mx => {
+            tracing::info!(port = config.delivery.mx_port, "delivery: direct to each recipient's MX");
+            let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
+            let mx = MxConfig { port: config.delivery.mx_port, timeouts, ..MxConfig::default() };
+            Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?)
+        }
+    })
+}
+
 /// The service on `store` and `dns`, with the configured rules.
 pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tidings {
     let core_config = CoreConfig {
@@ -50,6 +94,9 @@ pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tiding
             .unwrap_or(chrono::Duration::hours(24)),
         allow_private_webhooks: config.webhook_allow_private,
         records: RecordPolicy { spf_mechanism: config.spf_include.clone(), ..RecordPolicy::default() },
+        return_path_domain: config.delivery.return_path_domain.clone(),
+        domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
+            .unwrap_or(chrono::Duration::minutes(10)),
         ..CoreConfig::default()
     };
     Tidings::new(Arc::new(store), Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)

@@ -4,19 +4,25 @@
 //! the variable and where it came from, and never echoes a secret.
 //!
 //! This is the only module that reads the environment (STYLE: no `std::env::var` below it).
-//! Settings for features that later issues build (SMTP relay, delivery, MX port, retry
-//! schedules, public URL, inbound SMTP, return path) are validated now so a deployment learns
-//! of a typo at once, but nothing uses them yet: they live in [`LaterSettings`].
+//! Settings for features that later issues build (webhook retry schedule, public URL, inbound
+//! SMTP) are validated now so a deployment learns of a typo at once, but nothing uses them
+//! yet: they live in [`LaterSettings`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
 use url::Url;
+
+mod parse;
+
+pub use parse::duration;
+use parse::{boolean, byte_size, delivery, log_filter, port, public_url, schedule, smtp_url, socket_addr, spf_terms};
 
 /// Every key, with its default and meaning, for `--help` (and the README table).
 pub const HELP: &str = "\
@@ -35,19 +41,27 @@ environment wins over the file):
   TIDINGS_SPF_INCLUDE          ip4:127.0.0.1   SPF term(s) the domains' SPF record must contain,
                                                e.g. include:_spf.example.net
   TIDINGS_MAX_BODY_BYTES       10MiB           largest request body (bytes, or with KiB/MiB/GiB)
+  TIDINGS_STORE_CACHE          256MiB          sled's page cache: memory grows with the data up to
+                                               about this much, then stays
   TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
   TIDINGS_WEBHOOK_ALLOW_PRIVATE false          allow webhook URLs on private addresses and plain http
   TIDINGS_LOG                  info            log filter, RUST_LOG syntax (e.g. info,tidings_http=debug)
-
-Validated at start but not used yet (the delivery, webhook, tracking and bounce issues use them):
-  TIDINGS_SMTP_RELAY           unset           smtp://[user:pass@]host:port or smtps://...
-  TIDINGS_DELIVERY             outbox|relay    relay, mx or outbox (default relay if a relay is set)
+  TIDINGS_DELIVERY             outbox|relay    relay, mx or outbox (default: relay if a relay is set,
+                                               else outbox: .eml files in <dir>/outbox)
+  TIDINGS_SMTP_RELAY           unset           smtp://[user:pass@]host:port (STARTTLS when offered)
+                                               or smtps://... (implicit TLS)
   TIDINGS_MX_PORT              25              port for direct MX delivery
   TIDINGS_RETRY_SCHEDULE       contract §3     delivery retry delays, e.g. 1s,2s,4s
+  TIDINGS_RETURN_PATH_DOMAIN   unset           domain of the per-message return path
+                                               (bounces+<messageId>@<domain>); unset: the From address
+  TIDINGS_DOMAIN_RECHECK_INTERVAL 10m          how often unverified domains are checked again
+  TIDINGS_SMTP_TIMEOUT         5m              longest one delivery attempt may take (connect 30s,
+                                               each reply 60s, the message 3m, each capped by it)
+
+Validated at start but not used yet (the webhook, tracking and bounce issues use them):
   TIDINGS_WEBHOOK_RETRY_SCHEDULE contract §7   webhook retry delays
   TIDINGS_PUBLIC_URL           https://<listen> base of tracking URLs
   TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint listener
-  TIDINGS_RETURN_PATH_DOMAIN   unset           domain of the per-message return path
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -107,25 +121,34 @@ pub enum Delivery {
     Outbox,
 }
 
+/// How messages are delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryConfig {
+    /// `TIDINGS_DELIVERY`.
+    pub mode: Delivery,
+    /// `TIDINGS_SMTP_RELAY` (may hold a password: never log it whole).
+    pub smtp_relay: Option<Url>,
+    /// `TIDINGS_MX_PORT`.
+    pub mx_port: u16,
+    /// `TIDINGS_RETRY_SCHEDULE` (contract §3's by default).
+    pub retry_schedule: RetrySchedule,
+    /// `TIDINGS_RETURN_PATH_DOMAIN`.
+    pub return_path_domain: Option<DomainName>,
+    /// `TIDINGS_DOMAIN_RECHECK_INTERVAL`.
+    pub domain_recheck_interval: Duration,
+    /// `TIDINGS_SMTP_TIMEOUT`: the longest one delivery attempt may take.
+    pub smtp_timeout: Duration,
+}
+
 /// Settings that later issues implement; validated, not yet used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaterSettings {
-    /// `TIDINGS_SMTP_RELAY` (may hold a password: never log it whole).
-    pub smtp_relay: Option<Url>,
-    /// `TIDINGS_DELIVERY`.
-    pub delivery: Delivery,
-    /// `TIDINGS_MX_PORT`.
-    pub mx_port: u16,
-    /// `TIDINGS_RETRY_SCHEDULE`; `None`: contract §3's.
-    pub retry_schedule: Option<Vec<Duration>>,
     /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE`; `None`: contract §7's.
     pub webhook_retry_schedule: Option<Vec<Duration>>,
     /// `TIDINGS_PUBLIC_URL`; `None`: `https://<listen>`.
     pub public_url: Option<Url>,
     /// `TIDINGS_INBOUND_SMTP_LISTEN`.
     pub inbound_smtp_listen: Option<SocketAddr>,
-    /// `TIDINGS_RETURN_PATH_DOMAIN`.
-    pub return_path_domain: Option<DomainName>,
 }
 
 /// The server's validated configuration.
@@ -145,12 +168,16 @@ pub struct Config {
     pub spf_include: String,
     /// `TIDINGS_MAX_BODY_BYTES`.
     pub max_body_bytes: usize,
+    /// `TIDINGS_STORE_CACHE`: sled's page cache.
+    pub store_cache_bytes: u64,
     /// `TIDINGS_IDEMPOTENCY_WINDOW`.
     pub idempotency_window: Duration,
     /// `TIDINGS_WEBHOOK_ALLOW_PRIVATE` (core already enforces it when webhooks are created).
     pub webhook_allow_private: bool,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
+    /// Delivery.
+    pub delivery: DeliveryConfig,
     /// Settings of later issues.
     pub later: LaterSettings,
 }
@@ -183,6 +210,9 @@ const KEYS: &[&str] = &[
     "TIDINGS_PUBLIC_URL",
     "TIDINGS_INBOUND_SMTP_LISTEN",
     "TIDINGS_RETURN_PATH_DOMAIN",
+    "TIDINGS_DOMAIN_RECHECK_INTERVAL",
+    "TIDINGS_SMTP_TIMEOUT",
+    "TIDINGS_STORE_CACHE",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -290,6 +320,7 @@ impl Config {
         let spf_include =
             s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?.unwrap_or_else(|| DEFAULT_SPF_MECHANISM.to_owned());
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
+        let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
         let idempotency_window =
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
         let webhook_allow_private = s.parse("TIDINGS_WEBHOOK_ALLOW_PRIVATE", boolean)?.unwrap_or(false);
@@ -309,16 +340,24 @@ impl Config {
             (None, Some(_)) => Delivery::Relay,
             (None, None) => Delivery::Outbox,
         };
-        let later = LaterSettings {
+        let delivery = DeliveryConfig {
+            mode: delivery,
             smtp_relay,
-            delivery,
             mx_port: s.parse("TIDINGS_MX_PORT", port)?.unwrap_or(25),
-            retry_schedule: s.parse("TIDINGS_RETRY_SCHEDULE", schedule)?,
+            retry_schedule: s
+                .parse("TIDINGS_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
+                .unwrap_or_default(),
+            return_path_domain: s
+                .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
+            domain_recheck_interval: s
+                .parse("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?
+                .unwrap_or(Duration::from_secs(600)),
+            smtp_timeout: s.parse("TIDINGS_SMTP_TIMEOUT", duration)?.unwrap_or(Duration::from_secs(300)),
+        };
+        let later = LaterSettings {
             webhook_retry_schedule: s.parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", schedule)?,
             public_url: s.parse("TIDINGS_PUBLIC_URL", public_url)?,
             inbound_smtp_listen: s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?,
-            return_path_domain: s
-                .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
         };
         Ok(Self {
             data_dir,
@@ -328,9 +367,11 @@ impl Config {
             dns_server,
             spf_include,
             max_body_bytes,
+            store_cache_bytes,
             idempotency_window,
             webhook_allow_private,
             log,
+            delivery,
             later,
         })
     }
@@ -340,142 +381,15 @@ impl Config {
         self.data_dir.join("store")
     }
 
+    /// Where the outbox transport writes messages.
+    pub fn outbox_dir(&self) -> PathBuf {
+        self.data_dir.join("outbox")
+    }
+
     /// Where a generated certificate is kept.
     pub fn generated_tls_dir(&self) -> PathBuf {
         self.data_dir.join("tls")
     }
-}
-
-fn socket_addr(text: &str) -> Result<SocketAddr, String> {
-    text.parse().map_err(|_| format!("`{text}` is not an IP address and port such as 127.0.0.1:8443 or [::1]:8443"))
-}
-
-fn port(text: &str) -> Result<u16, String> {
-    match text.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!("`{text}` is not a port number (1-65535)")),
-    }
-}
-
-fn boolean(text: &str) -> Result<bool, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(format!("`{text}` is not a boolean (true or false)")),
-    }
-}
-
-/// `90s`, `500ms`, `24h`, `1h30m`, `2d`: one or more number-unit pairs, more than zero in all.
-pub fn duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration such as 500ms, 90s, 15m, 24h or 1h30m");
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            "d" => Duration::from_secs(86_400),
-            _ => return Err(bad()),
-        };
-        rest = &rest[unit_len..];
-        let part = unit.checked_mul(u32::try_from(number).map_err(|_| bad())?).ok_or_else(bad)?;
-        total = total.checked_add(part).ok_or_else(bad)?;
-    }
-    if total.is_zero() {
-        return Err(format!("`{text}` must be longer than zero"));
-    }
-    Ok(total)
-}
-
-/// Comma-separated durations, at least one.
-fn schedule(text: &str) -> Result<Vec<Duration>, String> {
-    text.split(',').map(|part| duration(part.trim())).collect()
-}
-
-/// A byte count, optionally with `KiB`, `MiB` or `GiB`.
-fn byte_size(text: &str) -> Result<usize, String> {
-    let bad = || format!("`{text}` is not a size in bytes such as 1048576, 512KiB or 10MiB");
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let number: usize = text[..split].parse().map_err(|_| bad())?;
-    let unit: usize = match text[split..].trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => return Err(bad()),
-    };
-    match number.checked_mul(unit) {
-        Some(0) => Err(format!("`{text}` must be more than zero")),
-        Some(n) => Ok(n),
-        None => Err(bad()),
-    }
-}
-
-/// SPF terms the generated record asks for. Core appends `~all`, so a qualifier-only
-/// `all` here would end the record early; `v=spf1` would duplicate the version.
-fn spf_terms(text: &str) -> Result<String, String> {
-    const MECHANISMS: &[&str] = &["ip4", "ip6", "include", "a", "mx", "exists", "ptr"];
-    for term in text.split_whitespace() {
-        let bare = term.trim_start_matches(['+', '-', '~', '?']);
-        let name = bare.split([':', '/']).next().unwrap_or_default();
-        let known = MECHANISMS.iter().any(|m| m.eq_ignore_ascii_case(name));
-        if !known || !term.chars().all(|c| c.is_ascii_graphic()) {
-            return Err(format!(
-                "`{term}` is not an SPF mechanism such as include:_spf.example.net, ip4:192.0.2.0/24 or ip6:2001:db8::/32"
-            ));
-        }
-    }
-    Ok(text.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-fn log_filter(text: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(text)
-        .map(|_| text.to_owned())
-        .map_err(|e| format!("`{text}` is not a log filter such as info or info,tidings_http=debug: {e}"))
-}
-
-fn delivery(text: &str) -> Result<Delivery, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "relay" => Ok(Delivery::Relay),
-        "mx" => Ok(Delivery::Mx),
-        "outbox" => Ok(Delivery::Outbox),
-        _ => Err(format!("`{text}` is not one of relay, mx, outbox")),
-    }
-}
-
-/// The relay URL may carry a password, so errors describe it without quoting it.
-fn smtp_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("not a URL such as smtp://user:pass@host:587 ({e})"))?;
-    if !matches!(url.scheme(), "smtp" | "smtps") {
-        return Err(format!("scheme must be smtp or smtps, not {}", url.scheme()));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("must name a host, as in smtp://host:587".to_owned());
-    }
-    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
-        return Err("must be only smtp[s]://[user:pass@]host[:port]".to_owned());
-    }
-    Ok(url)
-}
-
-fn public_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("`{text}` is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
-        return Err(format!("`{text}` must be an http(s) URL with a host"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("`{text}` must not have a query or fragment"));
-    }
-    Ok(url)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
-//! certificate (`tls`), opens the sled store and wires core, DNS and the HTTP adapter
-//! (`bootstrap`), and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
+//! certificate (`tls`), opens the sled store and wires core, DNS, the mail transport and the
+//! HTTP adapter (`bootstrap`), runs the background loops (`workers`: delivery, domain
+//! re-checks, Idempotency-Key purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
 //! calls [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -11,12 +12,15 @@ pub mod cli;
 pub mod config;
 pub mod serve;
 pub mod tls;
+pub mod workers;
 
 use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tidings_core::delivery::{DeliverySettings, DeliveryWorker};
 use tidings_http::{ApiState, HttpConfig, router};
 use tokio::sync::watch;
 
@@ -24,9 +28,6 @@ pub use config::{Config, ConfigError};
 
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// How often expired Idempotency-Keys are purged, and how many per store call.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
-const PURGE_BATCH: usize = 1000;
 
 /// Why the server could not start or an operator command failed.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         "TLS certificate"
     );
     let dns = bootstrap::dns(&config)?;
+    let mailer = bootstrap::mailer(&config, dns.clone())?;
     let store = bootstrap::open_store(&config)?;
     let core = bootstrap::core(&config, store, dns);
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
@@ -104,49 +106,44 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     eprintln!("listening on https://{local}");
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let purger = tokio::spawn(purge_idempotency_keys(core.clone(), stop_rx));
+    let settings = DeliverySettings {
+        schedule: config.delivery.retry_schedule.clone(),
+        // The transports give up on one message after their total timeout; the worker's own
+        // cut-off (and with it the lease) must be longer.
+        send_timeout: config.delivery.smtp_timeout + Duration::from_secs(10),
+        ..DeliverySettings::default()
+    };
+    let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings));
+    // Valid only because sled admits one process (`SledStore::open` locks the directory, see
+    // `bootstrap::open_store`): every lease in the store was taken by a run that is gone, so
+    // its messages need not wait the lease out (minutes). Done before the delivery loop
+    // starts, which is the one claimer of this process. A store that several processes
+    // share must never do this.
+    match worker.release_leases_after_restart(core.clock().now()).await {
+        Ok(0) => {}
+        Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
+        // The leases then end on their own: a reason to warn, not to refuse to start.
+        Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+    }
+    let background = [
+        tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx)),
+    ];
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
     let app = router(ApiState::new(core, http));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
 
     let _ = stop_tx.send(true);
-    let _ = purger.await;
+    for task in background {
+        let _ = task.await;
+    }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;
     // the last drop flushes sled. Connections that outlived the grace period hold a handle
     // until the runtime drops their tasks, which still happens before the process exits.
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
-async fn purge_idempotency_keys(core: tidings_core::usecases::Tidings, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(PURGE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tick.tick() => {}
-        }
-        loop {
-            match core.purge_expired_idempotency_keys(PURGE_BATCH).await {
-                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged expired Idempotency-Keys; more left"),
-                Ok(n) => {
-                    if n > 0 {
-                        tracing::debug!(purged = n, "purged expired Idempotency-Keys");
-                    }
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!("purging expired Idempotency-Keys failed: {e}");
-                    break;
-                }
-            }
-            if *stop.borrow() {
-                return;
-            }
-        }
-    }
 }
 
 /// Registers for SIGTERM and SIGINT now (so a signal that arrives while starting is not

@@ -1,16 +1,15 @@
 //! `/v1/domains`: add, list, get, tracking settings, verify, delete, and the domain's senders
 //! (spec §4, contract §4 and §8).
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{delete, get, post};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus, Sender};
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, UpdateDomainTrackingRequest};
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -220,11 +219,15 @@ pub async fn delete_sender(
 }
 
 /// The domain and sender routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/domains", get(list_domains).post(create_domain))
-        .route("/v1/domains/{id}", get(get_domain).patch(update_domain).delete(delete_domain))
-        .route("/v1/domains/{id}/verify", post(verify_domain))
-        .route("/v1/domains/{id}/senders", get(list_senders).post(create_sender))
-        .route("/v1/domains/{id}/senders/{username}", delete(delete_sender))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/domains", list_domains)
+        .post("/v1/domains", create_domain)
+        .get("/v1/domains/{id}", get_domain)
+        .patch("/v1/domains/{id}", update_domain)
+        .delete("/v1/domains/{id}", delete_domain)
+        .post("/v1/domains/{id}/verify", verify_domain)
+        .get("/v1/domains/{id}/senders", list_senders)
+        .post("/v1/domains/{id}/senders", create_sender)
+        .delete("/v1/domains/{id}/senders/{username}", delete_sender)
 }

@@ -1,15 +1,14 @@
 //! `/v1/keys`: create, list, get, revoke (spec §4, contract §2).
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::ApiKey;
 use tidings_core::usecases::CreateApiKeyRequest;
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -99,8 +98,10 @@ pub async fn revoke_api_key(
 }
 
 /// The key routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/keys", get(list_api_keys).post(create_api_key))
-        .route("/v1/keys/{id}", get(get_api_key).delete(revoke_api_key))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/keys", list_api_keys)
+        .post("/v1/keys", create_api_key)
+        .get("/v1/keys/{id}", get_api_key)
+        .delete("/v1/keys/{id}", revoke_api_key)
 }

@@ -1,16 +1,15 @@
 //! `/v1/messages`: send (with Idempotency-Key and the per-key rate limit), list, get, events
 //! (spec §4, contract §3).
 
-use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{EventDetails, Message, MessageEvent};
-use tidings_core::usecases::{MessageFilters, SendRequest};
+use tidings_core::usecases::{MessageFilters, RateLimitState, SendOutcome, SendRequest};
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -86,7 +85,14 @@ pub async fn send_message(
             ApiError::Core(tidings_core::Error::InvalidIdempotencyKey("Idempotency-Key must be printable ASCII".into()))
         })?),
     };
-    let limit = rate_limit::acquire(&state, &who)?;
+    let limit = match rate_limit::acquire(&state, &who) {
+        Ok(limit) => limit,
+        // A replay takes no token (contract §2): with an empty bucket it is still answered.
+        Err(refused) => match state.core.idempotent_replay(&who, &req, key).await? {
+            Some(outcome) => return Ok(send_response(outcome, None)),
+            None => return Err(refused),
+        },
+    };
     let outcome = match state.core.send_message(&who, req, key).await {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -97,13 +103,20 @@ pub async fn send_message(
     if outcome.replayed {
         state.limiter.refund(who.key_id, who.rate_limit);
     }
+    Ok(send_response(outcome, Some(&limit)))
+}
+
+/// The 201 of a send or a replay, with the rate-limit headers when a token was taken.
+fn send_response(outcome: SendOutcome, limit: Option<&RateLimitState>) -> Response {
     let message = if outcome.replayed { "message already accepted (idempotent replay)" } else { "message queued" };
     let mut response = envelope::success(StatusCode::CREATED, message, MessageResponse::from(outcome.message));
-    rate_limit::insert_headers(response.headers_mut(), &limit);
+    if let Some(limit) = limit {
+        rate_limit::insert_headers(response.headers_mut(), limit);
+    }
     if outcome.replayed {
         response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
-    Ok(response)
+    response
 }
 
 /// `GET /v1/messages?limit&cursor&status&to`.
@@ -141,9 +154,10 @@ pub async fn list_message_events(
 }
 
 /// The message routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/messages", get(list_messages).post(send_message))
-        .route("/v1/messages/{id}", get(get_message))
-        .route("/v1/messages/{id}/events", get(list_message_events))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/messages", list_messages)
+        .post("/v1/messages", send_message)
+        .get("/v1/messages/{id}", get_message)
+        .get("/v1/messages/{id}/events", list_message_events)
 }

@@ -1,30 +1,47 @@
-//! The route table: one module per resource, each with its DTOs and handlers.
+//! The route table: one module per resource, each with its DTOs and handlers, added through
+//! [`table::RouteTable`] so that the served routes can be listed.
 
 mod domains;
 mod keys;
 mod messages;
+mod openapi;
 mod suppressions;
+mod table;
 mod templates;
 mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 
 use crate::{ApiError, ApiState};
 
-/// The whole API under `/v1`, with the envelope on unknown routes (404) and wrong methods
-/// (405), the body limit (413) and the request timeout (503).
-pub fn router(state: ApiState) -> Router {
-    let limit = state.config.max_body_bytes;
-    let timeout = state.config.request_timeout;
-    Router::new()
+/// Every route of the API.
+fn table() -> table::RouteTable {
+    table::RouteTable::default()
         .merge(keys::routes())
         .merge(messages::routes())
         .merge(domains::routes())
         .merge(templates::routes())
         .merge(suppressions::routes())
         .merge(webhooks::routes())
+        .merge(openapi::routes())
+}
+
+/// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
+/// (which is OpenAPI's too). A GET route also answers HEAD; that is not listed.
+pub fn served_routes() -> Vec<(Method, &'static str)> {
+    table().into_parts().1
+}
+
+/// The whole API under `/v1`, with the envelope on unknown routes (404) and wrong methods
+/// (405), the body limit (413) and the request timeout (503).
+pub fn router(state: ApiState) -> Router {
+    let limit = state.config.max_body_bytes;
+    let timeout = state.config.request_timeout;
+    let (routes, _) = table().into_parts();
+    routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

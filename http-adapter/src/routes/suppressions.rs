@@ -1,16 +1,15 @@
 //! `/v1/suppressions`: add, list, get, remove (spec §4, contract §6). The address in the path
 //! is the URL-decoded segment, so `a%2Bb@example.com` names `a+b@example.com`.
 
-use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{Suppression, SuppressionSource};
 use tidings_core::usecases::AddSuppressionRequest;
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -94,8 +93,10 @@ pub async fn delete_suppression(
 }
 
 /// The suppression routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/suppressions", get(list_suppressions).post(add_suppression))
-        .route("/v1/suppressions/{email}", get(get_suppression).delete(delete_suppression))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/suppressions", list_suppressions)
+        .post("/v1/suppressions", add_suppression)
+        .get("/v1/suppressions/{email}", get_suppression)
+        .delete("/v1/suppressions/{email}", delete_suppression)
 }

@@ -1,11 +1,9 @@
 //! `/v1/templates`: create, list, get, rename or switch version, delete, add a version, and
 //! render without sending (spec §4 and §9, contract §5).
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{Template, TemplateVersion};
@@ -14,6 +12,7 @@ use tidings_core::usecases::{
     AddTemplateVersionRequest, CreateTemplateRequest, RenderTemplateRequest, UpdateTemplateRequest,
 };
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -157,10 +156,13 @@ pub async fn render_template(
 }
 
 /// The template routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/templates", get(list_templates).post(create_template))
-        .route("/v1/templates/{id}", get(get_template).patch(update_template).delete(delete_template))
-        .route("/v1/templates/{id}/versions", post(create_template_version))
-        .route("/v1/templates/{id}/render", post(render_template))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/templates", list_templates)
+        .post("/v1/templates", create_template)
+        .get("/v1/templates/{id}", get_template)
+        .patch("/v1/templates/{id}", update_template)
+        .delete("/v1/templates/{id}", delete_template)
+        .post("/v1/templates/{id}/versions", create_template_version)
+        .post("/v1/templates/{id}/render", render_template)
 }

@@ -2,16 +2,15 @@
 //! (spec §4, contract §7). The signing secret appears only in the create and rotate-secret
 //! responses.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use tidings_core::usecases::{CreateWebhookRequest, UpdateWebhookRequest};
 
+use super::table::RouteTable;
 use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
@@ -192,12 +191,15 @@ pub async fn retry_webhook_delivery(
 }
 
 /// The webhook routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
-        .route("/v1/webhooks/{id}", get(get_webhook).patch(update_webhook).delete(delete_webhook))
-        .route("/v1/webhooks/{id}/test", post(test_webhook))
-        .route("/v1/webhooks/{id}/rotate-secret", post(rotate_webhook_secret))
-        .route("/v1/webhooks/{id}/deliveries", get(list_webhook_deliveries))
-        .route("/v1/webhooks/{id}/deliveries/{delivery_id}/retry", post(retry_webhook_delivery))
+pub fn routes() -> RouteTable {
+    RouteTable::default()
+        .get("/v1/webhooks", list_webhooks)
+        .post("/v1/webhooks", create_webhook)
+        .get("/v1/webhooks/{id}", get_webhook)
+        .patch("/v1/webhooks/{id}", update_webhook)
+        .delete("/v1/webhooks/{id}", delete_webhook)
+        .post("/v1/webhooks/{id}/test", test_webhook)
+        .post("/v1/webhooks/{id}/rotate-secret", rotate_webhook_secret)
+        .get("/v1/webhooks/{id}/deliveries", list_webhook_deliveries)
+        .post("/v1/webhooks/{id}/deliveries/{deliveryId}/retry", retry_webhook_delivery)
 }

@@ -6,7 +6,7 @@ use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::ids::{DomainId, SenderId, WorkspaceId};
 use crate::model::{Domain, DomainStatus, RecordStatus, Sender};
 use crate::ports::{PageRequest, Store};
-use crate::testing::fixtures::{domain, domain_name, now, sender, ulid, username};
+use crate::testing::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
 
 pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Store + 'static>(s: Arc<S>) {
     let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
@@ -164,4 +164,39 @@ pub(super) async fn sender_lists_page_newest_first<S: Store + 'static>(s: Arc<S>
     let unknown: PageRequest<SenderId> = PageRequest::first(10);
     let none = s.list_senders(a, DomainId(ulid()), unknown).await.must("list unknown domain");
     assert!(none.items.is_empty() && !none.has_more, "an unknown domain has no senders");
+}
+
+pub(super) async fn domains_to_recheck_are_the_unverified_least_recently_checked<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let t0 = now();
+    let at = |secs| plus_secs(t0, secs);
+    let with = |ws, name: &str, status, created: i64, checked: Option<i64>| Domain {
+        status,
+        created_at: at(created),
+        last_checked_at: checked.map(at),
+        ..domain(ws, name)
+    };
+    let never_checked = with(a, "new.example.com", DomainStatus::Pending, 10, None);
+    let partial = with(b, "partial.example.com", DomainStatus::PartiallyVerified, 0, Some(5));
+    let failed = with(a, "failed.example.com", DomainStatus::Failed, 0, Some(20));
+    let recent = with(a, "recent.example.com", DomainStatus::Failed, 0, Some(100));
+    let verified = with(b, "verified.example.com", DomainStatus::Verified, 0, Some(1));
+    for d in [&never_checked, &partial, &failed, &recent, &verified] {
+        s.insert_domain(d).await.must("insert_domain");
+    }
+    let ids = |found: Vec<Domain>| found.into_iter().map(|d| d.id).collect::<Vec<_>>();
+
+    let due = s.list_domains_to_recheck(at(50), 10).await.must("list_domains_to_recheck");
+    assert_eq!(ids(due), [partial.id, never_checked.id, failed.id], "unverified, checked before t+50, oldest first");
+    let due = s.list_domains_to_recheck(at(50), 2).await.must("list_domains_to_recheck limit 2");
+    assert_eq!(ids(due), [partial.id, never_checked.id], "at most `limit`, the oldest");
+    let due = s.list_domains_to_recheck(at(5), 10).await.must("list_domains_to_recheck at t+5");
+    assert!(due.is_empty(), "a check exactly at the cutoff is not before it: {due:?}");
+    assert!(s.list_domains_to_recheck(at(50), 0).await.must("limit 0").is_empty(), "limit 0");
+
+    let checked = Domain { status: DomainStatus::Verified, last_checked_at: Some(at(30)), ..partial.clone() };
+    s.update_domain(&checked).await.must("update_domain");
+    s.delete_domain(a, failed.id).await.must("delete_domain");
+    let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck after changes");
+    assert_eq!(ids(due), [never_checked.id, recent.id], "verified and deleted domains drop out");
 }

@@ -3,10 +3,10 @@
 //!
 //! Operations cover messages (with and without idempotency keys, keys reused, events through
 //! the state machine including stale and foreign writes, filtered lists walked page by page,
-//! claims), idempotency lookups and purges, suppressions and API keys. Two answers are the
+//! claims, lease releases), idempotency lookups and purges, suppressions and API keys. Two answers are the
 //! same when they are equal, or both the same kind of error. What the contract leaves open is
-//! not asked: a limited claim or purge never cuts through records due (expiring) at the same
-//! instant, and claimed messages are compared in (due time, id) order after checking that
+//! not asked: a limited claim, release or purge never cuts through records due (expiring) at
+//! the same instant, and claimed messages are compared in (due time, id) order after checking that
 //! they come earliest first.
 
 use std::collections::HashMap;
@@ -122,6 +122,10 @@ enum Op {
         lease_secs: u8,
         limit: usize,
     },
+    Release {
+        ahead_secs: i16,
+        limit: usize,
+    },
     InsertSuppression {
         ws: usize,
         to: usize,
@@ -195,6 +199,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (prop_oneof![-5i8..=5, -60i8..=60], 1usize..=2).prop_map(|(ahead_secs, limit)| Op::Purge { ahead_secs, limit }),
         3 => (-30i16..=240, 1u8..=120, 1usize..=6)
             .prop_map(|(ahead_secs, lease_secs, limit)| Op::Claim { ahead_secs, lease_secs, limit }),
+        2 => (-30i16..=120, 1usize..=3).prop_map(|(ahead_secs, limit)| Op::Release { ahead_secs, limit }),
         2 => (ws(), to(), any::<bool>(), reason())
             .prop_map(|(ws, to, shout, reason)| Op::InsertSuppression { ws, to, shout, reason }),
         1 => (any_ws(), to(), any::<bool>()).prop_map(|(ws, to, shout)| Op::DeleteSuppression { ws, to, shout }),
@@ -416,6 +421,7 @@ impl World {
             Op::Claim { ahead_secs, lease_secs, limit } => {
                 self.claim(sut, model, ahead_secs, lease_secs, limit).await?
             }
+            Op::Release { ahead_secs, limit } => self.release(sut, model, ahead_secs, limit).await?,
             Op::InsertSuppression { ws, to, shout, reason } => {
                 let entry = Suppression {
                     id: SuppressionId(ulid()),
@@ -522,6 +528,27 @@ impl World {
         let a = in_due_order(a, "the store under test")?;
         let b = in_due_order(b, "the model")?;
         same(&format!("claim_due_messages(now {now}, limit {limit})"), &a, &b)
+    }
+
+    /// Releases leases on both stores, the limit widened so that it never splits messages
+    /// leased until the same instant; then every message must read the same on both.
+    async fn release(&self, sut: &dyn Store, model: &MemoryStore, ahead_secs: i16, limit: usize) -> Result<(), String> {
+        let now = self.at(i64::from(ahead_secs));
+        let mut leased = Vec::new();
+        for m in &self.messages {
+            let current = model.get_message(m.workspace_id, m.id).await.map_err(|e| format!("model: {e}"))?;
+            let lease = current.filter(|c| c.status.next_attempt_is_lease()).and_then(|c| c.next_attempt_at);
+            leased.extend(lease.filter(|at| *at > now));
+        }
+        leased.sort();
+        let limit = untied(&leased, limit);
+        let (a, b) = both!(sut, model, |st| st.release_message_leases(now, limit));
+        same(&format!("release_message_leases(now {now}, limit {limit})"), &a, &b)?;
+        for m in &self.messages {
+            let (a, b) = both!(sut, model, |st| st.get_message(m.workspace_id, m.id));
+            same(&format!("get_message({}) after release_message_leases", m.id), &a, &b)?;
+        }
+        Ok(())
     }
 }
 

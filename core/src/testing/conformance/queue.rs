@@ -13,7 +13,7 @@ use crate::ports::{CreateOutcome, MessageQuery, PageRequest, Store};
 use crate::testing::fixtures::{event_write, idempotency, idempotency_key, message, new_message, now, plus_secs, ulid};
 
 /// A message of `ws` created at `at` and due then.
-fn message_at(ws: WorkspaceId, at: DateTime<Utc>) -> Message {
+pub(super) fn message_at(ws: WorkspaceId, at: DateTime<Utc>) -> Message {
     let mut m = message(ws, ApiKeyId(ulid()), DomainId(ulid()));
     m.created_at = at;
     m.updated_at = at;

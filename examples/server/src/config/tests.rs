@@ -15,8 +15,12 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.max_body_bytes, 10 * 1024 * 1024);
     assert_eq!(config.idempotency_window, Duration::from_secs(86_400));
     assert_eq!(config.spf_include, DEFAULT_SPF_MECHANISM);
-    assert_eq!(config.later.delivery, Delivery::Outbox);
-    assert_eq!(config.later.mx_port, 25);
+    assert_eq!(config.delivery.mode, Delivery::Outbox);
+    assert_eq!(config.delivery.mx_port, 25);
+    assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
+    assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
+    assert_eq!(config.store_cache_bytes, 256 << 20);
+    assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
 }
 
@@ -30,6 +34,7 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_MAX_BODY_BYTES", "10 MB"),
         ("TIDINGS_MX_PORT", "0"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,,2s"),
+        ("TIDINGS_RETRY_SCHEDULE", "1s,500ms"),
         ("TIDINGS_SMTP_RELAY", "http://relay"),
         ("TIDINGS_DELIVERY", "pigeon"),
         ("TIDINGS_DELIVERY", "relay"),
@@ -37,6 +42,9 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
         ("TIDINGS_LOG", "info,[[["),
         ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
+        ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),
+        ("TIDINGS_SMTP_TIMEOUT", "0s"),
+        ("TIDINGS_STORE_CACHE", "lots"),
         ("TIDINGS_DATABASE_URL", "postgres://localhost/tidings"),
     ] {
         let err = load(&[(var, value)]).unwrap_err();
@@ -58,8 +66,9 @@ fn values_parse() {
     let config = load(&[
         ("TIDINGS_LISTEN", "[::1]:0"),
         ("TIDINGS_MAX_BODY_BYTES", "512KiB"),
+        ("TIDINGS_STORE_CACHE", "128MiB"),
         ("TIDINGS_IDEMPOTENCY_WINDOW", "1h30m"),
-        ("TIDINGS_RETRY_SCHEDULE", "1s, 2s,500ms"),
+        ("TIDINGS_RETRY_SCHEDULE", "1s, 2s,1m30s"),
         ("TIDINGS_SMTP_RELAY", "smtps://u:p@relay.example:465"),
         ("TIDINGS_SPF_INCLUDE", "include:_spf.example.net  ip4:192.0.2.0/24"),
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
@@ -68,12 +77,13 @@ fn values_parse() {
     .unwrap();
     assert_eq!(config.listen.port(), 0);
     assert_eq!(config.max_body_bytes, 512 * 1024);
+    assert_eq!(config.store_cache_bytes, 128 << 20);
     assert_eq!(config.idempotency_window, Duration::from_secs(5400));
     assert_eq!(
-        config.later.retry_schedule,
-        Some(vec![Duration::from_secs(1), Duration::from_secs(2), Duration::from_millis(500)])
+        config.delivery.retry_schedule.delays(),
+        [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(90)]
     );
-    assert_eq!(config.later.delivery, Delivery::Relay);
+    assert_eq!(config.delivery.mode, Delivery::Relay);
     assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
     assert!(config.tls.is_none(), "an empty value counts as unset");
@@ -98,7 +108,7 @@ fn the_environment_wins_over_the_file() {
     let config = Config::load(Some(&path), env).unwrap();
     assert_eq!(config.listen.port(), 9001);
     assert_eq!(config.data_dir, PathBuf::from("/srv/tidings"));
-    assert_eq!(config.later.retry_schedule.map(|s| s.len()), Some(2));
+    assert_eq!(config.delivery.retry_schedule.delays().len(), 2);
 
     std::fs::write(&path, "listen = \"nowhere\"\n").unwrap();
     let err = Config::load(Some(&path), |_| None).unwrap_err();

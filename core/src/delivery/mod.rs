@@ -1,0 +1,16 @@
+//! Delivery: the worker that takes queued messages to the transport ([`worker`]), the one
+//! table that classifies what the transport reports ([`classify`]), the retry schedule
+//! ([`schedule`]), and the worker that POSTs webhook deliveries ([`webhooks`]). The server
+//! drives [`DeliveryWorker::deliver_due`] and [`WebhookWorker::deliver_due`] in loops;
+//! tests call them directly.
+
+pub mod classify;
+pub mod schedule;
+mod signers;
+pub mod webhooks;
+pub mod worker;
+
+pub use classify::{MAX_NAMED_RETRY, Verdict, classify, classify_error, classify_reply, named_retry_delay};
+pub use schedule::{RetrySchedule, ScheduleError};
+pub use webhooks::{WebhookReport, WebhookSettings, WebhookWorker, webhook_retry_schedule};
+pub use worker::{DeliveryReport, DeliverySettings, DeliveryWorker};

@@ -1,0 +1,382 @@
+//! The delivery worker's step function: claim due messages under a lease, and for each
+//! decide, build, sign, hand off and record the outcome (contract §3).
+//!
+//! Per message, in order:
+//! 1. Recipient suppressed now → `Suppressed`, unsent. (A message found in `Sent`, whose
+//!    previous attempt's outcome is unknown after a crash, cannot become `Suppressed`; it
+//!    ends `Failed` with that reason instead.)
+//! 2. Sending domain deleted, or the message cannot be built or signed → `Failed` with the
+//!    reason. (A domain that merely stopped verifying keeps sending: only deletion stops it.)
+//! 3. Record `Sent` (attempt number, `providerMessageId`), then hand the message to the
+//!    [`Mailer`]; classify what it reports ([`classify`]) and record `Delivered`,
+//!    `Deferred` (with `nextAttemptAt`), or `Bounced` (`Hard` after suppressing the address,
+//!    `Soft` for non-address refusals and when the schedule is used up).
+//!
+//! Every change goes through [`Tidings::record_message_event`], so webhooks fan out and the
+//! write is atomic. A `Conflict` before the send (another actor changed the message) leads
+//! to one re-read: if the message is still ours (its lease unchanged) the decision is made
+//! again, else it is skipped. After the send, a conflict skips: the send happened, and
+//! whoever changed the message owns it now.
+//!
+//! Crash safety: a crash after `Sent` leaves the message `Sent` with its lease; when the
+//! lease ends it is claimed again and sent again (`Sent`→`Sent`). On a store only one
+//! process can open, the restarted process need not wait for that:
+//! [`DeliveryWorker::release_leases_after_restart`] makes such messages due at once. Duplicates are possible
+//! only in the window between the receiver's final reply and the durable write of the
+//! outcome (or when the lease ends while an attempt still runs, which the send timeout
+//! prevents). The `Message-ID` is the same on every attempt, so receivers can de-duplicate.
+//!
+//! Leases: all messages of a batch are claimed at once and then processed `concurrency` at
+//! a time, each send bounded by `send_timeout`, so the lease is
+//! `send_timeout × ⌈batch / concurrency⌉` plus a minute for building and storage; it must
+//! outlast the transport's own total timeout, which the `send_timeout` enforces by
+//! cancelling a send that runs longer (it is then retried like a timeout).
+//!
+//! Memory stays flat however long the queue: one batch is in memory at a time, and the
+//! signer cache is bounded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use crate::delivery::classify::{Verdict, classify};
+use crate::delivery::schedule::RetrySchedule;
+use crate::delivery::signers::SignerCache;
+use crate::ids::{EventId, MessageId};
+use crate::model::{BounceType, Domain, EventDetails, EventType, Message, MessageStatus};
+use crate::model::{SuppressionReason, SuppressionSource};
+use crate::outbound::prepare;
+use crate::ports::{Mailer, OutboundEmail, SendError, SendReceipt};
+use crate::state_machine::Happening;
+use crate::usecases::Tidings;
+use crate::{Error, Result};
+
+/// Longest `response` kept in an event's details; SMTP replies can be long.
+const MAX_RESPONSE_CHARS: usize = 1_000;
+/// Leases released per store call at start-up; bounds how long one call holds the store.
+const RELEASE_BATCH: usize = 1_000;
+
+/// How the worker runs.
+#[derive(Debug, Clone)]
+pub struct DeliverySettings {
+    /// Messages claimed per step (at least 1).
+    pub batch_size: usize,
+    /// Sends in flight at once within a step (at least 1).
+    pub concurrency: usize,
+    /// Longest one send may take; a longer one is cancelled and retried. Set it at or above
+    /// the transport's own total timeout for one message.
+    pub send_timeout: Duration,
+    /// Delays between attempts.
+    pub schedule: RetrySchedule,
+    /// Domains whose parsed DKIM keys are kept (at least 1).
+    pub signer_cache_size: usize,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        Self {
+            batch_size: 64,
+            concurrency: 32,
+            send_timeout: Duration::from_secs(180),
+            schedule: RetrySchedule::default(),
+            signer_cache_size: 1_024,
+        }
+    }
+}
+
+impl DeliverySettings {
+    /// How long a claim lasts: long enough for the whole batch at `concurrency` sends at a
+    /// time, each up to `send_timeout`, plus a minute for building, signing and storage.
+    pub fn lease(&self) -> chrono::Duration {
+        let waves = self.batch_size.max(1).div_ceil(self.concurrency.max(1));
+        let busy = self.send_timeout.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
+        chrono::Duration::from_std(busy + Duration::from_secs(60)).unwrap_or(chrono::Duration::days(1))
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    /// Messages claimed.
+    pub claimed: usize,
+    /// Accepted by the receiver.
+    pub delivered: usize,
+    /// Failed temporarily; retried later.
+    pub deferred: usize,
+    /// Refused for the address, which is now suppressed.
+    pub bounced_hard: usize,
+    /// Refused for other reasons, or retries used up.
+    pub bounced_soft: usize,
+    /// Not sent: the recipient is suppressed.
+    pub suppressed: usize,
+    /// Cannot be sent at all.
+    pub failed: usize,
+    /// Left alone because something else changed them meanwhile.
+    pub skipped: usize,
+    /// Messages whose processing hit an error (storage unavailable, ...), with the error;
+    /// they stay leased and are tried again when the lease ends. At most one per claim.
+    pub errors: Vec<(MessageId, String)>,
+}
+
+/// What happened to one claimed message.
+enum Outcome {
+    Delivered,
+    Deferred,
+    Bounced(BounceType),
+    Suppressed,
+    Failed,
+    Skipped,
+}
+
+/// The first half of an attempt: either the message was dealt with without sending, or it
+/// is recorded `Sent` and ready to go.
+enum Start {
+    Done(Outcome),
+    Ready(Box<Message>, OutboundEmail),
+    Conflict,
+}
+
+/// Delivers due messages through a [`Mailer`]. Cheap to share behind an `Arc`; steps may
+/// run concurrently (the store's claims keep them apart).
+pub struct DeliveryWorker {
+    core: Tidings,
+    mailer: Arc<dyn Mailer>,
+    settings: DeliverySettings,
+    signers: Arc<SignerCache>,
+}
+
+impl DeliveryWorker {
+    /// A worker delivering through `mailer` by `settings`, recording through `core`.
+    pub fn new(core: Tidings, mailer: Arc<dyn Mailer>, settings: DeliverySettings) -> Self {
+        let signers = Arc::new(SignerCache::new(settings.signer_cache_size));
+        Self { core, mailer, settings, signers }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &DeliverySettings {
+        &self.settings
+    }
+
+    /// One step: claims up to `batch_size` messages due at `now` (leased until `now` +
+    /// [`DeliverySettings::lease`]) and takes each through one attempt, `concurrency` at a
+    /// time. Fails only if the claim itself fails; per-message errors are in the report.
+    /// Event times come from the service's clock.
+    pub async fn deliver_due(&self, now: DateTime<Utc>) -> Result<DeliveryReport> {
+        let lease_until = now + self.settings.lease();
+        let claimed = self.core.store().claim_due_messages(now, lease_until, self.settings.batch_size.max(1)).await?;
+        let mut report = DeliveryReport { claimed: claimed.len(), ..DeliveryReport::default() };
+        let mut outcomes = futures::stream::iter(claimed)
+            .map(|message| async move { (message.id, self.deliver_one(message, lease_until).await) })
+            .buffer_unordered(self.settings.concurrency.max(1));
+        while let Some((id, outcome)) = outcomes.next().await {
+            match outcome {
+                Ok(Outcome::Delivered) => report.delivered += 1,
+                Ok(Outcome::Deferred) => report.deferred += 1,
+                Ok(Outcome::Bounced(BounceType::Hard)) => report.bounced_hard += 1,
+                Ok(Outcome::Bounced(BounceType::Soft)) => report.bounced_soft += 1,
+                Ok(Outcome::Suppressed) => report.suppressed += 1,
+                Ok(Outcome::Failed) => report.failed += 1,
+                Ok(Outcome::Skipped) => report.skipped += 1,
+                Err(e) => report.errors.push((id, e.to_string())),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Makes the messages that the previous run of this process left claimed (`Queued` or
+    /// `Sent` under a lease, after a crash or a shutdown that dropped in-flight sends) due at
+    /// `now`, so that the first step retries them instead of waiting for their leases to
+    /// end; returns how many. Calls [`MessageStore::release_message_leases`] in batches until
+    /// one comes back short.
+    ///
+    /// Only for a store that one process alone can open, before this process's first
+    /// [`Self::deliver_due`]: on a store that several processes share it would take messages
+    /// away from live workers, which would then send them twice.
+    ///
+    /// [`MessageStore::release_message_leases`]: crate::ports::MessageStore::release_message_leases
+    pub async fn release_leases_after_restart(&self, now: DateTime<Utc>) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let released = self.core.store().release_message_leases(now, RELEASE_BATCH).await?;
+            total += released;
+            if released < RELEASE_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn deliver_one(&self, claimed: Message, lease_until: DateTime<Utc>) -> Result<Outcome> {
+        let mut message = claimed;
+        let mut reread = false;
+        let (sent, email) = loop {
+            match self.start_attempt(&message).await? {
+                Start::Done(outcome) => return Ok(outcome),
+                Start::Ready(sent, email) => break (sent, email),
+                Start::Conflict if !reread => {
+                    reread = true;
+                    match self.core.store().get_message(message.workspace_id, message.id).await? {
+                        Some(fresh) if fresh.next_attempt_at == Some(lease_until) => message = fresh,
+                        _ => return Ok(Outcome::Skipped),
+                    }
+                }
+                Start::Conflict => return Ok(Outcome::Skipped),
+            }
+        };
+        let result = match tokio::time::timeout(self.settings.send_timeout, self.mailer.send(&email)).await {
+            Ok(result) => result,
+            Err(_) => {
+                Err(SendError::Unreachable { reason: format!("no answer within {:?}", self.settings.send_timeout) })
+            }
+        };
+        self.record_outcome(&sent, &result).await
+    }
+
+    /// Steps 1–3 of the module docs, up to and including the `Sent` event.
+    async fn start_attempt(&self, message: &Message) -> Result<Start> {
+        use MessageStatus as S;
+        if !matches!(message.status, S::Queued | S::Scheduled | S::Deferred | S::Sent) {
+            return Ok(Start::Done(Outcome::Skipped));
+        }
+        let store = self.core.store();
+        if store.get_suppression(message.workspace_id, &message.to).await?.is_some() {
+            return if message.status == S::Sent {
+                let reason = "the recipient was suppressed after an attempt whose outcome is unknown";
+                self.finish(message, EventType::Failed, response(reason), Outcome::Failed).await
+            } else {
+                self.finish(message, EventType::Suppressed, EventDetails::default(), Outcome::Suppressed).await
+            };
+        }
+        let Some(domain) = store.get_domain(message.workspace_id, message.domain_id).await? else {
+            let details = response("the sending domain was deleted");
+            return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
+        };
+        let email = match self.prepare(message, domain).await? {
+            Ok(email) => email,
+            Err(reason) => return self.finish(message, EventType::Failed, response(&reason), Outcome::Failed).await,
+        };
+        let details = EventDetails { attempt: Some(message.attempts.saturating_add(1)), ..EventDetails::default() };
+        let sent = happening(&self.core, EventType::Sent, details, Some(email.provider_message_id.clone()), None);
+        Ok(match self.record(message, sent).await? {
+            Some(sent) => Start::Ready(Box::new(sent), email),
+            None => Start::Conflict,
+        })
+    }
+
+    /// Builds and signs off the async executor (an RSA signature, and a key parse on a cache
+    /// miss). The inner error is the reason the message fails.
+    async fn prepare(&self, message: &Message, domain: Domain) -> Result<std::result::Result<OutboundEmail, String>> {
+        let signers = Arc::clone(&self.signers);
+        let message = message.clone();
+        let return_path = self.core.config().return_path_domain.clone();
+        tokio::task::spawn_blocking(move || {
+            let signer = signers.get_or_create(&domain).map_err(|e| e.to_string())?;
+            prepare(&message, &domain, &signer, return_path.as_ref()).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("building the message did not finish: {e}")))
+    }
+
+    async fn record_outcome(
+        &self,
+        sent: &Message,
+        result: &std::result::Result<SendReceipt, SendError>,
+    ) -> Result<Outcome> {
+        let mut details = reply_details(result);
+        details.attempt = Some(sent.attempts);
+        let (event_type, next_attempt_at, outcome) = match classify(result) {
+            Verdict::Delivered => (EventType::Delivered, None, Outcome::Delivered),
+            Verdict::Retry { not_before } => match self.settings.schedule.delay_after(sent.attempts) {
+                Some(delay) => {
+                    let wait = delay.max(not_before.unwrap_or_default());
+                    let at = self.core.clock().now()
+                        + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::days(30));
+                    details.next_attempt_at = Some(at);
+                    (EventType::Deferred, Some(at), Outcome::Deferred)
+                }
+                None => {
+                    details.bounce_type = Some(BounceType::Soft);
+                    (EventType::Bounced, None, Outcome::Bounced(BounceType::Soft))
+                }
+            },
+            Verdict::Bounce(kind) => {
+                if kind == BounceType::Hard {
+                    // Suppress first: if the process dies before the event is written, the
+                    // address is still protected (the message then ends Failed on re-claim).
+                    let (ws, to) = (sent.workspace_id, &sent.to);
+                    let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
+                    self.core.suppress_automatically(ws, to, reason, source, Some(sent.id)).await?;
+                }
+                details.bounce_type = Some(kind);
+                (EventType::Bounced, None, Outcome::Bounced(kind))
+            }
+        };
+        let event = happening(&self.core, event_type, details, None, next_attempt_at);
+        Ok(match self.record(sent, event).await? {
+            Some(_) => outcome,
+            None => Outcome::Skipped,
+        })
+    }
+
+    /// Records an event that ends this step's work on the message without a send.
+    async fn finish(
+        &self,
+        message: &Message,
+        event_type: EventType,
+        details: EventDetails,
+        outcome: Outcome,
+    ) -> Result<Start> {
+        let event = happening(&self.core, event_type, details, None, None);
+        Ok(match self.record(message, event).await? {
+            Some(_) => Start::Done(outcome),
+            None => Start::Conflict,
+        })
+    }
+
+    /// Records `event`; `None` if the message changed meanwhile or is gone.
+    async fn record(&self, message: &Message, event: Happening) -> Result<Option<Message>> {
+        match self.core.record_message_event(message, event).await {
+            Ok((next, _)) => Ok(Some(next)),
+            Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn happening(
+    core: &Tidings,
+    event_type: EventType,
+    details: EventDetails,
+    provider_message_id: Option<String>,
+    next_attempt_at: Option<DateTime<Utc>>,
+) -> Happening {
+    let at = core.clock().now();
+    Happening {
+        event_id: EventId::new_at(at, &*core.random),
+        event_type,
+        at,
+        details,
+        provider_message_id,
+        next_attempt_at,
+    }
+}
+
+fn response(text: &str) -> EventDetails {
+    EventDetails { response: Some(text.to_owned()), ..EventDetails::default() }
+}
+
+/// `smtpCode`, `enhancedCode` and `response` of what the transport reported.
+fn reply_details(result: &std::result::Result<SendReceipt, SendError>) -> EventDetails {
+    let (reply, text) = match result {
+        Ok(receipt) => (Some(&receipt.reply), receipt.reply.text.clone()),
+        Err(SendError::Rejected { reply, .. }) => (Some(reply), reply.text.clone()),
+        Err(other) => (None, other.to_string()),
+    };
+    EventDetails {
+        smtp_code: reply.map(|r| r.code),
+        enhanced_code: reply.and_then(|r| r.enhanced).map(|e| e.to_string()),
+        response: Some(text.chars().take(MAX_RESPONSE_CHARS).collect()),
+        ..EventDetails::default()
+    }
+}

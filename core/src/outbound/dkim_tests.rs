@@ -1,0 +1,127 @@
+use super::*;
+use crate::domain_name::DomainName;
+use crate::email::DisplayName;
+use crate::outbound::test_support::{message_from, signing_domain};
+use crate::outbound::{PrepareError, build_message, prepare};
+use crate::secret::Secret;
+use crate::testing::dkim::{DkimCheck, verify_dkim};
+
+/// The `DKIM-Signature` header fields of `raw`, unfolded, in order.
+fn signature_headers(raw: &[u8]) -> Vec<String> {
+    let text = std::str::from_utf8(raw).unwrap();
+    let head = text.split("\r\n\r\n").next().unwrap();
+    let mut fields: Vec<String> = Vec::new();
+    for line in head.split("\r\n") {
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = fields.last_mut() {
+                last.push_str(line.trim());
+            }
+        } else {
+            fields.push(line.to_owned());
+        }
+    }
+    fields.into_iter().filter(|f| f.to_ascii_lowercase().starts_with("dkim-signature:")).collect()
+}
+
+fn tag<'a>(field: &'a str, name: &str) -> Option<&'a str> {
+    let value = field.split_once(':')?.1;
+    value.split(';').map(str::trim).find_map(|t| t.strip_prefix(name)?.strip_prefix('='))
+}
+
+fn both_pass(checks: &[DkimCheck], domain: &Domain) {
+    let selectors: Vec<&str> = checks.iter().map(|c| c.selector.as_str()).collect();
+    assert_eq!(selectors, [domain.dkim.rsa_selector.as_str(), domain.dkim.ed25519_selector.as_str()]);
+    let algorithms: Vec<&str> = checks.iter().map(|c| c.algorithm.as_str()).collect();
+    assert_eq!(algorithms, ["rsa-sha256", "ed25519-sha256"]);
+    assert!(checks.iter().all(DkimCheck::passed), "{checks:?}");
+}
+
+#[tokio::test]
+async fn both_signatures_of_a_multipart_message_verify_against_the_published_records() {
+    let domain = signing_domain("acme.example.com");
+    let built = build_message(&message_from(&domain), &domain).unwrap();
+    let signer = DomainSigner::new(&domain).unwrap();
+
+    let signed = signer.sign(&built.raw).unwrap();
+
+    assert!(signed.ends_with(&built.raw), "the signatures are prepended to the message as built");
+    let fields = signature_headers(&signed);
+    assert_eq!(fields.len(), 2);
+    for (field, algorithm, selector) in [
+        (&fields[0], "rsa-sha256", &domain.dkim.rsa_selector),
+        (&fields[1], "ed25519-sha256", &domain.dkim.ed25519_selector),
+    ] {
+        assert_eq!(tag(field, "a"), Some(algorithm));
+        assert_eq!(tag(field, "s"), Some(selector.as_str()));
+        assert_eq!(tag(field, "d"), Some("acme.example.com"));
+        assert_eq!(tag(field, "c"), Some("relaxed/relaxed"));
+        let signed_headers: Vec<String> =
+            tag(field, "h").unwrap().split(':').map(|h| h.trim().to_ascii_lowercase()).collect();
+        for required in ["from", "to", "subject", "date", "message-id", "mime-version", "content-type"] {
+            assert!(signed_headers.iter().any(|h| h == required), "{algorithm} covers {required}: {signed_headers:?}");
+        }
+    }
+    both_pass(&verify_dkim(&signed, &domain.records).await, &domain);
+}
+
+#[tokio::test]
+async fn a_non_ascii_single_part_message_verifies() {
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.subject = "Ihre Bestellung ist unterwegs – Größe M ✓".to_owned();
+    message.from.display_name = Some(DisplayName::parse("Ünal Çelik").unwrap());
+    message.html = None;
+    message.text = Some("Grüße,\n\nIhr Paket (№ 4711) kommt morgen.\n\n\n".to_owned());
+    let signer = DomainSigner::new(&domain).unwrap();
+
+    let signed = signer.sign(&build_message(&message, &domain).unwrap().raw).unwrap();
+
+    both_pass(&verify_dkim(&signed, &domain.records).await, &domain);
+}
+
+#[tokio::test]
+async fn a_changed_subject_or_body_breaks_both_signatures() {
+    let domain = signing_domain("acme.example.com");
+    let signer = DomainSigner::new(&domain).unwrap();
+    let signed = signer.sign(&build_message(&message_from(&domain), &domain).unwrap().raw).unwrap();
+    let text = String::from_utf8(signed).unwrap();
+
+    for tampered in [text.replace("Subject: Your invoice", "Subject: Your invoice!"), text.replace("Thanks", "Thank")] {
+        assert_ne!(tampered, text);
+        let checks = verify_dkim(tampered.as_bytes(), &domain.records).await;
+        assert_eq!(checks.len(), 2);
+        assert!(checks.iter().all(|c| !c.passed()), "{checks:?}");
+    }
+}
+
+#[tokio::test]
+async fn prepare_signs_and_addresses_the_message() {
+    let domain = signing_domain("acme.example.com");
+    let message = message_from(&domain);
+    let signer = DomainSigner::new(&domain).unwrap();
+    let bounces = DomainName::parse("bounces.tidings.example").unwrap();
+
+    let email = prepare(&message, &domain, &signer, Some(&bounces)).unwrap();
+
+    assert_eq!(email.message_id, message.id);
+    assert_eq!(email.provider_message_id, format!("{}@acme.example.com", message.id));
+    assert_eq!(email.envelope_to, message.to);
+    assert_eq!(email.envelope_from.domain().as_str(), "bounces.tidings.example");
+    both_pass(&verify_dkim(&email.raw, &domain.records).await, &domain);
+
+    let other = DomainSigner::new(&signing_domain("other.example.com")).unwrap();
+    assert_eq!(prepare(&message, &domain, &other, None), Err(PrepareError::WrongSigner));
+}
+
+#[test]
+fn unusable_keys_are_an_error_not_a_panic() {
+    let mut domain = signing_domain("acme.example.com");
+    domain.dkim.rsa_private_pkcs8 = Secret::new(vec![0x30, 0x03, 1, 2, 3]);
+    let error = DomainSigner::new(&domain).unwrap_err();
+    assert!(matches!(error, DkimKeyError::InvalidPrivateKey { algorithm: "RSA-2048", .. }), "{error:?}");
+
+    let mut domain = signing_domain("acme.example.com");
+    domain.dkim.ed25519_private_pkcs8 = Secret::new(Vec::new());
+    let error = DomainSigner::new(&domain).unwrap_err();
+    assert!(matches!(error, DkimKeyError::InvalidPrivateKey { algorithm: "Ed25519", .. }), "{error:?}");
+}

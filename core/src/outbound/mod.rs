@@ -1,0 +1,59 @@
+//! What leaves Tidings for one delivery attempt: the RFC 5322 message ([`build`]), its two
+//! DKIM signatures ([`dkim`]) and its envelope (contract §3, §4, §8). Pure functions of the
+//! stored message and domain; the delivery worker calls [`prepare`] and hands the result to
+//! a [`Mailer`](crate::ports::Mailer).
+
+pub mod build;
+pub mod dkim;
+#[cfg(test)]
+pub(crate) mod test_support;
+
+use std::sync::Arc;
+
+pub use build::{
+    BuildError, BuiltMessage, RETURN_PATH_PREFIX, build_message, clean_subject, envelope_sender,
+    message_id_from_return_path, provider_message_id,
+};
+pub use dkim::{DomainSigner, SIGNED_HEADERS, SignError};
+
+use crate::domain_name::DomainName;
+use crate::model::{Domain, Message};
+use crate::ports::OutboundEmail;
+
+/// Why a message could not be prepared for the wire; it ends `Failed` with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    /// Building the MIME failed.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Signing failed.
+    #[error(transparent)]
+    Sign(#[from] SignError),
+    /// The signer given is for another domain.
+    #[error("the DKIM signer given is for another domain than the message's")]
+    WrongSigner,
+}
+
+/// Builds, signs and addresses `message` from `domain` with `signer` (the domain's). The
+/// envelope sender is the per-message return path when `return_path_domain` is set
+/// ([`envelope_sender`]). CPU-bound (one RSA signature): call it off the async executor when
+/// that matters.
+pub fn prepare(
+    message: &Message,
+    domain: &Domain,
+    signer: &DomainSigner,
+    return_path_domain: Option<&DomainName>,
+) -> Result<OutboundEmail, PrepareError> {
+    if signer.domain_id() != domain.id {
+        return Err(PrepareError::WrongSigner);
+    }
+    let built = build_message(message, domain)?;
+    let signed = signer.sign(&built.raw)?;
+    Ok(OutboundEmail {
+        message_id: message.id,
+        provider_message_id: built.provider_message_id,
+        envelope_from: envelope_sender(message, return_path_domain),
+        envelope_to: message.to.clone(),
+        raw: Arc::from(signed),
+    })
+}

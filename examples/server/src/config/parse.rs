@@ -1,0 +1,141 @@
+//! Parsers of the setting texts: each returns the value or the reason it is unusable (the
+//! caller adds the variable's name and origin).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use url::Url;
+
+use super::Delivery;
+
+pub(super) fn socket_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| format!("`{text}` is not an IP address and port such as 127.0.0.1:8443 or [::1]:8443"))
+}
+
+pub(super) fn port(text: &str) -> Result<u16, String> {
+    match text.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("`{text}` is not a port number (1-65535)")),
+    }
+}
+
+pub(super) fn boolean(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(format!("`{text}` is not a boolean (true or false)")),
+    }
+}
+
+/// `90s`, `500ms`, `24h`, `1h30m`, `2d`: one or more number-unit pairs, more than zero in all.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration such as 500ms, 90s, 15m, 24h or 1h30m");
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            "d" => Duration::from_secs(86_400),
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+        let part = unit.checked_mul(u32::try_from(number).map_err(|_| bad())?).ok_or_else(bad)?;
+        total = total.checked_add(part).ok_or_else(bad)?;
+    }
+    if total.is_zero() {
+        return Err(format!("`{text}` must be longer than zero"));
+    }
+    Ok(total)
+}
+
+/// Comma-separated durations, at least one.
+pub(super) fn schedule(text: &str) -> Result<Vec<Duration>, String> {
+    text.split(',').map(|part| duration(part.trim())).collect()
+}
+
+/// A byte count, optionally with `KiB`, `MiB` or `GiB`.
+pub(super) fn byte_size(text: &str) -> Result<usize, String> {
+    let bad = || format!("`{text}` is not a size in bytes such as 1048576, 512KiB or 10MiB");
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let number: usize = text[..split].parse().map_err(|_| bad())?;
+    let unit: usize = match text[split..].trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    match number.checked_mul(unit) {
+        Some(0) => Err(format!("`{text}` must be more than zero")),
+        Some(n) => Ok(n),
+        None => Err(bad()),
+    }
+}
+
+/// SPF terms the generated record asks for. Core appends `~all`, so a qualifier-only
+/// `all` here would end the record early; `v=spf1` would duplicate the version.
+pub(super) fn spf_terms(text: &str) -> Result<String, String> {
+    const MECHANISMS: &[&str] = &["ip4", "ip6", "include", "a", "mx", "exists", "ptr"];
+    for term in text.split_whitespace() {
+        let bare = term.trim_start_matches(['+', '-', '~', '?']);
+        let name = bare.split([':', '/']).next().unwrap_or_default();
+        let known = MECHANISMS.iter().any(|m| m.eq_ignore_ascii_case(name));
+        if !known || !term.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(format!(
+                "`{term}` is not an SPF mechanism such as include:_spf.example.net, ip4:192.0.2.0/24 or ip6:2001:db8::/32"
+            ));
+        }
+    }
+    Ok(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+pub(super) fn log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("`{text}` is not a log filter such as info or info,tidings_http=debug: {e}"))
+}
+
+pub(super) fn delivery(text: &str) -> Result<Delivery, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "relay" => Ok(Delivery::Relay),
+        "mx" => Ok(Delivery::Mx),
+        "outbox" => Ok(Delivery::Outbox),
+        _ => Err(format!("`{text}` is not one of relay, mx, outbox")),
+    }
+}
+
+/// The relay URL may carry a password, so errors describe it without quoting it.
+pub(super) fn smtp_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|e| format!("not a URL such as smtp://user:pass@host:587 ({e})"))?;
+    if !matches!(url.scheme(), "smtp" | "smtps") {
+        return Err(format!("scheme must be smtp or smtps, not {}", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("must name a host, as in smtp://host:587".to_owned());
+    }
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err("must be only smtp[s]://[user:pass@]host[:port]".to_owned());
+    }
+    Ok(url)
+}
+
+pub(super) fn public_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|e| format!("`{text}` is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
+        return Err(format!("`{text}` must be an http(s) URL with a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("`{text}` must not have a query or fragment"));
+    }
+    Ok(url)
+}

@@ -1,0 +1,128 @@
+//! The background loops: delivery, domain re-checks and the Idempotency-Key purge. Each
+//! calls a step function of core (which tests call directly) and sleeps when there is nothing
+//! to do; each stops when the shutdown channel says so.
+//!
+//! Delivery is at-least-once: a step cut short by shutdown leaves its claimed messages leased,
+//! and the next start (or another step, once the lease ends) picks them up again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidings_core::delivery::DeliveryWorker;
+use tidings_core::usecases::Tidings;
+use tokio::sync::watch;
+
+/// How long an idle delivery loop waits before looking for due messages again. A send is
+/// picked up at most this long after it was accepted.
+const DELIVERY_IDLE_POLL: Duration = Duration::from_millis(200);
+/// How long a failing store is left alone before the next delivery step.
+const DELIVERY_ERROR_BACKOFF: Duration = Duration::from_secs(2);
+/// How long in-flight sends may finish after shutdown is asked for, before they are dropped
+/// (their messages stay leased and are sent again after a restart).
+const DELIVERY_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Domains checked per re-check pass.
+const RECHECK_BATCH: usize = 50;
+/// How often expired Idempotency-Keys are purged, and how many per store call.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+const PURGE_BATCH: usize = 1000;
+
+/// Runs delivery steps until `stop` turns true: at once again while steps find full batches,
+/// else after [`DELIVERY_IDLE_POLL`].
+pub async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop: watch::Receiver<bool>) {
+    let batch = worker.settings().batch_size;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let step = worker.deliver_due(core.clock().now());
+        tokio::pin!(step);
+        let result = tokio::select! {
+            result = &mut step => result,
+            _ = stop.changed() => {
+                match tokio::time::timeout(DELIVERY_SHUTDOWN_GRACE, &mut step).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        tracing::warn!("shutdown: dropped in-flight deliveries; they are retried after the restart");
+                        return;
+                    }
+                }
+            }
+        };
+        let pause = match result {
+            Ok(report) => {
+                for (message, error) in &report.errors {
+                    tracing::warn!(%message, "delivery step failed for a message: {error}");
+                }
+                if report.claimed > 0 {
+                    tracing::debug!(?report, "delivery step");
+                }
+                if report.claimed >= batch { Duration::ZERO } else { DELIVERY_IDLE_POLL }
+            }
+            Err(e) => {
+                tracing::warn!("delivery step failed: {e}");
+                DELIVERY_ERROR_BACKOFF
+            }
+        };
+        if !pause.is_zero() {
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}
+
+/// Every `interval / 4` (at least each second, at most each minute), re-checks the DNS of
+/// domains not yet Verified whose last check is older than `interval` (core decides which).
+pub async fn recheck_domains(core: Tidings, interval: Duration, mut stop: watch::Receiver<bool>) {
+    let every = (interval / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        match core.recheck_domains(core.clock().now(), RECHECK_BATCH).await {
+            Ok(report) => {
+                for (domain, error) in &report.errors {
+                    tracing::warn!(%domain, "domain re-check could not be stored: {error}");
+                }
+                if report.checked > 0 {
+                    tracing::info!(checked = report.checked, verified = report.verified, "re-checked domains");
+                }
+            }
+            Err(e) => tracing::warn!("domain re-check failed: {e}"),
+        }
+    }
+}
+
+/// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
+pub async fn purge_idempotency_keys(core: Tidings, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(PURGE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        loop {
+            match core.purge_expired_idempotency_keys(PURGE_BATCH).await {
+                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged expired Idempotency-Keys; more left"),
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(purged = n, "purged expired Idempotency-Keys");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("purging expired Idempotency-Keys failed: {e}");
+                    break;
+                }
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+}

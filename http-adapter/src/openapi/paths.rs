@@ -1,0 +1,239 @@
+//! Every operation of the API, in the order of `routes/`, with what is particular to it;
+//! [`super::Op::build`] adds the responses and parameters operations of its kind share. The
+//! `operationId` is the handler's name.
+
+use serde_json::{Value, json};
+
+use super::components::schema_ref;
+use super::responses::rate_limit_headers;
+use super::{Op, op};
+
+/// A query parameter of type `schema`.
+fn query(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+}
+
+/// All operations.
+pub fn operations() -> Vec<Op> {
+    let mut all = Vec::new();
+    all.extend(keys());
+    all.extend(messages());
+    all.extend(domains());
+    all.extend(templates());
+    all.extend(suppressions());
+    all.extend(webhooks());
+    all.push(
+        op("get", "/v1/openapi.json", "get_openapi_document", "meta", "This OpenAPI document")
+            .describe("The document itself, not wrapped in the envelope; no authentication.")
+            .public()
+            .document_response(),
+    );
+    all
+}
+
+impl Op {
+    /// The 200 of the document endpoint: the document itself.
+    fn document_response(mut self) -> Self {
+        let schema = json!({
+            "type": "object",
+            "required": ["openapi", "info", "paths"],
+            "properties": { "openapi": { "type": "string", "pattern": "^3\\.1\\.\\d+$" } },
+        });
+        let response =
+            json!({ "description": "this document", "content": { "application/json": { "schema": schema } } });
+        self.responses.insert("200".into(), response);
+        self
+    }
+}
+
+fn keys() -> Vec<Op> {
+    vec![
+        op("get", "/v1/keys", "list_api_keys", "keys", "List the workspace's keys that are not revoked, newest first")
+            .list("ApiKey")
+            .management(),
+        op("post", "/v1/keys", "create_api_key", "keys", "Create a key; its plaintext is returned this once")
+            .body("CreateApiKeyRequest")
+            .success(201, "the key, with `plaintextKey`", schema_ref("CreatedApiKey"))
+            .management(),
+        op("get", "/v1/keys/{id}", "get_api_key", "keys", "Retrieve a key (a revoked key is not found)")
+            .success(200, "the key", schema_ref("ApiKey"))
+            .management(),
+        op("delete", "/v1/keys/{id}", "revoke_api_key", "keys", "Revoke a key; it fails from the next request on")
+            .deleted("revoked")
+            .management(),
+    ]
+}
+
+fn messages() -> Vec<Op> {
+    let statuses = schema_ref("MessageStatus");
+    vec![
+        op("get", "/v1/messages", "list_messages", "messages", "List messages, newest first")
+            .describe("A `send` key sees only the messages it sent.")
+            .list("Message")
+            .parameter(query("status", "only messages in this status", statuses))
+            .parameter(query("to", "only messages to this address", json!({ "type": "string" }))),
+        op("post", "/v1/messages", "send_message", "messages", "Send an email: stored durably and queued")
+            .describe(
+                "Give `html`, `text` or a template. Takes one token of the key's send rate; a rejected \
+                 send or an idempotent replay gives it back.",
+            )
+            .parameter(json!({ "$ref": "#/components/parameters/IdempotencyKey" }))
+            .body("SendMessageRequest")
+            .success(201, "the queued message (or, for a replay, the original one)", schema_ref("Message"))
+            .headers(201, {
+                let mut headers = rate_limit_headers(false);
+                headers.insert(
+                    "Idempotent-Replayed".into(),
+                    json!({
+                        "description": "present when an earlier request with this Idempotency-Key created the message",
+                        "schema": { "type": "string", "enum": ["true"] },
+                    }),
+                );
+                headers
+            })
+            .fails(400, "SendBadRequest")
+            .fails(403, "DomainNotAllowed")
+            .fails(409, "IdempotencyKeyReused")
+            .fails(422, "SendUnprocessable")
+            .fails(429, "SendTooManyRequests"),
+        op("get", "/v1/messages/{id}", "get_message", "messages", "Retrieve a message with its current status")
+            .describe("A `send` key gets 404 for a message another key sent.")
+            .success(200, "the message", schema_ref("Message")),
+        op("get", "/v1/messages/{id}/events", "list_message_events", "messages", "A message's timeline, oldest first")
+            .list("MessageEvent"),
+    ]
+}
+
+fn domains() -> Vec<Op> {
+    vec![
+        op("get", "/v1/domains", "list_domains", "domains", "List sending domains, newest first")
+            .list("Domain")
+            .management(),
+        op("post", "/v1/domains", "create_domain", "domains", "Add a domain: Pending, with the records to publish")
+            .body("AddDomainRequest")
+            .success(201, "the domain", schema_ref("Domain"))
+            .management()
+            .fails(409, "Conflict"),
+        op("get", "/v1/domains/{id}", "get_domain", "domains", "Retrieve a domain with per-record status")
+            .success(200, "the domain", schema_ref("Domain"))
+            .management(),
+        op("patch", "/v1/domains/{id}", "update_domain", "domains", "Switch open and click tracking")
+            .body("UpdateDomainRequest")
+            .success(200, "the domain", schema_ref("Domain"))
+            .management(),
+        op("delete", "/v1/domains/{id}", "delete_domain", "domains", "Delete a domain and its senders")
+            .deleted("deleted")
+            .management(),
+        op("post", "/v1/domains/{id}/verify", "verify_domain", "domains", "Check the DNS records now")
+            .describe("Records that are not found are an outcome (`Failed`), not an error.")
+            .success(200, "the domain with the outcome of the check", schema_ref("Domain"))
+            .management(),
+        op("get", "/v1/domains/{id}/senders", "list_senders", "domains", "List the domain's senders, newest first")
+            .list("Sender")
+            .management(),
+        op("post", "/v1/domains/{id}/senders", "create_sender", "domains", "Register a sender on a Verified domain")
+            .body("AddSenderRequest")
+            .success(201, "the sender", schema_ref("Sender"))
+            .management()
+            .fails(409, "Conflict")
+            .fails(422, "SenderUnprocessable"),
+        op("delete", "/v1/domains/{id}/senders/{username}", "delete_sender", "domains", "Remove a sender")
+            .deleted("removed")
+            .management(),
+    ]
+}
+
+fn templates() -> Vec<Op> {
+    vec![
+        op("get", "/v1/templates", "list_templates", "templates", "List templates with their versions, newest first")
+            .list("Template")
+            .management(),
+        op("post", "/v1/templates", "create_template", "templates", "Create a template; version 1 is current")
+            .body("CreateTemplateRequest")
+            .success(201, "the template", schema_ref("Template"))
+            .management()
+            .fails(422, "TemplateUnprocessable"),
+        op("get", "/v1/templates/{id}", "get_template", "templates", "Retrieve a template and all its versions")
+            .success(200, "the template", schema_ref("Template"))
+            .management(),
+        op("patch", "/v1/templates/{id}", "update_template", "templates", "Rename, or switch the current version")
+            .body("UpdateTemplateRequest")
+            .success(200, "the template", schema_ref("Template"))
+            .management(),
+        op("delete", "/v1/templates/{id}", "delete_template", "templates", "Delete a template and its versions")
+            .describe("Messages already sent keep the version id they recorded.")
+            .deleted("deleted")
+            .management(),
+        op("post", "/v1/templates/{id}/versions", "create_template_version", "templates", "Add the next version")
+            .body("AddTemplateVersionRequest")
+            .success(201, "the new version", schema_ref("TemplateVersion"))
+            .management()
+            .fails(422, "TemplateUnprocessable"),
+        op("post", "/v1/templates/{id}/render", "render_template", "templates", "Render without sending")
+            .body("RenderTemplateRequest")
+            .success(200, "the rendered parts", schema_ref("RenderedTemplate"))
+            .management()
+            .fails(422, "RenderUnprocessable"),
+    ]
+}
+
+fn suppressions() -> Vec<Op> {
+    vec![
+        op("get", "/v1/suppressions", "list_suppressions", "suppressions", "List suppressed addresses, newest first")
+            .list("Suppression")
+            .parameter(query("reason", "only entries with this reason", schema_ref("SuppressionReason")))
+            .management(),
+        op("post", "/v1/suppressions", "add_suppression", "suppressions", "Suppress an address (reason Manual)")
+            .body("AddSuppressionRequest")
+            .success(201, "added now", schema_ref("Suppression"))
+            .success(200, "the address was already suppressed: the existing entry", schema_ref("Suppression"))
+            .management(),
+        op("get", "/v1/suppressions/{email}", "get_suppression", "suppressions", "Retrieve an address's entry")
+            .success(200, "the entry", schema_ref("Suppression"))
+            .management(),
+        op("delete", "/v1/suppressions/{email}", "delete_suppression", "suppressions", "Remove an address")
+            .deleted("removed; the address can be sent to again")
+            .management(),
+    ]
+}
+
+fn webhooks() -> Vec<Op> {
+    vec![
+        op("get", "/v1/webhooks", "list_webhooks", "webhooks", "List webhook endpoints, newest first")
+            .list("Webhook")
+            .management(),
+        op("post", "/v1/webhooks", "create_webhook", "webhooks", "Create an endpoint; its secret is returned")
+            .body("CreateWebhookRequest")
+            .success(201, "the endpoint with its secret", schema_ref("WebhookWithSecret"))
+            .management(),
+        op("get", "/v1/webhooks/{id}", "get_webhook", "webhooks", "Retrieve an endpoint")
+            .success(200, "the endpoint", schema_ref("Webhook"))
+            .management(),
+        op("patch", "/v1/webhooks/{id}", "update_webhook", "webhooks", "Change the URL, event types or enabled")
+            .body("UpdateWebhookRequest")
+            .success(200, "the endpoint", schema_ref("Webhook"))
+            .management(),
+        op("delete", "/v1/webhooks/{id}", "delete_webhook", "webhooks", "Delete an endpoint and its delivery log")
+            .deleted("deleted")
+            .management(),
+        op("post", "/v1/webhooks/{id}/test", "test_webhook", "webhooks", "Queue a `Test` event for this endpoint")
+            .success(201, "the queued delivery", schema_ref("WebhookDelivery"))
+            .management(),
+        op("post", "/v1/webhooks/{id}/rotate-secret", "rotate_webhook_secret", "webhooks", "Rotate the secret")
+            .describe("The old secret keeps signing beside the new one for 24 hours.")
+            .success(200, "the endpoint with its new secret", schema_ref("WebhookWithSecret"))
+            .management(),
+        op("get", "/v1/webhooks/{id}/deliveries", "list_webhook_deliveries", "webhooks", "The delivery log")
+            .list("WebhookDelivery")
+            .management(),
+        op(
+            "post",
+            "/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+            "retry_webhook_delivery",
+            "webhooks",
+            "Make a delivery due now",
+        )
+        .success(200, "the delivery", schema_ref("WebhookDelivery"))
+        .management(),
+    ]
+}

@@ -1,0 +1,193 @@
+//! The request body schemas, as serde reads the request types of `tidings_core::usecases`.
+//!
+//! They describe what the server accepts, not what it would like: serde ignores unknown
+//! fields (so no `additionalProperties: false`) and reads `null` as absent for every
+//! optional field; a length or range is stated only where the server checks exactly that.
+
+use serde_json::{Value, json};
+
+use super::components::{boolean_or_null, input, schema_ref, string, string_or_null};
+
+/// The request body schemas, by name.
+pub fn schemas() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "CreateApiKeyRequest",
+            input(
+                "body of POST /v1/keys",
+                &[],
+                vec![
+                    (
+                        "name",
+                        json!({ "type": ["string", "null"], "minLength": 1, "maxLength": 100,
+            "description": "label without control characters; default `default`" }),
+                    ),
+                    (
+                        "scope",
+                        json!({ "type": ["string", "null"], "enum": ["full", "send", null], "description": "default `full`" }),
+                    ),
+                    (
+                        "sendingDomainId",
+                        string_or_null("restrict the key to sending from this domain of the workspace"),
+                    ),
+                    (
+                        "rateLimitPerSec",
+                        json!({ "type": ["integer", "null"], "minimum": 1, "maximum": 10000,
+            "description": "sends per second; default 10" }),
+                    ),
+                ],
+            ),
+        ),
+        (
+            "SendMessageRequest",
+            input(
+                "body of POST /v1/messages: give html, text or a template; `variables` only with a template",
+                &["to"],
+                vec![
+                    ("to", string("one recipient address (at most 320 characters)")),
+                    (
+                        "from",
+                        string_or_null(
+                            "`Display Name <local@domain>` or `local@domain` on a Verified domain; \
+                default: the key's sending domain or the workspace's only Verified domain, as noreply@",
+                        ),
+                    ),
+                    (
+                        "subject",
+                        json!({ "type": ["string", "null"], "maxLength": 998,
+                "description": "required unless sending from a template (then it overrides the template's); no line breaks" }),
+                    ),
+                    ("html", string_or_null("HTML body (overrides the template's)")),
+                    ("text", string_or_null("plain-text body (overrides the template's)")),
+                    ("templateId", string_or_null("render the current version of this template")),
+                    ("templateVersionId", string_or_null("render exactly this template version")),
+                    (
+                        "variables",
+                        json!({ "type": ["object", "null"], "description": "values for the template's placeholders" }),
+                    ),
+                ],
+            ),
+        ),
+        (
+            "AddDomainRequest",
+            input(
+                "body of POST /v1/domains",
+                &["domain"],
+                vec![("domain", string("the domain name, e.g. `example.com`"))],
+            ),
+        ),
+        (
+            "UpdateDomainRequest",
+            input(
+                "body of PATCH /v1/domains/{id}; an absent field is kept",
+                &[],
+                vec![
+                    ("openTracking", boolean_or_null("track opens of messages from this domain")),
+                    ("clickTracking", boolean_or_null("track clicks of messages from this domain")),
+                ],
+            ),
+        ),
+        (
+            "AddSenderRequest",
+            input(
+                "body of POST /v1/domains/{id}/senders",
+                &["username"],
+                vec![
+                    ("username", string("the local part, e.g. `billing`")),
+                    (
+                        "displayName",
+                        string_or_null("friendly name used when a send's `from` has none; empty means none"),
+                    ),
+                ],
+            ),
+        ),
+        (
+            "CreateTemplateRequest",
+            input(
+                "body of POST /v1/templates; handlebars syntax",
+                &["name", "subject"],
+                vec![
+                    (
+                        "name",
+                        json!({ "type": "string", "minLength": 1, "description": "1–200 characters after trimming" }),
+                    ),
+                    (
+                        "subject",
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                    ),
+                    ("html", string_or_null("HTML body template")),
+                    ("text", string_or_null("plain-text body template")),
+                ],
+            ),
+        ),
+        (
+            "UpdateTemplateRequest",
+            input(
+                "body of PATCH /v1/templates/{id}; an absent field is kept",
+                &[],
+                vec![
+                    ("name", string_or_null("new name, 1–200 characters after trimming")),
+                    ("currentVersionId", string_or_null("id of one of this template's versions to make current")),
+                ],
+            ),
+        ),
+        (
+            "AddTemplateVersionRequest",
+            input(
+                "body of POST /v1/templates/{id}/versions",
+                &["subject"],
+                vec![
+                    (
+                        "subject",
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                    ),
+                    ("html", string_or_null("HTML body template (not inherited from the previous version)")),
+                    ("text", string_or_null("plain-text body template (not inherited from the previous version)")),
+                    ("makeCurrent", boolean_or_null("make the new version current; default true")),
+                ],
+            ),
+        ),
+        (
+            "RenderTemplateRequest",
+            input(
+                "body of POST /v1/templates/{id}/render",
+                &[],
+                vec![
+                    ("variables", json!({ "type": ["object", "null"], "description": "values for the placeholders" })),
+                    ("versionId", string_or_null("render this version instead of the current one")),
+                ],
+            ),
+        ),
+        (
+            "AddSuppressionRequest",
+            input("body of POST /v1/suppressions", &["email"], vec![("email", string("the address to suppress"))]),
+        ),
+        (
+            "CreateWebhookRequest",
+            input(
+                "body of POST /v1/webhooks",
+                &["url", "eventTypes"],
+                vec![
+                    ("url", string("https URL that does not name a non-public address")),
+                    ("eventTypes", json!({ "type": "array", "minItems": 1, "items": schema_ref("WebhookEventType") })),
+                    ("enabled", boolean_or_null("default true")),
+                ],
+            ),
+        ),
+        (
+            "UpdateWebhookRequest",
+            input(
+                "body of PATCH /v1/webhooks/{id}; an absent field is kept",
+                &[],
+                vec![
+                    ("url", string_or_null("new https URL")),
+                    (
+                        "eventTypes",
+                        json!({ "type": ["array", "null"], "minItems": 1, "items": schema_ref("WebhookEventType") }),
+                    ),
+                    ("enabled", boolean_or_null("enable or disable")),
+                ],
+            ),
+        ),
+    ]
+}

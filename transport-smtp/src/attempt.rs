@@ -1,0 +1,83 @@
+//! One delivery attempt to one server through its pool: reuse or open a session, run the
+//! transaction, and put the session back only when it is known to be clean. Shared by the
+//! relay and MX transports.
+
+use std::sync::Arc;
+
+use tidings_core::ports::{OutboundEmail, SendError, SendReceipt};
+
+use crate::pool::HostPool;
+use crate::session::{Connector, Session, TlsPlan};
+
+/// Why an attempt failed, split by whether another server might still be tried.
+#[derive(Debug)]
+pub(crate) enum AttemptError {
+    /// Before the transaction (connection, TLS, greeting, EHLO, AUTH): this server could
+    /// not take the message; another MX host may.
+    Session(SendError),
+    /// The server answered (or went silent) about this message: final for this delivery.
+    Transaction(SendError),
+}
+
+impl AttemptError {
+    /// The port's error, whichever kind.
+    pub(crate) fn into_send_error(self) -> SendError {
+        match self {
+            Self::Session(error) | Self::Transaction(error) => error,
+        }
+    }
+}
+
+/// Delivers `email` over a connection from `pool`, opened with `connector` when none is
+/// idle. With `plaintext_fallback`, a server whose STARTTLS fails is tried again in
+/// plaintext (opportunistic TLS, MX only).
+pub(crate) async fn deliver(
+    pool: &Arc<HostPool>,
+    connector: &Connector,
+    plaintext_fallback: bool,
+    email: &OutboundEmail,
+) -> Result<SendReceipt, AttemptError> {
+    let timeouts = &connector.timeouts;
+    let slot = pool.acquire().await;
+    let (mut session, reused) = match slot.reuse() {
+        Some(session) => (session, true),
+        None => (open(connector, plaintext_fallback).await.map_err(AttemptError::Session)?, false),
+    };
+    let mut result = session.deliver(email, timeouts).await;
+    if reused && result.as_ref().is_err_and(|failure| failure.suggests_stale_connection()) {
+        tracing::debug!(remote = %session.remote, "an idle connection had gone stale; opening a new one");
+        session = open(connector, plaintext_fallback).await.map_err(AttemptError::Session)?;
+        result = session.deliver(email, timeouts).await;
+    }
+    match result {
+        Ok(reply) => {
+            let remote = session.remote.clone();
+            slot.release(session).await;
+            Ok(SendReceipt { reply, remote })
+        }
+        Err(failure) => {
+            let error = failure.to_send_error(&session.remote);
+            if failure.keeps_connection() && session.reset(timeouts).await {
+                slot.release(session).await;
+            }
+            Err(if failure.stage.in_transaction() {
+                AttemptError::Transaction(error)
+            } else {
+                AttemptError::Session(error)
+            })
+        }
+    }
+}
+
+/// A new session; with `plaintext_fallback`, a second one without TLS if STARTTLS failed.
+async fn open(connector: &Connector, plaintext_fallback: bool) -> Result<Session, SendError> {
+    match connector.open().await {
+        Ok(session) => Ok(session),
+        Err(failure) if plaintext_fallback && failure.is_starttls_failure() => {
+            let error = failure.to_send_error(&connector.remote);
+            tracing::info!(remote = %connector.remote, %error, "STARTTLS failed; trying again without TLS");
+            connector.open_with(&TlsPlan::Plain).await.map_err(|failure| failure.to_send_error(&connector.remote))
+        }
+        Err(failure) => Err(failure.to_send_error(&connector.remote)),
+    }
+}

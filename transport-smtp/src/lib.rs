@@ -1,0 +1,32 @@
+//! Tidings' mail transports: the core [`Mailer`](tidings_core::ports::Mailer) port over
+//! SMTP, on [lettre](https://docs.rs/lettre) with rustls.
+//!
+//! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
+//! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS.
+//! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
+//!
+//! The transports report what they observed, in SMTP's terms: a reply with its code and
+//! text, or why there was none. Whether that is a bounce or a reason to retry is core's
+//! decision (`delivery::classify`). The messages arrive built and DKIM-signed; these
+//! transports never alter a byte of them.
+//!
+//! With the `testing` feature, [`testing::SmtpSink`] is a scriptable SMTP server on
+//! loopback for tests and benchmarks.
+
+mod attempt;
+mod config;
+mod errors;
+mod mx;
+mod outbox;
+mod pool;
+mod relay;
+mod relay_config;
+mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use config::{ConfigError, MxConfig, PoolSettings, Timeouts};
+pub use mx::{MxLookup, MxMailer};
+pub use outbox::OutboxMailer;
+pub use relay::RelayMailer;
+pub use relay_config::{RelayConfig, RelayCredentials, RelayEndpoint, RelaySecurity};

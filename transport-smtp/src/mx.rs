@@ -1,0 +1,243 @@
+//! [`MxMailer`]: direct delivery to the recipient domain's mail exchangers, and the
+//! [`MxLookup`] port it resolves routes with.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use lettre::transport::smtp::client::{CertificateStore, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
+use tidings_core::domain_name::DomainName;
+use tidings_core::ports::{DnsError, Mailer, OutboundEmail, SendError, SendReceipt};
+use tidings_dns::HickoryDns;
+
+use crate::attempt::{self, AttemptError};
+use crate::config::{ConfigError, MxConfig, client_id, human};
+use crate::pool::Destinations;
+use crate::session::{Connector, Target, TlsPlan};
+
+/// The DNS lookups direct delivery needs; implemented for [`HickoryDns`], and by fakes in
+/// unit tests.
+#[async_trait]
+pub trait MxLookup: Send + Sync {
+    /// MX records as (preference, host), host without trailing dot; empty when the domain
+    /// has none; a null MX as `(0, "")`.
+    async fn mx_hosts(&self, domain: &DomainName) -> Result<Vec<(u16, String)>, DnsError>;
+    /// The host's IPv4 and IPv6 addresses; empty when it has none.
+    async fn host_addrs(&self, host: &str) -> Result<Vec<IpAddr>, DnsError>;
+}
+
+#[async_trait]
+impl MxLookup for HickoryDns {
+    async fn mx_hosts(&self, domain: &DomainName) -> Result<Vec<(u16, String)>, DnsError> {
+        HickoryDns::mx_hosts(self, domain).await
+    }
+
+    async fn host_addrs(&self, host: &str) -> Result<Vec<IpAddr>, DnsError> {
+        HickoryDns::host_addrs(self, host).await
+    }
+}
+
+/// Delivers each message to its recipient's MX hosts, reusing connections per host and
+/// opening at most [`PoolSettings::max_connections`] to any one host.
+///
+/// **Routing** follows RFC 5321 §5.1: the MX records in preference order (hosts of equal
+/// preference rotated per message, to spread load), or the domain itself when it has none.
+/// A null MX (RFC 7505) or a domain that does not exist is
+/// [`SendError::NoMailServer`]. Each host's addresses are resolved here and the connection
+/// goes to the address, the host name being kept for TLS SNI, receipts and logs
+/// (`mx1.example.net[192.0.2.1]:25`).
+///
+/// **Next host** when one cannot take the message at all: no address, connection refused
+/// or timed out, a TLS failure, any non-2xx greeting or EHLO reply; at most
+/// [`MxConfig::max_addresses`] addresses per message. Once a transaction has started
+/// (MAIL), the host's answer is final for this delivery, 4xx included: core schedules the
+/// retry. When every host failed, the error lists why each did.
+///
+/// **TLS is opportunistic and unverified**: STARTTLS whenever offered, any certificate
+/// accepted, and a host whose STARTTLS fails is tried again in plaintext. Between MTAs a
+/// certificate proves nothing without a policy saying which name to expect (MTA-STS,
+/// RFC 8461, or DANE, RFC 7672; neither is implemented yet), and an attacker able to
+/// intercept can strip STARTTLS from the EHLO reply anyway. Refusing plaintext would lose
+/// mail to the many servers with self-signed or mismatched certificates and gain nothing
+/// against an active attacker; encryption still defeats passive eavesdropping. Postfix's
+/// `smtp_tls_security_level = may` behaves the same way.
+///
+/// [`PoolSettings::max_connections`]: crate::PoolSettings::max_connections
+pub struct MxMailer {
+    dns: Arc<dyn MxLookup>,
+    config: MxConfig,
+    hello: ClientId,
+    destinations: Destinations,
+}
+
+impl std::fmt::Debug for MxMailer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MxMailer").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl MxMailer {
+    /// A mailer asking `dns` for routes.
+    pub fn new(dns: Arc<dyn MxLookup>, config: MxConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let hello = client_id(config.ehlo_name.as_deref())?;
+        let destinations = Destinations::new(config.pool, config.max_destinations);
+        Ok(Self { dns, config, hello, destinations })
+    }
+
+    async fn deliver(&self, email: &OutboundEmail, failures: &Mutex<Vec<String>>) -> Result<SendReceipt, SendError> {
+        let domain = email.envelope_to.domain();
+        let route = route(self.dns.as_ref(), domain, email.message_id.ulid().random()).await?;
+        let note = |text: String| failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(text);
+        let mut budget = self.config.max_addresses;
+        let mut addressed = false;
+        // When every server tried answered (a 4xx/5xx greeting or EHLO), their reply is the
+        // outcome; if any could not be reached, the delivery is worth retrying.
+        let mut last_rejection = None;
+        let mut all_rejected = true;
+        for host in &route.hosts {
+            let addrs = match self.dns.host_addrs(host).await {
+                Ok(addrs) => addrs,
+                Err(error) => {
+                    note(format!("{host}: {error}"));
+                    continue;
+                }
+            };
+            if addrs.is_empty() {
+                note(format!("{host}: no A or AAAA records"));
+                continue;
+            }
+            addressed = true;
+            let pool = self.destinations.get(host);
+            for ip in addrs {
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                let connector = self.connector(host, SocketAddr::new(ip, self.config.port))?;
+                match attempt::deliver(&pool, &connector, true, email).await {
+                    Ok(receipt) => return Ok(receipt),
+                    Err(AttemptError::Transaction(error)) => return Err(error),
+                    Err(AttemptError::Session(error)) => {
+                        note(error.to_string());
+                        if matches!(error, SendError::Rejected { .. }) {
+                            last_rejection = Some(error);
+                        } else {
+                            all_rejected = false;
+                        }
+                    }
+                }
+            }
+        }
+        if !addressed && route.implicit {
+            return Err(SendError::NoMailServer {
+                reason: format!("{domain} has no MX records and no A or AAAA records, so it cannot receive mail"),
+            });
+        }
+        match last_rejection {
+            Some(rejection) if all_rejected => Err(rejection),
+            _ => {
+                let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
+                Err(SendError::Unreachable {
+                    reason: format!("no mail server of {domain} took the message: {failures}"),
+                })
+            }
+        }
+    }
+
+    /// How to reach `host` at `addr`: opportunistic STARTTLS, any certificate, SNI `host`.
+    fn connector(&self, host: &str, addr: SocketAddr) -> Result<Connector, SendError> {
+        let parameters = TlsParameters::builder(host.to_owned())
+            .certificate_store(CertificateStore::None)
+            .dangerous_accept_invalid_certs(true)
+            .dangerous_accept_invalid_hostnames(true)
+            .build_rustls()
+            .map_err(|error| SendError::Local { reason: format!("cannot set up TLS for {host}: {error}") })?;
+        Ok(Connector {
+            target: Target::Addr(addr),
+            remote: format!("{host}[{}]:{}", addr.ip(), addr.port()),
+            tls: TlsPlan::StartTls(parameters),
+            credentials: None,
+            plaintext_auth_allowed: false,
+            hello: self.hello.clone(),
+            timeouts: self.config.timeouts,
+        })
+    }
+}
+
+#[async_trait]
+impl Mailer for MxMailer {
+    async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
+        let total = self.config.timeouts.total;
+        // What failed so far survives the timeout, so the error can say why it took so long.
+        let failures = Mutex::new(Vec::new());
+        match tokio::time::timeout(total, self.deliver(email, &failures)).await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let before =
+                    if failures.is_empty() { String::new() } else { format!(" after {}", failures.join("; ")) };
+                Err(SendError::Unreachable {
+                    reason: format!(
+                        "gave up after {} (the time allowed for one delivery) delivering to {}{before}",
+                        human(total),
+                        email.envelope_to.domain()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// The hosts to try for one domain.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// In the order to try them.
+    pub(crate) hosts: Vec<String>,
+    /// No MX records: the domain itself is the only host (RFC 5321 §5.1).
+    pub(crate) implicit: bool,
+}
+
+/// Asks `dns` for `domain`'s route; `seed` rotates hosts of equal preference.
+pub(crate) async fn route(dns: &dyn MxLookup, domain: &DomainName, seed: u128) -> Result<Route, SendError> {
+    let records = match dns.mx_hosts(domain).await {
+        Ok(records) => records,
+        Err(DnsError::NxDomain(_)) => {
+            return Err(SendError::NoMailServer {
+                reason: format!("the recipient domain {domain} does not exist (NXDOMAIN)"),
+            });
+        }
+        Err(error) => {
+            return Err(SendError::Unreachable {
+                reason: format!("cannot look up the mail servers of {domain}: {error}"),
+            });
+        }
+    };
+    if records.iter().any(|(_, host)| host.is_empty()) {
+        return Err(SendError::NoMailServer {
+            reason: format!("{domain} publishes a null MX record (RFC 7505): it accepts no mail"),
+        });
+    }
+    if records.is_empty() {
+        return Ok(Route { hosts: vec![domain.as_str().to_owned()], implicit: true });
+    }
+    Ok(Route { hosts: in_preference_order(records, seed), implicit: false })
+}
+
+/// Hosts by ascending preference, each group of equal preference rotated by `seed`, each
+/// host once.
+fn in_preference_order(mut records: Vec<(u16, String)>, seed: u128) -> Vec<String> {
+    records.sort();
+    let mut seen = std::collections::HashSet::new();
+    records.retain(|(_, host)| seen.insert(host.clone()));
+    let mut hosts = Vec::with_capacity(records.len());
+    for group in records.chunk_by(|a, b| a.0 == b.0) {
+        let shift = usize::try_from(seed % group.len() as u128).unwrap_or(0);
+        hosts.extend(group[shift..].iter().chain(&group[..shift]).map(|(_, host)| host.clone()));
+    }
+    hosts
+}
+
+#[cfg(test)]
+mod tests;

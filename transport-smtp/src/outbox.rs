@@ -1,0 +1,139 @@
+//! [`OutboxMailer`]: writes each message to `<dir>/<id>.eml` instead of sending it, which is
+//! what a new installation does until real delivery is configured (contract §9
+//! `TIDINGS_DELIVERY=outbox`).
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
+
+use crate::config::ConfigError;
+
+/// Temporary files start with this and end with [`TEMP_SUFFIX`]; leftovers of a crash are
+/// removed at start.
+const TEMP_PREFIX: &str = ".tidings-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Writes each message, byte for byte as it would go on the wire, to
+/// `<dir>/<provider message id>.eml` (the message id when the provider id is not a safe file
+/// name). Each file appears whole or not at all (temporary file, fsync, rename, fsync of
+/// the directory), and sending the same message again replaces its file with identical
+/// bytes, so retries are harmless. The receipt is `250` from remote `outbox`.
+#[derive(Debug, Clone)]
+pub struct OutboxMailer {
+    dir: Arc<Path>,
+}
+
+impl OutboxMailer {
+    /// Uses `dir`, creating it (and its parents) if needed and removing temporary files a
+    /// crash left behind.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
+        let dir: PathBuf = dir.into();
+        let failed = |source| ConfigError::Outbox { path: dir.clone(), source };
+        fs::create_dir_all(&dir).map_err(failed)?;
+        for entry in fs::read_dir(&dir).map_err(failed)? {
+            let entry = entry.map_err(failed)?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) {
+                // Best effort: a leftover that cannot be removed does no harm.
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(Self { dir: dir.into() })
+    }
+
+    /// The directory messages are written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file `email` is (or would be) written to.
+    pub fn path_for(&self, email: &OutboundEmail) -> PathBuf {
+        self.dir.join(file_name(email))
+    }
+}
+
+#[async_trait]
+impl Mailer for OutboxMailer {
+    async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
+        let name = file_name(email);
+        let dir = Arc::clone(&self.dir);
+        let raw = Arc::clone(&email.raw);
+        let target = name.clone();
+        let written = tokio::task::spawn_blocking(move || write_atomically(&dir, &target, &raw)).await;
+        let path = self.dir.join(&name);
+        match written {
+            Ok(Ok(())) => Ok(SendReceipt {
+                reply: SmtpReply::new(250, &format!("2.0.0 saved as {name}")),
+                remote: "outbox".to_owned(),
+            }),
+            Ok(Err(error)) => Err(SendError::Local { reason: format!("cannot write {}: {error}", path.display()) }),
+            Err(error) => {
+                Err(SendError::Local { reason: format!("writing {} did not finish: {error}", path.display()) })
+            }
+        }
+    }
+}
+
+/// `<provider message id>.eml` when that id is a plain file name, else `<message id>.eml`.
+fn file_name(email: &OutboundEmail) -> String {
+    let id = email.provider_message_id.as_str();
+    let safe = !id.is_empty()
+        && id.len() <= 200
+        && !id.starts_with('.')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@+=".contains(&b));
+    if safe { format!("{id}.eml") } else { format!("{}.eml", email.message_id) }
+}
+
+/// Writes `bytes` to `dir/name` so that the file is either absent or complete and durable.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let mut temp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(dir.join(name)).map_err(|error| error.error)?;
+    // The rename is durable only once the directory entry is.
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use tidings_core::email::EmailAddress;
+    use tidings_core::ids::MessageId;
+
+    use super::*;
+
+    fn email(provider_message_id: &str) -> OutboundEmail {
+        OutboundEmail {
+            message_id: MessageId::from_bytes([7; 16]),
+            provider_message_id: provider_message_id.to_owned(),
+            envelope_from: EmailAddress::parse("bounces@acme.test").unwrap(),
+            envelope_to: EmailAddress::parse("to@example.com").unwrap(),
+            raw: Arc::from(&b"Subject: hi\r\n\r\nhello\r\n"[..]),
+        }
+    }
+
+    #[test]
+    fn provider_ids_that_are_plain_file_names_name_the_file() {
+        assert_eq!(file_name(&email("01HX@acme.test")), "01HX@acme.test.eml");
+        let fallback = format!("{}.eml", MessageId::from_bytes([7; 16]));
+        for unsafe_id in ["", "../escape@acme.test", ".hidden", "a/b", "sp ace", &"x".repeat(201)] {
+            assert_eq!(file_name(&email(unsafe_id)), fallback, "{unsafe_id:?}");
+        }
+    }
+
+    #[test]
+    fn leftover_temporary_files_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let leftover = dir.path().join(format!("{TEMP_PREFIX}abc{TEMP_SUFFIX}"));
+        let kept = dir.path().join("01HX@acme.test.eml");
+        fs::write(&leftover, b"half").unwrap();
+        fs::write(&kept, b"whole").unwrap();
+        OutboxMailer::new(dir.path()).unwrap();
+        assert!(!leftover.exists());
+        assert!(kept.exists());
+    }
+}

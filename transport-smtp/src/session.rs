@@ -1,0 +1,249 @@
+//! One SMTP session on lettre's [`AsyncSmtpConnection`]: connect, secure, authenticate, then
+//! one transaction per message, every step under its own timeout.
+//!
+//! We drive lettre's connection rather than its `AsyncSmtpTransport` for two reasons found
+//! in lettre 0.11's source. Its Tokio transport bounds only the TCP connect: a server that
+//! accepts and never answers holds a delivery forever. And wrapping its `send_raw` in a
+//! timeout is unsafe: the cancelled connection goes back into lettre's pool mid-command, and
+//! the next message then reads the previous command's reply (it can even take a 354 for a
+//! success). Here a connection whose step failed or timed out is dropped, never reused; a
+//! connection is reused only after a complete transaction or a refused one followed by RSET.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use lettre::Address;
+use lettre::transport::smtp::authentication::{Credentials, Mechanism};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
+use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
+use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
+use tidings_core::email::EmailAddress;
+use tidings_core::ports::{OutboundEmail, SmtpReply};
+use tokio::net::TcpStream;
+
+use crate::config::Timeouts;
+use crate::errors::{Failure, Stage, reply_from_response};
+
+/// Where to connect.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// A host name resolved by the system (the relay).
+    Name {
+        /// Host name or IP literal.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// An address we resolved ourselves (an MX host).
+    Addr(SocketAddr),
+}
+
+/// How the connection is secured.
+#[derive(Clone)]
+pub(crate) enum TlsPlan {
+    /// Never (the plaintext retry after a failed opportunistic STARTTLS).
+    Plain,
+    /// STARTTLS when the server offers it.
+    StartTls(TlsParameters),
+    /// TLS from the first byte.
+    Implicit(TlsParameters),
+}
+
+/// Everything needed to open sessions to one server.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    /// Where.
+    pub(crate) target: Target,
+    /// How receipts and errors name the server.
+    pub(crate) remote: String,
+    /// TLS.
+    pub(crate) tls: TlsPlan,
+    /// AUTH credentials.
+    pub(crate) credentials: Option<Credentials>,
+    /// Whether credentials may go over an unencrypted connection.
+    pub(crate) plaintext_auth_allowed: bool,
+    /// EHLO name.
+    pub(crate) hello: ClientId,
+    /// Step timeouts.
+    pub(crate) timeouts: Timeouts,
+}
+
+impl Connector {
+    /// Opens a session as planned.
+    pub(crate) async fn open(&self) -> Result<Session, Failure> {
+        self.open_with(&self.tls).await
+    }
+
+    /// Opens a session with `tls` instead of the planned TLS.
+    pub(crate) async fn open_with(&self, tls: &TlsPlan) -> Result<Session, Failure> {
+        let timeouts = &self.timeouts;
+        let mut conn = match tls {
+            TlsPlan::Implicit(parameters) => self.connect_implicit_tls(parameters.clone()).await?,
+            TlsPlan::Plain | TlsPlan::StartTls(_) => self.connect_plain().await?,
+        };
+        if let TlsPlan::StartTls(parameters) = tls
+            && conn.can_starttls()
+        {
+            step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
+        }
+        if let Some(credentials) = &self.credentials {
+            if !conn.is_encrypted() && !self.plaintext_auth_allowed {
+                return Err(Failure::local(
+                    Stage::Auth,
+                    format!(
+                        "{} did not offer STARTTLS, so its password would cross the network in clear text; \
+                         refusing to authenticate (use smtps://, a relay that offers STARTTLS, or allow \
+                         plaintext AUTH explicitly)",
+                        self.remote
+                    ),
+                ));
+            }
+            step(Stage::Auth, timeouts.command, conn.auth(&[Mechanism::Plain, Mechanism::Login], credentials)).await?;
+        }
+        Ok(Session { conn, remote: self.remote.clone(), delivered: 0, idle_since: Instant::now() })
+    }
+}
+
+impl Connector {
+    /// TCP with Nagle's algorithm off, then the greeting and EHLO. lettre writes a message's
+    /// body and its final dot as two writes; with Nagle on, the dot waited for the receiver's
+    /// delayed ACK of the body, ≈ 40 ms on every message (bench/README.md, delivery-load).
+    async fn connect_plain(&self) -> Result<AsyncSmtpConnection, Failure> {
+        let timeouts = &self.timeouts;
+        let connecting = async {
+            match &self.target {
+                Target::Name { host, port } => TcpStream::connect((host.as_str(), *port)).await,
+                Target::Addr(addr) => TcpStream::connect(*addr).await,
+            }
+        };
+        let tcp = match tokio::time::timeout(timeouts.connect, connecting).await {
+            Err(_elapsed) => return Err(Failure::timeout(Stage::Connect, timeouts.connect)),
+            Ok(Err(error)) => return Err(Failure::connect(error)),
+            Ok(Ok(tcp)) => tcp,
+        };
+        // Only a latency optimisation: a socket that refuses it still works.
+        let _ = tcp.set_nodelay(true);
+        let greeting = AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &self.hello);
+        match tokio::time::timeout(timeouts.command, greeting).await {
+            Err(_elapsed) => Err(Failure::timeout(Stage::Greeting, timeouts.command)),
+            Ok(Err(error)) => Err(Failure::smtp(Stage::Greeting, error)),
+            Ok(Ok(conn)) => Ok(conn),
+        }
+    }
+
+    /// lettre's own connect with TLS from the first byte; it bounds only the TCP connect, so
+    /// the handshake, greeting and EHLO are bounded here.
+    async fn connect_implicit_tls(&self, parameters: TlsParameters) -> Result<AsyncSmtpConnection, Failure> {
+        let timeouts = &self.timeouts;
+        let budget = timeouts.connect + timeouts.command;
+        let connecting = async {
+            match &self.target {
+                Target::Name { host, port } => {
+                    AsyncSmtpConnection::connect_tokio1(
+                        (host.as_str(), *port),
+                        Some(timeouts.connect),
+                        &self.hello,
+                        Some(parameters),
+                        None,
+                    )
+                    .await
+                }
+                Target::Addr(addr) => {
+                    AsyncSmtpConnection::connect_tokio1(
+                        *addr,
+                        Some(timeouts.connect),
+                        &self.hello,
+                        Some(parameters),
+                        None,
+                    )
+                    .await
+                }
+            }
+        };
+        match tokio::time::timeout(budget, connecting).await {
+            Err(_elapsed) => Err(Failure::timeout(Stage::Greeting, budget)),
+            Ok(Err(error)) if error.is_timeout() => Err(Failure::timeout(Stage::Connect, timeouts.connect)),
+            Ok(Err(error)) => {
+                // lettre does not say which part of connecting failed; a reply, or the lack
+                // of a complete one, can only be the greeting or EHLO.
+                let replied = error.is_transient() || error.is_permanent() || error.is_response();
+                let stage = if replied { Stage::Greeting } else { Stage::Connect };
+                Err(Failure::smtp(stage, error))
+            }
+            Ok(Ok(conn)) => Ok(conn),
+        }
+    }
+}
+
+/// An open, ready connection: greeted, secured and authenticated as planned, and between
+/// transactions.
+pub(crate) struct Session {
+    conn: AsyncSmtpConnection,
+    /// How receipts and errors name the server.
+    pub(crate) remote: String,
+    /// Messages accepted over this connection.
+    pub(crate) delivered: u32,
+    /// When it was last parked in a pool.
+    pub(crate) idle_since: Instant,
+}
+
+impl Session {
+    /// One transaction: MAIL, RCPT, DATA and the message. The reply to the final dot is
+    /// the receipt's.
+    pub(crate) async fn deliver(&mut self, email: &OutboundEmail, timeouts: &Timeouts) -> Result<SmtpReply, Failure> {
+        let from = address(&email.envelope_from).map_err(|reason| Failure::local(Stage::Mail, reason))?;
+        let to = address(&email.envelope_to).map_err(|reason| Failure::local(Stage::Rcpt, reason))?;
+        let mut parameters = Vec::new();
+        if !email.raw.is_ascii() {
+            // RFC 6152: 8-bit data only to a server that announced 8BITMIME. Core builds
+            // 7-bit MIME, so this is a bug upstream rather than a property of the receiver.
+            if !self.conn.server_info().supports_feature(Extension::EightBitMime) {
+                return Err(Failure::local(
+                    Stage::Mail,
+                    format!("the message has 8-bit content and {} does not offer 8BITMIME", self.remote),
+                ));
+            }
+            parameters.push(MailParameter::Body(MailBodyParameter::EightBitMime));
+        }
+        let conn = &mut self.conn;
+        step(Stage::Mail, timeouts.command, conn.command(Mail::new(Some(from), parameters))).await?;
+        step(Stage::Rcpt, timeouts.command, conn.command(Rcpt::new(to, Vec::new()))).await?;
+        step(Stage::Data, timeouts.command, conn.command(Data)).await?;
+        // lettre ends the data with CRLF "." CRLF; a message that already ends with CRLF
+        // would otherwise gain an empty last line.
+        let body = email.raw.strip_suffix(b"\r\n").unwrap_or(&email.raw);
+        let response = step(Stage::Message, timeouts.message, conn.message(body)).await?;
+        self.delivered += 1;
+        Ok(reply_from_response(&response))
+    }
+
+    /// RSET after a refused transaction; `true` when the connection is usable again.
+    pub(crate) async fn reset(&mut self, timeouts: &Timeouts) -> bool {
+        step(Stage::Reset, timeouts.command, self.conn.command(Rset)).await.is_ok()
+    }
+
+    /// QUIT, politely and briefly, before dropping the connection.
+    pub(crate) async fn quit(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.conn.quit()).await;
+    }
+}
+
+/// Runs one step under `limit`.
+async fn step<T>(
+    stage: Stage,
+    limit: Duration,
+    action: impl Future<Output = Result<T, lettre::transport::smtp::Error>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(limit, action).await {
+        Err(_elapsed) => Err(Failure::timeout(stage, limit)),
+        Ok(Err(error)) => Err(Failure::smtp(stage, error)),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
+/// The address as lettre takes it. Core's addresses are ASCII dot-atoms, which lettre
+/// accepts; a refusal would be a disagreement between the two parsers.
+fn address(address: &EmailAddress) -> Result<Address, String> {
+    Address::new(address.local_part(), address.domain().as_str())
+        .map_err(|error| format!("lettre refuses the address {address}: {error}"))
+}
