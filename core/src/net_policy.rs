@@ -86,7 +86,9 @@ impl fmt::Debug for WebhookUrl {
 
 /// Whether `ip` is a globally routable unicast address: not loopback, private, link-local,
 /// CGNAT, multicast, unspecified, documentation, benchmarking or reserved, nor an
-/// IPv4-mapped, IPv4-compatible, NAT64 or 6to4 form of one of those.
+/// IPv4-mapped, IPv4-compatible, NAT64 or 6to4 form of one of those. IPv6 must moreover be
+/// global unicast (2000::/3) outside the special blocks (Teredo and the rest of 2001::/23,
+/// documentation).
 pub fn is_public_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -126,14 +128,19 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     if seg[0] == 0x2002 {
         return is_public_v4(Ipv4Addr::new((seg[1] >> 8) as u8, seg[1] as u8, (seg[2] >> 8) as u8, seg[2] as u8));
     }
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        || ip.is_unique_local()
-        || ip.is_unicast_link_local()
-        || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
-        || (seg[0] & 0xffc0) == 0xfec0 // deprecated site-local
-        || seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard-only 100::/64
+    // Everything else must be global unicast (2000::/3, where every public allocation lies)
+    // outside its special-purpose blocks. An allow-list, so that loopback, link-local, ULA,
+    // multicast, SIIT ::ffff:0:0/96, local-use NAT64 64:ff9b:1::/48 and blocks assigned in
+    // the future are refused without naming each.
+    let global_unicast = (seg[0] & 0xe000) == 0x2000;
+    // 2001::/23 (IETF assignments: Teredo, benchmarking, ORCHID) and documentation
+    // 2001:db8::/32 and 3fff::/20.
+    let special = match seg[0] {
+        0x2001 => seg[1] < 0x0200 || seg[1] == 0x0db8,
+        0x3fff => seg[1] < 0x1000,
+        _ => false,
+    };
+    global_unicast && !special
 }
 
 #[cfg(test)]
@@ -164,10 +171,32 @@ mod tests {
             "2002:c0a8:101::",
             "64:ff9b::7f00:1",
             "::127.0.0.1",
+            "2001:0:a00:1::",
+            "2001::1",
+            "2001:2::1",
+            "2001:10::1",
+            "2001:20::1",
+            "2001:db8::1",
+            "3fff::1",
+            "64:ff9b:1::a00:1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "5f00::1",
+            "fec0::1",
+            "100::1",
         ] {
             assert!(!is_public_ip(ip.parse().unwrap()), "{ip} considered public");
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "::ffff:8.8.8.8", "2002:0808:0808::"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "2a00:1450:4001:80b::200e",
+            "::ffff:8.8.8.8",
+            "2002:0808:0808::",
+            "64:ff9b::808:808",
+            "2001:4860:4860::8888",
+        ] {
             assert!(is_public_ip(ip.parse().unwrap()), "{ip} considered private");
         }
     }

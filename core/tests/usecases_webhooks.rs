@@ -18,7 +18,7 @@ use tidings_core::ids::{ApiKeyId, DomainId, EventId};
 use tidings_core::model::{
     DeliveryStatus, EventDetails, EventType, Message, MessageEvent, WebhookEndpoint, WebhookEventType,
 };
-use tidings_core::ports::{StoreError, SystemRandom, WebhookStore};
+use tidings_core::ports::{EndpointQuota, StoreError, SystemRandom, WebhookStore};
 use tidings_core::testing::{MemoryStore, fixtures};
 use tidings_core::usecases::{
     CoreConfig, CreateWebhookRequest, ListParams, Principal, Tidings, UpdateWebhookRequest, sign_webhook,
@@ -258,7 +258,11 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
 
     let log = t.core.list_webhook_deliveries(&who, &created.id.to_string(), ListParams::default()).await.unwrap();
     assert_eq!(log.items, std::slice::from_ref(&delivery));
-    let due = t.store.claim_due_webhook_deliveries(t.now(), t.now() + Duration::minutes(1), 10).await.unwrap();
+    let due = t
+        .store
+        .claim_due_webhook_deliveries(t.now(), t.now() + Duration::minutes(1), 10, &EndpointQuota::unlimited())
+        .await
+        .unwrap();
     assert_eq!(due.iter().map(|d| d.id).collect::<Vec<_>>(), [delivery.id]);
 }
 
@@ -359,7 +363,11 @@ async fn a_delivery_can_be_retried_now_whatever_its_status() {
         assert_eq!((retried.status, retried.attempts), (expected, attempts));
         assert_eq!(retried.next_attempt_at, Some(t.now()));
         assert_eq!((retried.id, retried.response_code), (queued.id, Some(500)));
-        let due = t.store.claim_due_webhook_deliveries(t.now(), t.now() + Duration::seconds(30), 10).await.unwrap();
+        let due = t
+            .store
+            .claim_due_webhook_deliveries(t.now(), t.now() + Duration::seconds(30), 10, &EndpointQuota::unlimited())
+            .await
+            .unwrap();
         assert_eq!(due.iter().map(|d| d.id).collect::<Vec<_>>(), [queued.id], "{status:?}");
     }
 }

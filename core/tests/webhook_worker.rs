@@ -20,7 +20,7 @@ use delivery::Delivery;
 use tidings_core::delivery::webhooks::GONE_REASON;
 use tidings_core::delivery::{RetrySchedule, WebhookReport, WebhookSettings, WebhookWorker};
 use tidings_core::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
-use tidings_core::ports::{PageRequest, WebhookRequest, WebhookResponse, WebhookSender, WebhookStore};
+use tidings_core::ports::{EndpointQuota, PageRequest, WebhookRequest, WebhookResponse, WebhookSender, WebhookStore};
 use tidings_core::usecases::{CreateWebhookRequest, UpdateWebhookRequest};
 
 fn answered(status: u16, retry_after_secs: Option<u64>, body: &str) -> WebhookResponse {
@@ -292,7 +292,12 @@ async fn a_restart_posts_what_the_dead_run_had_claimed_without_waiting_for_the_l
     let queued = h.queue().await;
     // A run claims it and dies before posting.
     let now = h.d.t.now();
-    let claimed = h.d.t.store.claim_due_webhook_deliveries(now, now + Span::seconds(70), 10).await.unwrap();
+    let claimed =
+        h.d.t
+            .store
+            .claim_due_webhook_deliveries(now, now + Span::seconds(70), 10, &EndpointQuota::unlimited())
+            .await
+            .unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(h.step().await.claimed, 0, "leased: nothing due");
 

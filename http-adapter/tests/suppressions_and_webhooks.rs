@@ -138,6 +138,7 @@ async fn creating_a_webhook_is_201_with_a_whsec_secret_that_list_and_get_hide() 
     assert_eq!(created["enabled"], true);
     assert_eq!(created["eventTypes"], json!(["Delivered"]));
     assert!(created["disabledReason"].is_null());
+    assert!(created["failingSince"].is_null(), "a new endpoint is not failing");
     let id = id_of(&created);
 
     let r = api.get("/v1/webhooks").await;

@@ -69,7 +69,9 @@ pub const WEBHOOK: u8 = 0x60;
 pub const DELIVERY: u8 = 0x61;
 /// Deliveries of an endpoint: `DLV_EP ‖ ws ‖ endpoint ‖ delivery` → ``.
 pub const DELIVERY_BY_ENDPOINT: u8 = 0x62;
-/// Global webhook queue: `DLV_DUE ‖ time ‖ delivery ‖ ws` → ``.
+/// Global webhook queue: `DLV_DUE ‖ time ‖ delivery ‖ ws` → endpoint id, so that a claim
+/// can skip the deliveries of an endpoint over its quota without reading them (entries
+/// written before the endpoint was kept here have an empty value).
 pub const DELIVERY_DUE: u8 = 0x63;
 
 /// A key under construction: `Key::new(TAG).id(ws).id(msg).0`.
@@ -219,7 +221,7 @@ pub fn delivery_by_endpoint(ws: WorkspaceId, endpoint: WebhookId, id: DeliveryId
     Key::new(DELIVERY_BY_ENDPOINT).id(ws.to_bytes()).id(endpoint.to_bytes()).id(id.to_bytes())
 }
 
-/// `DLV_DUE ‖ time ‖ delivery ‖ ws`.
+/// `DLV_DUE ‖ time ‖ delivery ‖ ws` (its value is the endpoint id).
 pub fn delivery_due(at: DateTime<Utc>, ws: WorkspaceId, id: DeliveryId) -> Key {
     Key::new(DELIVERY_DUE).time(at).id(id.to_bytes()).id(ws.to_bytes())
 }

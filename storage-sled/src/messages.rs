@@ -290,7 +290,8 @@ impl MessageStore for SledStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         // Not waited for: a claim lost in a crash only makes the message due again.
-        self.inner.write(|tree, batch| queue::claim_due::<Message>(tree, batch, now, lease_until, limit))
+        self.inner
+            .write(|tree, batch| queue::claim_due::<Message>(tree, batch, now, lease_until, limit, &mut queue::TakeAll))
     }
 
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

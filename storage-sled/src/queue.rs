@@ -1,6 +1,7 @@
 //! The due-time queues of messages and webhook deliveries: `TAG ‖ time ‖ id ‖ ws`, walked
 //! from the earliest time, so a claim reads only entries it returns (plus any of the
-//! current microsecond that are due a few nanoseconds after `now`). Releasing leases walks
+//! current microsecond that are due a few nanoseconds after `now`, and the entries its
+//! [`Admit`] refuses, which a delivery's queue entry lets it refuse unread). Releasing leases walks
 //! the other end, from `now` on.
 
 use chrono::{DateTime, Utc};
@@ -26,17 +27,44 @@ pub trait DueRecord: Serialize + DeserializeOwned {
     fn due_key(&self, at: DateTime<Utc>) -> Vec<u8>;
     /// The indexed field.
     fn next_attempt_at(&mut self) -> &mut Option<DateTime<Utc>>;
+    /// The value of the record's queue entry: what a claim may need to know before reading
+    /// the record (see [`Admit::refuses_entry`]). Empty by default.
+    fn due_value(&self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
-/// Claims up to `limit` records due at or before `now`, earliest first: moves each one's
-/// `next_attempt_at` and queue entry to `lease_until` in `batch` and returns them as updated.
-/// Runs under the writer lock, so two claimers never get the same record.
+/// Which due records a claim takes.
+pub trait Admit<T> {
+    /// Whether the queue entry's value alone shows that the record would be refused, so that
+    /// the claim skips it without reading it.
+    fn refuses_entry(&self, _value: &[u8]) -> bool {
+        false
+    }
+    /// Whether to take `record`, counting it as taken if so.
+    fn take(&mut self, record: &T) -> bool;
+}
+
+/// Takes every due record.
+pub struct TakeAll;
+
+impl<T> Admit<T> for TakeAll {
+    fn take(&mut self, _record: &T) -> bool {
+        true
+    }
+}
+
+/// Claims up to `limit` records due at or before `now` that `admit` takes, earliest first:
+/// moves each one's `next_attempt_at` and queue entry to `lease_until` in `batch` and returns
+/// them as updated. Records `admit` refuses are left as they are and the walk goes on past
+/// them. Runs under the writer lock, so two claimers never get the same record.
 pub fn claim_due<T: DueRecord>(
     tree: &Tree,
     batch: &mut Batch,
     now: DateTime<Utc>,
     lease_until: DateTime<Utc>,
     limit: usize,
+    admit: &mut impl Admit<T>,
 ) -> StoreResult<Vec<T>> {
     let start = [T::DUE_TAG];
     let end = prefix_end(&Key::new(T::DUE_TAG).time(now).0);
@@ -49,10 +77,13 @@ pub fn claim_due<T: DueRecord>(
         if claimed.len() == limit {
             break;
         }
-        let (due_key, _) = entry.map_err(sled_error)?;
+        let (due_key, value) = entry.map_err(sled_error)?;
+        if admit.refuses_entry(&value) {
+            continue;
+        }
         let Some(Entry { record_key, mut record, at }) = load::<T>(tree, batch, due_key)? else { continue };
-        if at > now {
-            // Later within the same microsecond as `now`.
+        // `at > now`: later within the same microsecond as `now`.
+        if at > now || !admit.take(&record) {
             continue;
         }
         move_entry(batch, record_key, &mut record, at, lease_until)?;
@@ -133,7 +164,7 @@ fn move_entry<T: DueRecord>(
     // Removed before the insert: both keys are the same when `from` and `to` share a
     // microsecond.
     batch.remove(record.due_key(from));
-    batch.insert(record.due_key(to), &[]);
+    batch.insert(record.due_key(to), record.due_value());
     batch.insert(record_key, encode(record)?);
     Ok(())
 }

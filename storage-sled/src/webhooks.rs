@@ -8,13 +8,13 @@ use std::collections::HashSet;
 use sled::Tree;
 use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
 use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
-use tidings_core::ports::{Page, PageRequest, StoreError, StoreResult, WebhookStore};
+use tidings_core::ports::{EndpointQuota, Page, PageRequest, QuotaCount, StoreError, StoreResult, WebhookStore};
 
 use crate::SledStore;
 use crate::codec::{bad_key, decode, encode, sled_error};
 use crate::db::{Batch, Order, get, page};
 use crate::layout::{self, Key};
-use crate::queue::{self, DueRecord};
+use crate::queue::{self, Admit, DueRecord};
 
 impl DueRecord for WebhookDelivery {
     const DUE_TAG: u8 = layout::DELIVERY_DUE;
@@ -31,13 +31,30 @@ impl DueRecord for WebhookDelivery {
     fn next_attempt_at(&mut self) -> &mut Option<DateTime<Utc>> {
         &mut self.next_attempt_at
     }
+
+    fn due_value(&self) -> Vec<u8> {
+        self.endpoint_id.to_bytes().to_vec()
+    }
+}
+
+/// A claim's endpoint quota: a queue entry naming its endpoint (see `layout::DELIVERY_DUE`)
+/// is refused unread when that endpoint has no room left; an entry written before the
+/// endpoint was kept there (empty value) is read to find out.
+impl Admit<WebhookDelivery> for QuotaCount<'_> {
+    fn refuses_entry(&self, value: &[u8]) -> bool {
+        <[u8; 16]>::try_from(value).is_ok_and(|endpoint| !self.has_room(WebhookId::from_bytes(endpoint)))
+    }
+
+    fn take(&mut self, record: &WebhookDelivery) -> bool {
+        QuotaCount::take(self, record.endpoint_id)
+    }
 }
 
 /// Adds a new delivery (record, endpoint log entry, queue entry) to `batch`.
 fn put_new_delivery(batch: &mut Batch, d: &WebhookDelivery, value: Vec<u8>) {
     batch.insert(layout::delivery_by_endpoint(d.workspace_id, d.endpoint_id, d.id).0, &[]);
     if let Some(at) = d.next_attempt_at {
-        batch.insert(d.due_key(at), &[]);
+        batch.insert(d.due_key(at), d.due_value());
     }
     batch.insert(layout::delivery(d.workspace_id, d.id).0, value);
 }
@@ -194,12 +211,13 @@ impl WebhookStore for SledStore {
         self.inner
             .write_durable(|tree, batch| {
                 let old: WebhookDelivery = get(tree, &key, "webhook delivery")?.ok_or(StoreError::NotFound)?;
-                if old.next_attempt_at != delivery.next_attempt_at {
+                // The entry names the endpoint too, so it is rewritten if that changes.
+                if old.next_attempt_at != delivery.next_attempt_at || old.endpoint_id != delivery.endpoint_id {
                     if let Some(at) = old.next_attempt_at {
                         batch.remove(old.due_key(at));
                     }
                     if let Some(at) = delivery.next_attempt_at {
-                        batch.insert(delivery.due_key(at), &[]);
+                        batch.insert(delivery.due_key(at), delivery.due_value());
                     }
                 }
                 batch.insert(key, value);
@@ -213,9 +231,11 @@ impl WebhookStore for SledStore {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: usize,
+        quota: &EndpointQuota,
     ) -> StoreResult<Vec<WebhookDelivery>> {
         // Not waited for: a claim lost in a crash only makes the delivery due again.
-        self.inner.write(|tree, batch| queue::claim_due::<WebhookDelivery>(tree, batch, now, lease_until, limit))
+        let mut count = quota.start();
+        self.inner.write(|tree, batch| queue::claim_due(tree, batch, now, lease_until, limit, &mut count))
     }
 
     async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

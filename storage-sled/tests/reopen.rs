@@ -2,8 +2,8 @@
 
 use tidings_core::model::{EventType, MessageStatus, SuppressionReason};
 use tidings_core::ports::{
-    DomainStore, KeyStore, MessageQuery, MessageStore, PageRequest, SuppressionStore, TemplateStore, WebhookStore,
-    WorkspaceStore,
+    DomainStore, EndpointQuota, KeyStore, MessageQuery, MessageStore, PageRequest, SuppressionStore, TemplateStore,
+    WebhookStore, WorkspaceStore,
 };
 use tidings_core::testing::fixtures::{
     api_key, delivery, domain, event_write, idempotency, message, new_message, now, plus_secs, sender, suppression,
@@ -70,7 +70,10 @@ async fn every_resource_and_index_survives_a_reopen() {
     // A Sent message keeps its lease, so both are due.
     let claimed = store.claim_due_messages(plus_secs(now(), 1), plus_secs(now(), 60), 10).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [queued.id, sent.id]);
-    let claimed = store.claim_due_webhook_deliveries(plus_secs(now(), 1), plus_secs(now(), 60), 10).await.unwrap();
+    let claimed = store
+        .claim_due_webhook_deliveries(plus_secs(now(), 1), plus_secs(now(), 60), 10, &EndpointQuota::unlimited())
+        .await
+        .unwrap();
     assert_eq!(claimed.iter().map(|d| d.id).collect::<Vec<_>>(), [dlv.id]);
 }
 

@@ -192,7 +192,11 @@ async fn webhooks_are_managed_tested_rotated_and_deleted() {
     let (status, body) = server.get(&deliveries, &key).await;
     assert_ok(status, &body, 200, "list deliveries");
     assert_eq!(ids(&body), [second.clone(), first_id.clone()], "newest first: {body}");
-    assert_eq!(body["data"][1], first, "the log shows the queued delivery");
+    // The server is already trying to deliver it (to a host that does not resolve), so only
+    // what an attempt does not change is compared.
+    for field in ["id", "eventId", "eventType", "createdAt"] {
+        assert_eq!(body["data"][1][field], first[field], "the log shows the queued delivery: {body}");
+    }
     assert_eq!(walk_pages(&server, &key, &deliveries, 1).await, [second, first_id.clone()]);
     let (status, body) = server.get(&format!("{deliveries}?limit=0"), &key).await;
     assert_invalid(status, &body, &["limit"], "deliveries?limit=0");
@@ -215,14 +219,21 @@ async fn webhooks_are_managed_tested_rotated_and_deleted() {
     let (status, body) =
         server.post("/v1/messages", &key, json!({"to": "ann@example.com", "subject": "s", "text": "t"})).await;
     assert_ok(status, &body, 201, "send");
+    // The message is being delivered meanwhile (to the outbox), so Delivered deliveries may
+    // be there too; Queued ones only where subscribed. tests/webhooks.rs checks what arrives.
+    let event_types = |body: &Value| -> Vec<String> {
+        body["data"].as_array().unwrap().iter().map(|d| d["eventType"].as_str().unwrap().to_owned()).collect()
+    };
     let (_, body) = server.get(&format!("/v1/webhooks/{}/deliveries", endpoints[0]), &key).await;
-    let queued = body["data"].as_array().unwrap();
-    assert_eq!(queued.len(), 1, "one delivery for the subscriber to Queued: {body}");
-    assert_eq!((&queued[0]["eventType"], &queued[0]["status"]), (&json!("Queued"), &json!("Pending")), "{body}");
-    for (endpoint, why) in [(&endpoints[1], "not subscribed to Queued"), (&endpoints[2], "disabled")] {
-        let (_, body) = server.get(&format!("/v1/webhooks/{endpoint}/deliveries"), &key).await;
-        assert_eq!(body["data"], json!([]), "none for the endpoint {why}: {body}");
-    }
+    assert_eq!(
+        event_types(&body).iter().filter(|t| *t == "Queued").count(),
+        1,
+        "one Queued delivery for the subscriber to Queued: {body}"
+    );
+    let (_, body) = server.get(&format!("/v1/webhooks/{}/deliveries", endpoints[1]), &key).await;
+    assert!(event_types(&body).iter().all(|t| t == "Delivered"), "only Delivered for its subscriber: {body}");
+    let (_, body) = server.get(&format!("/v1/webhooks/{}/deliveries", endpoints[2]), &key).await;
+    assert_eq!(body["data"], json!([]), "none for the disabled endpoint: {body}");
 
     let (status, body) = server.get("/v1/webhooks", &key).await;
     assert_ok(status, &body, 200, "list webhooks");

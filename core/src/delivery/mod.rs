@@ -1,8 +1,9 @@
 //! Delivery: the worker that takes queued messages to the transport ([`worker`]), the one
 //! table that classifies what the transport reports ([`classify`]), the retry schedule
 //! ([`schedule`]), and the worker that POSTs webhook deliveries ([`webhooks`]). The server
-//! drives [`DeliveryWorker::deliver_due`] and [`WebhookWorker::deliver_due`] in loops;
-//! tests call them directly.
+//! drives [`DeliveryWorker::deliver_due`] in a loop, and webhooks through the
+//! [`WebhookDispatcher`], which runs each delivery as its own task so that a dead endpoint
+//! delays nobody else; tests call the step functions directly.
 
 pub mod classify;
 pub mod schedule;
@@ -12,5 +13,8 @@ pub mod worker;
 
 pub use classify::{MAX_NAMED_RETRY, Verdict, classify, classify_error, classify_reply, named_retry_delay};
 pub use schedule::{RetrySchedule, ScheduleError};
-pub use webhooks::{WebhookReport, WebhookSettings, WebhookWorker, webhook_retry_schedule};
+pub use webhooks::{
+    AttemptOutcome, DispatchPass, DispatchSettings, WebhookDispatcher, WebhookReport, WebhookSettings, WebhookWorker,
+    webhook_retry_schedule,
+};
 pub use worker::{DeliveryReport, DeliverySettings, DeliveryWorker};

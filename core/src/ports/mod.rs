@@ -3,6 +3,7 @@
 
 mod clock;
 mod dns;
+mod endpoint_quota;
 mod mailer;
 mod random;
 mod store;
@@ -10,6 +11,7 @@ mod webhook_sender;
 
 pub use clock::{Clock, SystemClock};
 pub use dns::{DnsCheck, DnsError};
+pub use endpoint_quota::{EndpointQuota, QuotaCount};
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use random::{Random, SystemRandom};
 pub use store::*;

@@ -29,6 +29,7 @@ use crate::model::{
     SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
     Workspace,
 };
+use crate::ports::EndpointQuota;
 
 /// Storage failures, in terms a caller can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -391,12 +392,20 @@ pub trait WebhookStore: Send + Sync {
     /// Replaces a delivery after an attempt, updating the queue from `next_attempt_at`
     /// (durable). `NotFound` if gone.
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()>;
-    /// Like [`MessageStore::claim_due_messages`], for deliveries.
+    /// Like [`MessageStore::claim_due_messages`], for deliveries, within a per-endpoint
+    /// `quota`: scanning due deliveries earliest first, one is claimed only while its
+    /// endpoint has room ([`EndpointQuota::remaining`] minus those this call already took);
+    /// the others are skipped untouched (still due, claimable by a later call) and the scan
+    /// goes on past them until `limit` are claimed or nothing due remains. So a claim may
+    /// read many due deliveries of a capped endpoint; it should not load whole records to
+    /// find their endpoint when an index can tell. [`EndpointQuota::unlimited`] claims
+    /// exactly as `claim_due_messages` does.
     async fn claim_due_webhook_deliveries(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: usize,
+        quota: &EndpointQuota,
     ) -> StoreResult<Vec<WebhookDelivery>>;
     /// Like [`MessageStore::release_message_leases`], for deliveries: up to `limit`
     /// deliveries whose status holds a lease ([`DeliveryStatus::next_attempt_is_lease`]:

@@ -3,9 +3,9 @@
 //! Two parts, both generic over a [`StoreFactory`] that makes a fresh, empty store:
 //! - [`run_all`]: example tests of each method's documented contract (round trips, `NotFound`
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
-//!   calls, leases and their release, cascading deletes). Each check gets its own store and
-//!   runs in its own task; all run even if some fail, and the suite then panics naming every
-//!   failed check.
+//!   calls, leases and their release, per-endpoint claim quotas, cascading deletes). Each
+//!   check gets its own store and runs in its own task; all run even if some fail, and the
+//!   suite then panics naming every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
 //!
@@ -39,6 +39,7 @@ mod leases;
 mod messages;
 mod model;
 mod queue;
+mod quotas;
 mod suppressions;
 mod templates;
 mod webhooks;
@@ -132,6 +133,9 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         webhooks::webhooks_round_trip_and_stay_in_their_workspace,
         webhooks::deliveries_are_logged_per_endpoint,
         webhooks::deliveries_are_claimed_under_a_lease,
+        quotas::claims_take_each_endpoint_up_to_its_quota,
+        quotas::in_flight_deliveries_count_against_the_quota,
+        quotas::quota_claims_keep_the_limit_due_times_and_leases,
         webhooks::deleting_a_webhook_deletes_its_deliveries,
     ]
 }

@@ -32,9 +32,9 @@ use crate::model::{
     Workspace,
 };
 use crate::ports::{
-    CreateOutcome, DomainStore, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage, NewTemplateVersion, Page,
-    PageRequest, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore,
-    WorkspaceStore,
+    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
+    NewTemplateVersion, Page, PageRequest, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
+    WebhookStore, WorkspaceStore,
 };
 
 #[cfg(doc)]
@@ -682,9 +682,15 @@ impl WebhookStore for MemoryStore {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: usize,
+        quota: &EndpointQuota,
     ) -> StoreResult<Vec<WebhookDelivery>> {
         let mut st = self.state();
-        let ids = due(&st.deliveries, now, limit, |d| d.next_attempt_at);
+        let mut count = quota.start();
+        let ids: Vec<DeliveryId> = due(&st.deliveries, now, usize::MAX, |d| d.next_attempt_at)
+            .into_iter()
+            .filter(|id| st.deliveries.get(id).is_some_and(|d| count.take(d.endpoint_id)))
+            .take(limit)
+            .collect();
         let mut claimed = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(d) = st.deliveries.get_mut(&id) {

@@ -18,8 +18,9 @@ use tidings_core::model::{
     Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
-    CreateOutcome, DomainStore, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage, NewTemplateVersion, Page,
-    PageRequest, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
+    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
+    NewTemplateVersion, Page, PageRequest, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore,
+    WorkspaceStore,
 };
 
 mock! {
@@ -165,6 +166,7 @@ mock! {
             now: DateTime<Utc>,
             lease_until: DateTime<Utc>,
             limit: usize,
+            quota: &EndpointQuota,
         ) -> StoreResult<Vec<WebhookDelivery>>;
         async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     }

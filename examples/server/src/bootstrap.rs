@@ -48,6 +48,26 @@ pub fn dns(config: &Config) -> Result<Arc<tidings_dns::HickoryDns>, ServerError>
     Ok(Arc::new(dns))
 }
 
+/// How long one webhook POST may take (contract §7).
+pub const WEBHOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The webhook sender: https only and public addresses only (checked on the address each
+/// connection is made to, resolved by the same resolver as domain checks) unless
+/// `TIDINGS_WEBHOOK_ALLOW_PRIVATE`; 10 s per POST (contract §7).
+pub fn webhook_sender(
+    config: &Config,
+    dns: Arc<tidings_dns::HickoryDns>,
+) -> Result<Arc<dyn tidings_core::ports::WebhookSender>, ServerError> {
+    let settings = tidings_webhook_http::SenderSettings {
+        allow_private: config.webhook_allow_private,
+        timeout: WEBHOOK_TIMEOUT,
+        ..Default::default()
+    };
+    let sender = tidings_webhook_http::HttpWebhookSender::new(dns, settings)
+        .map_err(|e| ServerError::WebhookSender(e.to_string()))?;
+    Ok(Arc::new(sender))
+}
+
 /// How messages leave: the transport of `TIDINGS_DELIVERY`.
 pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<dyn Mailer>, ServerError> {
     let bad = |var: &str, e: tidings_transport_smtp::ConfigError| {

@@ -4,7 +4,7 @@
 //! the variable and where it came from, and never echoes a secret.
 //!
 //! This is the only module that reads the environment (STYLE: no `std::env::var` below it).
-//! Settings for features that later issues build (webhook retry schedule, public URL, inbound
+//! Settings for features that later issues build (public URL, inbound
 //! SMTP) are validated now so a deployment learns of a typo at once, but nothing uses them
 //! yet: they live in [`LaterSettings`].
 
@@ -143,8 +143,6 @@ pub struct DeliveryConfig {
 /// Settings that later issues implement; validated, not yet used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaterSettings {
-    /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE`; `None`: contract §7's.
-    pub webhook_retry_schedule: Option<Vec<Duration>>,
     /// `TIDINGS_PUBLIC_URL`; `None`: `https://<listen>`.
     pub public_url: Option<Url>,
     /// `TIDINGS_INBOUND_SMTP_LISTEN`.
@@ -172,8 +170,11 @@ pub struct Config {
     pub store_cache_bytes: u64,
     /// `TIDINGS_IDEMPOTENCY_WINDOW`.
     pub idempotency_window: Duration,
-    /// `TIDINGS_WEBHOOK_ALLOW_PRIVATE` (core already enforces it when webhooks are created).
+    /// `TIDINGS_WEBHOOK_ALLOW_PRIVATE`: checked when endpoints are created and at every
+    /// connection the webhook sender opens.
     pub webhook_allow_private: bool,
+    /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE` (contract §7's by default).
+    pub webhook_retry_schedule: RetrySchedule,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// Delivery.
@@ -354,8 +355,10 @@ impl Config {
                 .unwrap_or(Duration::from_secs(600)),
             smtp_timeout: s.parse("TIDINGS_SMTP_TIMEOUT", duration)?.unwrap_or(Duration::from_secs(300)),
         };
+        let webhook_retry_schedule = s
+            .parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
+            .unwrap_or_else(tidings_core::delivery::webhook_retry_schedule);
         let later = LaterSettings {
-            webhook_retry_schedule: s.parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", schedule)?,
             public_url: s.parse("TIDINGS_PUBLIC_URL", public_url)?,
             inbound_smtp_listen: s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?,
         };
@@ -370,6 +373,7 @@ impl Config {
             store_cache_bytes,
             idempotency_window,
             webhook_allow_private,
+            webhook_retry_schedule,
             log,
             delivery,
             later,

@@ -1,7 +1,7 @@
 //! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
 //! certificate (`tls`), opens the sled store and wires core, DNS, the mail transport and the
-//! HTTP adapter (`bootstrap`), runs the background loops (`workers`: delivery, domain
-//! re-checks, Idempotency-Key purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
+//! HTTP adapter (`bootstrap`), runs the background loops (`workers`: delivery, webhook
+//! delivery, domain re-checks, Idempotency-Key purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
 //! calls [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -20,7 +20,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::delivery::{DeliverySettings, DeliveryWorker};
+use tidings_core::delivery::{
+    DeliverySettings, DeliveryWorker, DispatchSettings, WebhookDispatcher, WebhookSettings, WebhookWorker,
+};
 use tidings_http::{ApiState, HttpConfig, router};
 use tokio::sync::watch;
 
@@ -57,6 +59,9 @@ pub enum ServerError {
     /// A store call failed.
     #[error("store error: {0}")]
     StoreCall(#[from] tidings_core::ports::StoreError),
+    /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
+    #[error("cannot set up the webhook sender: {0}")]
+    WebhookSender(String),
     /// An operator command was given something unusable.
     #[error("{0}")]
     Operator(String),
@@ -86,6 +91,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     );
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
+    let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let store = bootstrap::open_store(&config)?;
     let core = bootstrap::core(&config, store, dns);
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
@@ -125,9 +131,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // The leases then end on their own: a reason to warn, not to refuse to start.
         Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
     }
+    let webhook_settings = WebhookSettings {
+        schedule: config.webhook_retry_schedule.clone(),
+        // The sender gives up after the contract's 10 s itself and says why; core's cut-off
+        // is only the backstop, so it must not race the sender's.
+        post_timeout: bootstrap::WEBHOOK_TIMEOUT + Duration::from_secs(5),
+        ..WebhookSettings::default()
+    };
+    let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, webhook_settings));
+    // The same single-process reasoning as for messages above.
+    match webhooks.release_leases_after_restart(core.clock().now()).await {
+        Ok(0) => {}
+        Ok(released) => tracing::info!(released, "webhook deliveries left claimed by the previous run are due again"),
+        Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+    }
+    let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
     let background = [
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
         tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx)),
     ];
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };

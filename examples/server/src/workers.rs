@@ -1,6 +1,6 @@
-//! The background loops: delivery, domain re-checks and the Idempotency-Key purge. Each
-//! calls a step function of core (which tests call directly) and sleeps when there is nothing
-//! to do; each stops when the shutdown channel says so.
+//! The background loops: delivery, webhook delivery, domain re-checks and the
+//! Idempotency-Key purge. Each calls a step function of core (which tests call directly) and
+//! sleeps when there is nothing to do; each stops when the shutdown channel says so.
 //!
 //! Delivery is at-least-once: a step cut short by shutdown leaves its claimed messages leased,
 //! and the next start (or another step, once the lease ends) picks them up again.
@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::delivery::DeliveryWorker;
+use tidings_core::delivery::{DeliveryWorker, WebhookDispatcher};
 use tidings_core::usecases::Tidings;
 use tokio::sync::watch;
 
@@ -20,6 +20,12 @@ const DELIVERY_ERROR_BACKOFF: Duration = Duration::from_secs(2);
 /// How long in-flight sends may finish after shutdown is asked for, before they are dropped
 /// (their messages stay leased and are sent again after a restart).
 const DELIVERY_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long an idle webhook loop waits before looking for due deliveries again: an event
+/// reaches its endpoints at most this long after it was recorded (plus the POST).
+const WEBHOOK_IDLE_POLL: Duration = Duration::from_millis(100);
+/// How long webhook POSTs in flight may finish after shutdown is asked for; the rest stay
+/// leased and are posted again after a restart (same `webhook-id`).
+const WEBHOOK_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Domains checked per re-check pass.
 const RECHECK_BATCH: usize = 50;
 /// How often expired Idempotency-Keys are purged, and how many per store call.
@@ -69,6 +75,46 @@ pub async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop: watch
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+}
+
+/// Runs webhook dispatch passes until `stop` turns true. Each pass claims due deliveries
+/// and starts one task per POST without waiting for them (core's [`WebhookDispatcher`]),
+/// so a slow endpoint holds only its own slots: the next pass starts at once while passes
+/// fill their batch, else after [`WEBHOOK_IDLE_POLL`], or when a slot frees if all are busy.
+pub async fn deliver_webhooks(dispatcher: Arc<WebhookDispatcher>, core: Tidings, mut stop: watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let pause = match dispatcher.dispatch_due(core.clock().now()).await {
+            Ok(pass) if pass.free_slots_before == 0 => {
+                // Every slot is busy: the next pass can take work only when one frees up.
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    () = dispatcher.slot_free() => {}
+                }
+                continue;
+            }
+            Ok(pass) if pass.may_have_more() => Duration::ZERO,
+            Ok(_) => WEBHOOK_IDLE_POLL,
+            Err(e) => {
+                tracing::warn!("webhook dispatch failed: {e}");
+                DELIVERY_ERROR_BACKOFF
+            }
+        };
+        if !pause.is_zero() {
+            tokio::select! {
+                _ = stop.changed() => break,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+    if tokio::time::timeout(WEBHOOK_SHUTDOWN_GRACE, dispatcher.idle()).await.is_err() {
+        tracing::warn!(
+            in_flight = dispatcher.in_flight(),
+            "shutdown: webhook POSTs still in flight; they are sent again after the restart"
+        );
     }
 }
 

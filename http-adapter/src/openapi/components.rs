@@ -52,6 +52,10 @@ fn timestamp_or_null() -> Value {
     json!({ "type": ["string", "null"], "format": "date-time" })
 }
 
+fn timestamp_or_null_described(description: &str) -> Value {
+    json!({ "type": ["string", "null"], "format": "date-time", "description": description })
+}
+
 fn ulid_or_null() -> Value {
     json!({ "anyOf": [schema_ref("Ulid"), { "type": "null" }] })
 }
@@ -90,6 +94,13 @@ pub fn schemas() -> Value {
             ("enabled", json!({ "type": "boolean" })),
             ("eventTypes", json!({ "type": "array", "items": schema_ref("WebhookEventType") })),
             ("disabledReason", string_or_null("why the server disabled the endpoint (e.g. it answered 410 Gone)")),
+            (
+                "failingSince",
+                timestamp_or_null_described(
+                    "when the endpoint's current run of failed attempts began; null while it is healthy. \
+                     Failing every attempt for 5 days (configurable) disables it",
+                ),
+            ),
             ("createdAt", timestamp()),
             ("updatedAt", timestamp()),
         ]

@@ -26,6 +26,7 @@ pub struct WebhookResponse {
     enabled: bool,
     event_types: Vec<&'static str>,
     disabled_reason: Option<String>,
+    failing_since: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -38,6 +39,7 @@ impl From<WebhookEndpoint> for WebhookResponse {
             enabled: w.enabled,
             event_types: w.event_types.iter().map(|t| t.as_str()).collect(),
             disabled_reason: w.disabled_reason,
+            failing_since: w.failing_since,
             created_at: w.created_at,
             updated_at: w.updated_at,
         }

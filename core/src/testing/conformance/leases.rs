@@ -10,7 +10,7 @@ use super::messages::put;
 use super::queue::message_at;
 use crate::ids::{MessageId, WorkspaceId};
 use crate::model::{EventType, Message};
-use crate::ports::Store;
+use crate::ports::{EndpointQuota, Store};
 use crate::testing::fixtures::{event_write, now, plus_secs, ulid};
 
 /// Applies `event_type` at `at` to `m` (as stored) and returns the message as now stored.
@@ -113,7 +113,8 @@ pub(super) async fn released_delivery_leases_are_due_at_once<S: Store + 'static>
     let at = |secs| plus_secs(t0, secs);
     let made: Vec<WebhookDelivery> = (0..4).map(|_| delivery(ws, endpoint.id)).collect();
     s.insert_webhook_deliveries(&made).await.must("insert_webhook_deliveries");
-    let claimed = s.claim_due_webhook_deliveries(t0, at(70), 10).await.must("claim the four");
+    let claimed =
+        s.claim_due_webhook_deliveries(t0, at(70), 10, &EndpointQuota::unlimited()).await.must("claim the four");
     assert_eq!(claimed.len(), 4, "all four are due at t0");
     let [pending_a, pending_b, retrying, delivered] =
         <[WebhookDelivery; 4]>::try_from(claimed).unwrap_or_else(|_| unreachable!("four claimed"));
@@ -129,8 +130,13 @@ pub(super) async fn released_delivery_leases_are_due_at_once<S: Store + 'static>
     assert_eq!(s.release_webhook_delivery_leases(now, 10).await.must("release"), 1, "the other one");
     assert_eq!(s.release_webhook_delivery_leases(now, 10).await.must("release"), 0, "nothing left");
 
-    let mut due: Vec<_> =
-        s.claim_due_webhook_deliveries(now, at(80), 10).await.must("claim again").iter().map(|d| d.id).collect();
+    let mut due: Vec<_> = s
+        .claim_due_webhook_deliveries(now, at(80), 10, &EndpointQuota::unlimited())
+        .await
+        .must("claim again")
+        .iter()
+        .map(|d| d.id)
+        .collect();
     due.sort();
     let mut expected = vec![pending_a.id, pending_b.id];
     expected.sort();
@@ -144,8 +150,8 @@ pub(super) async fn released_delivery_leases_are_due_at_once<S: Store + 'static>
         assert_eq!(stored.as_ref(), Some(kept), "{what} stays");
     }
     // At t+299 the released ones' new leases (until t+80) are over; the retry is not due.
-    let due = s.claim_due_webhook_deliveries(at(299), at(400), 10).await.must("claim");
+    let due = s.claim_due_webhook_deliveries(at(299), at(400), 10, &EndpointQuota::unlimited()).await.must("claim");
     assert!(due.iter().all(|d| d.id != retrying.id), "the Retrying delivery waits for its retry: {due:?}");
-    let due = s.claim_due_webhook_deliveries(at(300), at(400), 10).await.must("claim");
+    let due = s.claim_due_webhook_deliveries(at(300), at(400), 10, &EndpointQuota::unlimited()).await.must("claim");
     assert_eq!(due.iter().map(|d| d.id).collect::<Vec<_>>(), [retrying.id], "and is due at its retry time");
 }

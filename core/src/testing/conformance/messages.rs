@@ -6,7 +6,7 @@ use super::{Lister, Must, assert_conflict, assert_not_found, lister, walk_all_si
 use crate::email::EmailAddress;
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WebhookId, WorkspaceId};
 use crate::model::{EventType, Message, MessageEvent, MessageStatus, WebhookDelivery, WebhookEventType};
-use crate::ports::{CreateOutcome, MessageQuery, PageRequest, Store};
+use crate::ports::{CreateOutcome, EndpointQuota, MessageQuery, PageRequest, Store};
 use crate::testing::fixtures::{
     delivery, email, event_write, idempotency, message, new_message, now, plus_secs, ulid, webhook,
 };
@@ -294,7 +294,14 @@ pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'sta
 
     let list = lister!(s, |page| list_webhook_deliveries(a, w.id, page));
     walk_all_sizes("deliveries of message events", &list, |d: &WebhookDelivery| d.id, &[d2.id, d1.id]).await;
-    let claimed = s.claim_due_webhook_deliveries(plus_secs(m.created_at, 60), plus_secs(m.created_at, 120), 10).await;
+    let claimed = s
+        .claim_due_webhook_deliveries(
+            plus_secs(m.created_at, 60),
+            plus_secs(m.created_at, 120),
+            10,
+            &EndpointQuota::unlimited(),
+        )
+        .await;
     let claimed: Vec<_> = claimed.must("claim deliveries").into_iter().map(|d| d.id).collect();
     assert_eq!(claimed, [d1.id, d2.id], "queued deliveries are due, earliest first");
     assert_eq!(s.get_message(a, m.id).await.must("get"), Some(after), "the message after the event");

@@ -3,11 +3,14 @@
 //!
 //! Operations cover messages (with and without idempotency keys, keys reused, events through
 //! the state machine including stale and foreign writes, filtered lists walked page by page,
-//! claims, lease releases), idempotency lookups and purges, suppressions and API keys. Two answers are the
+//! claims, lease releases), idempotency lookups and purges, suppressions, API keys, and the
+//! webhook delivery queue with per-endpoint claim quotas ([`deliveries`]). Two answers are the
 //! same when they are equal, or both the same kind of error. What the contract leaves open is
 //! not asked: a limited claim, release or purge never cuts through records due (expiring) at
 //! the same instant, and claimed messages are compared in (due time, id) order after checking that
 //! they come earliest first.
+
+mod deliveries;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -29,6 +32,7 @@ use crate::testing::MemoryStore;
 use crate::testing::fixtures::{
     api_key, domain, email, idempotency, idempotency_key, message, new_message, ulid, workspace,
 };
+use deliveries::{DeliveryOp, ENDPOINTS, Hooks, delivery_op};
 
 /// Environment variable overriding the number of cases [`model_test`] runs.
 pub const CASES_ENV: &str = "TIDINGS_PROPTEST_CASES";
@@ -166,6 +170,7 @@ enum Op {
         ws: usize,
         limit: usize,
     },
+    Deliveries(DeliveryOp),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -212,6 +217,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(|key| Op::FindKey { key }),
         1 => (any_ws(), any::<Index>()).prop_map(|(ws, key)| Op::GetKey { ws, key }),
         2 => (any_ws(), limit()).prop_map(|(ws, limit)| Op::ListKeys { ws, limit }),
+        8 => delivery_op(WORKSPACES * ENDPOINTS).prop_map(Op::Deliveries),
     ]
 }
 
@@ -274,6 +280,7 @@ struct World {
     keys: Vec<ApiKey>,
     /// Every message a `Create` tried to store, stored or not.
     messages: Vec<Message>,
+    hooks: Hooks,
     clock: DateTime<Utc>,
 }
 
@@ -296,6 +303,7 @@ impl World {
             domains: Vec::new(),
             keys: Vec::new(),
             messages: Vec::new(),
+            hooks: Hooks::default(),
             clock: DateTime::from_timestamp_millis(1_893_456_000_000).unwrap_or_default(),
         };
         for _ in 0..WORKSPACES {
@@ -315,6 +323,7 @@ impl World {
             world.domains.push(dom.id);
             world.keys.extend([first, second]);
         }
+        world.hooks = Hooks::set_up(sut, model, &world.workspaces).await?;
         world.workspaces.push(WorkspaceId(ulid()));
         Ok(world)
     }
@@ -479,6 +488,7 @@ impl World {
                 let ws = self.workspaces[ws];
                 walk!("list_api_keys", sut, model, limit, |st, page| st.list_api_keys(ws, page), |k| k.id);
             }
+            Op::Deliveries(op) => self.hooks.apply(sut, model, self.clock, op).await?,
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Must, assert_not_found, lister, walk_all_sizes};
 use crate::ids::{DeliveryId, WebhookId, WorkspaceId};
 use crate::model::{DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookUrl};
-use crate::ports::{PageRequest, Store};
+use crate::ports::{EndpointQuota, PageRequest, Store};
 use crate::testing::fixtures::{delivery, now, plus_secs, ulid, webhook};
 
 fn ids(deliveries: &[WebhookDelivery]) -> Vec<DeliveryId> {
@@ -124,23 +124,39 @@ pub(super) async fn deliveries_are_claimed_under_a_lease<S: Store + 'static>(s: 
     s.insert_webhook_deliveries(std::slice::from_ref(&d2)).await.must("insert in b");
     let leased = |d: &WebhookDelivery, until| WebhookDelivery { next_attempt_at: Some(at(until)), ..d.clone() };
 
-    assert!(s.claim_due_webhook_deliveries(at(0), at(60), 10).await.must("claim").is_empty(), "nothing due yet");
-    let claimed = s.claim_due_webhook_deliveries(at(3), at(60), 2).await.must("claim limit 2");
+    assert!(
+        s.claim_due_webhook_deliveries(at(0), at(60), 10, &EndpointQuota::unlimited()).await.must("claim").is_empty(),
+        "nothing due yet"
+    );
+    let claimed =
+        s.claim_due_webhook_deliveries(at(3), at(60), 2, &EndpointQuota::unlimited()).await.must("claim limit 2");
     assert_eq!(claimed, [leased(&d2, 60), leased(&d3, 60)], "the two earliest due across workspaces, leased");
-    let claimed = s.claim_due_webhook_deliveries(at(3), at(60), 2).await.must("claim again");
+    let claimed =
+        s.claim_due_webhook_deliveries(at(3), at(60), 2, &EndpointQuota::unlimited()).await.must("claim again");
     assert_eq!(claimed, [leased(&d1, 60)], "claimed deliveries are hidden during their lease");
     assert_eq!(s.get_webhook_delivery(a, d1.id).await.must("get"), Some(leased(&d1, 60)), "the lease is stored");
-    let claimed = s.claim_due_webhook_deliveries(at(10), at(70), 10).await.must("claim d4");
+    let claimed =
+        s.claim_due_webhook_deliveries(at(10), at(70), 10, &EndpointQuota::unlimited()).await.must("claim d4");
     assert_eq!(claimed, [leased(&d4, 70)], "d4 once due");
 
     let delivered = WebhookDelivery { status: DeliveryStatus::Delivered, attempts: 1, next_attempt_at: None, ..d1 };
     s.update_webhook_delivery(&delivered).await.must("record a success");
     let retrying = WebhookDelivery { status: DeliveryStatus::Retrying, attempts: 1, ..leased(&d3, 500) };
     s.update_webhook_delivery(&retrying).await.must("record a failure");
-    let claimed = s.claim_due_webhook_deliveries(at(100), at(1000), 10).await.must("claim after the leases");
+    let claimed = s
+        .claim_due_webhook_deliveries(at(100), at(1000), 10, &EndpointQuota::unlimited())
+        .await
+        .must("claim after the leases");
     assert_eq!(ids(&claimed), [d2.id, d4.id], "expired leases are due again, earliest first; finished ones never");
-    assert!(s.claim_due_webhook_deliveries(at(499), at(600), 10).await.must("claim").is_empty(), "retry not yet due");
-    let claimed = s.claim_due_webhook_deliveries(at(500), at(600), 10).await.must("claim the retry");
+    assert!(
+        s.claim_due_webhook_deliveries(at(499), at(600), 10, &EndpointQuota::unlimited())
+            .await
+            .must("claim")
+            .is_empty(),
+        "retry not yet due"
+    );
+    let claimed =
+        s.claim_due_webhook_deliveries(at(500), at(600), 10, &EndpointQuota::unlimited()).await.must("claim the retry");
     assert_eq!(claimed, [leased(&retrying, 600)], "the retry at its time, as updated");
 }
 
@@ -158,7 +174,9 @@ pub(super) async fn deleting_a_webhook_deletes_its_deliveries<S: Store + 'static
     }
     let listed = s.list_webhook_deliveries(a, w.id, PageRequest::first(10)).await.must("list");
     assert!(listed.items.is_empty() && !listed.has_more, "the deleted endpoint lists no deliveries");
-    let claimed = s.claim_due_webhook_deliveries(plus_secs(now(), 60), plus_secs(now(), 120), 10).await;
+    let claimed = s
+        .claim_due_webhook_deliveries(plus_secs(now(), 60), plus_secs(now(), 120), 10, &EndpointQuota::unlimited())
+        .await;
     assert_eq!(ids(&claimed.must("claim")), [d3.id], "deleted deliveries leave the queue too");
     assert_eq!(s.get_webhook_delivery(a, d3.id).await.must("get d3").map(|d| d.id), Some(d3.id), "others stay");
     assert_not_found(s.insert_webhook_deliveries(&[delivery(a, w.id)]).await, "deliveries to a deleted endpoint");

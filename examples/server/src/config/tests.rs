@@ -21,6 +21,8 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
     assert_eq!(config.store_cache_bytes, 256 << 20);
     assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
+    assert_eq!(config.webhook_retry_schedule.to_string(), "5s,5m,30m,2h,5h,10h,10h");
+    assert!(!config.webhook_allow_private);
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
 }
 
@@ -35,6 +37,7 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_MX_PORT", "0"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,,2s"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,500ms"),
+        ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "5s,later"),
         ("TIDINGS_SMTP_RELAY", "http://relay"),
         ("TIDINGS_DELIVERY", "pigeon"),
         ("TIDINGS_DELIVERY", "relay"),
@@ -72,6 +75,7 @@ fn values_parse() {
         ("TIDINGS_SMTP_RELAY", "smtps://u:p@relay.example:465"),
         ("TIDINGS_SPF_INCLUDE", "include:_spf.example.net  ip4:192.0.2.0/24"),
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "1s,3s"),
         ("TIDINGS_TLS_CERT", ""),
     ])
     .unwrap();
@@ -86,6 +90,7 @@ fn values_parse() {
     assert_eq!(config.delivery.mode, Delivery::Relay);
     assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
+    assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
     assert!(config.tls.is_none(), "an empty value counts as unset");
 }
 
