@@ -12,6 +12,7 @@ pub mod dns_records;
 pub mod domain_name;
 pub mod email;
 pub mod error;
+pub mod feedback;
 pub mod ids;
 pub mod model;
 pub mod net_policy;
@@ -20,6 +21,7 @@ pub mod ports;
 pub mod secret;
 pub mod state_machine;
 pub mod templates;
+pub mod tracking;
 pub mod usecases;
 
 #[cfg(feature = "testing")]

@@ -10,6 +10,7 @@
 //! | Queued, Scheduled, Deferred, Sent (after a crash) | Sent | Sent |
 //! | Sent | Delivered | Delivered |
 //! | Sent | Deferred | Deferred |
+//! | Delivered | Deferred | Delivered (informational: a relay's delay report) |
 //! | Sent, Deferred, Delivered | Bounced | Bounced |
 //! | Delivered | Complained | Complained |
 //! | Queued, Scheduled, Deferred | Suppressed | Suppressed |
@@ -19,6 +20,11 @@
 //! Opens and clicks need the message to have been handed off at least once; they are
 //! recorded even on terminal messages (a complaint does not stop a reader from clicking),
 //! but never change the status.
+//!
+//! `Deferred` on a `Delivered` message records a delay report (RFC 3464 `Action: delayed`)
+//! from a relay that accepted the message and is still trying the next hop: worth showing on
+//! the timeline, but the message is not back in our queue, so it stays `Delivered` (and is
+//! not due). A later failure report moves it to `Bounced`.
 
 use chrono::{DateTime, Utc};
 
@@ -45,6 +51,7 @@ pub fn next_status(from: MessageStatus, event: EventType) -> Result<MessageStatu
         (S::Queued | S::Scheduled | S::Deferred | S::Sent, E::Sent) => S::Sent,
         (S::Sent, E::Delivered) => S::Delivered,
         (S::Sent, E::Deferred) => S::Deferred,
+        (S::Delivered, E::Deferred) => S::Delivered,
         (S::Sent | S::Deferred | S::Delivered, E::Bounced) => S::Bounced,
         (S::Delivered, E::Complained) => S::Complained,
         (S::Queued | S::Scheduled | S::Deferred, E::Suppressed) => S::Suppressed,

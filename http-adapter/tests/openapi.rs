@@ -9,8 +9,10 @@ use std::collections::BTreeSet;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
-use support::{Reply, TestApi};
+use support::{RawReply, Reply, TestApi};
+use tidings_core::ids::MessageId;
 use tidings_core::model::DomainStatus;
+use tidings_core::tracking::TrackedUrl;
 use tidings_core::usecases::AuthThrottleConfig;
 use tidings_http::HttpConfig;
 
@@ -117,6 +119,9 @@ async fn every_documented_operation_is_routed_and_asks_for_credentials() {
         if path == "/v1/openapi.json" {
             assert_eq!(r.status, StatusCode::OK, "{method} {uri}");
             assert!(r.body["openapi"].as_str().is_some_and(|v| v.starts_with("3.1.")), "{method} {uri}");
+        } else if path.starts_with("/t/") {
+            // Public: no key asked for, and a made-up token is simply not found.
+            assert_eq!((r.status, r.error_code()), (StatusCode::NOT_FOUND, "not_found"), "{method} {uri}");
         } else {
             assert_eq!((r.status, r.error_code()), (StatusCode::UNAUTHORIZED, "missing_api_key"), "{method} {uri}");
         }
@@ -165,12 +170,22 @@ async fn the_document_is_structurally_sound() {
         assert!(operation_ids.insert(id.to_owned()), "{name}: operationId {id} is used twice");
 
         let responses = op["responses"].as_object().unwrap_or_else(|| panic!("{name}: no responses"));
-        assert!(responses.keys().any(|s| s.starts_with('2')), "{name}: no success response");
+        assert!(responses.keys().any(|s| s.starts_with(['2', '3'])), "{name}: no success response");
         for (status, response) in responses {
             let response = resolve(&doc, response);
             assert!(response["description"].is_string(), "{name} {status}: no description");
-            let schema = &response["content"]["application/json"]["schema"];
-            assert!(schema.is_object(), "{name} {status}: no JSON schema");
+            if status.starts_with('3') {
+                assert!(response.get("content").is_none(), "{name} {status}: a redirect has no body");
+                assert_eq!(response["headers"]["Location"]["required"], true, "{name} {status}: Location");
+                continue;
+            }
+            let content = response["content"].as_object().unwrap_or_else(|| panic!("{name} {status}: no content"));
+            assert_eq!(content.len(), 1, "{name} {status}: one media type");
+            let (media_type, body) = content.iter().next().unwrap();
+            assert!(body["schema"].is_object(), "{name} {status}: no schema for {media_type}");
+            if status.starts_with('4') || status.starts_with('5') {
+                assert_eq!(media_type, "application/json", "{name} {status}: failures are in the envelope");
+            }
         }
 
         let mut in_path = BTreeSet::new();
@@ -185,8 +200,8 @@ async fn the_document_is_structurally_sound() {
             path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).map(str::to_owned).collect();
         assert_eq!(in_path, segments, "{name}: path parameters");
 
-        if path == "/v1/openapi.json" {
-            assert_eq!(op["security"], json!([]), "{name}: the document needs no key");
+        if path == "/v1/openapi.json" || path.starts_with("/t/") {
+            assert_eq!(op["security"], json!([]), "{name}: the document and tracking need no key");
         } else {
             assert!(op.get("security").is_none(), "{name}: the global security applies");
             assert!(responses.contains_key("401") && responses.contains_key("429"), "{name}: 401 and 429");
@@ -265,17 +280,48 @@ impl Checked {
         reply
     }
 
+    /// Calls `GET target` without a key and checks a reply that may not be JSON.
+    async fn call_raw(&mut self, api: &TestApi, target: &str, args: &[&str]) -> RawReply {
+        let req = Request::get(fill(target, args)).body(Body::empty()).expect("request");
+        let reply = api.send_raw(req).await;
+        self.check_raw("GET", target, &reply);
+        reply
+    }
+
+    /// [`Self::check`] for any media type: the content type is the documented one and a
+    /// response documented without content has no body; JSON goes through `check`.
+    fn check_raw(&mut self, method: &str, path: &str, reply: &RawReply) {
+        let name = format!("{method} {path} -> {}", reply.status.as_u16());
+        let response = self.response(method, path, reply.status).unwrap_or_else(|| panic!("{name}: not documented"));
+        let content_type = reply.headers.get("content-type").map(|v| v.to_str().expect("ASCII"));
+        match response["content"].as_object().and_then(|c| c.keys().next()) {
+            Some(media) if media == "application/json" => {
+                let body = serde_json::from_slice(&reply.bytes).expect("JSON");
+                let json = Reply { status: reply.status, headers: reply.headers.clone(), body };
+                return self.check(method, path, &json);
+            }
+            Some(media) => {
+                assert_eq!(content_type, Some(media.as_str()), "{name}");
+                assert!(!reply.bytes.is_empty(), "{name}: empty {media}");
+            }
+            None => assert!(reply.bytes.is_empty(), "{name}: undocumented body {:?}", reply.bytes),
+        }
+        self.check_headers(method, path, &response, reply);
+    }
+
+    /// The documented response of `method path` with `status`, if there is one.
+    fn response(&self, method: &str, path: &str, status: StatusCode) -> Option<Value> {
+        let op = self.doc["paths"][path].get(method.to_lowercase())?;
+        Some(resolve(&self.doc, op["responses"].get(status.as_str())?).clone())
+    }
+
     /// Asserts that the document describes `reply` to `method path`: the status, the body
     /// against its schema (formats included) and the required headers.
     fn check(&mut self, method: &str, path: &str, reply: &Reply) {
         let name = format!("{method} {path} -> {}", reply.status.as_u16());
-        let op = self.doc["paths"][path]
-            .get(method.to_lowercase())
-            .unwrap_or_else(|| panic!("{name}: operation not documented"));
-        let response = op["responses"]
-            .get(reply.status.as_str())
-            .unwrap_or_else(|| panic!("{name}: status not documented; body {}", reply.body));
-        let response = resolve(&self.doc, response);
+        let response = self
+            .response(method, path, reply.status)
+            .unwrap_or_else(|| panic!("{name}: not documented; body {}", reply.body));
         assert_eq!(reply.headers["content-type"], "application/json", "{name}");
 
         // The schema at the root, beside the components its $refs name.
@@ -288,7 +334,13 @@ impl Checked {
         let errors: Vec<String> =
             validator.iter_errors(&reply.body).map(|e| format!("at {}: {e}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{name}: {}\nbody: {:#}", errors.join("\n"), reply.body);
+        let raw = RawReply { status: reply.status, headers: reply.headers.clone(), bytes: Vec::new() };
+        self.check_headers(method, path, &response, &raw);
+    }
 
+    /// The headers `response` documents against `reply`'s, remembering a success.
+    fn check_headers(&mut self, method: &str, path: &str, response: &Value, reply: &RawReply) {
+        let name = format!("{method} {path} -> {}", reply.status.as_u16());
         for (header, spec) in response["headers"].as_object().into_iter().flatten() {
             let spec = resolve(&self.doc, spec);
             match reply.headers.get(header.as_str()) {
@@ -301,7 +353,7 @@ impl Checked {
                 None => assert_ne!(spec["required"], true, "{name}: required header {header} is missing"),
             }
         }
-        if reply.status.is_success() {
+        if reply.status.is_success() || reply.status.is_redirection() {
             self.succeeded.insert((method.to_owned(), path.to_owned()));
         }
     }
@@ -416,6 +468,19 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, full, "GET", "/v1/messages/{id}", &m, None).await, 200);
     expect(&c.call(a, Some(&send_key), "GET", "/v1/messages/{id}", &m, None).await, 404);
     expect(&c.call(a, full, "GET", "/v1/messages/{id}/events", &m, None).await, 200);
+
+    // Tracking: public, and outside the envelope when it succeeds.
+    let workspace = api.core.authenticate(&api.key).await.unwrap().workspace_id;
+    let key = support::tracking_config().key;
+    let message = MessageId::parse(&message_id).unwrap();
+    let open = key.sign_open(workspace, message);
+    let click = key.sign_click(workspace, message, &TrackedUrl::parse("https://shop.example.com/a?b=c").unwrap());
+    assert_eq!(c.call_raw(a, "/t/o/{token}", &[&open]).await.status, StatusCode::OK);
+    let redirect = c.call_raw(a, "/t/c/{token}", &[&click]).await;
+    assert_eq!(redirect.status, StatusCode::FOUND);
+    assert_eq!(redirect.headers["location"], "https://shop.example.com/a?b=c");
+    expect(&c.call(a, None, "GET", "/t/c/{token}", &[&open], None).await, 404);
+    expect(&c.call(a, None, "GET", "/t/o/{token}", &[&click], None).await, 404);
 
     // Suppressions.
     let gone = json!({"email": "gone@example.net"});

@@ -41,6 +41,9 @@ pub const MESSAGE_BY_TO: u8 = 0x13;
 pub const MESSAGE_BY_KEY: u8 = 0x14;
 /// Global delivery queue: `MSG_DUE ‖ time ‖ msg ‖ ws` → ``.
 pub const MESSAGE_DUE: u8 = 0x16;
+/// Global message id index: `MSG_ID ‖ msg` → ws, for `find_message` (inbound reports
+/// name a message but no workspace). Built once for stores made before it (see `lib.rs`).
+pub const MESSAGE_BY_ID: u8 = 0x17;
 /// Idempotency record: `IDEM ‖ ws ‖ key text` → `IdempotencyRecord`.
 pub const IDEMPOTENCY: u8 = 0x20;
 /// Global expiry index: `IDEM_EXP ‖ time ‖ ws ‖ key text` → ``.
@@ -63,6 +66,8 @@ pub const SUPPRESSION: u8 = 0x50;
 pub const SUPPRESSION_BY_ID: u8 = 0x51;
 /// Suppressions by reason: `SUP_REASON ‖ ws ‖ reason ‖ suppression` → address.
 pub const SUPPRESSION_BY_REASON: u8 = 0x52;
+/// Store metadata: `META ‖ name` → value (e.g. which one-time migrations are done).
+pub const META: u8 = 0x7f;
 /// Webhook endpoint: `WH ‖ ws ‖ endpoint` → `WebhookEndpoint`.
 pub const WEBHOOK: u8 = 0x60;
 /// Delivery record: `DLV ‖ ws ‖ delivery` → `WebhookDelivery`.
@@ -184,6 +189,16 @@ pub fn api_key_active(ws: WorkspaceId, id: ApiKeyId) -> Key {
 /// `MSG ‖ ws ‖ msg`.
 pub fn message(ws: WorkspaceId, id: MessageId) -> Key {
     Key::new(MESSAGE).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `MSG_ID ‖ msg`.
+pub fn message_by_id(id: MessageId) -> Key {
+    Key::new(MESSAGE_BY_ID).id(id.to_bytes())
+}
+
+/// `META ‖ name`.
+pub fn meta(name: &str) -> Key {
+    Key::new(META).raw(name.as_bytes())
 }
 
 /// `EVT ‖ ws ‖ msg` (prefix of a timeline).

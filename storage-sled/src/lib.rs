@@ -11,6 +11,10 @@
 //!   with the next flush, at most half a second later.
 //! - **Lists** walk a key range newest first, so a page costs O(limit); filtered message
 //!   lists walk the smallest matching index (`messages.rs`).
+//! - **Upgrades**: an index added later is built once at open for the records that predate
+//!   it, and a `META` key remembers that it was (the global message id index, `messages.rs`).
+//!   A store that an older build has written to since keeps the marker but misses entries:
+//!   going back to an older build is not supported.
 //! - **Expiry**: idempotency records stay until `purge_expired_idempotency` removes them; the
 //!   server calls it periodically, so expired keys do not grow the store without bound.
 //!
@@ -94,6 +98,7 @@ impl SledStore {
             .open()?;
         let tree = db.open_tree("tidings")?;
         db::recover(&tree)?;
+        messages::build_id_index(&tree)?;
         let flusher = Flusher::start(db.clone())?;
         Ok(Self { inner: Arc::new(Inner::new(db, tree, flusher)) })
     }

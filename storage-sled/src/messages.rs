@@ -13,6 +13,9 @@
 //! `create_message` at the writes it needs: counts would add three reads and three writes
 //! to every create, and each sled operation costs it several microseconds under the lock.
 //!
+//! `find_message` reads the global id index (`MESSAGE_BY_ID`), written with the message;
+//! stores made before it get it built once at open ([`build_id_index`]).
+//!
 //! Writes are ordered so that a reader, which takes no lock, never sees a message before its
 //! event and index entries exist, nor an idempotency record before its message.
 
@@ -160,6 +163,7 @@ impl MessageStore for SledStore {
                 }
                 queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
                 batch.insert(enc.event_key, enc.event);
+                batch.insert(layout::message_by_id(m.id).0, &m.workspace_id.to_bytes()[..]);
                 for bucket in buckets(m) {
                     batch.insert(entry(&bucket, m.id), &[]);
                 }
@@ -181,6 +185,14 @@ impl MessageStore for SledStore {
 
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
         self.inner.get(&layout::message(workspace, id).0, "message")
+    }
+
+    async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
+        let Some(ws) = self.inner.tree.get(layout::message_by_id(id).0).map_err(sled_error)? else {
+            return Ok(None);
+        };
+        let ws: [u8; 16] = ws.as_ref().try_into().map_err(|_| bad_key("message id index"))?;
+        self.inner.get(&layout::message(WorkspaceId::from_bytes(ws), id).0, "message")
     }
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
@@ -345,5 +357,70 @@ impl MessageStore for SledStore {
             }
             Ok(purged)
         })
+    }
+}
+
+/// Marks that every message has its `MESSAGE_BY_ID` entry.
+const ID_INDEX_BUILT: &str = "message-id-index";
+
+/// Gives every message of a store made before the global id index its entry, once: at open,
+/// before anything else can write, so no lock is needed. The marker is written after the
+/// entries; sled recovers a prefix of its log, so a crash midway leaves the marker unwritten
+/// and the next open starts over (entries are idempotent). A new store marks itself at once.
+/// Falling back to a scan when an entry is missing instead would let anyone make us scan
+/// every message with a report naming a random id.
+pub fn build_id_index(tree: &Tree) -> StoreResult<usize> {
+    let marker = layout::meta(ID_INDEX_BUILT).0;
+    if tree.contains_key(&marker).map_err(sled_error)? {
+        return Ok(0);
+    }
+    let mut added = 0;
+    for entry in tree.scan_prefix([layout::MESSAGE]).keys() {
+        let key = entry.map_err(sled_error)?;
+        let (Some(ws), Some(id)) = (layout::id_at(&key, 1), layout::id_at(&key, 17)) else {
+            return Err(bad_key("message"));
+        };
+        let index = layout::message_by_id(MessageId::from_bytes(id)).0;
+        if !tree.contains_key(&index).map_err(sled_error)? {
+            tree.insert(index, &ws[..]).map_err(sled_error)?;
+            added += 1;
+        }
+    }
+    tree.insert(marker, &[][..]).map_err(sled_error)?;
+    Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
+    use tidings_core::ports::MessageStore;
+    use tidings_core::testing::fixtures::{message, new_message, ulid};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_store_from_before_the_id_index_gets_it_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
+        {
+            let store = SledStore::open(dir.path()).unwrap();
+            store.create_message(new_message(&old)).await.unwrap();
+            // As a store written by a build without the index: no entry, no marker.
+            let tree = &store.inner.tree;
+            tree.remove(layout::message_by_id(old.id).0).unwrap();
+            tree.remove(layout::meta(ID_INDEX_BUILT).0).unwrap();
+            assert_eq!(store.find_message(old.id).await.unwrap(), None, "without its entry the message is not found");
+            tree.flush().unwrap();
+        }
+        let store = SledStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.find_message(old.id).await.unwrap(),
+            Some(old.clone()),
+            "found after the open built the index"
+        );
+        assert_eq!(build_id_index(&store.inner.tree).unwrap(), 0, "the marker makes the build happen once");
+        let newer = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
+        store.create_message(new_message(&newer)).await.unwrap();
+        assert_eq!(store.find_message(newer.id).await.unwrap(), Some(newer), "create_message keeps the index");
     }
 }

@@ -407,7 +407,13 @@ impl Drop for TestServer {
 fn https_client(cert_pem: &Path) -> reqwest::Client {
     let pem = std::fs::read(cert_pem).expect("the server's generated certificate");
     let cert = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
-    reqwest::Client::builder().tls_certs_only([cert]).timeout(Duration::from_secs(20)).build().expect("an HTTPS client")
+    reqwest::Client::builder()
+        .tls_certs_only([cert])
+        .timeout(Duration::from_secs(20))
+        // Tracking links answer 302 to sites the tests must not visit: redirects are read, not followed.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTPS client")
 }
 
 /// Status and JSON body of a response.

@@ -270,9 +270,10 @@ impl DeliveryWorker {
         let signers = Arc::clone(&self.signers);
         let message = message.clone();
         let return_path = self.core.config().return_path_domain.clone();
+        let tracking = self.core.config().tracking.clone();
         tokio::task::spawn_blocking(move || {
             let signer = signers.get_or_create(&domain).map_err(|e| e.to_string())?;
-            prepare(&message, &domain, &signer, return_path.as_ref()).map_err(|e| e.to_string())
+            prepare(&message, &domain, &signer, return_path.as_ref(), tracking.as_ref()).map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| Error::Internal(format!("building the message did not finish: {e}")))

@@ -246,6 +246,19 @@ pub struct Message {
     /// timeline by id gives the order in which events were accepted even when two happen in
     /// the same millisecond.
     pub last_event_id: EventId,
+    /// Open and click tracking, resolved at accept time from the send and the domain's
+    /// defaults (contract §8). Messages stored before tracking existed read as untracked.
+    #[serde(default)]
+    pub tracking: MessageTracking,
+}
+
+/// Which tracking a message gets; both off unless asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MessageTracking {
+    /// Add the open pixel to the HTML part.
+    pub opens: bool,
+    /// Rewrite the HTML part's http(s) links to the click redirect.
+    pub clicks: bool,
 }
 
 #[cfg(test)]

@@ -15,6 +15,11 @@
 //!   line ends. The multipart boundary is derived from the message id (deterministic output)
 //!   unless a body happens to contain it.
 //!
+//! - With tracking ([`TrackingConfig`] given and the message asking for it), the HTML part
+//!   is rewritten ([`rewrite_html`]) before anything is encoded, so the DKIM signatures,
+//!   which [`prepare`](super::prepare) adds to the built bytes, cover the tracked HTML.
+//!   The text part is never touched, and a message without an HTML part is not tracked.
+//!
 //! No header injection: addresses and display names are newtypes that refuse control
 //! characters, and the subject is passed through [`clean_subject`] (the API refuses CR/LF
 //! already; other control characters are shown as U+FFFD rather than written raw). lettre
@@ -28,6 +33,7 @@ use lettre::message::{Mailbox as WireMailbox, MultiPart, SinglePart};
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::model::{Domain, Message};
+use crate::tracking::{TrackingConfig, rewrite_html};
 
 /// Why a message cannot be turned into bytes. The message fails (`Failed`) with this text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,8 +79,13 @@ pub fn provider_message_id(message: &Message, domain: &Domain) -> String {
     format!("{}@{}", message.id, domain.name)
 }
 
-/// Builds the RFC 5322 message for `message` sent from `domain` (its sending domain).
-pub fn build_message(message: &Message, domain: &Domain) -> Result<BuiltMessage, BuildError> {
+/// Builds the RFC 5322 message for `message` sent from `domain` (its sending domain), with
+/// the open and click tracking the message asks for when `tracking` is configured.
+pub fn build_message(
+    message: &Message,
+    domain: &Domain,
+    tracking: Option<&TrackingConfig>,
+) -> Result<BuiltMessage, BuildError> {
     if message.domain_id != domain.id {
         return Err(BuildError::WrongDomain { expected: message.domain_id.to_string(), given: domain.id.to_string() });
     }
@@ -86,7 +97,13 @@ pub fn build_message(message: &Message, domain: &Domain) -> Result<BuiltMessage,
         .subject(subject.clone())
         .date(SystemTime::from(message.created_at))
         .header(MessageIdHeader::from(format!("<{provider_message_id}>")));
-    let assembled = match (&message.text, &message.html) {
+    let html = match (&message.html, tracking) {
+        (Some(html), Some(config)) => {
+            Some(rewrite_html(html, config, message.workspace_id, message.id, message.tracking))
+        }
+        (html, _) => html.clone(),
+    };
+    let assembled = match (&message.text, &html) {
         (Some(text), Some(html)) => {
             let boundary = format!("tidings-{}", message.id);
             let alternative = if text.contains(&boundary) || html.contains(&boundary) {

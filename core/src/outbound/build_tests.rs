@@ -32,7 +32,7 @@ fn html_and_text_become_multipart_alternative_with_every_required_header() {
     let domain = signing_domain("acme.example.com");
     let message = message_from(&domain);
 
-    let built = build_message(&message, &domain).unwrap();
+    let built = build_message(&message, &domain, None).unwrap();
 
     assert_eq!(built.provider_message_id, format!("{}@acme.example.com", message.id));
     assert_wire_safe(&built.raw);
@@ -65,7 +65,7 @@ fn non_ascii_subject_names_and_bodies_are_encoded_and_decode_back() {
     message.text = Some(text.clone());
     message.html = Some("<p>Grüße aus Köln — 日本語のテキスト</p>".to_owned());
 
-    let built = build_message(&message, &domain).unwrap();
+    let built = build_message(&message, &domain, None).unwrap();
 
     assert_wire_safe(&built.raw);
     let raw = std::str::from_utf8(&built.raw).unwrap();
@@ -88,7 +88,7 @@ fn a_single_body_is_sent_as_that_part_alone() {
     html_only.text = None;
 
     for (message, subtype) in [(text_only, "plain"), (html_only, "html")] {
-        let built = build_message(&message, &domain).unwrap();
+        let built = build_message(&message, &domain, None).unwrap();
         assert_wire_safe(&built.raw);
         let names = header_names(&built.raw);
         assert_eq!(names.last().map(String::as_str), Some("Content-Transfer-Encoding"));
@@ -106,7 +106,7 @@ fn a_body_containing_the_boundary_gets_another_one() {
     let boundary = format!("tidings-{}", message.id);
     message.text = Some(format!("--{boundary}\nnot a part"));
 
-    let built = build_message(&message, &domain).unwrap();
+    let built = build_message(&message, &domain, None).unwrap();
 
     let parsed = MessageParser::default().parse(&built.raw).unwrap();
     assert_ne!(parsed.content_type().unwrap().attribute("boundary"), Some(boundary.as_str()));
@@ -119,10 +119,10 @@ fn messages_without_a_body_or_of_another_domain_are_refused() {
     let mut empty = message_from(&domain);
     empty.text = None;
     empty.html = None;
-    assert_eq!(build_message(&empty, &domain), Err(BuildError::NoBody));
+    assert_eq!(build_message(&empty, &domain, None), Err(BuildError::NoBody));
 
     let other = signing_domain("other.example.com");
-    let result = build_message(&message_from(&other), &domain);
+    let result = build_message(&message_from(&other), &domain, None);
     assert!(matches!(result, Err(BuildError::WrongDomain { .. })), "{result:?}");
 }
 
@@ -167,7 +167,7 @@ proptest! {
         message.subject = subject.clone();
         message.from.display_name = DisplayName::parse(&name).ok();
 
-        let built = build_message(&message, &domain).unwrap();
+        let built = build_message(&message, &domain, None).unwrap();
 
         assert_wire_safe(&built.raw);
         prop_assert_eq!(
@@ -189,7 +189,7 @@ fn the_longest_allowed_subject_still_fits_on_wire_lines() {
     for subject in ["a".repeat(998), "word ".repeat(199) + "end", "ü".repeat(998)] {
         let mut message = message_from(&domain);
         message.subject = subject.clone();
-        let built = build_message(&message, &domain).unwrap();
+        let built = build_message(&message, &domain, None).unwrap();
         assert_wire_safe(&built.raw);
         let parsed = MessageParser::default().parse(&built.raw).unwrap();
         assert_eq!(parsed.subject(), Some(subject.as_str()));

@@ -39,7 +39,7 @@ fn both_pass(checks: &[DkimCheck], domain: &Domain) {
 #[tokio::test]
 async fn both_signatures_of_a_multipart_message_verify_against_the_published_records() {
     let domain = signing_domain("acme.example.com");
-    let built = build_message(&message_from(&domain), &domain).unwrap();
+    let built = build_message(&message_from(&domain), &domain, None).unwrap();
     let signer = DomainSigner::new(&domain).unwrap();
 
     let signed = signer.sign(&built.raw).unwrap();
@@ -74,7 +74,7 @@ async fn a_non_ascii_single_part_message_verifies() {
     message.text = Some("Grüße,\n\nIhr Paket (№ 4711) kommt morgen.\n\n\n".to_owned());
     let signer = DomainSigner::new(&domain).unwrap();
 
-    let signed = signer.sign(&build_message(&message, &domain).unwrap().raw).unwrap();
+    let signed = signer.sign(&build_message(&message, &domain, None).unwrap().raw).unwrap();
 
     both_pass(&verify_dkim(&signed, &domain.records).await, &domain);
 }
@@ -83,7 +83,7 @@ async fn a_non_ascii_single_part_message_verifies() {
 async fn a_changed_subject_or_body_breaks_both_signatures() {
     let domain = signing_domain("acme.example.com");
     let signer = DomainSigner::new(&domain).unwrap();
-    let signed = signer.sign(&build_message(&message_from(&domain), &domain).unwrap().raw).unwrap();
+    let signed = signer.sign(&build_message(&message_from(&domain), &domain, None).unwrap().raw).unwrap();
     let text = String::from_utf8(signed).unwrap();
 
     for tampered in [text.replace("Subject: Your invoice", "Subject: Your invoice!"), text.replace("Thanks", "Thank")] {
@@ -101,7 +101,7 @@ async fn prepare_signs_and_addresses_the_message() {
     let signer = DomainSigner::new(&domain).unwrap();
     let bounces = DomainName::parse("bounces.tidings.example").unwrap();
 
-    let email = prepare(&message, &domain, &signer, Some(&bounces)).unwrap();
+    let email = prepare(&message, &domain, &signer, Some(&bounces), None).unwrap();
 
     assert_eq!(email.message_id, message.id);
     assert_eq!(email.provider_message_id, format!("{}@acme.example.com", message.id));
@@ -110,7 +110,7 @@ async fn prepare_signs_and_addresses_the_message() {
     both_pass(&verify_dkim(&email.raw, &domain.records).await, &domain);
 
     let other = DomainSigner::new(&signing_domain("other.example.com")).unwrap();
-    assert_eq!(prepare(&message, &domain, &other, None), Err(PrepareError::WrongSigner));
+    assert_eq!(prepare(&message, &domain, &other, None, None), Err(PrepareError::WrongSigner));
 }
 
 #[test]

@@ -7,6 +7,9 @@ pub mod build;
 pub mod dkim;
 #[cfg(test)]
 pub(crate) mod test_support;
+// Verifies DKIM with the `testing` feature's verifier, like `dkim`'s tests.
+#[cfg(all(test, feature = "testing"))]
+mod tracking_tests;
 
 use std::sync::Arc;
 
@@ -19,6 +22,7 @@ pub use dkim::{DomainSigner, SIGNED_HEADERS, SignError};
 use crate::domain_name::DomainName;
 use crate::model::{Domain, Message};
 use crate::ports::OutboundEmail;
+use crate::tracking::TrackingConfig;
 
 /// Why a message could not be prepared for the wire; it ends `Failed` with this reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,18 +40,21 @@ pub enum PrepareError {
 
 /// Builds, signs and addresses `message` from `domain` with `signer` (the domain's). The
 /// envelope sender is the per-message return path when `return_path_domain` is set
-/// ([`envelope_sender`]). CPU-bound (one RSA signature): call it off the async executor when
+/// ([`envelope_sender`]). The HTML part gets the tracking the message asks for when
+/// `tracking` is configured; it is rewritten before signing, so the signatures cover it.
+/// CPU-bound (one RSA signature): call it off the async executor when
 /// that matters.
 pub fn prepare(
     message: &Message,
     domain: &Domain,
     signer: &DomainSigner,
     return_path_domain: Option<&DomainName>,
+    tracking: Option<&TrackingConfig>,
 ) -> Result<OutboundEmail, PrepareError> {
     if signer.domain_id() != domain.id {
         return Err(PrepareError::WrongSigner);
     }
-    let built = build_message(message, domain)?;
+    let built = build_message(message, domain, tracking)?;
     let signed = signer.sign(&built.raw)?;
     Ok(OutboundEmail {
         message_id: message.id,

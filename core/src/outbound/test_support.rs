@@ -7,7 +7,7 @@ use crate::dns_records::{RecordPolicy, records_for};
 use crate::domain_name::DomainName;
 use crate::email::{DisplayName, EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
-use crate::model::{Domain, DomainStatus, Message, MessageStatus};
+use crate::model::{Domain, DomainStatus, Message, MessageStatus, MessageTracking};
 use crate::ports::SystemRandom;
 
 /// A Verified domain named `name` with the shared test keys (generated once per process).
@@ -58,5 +58,6 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         next_attempt_at: Some(at),
         bounce_type: None,
         last_event_id: EventId::new_at(at, &SystemRandom),
+        tracking: MessageTracking::default(),
     }
 }

@@ -192,6 +192,11 @@ pub trait MessageStore: Send + Sync {
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
     /// One message.
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
+    /// The message with this id in whichever workspace holds it. For inbound bounce and
+    /// complaint reports, which name a message but no workspace; message ids are ULIDs, unique
+    /// across workspaces. Must not cost more than a `get_message` (an index, not a scan):
+    /// anyone can send a report naming a random id.
+    async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>>;
     /// Messages matching the query, newest first.
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>>;
     /// A message's events, oldest first. `NotFound` if the message does not exist.

@@ -28,6 +28,7 @@ fn queued_message() -> Message {
         next_attempt_at: Some(at),
         bounce_type: None,
         last_event_id: EventId(Ulid::from_parts(1, 0)),
+        tracking: crate::model::MessageTracking::default(),
     }
 }
 
@@ -91,6 +92,7 @@ fn the_contract_table_exactly() {
         (S::Sent, E::Sent, S::Sent),
         (S::Sent, E::Delivered, S::Delivered),
         (S::Sent, E::Deferred, S::Deferred),
+        (S::Delivered, E::Deferred, S::Delivered),
         (S::Sent, E::Bounced, S::Bounced),
         (S::Deferred, E::Bounced, S::Bounced),
         (S::Delivered, E::Bounced, S::Bounced),
@@ -130,6 +132,24 @@ proptest! {
         if let Ok(to) = next_status(from, event) {
             prop_assert_eq!(to, from);
         }
+    }
+
+    /// A delay report after delivery is informational: the status stays Delivered and
+    /// nothing becomes due, whatever retry time the event carries.
+    #[test]
+    fn delays_after_delivery_change_nothing_but_the_timeline(n in 0u64..1000, retry_minutes in 0i64..10_000) {
+        let m = queued_message();
+        let at = m.created_at;
+        let (m, _) = apply_event(&m, happening(1, EventType::Sent, at)).unwrap();
+        let (m, _) = apply_event(&m, happening(2, EventType::Delivered, at)).unwrap();
+        let mut delay = happening(n + 3, EventType::Deferred, at);
+        delay.next_attempt_at = Some(at + Duration::minutes(retry_minutes));
+        let (next, event) = apply_event(&m, delay).unwrap();
+        prop_assert_eq!(next.status, MessageStatus::Delivered);
+        prop_assert_eq!(next.next_attempt_at, None);
+        prop_assert_eq!(next.attempts, m.attempts);
+        prop_assert_eq!(event.event_type, EventType::Deferred);
+        prop_assert!(event.id > m.last_event_id);
     }
 
     /// Random event sequences: every accepted event adds exactly one timeline entry, the

@@ -34,6 +34,7 @@
 //! order of `list_enabled_webhooks`) it accepts any answer.
 
 mod domains;
+mod find;
 mod keys;
 mod leases;
 mod messages;
@@ -109,6 +110,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         messages::record_event_checks_the_expected_status,
         messages::events_page_oldest_first,
         messages::events_and_messages_queue_webhook_deliveries,
+        find::messages_are_found_by_id_in_any_workspace,
         queue::idempotency_keys_deduplicate_within_a_workspace,
         queue::expired_idempotency_keys_are_replaced,
         queue::racing_duplicates_create_exactly_one_message,

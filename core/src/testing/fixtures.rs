@@ -124,6 +124,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         next_attempt_at: Some(at),
         bounce_type: None,
         last_event_id: EventId(ulid()),
+        tracking: crate::model::MessageTracking::default(),
     }
 }
 

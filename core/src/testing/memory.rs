@@ -255,6 +255,10 @@ impl MessageStore for MemoryStore {
         Ok(self.state().messages.get(&id).filter(|m| m.workspace_id == workspace).cloned())
     }
 
+    async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
+        Ok(self.state().messages.get(&id).cloned())
+    }
+
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
         let to = query.to.as_ref().map(EmailAddress::normalized);
         Ok(newest_first(&self.state().messages, &query.page, |m| {

@@ -14,7 +14,7 @@ use crate::model::{
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest};
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
-use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::usecases::{ListParams, Listed, Principal, Tidings, TrackingRequest};
 use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
@@ -42,6 +42,11 @@ pub struct SendRequest {
     pub template_version_id: Option<String>,
     /// Values for the template's placeholders (a JSON object).
     pub variables: Option<serde_json::Value>,
+    /// Open and click tracking for this message; what it leaves out follows the domain.
+    /// Absent from the idempotency hash when absent, so keys stored before it existed still
+    /// match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<TrackingRequest>,
 }
 
 /// What a send returned.
@@ -123,6 +128,7 @@ impl Tidings {
         }
         check_subject(&subject).map_err(|message| Error::field("subject", message))?;
 
+        let tracking = TrackingRequest::resolve(req.tracking, &domain);
         let event_id = EventId::new_at(now, &*self.random);
         let message = Message {
             id: MessageId::new_at(now, &*self.random),
@@ -144,6 +150,7 @@ impl Tidings {
             next_attempt_at: Some(now),
             bounce_type: None,
             last_event_id: event_id,
+            tracking,
         };
         let event = MessageEvent {
             id: event_id,

@@ -6,12 +6,14 @@
 
 mod auth;
 mod domains;
+mod feedback;
 mod keys;
 mod messages;
 mod pagination;
 mod senders;
 mod suppressions;
 mod templates;
+mod tracking;
 mod webhooks;
 
 use std::sync::Arc;
@@ -23,15 +25,18 @@ use crate::domain_name::DomainName;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
 use crate::model::{KeyScope, RateLimit};
 use crate::ports::{Clock, DnsCheck, Random, Store};
+use crate::tracking::TrackingConfig;
 
 pub use auth::*;
 pub use domains::*;
+pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use pagination::*;
 pub use senders::*;
 pub use suppressions::*;
 pub use templates::*;
+pub use tracking::*;
 pub use webhooks::*;
 
 /// Settings of the rules that operators may change.
@@ -52,6 +57,9 @@ pub struct CoreConfig {
     /// How long after its last check (or its creation) a domain that is not Verified is
     /// checked again by [`Tidings::recheck_domains`].
     pub domain_recheck_interval: Duration,
+    /// Open and click tracking (contract §8, `TIDINGS_PUBLIC_URL`): `None` tracks nothing
+    /// (sends asking for it are accepted; their HTML is sent as written).
+    pub tracking: Option<TrackingConfig>,
 }
 
 impl Default for CoreConfig {
@@ -63,6 +71,7 @@ impl Default for CoreConfig {
             records: RecordPolicy::default(),
             return_path_domain: None,
             domain_recheck_interval: Duration::minutes(10),
+            tracking: None,
         }
     }
 }

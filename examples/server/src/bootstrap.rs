@@ -10,6 +10,7 @@ use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::ports::{DnsCheck, DnsError, Mailer, SystemClock, SystemRandom};
+use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, Principal, Tidings};
 use tidings_storage_sled::{SledOptions, SledStore};
 use tidings_transport_smtp::{
@@ -109,7 +110,18 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<
 
 /// The service on `store` and `dns`, with the configured rules.
 pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tidings {
+    core_with_tracking(config, store, dns, None)
+}
+
+/// [`core`] with open and click tracking configured.
+pub fn core_with_tracking(
+    config: &Config,
+    store: SledStore,
+    dns: Arc<dyn DnsCheck>,
+    tracking: Option<TrackingConfig>,
+) -> Tidings {
     let core_config = CoreConfig {
+        tracking,
         idempotency_window: chrono::Duration::from_std(config.idempotency_window)
             .unwrap_or(chrono::Duration::hours(24)),
         allow_private_webhooks: config.webhook_allow_private,
@@ -120,6 +132,43 @@ pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tiding
         ..CoreConfig::default()
     };
     Tidings::new(Arc::new(store), Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
+}
+
+/// The tracking key kept in `<data>/tracking.key` (32 random bytes, made on first start,
+/// readable by the owner only): tokens signed before a restart must still verify after it.
+pub fn tracking_key(config: &Config) -> Result<TrackingKey, ServerError> {
+    let path = config.data_dir.join("tracking.key");
+    let bad = |reason: String| {
+        ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("{}: {reason}", path.display())))
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let bytes: [u8; TRACKING_KEY_BYTES] = bytes
+                .try_into()
+                .map_err(|b: Vec<u8>| bad(format!("holds {} bytes, not {TRACKING_KEY_BYTES}", b.len())))?;
+            Ok(TrackingKey::from_bytes(bytes))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut bytes = [0u8; TRACKING_KEY_BYTES];
+            tidings_core::ports::Random::fill(&SystemRandom, &mut bytes);
+            write_private(&path, &bytes).map_err(|e| bad(format!("cannot create it: {e}")))?;
+            tracing::info!(path = %path.display(), "made a new tracking key");
+            Ok(TrackingKey::from_bytes(bytes))
+        }
+        Err(e) => Err(bad(format!("cannot read it: {e}"))),
+    }
+}
+
+/// Writes `bytes` to a new file only its owner may read, durably.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// The operator commands never look anything up in DNS; this keeps them from needing a

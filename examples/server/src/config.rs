@@ -4,9 +4,6 @@
 //! the variable and where it came from, and never echoes a secret.
 //!
 //! This is the only module that reads the environment (STYLE: no `std::env::var` below it).
-//! Settings for features that later issues build (public URL, inbound
-//! SMTP) are validated now so a deployment learns of a typo at once, but nothing uses them
-//! yet: they live in [`LaterSettings`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +14,7 @@ use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
+use tidings_core::tracking::PublicUrl;
 use url::Url;
 
 mod parse;
@@ -57,11 +55,10 @@ environment wins over the file):
   TIDINGS_DOMAIN_RECHECK_INTERVAL 10m          how often unverified domains are checked again
   TIDINGS_SMTP_TIMEOUT         5m              longest one delivery attempt may take (connect 30s,
                                                each reply 60s, the message 3m, each capped by it)
-
-Validated at start but not used yet (the webhook, tracking and bounce issues use them):
   TIDINGS_WEBHOOK_RETRY_SCHEDULE contract §7   webhook retry delays
-  TIDINGS_PUBLIC_URL           https://<listen> base of tracking URLs
-  TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint listener
+  TIDINGS_PUBLIC_URL           https://<listen> base of open/click tracking URLs
+  TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint SMTP listener
+                                               (needs TIDINGS_RETURN_PATH_DOMAIN)
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -140,15 +137,6 @@ pub struct DeliveryConfig {
     pub smtp_timeout: Duration,
 }
 
-/// Settings that later issues implement; validated, not yet used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaterSettings {
-    /// `TIDINGS_PUBLIC_URL`; `None`: `https://<listen>`.
-    pub public_url: Option<Url>,
-    /// `TIDINGS_INBOUND_SMTP_LISTEN`.
-    pub inbound_smtp_listen: Option<SocketAddr>,
-}
-
 /// The server's validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -175,12 +163,16 @@ pub struct Config {
     pub webhook_allow_private: bool,
     /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE` (contract §7's by default).
     pub webhook_retry_schedule: RetrySchedule,
+    /// `TIDINGS_PUBLIC_URL`: the base of tracking links; `None`: `https://<listen>` with the
+    /// port actually bound.
+    pub public_url: Option<PublicUrl>,
+    /// `TIDINGS_INBOUND_SMTP_LISTEN`: the bounce and complaint listener (needs
+    /// `TIDINGS_RETURN_PATH_DOMAIN`, the only domain it accepts mail for).
+    pub inbound_smtp_listen: Option<SocketAddr>,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// Delivery.
     pub delivery: DeliveryConfig,
-    /// Settings of later issues.
-    pub later: LaterSettings,
 }
 
 /// Raw setting texts: the file's, overridden by the environment's.
@@ -358,10 +350,18 @@ impl Config {
         let webhook_retry_schedule = s
             .parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
             .unwrap_or_else(tidings_core::delivery::webhook_retry_schedule);
-        let later = LaterSettings {
-            public_url: s.parse("TIDINGS_PUBLIC_URL", public_url)?,
-            inbound_smtp_listen: s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?,
-        };
+        let inbound_smtp_listen = s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?;
+        if inbound_smtp_listen.is_some() && delivery.return_path_domain.is_none() {
+            return Err(ConfigError::new(
+                "TIDINGS_INBOUND_SMTP_LISTEN",
+                s.origin("TIDINGS_INBOUND_SMTP_LISTEN"),
+                "needs TIDINGS_RETURN_PATH_DOMAIN: the listener accepts reports sent to that domain only",
+            ));
+        }
+        let public_url = s.parse("TIDINGS_PUBLIC_URL", |t| {
+            let url = public_url(t)?;
+            PublicUrl::parse(url.as_str()).map_err(|e| format!("`{t}`: {e}"))
+        })?;
         Ok(Self {
             data_dir,
             listen,
@@ -374,9 +374,10 @@ impl Config {
             idempotency_window,
             webhook_allow_private,
             webhook_retry_schedule,
+            inbound_smtp_listen,
             log,
             delivery,
-            later,
+            public_url,
         })
     }
 

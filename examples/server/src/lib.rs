@@ -10,6 +10,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod inbound;
 pub mod serve;
 pub mod tls;
 pub mod workers;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use tidings_core::delivery::{
     DeliverySettings, DeliveryWorker, DispatchSettings, WebhookDispatcher, WebhookSettings, WebhookWorker,
 };
+use tidings_core::tracking::TrackingConfig;
 use tidings_http::{ApiState, HttpConfig, router};
 use tokio::sync::watch;
 
@@ -59,6 +61,14 @@ pub enum ServerError {
     /// A store call failed.
     #[error("store error: {0}")]
     StoreCall(#[from] tidings_core::ports::StoreError),
+    /// The inbound SMTP listener could not be bound.
+    #[error("cannot listen on {addr} (TIDINGS_INBOUND_SMTP_LISTEN): {source}")]
+    InboundBind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
     /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
     #[error("cannot set up the webhook sender: {0}")]
     WebhookSender(String),
@@ -93,7 +103,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let mailer = bootstrap::mailer(&config, dns.clone())?;
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let store = bootstrap::open_store(&config)?;
-    let core = bootstrap::core(&config, store, dns);
+    // Bound before core is made: tracking links default to the address actually bound.
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    let local = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    let public_url = match &config.public_url {
+        Some(url) => url.clone(),
+        None => tidings_core::tracking::PublicUrl::parse(&format!("https://{local}"))
+            .map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_PUBLIC_URL", None, e.to_string())))?,
+    };
+    let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config)? };
+    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking));
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
         // Nothing else is ever written to stdout by the server, so this line is easy to
@@ -103,10 +124,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         }
     }
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServerError::Bind { addr: config.listen, source })?;
-    let local = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     // Plain eprintln, not a log event: scripts and tests wait for this line whatever
     // TIDINGS_LOG filters out.
     eprintln!("listening on https://{local}");
@@ -150,15 +167,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
         tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
-        tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx)),
+        tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx.clone())),
     ];
+    // Bounce and complaint reports: served until shutdown like the HTTPS listener.
+    let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
+        (Some(addr), Some(domain)) => {
+            let listener = inbound::bind(addr, domain, core.clone()).await?;
+            let mut stop = stop_rx.clone();
+            Some(tokio::spawn(listener.serve(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })))
+        }
+        // Config refuses a listener without a return-path domain.
+        _ => None,
+    };
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
     let app = router(ApiState::new(core, http));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
 
     let _ = stop_tx.send(true);
-    for task in background {
+    for task in background.into_iter().chain(inbound) {
         let _ = task.await;
     }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;

@@ -23,6 +23,10 @@ const DELIVERY_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long an idle webhook loop waits before looking for due deliveries again: an event
 /// reaches its endpoints at most this long after it was recorded (plus the POST).
 const WEBHOOK_IDLE_POLL: Duration = Duration::from_millis(100);
+/// After a delivery finishes, how long the webhook loop waits for others before the next
+/// pass: each pass scans the due queue past the backlog of endpoints at their quota, so one
+/// pass per finished delivery would cost more than it brings.
+const WEBHOOK_COALESCE: Duration = Duration::from_millis(10);
 /// How long webhook POSTs in flight may finish after shutdown is asked for; the rest stay
 /// leased and are posted again after a restart (same `webhook-id`).
 const WEBHOOK_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -97,6 +101,16 @@ pub async fn deliver_webhooks(dispatcher: Arc<WebhookDispatcher>, core: Tidings,
                 continue;
             }
             Ok(pass) if pass.may_have_more() => Duration::ZERO,
+            Ok(_) if dispatcher.in_flight() > 0 => {
+                // More may be due for endpoints that were at their quota: look again when one
+                // of their deliveries finishes, gathering the others that finish meanwhile.
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    () = dispatcher.delivery_finished() => {}
+                    () = tokio::time::sleep(WEBHOOK_IDLE_POLL) => {}
+                }
+                WEBHOOK_COALESCE
+            }
             Ok(_) => WEBHOOK_IDLE_POLL,
             Err(e) => {
                 tracing::warn!("webhook dispatch failed: {e}");

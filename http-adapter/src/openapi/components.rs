@@ -152,6 +152,20 @@ pub fn schemas() -> Value {
                     ("templateVersionId", ulid_or_null()),
                     ("attempts", json!({ "type": "integer", "minimum": 0 })),
                     ("createdAt", timestamp()),
+                    ("tracking", schema_ref("MessageTracking")),
+                ],
+            ),
+        ),
+        (
+            "MessageTracking",
+            output(
+                "the open and click tracking the message got: the send's choice, else its domain's default",
+                vec![
+                    ("opens", json!({ "type": "boolean", "description": "a pixel in the HTML part records `Opened`" })),
+                    (
+                        "clicks",
+                        json!({ "type": "boolean", "description": "http(s) links of the HTML part record `Clicked`" }),
+                    ),
                 ],
             ),
         ),

@@ -46,6 +46,7 @@ fn document() -> Value {
             { "name": "templates", "description": "versioned handlebars templates (contract §5)" },
             { "name": "suppressions", "description": "the suppression list (contract §6)" },
             { "name": "webhooks", "description": "webhook endpoints and their delivery log (contract §7)" },
+            { "name": "tracking", "description": "the public open pixel and click redirect (contract §8)" },
             { "name": "meta", "description": "this document" },
         ],
         "security": [{ "bearerAuth": [] }, { "apiKeyHeader": [] }],
@@ -75,7 +76,9 @@ answer 404 `not_found` and wrong methods 405 `method_not_allowed`, in the envelo
 Authenticate with `Authorization: Bearer <key>` or `X-Api-Key: <key>`. A `send` key may only \
 send and read the messages it sent; other operations answer it 403 `insufficient_scope`. \
 After 20 failed authentications in a minute a client address gets 429 \
-`too_many_auth_failures` with `Retry-After`.";
+`too_many_auth_failures` with `Retry-After`.\n\n\
+The tracking endpoints under `/t/` are public (no key) and answer a GIF or a redirect; a \
+token that is forged, altered or unknown is 404 `not_found` in the envelope.";
 
 /// One operation as [`paths::operations`] describes it; [`Op::build`] adds what operations
 /// of its kind share.
@@ -234,6 +237,7 @@ fn path_parameter(name: &str) -> Value {
         "email" => "the address, URL-encoded (`a%2Bb@example.com` names `a+b@example.com`); matched case-insensitively",
         "username" => "the sender's local part, matched case-insensitively",
         "deliveryId" => "id of a delivery of this endpoint",
+        "token" => "the signed token of a pixel or link, as the message carries it",
         _ => "id of the resource (an id that is not a ULID is simply not found)",
     };
     json!({ "name": name, "in": "path", "required": true, "description": description, "schema": { "type": "string" } })

@@ -8,6 +8,11 @@ use super::components::schema_ref;
 use super::responses::rate_limit_headers;
 use super::{Op, op};
 
+/// A `Cache-Control` header that is always `value`.
+fn no_store_header(value: &str) -> Value {
+    json!({ "description": "every request must reach the server", "required": true, "schema": { "const": value } })
+}
+
 /// A query parameter of type `schema`.
 fn query(name: &str, description: &str, schema: Value) -> Value {
     json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
@@ -22,6 +27,7 @@ pub fn operations() -> Vec<Op> {
     all.extend(templates());
     all.extend(suppressions());
     all.extend(webhooks());
+    all.extend(tracking());
     all.push(
         op("get", "/v1/openapi.json", "get_openapi_document", "meta", "This OpenAPI document")
             .describe("The document itself, not wrapped in the envelope; no authentication.")
@@ -32,6 +38,34 @@ pub fn operations() -> Vec<Op> {
 }
 
 impl Op {
+    /// The 200 of the open pixel: a 43-byte transparent GIF, never cached.
+    fn pixel_response(mut self) -> Self {
+        let response = json!({
+            "description": "a 1×1 transparent GIF",
+            "headers": { "Cache-Control": no_store_header("no-store, private") },
+            "content": { "image/gif": { "schema": { "type": "string", "contentMediaType": "image/gif" } } },
+        });
+        self.responses.insert("200".into(), response);
+        self
+    }
+
+    /// The 302 of a tracked link, to the URL signed in the token; no body.
+    fn redirect_response(mut self) -> Self {
+        let response = json!({
+            "description": "the link's destination, taken only from the signed token",
+            "headers": {
+                "Location": {
+                    "description": "the original http(s) URL of the link",
+                    "required": true,
+                    "schema": { "type": "string", "format": "uri", "pattern": "^https?://" },
+                },
+                "Cache-Control": no_store_header("no-store"),
+            },
+        });
+        self.responses.insert("302".into(), response);
+        self
+    }
+
     /// The 200 of the document endpoint: the document itself.
     fn document_response(mut self) -> Self {
         let schema = json!({
@@ -44,6 +78,25 @@ impl Op {
         self.responses.insert("200".into(), response);
         self
     }
+}
+
+fn tracking() -> Vec<Op> {
+    let token = "a tracking token from a sent message; forged, altered and unknown tokens are 404 and record \
+        nothing. HEAD answers the same and records nothing";
+    vec![
+        op("get", "/t/o/{token}", "get_open_pixel", "tracking", "The open pixel: records `Opened`")
+            .describe(token)
+            .public()
+            .pixel_response()
+            .fails(500, "InternalError")
+            .fails(503, "Unavailable"),
+        op("get", "/t/c/{token}", "follow_tracked_link", "tracking", "A tracked link: records `Clicked`, redirects")
+            .describe(token)
+            .public()
+            .redirect_response()
+            .fails(500, "InternalError")
+            .fails(503, "Unavailable"),
+    ]
 }
 
 fn keys() -> Vec<Op> {

@@ -65,6 +65,19 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         "variables",
                         json!({ "type": ["object", "null"], "description": "values for the template's placeholders" }),
                     ),
+                    (
+                        "tracking",
+                        json!({
+                            "type": ["object", "null"],
+                            "description": "open and click tracking of this message; a key left out (or null) \
+                                takes the sending domain's `openTracking` / `clickTracking`. Only the HTML part \
+                                is tracked: links with `data-tidings-notrack` stay as written",
+                            "properties": {
+                                "opens": boolean_or_null("add the open pixel"),
+                                "clicks": boolean_or_null("rewrite http(s) links to the click redirect"),
+                            },
+                        }),
+                    ),
                 ],
             ),
         ),

@@ -29,6 +29,14 @@ pub struct MessageResponse {
     template_version_id: Option<String>,
     attempts: u32,
     created_at: DateTime<Utc>,
+    tracking: TrackingResponse,
+}
+
+/// The tracking a message got (contract §8).
+#[derive(Serialize)]
+struct TrackingResponse {
+    opens: bool,
+    clicks: bool,
 }
 
 impl From<Message> for MessageResponse {
@@ -43,6 +51,7 @@ impl From<Message> for MessageResponse {
             template_version_id: m.template_version_id.map(|v| v.to_string()),
             attempts: m.attempts,
             created_at: m.created_at,
+            tracking: TrackingResponse { opens: m.tracking.opens, clicks: m.tracking.clicks },
         }
     }
 }

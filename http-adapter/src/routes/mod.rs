@@ -8,6 +8,7 @@ mod openapi;
 mod suppressions;
 mod table;
 mod templates;
+mod tracking;
 mod webhooks;
 
 use axum::Router;
@@ -27,6 +28,7 @@ fn table() -> table::RouteTable {
         .merge(suppressions::routes())
         .merge(webhooks::routes())
         .merge(openapi::routes())
+        .merge(tracking::routes())
 }
 
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
@@ -35,8 +37,9 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
     table().into_parts().1
 }
 
-/// The whole API under `/v1`, with the envelope on unknown routes (404) and wrong methods
-/// (405), the body limit (413) and the request timeout (503).
+/// The whole API under `/v1` and the public tracking endpoints under `/t`, with the
+/// envelope on unknown routes (404) and wrong methods (405), the body limit (413) and the
+/// request timeout (503).
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use tidings_core::domain_name::DnsName;
 use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
 use tidings_core::testing::MemoryStore;
+use tidings_core::tracking::{PublicUrl, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, Tidings};
 use tidings_http::{ApiState, HttpConfig, router};
 use tower::ServiceExt;
@@ -35,6 +36,24 @@ pub struct TestApi {
     pub key: String,
     /// The service behind it.
     pub core: Tidings,
+}
+
+/// Base of the tracking URLs of every [`TestApi`].
+pub const PUBLIC_URL: &str = "https://track.tidings.test";
+
+/// The tracking every [`TestApi`] is configured with.
+pub fn tracking_config() -> TrackingConfig {
+    TrackingConfig { public_url: PublicUrl::parse(PUBLIC_URL).unwrap(), key: TrackingKey::from_bytes([7; 32]) }
+}
+
+/// A response whose body is kept as bytes (a GIF, an empty redirect).
+pub struct RawReply {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: axum::http::HeaderMap,
+    /// The body.
+    pub bytes: Vec<u8>,
 }
 
 /// A response: status, headers and the parsed envelope.
@@ -60,7 +79,7 @@ impl TestApi {
             Arc::new(SystemClock),
             Arc::new(SystemRandom),
             Arc::new(NoDns),
-            CoreConfig::default(),
+            CoreConfig { tracking: Some(tracking_config()), ..CoreConfig::default() },
         );
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
         let app = router(ApiState::new(core.clone(), config));
@@ -83,12 +102,18 @@ impl TestApi {
 
     /// Sends a prepared request.
     pub async fn send(&self, req: Request<Body>) -> Reply {
+        let RawReply { status, headers, bytes } = self.send_raw(req).await;
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
+        Reply { status, headers, body }
+    }
+
+    /// Sends a prepared request and keeps the body as it is.
+    pub async fn send_raw(&self, req: Request<Body>) -> RawReply {
         let response = self.app.clone().oneshot(req).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
-        Reply { status, headers, body }
+        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+        RawReply { status, headers, bytes }
     }
 
     /// GET with the bootstrap key.

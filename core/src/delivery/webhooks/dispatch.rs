@@ -95,6 +95,8 @@ pub struct WebhookDispatcher {
     /// Serialises passes: each computes its quota from the counts, which another pass
     /// claiming at the same moment would not see yet.
     pass: tokio::sync::Mutex<()>,
+    /// Signalled (one stored permit) whenever a delivery stops being in flight.
+    finished: tokio::sync::Notify,
 }
 
 impl WebhookDispatcher {
@@ -111,6 +113,7 @@ impl WebhookDispatcher {
             per_endpoint: Mutex::new(HashMap::new()),
             total: watch::Sender::new(0),
             pass: tokio::sync::Mutex::new(()),
+            finished: tokio::sync::Notify::new(),
         })
     }
 
@@ -161,6 +164,16 @@ impl WebhookDispatcher {
         let mut total = self.total.subscribe();
         // The sender lives in `self`, so the channel cannot close while this waits.
         let _ = total.wait_for(|n| *n == 0).await;
+    }
+
+    /// Waits until a delivery has finished since the last call returned (at once if one
+    /// did meanwhile). A driver whose pass claimed less than it asked for because endpoints
+    /// were at their quota waits on this (with its poll interval as a bound) rather than
+    /// only on the poll interval: the finished delivery's endpoint may have more due, and
+    /// sleeping a fixed interval would cap each endpoint at `per_endpoint_in_flight` per
+    /// interval.
+    pub async fn delivery_finished(&self) {
+        self.finished.notified().await;
     }
 
     /// Waits until at least one slot is free. A driver calls it when a pass found every slot
@@ -217,6 +230,7 @@ impl Drop for InFlight {
             }
         }
         self.dispatcher.total.send_modify(|n| *n = n.saturating_sub(1));
+        self.dispatcher.finished.notify_one();
         // `_permit` is dropped after this, freeing the slot once the counts are down, so a
         // pass that gets the slot sees the endpoint's count without this delivery.
     }

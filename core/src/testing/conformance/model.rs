@@ -101,6 +101,10 @@ enum Op {
         ws: usize,
         msg: Index,
     },
+    /// `find_message` of a made message, or (`None`) of an id never used.
+    FindMessage {
+        msg: Option<Index>,
+    },
     ListMessages {
         ws: usize,
         status: Option<MessageStatus>,
@@ -191,6 +195,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (any::<Index>(), event, twist, 1u8..=120)
             .prop_map(|(msg, event, twist, retry_secs)| Op::Record { msg, event, twist, retry_secs }),
         2 => (any_ws(), any::<Index>()).prop_map(|(ws, msg)| Op::GetMessage { ws, msg }),
+        1 => prop::option::weighted(0.8, any::<Index>()).prop_map(|msg| Op::FindMessage { msg }),
         3 => (
             any_ws(),
             prop::option::of(prop::sample::select(MessageStatus::ALL.to_vec())),
@@ -386,6 +391,16 @@ impl World {
                     let ws = self.workspaces[ws];
                     let (a, b) = both!(sut, model, |st| st.get_message(ws, m));
                     same("get_message", &a, &b)?;
+                }
+            }
+            Op::FindMessage { msg } => {
+                let id = match msg {
+                    Some(msg) => self.pick_message(msg),
+                    None => Some(MessageId(ulid())),
+                };
+                if let Some(id) = id {
+                    let (a, b) = both!(sut, model, |st| st.find_message(id));
+                    same("find_message", &a, &b)?;
                 }
             }
             Op::ListMessages { ws, status, to, sent_by, limit } => {

@@ -38,6 +38,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_RETRY_SCHEDULE", "1s,,2s"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,500ms"),
         ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "5s,later"),
+        ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"),
+        ("TIDINGS_PUBLIC_URL", "ftp://track.example"),
         ("TIDINGS_SMTP_RELAY", "http://relay"),
         ("TIDINGS_DELIVERY", "pigeon"),
         ("TIDINGS_DELIVERY", "relay"),
@@ -91,6 +93,7 @@ fn values_parse() {
     assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
     assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
+    assert!(config.inbound_smtp_listen.is_none() && config.public_url.is_none());
     assert!(config.tls.is_none(), "an empty value counts as unset");
 }
 
@@ -120,4 +123,16 @@ fn the_environment_wins_over_the_file() {
     assert_eq!(err.origin, Some(Origin::File(path.clone())));
     std::fs::write(&path, "lisen = \"127.0.0.1:1\"\n").unwrap();
     assert_eq!(Config::load(Some(&path), |_| None).unwrap_err().var, "TIDINGS_CONFIG");
+}
+
+#[test]
+fn the_inbound_listener_and_public_url_parse() {
+    let config = load(&[
+        ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"),
+        ("TIDINGS_RETURN_PATH_DOMAIN", "bounces.example"),
+        ("TIDINGS_PUBLIC_URL", "https://track.example/mail"),
+    ])
+    .unwrap();
+    assert_eq!(config.inbound_smtp_listen, Some("127.0.0.1:2525".parse().unwrap()));
+    assert_eq!(config.public_url.unwrap().to_string(), "https://track.example/mail");
 }

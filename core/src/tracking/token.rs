@@ -1,0 +1,182 @@
+//! Tracking tokens: `base64url(payload ‖ tag)` without padding, where
+//!
+//! ```text
+//! payload = version (1 byte, 1) | kind (1 byte: 1 open, 2 click)
+//!         | workspace ULID (16 bytes) | message ULID (16 bytes) | [click: URL, UTF-8]
+//! tag     = HMAC-SHA256(key, payload), all 32 bytes
+//! ```
+//!
+//! The full tag is kept: truncating it to 16 bytes would save 22 characters per URL, which
+//! is nothing beside a click token's URL, and verifying the whole tag is exactly
+//! aws-lc-rs's constant-time `hmac::verify`, with no truncation code of our own to get wrong.
+//!
+//! An open token is 88 characters. A click token grows with its URL, 4/3 of it plus 88;
+//! URLs over [`MAX_TRACKED_URL_BYTES`] are left untracked, so a token is at most
+//! [`MAX_TOKEN_CHARS`] characters and a rewritten link stays under ~2,800 characters plus
+//! the public base: within what every mail client and browser accepts.
+
+use std::fmt;
+
+use aws_lc_rs::hmac;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use super::TrackingKey;
+use crate::ids::{MessageId, WorkspaceId};
+
+/// Longest destination URL (after normalisation) that is tracked; longer links stay as
+/// written.
+pub const MAX_TRACKED_URL_BYTES: usize = 2000;
+/// Longest token [`TrackingKey::verify`] looks at (that of a click on the longest URL).
+pub const MAX_TOKEN_CHARS: usize = (HEADER + MAX_TRACKED_URL_BYTES + TAG).div_ceil(3) * 4;
+
+const VERSION: u8 = 1;
+const HEADER: usize = 2 + 16 + 16;
+const TAG: usize = 32;
+
+/// What a token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// The pixel of an HTML part.
+    Open,
+    /// A rewritten link.
+    Click,
+}
+
+impl TokenKind {
+    fn byte(self) -> u8 {
+        match self {
+            Self::Open => 1,
+            Self::Click => 2,
+        }
+    }
+}
+
+/// A destination that may be tracked: an absolute http or https URL of at most
+/// [`MAX_TRACKED_URL_BYTES`], in the `url` crate's normalised form (so the redirect's
+/// `Location` is always a valid header value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedUrl(url::Url);
+
+impl TrackedUrl {
+    /// `text` (surrounding whitespace ignored) if it can be tracked; `None` otherwise.
+    pub fn parse(text: &str) -> Option<Self> {
+        let url = url::Url::parse(text.trim()).ok()?;
+        let tracked = matches!(url.scheme(), "http" | "https") && url.as_str().len() <= MAX_TRACKED_URL_BYTES;
+        tracked.then_some(Self(url))
+    }
+
+    /// The URL.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The parsed URL.
+    pub fn as_url(&self) -> &url::Url {
+        &self.0
+    }
+}
+
+impl fmt::Display for TrackedUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a valid token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Open or click.
+    pub kind: TokenKind,
+    /// The message's workspace.
+    pub workspace: WorkspaceId,
+    /// The message.
+    pub message: MessageId,
+    /// The destination of a click; `None` for an open.
+    pub url: Option<TrackedUrl>,
+}
+
+/// Why a token is refused. The endpoints answer every one of them the same way (404);
+/// the variants are for tests and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not canonical unpadded base64url, too short or too long.
+    #[error("the token is malformed")]
+    Malformed,
+    /// The tag does not match: forged, altered, or signed with another key.
+    #[error("the token's signature does not verify")]
+    BadSignature,
+    /// A version or kind this build does not know, or a click without a valid URL (only
+    /// reachable with the key, i.e. by a bug or a future version).
+    #[error("the token's contents are not understood")]
+    Unsupported,
+}
+
+impl TrackingKey {
+    /// The token of `message`'s pixel.
+    pub fn sign_open(&self, workspace: WorkspaceId, message: MessageId) -> String {
+        self.sign(&payload(TokenKind::Open, workspace, message, b""))
+    }
+
+    /// The token of a link in `message` to `url`.
+    pub fn sign_click(&self, workspace: WorkspaceId, message: MessageId, url: &TrackedUrl) -> String {
+        self.sign(&payload(TokenKind::Click, workspace, message, url.as_str().as_bytes()))
+    }
+
+    /// Checks `token`'s tag (in constant time) and then reads it. Never panics, whatever
+    /// the input.
+    pub fn verify(&self, token: &str) -> Result<Verified, TokenError> {
+        if token.len() > MAX_TOKEN_CHARS {
+            return Err(TokenError::Malformed);
+        }
+        // The default engine refuses padding and non-zero trailing bits, so each byte
+        // string has exactly one accepted spelling.
+        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| TokenError::Malformed)?;
+        if bytes.len() < HEADER + TAG {
+            return Err(TokenError::Malformed);
+        }
+        let (payload, tag) = bytes.split_at(bytes.len() - TAG);
+        hmac::verify(self.hmac_key(), payload, tag).map_err(|_| TokenError::BadSignature)?;
+        read(payload)
+    }
+
+    fn sign(&self, payload: &[u8]) -> String {
+        let tag = hmac::sign(self.hmac_key(), payload);
+        let mut bytes = Vec::with_capacity(payload.len() + TAG);
+        bytes.extend_from_slice(payload);
+        bytes.extend_from_slice(tag.as_ref());
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+}
+
+fn payload(kind: TokenKind, workspace: WorkspaceId, message: MessageId, url: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER + url.len());
+    bytes.push(VERSION);
+    bytes.push(kind.byte());
+    bytes.extend_from_slice(&workspace.to_bytes());
+    bytes.extend_from_slice(&message.to_bytes());
+    bytes.extend_from_slice(url);
+    bytes
+}
+
+/// Reads a payload whose tag has verified.
+fn read(payload: &[u8]) -> Result<Verified, TokenError> {
+    let (&[version, kind], rest) = payload.split_first_chunk::<2>().ok_or(TokenError::Malformed)?;
+    let (workspace, rest) = rest.split_first_chunk::<16>().ok_or(TokenError::Malformed)?;
+    let (message, url) = rest.split_first_chunk::<16>().ok_or(TokenError::Malformed)?;
+    if version != VERSION {
+        return Err(TokenError::Unsupported);
+    }
+    let (kind, url) = match kind {
+        1 if url.is_empty() => (TokenKind::Open, None),
+        2 => {
+            let text = std::str::from_utf8(url).map_err(|_| TokenError::Unsupported)?;
+            // Only what `TrackedUrl` accepts was signed; checking again keeps a redirect to
+            // anything else impossible even if that ever changed.
+            let url = TrackedUrl::parse(text).filter(|u| u.as_str() == text).ok_or(TokenError::Unsupported)?;
+            (TokenKind::Click, Some(url))
+        }
+        _ => return Err(TokenError::Unsupported),
+    };
+    Ok(Verified { kind, workspace: WorkspaceId::from_bytes(*workspace), message: MessageId::from_bytes(*message), url })
+}

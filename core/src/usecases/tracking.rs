@@ -1,0 +1,160 @@
+//! Open and click tracking (contract §8): what a send asks for ([`TrackingRequest`]), and
+//! the public endpoints' use cases: a pixel load records `Opened`, a followed link records
+//! `Clicked` and yields where to redirect.
+//!
+//! Every refusal is `NotFound`, whatever its cause (bad token, unknown message, another
+//! workspace, tracking not configured), so the endpoints reveal nothing; the token is
+//! verified before the store is touched. A valid token for a message whose status takes no
+//! opens or clicks (it never left: `Queued`, `Failed`, `Suppressed`) still answers, and
+//! records nothing: the recipient's link must work even when the event cannot be kept.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::EventId;
+use crate::model::{Domain, EventDetails, EventType, Message, MessageTracking};
+use crate::state_machine::{Happening, next_status};
+use crate::tracking::{TokenKind, TrackedUrl, Verified};
+use crate::usecases::Tidings;
+use crate::{Error, Result};
+
+/// Longest user agent kept on an event, in characters; the rest is cut off.
+pub const MAX_USER_AGENT_CHARS: usize = 512;
+/// How often an open or click is retried when a concurrent event (a delivery outcome, another
+/// click) changed the message between reading and writing it.
+const CONFLICT_RETRIES: usize = 5;
+
+/// `tracking` of a send: each key overrides the sending domain's default (contract §8).
+/// Only a JSON object is read as one (serde's derive would also take `[true, false]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TrackingRequest {
+    /// Track opens (default: the domain's `openTracking`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opens: Option<bool>,
+    /// Track clicks (default: the domain's `clickTracking`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clicks: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for TrackingRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            #[serde(default)]
+            opens: Option<bool>,
+            #[serde(default)]
+            clicks: Option<bool>,
+        }
+        struct ObjectOnly;
+        impl<'de> serde::de::Visitor<'de> for ObjectOnly {
+            type Value = TrackingRequest;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object with optional boolean `opens` and `clicks`")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> std::result::Result<Self::Value, A::Error> {
+                let Fields { opens, clicks } = Fields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(TrackingRequest { opens, clicks })
+            }
+        }
+        deserializer.deserialize_map(ObjectOnly)
+    }
+}
+
+impl TrackingRequest {
+    /// The tracking of a message sent from `domain` with this request (`None`: none given).
+    pub fn resolve(request: Option<Self>, domain: &Domain) -> MessageTracking {
+        let request = request.unwrap_or_default();
+        MessageTracking {
+            opens: request.opens.unwrap_or(domain.open_tracking),
+            clicks: request.clicks.unwrap_or(domain.click_tracking),
+        }
+    }
+}
+
+impl Tidings {
+    /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message.
+    pub async fn record_open(&self, token: &str, user_agent: Option<&str>) -> Result<()> {
+        let (_, message) = self.tracked_message(token, TokenKind::Open).await?;
+        let details = EventDetails { user_agent: user_agent.map(clip_user_agent), ..EventDetails::default() };
+        self.record_tracking(message, EventType::Opened, details).await
+    }
+
+    /// `GET /t/c/{token}`: records `Clicked` (URL and user agent) and returns the URL to
+    /// redirect to, which only ever comes from inside the signed token.
+    pub async fn record_click(&self, token: &str, user_agent: Option<&str>) -> Result<TrackedUrl> {
+        let (verified, message) = self.tracked_message(token, TokenKind::Click).await?;
+        let url = verified.url.ok_or(Error::NotFound("tracking link"))?;
+        let details = EventDetails {
+            url: Some(url.as_str().to_owned()),
+            user_agent: user_agent.map(clip_user_agent),
+            ..EventDetails::default()
+        };
+        self.record_tracking(message, EventType::Clicked, details).await?;
+        Ok(url)
+    }
+
+    /// `HEAD /t/o/{token}`: whether the pixel exists, recording nothing (prefetchers and
+    /// link scanners probe with HEAD; that is not an open).
+    pub async fn check_open(&self, token: &str) -> Result<()> {
+        self.tracked_message(token, TokenKind::Open).await.map(|_| ())
+    }
+
+    /// `HEAD /t/c/{token}`: where the link leads, recording nothing.
+    pub async fn check_click(&self, token: &str) -> Result<TrackedUrl> {
+        let (verified, _) = self.tracked_message(token, TokenKind::Click).await?;
+        verified.url.ok_or(Error::NotFound("tracking link"))
+    }
+
+    /// The verified token and its message, or `NotFound`. The HMAC is checked first: a bad
+    /// token costs no store access.
+    async fn tracked_message(&self, token: &str, kind: TokenKind) -> Result<(Verified, Message)> {
+        const NOT_FOUND: Error = Error::NotFound("tracking link");
+        let config = self.config.tracking.as_ref().ok_or(NOT_FOUND)?;
+        let verified = config.key.verify(token).map_err(|_| NOT_FOUND)?;
+        if verified.kind != kind {
+            return Err(NOT_FOUND);
+        }
+        let message = self.store.get_message(verified.workspace, verified.message).await?.ok_or(NOT_FOUND)?;
+        Ok((verified, message))
+    }
+
+    /// Records an open or click on `message`, re-reading it when a concurrent event won the
+    /// race. Gives up (with a warning, recording nothing) after a few lost races rather than
+    /// failing the recipient's request.
+    async fn record_tracking(&self, mut message: Message, event_type: EventType, details: EventDetails) -> Result<()> {
+        for _ in 0..CONFLICT_RETRIES {
+            if next_status(message.status, event_type).is_err() {
+                return Ok(());
+            }
+            let at = self.clock.now();
+            let happening = Happening {
+                event_id: EventId::new_at(at, &*self.random),
+                event_type,
+                at,
+                details: details.clone(),
+                provider_message_id: None,
+                next_attempt_at: None,
+            };
+            match self.record_message_event(&message, happening).await {
+                Ok(_) => return Ok(()),
+                Err(Error::Conflict(_)) => {
+                    message = self
+                        .store
+                        .get_message(message.workspace_id, message.id)
+                        .await?
+                        .ok_or(Error::NotFound("tracking link"))?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::warn!(message = %message.id, event = event_type.as_str(), "tracking event lost to concurrent updates");
+        Ok(())
+    }
+}
+
+/// `user_agent` cut to [`MAX_USER_AGENT_CHARS`] characters.
+fn clip_user_agent(user_agent: &str) -> String {
+    match user_agent.char_indices().nth(MAX_USER_AGENT_CHARS) {
+        Some((end, _)) => user_agent[..end].to_owned(),
+        None => user_agent.to_owned(),
+    }
+}

@@ -1,0 +1,91 @@
+//! The bounce and complaint listener (`TIDINGS_INBOUND_SMTP_LISTEN`, contract §8): the SMTP
+//! server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN` only,
+//! with each report handed to core's [`Tidings::process_report`].
+//!
+//! A report is answered 250 once core has recorded what it says (or found it is about no
+//! message of ours: that is counted and logged, never an error, so a sender does not retry
+//! it forever); a storage failure or a message that keeps changing is a 451, and the sender
+//! tries again later.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use tidings_core::domain_name::DomainName;
+use tidings_core::usecases::{ReportOutcome, Tidings};
+use tidings_inbound_smtp::{Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings};
+
+use crate::ServerError;
+
+/// Reports seen since start, by what they turned out to be.
+#[derive(Debug, Default)]
+pub struct ReportCounts {
+    /// Bounces recorded.
+    pub bounced: AtomicU64,
+    /// Delays recorded.
+    pub deferred: AtomicU64,
+    /// Complaints recorded.
+    pub complained: AtomicU64,
+    /// Already processed.
+    pub duplicate: AtomicU64,
+    /// About no message of ours.
+    pub unmatched: AtomicU64,
+    /// Not a report, or nothing to do.
+    pub ignored: AtomicU64,
+}
+
+/// Hands received reports to core.
+pub struct ReportHandler {
+    core: Tidings,
+    counts: Arc<ReportCounts>,
+}
+
+impl ReportHandler {
+    /// A handler recording through `core`.
+    pub fn new(core: Tidings) -> Self {
+        Self { core, counts: Arc::default() }
+    }
+}
+
+#[async_trait]
+impl InboundHandler for ReportHandler {
+    async fn receive(&self, envelope: Envelope, raw: Vec<u8>) -> Result<(), HandlerError> {
+        let outcome = self.core.process_report(&envelope.recipients, &raw).await.map_err(|e| {
+            tracing::warn!(peer = %envelope.peer, "report not processed, the sender will retry: {e}");
+            HandlerError::Temporary(e.to_string())
+        })?;
+        let c = &self.counts;
+        let (kind, counter, message) = match &outcome {
+            ReportOutcome::Bounced { message, .. } => ("bounced", &c.bounced, Some(message.id)),
+            ReportOutcome::Deferred { message } => ("deferred", &c.deferred, Some(message.id)),
+            ReportOutcome::Complained { message, .. } => ("complained", &c.complained, Some(message.id)),
+            ReportOutcome::Duplicate { message } => ("duplicate", &c.duplicate, Some(message.id)),
+            ReportOutcome::Unmatched { .. } => ("unmatched", &c.unmatched, None),
+            ReportOutcome::Ignored { .. } => ("ignored", &c.ignored, None),
+        };
+        let total = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let detail = match &outcome {
+            ReportOutcome::Unmatched { reason } => reason.to_string(),
+            ReportOutcome::Ignored { reason } => reason.to_string(),
+            ReportOutcome::Bounced { hard, .. } => if *hard { "hard" } else { "soft" }.to_owned(),
+            _ => String::new(),
+        };
+        match message {
+            Some(message) => tracing::info!(peer = %envelope.peer, %message, total, "report: {kind} {detail}"),
+            None => tracing::info!(peer = %envelope.peer, total, "report: {kind} ({detail})"),
+        }
+        Ok(())
+    }
+}
+
+/// Binds the listener on `addr` for `domain`; prints `inbound SMTP listening on ADDR` on
+/// stderr (the real port when `addr` has port 0).
+pub async fn bind(addr: SocketAddr, domain: DomainName, core: Tidings) -> Result<InboundListener, ServerError> {
+    let settings = InboundSettings::new(domain);
+    let listener = InboundListener::bind(addr, settings, Arc::new(ReportHandler::new(core)))
+        .await
+        .map_err(|source| ServerError::InboundBind { addr, source })?;
+    eprintln!("inbound SMTP listening on {}", listener.local_addr());
+    Ok(listener)
+}

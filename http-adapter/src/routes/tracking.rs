@@ -1,0 +1,72 @@
+//! `/t/o/{token}` (the open pixel) and `/t/c/{token}` (the click redirect): public, without
+//! authentication, for mail clients and browsers (contract §8). Their successes are not in
+//! the envelope (a GIF and a redirect); every failure is, as 404 `not_found` whatever was
+//! wrong with the token.
+//!
+//! HEAD answers like GET but records nothing: link scanners and prefetchers probe with it,
+//! and that is neither an open nor a click.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::table::RouteTable;
+use crate::path::ApiPath;
+use crate::{ApiError, ApiResult, ApiState};
+
+/// A 1×1 transparent GIF (GIF89a, one-entry palette, colour 0 transparent): 43 bytes.
+pub const PIXEL_GIF: [u8; 43] = [
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff,
+    0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02,
+    0x02, 0x44, 0x01, 0x00, 0x3b,
+];
+
+/// `GET /t/o/{token}`: records `Opened` and answers the pixel.
+pub async fn get_open_pixel(
+    State(state): State<ApiState>,
+    method: Method,
+    headers: HeaderMap,
+    ApiPath(token): ApiPath<String>,
+) -> ApiResult<Response> {
+    if method == Method::HEAD {
+        state.core.check_open(&token).await?;
+    } else {
+        state.core.record_open(&token, user_agent(&headers).as_deref()).await?;
+    }
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
+        // Every load is an open: no cache may answer in our place.
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store, private")),
+    ];
+    Ok((StatusCode::OK, headers, PIXEL_GIF.as_slice()).into_response())
+}
+
+/// `GET /t/c/{token}`: records `Clicked` and redirects (302) to the URL signed in the token.
+pub async fn follow_tracked_link(
+    State(state): State<ApiState>,
+    method: Method,
+    headers: HeaderMap,
+    ApiPath(token): ApiPath<String>,
+) -> ApiResult<Response> {
+    let url = if method == Method::HEAD {
+        state.core.check_click(&token).await?
+    } else {
+        state.core.record_click(&token, user_agent(&headers).as_deref()).await?
+    };
+    // The url crate writes ASCII without controls, so this holds; were it ever not, the link
+    // is as good as unknown.
+    let location = HeaderValue::from_str(url.as_str())
+        .map_err(|_| ApiError::Core(tidings_core::Error::NotFound("tracking link")))?;
+    let headers = [(header::LOCATION, location), (header::CACHE_CONTROL, HeaderValue::from_static("no-store"))];
+    Ok((StatusCode::FOUND, headers).into_response())
+}
+
+/// The `User-Agent` header, if any; bytes that are not UTF-8 become U+FFFD.
+fn user_agent(headers: &HeaderMap) -> Option<String> {
+    headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+/// The tracking routes.
+pub fn routes() -> RouteTable {
+    RouteTable::default().get("/t/o/{token}", get_open_pixel).get("/t/c/{token}", follow_tracked_link)
+}
