@@ -298,24 +298,33 @@ fn rotation_signs_with_both_secrets_and_manual_retry_resends_the_same_id() {
 fn a_hanging_endpoint_does_not_delay_others() {
     block_on(async {
         let (server, _dns) = server("1m").await;
+        let key = server.key().to_owned();
+        let (_, fast) =
+            create_key(&server, &key, json!({"name": "fast", "scope": "send", "rateLimitPerSec": 1000})).await;
         let receiver = Receiver::start().await;
         let (stuck, _) = endpoint(&server, &receiver.url("/stuck"), &["Queued", "Sent", "Delivered"]).await;
-        endpoint(&server, &receiver.url("/healthy"), &["Queued", "Sent", "Delivered"]).await;
         receiver.script("/stuck", std::iter::repeat_n(Reply::Hang, 100));
+        // First only the stuck endpoint has events: its POSTs are in flight, hanging until
+        // their 10 s timeout, before the healthy endpoint exists.
         for n in 0..10 {
-            send(&server, &format!("user{n}@example.com")).await;
+            send_as(&server, &fast, &format!("early{n}@example.com")).await;
         }
-        // 30 events for each endpoint. The healthy one gets all of them while the stuck one's
-        // first POSTs are still waiting out their 10 s timeout.
-        let started = Instant::now();
-        receiver.wait_for("/healthy", 30, Duration::from_secs(9)).await;
-        assert!(!receiver.hits("/stuck").is_empty(), "the stuck endpoint is being tried too");
+        receiver.wait_for("/stuck", 16, WAIT).await;
+        let stuck_since = Instant::now();
+        endpoint(&server, &receiver.url("/healthy"), &["Queued", "Sent", "Delivered"]).await;
+        for n in 0..10 {
+            send_as(&server, &fast, &format!("late{n}@example.com")).await;
+        }
+        // The healthy endpoint's 30 events arrive while every stuck POST is still hanging: a
+        // worker that waited for a batch to finish would hold them until the timeouts.
+        receiver.wait_for("/healthy", 30, Duration::from_secs(8)).await;
         let entries = log(&server, &stuck).await;
         assert!(
             entries.iter().all(|d| d["attempts"] == 0),
-            "no stuck POST has timed out yet ({:?} in), so the healthy endpoint did not wait for one",
-            started.elapsed()
+            "no stuck POST has timed out yet ({:?} after they started), so the healthy endpoint waited for none",
+            stuck_since.elapsed()
         );
+        assert_eq!(receiver.hits("/stuck").len(), 16, "at most 16 POSTs in flight to one endpoint");
     });
 }
 
