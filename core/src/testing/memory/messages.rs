@@ -1,0 +1,148 @@
+//! Messages, their timelines, the delivery queue and idempotency of the [`MemoryStore`](super::MemoryStore).
+
+use super::*;
+
+#[async_trait]
+impl MessageStore for MemoryStore {
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
+        let mut st = self.state();
+        if let Some(record) = &new.idempotency
+            && let Some(existing) = st.idempotency.get(&(record.workspace_id, record.key.clone()))
+            && existing.expires_at > new.message.created_at
+        {
+            return Ok(CreateOutcome::Duplicate(existing.clone()));
+        }
+        if st.messages.contains_key(&new.message.id) {
+            return Err(conflict("message id exists"));
+        }
+        if let Some(e) = st.deliveries_conflict(&new.webhook_deliveries) {
+            return Err(e);
+        }
+        let id = new.message.id;
+        st.events.entry(id).or_default().insert(new.event.id, new.event);
+        st.messages.insert(id, new.message);
+        if let Some(record) = new.idempotency {
+            st.idempotency.insert((record.workspace_id, record.key.clone()), record);
+        }
+        st.queue_deliveries(&new.webhook_deliveries);
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
+        Ok(self.state().messages.get(&id).filter(|m| m.workspace_id == workspace).cloned())
+    }
+
+    async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
+        Ok(self.state().messages.get(&id).cloned())
+    }
+
+    async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
+        let to = query.to.as_ref().map(EmailAddress::normalized);
+        Ok(newest_first(&self.state().messages, &query.page, |m| {
+            m.workspace_id == workspace
+                && query.status.is_none_or(|s| m.status == s)
+                && to.as_ref().is_none_or(|to| m.to.normalized() == *to)
+                && query.sent_by.is_none_or(|k| m.api_key_id == k)
+        }))
+    }
+
+    async fn list_events(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        page: PageRequest<EventId>,
+    ) -> StoreResult<Page<MessageEvent>> {
+        let st = self.state();
+        if st.messages.get(&message).filter(|m| m.workspace_id == workspace).is_none() {
+            return Err(StoreError::NotFound);
+        }
+        let Some(events) = st.events.get(&message) else {
+            return Ok(Page { items: vec![], has_more: false });
+        };
+        let after_cursor = events.iter().filter(|(id, _)| page.cursor.is_none_or(|c| **id > c));
+        Ok(page_of(after_cursor.map(|(_, e)| e.clone()), page.limit))
+    }
+
+    async fn record_event(&self, write: EventWrite) -> StoreResult<()> {
+        let mut st = self.state();
+        let id = write.message.id;
+        let stored = st.messages.get(&id).filter(|m| m.workspace_id == write.message.workspace_id);
+        let stored = stored.ok_or(StoreError::NotFound)?;
+        if stored.status != write.expected_status {
+            return Err(StoreError::Conflict(format!(
+                "message is {:?}, not {:?}",
+                stored.status, write.expected_status
+            )));
+        }
+        if st.events.get(&id).is_some_and(|events| events.contains_key(&write.event.id)) {
+            return Err(conflict("event id exists"));
+        }
+        if let Some(e) = st.deliveries_conflict(&write.webhook_deliveries) {
+            return Err(e);
+        }
+        st.messages.insert(id, write.message);
+        st.events.entry(id).or_default().insert(write.event.id, write.event);
+        st.queue_deliveries(&write.webhook_deliveries);
+        Ok(())
+    }
+
+    async fn claim_due_messages(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let mut st = self.state();
+        let ids = due(&st.messages, now, limit, |m| m.next_attempt_at);
+        let mut claimed = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(m) = st.messages.get_mut(&id) {
+                m.next_attempt_at = Some(lease_until);
+                claimed.push(m.clone());
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let mut st = self.state();
+        let mut leased: Vec<(DateTime<Utc>, MessageId)> = st
+            .messages
+            .values()
+            .filter(|m| m.status.next_attempt_is_lease())
+            .filter_map(|m| m.next_attempt_at.filter(|at| *at > now).map(|at| (at, m.id)))
+            .collect();
+        leased.sort();
+        leased.truncate(limit);
+        for (_, id) in &leased {
+            if let Some(m) = st.messages.get_mut(id) {
+                m.next_attempt_at = Some(now);
+            }
+        }
+        Ok(leased.len())
+    }
+
+    async fn get_idempotency(
+        &self,
+        workspace: WorkspaceId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        Ok(self.state().idempotency.get(&(workspace, key.clone())).cloned())
+    }
+
+    async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let mut st = self.state();
+        let mut expired: Vec<(DateTime<Utc>, (WorkspaceId, IdempotencyKey))> = st
+            .idempotency
+            .iter()
+            .filter(|(_, r)| r.expires_at <= now)
+            .map(|(k, r)| (r.expires_at, k.clone()))
+            .collect();
+        expired.sort();
+        expired.truncate(limit);
+        for (_, key) in &expired {
+            st.idempotency.remove(key);
+        }
+        Ok(expired.len())
+    }
+}
