@@ -1,0 +1,144 @@
+//! `PgStore`: the `Store` of Tidings on PostgreSQL, which several nodes can share.
+//!
+//! - **Layout**: one table per resource; each row holds the record's serde form as JSONB
+//!   (`doc`, so the core model stays the source of truth) next to the columns that lists,
+//!   claims and uniqueness rules query (`migrations/`). Ids are UUIDs holding a ULID's bytes,
+//!   so `ORDER BY id DESC` is newest first and every list is an index range: O(limit).
+//! - **Atomicity**: each method is one statement or one short transaction; races are settled
+//!   by unique constraints (`ON CONFLICT`), row locks and conditional updates
+//!   (`record_event` updates `WHERE status = expected`), so they hold across processes.
+//! - **Durability**: a successful return means committed, and PostgreSQL's default
+//!   `synchronous_commit = on` makes a commit durable.
+//! - **Claims** take due rows with `FOR UPDATE SKIP LOCKED` and move them to the lease in the
+//!   same transaction; no transaction is ever held across network I/O.
+//! - **Migrations** (`migrate.rs`) run at [`PgStore::connect`], serialised across nodes by an
+//!   advisory lock; [`migrate`] runs them alone.
+
+mod db;
+mod domains;
+mod keys;
+mod messages;
+mod migrate;
+mod queue;
+mod suppressions;
+mod templates;
+mod webhooks;
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{NoTls, Socket};
+
+/// Why a store could not be opened or migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The connection URL is not valid.
+    #[error("invalid PostgreSQL URL: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    /// An option is not valid (e.g. a schema name that would need quoting).
+    #[error("invalid option: {0}")]
+    Options(String),
+    /// The connection pool could not be built.
+    #[error("cannot build the connection pool: {0}")]
+    Pool(String),
+    /// No connection could be made (server down, wrong credentials, timeout).
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
+    /// A migration failed; the schema is as the last successful one left it.
+    #[error("migration {version} failed: {source}")]
+    Migration {
+        /// The migration's file name.
+        version: &'static str,
+        /// The database's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// A statement around the migrations (lock, bookkeeping) failed.
+    #[error("cannot migrate: {0}")]
+    Migrate(#[source] tokio_postgres::Error),
+}
+
+/// How the store connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// Most connections the pool opens. Default 16.
+    pub max_connections: usize,
+    /// How long to wait for a connection (to open, or to be free in the pool). Default 10 s.
+    pub connect_timeout: Duration,
+    /// Keep the tables in this schema (created if missing) instead of the URL's default
+    /// search path; e.g. to share a database with other applications. Must be a plain
+    /// lower-case identifier. Default `None`.
+    pub schema: Option<String>,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self { max_connections: 16, connect_timeout: Duration::from_secs(10), schema: None }
+    }
+}
+
+/// The PostgreSQL-backed store. Cheap to clone: clones share one connection pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("pool", &self.pool.status()).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects without TLS and applies pending migrations.
+    pub async fn connect(url: &str, options: PgOptions) -> Result<Self, PgError> {
+        Self::connect_with_tls(url, options, NoTls).await
+    }
+
+    /// Connects through `tls` (e.g. a `tokio-postgres-rustls` connector) and applies pending
+    /// migrations.
+    pub async fn connect_with_tls<T>(url: &str, options: PgOptions, tls: T) -> Result<Self, PgError>
+    where
+        T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+        T::Stream: Send + Sync,
+        T::TlsConnect: Send + Sync,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        let mut config: tokio_postgres::Config = url.parse().map_err(PgError::Url)?;
+        config.connect_timeout(options.connect_timeout);
+        if let Some(schema) = &options.schema {
+            migrate::check_schema_name(schema)?;
+            config.options(format!("-c search_path={schema}"));
+        }
+        let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| PgError::Pool(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|e| PgError::Connect(e.to_string()))?;
+        migrate::run(&mut client, options.schema.as_deref()).await?;
+        Ok(Self { pool })
+    }
+}
+
+/// Applies pending migrations to the database at `url` (without TLS) and returns; for a
+/// `tidings-server migrate` step run before the nodes start. Safe to run concurrently with
+/// nodes starting: all migrate under one advisory lock.
+pub async fn migrate(url: &str, options: PgOptions) -> Result<(), PgError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(PgError::Url)?;
+    config.connect_timeout(options.connect_timeout);
+    if let Some(schema) = &options.schema {
+        migrate::check_schema_name(schema)?;
+        config.options(format!("-c search_path={schema}"));
+    }
+    let (mut client, connection) = config.connect(NoTls).await.map_err(|e| PgError::Connect(e.to_string()))?;
+    let driver = tokio::spawn(connection);
+    let result = migrate::run(&mut client, options.schema.as_deref()).await;
+    drop(client);
+    let _ = driver.await;
+    result
+}

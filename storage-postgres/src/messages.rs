@@ -1,0 +1,203 @@
+//! Messages (`messages`, with their status, recipient, key and due time as columns), their
+//! timelines (`message_events`) and idempotency records (`idempotency`).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use tidings_core::ids::{EventId, MessageId, WorkspaceId};
+use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
+use tidings_core::ports::{
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, StoreError, StoreResult,
+};
+
+use crate::PgStore;
+use crate::db::{Param, db_error, decode, decode_all, doc, execute, limit, newest_first, query, query_opt, uuid};
+use crate::queue;
+use crate::webhooks::{Missing, insert_deliveries};
+
+async fn insert_event(client: &impl GenericClient, event: &MessageEvent) -> StoreResult<()> {
+    let sql = "INSERT INTO message_events (message_id, id, doc) VALUES ($1, $2, $3)";
+    execute(client, sql, &[&uuid(event.message_id.0), &uuid(event.id.0), &doc(event)?]).await.map(drop)
+}
+
+/// Takes the idempotency key for `record`, unless it is held and unexpired at `at`: then
+/// returns the holder's record. The unique key settles races: of two transactions inserting
+/// one key, the second waits for the first and then sees its row.
+async fn take_idempotency_key(
+    client: &impl GenericClient,
+    record: &IdempotencyRecord,
+    at: DateTime<Utc>,
+) -> StoreResult<Option<IdempotencyRecord>> {
+    let ws = uuid(record.workspace_id.0);
+    let taken = query_opt(
+        client,
+        "INSERT INTO idempotency (workspace_id, key, expires_at, doc) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (workspace_id, key) DO UPDATE SET expires_at = EXCLUDED.expires_at, doc = EXCLUDED.doc
+         WHERE idempotency.expires_at <= $5
+         RETURNING 1",
+        &[&ws, &record.key.as_str(), &record.expires_at, &doc(record)?, &at],
+    )
+    .await?;
+    if taken.is_some() {
+        return Ok(None);
+    }
+    // The conflicting row is locked by the statement above, so it is still there.
+    let sql = "SELECT doc FROM idempotency WHERE workspace_id = $1 AND key = $2";
+    let row = query_opt(client, sql, &[&ws, &record.key.as_str()]).await?;
+    let row = row.ok_or_else(|| StoreError::Unavailable("idempotency record vanished; retry".to_owned()))?;
+    Ok(Some(decode(&row, "idempotency record")?))
+}
+
+#[async_trait]
+impl MessageStore for PgStore {
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        if let Some(record) = &new.idempotency
+            && let Some(existing) = take_idempotency_key(&tx, record, new.message.created_at).await?
+        {
+            return Ok(CreateOutcome::Duplicate(existing));
+        }
+        let m = &new.message;
+        execute(
+            &tx,
+            "INSERT INTO messages (id, workspace_id, status, to_norm, api_key_id, next_attempt_at, doc)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &uuid(m.id.0),
+                &uuid(m.workspace_id.0),
+                &m.status.as_str(),
+                &m.to.normalized(),
+                &uuid(m.api_key_id.0),
+                &m.next_attempt_at,
+                &doc(m)?,
+            ],
+        )
+        .await?;
+        insert_event(&tx, &new.event).await?;
+        insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
+        let client = self.client().await?;
+        let sql = "SELECT doc FROM messages WHERE id = $1 AND workspace_id = $2";
+        let row = query_opt(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
+        row.map(|row| decode(&row, "message")).transpose()
+    }
+
+    async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
+        let client = self.client().await?;
+        let row = query_opt(&client, "SELECT doc FROM messages WHERE id = $1", &[&uuid(id.0)]).await?;
+        row.map(|row| decode(&row, "message")).transpose()
+    }
+
+    async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
+        let client = self.client().await?;
+        let ws = uuid(workspace.0);
+        let status = query.status.map(|s| s.as_str());
+        let to = query.to.as_ref().map(|to| to.normalized());
+        let key = query.sent_by.map(|k| uuid(k.0));
+        let mut filters: Vec<(&str, Param<'_>)> = vec![("workspace_id", &ws)];
+        if let Some(status) = &status {
+            filters.push(("status", status));
+        }
+        if let Some(to) = &to {
+            filters.push(("to_norm", to));
+        }
+        if let Some(key) = &key {
+            filters.push(("api_key_id", key));
+        }
+        let cursor = query.page.cursor.map(|c| c.0);
+        newest_first(&client, "messages", &filters, None, cursor, query.page.limit).await
+    }
+
+    async fn list_events(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        page: PageRequest<EventId>,
+    ) -> StoreResult<Page<MessageEvent>> {
+        let client = self.client().await?;
+        let (id, ws) = (uuid(message.0), uuid(workspace.0));
+        let sql = "SELECT 1 FROM messages WHERE id = $1 AND workspace_id = $2";
+        if query_opt(&client, sql, &[&id, &ws]).await?.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        let cursor = page.cursor.map(|c| uuid(c.0));
+        let rows = query(
+            &client,
+            "SELECT doc FROM message_events WHERE message_id = $1 AND ($2::uuid IS NULL OR id > $2)
+             ORDER BY id LIMIT $3",
+            &[&id, &cursor, &limit(page.limit.saturating_add(1))],
+        )
+        .await?;
+        let mut items: Vec<MessageEvent> = decode_all(&rows, "message event")?;
+        let has_more = items.len() > page.limit;
+        items.truncate(page.limit);
+        Ok(Page { items, has_more })
+    }
+
+    async fn record_event(&self, write: EventWrite) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let m = &write.message;
+        let (id, ws) = (uuid(m.id.0), uuid(m.workspace_id.0));
+        // The status check and the write are one statement: a concurrent writer that got
+        // there first has changed the status, and this one then changes nothing.
+        let changed = execute(
+            &tx,
+            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7
+             WHERE id = $1 AND workspace_id = $2 AND status = $8",
+            &[
+                &id,
+                &ws,
+                &m.status.as_str(),
+                &m.to.normalized(),
+                &uuid(m.api_key_id.0),
+                &m.next_attempt_at,
+                &doc(m)?,
+                &write.expected_status.as_str(),
+            ],
+        )
+        .await?;
+        if changed == 0 {
+            let sql = "SELECT status FROM messages WHERE id = $1 AND workspace_id = $2";
+            let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
+            let status: String = row.try_get(0).map_err(|e| StoreError::Corrupt(format!("message status: {e}")))?;
+            return Err(StoreError::Conflict(format!("message is {status}, not {}", write.expected_status.as_str())));
+        }
+        insert_event(&tx, &write.event).await?;
+        insert_deliveries(&tx, &write.webhook_deliveries, Missing::Drop).await?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn claim_due_messages(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        queue::claim_due_messages(self, now, lease_until, limit).await
+    }
+
+    async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        queue::release_message_leases(self, now, limit).await
+    }
+
+    async fn get_idempotency(
+        &self,
+        workspace: WorkspaceId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        let client = self.client().await?;
+        let sql = "SELECT doc FROM idempotency WHERE workspace_id = $1 AND key = $2";
+        let row = query_opt(&client, sql, &[&uuid(workspace.0), &key.as_str()]).await?;
+        row.map(|row| decode(&row, "idempotency record")).transpose()
+    }
+
+    async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        queue::purge_expired_idempotency(self, now, limit).await
+    }
+}

@@ -1,0 +1,57 @@
+//! Schema migrations: the SQL files of `migrations/`, embedded, applied in order, each in
+//! its own transaction and recorded in `schema_migrations`. A session advisory lock makes
+//! nodes that start together take turns, so each migration runs exactly once.
+
+use tokio_postgres::Client;
+
+use crate::PgError;
+
+/// Every migration, oldest first. Never edit one that has shipped: add another.
+const MIGRATIONS: &[(&str, &str)] = &[("0001_initial", include_str!("../migrations/0001_initial.sql"))];
+
+/// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).
+const LOCK_KEY: i64 = 0x0074_6964_696e_6773;
+
+/// Refuses a schema name that would need quoting (it goes into `search_path` and DDL).
+pub(crate) fn check_schema_name(schema: &str) -> Result<(), PgError> {
+    let plain = !schema.is_empty()
+        && schema.len() < 64
+        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && schema.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain { Ok(()) } else { Err(PgError::Options(format!("invalid schema name {schema:?}"))) }
+}
+
+/// Applies the pending migrations (creating `schema` first if given).
+pub(crate) async fn run(client: &mut Client, schema: Option<&str>) -> Result<(), PgError> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await.map_err(PgError::Migrate)?;
+    let result = apply(client, schema).await;
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await.map_err(PgError::Migrate);
+    result.and(unlocked.map(drop))
+}
+
+async fn apply(client: &mut Client, schema: Option<&str>) -> Result<(), PgError> {
+    if let Some(schema) = schema {
+        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}")).await.map_err(PgError::Migrate)?;
+    }
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    text PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .await
+        .map_err(PgError::Migrate)?;
+    for (version, sql) in MIGRATIONS {
+        let failed = |source| PgError::Migration { version, source };
+        let tx = client.transaction().await.map_err(PgError::Migrate)?;
+        let done = tx.query_opt("SELECT 1 FROM schema_migrations WHERE version = $1", &[version]).await;
+        if done.map_err(PgError::Migrate)?.is_some() {
+            continue;
+        }
+        tx.batch_execute(sql).await.map_err(failed)?;
+        tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[version]).await.map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+    }
+    Ok(())
+}
