@@ -8,10 +8,14 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
-/// The last id made by this process, so that ids made within one millisecond still sort in
-/// creation order ("newest first" lists rely on it). Across processes order is only by
-/// millisecond, which is all ULIDs promise.
-static LAST_ULID: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
+/// The last id made by this process in each of the most recent milliseconds ids were made
+/// for, so that ids made within one millisecond still sort in creation order ("newest first"
+/// lists rely on it) even when callers with different clocks interleave (tests with manual
+/// clocks do; a real clock only ever needs the newest entry). Across processes order is only
+/// by millisecond, which is all ULIDs promise.
+static LAST_ULIDS: std::sync::Mutex<Vec<u128>> = std::sync::Mutex::new(Vec::new());
+/// Milliseconds remembered by [`LAST_ULIDS`].
+const REMEMBERED_MILLISECONDS: usize = 64;
 
 fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Ulid {
     let mut bytes = [0u8; 10];
@@ -19,13 +23,23 @@ fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::
     let low = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
     let ms = u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0);
     let fresh = Ulid::from_parts(ms, low);
-    let mut last = LAST_ULID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let previous = Ulid(*last);
-    // Only within the same millisecond: a clock that steps back keeps its own (older) ids
-    // rather than borrowing the future's timestamp.
-    let id =
-        if previous.timestamp_ms() == ms && fresh <= previous { previous.increment().unwrap_or(fresh) } else { fresh };
-    *last = id.0;
+    let mut last = LAST_ULIDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Newest entries are at the end; a real clock finds its millisecond there at once.
+    let id = match last.iter().rposition(|id| Ulid(*id).timestamp_ms() == ms) {
+        Some(at) => {
+            let previous = Ulid(last[at]);
+            let id = if fresh <= previous { previous.increment().unwrap_or(fresh) } else { fresh };
+            last.remove(at);
+            id
+        }
+        None => {
+            if last.len() == REMEMBERED_MILLISECONDS {
+                last.remove(0);
+            }
+            fresh
+        }
+    };
+    last.push(id.0);
     id
 }
 
@@ -142,5 +156,18 @@ mod tests {
         let at = chrono::Utc::now();
         let ids: Vec<MessageId> = (0..1000).map(|_| MessageId::new_at(at, &SystemRandom)).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn ids_stay_in_order_when_callers_with_other_clocks_interleave() {
+        // Two manual clocks, as two tests running at once have: each one's ids, made at one
+        // millisecond, still sort in the order they were made.
+        let (a, b) = (chrono::Utc::now() - chrono::Duration::days(1), chrono::Utc::now() + chrono::Duration::days(1));
+        let mut made_at_a = Vec::new();
+        for _ in 0..500 {
+            made_at_a.push(EventId::new_at(a, &SystemRandom));
+            EventId::new_at(b, &SystemRandom);
+        }
+        assert!(made_at_a.windows(2).all(|w| w[0] < w[1]));
     }
 }
