@@ -119,10 +119,25 @@ impl PgStore {
             .create_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|e| PgError::Pool(e.to_string()))?;
-        let mut client = pool.get().await.map_err(|e| PgError::Connect(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|e| PgError::Connect(with_causes(&e)))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
         Ok(Self { pool })
     }
+}
+
+/// `error` and its causes, `: `-separated: the driver's own text is often only "db error" or
+/// "error connecting to server", with the reason (refused, no such role) in a cause.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Applies pending migrations to the database at `url` (without TLS) and returns; for a
@@ -135,7 +150,7 @@ pub async fn migrate(url: &str, options: PgOptions) -> Result<(), PgError> {
         migrate::check_schema_name(schema)?;
         config.options(format!("-c search_path={schema}"));
     }
-    let (mut client, connection) = config.connect(NoTls).await.map_err(|e| PgError::Connect(e.to_string()))?;
+    let (mut client, connection) = config.connect(NoTls).await.map_err(|e| PgError::Connect(with_causes(&e)))?;
     let driver = tokio::spawn(connection);
     let result = migrate::run(&mut client, options.schema.as_deref()).await;
     drop(client);

@@ -77,8 +77,15 @@ fn newer_source(binary: &Path, built: std::time::SystemTime) -> Option<PathBuf> 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
     let newer =
         |path: PathBuf| std::fs::metadata(&path).and_then(|m| m.modified()).is_ok_and(|m| m > built).then_some(path);
-    const CRATES: [&str; 6] =
-        ["examples/server", "http-adapter", "core", "storage-sled", "dns-hickory", "transport-smtp"];
+    const CRATES: [&str; 7] = [
+        "examples/server",
+        "http-adapter",
+        "core",
+        "storage-sled",
+        "storage-postgres",
+        "dns-hickory",
+        "transport-smtp",
+    ];
     if let Some(manifest) = CRATES.iter().find_map(|name| newer(root.join(name).join("Cargo.toml"))) {
         return Some(manifest);
     }

@@ -148,7 +148,7 @@ fn a_bad_setting_exits_non_zero_naming_the_variable() {
         &[("TIDINGS_BOOTSTRAP_KEY", "tid_tooshort")],
         &[("TIDINGS_IDEMPOTENCY_WINDOW", "forever")],
         &[("TIDINGS_TLS_CERT", "/nonexistent/cert.pem"), ("TIDINGS_TLS_KEY", "/nonexistent/key.pem")],
-        &[("TIDINGS_DATABASE_URL", "postgres://localhost/tidings")],
+        &[("TIDINGS_DATABASE_URL", "mysql://localhost/tidings")],
     ];
     for vars in cases {
         let (var, _) = vars[0];

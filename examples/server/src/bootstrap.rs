@@ -1,5 +1,6 @@
-//! Wiring: opens the store, picks the DNS resolver, assembles [`Tidings`], and the operator's
-//! first-start and command-line actions (default workspace, `workspace create`, `key create`).
+//! Wiring: opens the store (sled, or PostgreSQL with `TIDINGS_DATABASE_URL`), picks the DNS
+//! resolver, assembles [`Tidings`], and the operator's first-start and command-line actions
+//! (default workspace, `workspace create`, `key create`, `migrate`).
 
 use std::sync::Arc;
 
@@ -9,19 +10,77 @@ use tidings_core::dns_records::RecordPolicy;
 use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
-use tidings_core::ports::{DnsCheck, DnsError, Mailer, SystemClock, SystemRandom};
+use tidings_core::ports::{DnsCheck, DnsError, Mailer, Store, SystemClock, SystemRandom};
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, Principal, Tidings};
+use tidings_storage_postgres::{PgOptions, PgStore};
 use tidings_storage_sled::{SledOptions, SledStore};
 use tidings_transport_smtp::{
     MxConfig, MxMailer, OutboxMailer, PoolSettings, RelayConfig, RelayEndpoint, RelayMailer, Timeouts,
 };
 
 use crate::ServerError;
-use crate::config::{Config, ConfigError, Delivery};
+use crate::config::{Config, ConfigError, DatabaseUrl, Delivery};
+
+/// Which store the server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// sled at `<data>/store`: one process at a time (sled locks the directory).
+    Sled,
+    /// PostgreSQL at `TIDINGS_DATABASE_URL`: any number of nodes at once.
+    Postgres,
+}
+
+impl StoreKind {
+    /// Whether no other process can have this store open while this one does. Only then
+    /// was every lease found in it at start taken by a run that is gone.
+    pub fn exclusive(self) -> bool {
+        matches!(self, Self::Sled)
+    }
+}
+
+/// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
+/// it is set, else sled at `<data>/store` (created if needed).
+pub async fn open_store(config: &Config) -> Result<(Arc<dyn Store>, StoreKind), ServerError> {
+    match &config.database_url {
+        Some(url) => {
+            let store =
+                PgStore::connect(url.expose(), PgOptions::default()).await.map_err(|e| database_error(url, &e))?;
+            tracing::info!(url = %url.redacted(), "store: PostgreSQL");
+            Ok((Arc::new(store), StoreKind::Postgres))
+        }
+        None => Ok((Arc::new(open_sled(config)?), StoreKind::Sled)),
+    }
+}
+
+/// `migrate`: applies pending migrations to `TIDINGS_DATABASE_URL` and returns.
+pub async fn migrate(config: &Config) -> Result<(), ServerError> {
+    let url = config.database_url.as_ref().ok_or_else(|| {
+        ServerError::Config(ConfigError::new(
+            "TIDINGS_DATABASE_URL",
+            None,
+            "is not set: `migrate` applies the PostgreSQL migrations to the database it names",
+        ))
+    })?;
+    tidings_storage_postgres::migrate(url.expose(), PgOptions::default()).await.map_err(|e| database_error(url, &e))
+}
+
+/// A driver error, its cause chain flattened and the password scrubbed out of it.
+fn database_error(url: &DatabaseUrl, error: &dyn std::error::Error) -> ServerError {
+    let mut reason = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !reason.contains(&text) {
+            reason = format!("{reason}: {text}");
+        }
+        source = cause.source();
+    }
+    ServerError::Database { url: url.redacted().to_owned(), reason: url.scrub(&reason) }
+}
 
 /// Opens (creating if needed) the sled store at `<data>/store`.
-pub fn open_store(config: &Config) -> Result<SledStore, ServerError> {
+fn open_sled(config: &Config) -> Result<SledStore, ServerError> {
     let dir = config.store_dir();
     std::fs::create_dir_all(&dir).map_err(|e| {
         ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("cannot create {}: {e}", dir.display())))
@@ -109,14 +168,14 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<
 }
 
 /// The service on `store` and `dns`, with the configured rules.
-pub fn core(config: &Config, store: SledStore, dns: Arc<dyn DnsCheck>) -> Tidings {
+pub fn core(config: &Config, store: Arc<dyn Store>, dns: Arc<dyn DnsCheck>) -> Tidings {
     core_with_tracking(config, store, dns, None)
 }
 
 /// [`core`] with open and click tracking configured.
 pub fn core_with_tracking(
     config: &Config,
-    store: SledStore,
+    store: Arc<dyn Store>,
     dns: Arc<dyn DnsCheck>,
     tracking: Option<TrackingConfig>,
 ) -> Tidings {
@@ -131,7 +190,7 @@ pub fn core_with_tracking(
             .unwrap_or(chrono::Duration::minutes(10)),
         ..CoreConfig::default()
     };
-    Tidings::new(Arc::new(store), Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
+    Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
 }
 
 /// The tracking key kept in `<data>/tracking.key` (32 random bytes, made on first start,
@@ -182,9 +241,10 @@ impl DnsCheck for NoDns {
     }
 }
 
-/// The service for an operator command: the store, no DNS.
-pub fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
-    Ok(core(config, open_store(config)?, Arc::new(NoDns)))
+/// The service for an operator command: the store (either kind), no DNS.
+pub async fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
+    let (store, _) = open_store(config).await?;
+    Ok(core(config, store, Arc::new(NoDns)))
 }
 
 /// First start: gives an empty store its default workspace and first key. Returns the

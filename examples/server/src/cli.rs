@@ -1,6 +1,7 @@
 //! The command line: `tidings-server [--config FILE]` serves; `workspace create` and
-//! `key create` are the operator's commands (they open the store, so run them while the
-//! server is stopped: sled allows one process per store).
+//! `key create` are the operator's commands (they open the store: on sled run them while the
+//! server is stopped, as sled allows one process per store; on PostgreSQL any time);
+//! `migrate` prepares a PostgreSQL database before the nodes start.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ pub enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Apply the PostgreSQL migrations to TIDINGS_DATABASE_URL, then exit (nodes also apply
+    /// them at start; run this once before starting several).
+    Migrate,
 }
 
 /// `workspace …`.
@@ -113,14 +117,14 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
             crate::run(config, shutdown).await
         }
         Command::Workspace(WorkspaceCommand::Create { name }) => {
-            let core = bootstrap::operator_core(&config)?;
+            let core = bootstrap::operator_core(&config).await?;
             let (id, key) = bootstrap::create_workspace(&core, &name).await?;
             println!("workspace: {id}");
             println!("key: {}", key.expose());
             Ok(())
         }
         Command::Key(KeyCommand::Create { workspace, name, scope }) => {
-            let core = bootstrap::operator_core(&config)?;
+            let core = bootstrap::operator_core(&config).await?;
             let scope = match scope {
                 Scope::Full => KeyScope::Full,
                 Scope::Send => KeyScope::Send,
@@ -128,6 +132,14 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
             let created = bootstrap::create_key(&core, &workspace, name, scope).await?;
             println!("key id: {}", created.key.id);
             println!("key: {}", created.plaintext.expose());
+            Ok(())
+        }
+        Command::Migrate => {
+            bootstrap::migrate(&config).await?;
+            // Stderr: stdout carries only what an operator must copy.
+            if let Some(url) = &config.database_url {
+                eprintln!("migrations applied to {}", url.redacted());
+            }
             Ok(())
         }
     }

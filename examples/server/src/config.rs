@@ -28,8 +28,11 @@ CONFIGURATION (environment variables; a TOML file given by --config or TIDINGS_C
 the same keys in lower case without the prefix, e.g. listen = \"127.0.0.1:8443\"; the
 environment wins over the file):
 
-  TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls)
-  TIDINGS_DATABASE_URL         unset           postgres://... (not built yet, issue #7: refused)
+  TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls),
+                                               tracking key, outbox
+  TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
+                                               PostgreSQL instead of sled (several nodes may share
+                                               it; migrations run at start or by `migrate`)
   TIDINGS_LISTEN               127.0.0.1:8443  HTTPS listener, IP:port (port 0 picks a free one)
   TIDINGS_TLS_CERT             unset           PEM certificate chain (with TIDINGS_TLS_KEY); unset: a
   TIDINGS_TLS_KEY              unset             self-signed certificate is made and kept in <dir>/tls
@@ -137,11 +140,79 @@ pub struct DeliveryConfig {
     pub smtp_timeout: Duration,
 }
 
+/// `TIDINGS_DATABASE_URL`: where the PostgreSQL store is. It may hold a password, so its
+/// `Debug` and [`DatabaseUrl::redacted`] show `***` in its place; only
+/// [`DatabaseUrl::expose`] gives the text to connect with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl {
+    /// Exactly what the operator wrote (the driver parses it, not `url`).
+    text: String,
+    /// The same, password masked.
+    redacted: String,
+    /// The password as written and percent-decoded, to scrub from driver errors.
+    secrets: Vec<String>,
+}
+
+impl DatabaseUrl {
+    /// Checks `text` is a `postgres://` or `postgresql://` URL. The error never contains it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut url =
+            Url::parse(text).map_err(|e| format!("not a URL such as postgres://user:pass@host:5432/tidings ({e})"))?;
+        if !matches!(url.scheme(), "postgres" | "postgresql") {
+            return Err(format!("scheme must be postgres or postgresql, not {}", url.scheme()));
+        }
+        let mut secrets = Vec::new();
+        if let Some(password) = url.password().filter(|p| !p.is_empty()).map(str::to_owned) {
+            let decoded = percent_encoding::percent_decode_str(&password)
+                .decode_utf8()
+                .ok()
+                .map(|d| d.into_owned())
+                .filter(|d| *d != password);
+            secrets.push(password);
+            secrets.extend(decoded);
+            if url.set_password(Some("***")).is_err() {
+                // A URL that has a password but cannot take another: show none of it.
+                let redacted = format!("{}://***", url.scheme());
+                return Ok(Self { text: text.to_owned(), redacted, secrets });
+            }
+        }
+        Ok(Self { text: text.to_owned(), redacted: url.to_string(), secrets })
+    }
+
+    /// The URL with its password (if any) replaced by `***`: safe to log and print.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
+    /// The URL as configured, password included: for connecting only.
+    pub fn expose(&self) -> &str {
+        &self.text
+    }
+
+    /// `message` with every occurrence of the password masked (for errors of the driver,
+    /// which might quote what it was given).
+    pub fn scrub(&self, message: &str) -> String {
+        let mut message = message.replace(&self.text, &self.redacted);
+        for secret in &self.secrets {
+            message = message.replace(secret.as_str(), "***");
+        }
+        message
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DatabaseUrl").field(&self.redacted).finish()
+    }
+}
+
 /// The server's validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `TIDINGS_DATA_DIR`.
     pub data_dir: PathBuf,
+    /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
+    pub database_url: Option<DatabaseUrl>,
     /// `TIDINGS_LISTEN`.
     pub listen: SocketAddr,
     /// `TIDINGS_TLS_CERT` + `TIDINGS_TLS_KEY`; `None`: self-signed in the data dir.
@@ -284,13 +355,7 @@ impl Config {
 
     /// Validates already-read settings.
     pub fn from_sources(s: &Sources) -> Result<Self, ConfigError> {
-        if let Some((_, origin)) = s.get("TIDINGS_DATABASE_URL") {
-            return Err(ConfigError::new(
-                "TIDINGS_DATABASE_URL",
-                Some(origin.clone()),
-                "PostgreSQL storage is not built yet (issue #7); unset it to use the embedded store",
-            ));
-        }
+        let database_url = s.parse("TIDINGS_DATABASE_URL", DatabaseUrl::parse)?;
         let data_dir =
             s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
         let listen = s.parse("TIDINGS_LISTEN", socket_addr)?.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443)));
@@ -364,6 +429,7 @@ impl Config {
         })?;
         Ok(Self {
             data_dir,
+            database_url,
             listen,
             tls,
             bootstrap_key,
@@ -381,7 +447,7 @@ impl Config {
         })
     }
 
-    /// Where the sled store lives.
+    /// Where the sled store lives (when there is no `TIDINGS_DATABASE_URL`).
     pub fn store_dir(&self) -> PathBuf {
         self.data_dir.join("store")
     }

@@ -1,8 +1,9 @@
 //! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
-//! certificate (`tls`), opens the sled store and wires core, DNS, the mail transport and the
-//! HTTP adapter (`bootstrap`), runs the background loops (`workers`: delivery, webhook
-//! delivery, domain re-checks, Idempotency-Key purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only
-//! calls [`cli::main`]; [`run`] is the server itself, for embedding.
+//! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
+//! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
+//! background loops (`workers`: delivery, webhook delivery, domain re-checks, Idempotency-Key
+//! purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only calls
+//! [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
 //! bootstrap key on first start, and the output of the operator subcommands.
@@ -72,6 +73,14 @@ pub enum ServerError {
     /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
     #[error("cannot set up the webhook sender: {0}")]
     WebhookSender(String),
+    /// The PostgreSQL store could not be opened or migrated.
+    #[error("cannot open the PostgreSQL store at {url} (TIDINGS_DATABASE_URL): {reason}")]
+    Database {
+        /// `TIDINGS_DATABASE_URL`, password masked.
+        url: String,
+        /// Why, password masked.
+        reason: String,
+    },
     /// An operator command was given something unusable.
     #[error("{0}")]
     Operator(String),
@@ -102,7 +111,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
-    let store = bootstrap::open_store(&config)?;
+    let (store, store_kind) = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -137,16 +146,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         ..DeliverySettings::default()
     };
     let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings));
-    // Valid only because sled admits one process (`SledStore::open` locks the directory, see
-    // `bootstrap::open_store`): every lease in the store was taken by a run that is gone, so
+    // Valid only for a store one process alone can open (sled locks its directory, see
+    // `bootstrap::open_store`): every lease in it was then taken by a run that is gone, so
     // its messages need not wait the lease out (minutes). Done before the delivery loop
-    // starts, which is the one claimer of this process. A store that several processes
-    // share must never do this.
-    match worker.release_leases_after_restart(core.clock().now()).await {
-        Ok(0) => {}
-        Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
-        // The leases then end on their own: a reason to warn, not to refuse to start.
-        Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+    // starts, which is the one claimer of this process. On PostgreSQL other nodes may hold
+    // those leases right now, for work they are doing: there they are left to expire, and
+    // whichever node claims next after that takes the work over.
+    if store_kind.exclusive() {
+        match worker.release_leases_after_restart(core.clock().now()).await {
+            Ok(0) => {}
+            Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
+            // The leases then end on their own: a reason to warn, not to refuse to start.
+            Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+        }
     }
     let webhook_settings = WebhookSettings {
         schedule: config.webhook_retry_schedule.clone(),
@@ -156,11 +168,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         ..WebhookSettings::default()
     };
     let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, webhook_settings));
-    // The same single-process reasoning as for messages above.
-    match webhooks.release_leases_after_restart(core.clock().now()).await {
-        Ok(0) => {}
-        Ok(released) => tracing::info!(released, "webhook deliveries left claimed by the previous run are due again"),
-        Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+    // The same single-process reasoning as for messages above, and the same skip.
+    if store_kind.exclusive() {
+        match webhooks.release_leases_after_restart(core.clock().now()).await {
+            Ok(0) => {}
+            Ok(released) => {
+                tracing::info!(released, "webhook deliveries left claimed by the previous run are due again");
+            }
+            Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+        }
     }
     let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
     let background = [
@@ -191,8 +207,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         let _ = task.await;
     }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;
-    // the last drop flushes sled. Connections that outlived the grace period hold a handle
-    // until the runtime drops their tasks, which still happens before the process exits.
+    // the last drop flushes sled (PostgreSQL has committed each write already). Connections
+    // that outlived the grace period hold a handle until the runtime drops their tasks, which
+    // still happens before the process exits.
     tracing::info!("stopped");
     Ok(())
 }

@@ -24,6 +24,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.webhook_retry_schedule.to_string(), "5s,5m,30m,2h,5h,10h,10h");
     assert!(!config.webhook_allow_private);
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
+    assert!(config.database_url.is_none(), "sled unless a database is named");
 }
 
 #[test]
@@ -50,7 +51,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),
         ("TIDINGS_SMTP_TIMEOUT", "0s"),
         ("TIDINGS_STORE_CACHE", "lots"),
-        ("TIDINGS_DATABASE_URL", "postgres://localhost/tidings"),
+        ("TIDINGS_DATABASE_URL", "mysql://localhost/tidings"),
+        ("TIDINGS_DATABASE_URL", "host=localhost dbname=tidings"),
     ] {
         let err = load(&[(var, value)]).unwrap_err();
         assert_eq!(err.var, var, "{value}: {err}");
@@ -64,6 +66,36 @@ fn secrets_are_not_echoed() {
     assert!(!err.to_string().contains("hunter2"), "{err}");
     let err = load(&[("TIDINGS_BOOTSTRAP_KEY", "tid_secretsecret")]).unwrap_err();
     assert!(!err.to_string().contains("secretsecret"), "{err}");
+    for text in ["mysql://user:hunter2@db/tidings", "postgres://:hunter2@/tidings", "postgres://u:hunter2@[::1/x"] {
+        let shown = match load(&[("TIDINGS_DATABASE_URL", text)]) {
+            Ok(config) => format!("{:?} {}", config.database_url, config.database_url.as_ref().unwrap().redacted()),
+            Err(err) => err.to_string(),
+        };
+        assert!(!shown.contains("hunter2"), "{text}: {shown}");
+    }
+}
+
+#[test]
+fn a_database_url_switches_to_postgres_and_hides_its_password() {
+    let config = load(&[("TIDINGS_DATABASE_URL", "postgres://tidings:p%40ss+w0rd@db.internal:5433/mail")]).unwrap();
+
+    let url = config.database_url.expect("a database URL");
+    assert_eq!(url.expose(), "postgres://tidings:p%40ss+w0rd@db.internal:5433/mail", "connect with it as written");
+    assert_eq!(url.redacted(), "postgres://tidings:***@db.internal:5433/mail");
+    assert!(!format!("{url:?}").contains("p%40ss"), "{url:?}");
+    assert_eq!(
+        url.scrub("password authentication failed: p@ss+w0rd / p%40ss+w0rd"),
+        "password authentication failed: *** / ***",
+        "both the written and the decoded password are masked"
+    );
+}
+
+#[test]
+fn a_database_url_without_a_password_is_kept_whole() {
+    for text in ["postgresql://postgres@127.0.0.1/tidings", "postgres://localhost/tidings?sslmode=disable"] {
+        let url = load(&[("TIDINGS_DATABASE_URL", text)]).unwrap().database_url.unwrap();
+        assert_eq!((url.expose(), url.redacted()), (text, text));
+    }
 }
 
 #[test]

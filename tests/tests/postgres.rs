@@ -1,0 +1,240 @@
+//! The server on PostgreSQL (issue #7, contract §9 `TIDINGS_DATABASE_URL`): everything it
+//! stores outlives a restart, and two nodes on one database act as one service (keys,
+//! Idempotency-Keys and revocations are shared at once).
+//!
+//! Each test makes a database of its own, `tidings_e2e_<random>`, through
+//! `TIDINGS_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and
+//! drops it afterwards, also when the test fails. Where no PostgreSQL answers, a test prints
+//! `skipped: PostgreSQL not reachable at …` and passes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
+use serde_json::{Value, json};
+use tidings_dns::testing::TestDnsServer;
+use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
+
+/// The server the scratch databases are made on.
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// How long a test waits for a state it polls for.
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A scratch database, dropped (with any connection still open to it) when this is.
+struct Database {
+    admin_url: String,
+    name: String,
+}
+
+impl Database {
+    /// A fresh database; `None`, after printing why, when PostgreSQL is not reachable.
+    async fn create() -> Option<Self> {
+        let admin_url = std::env::var("TIDINGS_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let client = match connect(&admin_url).await {
+            Ok(client) => client,
+            Err(e) => {
+                println!("skipped: PostgreSQL not reachable at {admin_url}: {e}");
+                return None;
+            }
+        };
+        let name = format!("tidings_e2e_{}", fresh_key()[4..16].to_ascii_lowercase());
+        client.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await.expect("create the scratch database");
+        Some(Self { admin_url, name })
+    }
+
+    /// Its URL: the admin URL with the database name swapped.
+    fn url(&self) -> String {
+        let base = self.admin_url.split('?').next().unwrap_or(&self.admin_url);
+        let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+        format!("{server}/{}", self.name)
+    }
+
+    /// Start options for a node on this database: `TIDINGS_DATABASE_URL`, the bootstrap key,
+    /// and webhooks to loopback allowed.
+    fn node(&self, key: &str) -> Options {
+        Options {
+            bootstrap_key: Some(key.to_owned()),
+            env: vec![
+                ("TIDINGS_DATABASE_URL".to_owned(), self.url()),
+                ("TIDINGS_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned()),
+            ],
+            ..Options::default()
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
+        // Drop may run inside the test's runtime, which cannot be blocked on: a thread of
+        // its own with a runtime of its own does the dropping.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let client = connect(&admin_url).await?;
+                client.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop the scratch database {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+/// A client on `url`, its connection driven by a task, giving up after 5 s.
+async fn connect(url: &str) -> Result<tokio_postgres::Client, Box<dyn std::error::Error + Send + Sync>> {
+    let connecting = tokio_postgres::connect(url, tokio_postgres::NoTls);
+    let (client, connection) =
+        tokio::time::timeout(Duration::from_secs(5), connecting).await.map_err(|_| "timed out")??;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Sends a plain message from `domain` with `key`; returns its id.
+async fn send(server: &TestServer, key: &str, domain: &str) -> String {
+    let body = json!({"from": format!("app@{domain}"), "to": "ann@inbox.example", "subject": "Hi", "text": "Hello"});
+    let (status, reply) = server.post("/v1/messages", key, body).await;
+    assert_ok(status, &reply, 201, "send");
+    reply["data"]["id"].as_str().expect("id").to_owned()
+}
+
+/// Polls `GET /v1/messages/{id}` until it has `status`; the message then.
+async fn wait_for_status(server: &TestServer, key: &str, id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (code, body) = server.get(&format!("/v1/messages/{id}"), key).await;
+        assert_ok(code, &body, 200, "read the message");
+        if body["data"]["status"] == status {
+            return body["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "message {id} not {status} within {WAIT:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A node on `db` using `dns` for its domain checks.
+async fn node(db: &Database, key: &str, dns: &TestDnsServer) -> TestServer {
+    let mut options = db.node(key);
+    options.env.push(("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()));
+    TestServer::start_with(options).await
+}
+
+#[tokio::test]
+async fn everything_stored_on_postgres_survives_a_restart_on_a_fresh_data_dir() {
+    let Some(db) = Database::create().await else { return };
+    let key = fresh_key();
+    let (server, dns) = start_with_dns(db.node(&key)).await;
+    let domain_id = verified_domain(&server, &dns, &key, "pg.example").await;
+    let message_id = send(&server, &key, "pg.example").await;
+    wait_for_status(&server, &key, &message_id, "Delivered").await;
+    let (status, hook) =
+        server.post("/v1/webhooks", &key, json!({"url": "http://127.0.0.1:9/hooks", "eventTypes": ["Bounced"]})).await;
+    assert_ok(status, &hook, 201, "create a webhook endpoint");
+    let hook_id = hook["data"]["id"].as_str().unwrap().to_owned();
+    let (key_id, second_key) = create_key(&server, &key, json!({"name": "ci"})).await;
+    assert!(!server.data_dir().path().join("store").exists(), "no sled store is made on PostgreSQL");
+
+    let (exit, _) = server.stop().await;
+    assert!(exit.success(), "{exit}");
+    // Another data dir: whatever comes back can only have come from the database.
+    let restarted = node(&db, &key, &dns).await;
+
+    assert!(restarted.stdout_lines().is_empty(), "no new bootstrap key: {:?}", restarted.stdout_lines());
+    let message = wait_for_status(&restarted, &key, &message_id, "Delivered").await;
+    assert_eq!(message["attempts"], 1, "{message}");
+    let (status, body) = restarted.get(&format!("/v1/messages/{message_id}/events"), &key).await;
+    assert_ok(status, &body, 200, "the timeline");
+    let types: Vec<&str> = body["data"].as_array().unwrap().iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["Queued", "Sent", "Delivered"], "{body}");
+    let (status, body) = restarted.get(&format!("/v1/domains/{domain_id}"), &key).await;
+    assert_ok(status, &body, 200, "the domain");
+    assert_eq!(body["data"]["overallStatus"], "Verified", "{body}");
+    let (status, body) = restarted.get(&format!("/v1/webhooks/{hook_id}"), &key).await;
+    assert_ok(status, &body, 200, "the webhook endpoint");
+    assert_eq!(body["data"]["eventTypes"], json!(["Bounced"]), "{body}");
+    let (status, body) = restarted.get(&format!("/v1/keys/{key_id}"), &second_key).await;
+    assert_ok(status, &body, 200, "the second key authenticates and reads itself");
+    assert_eq!(body["data"]["name"], "ci", "{body}");
+    let (exit, _) = restarted.stop().await;
+    assert!(exit.success(), "{exit}");
+}
+
+#[tokio::test]
+async fn two_nodes_on_one_database_share_keys_idempotency_and_revocations() {
+    let Some(db) = Database::create().await else { return };
+    let key = fresh_key();
+    let dns = TestDnsServer::start([]).await.expect("DNS server starts");
+    let a = node(&db, &key, &dns).await;
+    let b = node(&db, &key, &dns).await;
+    verified_domain(&a, &dns, &key, "pair.example").await;
+
+    // A key made on A works on B.
+    let (key_id, shared_key) = create_key(&a, &key, json!({"name": "shared"})).await;
+    let (status, body) = b.get(&format!("/v1/keys/{key_id}"), &shared_key).await;
+    assert_ok(status, &body, 200, "B knows A's new key");
+
+    // The same Idempotency-Key on both nodes at once: one message, one replay.
+    const ROUNDS: usize = 5;
+    let body = json!({"from": "app@pair.example", "to": "bob@inbox.example", "subject": "Once", "text": "Only once"});
+    for round in 0..ROUNDS {
+        let idempotency_key = format!("race-{round}-{}", fresh_key());
+        let ((status_a, replayed_a, reply_a), (status_b, replayed_b, reply_b)) =
+            tokio::join!(a.send_with_key(&body, &idempotency_key), b.send_with_key(&body, &idempotency_key));
+        assert_ok(status_a, &reply_a, 201, &format!("round {round} on A"));
+        assert_ok(status_b, &reply_b, 201, &format!("round {round} on B"));
+        assert_eq!(reply_a["data"]["id"], reply_b["data"]["id"], "round {round}: one message");
+        let mut replays = [replayed_a.as_deref(), replayed_b.as_deref()];
+        replays.sort();
+        assert_eq!(replays, [None, Some("true")], "round {round}: exactly one answer is the replay");
+    }
+    let (status, listed) = b.get("/v1/messages?limit=100", &key).await;
+    assert_ok(status, &listed, 200, "list the messages");
+    assert_eq!(listed["data"].as_array().unwrap().len(), ROUNDS, "one message per round: {listed}");
+
+    // A key revoked on A fails on B at its next request.
+    let (status, body) = a.delete(&format!("/v1/keys/{key_id}"), &key).await;
+    assert_ok(status, &body, 200, "revoke on A");
+    let (status, body) = b.get("/v1/keys", &shared_key).await;
+    assert_error(status, &body, 401, "invalid_api_key", "the revoked key on B");
+    let (status, body) = a.get("/v1/keys", &shared_key).await;
+    assert_error(status, &body, 401, "invalid_api_key", "the revoked key on A");
+
+    for node in [a, b] {
+        let (exit, _) = node.stop().await;
+        assert!(exit.success(), "{exit}");
+    }
+}
+
+#[test]
+fn migrate_prepares_the_database_and_needs_the_variable() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(db) = runtime.block_on(Database::create()) else { return };
+    let data_dir = DataDir::new();
+
+    let unset = data_dir.run_cli(&["migrate"]);
+    let migrated = std::process::Command::new(tidings_e2e::server_binary())
+        .arg("migrate")
+        .env_clear()
+        .env("TIDINGS_DATA_DIR", data_dir.path())
+        .env("TIDINGS_DATABASE_URL", db.url())
+        .output()
+        .unwrap();
+
+    let stderr = String::from_utf8_lossy(&unset.stderr);
+    assert_eq!(unset.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TIDINGS_DATABASE_URL"), "{stderr}");
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let tables = runtime.block_on(async {
+        let client = connect(&db.url()).await.unwrap();
+        let row = client
+            .query_one("SELECT count(*) FROM information_schema.tables WHERE table_name = 'messages'", &[])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    });
+    assert_eq!(tables, 1, "the migrations made the tables");
+}
