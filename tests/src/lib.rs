@@ -16,13 +16,18 @@
 //! compile). `TIDINGS_SERVER_BIN` overrides the path and skips that check.
 //!
 //! Server logs are kept and shown when a start fails; `TEST_LOG=1` echoes them live.
+//!
+//! # The store
+//! Servers run on sled in their data dir, or with `TIDINGS_E2E_STORE=postgres` each on a
+//! fresh PostgreSQL database of its [`DataDir`], made through `TIDINGS_TEST_DATABASE_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped with the data dir.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, Response};
@@ -140,30 +145,137 @@ pub fn fresh_key() -> String {
     key
 }
 
-/// A data directory that outlives one server process, for restart tests.
+/// The store the harness runs servers on, from `TIDINGS_E2E_STORE`: `sled` (unset) or
+/// `postgres`. Any other value is a mistake and panics.
+pub fn on_postgres() -> bool {
+    match std::env::var("TIDINGS_E2E_STORE").as_deref() {
+        Err(_) | Ok("" | "sled") => false,
+        Ok("postgres") => true,
+        Ok(other) => panic!("TIDINGS_E2E_STORE={other}: expected `sled` or `postgres`"),
+    }
+}
+
+/// `true`, after printing `skipped on PostgreSQL: {reason}`, when the suite runs on
+/// PostgreSQL; for tests (or parts of tests) about sled only.
+pub fn skip_on_postgres(reason: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        println!("skipped on PostgreSQL: {reason}");
+    }
+    skip
+}
+
+/// The server the scratch databases are made on, unless `TIDINGS_TEST_DATABASE_URL` says.
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database of a [`DataDir`] with `TIDINGS_E2E_STORE=postgres`, `tidings_e2e_<random>`,
+/// dropped (best effort) with the last clone of the data dir.
+#[derive(Debug)]
+struct ScratchDatabase {
+    admin_url: String,
+    name: String,
+}
+
+impl ScratchDatabase {
+    /// A fresh database; panics when PostgreSQL does not answer (it was asked for).
+    fn create() -> Self {
+        let admin_url = std::env::var("TIDINGS_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let name = format!("tidings_e2e_{}", fresh_key()[4..16].to_ascii_lowercase());
+        let sql = format!("CREATE DATABASE \"{name}\"");
+        if let Err(e) = admin_sql(&admin_url, sql) {
+            panic!(
+                "TIDINGS_E2E_STORE=postgres, but no database could be made through {admin_url} \
+                 (TIDINGS_TEST_DATABASE_URL): {e}"
+            );
+        }
+        Self { admin_url, name }
+    }
+
+    /// Its URL: the admin URL with the database name swapped.
+    fn url(&self) -> String {
+        let base = self.admin_url.split('?').next().unwrap_or(&self.admin_url);
+        let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+        format!("{server}/{}", self.name)
+    }
+}
+
+impl Drop for ScratchDatabase {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+        if let Err(e) = admin_sql(&self.admin_url, sql) {
+            eprintln!("could not drop the scratch database {}: {e}", self.name);
+        }
+    }
+}
+
+/// Runs `sql` on `admin_url` on a thread with a runtime of its own, so that it can be called
+/// from anywhere, inside a test's runtime too (which cannot be blocked on), and waits for it.
+fn admin_sql(admin_url: &str, sql: String) -> Result<(), String> {
+    let admin_url = admin_url.to_owned();
+    let run = move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let connecting = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls);
+            let (client, connection) =
+                tokio::time::timeout(Duration::from_secs(5), connecting).await.map_err(|_| "timed out")??;
+            let driver = tokio::spawn(connection);
+            client.batch_execute(&sql).await?;
+            drop(client);
+            let _ = driver.await;
+            Ok(())
+        })
+    };
+    match std::thread::spawn(run).join() {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err("the thread running it panicked".to_owned()),
+    }
+}
+
+/// A data directory that outlives one server process, for restart tests. With
+/// `TIDINGS_E2E_STORE=postgres` it also stands for a database of its own, made when a server
+/// or an operator command first needs it and dropped with the last clone: every server
+/// started on it, and every [`DataDir::run_cli`], uses that database.
 #[derive(Debug, Clone)]
-pub struct DataDir(Arc<tempfile::TempDir>);
+pub struct DataDir(Arc<DataDirInner>);
+
+#[derive(Debug)]
+struct DataDirInner {
+    // Dropped before the directory (field order), though neither needs the other.
+    database: OnceLock<Option<ScratchDatabase>>,
+    dir: tempfile::TempDir,
+}
 
 impl DataDir {
     /// A fresh, empty one.
     pub fn new() -> Self {
-        Self(Arc::new(tempfile::tempdir().expect("a temporary directory")))
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        Self(Arc::new(DataDirInner { database: OnceLock::new(), dir }))
     }
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        self.0.path()
+        self.0.dir.path()
     }
 
-    /// Runs `tidings-server ARGS…` (an operator subcommand) on this data dir to completion.
+    /// With `TIDINGS_E2E_STORE=postgres`, the URL of this data dir's database (made now if
+    /// it is not yet); `None` on sled.
+    pub fn database_url(&self) -> Option<String> {
+        self.0.database.get_or_init(|| on_postgres().then(ScratchDatabase::create)).as_ref().map(ScratchDatabase::url)
+    }
+
+    /// Runs `tidings-server ARGS…` (an operator subcommand) on this data dir to completion,
+    /// on its database with `TIDINGS_E2E_STORE=postgres`.
     pub fn run_cli(&self, args: &[&str]) -> Output {
-        Command::new(server_binary())
+        let mut command = Command::new(server_binary());
+        command
             .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("TIDINGS_DATA_DIR", self.path())
-            .output()
-            .expect("run tidings-server")
+            .env("TIDINGS_DATA_DIR", self.path());
+        if let Some(url) = self.database_url() {
+            command.env("TIDINGS_DATABASE_URL", url);
+        }
+        command.output().expect("run tidings-server")
     }
 
     /// Runs `workspace create NAME` on this data dir (no server may be running on it);
@@ -239,6 +351,12 @@ impl TestServer {
             .stderr(Stdio::piped());
         if let Some(key) = &options.bootstrap_key {
             command.env("TIDINGS_BOOTSTRAP_KEY", key);
+        }
+        // A test that names its own database (tests/postgres.rs) keeps it.
+        if !options.env.iter().any(|(name, _)| name == "TIDINGS_DATABASE_URL")
+            && let Some(url) = data_dir.database_url()
+        {
+            command.env("TIDINGS_DATABASE_URL", url);
         }
         for (name, value) in &options.env {
             command.env(name, value);

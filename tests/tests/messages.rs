@@ -29,7 +29,8 @@ async fn send_ok(server: &TestServer, body: Value) -> Value {
 
 #[tokio::test]
 async fn sends_are_queued_and_can_be_read_listed_and_filtered() {
-    let (server, dns) = server_with_dns(&[]).await;
+    // Delivery on hold, so every message read back is still Queued.
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "hold")]).await;
     let key = server.key().to_owned();
     verified_domain(&server, &dns, &key, "mail.example").await;
     let (id, v1) = template(

@@ -215,7 +215,13 @@ fn migrate_prepares_the_database_and_needs_the_variable() {
     let Some(db) = runtime.block_on(Database::create()) else { return };
     let data_dir = DataDir::new();
 
-    let unset = data_dir.run_cli(&["migrate"]);
+    // Not `run_cli`: with TIDINGS_E2E_STORE=postgres that names the data dir's database.
+    let unset = std::process::Command::new(tidings_e2e::server_binary())
+        .arg("migrate")
+        .env_clear()
+        .env("TIDINGS_DATA_DIR", data_dir.path())
+        .output()
+        .unwrap();
     let migrated = std::process::Command::new(tidings_e2e::server_binary())
         .arg("migrate")
         .env_clear()

@@ -8,7 +8,12 @@ use tidings_e2e::{Options, TestServer, fresh_key};
 
 async fn server_with_dns() -> (TestServer, TestDnsServer) {
     let dns = TestDnsServer::start([]).await.expect("DNS server starts");
-    let env = vec![("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string())];
+    // Delivery on hold: the walkthrough reads messages right after queueing them, and a
+    // running delivery loop would race it (tests/tests/delivery.rs covers delivery).
+    let env = vec![
+        ("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()),
+        ("TIDINGS_DELIVERY".to_owned(), "hold".to_owned()),
+    ];
     let server = TestServer::start_with(Options { bootstrap_key: Some(fresh_key()), env, ..Options::default() }).await;
     (server, dns)
 }

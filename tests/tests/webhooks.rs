@@ -395,6 +395,29 @@ fn deliveries_pending_at_kill_9_are_all_made_after_the_restart() {
             }
         }
         assert!(expected.len() >= 20, "at least the Queued events: {}", expected.len());
+        if tidings_e2e::skip_on_postgres(
+            "deliveries claimed before the kill are not redone at once after the restart: on a shared \
+             database a starting node releases no leases, they run out (minutes); checked instead that \
+             every other delivery is made and those stay leased",
+        ) {
+            // The ones never claimed are made at once; the claimed ones wait out their lease.
+            let entries = log_until(&restarted, &id, "every unclaimed delivery made", |l| {
+                l.len() >= expected.len()
+                    && l.iter().all(|d| d["status"] == "Delivered" || (d["status"] == "Pending" && d["attempts"] == 0))
+            })
+            .await;
+            let logged: BTreeSet<String> = entries.iter().map(|d| d["eventId"].as_str().unwrap().to_owned()).collect();
+            assert!(expected.is_subset(&logged), "every event has a delivery");
+            let now = chrono::Utc::now();
+            let leased: Vec<&Value> = entries.iter().filter(|d| d["status"] == "Pending").collect();
+            assert!(!leased.is_empty(), "the held POSTs were claimed before the kill: {entries:#?}");
+            for delivery in leased {
+                let next = delivery["nextAttemptAt"].as_str().expect("a pending delivery's next attempt");
+                let next = chrono::DateTime::parse_from_rfc3339(next).expect("an RFC 3339 time");
+                assert!(next > now, "still leased, due when the lease ends: {delivery}");
+            }
+            return;
+        }
         let entries = log_until(&restarted, &id, "every delivery made", |l| {
             l.len() >= expected.len() && l.iter().all(|d| d["status"] == "Delivered")
         })

@@ -128,12 +128,17 @@ pub fn webhook_sender(
     Ok(Arc::new(sender))
 }
 
-/// How messages leave: the transport of `TIDINGS_DELIVERY`.
-pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<dyn Mailer>, ServerError> {
+/// How messages leave: the transport of `TIDINGS_DELIVERY`; `None` with `hold` (nothing
+/// leaves).
+pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Option<Arc<dyn Mailer>>, ServerError> {
     let bad = |var: &str, e: tidings_transport_smtp::ConfigError| {
         ServerError::Config(ConfigError::new(var, None, e.to_string()))
     };
-    Ok(match config.delivery.mode {
+    Ok(Some(match config.delivery.mode {
+        Delivery::Hold => {
+            tracing::warn!("delivery: on hold (TIDINGS_DELIVERY=hold): messages are accepted and stay Queued");
+            return Ok(None);
+        }
         Delivery::Outbox => {
             let dir = config.outbox_dir();
             tracing::info!(dir = %dir.display(), "delivery: outbox (messages are written as .eml files, not sent)");
@@ -164,7 +169,7 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Arc<
             let mx = MxConfig { port: config.delivery.mx_port, timeouts, ..MxConfig::default() };
             Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?)
         }
-    })
+    }))
 }
 
 /// The service on `store` and `dns`, with the configured rules.

@@ -47,8 +47,9 @@ environment wins over the file):
   TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
   TIDINGS_WEBHOOK_ALLOW_PRIVATE false          allow webhook URLs on private addresses and plain http
   TIDINGS_LOG                  info            log filter, RUST_LOG syntax (e.g. info,tidings_http=debug)
-  TIDINGS_DELIVERY             outbox|relay    relay, mx or outbox (default: relay if a relay is set,
-                                               else outbox: .eml files in <dir>/outbox)
+  TIDINGS_DELIVERY             outbox|relay    relay, mx, outbox or hold (default: relay if a relay is
+                                               set, else outbox: .eml files in <dir>/outbox;
+                                               hold: accept and queue, deliver nothing)
   TIDINGS_SMTP_RELAY           unset           smtp://[user:pass@]host:port (STARTTLS when offered)
                                                or smtps://... (implicit TLS)
   TIDINGS_MX_PORT              25              port for direct MX delivery
@@ -119,6 +120,9 @@ pub enum Delivery {
     Mx,
     /// `.eml` files in `<data>/outbox`.
     Outbox,
+    /// Nothing is delivered: messages are accepted and stay `Queued` until the server runs
+    /// with another mode (maintenance, or tests that read freshly queued messages).
+    Hold,
 }
 
 /// How messages are delivered.

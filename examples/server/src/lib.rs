@@ -145,21 +145,28 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         send_timeout: config.delivery.smtp_timeout + Duration::from_secs(10),
         ..DeliverySettings::default()
     };
-    let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings));
-    // Valid only for a store one process alone can open (sled locks its directory, see
-    // `bootstrap::open_store`): every lease in it was then taken by a run that is gone, so
-    // its messages need not wait the lease out (minutes). Done before the delivery loop
-    // starts, which is the one claimer of this process. On PostgreSQL other nodes may hold
-    // those leases right now, for work they are doing: there they are left to expire, and
-    // whichever node claims next after that takes the work over.
-    if store_kind.exclusive() {
-        match worker.release_leases_after_restart(core.clock().now()).await {
-            Ok(0) => {}
-            Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
-            // The leases then end on their own: a reason to warn, not to refuse to start.
-            Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+    // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
+    let worker = match mailer {
+        Some(mailer) => {
+            let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings));
+            // Valid only for a store one process alone can open (sled locks its directory, see
+            // `bootstrap::open_store`): every lease in it was then taken by a run that is gone, so
+            // its messages need not wait the lease out (minutes). Done before the delivery loop
+            // starts, which is the one claimer of this process. On PostgreSQL other nodes may hold
+            // those leases right now, for work they are doing: there they are left to expire, and
+            // whichever node claims next after that takes the work over.
+            if store_kind.exclusive() {
+                match worker.release_leases_after_restart(core.clock().now()).await {
+                    Ok(0) => {}
+                    Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
+                    // The leases then end on their own: a reason to warn, not to refuse to start.
+                    Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+                }
+            }
+            Some(worker)
         }
-    }
+        None => None,
+    };
     let webhook_settings = WebhookSettings {
         schedule: config.webhook_retry_schedule.clone(),
         // The sender gives up after the contract's 10 s itself and says why; core's cut-off
@@ -179,12 +186,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         }
     }
     let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
-    let background = [
+    let mut background = vec![
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
-        tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx.clone())),
     ];
+    if let Some(worker) = worker {
+        background.push(tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())));
+    }
     // Bounce and complaint reports: served until shutdown like the HTTPS listener.
     let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
         (Some(addr), Some(domain)) => {

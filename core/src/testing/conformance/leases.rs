@@ -111,7 +111,10 @@ pub(super) async fn released_delivery_leases_are_due_at_once<S: Store + 'static>
     s.insert_webhook(&endpoint).await.must("insert_webhook");
     let t0 = now();
     let at = |secs| plus_secs(t0, secs);
-    let made: Vec<WebhookDelivery> = (0..4).map(|_| delivery(ws, endpoint.id)).collect();
+    // Due exactly at t0: the fixture's own clock reading may fall in the next millisecond.
+    let made: Vec<WebhookDelivery> = (0..4)
+        .map(|_| WebhookDelivery { next_attempt_at: Some(t0), created_at: t0, ..delivery(ws, endpoint.id) })
+        .collect();
     s.insert_webhook_deliveries(&made).await.must("insert_webhook_deliveries");
     let claimed =
         s.claim_due_webhook_deliveries(t0, at(70), 10, &EndpointQuota::unlimited()).await.must("claim the four");

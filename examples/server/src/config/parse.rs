@@ -110,7 +110,8 @@ pub(super) fn delivery(text: &str) -> Result<Delivery, String> {
         "relay" => Ok(Delivery::Relay),
         "mx" => Ok(Delivery::Mx),
         "outbox" => Ok(Delivery::Outbox),
-        _ => Err(format!("`{text}` is not one of relay, mx, outbox")),
+        "hold" => Ok(Delivery::Hold),
+        _ => Err(format!("`{text}` is not one of relay, mx, outbox, hold")),
     }
 }
 

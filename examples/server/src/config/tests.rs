@@ -168,3 +168,9 @@ fn the_inbound_listener_and_public_url_parse() {
     assert_eq!(config.inbound_smtp_listen, Some("127.0.0.1:2525".parse().unwrap()));
     assert_eq!(config.public_url.unwrap().to_string(), "https://track.example/mail");
 }
+
+#[test]
+fn delivery_can_be_put_on_hold() {
+    let config = load(&[("TIDINGS_DELIVERY", "HOLD")]).unwrap();
+    assert_eq!(config.delivery.mode, Delivery::Hold);
+}
