@@ -96,8 +96,10 @@ impl ServerError {
     }
 }
 
-/// Runs the server until `shutdown` completes: TLS, store, first-start bootstrap, the
-/// purge task and the HTTPS listener. Prints `listening on https://ADDR` on stderr once
+/// Runs the server until `shutdown` completes: TLS, store (sled, or PostgreSQL with
+/// `TIDINGS_DATABASE_URL`), first-start bootstrap, the background loops (delivery, webhooks,
+/// domain re-checks, Idempotency-Key purge), the bounce listener when configured, and the
+/// HTTPS listener. Prints `listening on https://ADDR` on stderr once
 /// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
 /// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
