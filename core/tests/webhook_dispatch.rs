@@ -353,7 +353,12 @@ async fn a_tasks_storage_error_is_logged_and_the_delivery_stays_leased_until_its
     );
     let endpoint = fixtures::webhook(WorkspaceId(ulid()));
     memory.insert_webhook(&endpoint).await.unwrap();
-    let queued = fixtures::delivery(endpoint.workspace_id, endpoint.id);
+    // Due exactly at `now`: the fixture's own clock reading may fall in the next millisecond.
+    let queued = WebhookDelivery {
+        next_attempt_at: Some(now),
+        created_at: now,
+        ..fixtures::delivery(endpoint.workspace_id, endpoint.id)
+    };
     memory.insert_webhook_deliveries(std::slice::from_ref(&queued)).await.unwrap();
     let sender = GatedSender::new(HashMap::new());
     let worker = Arc::new(WebhookWorker::new(core, Arc::clone(&sender) as _, WebhookSettings::default()));
