@@ -106,6 +106,40 @@ pub fn receipt(from: &str, to: &str) -> Value {
     json!({"from": from, "to": to, "subject": "Your receipt", "html": html, "text": "Thanks for your order."})
 }
 
+/// Sends `count` receipts from `from` to `user<i>@example.com` with `key`, `senders` at a time;
+/// fails on the first answer that is not 201.
+pub async fn send_receipts(
+    server: &std::sync::Arc<TestServer>,
+    key: &str,
+    from: &str,
+    count: usize,
+    senders: usize,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..senders {
+        let (server, next, key, from) = (server.clone(), next.clone(), key.to_owned(), from.to_owned());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return Ok::<(), String>(());
+                }
+                let send = receipt(&from, &format!("user{i}@example.com"));
+                let (status, body) = server.post("/v1/messages", &key, send).await;
+                if status != 201 {
+                    return Err(format!("send {i}: {status} {body}"));
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

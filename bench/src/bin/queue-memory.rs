@@ -14,10 +14,9 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tidings_bench::{Result, create_keys, receipt, release_server_binary, verified_domain};
+use tidings_bench::{Result, create_keys, release_server_binary, send_receipts, verified_domain};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{Options as ServerOptions, TestServer, fresh_key};
 
@@ -118,28 +117,7 @@ async fn main() -> Result<()> {
     println!("relay {relay} (nothing listens); schedule {}; RSS before queueing {rss0:.0} MiB", options.schedule);
 
     let started = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut senders = Vec::new();
-    for _ in 0..SENDERS {
-        let (server, next, key) = (server.clone(), next.clone(), key.clone());
-        let total = options.messages;
-        senders.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    return Ok::<(), String>(());
-                }
-                let send = receipt("orders@queue.example", &format!("user{i}@example.com"));
-                let (status, body) = server.post("/v1/messages", &key, send).await;
-                if status != 201 {
-                    return Err(format!("send {i}: {status} {body}"));
-                }
-            }
-        }));
-    }
-    for sender in senders {
-        sender.await??;
-    }
+    send_receipts(&server, &key, "orders@queue.example", options.messages, SENDERS).await?;
     let queued_in = started.elapsed();
     println!(
         "queued {} messages in {:.1} s ({:.0}/s)",
