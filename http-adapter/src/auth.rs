@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use tidings_core::Error;
 use tidings_core::usecases::Principal;
 
+use crate::rate_limit::core_error;
 use crate::{ApiError, ApiState};
 
 /// The authenticated caller of a handler.
@@ -23,15 +24,21 @@ impl FromRequestParts<ApiState> for Authed {
             .get::<ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(addr)| addr.ip());
         let now = state.core.clock().now();
-        state.throttle.check(&client, now).map_err(ApiError::TooManyAuthFailures)?;
+        let limits = &state.limits;
         let Some(presented) = presented_key(&parts.headers) else {
-            state.throttle.record_failure(client, now);
+            limits.check_auth(client, now).await.map_err(core_error)?.map_err(ApiError::TooManyAuthFailures)?;
+            limits.record_auth_failure(client, now).await.map_err(core_error)?;
             return Err(ApiError::MissingApiKey);
         };
-        match state.core.authenticate(presented).await {
+        // Both are reads of shared state; asking at once saves a round trip when the limits
+        // are in a database. A blocked client is refused whatever its key, so a right guess
+        // during a block reveals nothing.
+        let (blocked, authenticated) = tokio::join!(limits.check_auth(client, now), state.core.authenticate(presented));
+        blocked.map_err(core_error)?.map_err(ApiError::TooManyAuthFailures)?;
+        match authenticated {
             Ok(principal) => Ok(Self(principal)),
             Err(Error::InvalidApiKey) => {
-                state.throttle.record_failure(client, now);
+                limits.record_auth_failure(client, now).await.map_err(core_error)?;
                 Err(Error::InvalidApiKey.into())
             }
             Err(other) => Err(other.into()),

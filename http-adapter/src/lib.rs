@@ -24,7 +24,8 @@ mod routes;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::usecases::{AuthThrottle, AuthThrottleConfig, RateLimiter, Tidings};
+use tidings_core::ports::Limits;
+use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
 
 pub use error::{ApiError, ApiResult};
 pub use routes::{router, served_routes};
@@ -36,7 +37,7 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
-    /// Failed-auth throttle (contract §2).
+    /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
     pub auth_throttle: AuthThrottleConfig,
 }
 
@@ -50,23 +51,25 @@ impl Default for HttpConfig {
     }
 }
 
-/// What every handler shares: the service and the per-process limiters.
+/// What every handler shares: the service and the limits.
 #[derive(Clone)]
 pub struct ApiState {
     pub(crate) core: Tidings,
-    pub(crate) throttle: Arc<AuthThrottle>,
-    pub(crate) limiter: Arc<RateLimiter>,
+    pub(crate) limits: Arc<dyn Limits>,
     pub(crate) config: Arc<HttpConfig>,
 }
 
 impl ApiState {
-    /// State for [`router`].
+    /// State for [`router`], with this process's own limits ([`LocalLimits`]): right for a
+    /// single node.
     pub fn new(core: Tidings, config: HttpConfig) -> Self {
-        Self {
-            throttle: Arc::new(AuthThrottle::new(config.auth_throttle)),
-            limiter: Arc::new(RateLimiter::default()),
-            core,
-            config: Arc::new(config),
-        }
+        let limits = Arc::new(LocalLimits::new(config.auth_throttle));
+        Self::with_limits(core, config, limits)
+    }
+
+    /// State for [`router`] with limits kept elsewhere, e.g. in the database that several
+    /// nodes share (`config.auth_throttle` is then the limits' business).
+    pub fn with_limits(core: Tidings, config: HttpConfig, limits: Arc<dyn Limits>) -> Self {
+        Self { core, limits, config: Arc::new(config) }
     }
 }

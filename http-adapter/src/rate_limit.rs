@@ -6,13 +6,26 @@ use tidings_core::usecases::{Principal, RateLimitState};
 
 use crate::{ApiError, ApiState};
 
-/// Takes one token for `who`, or refuses with 429.
-pub fn acquire(state: &ApiState, who: &Principal) -> Result<RateLimitState, ApiError> {
+/// Takes one token for `who`: `Ok(Err(429))` if the bucket is empty, `Err` if the limits
+/// cannot be reached.
+pub async fn acquire(state: &ApiState, who: &Principal) -> Result<Result<RateLimitState, ApiError>, ApiError> {
     let now = state.core.clock().now();
-    state
-        .limiter
-        .try_acquire(who.key_id, who.rate_limit, now)
-        .map_err(|retry_after| ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })
+    let granted = state.limits.acquire_send(who.key_id, who.rate_limit, now).await.map_err(core_error)?;
+    Ok(granted.map_err(|retry_after| ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }))
+}
+
+/// Gives back the token of a send that queued nothing. A failure to reach the limits is
+/// logged and otherwise ignored: the send was answered already, and a token lost costs the
+/// key at most one send for a second.
+pub async fn refund(state: &ApiState, who: &Principal) {
+    let now = state.core.clock().now();
+    if let Err(error) = state.limits.refund_send(who.key_id, who.rate_limit, now).await {
+        tracing::warn!(key = %who.key_id, %error, "could not give back a rate-limit token");
+    }
+}
+
+pub(crate) fn core_error(error: tidings_core::ports::StoreError) -> ApiError {
+    ApiError::Core(error.into())
 }
 
 /// Writes `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`.

@@ -17,6 +17,7 @@
 mod db;
 mod domains;
 mod keys;
+mod limits;
 mod messages;
 mod migrate;
 mod queue;
@@ -29,6 +30,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
+
+pub use limits::PgLimits;
 
 /// Why a store could not be opened or migrated.
 #[derive(Debug, thiserror::Error)]

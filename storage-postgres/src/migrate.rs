@@ -7,7 +7,10 @@ use tokio_postgres::Client;
 use crate::PgError;
 
 /// Every migration, oldest first. Never edit one that has shipped: add another.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_initial", include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_initial", include_str!("../migrations/0001_initial.sql")),
+    ("0002_limits", include_str!("../migrations/0002_limits.sql")),
+];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).
 const LOCK_KEY: i64 = 0x0074_6964_696e_6773;

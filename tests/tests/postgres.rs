@@ -1,6 +1,6 @@
 //! The server on PostgreSQL (issue #7, contract §9 `TIDINGS_DATABASE_URL`): everything it
 //! stores outlives a restart, and two nodes on one database act as one service (keys,
-//! Idempotency-Keys and revocations are shared at once).
+//! Idempotency-Keys, revocations, rate limits and the failed-auth throttle are shared).
 //!
 //! Each test makes a database of its own, `tidings_e2e_<random>`, through
 //! `TIDINGS_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and
@@ -202,6 +202,58 @@ async fn two_nodes_on_one_database_share_keys_idempotency_and_revocations() {
     assert_error(status, &body, 401, "invalid_api_key", "the revoked key on B");
     let (status, body) = a.get("/v1/keys", &shared_key).await;
     assert_error(status, &body, 401, "invalid_api_key", "the revoked key on A");
+
+    for node in [a, b] {
+        let (exit, _) = node.stop().await;
+        assert!(exit.success(), "{exit}");
+    }
+}
+
+#[tokio::test]
+async fn two_nodes_share_each_keys_rate_limit_and_the_failed_auth_throttle() {
+    let Some(db) = Database::create().await else { return };
+    let key = fresh_key();
+    let dns = TestDnsServer::start([]).await.expect("DNS server starts");
+    let a = node(&db, &key, &dns).await;
+    let b = node(&db, &key, &dns).await;
+    verified_domain(&a, &dns, &key, "limits.example").await;
+    let (_, slow_key) = create_key(&a, &key, json!({"scope": "send", "rateLimitPerSec": 1})).await;
+
+    // One send per second for the key on both nodes together: a send on B right after one on
+    // A is refused. A round where B's request starts a second or more after A's answer (a
+    // loaded machine) proves nothing and is repeated.
+    let body = json!({"from": "app@limits.example", "to": "bob@inbox.example", "subject": "Hi", "text": "Hello"});
+    let mut refused = None;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let (status, reply) = a.post("/v1/messages", &slow_key, body.clone()).await;
+        assert_ok(status, &reply, 201, "the key's one send this second, on A");
+        let answered = Instant::now();
+        let (status, reply) = b.post("/v1/messages", &slow_key, body.clone()).await;
+        if answered.elapsed() < Duration::from_millis(900) {
+            refused = Some((status, reply));
+            break;
+        }
+    }
+    let (status, reply) = refused.expect("B asked within a second of A's send in one of 5 rounds");
+    assert_error(status, &reply, 429, "rate_limit_exceeded", "the key's second send this second, on B");
+
+    // 20 failed authentications from this address, alternating nodes, block it on both.
+    for i in 0..20 {
+        let node = if i % 2 == 0 { &a } else { &b };
+        let (status, reply) = node.get("/v1/keys", "tid_not_a_real_key").await;
+        assert_error(status, &reply, 401, "invalid_api_key", &format!("bad key {i}"));
+    }
+    for (name, node) in [("A", &a), ("B", &b)] {
+        let (status, reply) = node.get("/v1/keys", &key).await;
+        assert_error(
+            status,
+            &reply,
+            429,
+            "too_many_auth_failures",
+            &format!("a valid key on {name} after 20 failures"),
+        );
+    }
 
     for node in [a, b] {
         let (exit, _) = node.stop().await;

@@ -4,6 +4,7 @@
 mod clock;
 mod dns;
 mod endpoint_quota;
+mod limits;
 mod mailer;
 mod random;
 mod store;
@@ -12,6 +13,7 @@ mod webhook_sender;
 pub use clock::{Clock, SystemClock};
 pub use dns::{DnsCheck, DnsError};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
+pub use limits::Limits;
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use random::{Random, SystemRandom};
 pub use store::*;

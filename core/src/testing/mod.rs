@@ -5,6 +5,7 @@
 pub mod conformance;
 pub mod dkim;
 pub mod fixtures;
+pub mod limits;
 mod memory;
 
 pub use conformance::{StoreFactory, model_test, run_all};

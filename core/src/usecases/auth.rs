@@ -1,18 +1,20 @@
 //! Authentication (contract §2, spec §5): turning a presented API key into a [`Principal`],
-//! plus the two in-memory limiters the HTTP adapter holds: the failed-authentication
+//! plus the two in-memory limiters behind [`LocalLimits`]: the failed-authentication
 //! throttle per client ([`AuthThrottle`]) and the per-key send rate limiter
 //! ([`RateLimiter`]).
 //!
 //! The limiters are pure: they take the time as an argument and never read a clock, so
-//! tests drive them with fixed instants. They live in one process: behind a load balancer
-//! with several nodes, each node counts on its own, so the effective limits multiply by the
-//! number of nodes.
+//! tests drive them with fixed instants. They live in one process; nodes that share a
+//! database share their counts through another [`Limits`](crate::ports::Limits)
+//! implementation instead, so the limits do not multiply by the number of nodes.
 
+mod local;
 mod rate_limit;
 mod throttle;
 
 use std::fmt;
 
+pub use local::LocalLimits;
 pub use rate_limit::{RateLimitState, RateLimiter};
 pub use throttle::{AuthThrottle, AuthThrottleConfig};
 
@@ -33,7 +35,7 @@ pub struct RetryAfter {
 
 impl RetryAfter {
     /// Rounds a wait in nanoseconds up to whole seconds, at least 1.
-    pub(crate) fn from_nanos(nanos: i128) -> Self {
+    pub fn from_nanos(nanos: i128) -> Self {
         const NANOS_PER_SEC: i128 = 1_000_000_000;
         let seconds = (nanos.max(0) + NANOS_PER_SEC - 1) / NANOS_PER_SEC;
         Self { seconds: u64::try_from(seconds).unwrap_or(u64::MAX).max(1) }

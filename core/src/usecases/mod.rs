@@ -10,6 +10,7 @@ mod feedback;
 mod keys;
 mod messages;
 mod pagination;
+mod send_turns;
 mod senders;
 mod suppressions;
 mod templates;
@@ -33,6 +34,7 @@ pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use pagination::*;
+pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;
 pub use suppressions::*;
 pub use templates::*;
@@ -109,6 +111,8 @@ pub struct Tidings {
     pub(crate) random: Arc<dyn Random>,
     pub(crate) dns: Arc<dyn DnsCheck>,
     pub(crate) config: CoreConfig,
+    /// Sends holding an Idempotency-Key in this process ([`Tidings::take_send_turn`]).
+    pub(crate) send_turns: SendTurns,
 }
 
 impl Tidings {
@@ -120,7 +124,17 @@ impl Tidings {
         dns: Arc<dyn DnsCheck>,
         config: CoreConfig,
     ) -> Self {
-        Self { store, clock, random, dns, config }
+        Self { store, clock, random, dns, config, send_turns: SendTurns::default() }
+    }
+
+    /// Queues a send behind any other send of this process with the same Idempotency-Key
+    /// (see [`SendTurns`]); a front end holds the turn from taking the rate-limit token until
+    /// the send is answered. `None` (no waiting) for a send without a key.
+    pub async fn take_send_turn(&self, who: &Principal, idempotency_key: Option<&str>) -> Option<SendTurn> {
+        match idempotency_key {
+            Some(key) => Some(self.send_turns.take(who.workspace_id, key).await),
+            None => None,
+        }
     }
 
     /// The store, for workers and adapters that need direct reads.

@@ -10,9 +10,11 @@ use tidings_core::dns_records::RecordPolicy;
 use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
-use tidings_core::ports::{DnsCheck, DnsError, Mailer, Store, SystemClock, SystemRandom};
+use tidings_core::ports::{DnsCheck, DnsError, Limits, Mailer, Store, SystemClock, SystemRandom};
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
-use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, Principal, Tidings};
+use tidings_core::usecases::{
+    AuthThrottleConfig, CoreConfig, CreateApiKeyRequest, CreatedKey, LocalLimits, Principal, Tidings,
+};
 use tidings_storage_postgres::{PgOptions, PgStore};
 use tidings_storage_sled::{SledOptions, SledStore};
 use tidings_transport_smtp::{
@@ -39,17 +41,35 @@ impl StoreKind {
     }
 }
 
+/// The opened store and where the limits of contract §2 count.
+pub struct OpenStore {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// Which one.
+    pub kind: StoreKind,
+    /// The send rate limits and the failed-auth throttle: in this process on sled (the
+    /// only process), in the database on PostgreSQL so that every node counts against the
+    /// same limits.
+    pub limits: Arc<dyn Limits>,
+}
+
 /// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
 /// it is set, else sled at `<data>/store` (created if needed).
-pub async fn open_store(config: &Config) -> Result<(Arc<dyn Store>, StoreKind), ServerError> {
+pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
+    let throttle = AuthThrottleConfig::default();
     match &config.database_url {
         Some(url) => {
             let store =
                 PgStore::connect(url.expose(), PgOptions::default()).await.map_err(|e| database_error(url, &e))?;
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
-            Ok((Arc::new(store), StoreKind::Postgres))
+            let limits = Arc::new(store.limits(throttle));
+            Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits })
         }
-        None => Ok((Arc::new(open_sled(config)?), StoreKind::Sled)),
+        None => Ok(OpenStore {
+            store: Arc::new(open_sled(config)?),
+            kind: StoreKind::Sled,
+            limits: Arc::new(LocalLimits::new(throttle)),
+        }),
     }
 }
 
@@ -248,7 +268,7 @@ impl DnsCheck for NoDns {
 
 /// The service for an operator command: the store (either kind), no DNS.
 pub async fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
-    let (store, _) = open_store(config).await?;
+    let store = open_store(config).await?.store;
     Ok(core(config, store, Arc::new(NoDns)))
 }
 

@@ -113,7 +113,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
-    let (store, store_kind) = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, kind: store_kind, limits } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -190,6 +190,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
     let mut background = vec![
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::purge_limits(limits.clone(), core.clone(), stop_rx.clone())),
         tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx.clone())),
     ];
@@ -209,7 +210,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         _ => None,
     };
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
-    let app = router(ApiState::new(core, http));
+    let app = router(ApiState::with_limits(core, http, limits));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidings_core::delivery::{DeliveryWorker, WebhookDispatcher};
+use tidings_core::ports::Limits;
 use tidings_core::usecases::Tidings;
 use tokio::sync::watch;
 
@@ -177,6 +178,32 @@ pub async fn purge_idempotency_keys(core: Tidings, mut stop: watch::Receiver<boo
                 }
                 Err(e) => {
                     tracing::warn!("purging expired Idempotency-Keys failed: {e}");
+                    break;
+                }
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+}
+
+/// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again and throttle
+/// windows that are over (on PostgreSQL, rows of the shared tables; in memory, nothing).
+pub async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(PURGE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        loop {
+            match limits.purge(core.clock().now(), PURGE_BATCH).await {
+                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged stale limits; more left"),
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!("purging stale limits failed: {e}");
                     break;
                 }
             }

@@ -94,7 +94,10 @@ pub async fn send_message(
             ApiError::Core(tidings_core::Error::InvalidIdempotencyKey("Idempotency-Key must be printable ASCII".into()))
         })?),
     };
-    let limit = match rate_limit::acquire(&state, &who) {
+    // Repeats of a key wait for the first send, so they are answered as replays and take
+    // no token (contract §2) instead of racing it for the bucket.
+    let _turn = state.core.take_send_turn(&who, key).await;
+    let limit = match rate_limit::acquire(&state, &who).await? {
         Ok(limit) => limit,
         // A replay takes no token (contract §2): with an empty bucket it is still answered.
         Err(refused) => match state.core.idempotent_replay(&who, &req, key).await? {
@@ -105,12 +108,12 @@ pub async fn send_message(
     let outcome = match state.core.send_message(&who, req, key).await {
         Ok(outcome) => outcome,
         Err(e) => {
-            state.limiter.refund(who.key_id, who.rate_limit);
+            rate_limit::refund(&state, &who).await;
             return Err(e.into());
         }
     };
     if outcome.replayed {
-        state.limiter.refund(who.key_id, who.rate_limit);
+        rate_limit::refund(&state, &who).await;
     }
     Ok(send_response(outcome, Some(&limit)))
 }

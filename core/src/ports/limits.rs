@@ -1,0 +1,50 @@
+//! The `Limits` port: where the per-key send rate limits and the failed-authentication
+//! throttle of contract §2 keep their counts.
+//!
+//! One process keeps them in memory ([`LocalLimits`](crate::usecases::LocalLimits)); nodes
+//! that share a database share them through it (`tidings-storage-postgres`'s `PgLimits`), so
+//! a key's limit and a client's failures count once however many nodes serve them.
+
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::StoreResult;
+use crate::ids::ApiKeyId;
+use crate::model::RateLimit;
+use crate::usecases::{RateLimitState, RetryAfter};
+
+/// Send tokens and failed-authentication counts, with the semantics of
+/// [`RateLimiter`](crate::usecases::RateLimiter) and
+/// [`AuthThrottle`](crate::usecases::AuthThrottle): a token bucket of `limit` tokens refilled
+/// at `limit` per second per key; per client, `max_failures` failures within a fixed window
+/// block it until the window ends.
+///
+/// Every method takes the time as an argument. An `Err` means the counts could not be
+/// reached; the front end answers 503, never grants or blocks on it.
+#[async_trait]
+pub trait Limits: Send + Sync {
+    /// Takes one send token of `key` at `now`: `Ok(Ok(state))` for the headers if granted;
+    /// `Ok(Err(wait))` if the bucket is empty, in which case nothing is taken.
+    async fn acquire_send(
+        &self,
+        key: ApiKeyId,
+        limit: RateLimit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<RateLimitState, RetryAfter>>;
+
+    /// Gives back a token taken by [`acquire_send`](Self::acquire_send) for a send that queued
+    /// nothing (rejected, or an idempotent replay). Never fills past capacity.
+    async fn refund_send(&self, key: ApiKeyId, limit: RateLimit, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// `Ok(Err(wait))` if `client` has used up its failures in its current window.
+    async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>>;
+
+    /// Counts one failed authentication of `client` at `now`.
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Forgets state that no longer limits anything at `now` (full buckets, windows that are
+    /// over), at most `limit` entries; returns how many. A background task calls it.
+    async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+}
