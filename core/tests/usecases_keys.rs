@@ -303,6 +303,44 @@ async fn the_bootstrap_key_from_configuration_is_the_first_key() {
     assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_starting_together_on_a_fresh_store_make_one_default_workspace() {
+    let t = TestCore::new();
+    let starts: Vec<_> = (0..8)
+        .map(|_| {
+            let core = t.core.clone();
+            tokio::spawn(async move { core.ensure_default_workspace(None).await })
+        })
+        .collect();
+    let mut created = Vec::new();
+    for start in starts {
+        created.extend(start.await.unwrap().unwrap());
+    }
+    assert_eq!(created.len(), 1, "exactly one start makes the workspace");
+    assert_eq!(t.store.list_workspaces().await.unwrap(), vec![created[0].0.clone()]);
+    assert!(t.core.authenticate(created[0].1.plaintext.expose()).await.is_ok(), "its key works");
+}
+
+#[tokio::test]
+async fn a_bootstrap_key_is_ignored_once_the_store_has_a_workspace() {
+    let t = TestCore::new();
+    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    // Even the key of the existing workspace: the store is not empty, so nothing is tried.
+    assert_eq!(t.core.ensure_default_workspace(Some(first.plaintext)).await.unwrap(), None);
+    let fresh = ApiKeyPlaintext::generate(&SystemRandom);
+    assert_eq!(t.core.ensure_default_workspace(Some(fresh.clone())).await.unwrap(), None);
+    assert!(t.core.authenticate(fresh.expose()).await.is_err(), "the unused bootstrap key is not stored");
+    assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_store_fails_the_first_start() {
+    let mut store = MockStore::new();
+    store.expect_create_first_workspace().returning(|_, _| Err(StoreError::Unavailable("disk on fire".into())));
+    let core = core_over(store);
+    assert_eq!(core.ensure_default_workspace(None).await, Err(Error::Unavailable("disk on fire".into())));
+}
+
 #[tokio::test]
 async fn workspace_names_are_validated() {
     let t = TestCore::new();

@@ -16,10 +16,11 @@ use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use tidings_core::model::{
     Domain, DomainStatus, EventDetails, EventType, Message, MessageEvent, MessageStatus, MessageTracking,
 };
-use tidings_core::ports::{DomainStore, StoreError, SystemRandom};
+use tidings_core::ports::{DomainStore, SecretStore, StoreError, SystemRandom};
+use tidings_core::secret::Secret;
 use tidings_core::state_machine::Happening;
-use tidings_core::testing::fixtures;
-use tidings_core::tracking::{PublicUrl, TrackedUrl, TrackingConfig, TrackingKey};
+use tidings_core::testing::{MemoryStore, fixtures};
+use tidings_core::tracking::{PublicUrl, TRACKING_KEY_SECRET, TrackedUrl, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{
     CoreConfig, CreateWebhookRequest, ListParams, MAX_USER_AGENT_CHARS, Principal, SendRequest, Tidings,
     TrackingRequest,
@@ -310,4 +311,40 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
         ]
     );
     assert_eq!(reads.load(Ordering::SeqCst), 2);
+}
+
+/// Whether two keys sign alike (keys cannot be compared otherwise: nothing exposes them).
+fn same_key(a: &TrackingKey, b: &TrackingKey) -> bool {
+    let (ws, msg) = (WorkspaceId(fixtures::ulid()), MessageId(fixtures::ulid()));
+    a.sign_open(ws, msg) == b.sign_open(ws, msg)
+}
+
+#[tokio::test]
+async fn the_first_tracking_key_a_store_gets_is_every_later_caller_s() {
+    let store = MemoryStore::new();
+    let made = TrackingKey::shared(&store, &SystemRandom, None).await.unwrap();
+    let again = TrackingKey::shared(&store, &SystemRandom, None).await.unwrap();
+    let kept = TrackingKey::shared(&store, &SystemRandom, Some([8; 32])).await.unwrap();
+    assert!(same_key(&made, &again), "a second start gets the stored key, not a new random one");
+    assert!(same_key(&made, &kept), "a key kept by another node does not replace the stored one");
+    assert!(!same_key(&made, &TrackingKey::from_bytes([8; 32])));
+    let stored = store.ensure_secret(TRACKING_KEY_SECRET, &Secret::new(vec![0; 32])).await.unwrap();
+    assert_eq!(stored.expose().len(), 32, "it is stored as its 32 bytes");
+}
+
+#[tokio::test]
+async fn a_kept_tracking_key_becomes_the_key_of_a_store_without_one() {
+    let store = MemoryStore::new();
+    let kept = TrackingKey::shared(&store, &SystemRandom, Some([7; 32])).await.unwrap();
+    assert!(same_key(&kept, &TrackingKey::from_bytes([7; 32])), "links signed with the kept key still verify");
+    let other_node = TrackingKey::shared(&store, &SystemRandom, None).await.unwrap();
+    assert!(same_key(&other_node, &kept), "and every node now uses it");
+}
+
+#[tokio::test]
+async fn a_stored_tracking_key_of_the_wrong_length_is_corrupt() {
+    let store = MemoryStore::new();
+    store.ensure_secret(TRACKING_KEY_SECRET, &Secret::new(vec![1; 5])).await.unwrap();
+    let shared = TrackingKey::shared(&store, &SystemRandom, None).await;
+    assert!(matches!(shared, Err(StoreError::Corrupt(_))), "{shared:?}");
 }

@@ -26,6 +26,13 @@ async fn insert_key(client: &impl GenericClient, key: &ApiKey) -> StoreResult<()
     .map(drop)
 }
 
+/// Inserts a workspace and its first key (in the caller's transaction).
+async fn insert_workspace(client: &impl GenericClient, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()> {
+    let sql = "INSERT INTO workspaces (id, doc) VALUES ($1, $2)";
+    execute(client, sql, &[&uuid(workspace.id.0), &doc(workspace)?]).await?;
+    insert_key(client, first_key).await
+}
+
 /// Revokes a live key of the workspace at `at`; `None` if it is absent or already revoked.
 async fn revoke_live_key(
     store: &PgStore,
@@ -59,10 +66,26 @@ impl WorkspaceStore for PgStore {
     async fn create_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
-        execute(&tx, "INSERT INTO workspaces (id, doc) VALUES ($1, $2)", &[&uuid(workspace.id.0), &doc(workspace)?])
-            .await?;
-        insert_key(&tx, first_key).await?;
+        insert_workspace(&tx, workspace, first_key).await?;
         tx.commit().await.map_err(db_error)
+    }
+
+    async fn create_first_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // SHARE ROW EXCLUSIVE conflicts with itself and with the ROW EXCLUSIVE lock every
+        // INSERT takes, but not with reads: until this commits, no other node can add a
+        // workspace, and the check below (a fresh snapshot in READ COMMITTED, taken after the
+        // lock is granted) sees every workspace committed before. A table lock rather than
+        // an advisory lock, because it also holds off a plain `create_workspace` and is
+        // scoped to this schema's table.
+        tx.batch_execute("LOCK TABLE workspaces IN SHARE ROW EXCLUSIVE MODE").await.map_err(db_error)?;
+        if query_opt(&tx, "SELECT 1 FROM workspaces LIMIT 1", &[]).await?.is_some() {
+            return Ok(false);
+        }
+        insert_workspace(&tx, workspace, first_key).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(true)
     }
 
     async fn get_workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>> {

@@ -5,8 +5,9 @@
 //!   claims and uniqueness rules query (`migrations/`). Ids are UUIDs holding a ULID's bytes,
 //!   so `ORDER BY id DESC` is newest first and every list is an index range: O(limit).
 //! - **Atomicity**: each method is one statement or one short transaction; races are settled
-//!   by unique constraints (`ON CONFLICT`), row locks and conditional updates
-//!   (`record_event` updates `WHERE status = expected`), so they hold across processes.
+//!   by unique constraints (`ON CONFLICT`), row locks, conditional updates (`record_event`
+//!   updates `WHERE status = expected`) and, for the first workspace, a lock on the
+//!   `workspaces` table, so they hold across processes.
 //! - **Durability**: a successful return means committed, and PostgreSQL's default
 //!   `synchronous_commit = on` makes a commit durable.
 //! - **Claims** take due rows with `FOR UPDATE SKIP LOCKED` and move them to the lease in the
@@ -21,6 +22,7 @@ mod limits;
 mod messages;
 mod migrate;
 mod queue;
+mod secrets;
 mod suppressions;
 mod templates;
 mod webhooks;

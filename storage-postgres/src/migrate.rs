@@ -6,10 +6,12 @@ use tokio_postgres::Client;
 
 use crate::PgError;
 
-/// Every migration, oldest first. Never edit one that has shipped: add another.
+/// Every migration, oldest first. Never edit one that has shipped: add another. Each is
+/// applied once, by name.
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_initial", include_str!("../migrations/0001_initial.sql")),
     ("0002_limits", include_str!("../migrations/0002_limits.sql")),
+    ("0003_settings", include_str!("../migrations/0003_settings.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

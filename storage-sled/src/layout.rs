@@ -8,7 +8,8 @@
 //! id simply finds nothing. A few keys are global by nature and documented as such: the
 //! workspaces themselves, the key hash index (authentication happens before the workspace is
 //! known), the due-time queues and the idempotency expiry index that workers walk across
-//! workspaces (their entries name the workspace after the time), and the redo record.
+//! workspaces (their entries name the workspace after the time), the store's secrets, and
+//! the redo record.
 //!
 //! Ids are the 16 big-endian ULID bytes (byte order = creation order), times are
 //! sign-flipped big-endian microseconds (byte order = time order), variable-length text that
@@ -18,6 +19,7 @@
 use chrono::{DateTime, Utc};
 use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, MessageId, WebhookId, WorkspaceId};
 use tidings_core::model::{KeyHash, MessageStatus, SuppressionReason};
+use tidings_core::secret::SecretName;
 
 /// The pending multi-key write (redo record, see `db.rs`): `INTENT` → encoded operations.
 pub const INTENT: u8 = 0x00;
@@ -66,6 +68,8 @@ pub const SUPPRESSION: u8 = 0x50;
 pub const SUPPRESSION_BY_ID: u8 = 0x51;
 /// Suppressions by reason: `SUP_REASON ‖ ws ‖ reason ‖ suppression` → address.
 pub const SUPPRESSION_BY_REASON: u8 = 0x52;
+/// A secret of the store: `SECRET ‖ name` → its bytes (global: it belongs to no workspace).
+pub const SECRET: u8 = 0x70;
 /// Store metadata: `META ‖ name` → value (e.g. which one-time migrations are done).
 pub const META: u8 = 0x7f;
 /// Webhook endpoint: `WH ‖ ws ‖ endpoint` → `WebhookEndpoint`.
@@ -199,6 +203,11 @@ pub fn message_by_id(id: MessageId) -> Key {
 /// `META ‖ name`.
 pub fn meta(name: &str) -> Key {
     Key::new(META).raw(name.as_bytes())
+}
+
+/// `SECRET ‖ name`.
+pub fn secret(name: SecretName) -> Key {
+    Key::new(SECRET).raw(name.as_str().as_bytes())
 }
 
 /// `EVT ‖ ws ‖ msg` (prefix of a timeline).

@@ -29,6 +29,7 @@ mod flusher;
 mod layout;
 mod messages;
 mod queue;
+mod secrets;
 mod suppressions;
 mod templates;
 mod webhooks;

@@ -1,6 +1,7 @@
 //! The server on PostgreSQL (issue #7, contract §9 `TIDINGS_DATABASE_URL`): everything it
 //! stores outlives a restart, and two nodes on one database act as one service (keys,
-//! Idempotency-Keys, revocations, rate limits and the failed-auth throttle are shared).
+//! Idempotency-Keys, revocations, rate limits, the failed-auth throttle and the tracking key
+//! are shared; nodes starting together on a fresh database make one default workspace).
 //!
 //! Each test makes a database of its own, `tidings_e2e_<random>`, through
 //! `TIDINGS_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and
@@ -12,6 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
+use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
@@ -256,6 +258,85 @@ async fn two_nodes_share_each_keys_rate_limit_and_the_failed_auth_throttle() {
     }
 
     for node in [a, b] {
+        let (exit, _) = node.stop().await;
+        assert!(exit.success(), "{exit}");
+    }
+}
+
+/// Starts `count` nodes on `db` at the same moment, without a bootstrap key. Each start
+/// blocks its thread until the node listens, so each gets a thread of the blocking pool.
+async fn start_together(db: &Database, dns: &TestDnsServer, count: usize) -> Vec<TestServer> {
+    let starts: Vec<_> = (0..count)
+        .map(|_| {
+            let mut options = Options { bootstrap_key: None, ..db.node("unused") };
+            options.env.push(("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()));
+            tokio::task::spawn_blocking(move || {
+                tokio::runtime::Handle::current().block_on(TestServer::start_with(options))
+            })
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for start in starts {
+        nodes.push(start.await.expect("a node starts"));
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_starting_together_on_a_fresh_database_make_one_workspace_and_share_tracking() {
+    let Some(db) = Database::create().await else { return };
+    let dns = TestDnsServer::start([]).await.expect("DNS server starts");
+    let nodes = start_together(&db, &dns, 3).await;
+
+    let keys: Vec<String> = nodes
+        .iter()
+        .flat_map(|n| n.stdout_lines())
+        .filter_map(|line| line.strip_prefix("bootstrap key: ").map(str::to_owned))
+        .collect();
+    assert_eq!(keys.len(), 1, "exactly one node made the default workspace and printed its key: {keys:?}");
+    let key = &keys[0];
+    let client = connect(&db.url()).await.expect("connect to the scratch database");
+    let workspaces: i64 = client.query_one("SELECT count(*) FROM workspaces", &[]).await.unwrap().get(0);
+    assert_eq!(workspaces, 1, "one workspace in the database");
+    for (i, node) in nodes.iter().enumerate() {
+        let (status, body) = node.get("/v1/keys", key).await;
+        assert_ok(status, &body, 200, &format!("the printed key on node {i}"));
+    }
+
+    // A tracked message sent through node 0 (and delivered by any): its pixel opens on every
+    // node.
+    verified_domain(&nodes[0], &dns, key, "track.example").await;
+    let send = json!({
+        "from": "app@track.example", "to": "ann@inbox.example", "subject": "Tracked",
+        "html": "<p>Hello</p>", "tracking": {"opens": true},
+    });
+    let (status, reply) = nodes[0].post("/v1/messages", key, send).await;
+    assert_ok(status, &reply, 201, "a tracked send");
+    let id = reply["data"]["id"].as_str().expect("id").to_owned();
+    wait_for_status(&nodes[0], key, &id, "Delivered").await;
+    // Whichever node claimed it delivered it, into its own outbox.
+    let eml = nodes
+        .iter()
+        .filter_map(|n| std::fs::read_dir(n.data_dir().path().join("outbox")).ok())
+        .flat_map(|dir| dir.flatten().map(|entry| entry.path()))
+        .find(|path| path.extension().is_some_and(|e| e == "eml"))
+        .expect("the delivered message in an outbox");
+    let raw = std::fs::read(&eml).expect("read the message");
+    let html = MessageParser::default().parse(&raw).expect("MIME").body_html(0).expect("an HTML part").into_owned();
+    let at = html.find("/t/o/").unwrap_or_else(|| panic!("a tracking pixel in {html}"));
+    let pixel = html[at..].split(['"', '\'', ' ', '>']).next().expect("the pixel's path").to_owned();
+    for (i, node) in nodes.iter().enumerate() {
+        let response = node.request(reqwest::Method::GET, &pixel).send().await.expect("fetch the pixel");
+        assert_eq!(response.status(), 200, "node {i} verifies the pixel node 0 signed");
+    }
+    let (status, body) = nodes[1].get(&format!("/v1/messages/{id}/events"), key).await;
+    assert_ok(status, &body, 200, "the timeline");
+    let opens = body["data"].as_array().unwrap().iter().filter(|e| e["type"] == "Opened").count();
+    assert_eq!(opens, nodes.len(), "every node recorded its open: {body}");
+    let secrets: i64 = client.query_one("SELECT count(*) FROM secrets", &[]).await.unwrap().get(0);
+    assert_eq!(secrets, 1, "one tracking key in the database");
+
+    for node in nodes {
         let (exit, _) = node.stop().await;
         assert!(exit.success(), "{exit}");
     }

@@ -28,9 +28,11 @@
 //!
 //! Leases: all messages of a batch are claimed at once and then processed `concurrency` at
 //! a time, each send bounded by `send_timeout`, so the lease is
-//! `send_timeout × ⌈batch / concurrency⌉` plus a minute for building and storage; it must
-//! outlast the transport's own total timeout, which the `send_timeout` enforces by
-//! cancelling a send that runs longer (it is then retried like a timeout).
+//! `send_timeout × ⌈batch / concurrency⌉` plus `lease_margin` (a minute by default) for
+//! building and storage; it must outlast the transport's own total timeout, which the
+//! `send_timeout` enforces by cancelling a send that runs longer (it is then retried like a
+//! timeout). The lease is also how long a crashed node's claimed messages wait before
+//! another node on the same store takes them over.
 //!
 //! Memory stays flat however long the queue: one batch is in memory at a time, and the
 //! signer cache is bounded.
@@ -72,6 +74,12 @@ pub struct DeliverySettings {
     pub schedule: RetrySchedule,
     /// Domains whose parsed DKIM keys are kept (at least 1).
     pub signer_cache_size: usize,
+    /// Added to the longest time a batch's sends can take to make the lease: time for
+    /// building, signing and storage. Shorter lets other nodes take over a crashed node's
+    /// messages sooner; too short for the store's pace, and a lease can end while its
+    /// attempt still runs, so that another claimer sends the message again (same
+    /// `Message-ID`).
+    pub lease_margin: Duration,
 }
 
 impl Default for DeliverySettings {
@@ -82,17 +90,18 @@ impl Default for DeliverySettings {
             send_timeout: Duration::from_secs(180),
             schedule: RetrySchedule::default(),
             signer_cache_size: 1_024,
+            lease_margin: Duration::from_secs(60),
         }
     }
 }
 
 impl DeliverySettings {
     /// How long a claim lasts: long enough for the whole batch at `concurrency` sends at a
-    /// time, each up to `send_timeout`, plus a minute for building, signing and storage.
+    /// time, each up to `send_timeout`, plus `lease_margin` for building, signing and storage.
     pub fn lease(&self) -> chrono::Duration {
         let waves = self.batch_size.max(1).div_ceil(self.concurrency.max(1));
         let busy = self.send_timeout.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
-        chrono::Duration::from_std(busy + Duration::from_secs(60)).unwrap_or(chrono::Duration::days(1))
+        chrono::Duration::from_std(busy.saturating_add(self.lease_margin)).unwrap_or(chrono::Duration::days(1))
     }
 }
 
@@ -379,5 +388,23 @@ fn reply_details(result: &std::result::Result<SendReceipt, SendError>) -> EventD
         enhanced_code: reply.and_then(|r| r.enhanced).map(|e| e.to_string()),
         response: Some(text.chars().take(MAX_RESPONSE_CHARS).collect()),
         ..EventDetails::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_covers_every_wave_of_sends_plus_the_margin() {
+        let settings = DeliverySettings {
+            batch_size: 64,
+            concurrency: 32,
+            send_timeout: Duration::from_secs(15),
+            ..DeliverySettings::default()
+        };
+        assert_eq!(settings.lease(), chrono::Duration::seconds(2 * 15 + 60), "a minute by default");
+        let short = DeliverySettings { lease_margin: Duration::from_secs(2), ..settings };
+        assert_eq!(short.lease(), chrono::Duration::seconds(2 * 15 + 2), "never shorter than the sends");
     }
 }

@@ -30,6 +30,7 @@ use crate::model::{
     Workspace,
 };
 use crate::ports::EndpointQuota;
+use crate::secret::{Secret, SecretName};
 
 /// Storage failures, in terms a caller can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +158,14 @@ pub trait WorkspaceStore: Send + Sync {
     /// Creates a workspace together with its first key, atomically (durable). `Conflict` if
     /// the id or the key hash exists.
     async fn create_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()>;
+    /// [`Self::create_workspace`] only on a store that has no workspace at all: then creates
+    /// the workspace and its key (durable; the same `Conflict`s) and returns `true`. A store
+    /// that has a workspace gets nothing written and `false`, never a `Conflict`. The check
+    /// and the write are one atomic step across every process sharing the store: of racing
+    /// calls on an empty store exactly one returns `true`, and a racing `create_workspace`
+    /// comes either before (this returns `false`) or after. For the first start of nodes
+    /// that may start together on one fresh store.
+    async fn create_first_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<bool>;
     /// One workspace.
     async fn get_workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>>;
     /// All workspaces, oldest first (operators have few).
@@ -422,13 +431,31 @@ pub trait WebhookStore: Send + Sync {
     async fn release_webhook_delivery_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
 }
 
+/// Secrets that belong to the store rather than to one node, so that every node sharing the
+/// store uses the same (the key that signs tracking links).
+#[async_trait]
+pub trait SecretStore: Send + Sync {
+    /// The secret stored under `name`; if there is none, stores `candidate` first and returns
+    /// it (durable). Atomic across every process sharing the store: racing calls for one
+    /// name all return the one value that got stored, whatever their candidates. A stored
+    /// secret never changes, and names are independent of each other.
+    async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
+}
+
 /// The whole store.
 pub trait Store:
-    WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore
+    WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore + SecretStore
 {
 }
 
 impl<T> Store for T where
-    T: WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore
+    T: WorkspaceStore
+        + KeyStore
+        + MessageStore
+        + DomainStore
+        + TemplateStore
+        + SuppressionStore
+        + WebhookStore
+        + SecretStore
 {
 }

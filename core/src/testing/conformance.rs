@@ -3,7 +3,8 @@
 //! Two parts, both generic over a [`StoreFactory`] that makes a fresh, empty store:
 //! - [`run_all`]: example tests of each method's documented contract (round trips, `NotFound`
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
-//!   calls, leases and their release, per-endpoint claim quotas, cascading deletes). Each
+//!   calls, the first workspace and shared secrets under racing calls, leases and their
+//!   release, per-endpoint claim quotas, cascading deletes). Each
 //!   check gets its own store and runs in its own task; all run even if some fail, and the
 //!   suite then panics naming every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
@@ -41,6 +42,7 @@ mod messages;
 mod model;
 mod queue;
 mod quotas;
+mod secrets;
 mod suppressions;
 mod templates;
 mod webhooks;
@@ -99,6 +101,8 @@ macro_rules! checks {
 fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
     checks![
         keys::workspaces_are_created_with_their_first_key,
+        keys::only_an_empty_store_gets_a_first_workspace,
+        keys::racing_first_workspaces_make_exactly_one,
         keys::keys_round_trip_and_refuse_duplicates,
         keys::key_lists_page_newest_first_without_revoked_keys,
         keys::revoking_a_key_shows_everywhere_once,
@@ -139,6 +143,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         quotas::in_flight_deliveries_count_against_the_quota,
         quotas::quota_claims_keep_the_limit_due_times_and_leases,
         webhooks::deleting_a_webhook_deletes_its_deliveries,
+        secrets::the_first_secret_stored_is_kept,
+        secrets::racing_callers_all_get_one_secret,
     ]
 }
 

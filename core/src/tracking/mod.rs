@@ -7,8 +7,10 @@
 //! token costs one HMAC and no store access, and a redirect can only ever lead to a URL that
 //! Tidings itself signed: there is no open redirect.
 //!
-//! The key is the server's ([`TrackingConfig`]); rotating it breaks the links of every
-//! message sent before, which is why tokens carry a version byte but no key id yet.
+//! The key is the server's ([`TrackingConfig`]), kept in the store ([`TrackingKey::shared`])
+//! so that every node sharing the store signs and verifies with the same one. Rotating it
+//! breaks the links of every message sent before, which is why tokens carry a version byte
+//! but no key id yet.
 
 pub mod html;
 pub mod token;
@@ -17,7 +19,8 @@ use std::fmt;
 
 use aws_lc_rs::hmac;
 
-use crate::ports::Random;
+use crate::ports::{Random, SecretStore, StoreError, StoreResult};
+use crate::secret::{Secret, SecretName};
 
 pub use html::{decode_entities, rewrite_html};
 pub use token::{MAX_TOKEN_CHARS, MAX_TRACKED_URL_BYTES, TokenError, TokenKind, TrackedUrl, Verified};
@@ -25,6 +28,9 @@ pub use token::{MAX_TOKEN_CHARS, MAX_TRACKED_URL_BYTES, TokenError, TokenKind, T
 /// Length of a [`TrackingKey`] in bytes: HMAC-SHA256's output size, the key length RFC 2104
 /// recommends as the minimum.
 pub const TRACKING_KEY_BYTES: usize = 32;
+
+/// The name under which the store keeps the tracking key ([`TrackingKey::shared`]).
+pub const TRACKING_KEY_SECRET: SecretName = SecretName::new("tracking_key");
 
 /// The server's secret for signing tracking tokens. `Debug` never shows it.
 #[derive(Clone)]
@@ -38,11 +44,43 @@ impl TrackingKey {
         Self { key: hmac::Key::new(hmac::HMAC_SHA256, &bytes) }
     }
 
-    /// A fresh random key (for a server that keeps it in its data directory).
+    /// A fresh random key.
     pub fn generate(random: &dyn Random) -> Self {
         let mut bytes = [0u8; TRACKING_KEY_BYTES];
         random.fill(&mut bytes);
         Self::from_bytes(bytes)
+    }
+
+    /// The key of every node sharing `store`: the one stored there under
+    /// [`TRACKING_KEY_SECRET`]; or, on the store's first start, `kept` (a key this node kept
+    /// from before, so that the links it signed keep working) or else a fresh random one,
+    /// stored first. Nodes starting together all get the one that was stored. Warns when
+    /// `kept` lost to another key (links signed with it no longer open). `Corrupt` if the
+    /// stored secret is not [`TRACKING_KEY_BYTES`] long.
+    pub async fn shared(
+        store: &dyn SecretStore,
+        random: &dyn Random,
+        kept: Option<[u8; TRACKING_KEY_BYTES]>,
+    ) -> StoreResult<Self> {
+        let candidate = kept.unwrap_or_else(|| {
+            let mut bytes = [0u8; TRACKING_KEY_BYTES];
+            random.fill(&mut bytes);
+            bytes
+        });
+        let stored = store.ensure_secret(TRACKING_KEY_SECRET, &Secret::new(candidate.to_vec())).await?;
+        if kept.is_some() && stored.expose().as_slice() != candidate.as_slice() {
+            tracing::warn!(
+                "the store already holds another tracking key, which this node now uses: links signed with \
+                 the key this node kept before no longer open"
+            );
+        }
+        let bytes: [u8; TRACKING_KEY_BYTES] = stored.expose().as_slice().try_into().map_err(|_| {
+            StoreError::Corrupt(format!(
+                "the stored tracking key holds {} bytes, not {TRACKING_KEY_BYTES}",
+                stored.expose().len()
+            ))
+        })?;
+        Ok(Self::from_bytes(bytes))
     }
 
     pub(crate) fn hmac_key(&self) -> &hmac::Key {

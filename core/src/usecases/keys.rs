@@ -107,6 +107,29 @@ impl Tidings {
         name: &str,
         bootstrap: Option<ApiKeyPlaintext>,
     ) -> Result<(Workspace, CreatedKey)> {
+        let (workspace, created) = self.new_workspace(name, bootstrap)?;
+        self.store.create_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
+        Ok((workspace, created))
+    }
+
+    /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
+    /// Returns `None` when the store already has a workspace, so restarts change nothing.
+    ///
+    /// The store checks for "no workspace yet" and writes in one atomic step
+    /// ([`create_first_workspace`](crate::ports::WorkspaceStore::create_first_workspace)),
+    /// so of several nodes starting at once on one fresh shared store exactly one makes the
+    /// workspace and the others get `None`, with or without a bootstrap key.
+    pub async fn ensure_default_workspace(
+        &self,
+        bootstrap: Option<ApiKeyPlaintext>,
+    ) -> Result<Option<(Workspace, CreatedKey)>> {
+        let (workspace, created) = self.new_workspace(DEFAULT_WORKSPACE_NAME, bootstrap)?;
+        let first = self.store.create_first_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
+        Ok(first.then_some((workspace, created)))
+    }
+
+    /// A workspace named `name` and its first `full` key, not yet stored.
+    fn new_workspace(&self, name: &str, bootstrap: Option<ApiKeyPlaintext>) -> Result<(Workspace, CreatedKey)> {
         let name = validate_name("name", Some(name), DEFAULT_WORKSPACE_NAME)
             .map_err(|e| Error::Validation { fields: vec![e] })?;
         let now = self.clock.now();
@@ -121,31 +144,7 @@ impl Tidings {
             Some(plaintext) => self.key_from(workspace.id, spec, plaintext),
             None => self.new_key(workspace.id, spec),
         };
-        match self.store.create_workspace(&workspace, &created.key).await {
-            Ok(()) => Ok((workspace, created)),
-            Err(StoreError::Conflict(_)) => Err(Error::Conflict("this API key or workspace already exists".into())),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
-    /// Returns `None` when the store already has a workspace, so restarts change nothing.
-    ///
-    /// Two nodes starting on one fresh shared store may both see it empty; with a
-    /// bootstrap key the second write conflicts on the key and this returns `None`. Without
-    /// one, two `default` workspaces can result; run first start on one node.
-    pub async fn ensure_default_workspace(
-        &self,
-        bootstrap: Option<ApiKeyPlaintext>,
-    ) -> Result<Option<(Workspace, CreatedKey)>> {
-        if !self.store.list_workspaces().await?.is_empty() {
-            return Ok(None);
-        }
-        match self.create_workspace(DEFAULT_WORKSPACE_NAME, bootstrap).await {
-            Ok(created) => Ok(Some(created)),
-            Err(Error::Conflict(_)) if !self.store.list_workspaces().await?.is_empty() => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok((workspace, created))
     }
 
     async fn validate_key_request(&self, workspace: WorkspaceId, req: CreateApiKeyRequest) -> Result<KeySpec> {
@@ -211,6 +210,14 @@ impl Tidings {
             revoked_at: None,
         };
         CreatedKey { key, plaintext }
+    }
+}
+
+/// A store `Conflict` on creating a workspace, in the caller's terms.
+fn workspace_conflict(e: StoreError) -> Error {
+    match e {
+        StoreError::Conflict(_) => Error::Conflict("this API key or workspace already exists".into()),
+        e => e.into(),
     }
 }
 

@@ -19,15 +19,17 @@ use tidings_core::model::{
 };
 use tidings_core::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
-    NewTemplateVersion, Page, PageRequest, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore,
-    WorkspaceStore,
+    NewTemplateVersion, Page, PageRequest, SecretStore, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
+    WebhookStore, WorkspaceStore,
 };
+use tidings_core::secret::{Secret, SecretName};
 
 mock! {
     pub Store {}
     #[async_trait]
     impl WorkspaceStore for Store {
         async fn create_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()>;
+        async fn create_first_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<bool>;
         async fn get_workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>>;
         async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>>;
     }
@@ -136,6 +138,10 @@ mock! {
             page: PageRequest<SuppressionId>,
         ) -> StoreResult<Page<Suppression>>;
         async fn delete_suppression(&self, workspace: WorkspaceId, email: &EmailAddress) -> StoreResult<()>;
+    }
+    #[async_trait]
+    impl SecretStore for Store {
+        async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
     }
     #[async_trait]
     impl WebhookStore for Store {

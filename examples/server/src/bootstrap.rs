@@ -218,41 +218,33 @@ pub fn core_with_tracking(
     Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
 }
 
-/// The tracking key kept in `<data>/tracking.key` (32 random bytes, made on first start,
-/// readable by the owner only): tokens signed before a restart must still verify after it.
-pub fn tracking_key(config: &Config) -> Result<TrackingKey, ServerError> {
-    let path = config.data_dir.join("tracking.key");
+/// The file in which versions before the shared tracking key kept a node's key.
+pub const TRACKING_KEY_FILE: &str = "tracking.key";
+
+/// The tracking key, kept in the store so that every node sharing it signs and verifies
+/// links alike ([`TrackingKey::shared`]). A store without one gets this node's
+/// `<data>/tracking.key` when an earlier version made one (so the links it sent keep
+/// working), or else a fresh random key. The file is only read, never written: once the
+/// store has a key, the file is unused.
+pub async fn tracking_key(config: &Config, store: &dyn Store) -> Result<TrackingKey, ServerError> {
+    let kept = kept_tracking_key(config)?;
+    Ok(TrackingKey::shared(store, &SystemRandom, kept).await?)
+}
+
+/// The key in `<data>/tracking.key`, if that file exists.
+fn kept_tracking_key(config: &Config) -> Result<Option<[u8; TRACKING_KEY_BYTES]>, ServerError> {
+    let path = config.data_dir.join(TRACKING_KEY_FILE);
     let bad = |reason: String| {
         ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("{}: {reason}", path.display())))
     };
     match std::fs::read(&path) {
-        Ok(bytes) => {
-            let bytes: [u8; TRACKING_KEY_BYTES] = bytes
-                .try_into()
-                .map_err(|b: Vec<u8>| bad(format!("holds {} bytes, not {TRACKING_KEY_BYTES}", b.len())))?;
-            Ok(TrackingKey::from_bytes(bytes))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; TRACKING_KEY_BYTES];
-            tidings_core::ports::Random::fill(&SystemRandom, &mut bytes);
-            write_private(&path, &bytes).map_err(|e| bad(format!("cannot create it: {e}")))?;
-            tracing::info!(path = %path.display(), "made a new tracking key");
-            Ok(TrackingKey::from_bytes(bytes))
-        }
+        Ok(bytes) => bytes
+            .try_into()
+            .map(Some)
+            .map_err(|b: Vec<u8>| bad(format!("holds {} bytes, not {TRACKING_KEY_BYTES}", b.len()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(bad(format!("cannot read it: {e}"))),
     }
-}
-
-/// Writes `bytes` to a new file only its owner may read, durably.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 /// The operator commands never look anything up in DNS; this keeps them from needing a
@@ -325,4 +317,59 @@ pub async fn create_key(
     };
     let request = CreateApiKeyRequest { name, scope: Some(scope.to_owned()), ..CreateApiKeyRequest::default() };
     Ok(core.create_api_key(&operator, request).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use tidings_core::ids::MessageId;
+    use tidings_core::ports::Clock;
+
+    use super::*;
+
+    fn config_in(dir: &Path) -> Config {
+        let dir = dir.display().to_string();
+        Config::load(None, |name| (name == "TIDINGS_DATA_DIR").then(|| dir.clone())).expect("config")
+    }
+
+    fn same_key(a: &TrackingKey, b: &TrackingKey) -> bool {
+        let now = SystemClock.now();
+        let (ws, msg) = (WorkspaceId::new_at(now, &SystemRandom), MessageId::new_at(now, &SystemRandom));
+        a.sign_open(ws, msg) == b.sign_open(ws, msg)
+    }
+
+    #[tokio::test]
+    async fn the_tracking_key_is_the_stores_and_no_file_is_written() {
+        let (a, b, store_dir) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let store = SledStore::open(store_dir.path()).unwrap();
+        let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
+        let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
+        assert!(same_key(&on_a, &on_b), "two nodes on one store sign alike");
+        assert!(!a.path().join(TRACKING_KEY_FILE).exists(), "the key stays out of the data dir");
+    }
+
+    #[tokio::test]
+    async fn a_tracking_key_file_from_before_becomes_the_stores_key() {
+        let (a, b, store_dir) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(a.path().join(TRACKING_KEY_FILE), [7; TRACKING_KEY_BYTES]).unwrap();
+        std::fs::write(b.path().join(TRACKING_KEY_FILE), [8; TRACKING_KEY_BYTES]).unwrap();
+        let store = SledStore::open(store_dir.path()).unwrap();
+        let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
+        let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
+        assert!(same_key(&on_a, &TrackingKey::from_bytes([7; TRACKING_KEY_BYTES])), "links made before still open");
+        assert!(same_key(&on_b, &on_a), "the first file to reach the store wins on every node");
+    }
+
+    #[tokio::test]
+    async fn a_tracking_key_file_of_the_wrong_length_stops_the_start() {
+        let (dir, store_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(dir.path().join(TRACKING_KEY_FILE), b"short").unwrap();
+        let store = SledStore::open(store_dir.path()).unwrap();
+        let err = tracking_key(&config_in(dir.path()), &store).await.unwrap_err();
+        assert!(matches!(&err, ServerError::Config(_)), "{err}");
+        assert!(err.to_string().contains("holds 5 bytes"), "{err}");
+    }
 }

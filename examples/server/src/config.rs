@@ -29,7 +29,7 @@ the same keys in lower case without the prefix, e.g. listen = \"127.0.0.1:8443\"
 environment wins over the file):
 
   TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls),
-                                               tracking key, outbox
+                                               outbox
   TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
                                                PostgreSQL instead of sled (several nodes may share
                                                it; migrations run at start or by `migrate`)
@@ -60,6 +60,10 @@ environment wins over the file):
   TIDINGS_SMTP_TIMEOUT         5m              longest one delivery attempt may take (connect 30s,
                                                each reply 60s, the message 3m, each capped by it)
   TIDINGS_WEBHOOK_RETRY_SCHEDULE contract §7   webhook retry delays
+  TIDINGS_LEASE_MARGIN         60s             slack added to the longest an attempt can take to make
+                                               the lease on claimed messages (2 x (TIDINGS_SMTP_TIMEOUT
+                                               + 10s) + this) and webhook deliveries (15s + this): how
+                                               soon other nodes take over a crashed node's work
   TIDINGS_PUBLIC_URL           https://<listen> base of open/click tracking URLs
   TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint SMTP listener
                                                (needs TIDINGS_RETURN_PATH_DOMAIN)
@@ -238,6 +242,10 @@ pub struct Config {
     pub webhook_allow_private: bool,
     /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE` (contract §7's by default).
     pub webhook_retry_schedule: RetrySchedule,
+    /// `TIDINGS_LEASE_MARGIN`: added to the longest time the work of a claim can take (the
+    /// timeouts) to make the lease on claimed messages and webhook deliveries. A crashed
+    /// node's work waits for its leases to end before another node takes it over.
+    pub lease_margin: Duration,
     /// `TIDINGS_PUBLIC_URL`: the base of tracking links; `None`: `https://<listen>` with the
     /// port actually bound.
     pub public_url: Option<PublicUrl>,
@@ -281,6 +289,7 @@ const KEYS: &[&str] = &[
     "TIDINGS_DOMAIN_RECHECK_INTERVAL",
     "TIDINGS_SMTP_TIMEOUT",
     "TIDINGS_STORE_CACHE",
+    "TIDINGS_LEASE_MARGIN",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -419,6 +428,7 @@ impl Config {
         let webhook_retry_schedule = s
             .parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
             .unwrap_or_else(tidings_core::delivery::webhook_retry_schedule);
+        let lease_margin = s.parse("TIDINGS_LEASE_MARGIN", duration)?.unwrap_or(Duration::from_secs(60));
         let inbound_smtp_listen = s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?;
         if inbound_smtp_listen.is_some() && delivery.return_path_domain.is_none() {
             return Err(ConfigError::new(
@@ -444,6 +454,7 @@ impl Config {
             idempotency_window,
             webhook_allow_private,
             webhook_retry_schedule,
+            lease_margin,
             inbound_smtp_listen,
             log,
             delivery,

@@ -124,7 +124,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         None => tidings_core::tracking::PublicUrl::parse(&format!("https://{local}"))
             .map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_PUBLIC_URL", None, e.to_string())))?,
     };
-    let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config)? };
+    let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config, &*store).await? };
     let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking));
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
@@ -145,6 +145,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // The transports give up on one message after their total timeout; the worker's own
         // cut-off (and with it the lease) must be longer.
         send_timeout: config.delivery.smtp_timeout + Duration::from_secs(10),
+        lease_margin: config.lease_margin,
         ..DeliverySettings::default()
     };
     // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
@@ -174,6 +175,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // The sender gives up after the contract's 10 s itself and says why; core's cut-off
         // is only the backstop, so it must not race the sender's.
         post_timeout: bootstrap::WEBHOOK_TIMEOUT + Duration::from_secs(5),
+        lease_margin: config.lease_margin,
         ..WebhookSettings::default()
     };
     let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, webhook_settings));

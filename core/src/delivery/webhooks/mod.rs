@@ -83,6 +83,11 @@ pub struct WebhookSettings {
     /// An endpoint whose every attempt has failed for this long is disabled (issue #5:
     /// 5 days by default).
     pub disable_after_failing: chrono::Duration,
+    /// Added to the longest time the POSTs of a claim can take to make its lease: time for
+    /// signing and storage (a minute by default). Shorter lets other nodes take over a
+    /// crashed node's deliveries sooner; too short for the store's pace, and a lease can end
+    /// while its attempt still runs, so that the event is posted twice (same `webhook-id`).
+    pub lease_margin: Duration,
 }
 
 impl Default for WebhookSettings {
@@ -93,27 +98,29 @@ impl Default for WebhookSettings {
             post_timeout: Duration::from_secs(10),
             schedule: webhook_retry_schedule(),
             disable_after_failing: chrono::Duration::days(5),
+            lease_margin: Duration::from_secs(60),
         }
     }
 }
 
 impl WebhookSettings {
     /// How long a claim lasts: `post_timeout` for each wave of `concurrency` POSTs the batch
-    /// needs, plus a minute for signing and storage.
+    /// needs, plus `lease_margin` for signing and storage.
     pub fn lease(&self) -> chrono::Duration {
         let waves = self.batch_size.max(1).div_ceil(self.concurrency.max(1));
         let busy = self.post_timeout.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
-        chrono::Duration::from_std(busy + Duration::from_secs(60)).unwrap_or(chrono::Duration::days(1))
+        chrono::Duration::from_std(busy.saturating_add(self.lease_margin)).unwrap_or(chrono::Duration::days(1))
     }
 
     /// How long the claim of one dispatched delivery lasts: one `post_timeout` plus the same
-    /// minute for signing and storage. [`Self::lease`] covers every wave of a step, because
+    /// `lease_margin` for signing and storage. [`Self::lease`] covers every wave of a step, because
     /// a step's last wave starts only when the ones before it end; the
     /// [`WebhookDispatcher`] claims no more than it has free slots for and starts each
     /// delivery's POST at once, so one POST is all its lease has to outlast. A shorter lease
     /// also means a delivery whose attempt hit an error is retried sooner.
     pub fn attempt_lease(&self) -> chrono::Duration {
-        chrono::Duration::from_std(self.post_timeout + Duration::from_secs(60)).unwrap_or(chrono::Duration::days(1))
+        chrono::Duration::from_std(self.post_timeout.saturating_add(self.lease_margin))
+            .unwrap_or(chrono::Duration::days(1))
     }
 }
 
@@ -236,6 +243,18 @@ mod tests {
         assert_eq!(settings.lease(), chrono::Duration::seconds(4 * 10 + 60));
         assert_eq!(WebhookSettings::default().lease(), chrono::Duration::seconds(70));
         assert_eq!(settings.attempt_lease(), chrono::Duration::seconds(10 + 60), "one POST, whatever the batch");
+    }
+
+    #[test]
+    fn a_shorter_margin_shortens_the_leases_but_never_below_the_posts() {
+        let settings = WebhookSettings {
+            batch_size: 64,
+            concurrency: 16,
+            lease_margin: Duration::from_secs(2),
+            ..WebhookSettings::default()
+        };
+        assert_eq!(settings.lease(), chrono::Duration::seconds(4 * 10 + 2));
+        assert_eq!(settings.attempt_lease(), chrono::Duration::seconds(10 + 2));
     }
 
     use crate::model::DeliveryStatus;

@@ -39,6 +39,69 @@ pub(super) async fn workspaces_are_created_with_their_first_key<S: Store + 'stat
     assert_eq!(s.list_workspaces().await.must("list_workspaces").len(), 2, "still two workspaces");
 }
 
+pub(super) async fn only_an_empty_store_gets_a_first_workspace<S: Store + 'static>(s: Arc<S>) {
+    // A key without a workspace (the suite makes many) does not make the store non-empty.
+    let stray = api_key(WorkspaceId(ulid()));
+    s.insert_api_key(&stray).await.must("insert_api_key");
+    let mut reused = api_key(WorkspaceId(ulid()));
+    reused.key_hash = stray.key_hash;
+    let refused = workspace();
+    assert_conflict(
+        s.create_first_workspace(&refused, &reused).await,
+        "create_first_workspace whose first key's hash exists",
+    );
+    assert!(s.list_workspaces().await.must("list_workspaces").is_empty(), "a refused first workspace writes nothing");
+
+    let (a, b) = (workspace(), workspace());
+    let (key_a, key_b) = (api_key(a.id), api_key(b.id));
+    assert!(s.create_first_workspace(&a, &key_a).await.must("create_first_workspace"), "an empty store takes it");
+    assert_eq!(s.get_workspace(a.id).await.must("get_workspace"), Some(a.clone()), "the first workspace is stored");
+    assert_eq!(
+        s.find_api_key_by_hash(&key_a.key_hash).await.must("find first key"),
+        Some(key_a.clone()),
+        "with its first key"
+    );
+
+    assert!(!s.create_first_workspace(&b, &key_b).await.must("second create_first_workspace"), "then it refuses");
+    assert_eq!(s.get_workspace(b.id).await.must("get_workspace b"), None, "a refused workspace is not stored");
+    assert_eq!(s.find_api_key_by_hash(&key_b.key_hash).await.must("find"), None, "nor its first key");
+    assert!(
+        !s.create_first_workspace(&b, &key_a).await.must("create_first_workspace with a used key"),
+        "a store with a workspace answers false before any conflict"
+    );
+    assert_eq!(s.list_workspaces().await.must("list_workspaces"), vec![a], "one workspace, unchanged");
+
+    s.create_workspace(&b, &key_b).await.must("create_workspace after the first");
+    let c = workspace();
+    assert!(!s.create_first_workspace(&c, &api_key(c.id)).await.must("create_first_workspace"), "still refuses");
+    assert_eq!(s.list_workspaces().await.must("list_workspaces").len(), 2, "two workspaces");
+}
+
+pub(super) async fn racing_first_workspaces_make_exactly_one<S: Store + 'static>(s: Arc<S>) {
+    const RACERS: usize = 16;
+    let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..RACERS {
+        let (s, barrier) = (Arc::clone(&s), Arc::clone(&barrier));
+        tasks.spawn(async move {
+            let ws = workspace();
+            let key = api_key(ws.id);
+            barrier.wait().await;
+            let created = s.create_first_workspace(&ws, &key).await;
+            (ws, created)
+        });
+    }
+    let mut winners = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (ws, created) = joined.unwrap_or_else(|e| panic!("racing create_first_workspace task failed: {e}"));
+        if created.must("racing create_first_workspace") {
+            winners.push(ws);
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one of {RACERS} racing calls on an empty store creates");
+    assert_eq!(s.list_workspaces().await.must("list_workspaces"), winners, "the store holds exactly the winner");
+}
+
 pub(super) async fn keys_round_trip_and_refuse_duplicates<S: Store + 'static>(s: Arc<S>) {
     let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
     let key = api_key(a);

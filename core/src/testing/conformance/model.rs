@@ -3,8 +3,9 @@
 //!
 //! Operations cover messages (with and without idempotency keys, keys reused, events through
 //! the state machine including stale and foreign writes, filtered lists walked page by page,
-//! claims, lease releases), idempotency lookups and purges, suppressions, API keys, and the
-//! webhook delivery queue with per-endpoint claim quotas ([`deliveries`]). Two answers are the
+//! claims, lease releases), idempotency lookups and purges, suppressions, API keys, the first
+//! workspace (refused, as a case starts with workspaces), shared secrets, and the webhook
+//! delivery queue with per-endpoint claim quotas ([`deliveries`]). Two answers are the
 //! same when they are equal, or both the same kind of error. What the contract leaves open is
 //! not asked: a limited claim, release or purge never cuts through records due (expiring) at
 //! the same instant, and claimed messages are compared in (due time, id) order after checking that
@@ -27,6 +28,7 @@ use crate::model::{
     ApiKey, EventDetails, EventType, Message, MessageStatus, Suppression, SuppressionReason, SuppressionSource,
 };
 use crate::ports::{EventWrite, MessageQuery, MessageStore, PageRequest, Store, StoreResult};
+use crate::secret::{Secret, SecretName};
 use crate::state_machine::{Happening, apply_event};
 use crate::testing::MemoryStore;
 use crate::testing::fixtures::{
@@ -43,6 +45,8 @@ const MAX_OPS: usize = 40;
 const WORKSPACES: usize = 2;
 const ADDRESSES: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.org"];
 const IDEMPOTENCY_KEYS: usize = 2;
+/// The names `EnsureSecret` picks from.
+const SECRETS: [SecretName; 2] = [SecretName::new("model_a"), SecretName::new("model_b")];
 /// A list walk that has not ended after this many pages is broken.
 const MAX_PAGES: usize = 200;
 
@@ -174,6 +178,13 @@ enum Op {
         ws: usize,
         limit: usize,
     },
+    /// `create_first_workspace` on a store that has workspaces, then `list_workspaces`.
+    CreateFirstWorkspace,
+    EnsureSecret {
+        name: usize,
+        fill: u8,
+        len: usize,
+    },
     Deliveries(DeliveryOp),
 }
 
@@ -222,6 +233,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(|key| Op::FindKey { key }),
         1 => (any_ws(), any::<Index>()).prop_map(|(ws, key)| Op::GetKey { ws, key }),
         2 => (any_ws(), limit()).prop_map(|(ws, limit)| Op::ListKeys { ws, limit }),
+        1 => Just(Op::CreateFirstWorkspace),
+        2 => (0..SECRETS.len(), any::<u8>(), 0usize..=40).prop_map(|(name, fill, len)| Op::EnsureSecret { name, fill, len }),
         8 => delivery_op(WORKSPACES * ENDPOINTS).prop_map(Op::Deliveries),
     ]
 }
@@ -502,6 +515,19 @@ impl World {
             Op::ListKeys { ws, limit } => {
                 let ws = self.workspaces[ws];
                 walk!("list_api_keys", sut, model, limit, |st, page| st.list_api_keys(ws, page), |k| k.id);
+            }
+            Op::CreateFirstWorkspace => {
+                let ws = workspace();
+                let key = api_key(ws.id);
+                let (a, b) = both!(sut, model, |st| st.create_first_workspace(&ws, &key));
+                same("create_first_workspace", &a, &b)?;
+                let (a, b) = both!(sut, model, |st| st.list_workspaces());
+                same("list_workspaces", &a, &b)?;
+            }
+            Op::EnsureSecret { name, fill, len } => {
+                let candidate = Secret::new(vec![fill; len]);
+                let (a, b) = both!(sut, model, |st| st.ensure_secret(SECRETS[name], &candidate));
+                same("ensure_secret", &a, &b)?;
             }
             Op::Deliveries(op) => self.hooks.apply(sut, model, self.clock, op).await?,
         }

@@ -1,20 +1,19 @@
-//! Workspaces, API keys and suppressions of the [`MemoryStore`](super::MemoryStore).
+//! Workspaces, API keys, suppressions and secrets of the [`MemoryStore`](super::MemoryStore).
 
 use super::*;
 
 #[async_trait]
 impl WorkspaceStore for MemoryStore {
     async fn create_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()> {
+        self.state().create_workspace(workspace, first_key)
+    }
+
+    async fn create_first_workspace(&self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<bool> {
         let mut st = self.state();
-        if st.workspaces.contains_key(&workspace.id) {
-            return Err(conflict("workspace id exists"));
+        if !st.workspaces.is_empty() {
+            return Ok(false);
         }
-        if let Some(e) = st.key_conflict(first_key) {
-            return Err(e);
-        }
-        st.workspaces.insert(workspace.id, workspace.clone());
-        st.keys.insert(first_key.id, first_key.clone());
-        Ok(())
+        st.create_workspace(workspace, first_key).map(|()| true)
     }
 
     async fn get_workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>> {
@@ -102,6 +101,27 @@ impl SuppressionStore for MemoryStore {
         let mut st = self.state();
         let id = st.suppression_of(workspace, email).map(|s| s.id).ok_or(StoreError::NotFound)?;
         st.suppressions.remove(&id);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SecretStore for MemoryStore {
+    async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>> {
+        Ok(self.state().secrets.entry(name).or_insert_with(|| candidate.clone()).clone())
+    }
+}
+
+impl State {
+    fn create_workspace(&mut self, workspace: &Workspace, first_key: &ApiKey) -> StoreResult<()> {
+        if self.workspaces.contains_key(&workspace.id) {
+            return Err(conflict("workspace id exists"));
+        }
+        if let Some(e) = self.key_conflict(first_key) {
+            return Err(e);
+        }
+        self.workspaces.insert(workspace.id, workspace.clone());
+        self.keys.insert(first_key.id, first_key.clone());
         Ok(())
     }
 }

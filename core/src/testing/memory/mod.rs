@@ -33,9 +33,10 @@ use crate::model::{
 };
 use crate::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
-    NewTemplateVersion, Page, PageRequest, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
-    WebhookStore, WorkspaceStore,
+    NewTemplateVersion, Page, PageRequest, SecretStore, StoreError, StoreResult, SuppressionStore, TemplateChange,
+    TemplateStore, WebhookStore, WorkspaceStore,
 };
+use crate::secret::{Secret, SecretName};
 
 #[cfg(doc)]
 use crate::ports::Store;
@@ -65,6 +66,7 @@ struct State {
     suppressions: BTreeMap<SuppressionId, Suppression>,
     webhooks: BTreeMap<WebhookId, WebhookEndpoint>,
     deliveries: BTreeMap<DeliveryId, WebhookDelivery>,
+    secrets: BTreeMap<SecretName, Secret<Vec<u8>>>,
 }
 
 impl MemoryStore {

@@ -25,6 +25,7 @@ fn defaults_follow_the_contract() {
     assert!(!config.webhook_allow_private);
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
     assert!(config.database_url.is_none(), "sled unless a database is named");
+    assert_eq!(config.lease_margin, Duration::from_secs(60));
 }
 
 #[test]
@@ -50,6 +51,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
         ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),
         ("TIDINGS_SMTP_TIMEOUT", "0s"),
+        ("TIDINGS_LEASE_MARGIN", "0s"),
+        ("TIDINGS_LEASE_MARGIN", "a bit"),
         ("TIDINGS_STORE_CACHE", "lots"),
         ("TIDINGS_DATABASE_URL", "mysql://localhost/tidings"),
         ("TIDINGS_DATABASE_URL", "host=localhost dbname=tidings"),
@@ -110,6 +113,7 @@ fn values_parse() {
         ("TIDINGS_SPF_INCLUDE", "include:_spf.example.net  ip4:192.0.2.0/24"),
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "1s,3s"),
+        ("TIDINGS_LEASE_MARGIN", "5s"),
         ("TIDINGS_TLS_CERT", ""),
     ])
     .unwrap();
@@ -125,6 +129,7 @@ fn values_parse() {
     assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
     assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
+    assert_eq!(config.lease_margin, Duration::from_secs(5));
     assert!(config.inbound_smtp_listen.is_none() && config.public_url.is_none());
     assert!(config.tls.is_none(), "an empty value counts as unset");
 }

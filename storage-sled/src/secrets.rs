@@ -1,0 +1,28 @@
+//! Secrets of the store (the tracking key): `SECRET ‖ name` → the secret's bytes as they are,
+//! written once and never changed.
+
+use async_trait::async_trait;
+use tidings_core::ports::{SecretStore, StoreResult};
+use tidings_core::secret::{Secret, SecretName};
+
+use crate::SledStore;
+use crate::codec::sled_error;
+use crate::layout;
+
+#[async_trait]
+impl SecretStore for SledStore {
+    async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>> {
+        let key = layout::secret(name).0;
+        // Durable also when the secret was there: it may have been written a moment ago by a
+        // call whose flush is still to come. This runs once per start.
+        self.inner
+            .write_durable(|tree, batch| {
+                if let Some(stored) = tree.get(&key).map_err(sled_error)? {
+                    return Ok(Secret::new(stored.to_vec()));
+                }
+                batch.insert(key.as_slice(), candidate.expose().as_slice());
+                Ok(candidate.clone())
+            })
+            .await
+    }
+}
