@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use tidings_core::ids::{ApiKeyId, MessageId, WorkspaceId};
 use tidings_core::email::EmailAddress;
+use tidings_core::ids::{ApiKeyId, MessageId, WorkspaceId};
 use tidings_core::model::MessageStatus;
 use tidings_core::ports::{DomainStore, KeyStore, MessageQuery, MessageStore, PageRequest, WorkspaceStore};
 use tidings_core::testing::fixtures::{api_key, message, new_message, workspace};
@@ -56,7 +56,9 @@ fn parse_options() -> Result<Options> {
             "--url" => options.url = value()?,
             "--keep" => options.keep = true,
             "--help" | "-h" => {
-                println!("usage: pg-lists [--sizes 10000,1000000,10000000] [--repeat N] [--limit N] [--url URL] [--keep]");
+                println!(
+                    "usage: pg-lists [--sizes 10000,1000000,10000000] [--repeat N] [--limit N] [--url URL] [--keep]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)").into()),
@@ -84,8 +86,20 @@ struct Shape {
 const SHAPES: &[Shape] = &[
     Shape { name: "newest page", status: None, to: None, by_other_key: false, deep: false },
     Shape { name: "page in the middle (cursor)", status: None, to: None, by_other_key: false, deep: true },
-    Shape { name: "status=Bounced (1 %)", status: Some(MessageStatus::Bounced), to: None, by_other_key: false, deep: false },
-    Shape { name: "status=Bounced, middle", status: Some(MessageStatus::Bounced), to: None, by_other_key: false, deep: true },
+    Shape {
+        name: "status=Bounced (1 %)",
+        status: Some(MessageStatus::Bounced),
+        to: None,
+        by_other_key: false,
+        deep: false,
+    },
+    Shape {
+        name: "status=Bounced, middle",
+        status: Some(MessageStatus::Bounced),
+        to: None,
+        by_other_key: false,
+        deep: true,
+    },
     Shape { name: "to=one recipient", status: None, to: Some("user42@example.com"), by_other_key: false, deep: false },
     Shape { name: "sent by a key (10 %)", status: None, to: None, by_other_key: true, deep: false },
     Shape { name: "sent by a key, middle", status: None, to: None, by_other_key: true, deep: true },
@@ -204,8 +218,7 @@ async fn main() -> Result<()> {
     for &size in &options.sizes {
         eprintln!("growing to {size} rows");
         let took = seeded.grow_to(size).await?;
-        let bytes: i64 =
-            seeded.db.query_one("SELECT pg_total_relation_size('messages')", &[]).await?.get(0);
+        let bytes: i64 = seeded.db.query_one("SELECT pg_total_relation_size('messages')", &[]).await?.get(0);
         eprintln!("  grown in {:.1} s; messages table with indexes: {} MiB", took.as_secs_f64(), bytes >> 20);
         for shape in SHAPES {
             let (latencies, items) = seeded.time(shape, options.repeat, options.limit).await?;

@@ -59,8 +59,8 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
     let throttle = AuthThrottleConfig::default();
     match &config.database_url {
         Some(url) => {
-            let store =
-                PgStore::connect(url.expose(), PgOptions::default()).await.map_err(|e| database_error(url, &e))?;
+            let options = PgOptions { max_connections: config.database_pool, ..PgOptions::default() };
+            let store = PgStore::connect(url.expose(), options).await.map_err(|e| database_error(url, &e))?;
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
             let limits = Arc::new(store.limits(throttle));
             Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits })

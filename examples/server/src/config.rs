@@ -20,7 +20,9 @@ use url::Url;
 mod parse;
 
 pub use parse::duration;
-use parse::{boolean, byte_size, delivery, log_filter, port, public_url, schedule, smtp_url, socket_addr, spf_terms};
+use parse::{
+    boolean, byte_size, delivery, log_filter, pool_size, port, public_url, schedule, smtp_url, socket_addr, spf_terms,
+};
 
 /// Every key, with its default and meaning, for `--help` (and the README table).
 pub const HELP: &str = "\
@@ -33,6 +35,7 @@ environment wins over the file):
   TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
                                                PostgreSQL instead of sled (several nodes may share
                                                it; migrations run at start or by `migrate`)
+  TIDINGS_DATABASE_POOL        16              most connections this node opens to PostgreSQL
   TIDINGS_LISTEN               127.0.0.1:8443  HTTPS listener, IP:port (port 0 picks a free one)
   TIDINGS_TLS_CERT             unset           PEM certificate chain (with TIDINGS_TLS_KEY); unset: a
   TIDINGS_TLS_KEY              unset             self-signed certificate is made and kept in <dir>/tls
@@ -221,6 +224,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
     pub database_url: Option<DatabaseUrl>,
+    /// `TIDINGS_DATABASE_POOL`: most connections to PostgreSQL per node.
+    pub database_pool: usize,
     /// `TIDINGS_LISTEN`.
     pub listen: SocketAddr,
     /// `TIDINGS_TLS_CERT` + `TIDINGS_TLS_KEY`; `None`: self-signed in the data dir.
@@ -268,6 +273,7 @@ pub struct Sources {
 const KEYS: &[&str] = &[
     "TIDINGS_DATA_DIR",
     "TIDINGS_DATABASE_URL",
+    "TIDINGS_DATABASE_POOL",
     "TIDINGS_LISTEN",
     "TIDINGS_TLS_CERT",
     "TIDINGS_TLS_KEY",
@@ -369,6 +375,7 @@ impl Config {
     /// Validates already-read settings.
     pub fn from_sources(s: &Sources) -> Result<Self, ConfigError> {
         let database_url = s.parse("TIDINGS_DATABASE_URL", DatabaseUrl::parse)?;
+        let database_pool = s.parse("TIDINGS_DATABASE_POOL", pool_size)?.unwrap_or(16);
         let data_dir =
             s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
         let listen = s.parse("TIDINGS_LISTEN", socket_addr)?.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443)));
@@ -444,6 +451,7 @@ impl Config {
         Ok(Self {
             data_dir,
             database_url,
+            database_pool,
             listen,
             tls,
             bootstrap_key,

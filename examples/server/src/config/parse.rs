@@ -19,6 +19,15 @@ pub(super) fn port(text: &str) -> Result<u16, String> {
     }
 }
 
+/// A connection count for the database pool: 1–1000 (PostgreSQL's own limit is usually
+/// 100 for all clients together).
+pub(super) fn pool_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!("`{text}` is not a connection count (1-1000)")),
+    }
+}
+
 pub(super) fn boolean(text: &str) -> Result<bool, String> {
     match text.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),

@@ -20,6 +20,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
     assert_eq!(config.store_cache_bytes, 256 << 20);
+    assert_eq!(config.database_pool, 16);
     assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
     assert_eq!(config.webhook_retry_schedule.to_string(), "5s,5m,30m,2h,5h,10h,10h");
     assert!(!config.webhook_allow_private);
@@ -56,6 +57,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_STORE_CACHE", "lots"),
         ("TIDINGS_DATABASE_URL", "mysql://localhost/tidings"),
         ("TIDINGS_DATABASE_URL", "host=localhost dbname=tidings"),
+        ("TIDINGS_DATABASE_POOL", "0"),
+        ("TIDINGS_DATABASE_POOL", "many"),
     ] {
         let err = load(&[(var, value)]).unwrap_err();
         assert_eq!(err.var, var, "{value}: {err}");
@@ -114,12 +117,14 @@ fn values_parse() {
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "1s,3s"),
         ("TIDINGS_LEASE_MARGIN", "5s"),
+        ("TIDINGS_DATABASE_POOL", "40"),
         ("TIDINGS_TLS_CERT", ""),
     ])
     .unwrap();
     assert_eq!(config.listen.port(), 0);
     assert_eq!(config.max_body_bytes, 512 * 1024);
     assert_eq!(config.store_cache_bytes, 128 << 20);
+    assert_eq!(config.database_pool, 40);
     assert_eq!(config.idempotency_window, Duration::from_secs(5400));
     assert_eq!(
         config.delivery.retry_schedule.delays(),
