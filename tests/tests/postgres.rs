@@ -9,91 +9,32 @@
 //! `skipped: PostgreSQL not reachable at …` and passes.
 
 mod common;
+#[path = "common/database.rs"]
+mod database;
 
 use std::time::{Duration, Instant};
 
 use common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
+use database::{Database, connect};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
 
-/// The server the scratch databases are made on.
-const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// How long a test waits for a state it polls for.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// A scratch database, dropped (with any connection still open to it) when this is.
-struct Database {
-    admin_url: String,
-    name: String,
-}
-
-impl Database {
-    /// A fresh database; `None`, after printing why, when PostgreSQL is not reachable.
-    async fn create() -> Option<Self> {
-        let admin_url = std::env::var("TIDINGS_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
-        let client = match connect(&admin_url).await {
-            Ok(client) => client,
-            Err(e) => {
-                println!("skipped: PostgreSQL not reachable at {admin_url}: {e}");
-                return None;
-            }
-        };
-        let name = format!("tidings_e2e_{}", fresh_key()[4..16].to_ascii_lowercase());
-        client.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await.expect("create the scratch database");
-        Some(Self { admin_url, name })
+/// Start options for a node on `db`: `TIDINGS_DATABASE_URL`, the bootstrap key, and webhooks
+/// to loopback allowed.
+fn node_options(db: &Database, key: &str) -> Options {
+    Options {
+        bootstrap_key: Some(key.to_owned()),
+        env: vec![
+            ("TIDINGS_DATABASE_URL".to_owned(), db.url()),
+            ("TIDINGS_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned()),
+        ],
+        ..Options::default()
     }
-
-    /// Its URL: the admin URL with the database name swapped.
-    fn url(&self) -> String {
-        let base = self.admin_url.split('?').next().unwrap_or(&self.admin_url);
-        let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
-        format!("{server}/{}", self.name)
-    }
-
-    /// Start options for a node on this database: `TIDINGS_DATABASE_URL`, the bootstrap key,
-    /// and webhooks to loopback allowed.
-    fn node(&self, key: &str) -> Options {
-        Options {
-            bootstrap_key: Some(key.to_owned()),
-            env: vec![
-                ("TIDINGS_DATABASE_URL".to_owned(), self.url()),
-                ("TIDINGS_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned()),
-            ],
-            ..Options::default()
-        }
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
-        // Drop may run inside the test's runtime, which cannot be blocked on: a thread of
-        // its own with a runtime of its own does the dropping.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(async {
-                let client = connect(&admin_url).await?;
-                client.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-            })?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop the scratch database {}: {dropped:?}", self.name);
-        }
-    }
-}
-
-/// A client on `url`, its connection driven by a task, giving up after 5 s.
-async fn connect(url: &str) -> Result<tokio_postgres::Client, Box<dyn std::error::Error + Send + Sync>> {
-    let connecting = tokio_postgres::connect(url, tokio_postgres::NoTls);
-    let (client, connection) =
-        tokio::time::timeout(Duration::from_secs(5), connecting).await.map_err(|_| "timed out")??;
-    tokio::spawn(connection);
-    Ok(client)
 }
 
 /// Sends a plain message from `domain` with `key`; returns its id.
@@ -120,7 +61,7 @@ async fn wait_for_status(server: &TestServer, key: &str, id: &str, status: &str)
 
 /// A node on `db` using `dns` for its domain checks.
 async fn node(db: &Database, key: &str, dns: &TestDnsServer) -> TestServer {
-    let mut options = db.node(key);
+    let mut options = node_options(db, key);
     options.env.push(("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()));
     TestServer::start_with(options).await
 }
@@ -129,7 +70,7 @@ async fn node(db: &Database, key: &str, dns: &TestDnsServer) -> TestServer {
 async fn everything_stored_on_postgres_survives_a_restart_on_a_fresh_data_dir() {
     let Some(db) = Database::create().await else { return };
     let key = fresh_key();
-    let (server, dns) = start_with_dns(db.node(&key)).await;
+    let (server, dns) = start_with_dns(node_options(&db, &key)).await;
     let domain_id = verified_domain(&server, &dns, &key, "pg.example").await;
     let message_id = send(&server, &key, "pg.example").await;
     wait_for_status(&server, &key, &message_id, "Delivered").await;
@@ -268,7 +209,7 @@ async fn two_nodes_share_each_keys_rate_limit_and_the_failed_auth_throttle() {
 async fn start_together(db: &Database, dns: &TestDnsServer, count: usize) -> Vec<TestServer> {
     let starts: Vec<_> = (0..count)
         .map(|_| {
-            let mut options = Options { bootstrap_key: None, ..db.node("unused") };
+            let mut options = Options { bootstrap_key: None, ..node_options(db, "unused") };
             options.env.push(("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()));
             tokio::task::spawn_blocking(move || {
                 tokio::runtime::Handle::current().block_on(TestServer::start_with(options))
