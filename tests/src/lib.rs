@@ -168,10 +168,11 @@ pub fn skip_on_postgres(reason: &str) -> bool {
 /// The server the scratch databases are made on, unless `TIDINGS_TEST_DATABASE_URL` says.
 const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
-/// A database of a [`DataDir`] with `TIDINGS_E2E_STORE=postgres`, `tidings_e2e_<random>`,
-/// dropped (best effort) with the last clone of the data dir.
+/// A database of its own on a PostgreSQL server, `<prefix>_<random>`, dropped (best effort,
+/// `WITH (FORCE)`) when this value is: the database of a [`DataDir`] with
+/// `TIDINGS_E2E_STORE=postgres`, or one a benchmark makes through an admin URL it was given.
 #[derive(Debug)]
-struct ScratchDatabase {
+pub struct ScratchDatabase {
     admin_url: String,
     name: String,
 }
@@ -180,19 +181,29 @@ impl ScratchDatabase {
     /// A fresh database; panics when PostgreSQL does not answer (it was asked for).
     fn create() -> Self {
         let admin_url = std::env::var("TIDINGS_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
-        let name = format!("tidings_e2e_{}", fresh_key()[4..16].to_ascii_lowercase());
-        let sql = format!("CREATE DATABASE \"{name}\"");
-        if let Err(e) = admin_sql(&admin_url, sql) {
+        Self::create_on(&admin_url, "tidings_e2e").unwrap_or_else(|e| {
             panic!(
                 "TIDINGS_E2E_STORE=postgres, but no database could be made through {admin_url} \
                  (TIDINGS_TEST_DATABASE_URL): {e}"
-            );
-        }
-        Self { admin_url, name }
+            )
+        })
+    }
+
+    /// A fresh database `<prefix>_<random>` made through `admin_url` (a URL of any database
+    /// on the server, as a role that may create databases).
+    pub fn create_on(admin_url: &str, prefix: &str) -> Result<Self, String> {
+        let name = format!("{prefix}_{}", fresh_key()[4..16].to_ascii_lowercase());
+        admin_sql(admin_url, format!("CREATE DATABASE \"{name}\""))?;
+        Ok(Self { admin_url: admin_url.to_owned(), name })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Its URL: the admin URL with the database name swapped.
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         let base = self.admin_url.split('?').next().unwrap_or(&self.admin_url);
         let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
         format!("{server}/{}", self.name)

@@ -12,10 +12,17 @@
 //! Prints a Markdown table of both and the ratio. Needs root (Postfix's master) and the
 //! `postfix` and `wrk` packages.
 //!
+//! With `--database-url URL` Tidings runs on PostgreSQL: a fresh database made through that
+//! admin URL and dropped at the end (an interrupted run leaves its `tidings_bench_*` database
+//! behind). `--nodes N` starts N servers on that one database, each with its own data dir and
+//! port; one wrk per node sends N_messages / N of the messages with `--connections` / N
+//! connections, all started together, and the sink counts them all.
+//!
 //! ```text
 //! cargo build --release -p tidings-server -p tidings-bench
 //! target/release/delivery-load [--messages 20000] [--connections 64] [--keys 4]
 //!     [--postfix-sessions 20] [--postfix-bytes N] [--sample N] [--log warn] [--no-postfix] [--dump DIR]
+//!     [--database-url postgres://postgres@127.0.0.1:5432/postgres] [--nodes 3]
 //! ```
 
 mod interrupt;
@@ -36,7 +43,7 @@ use chrono::{DateTime, Utc};
 use futures::{StreamExt as _, stream};
 use tidings_bench::{Result, WrkFigures, create_keys, parse_wrk, receipt, release_server_binary, verified_domain};
 use tidings_dns::testing::TestDnsServer;
-use tidings_e2e::{Options as ServerOptions, TestServer, fresh_key};
+use tidings_e2e::{Options as ServerOptions, ScratchDatabase, TestServer, fresh_key};
 
 use crate::interrupt::OnInterrupt;
 use crate::postfix::Postfix;
@@ -57,6 +64,9 @@ struct Options {
     stall: Duration,
     no_postfix: bool,
     dump: Option<PathBuf>,
+    /// Admin URL of the PostgreSQL server to make the run's database on; sled when `None`.
+    database_url: Option<String>,
+    nodes: usize,
 }
 
 /// Payload for `smtp-source -l`, so that both sides hand the sink messages of the same size:
@@ -66,7 +76,8 @@ struct Options {
 const POSTFIX_BYTES: usize = 2_400;
 
 const USAGE: &str = "usage: delivery-load [--messages N] [--connections N] [--keys N] [--postfix-sessions N] \
-                     [--postfix-bytes N] [--sample N] [--log LEVEL] [--stall SECONDS] [--no-postfix] [--dump DIR]";
+                     [--postfix-bytes N] [--sample N] [--log LEVEL] [--stall SECONDS] [--no-postfix] [--dump DIR] \
+                     [--database-url ADMIN_URL] [--nodes N]";
 
 fn parse_options() -> Result<Options> {
     let mut options = Options {
@@ -80,6 +91,8 @@ fn parse_options() -> Result<Options> {
         stall: Duration::from_secs(60),
         no_postfix: false,
         dump: None,
+        database_url: None,
+        nodes: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -95,8 +108,14 @@ fn parse_options() -> Result<Options> {
             "--stall" => options.stall = Duration::from_secs(value()?.parse()?),
             "--no-postfix" => options.no_postfix = true,
             "--dump" => options.dump = Some(PathBuf::from(value()?)),
+            "--database-url" => options.database_url = Some(value()?),
+            "--nodes" => options.nodes = value()?.parse()?,
             "--help" | "-h" => {
-                println!("{USAGE}\n\n--sample N: read the timelines of N messages spread over the run (default: all)");
+                println!(
+                    "{USAGE}\n\n--sample N: read the timelines of N messages spread over the run (default: all)\n\
+                     --database-url URL: run Tidings on a fresh PostgreSQL database made through URL (default: sled)\n\
+                     --nodes N: N servers on that database, the messages and connections split between them"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)").into()),
@@ -104,6 +123,12 @@ fn parse_options() -> Result<Options> {
     }
     if options.messages == 0 {
         return Err("--messages must be at least 1".into());
+    }
+    if options.nodes == 0 || options.nodes as u64 > options.messages || options.nodes > options.connections {
+        return Err("--nodes must be at least 1 and at most --messages and --connections".into());
+    }
+    if options.nodes > 1 && options.database_url.is_none() {
+        return Err("--nodes above 1 needs --database-url: sled allows one process".into());
     }
     Ok(options)
 }
@@ -249,63 +274,155 @@ fn tally(messages: &[(String, String, DateTime<Utc>)]) -> String {
     by_status.iter().map(|(s, n)| format!("{s}: {n}")).collect::<Vec<_>>().join(", ")
 }
 
+/// The run's PostgreSQL database and the processes whose CPU time is counted for it.
+struct Database {
+    scratch: ScratchDatabase,
+    /// The postmaster: its process tree is all of PostgreSQL (other users' sessions too).
+    postmaster: Option<u32>,
+}
+
+impl Database {
+    fn create(admin_url: &str) -> Result<Self> {
+        let scratch = ScratchDatabase::create_on(admin_url, "tidings_bench")
+            .map_err(|e| format!("making a database through {admin_url}: {e}"))?;
+        let postmaster = procstat::postmaster();
+        if postmaster.is_none() {
+            eprintln!("no postgres process on this machine: PostgreSQL's CPU time is not measured");
+        }
+        Ok(Self { scratch, postmaster })
+    }
+
+    /// CPU ticks so far of this database's backends (by pid) and of all of PostgreSQL.
+    fn ticks(&self) -> (BTreeMap<u32, u64>, u64) {
+        let Some(postmaster) = self.postmaster else { return Default::default() };
+        let backends = procstat::backends_of(postmaster, self.scratch.name());
+        (backends.into_iter().map(|pid| (pid, procstat::own_ticks(pid))).collect(), procstat::tree_ticks(postmaster))
+    }
+}
+
+/// What is counted before and after a run: CPU ticks of the servers, of this process's reaped
+/// children (wrk), of the sink, and of the database's backends and all of PostgreSQL.
+struct Ticks {
+    servers: u64,
+    wrk: u64,
+    sink: u64,
+    backends: BTreeMap<u32, u64>,
+    postgres: u64,
+}
+
+impl Ticks {
+    fn now(servers: &[TestServer], sink: &Sink, database: Option<&Database>) -> Self {
+        let (backends, postgres) = database.map(Database::ticks).unwrap_or_default();
+        Self {
+            servers: servers.iter().map(|s| procstat::own_ticks(s.pid())).sum(),
+            wrk: procstat::stat(0).unwrap_or_default().1.children,
+            sink: procstat::own_ticks(sink.pid()),
+            backends,
+            postgres,
+        }
+    }
+}
+
+/// Each node's share of `total`: as even as can be, the first nodes take the remainder.
+fn split(total: u64, nodes: usize) -> Vec<u64> {
+    let nodes = nodes as u64;
+    (0..nodes).map(|i| total / nodes + u64::from(i < total % nodes)).collect()
+}
+
+/// The end of each node's log, for a failure message.
+fn log_tails(servers: &[TestServer]) -> String {
+    let mut out = String::new();
+    for (n, server) in servers.iter().enumerate() {
+        let log = server.stderr_lines();
+        let _ =
+            writeln!(out, "--- node {n}, last lines of its log:\n{}", log[log.len().saturating_sub(20)..].join("\n"));
+    }
+    out
+}
+
 async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt: &OnInterrupt) -> Result<Side> {
+    // Declared first, so dropped (the database too) after the servers.
+    let database = options.database_url.as_deref().map(Database::create).transpose()?;
     let dns = TestDnsServer::start([]).await?;
-    let env = [
+    let mut env = vec![
         ("TIDINGS_DNS_SERVER", dns.addr().to_string()),
         ("TIDINGS_LOG", options.log.clone()),
         ("TIDINGS_DELIVERY", "relay".to_owned()),
         ("TIDINGS_SMTP_RELAY", format!("smtp://127.0.0.1:{}", sink.port())),
     ];
+    if let Some(database) = &database {
+        eprintln!("database {}", database.scratch.url());
+        env.push(("TIDINGS_DATABASE_URL", database.scratch.url()));
+    }
     let binary = release_server_binary()?;
-    let server = TestServer::start_with(ServerOptions {
-        bootstrap_key: Some(fresh_key()),
-        env: env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
-        binary: Some(binary.clone()),
-        ..ServerOptions::default()
-    })
-    .await;
-    let pid = procstat::child_running(&binary).ok_or("cannot find the tidings-server process")?;
-    on_interrupt.kill(pid);
-    eprintln!("tidings-server pid {pid} on {}", server.addr());
-    verified_domain(&server, &dns, "load.example").await?;
-    let keys = create_keys(&server, options.keys).await?;
+    let admin = fresh_key();
+    let mut servers = Vec::with_capacity(options.nodes);
+    // One after the other: the first applies the migrations and makes the default workspace.
+    for node in 0..options.nodes {
+        let server = TestServer::start_with(ServerOptions {
+            bootstrap_key: Some(admin.clone()),
+            env: env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+            binary: Some(binary.clone()),
+            ..ServerOptions::default()
+        })
+        .await;
+        on_interrupt.kill(server.pid());
+        eprintln!("tidings-server {node}: pid {} on {}", server.pid(), server.addr());
+        servers.push(server);
+    }
+    let first = &servers[0];
+    verified_domain(first, &dns, "load.example").await?;
+    let keys = create_keys(first, options.keys).await?;
 
-    let body = receipt("orders@load.example", "ann@example.com");
+    let body = receipt("orders@load.example", "ann@example.com").to_string();
     let dir = tempfile::tempdir()?;
-    let script = dir.path().join("send.lua");
-    std::fs::write(&script, wrk_script(&keys, &fresh_key(), &body.to_string(), options.messages))?;
-    let url = server.url("/v1/messages");
+    let run = fresh_key();
+    let shares = split(options.messages, options.nodes);
+    let connections = options.connections / options.nodes;
+    let mut jobs = Vec::with_capacity(options.nodes);
+    for (node, (server, &share)) in servers.iter().zip(&shares).enumerate() {
+        let script = dir.path().join(format!("send-{node}.lua"));
+        std::fs::write(&script, wrk_script(&keys, &format!("{run}-{node}"), &body, share))?;
+        jobs.push((script, server.url("/v1/messages")));
+    }
 
     let n = options.messages;
     let base = sink.count().messages;
-    let before =
-        (procstat::own_ticks(pid), procstat::stat(0).unwrap_or_default().1.children, procstat::own_ticks(sink.pid()));
-    eprintln!("tidings: sending {n} messages with wrk ({} connections)", options.connections);
+    let before = Ticks::now(&servers, sink, database.as_ref());
+    eprintln!("tidings: sending {n} messages with {} wrk ({connections} connections each)", options.nodes);
     let start = SystemTime::now();
-    let (wrk, accepted) =
-        tokio::task::block_in_place(|| run_wrk(tools, &script, &url, options.connections, on_interrupt))?;
+    let sent: Vec<Result<(WrkFigures, SystemTime)>> = tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = jobs
+                .iter()
+                .map(|(script, url)| scope.spawn(|| run_wrk(tools, script, url, connections, on_interrupt)))
+                .collect();
+            running.into_iter().map(|r| r.join().unwrap_or_else(|_| Err("a wrk thread panicked".into()))).collect()
+        })
+    });
+    let sent = sent.into_iter().collect::<Result<Vec<_>>>()?;
+    let accepted = sent.iter().map(|(_, at)| *at).max().ok_or("no wrk ran")?;
     eprintln!("tidings: accepted in {:.1} s; waiting for the sink", seconds_between(start, accepted));
-    if wrk.non_2xx > 0 || wrk.socket_errors != "0" {
-        eprintln!("tidings: wrk saw {} non-2xx answers, socket errors: {}", wrk.non_2xx, wrk.socket_errors);
+    for (node, (wrk, _)) in sent.iter().enumerate() {
+        if wrk.non_2xx > 0 || wrk.socket_errors != "0" {
+            eprintln!("tidings: wrk {node} saw {} non-2xx answers, socket errors: {}", wrk.non_2xx, wrk.socket_errors);
+        }
     }
     let reached = tokio::task::block_in_place(|| sink.wait_for(base + n, options.stall));
-    let after =
-        (procstat::own_ticks(pid), procstat::stat(0).unwrap_or_default().1.children, procstat::own_ticks(sink.pid()));
-    let memory_kib = procstat::peak_rss_kib(pid).unwrap_or(0);
-    let messages = list_messages(&server).await?;
+    let after = Ticks::now(&servers, sink, database.as_ref());
+    let memory_kib = servers.iter().map(|s| procstat::peak_rss_kib(s.pid()).unwrap_or(0)).sum();
+    let messages = list_messages(first).await?;
     let reached = match reached {
         Ok(count) => count,
         Err(count) => {
-            let log = server.stderr_lines();
-            let tail = log[log.len().saturating_sub(40)..].join("\n");
             return Err(format!(
                 "tidings: the sink counted {} of {n} messages and no more for {:?}.\n\
-                 messages in the API: {} ({})\nlast lines of the server's log:\n{tail}",
+                 messages in the API: {} ({})\n{}",
                 count.messages - base,
                 options.stall,
                 messages.len(),
                 tally(&messages),
+                log_tails(&servers),
             )
             .into());
         }
@@ -317,7 +434,7 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
     }
     eprintln!("tidings: delivered in {:.1} s; reading timelines", seconds_between(start, reached.at));
     let sampled = spread(&messages, options.sample);
-    let found = delivery_latencies(&server, &sampled).await;
+    let found = delivery_latencies(first, &sampled).await;
     let missing = found.iter().filter(|l| l.is_none()).count();
     if missing > 0 {
         eprintln!(
@@ -330,30 +447,61 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
     latencies.sort_by(f64::total_cmp);
     std::thread::sleep(Duration::from_secs(1));
     let extra_at_sink = sink.count().messages - base - n;
-    let (status, _) = server.stop().await;
-    on_interrupt.forget(pid);
-    if !status.success() {
-        return Err(format!("tidings-server exited with {status}").into());
+    for server in servers {
+        let pid = server.pid();
+        let (status, _) = server.stop().await;
+        on_interrupt.forget(pid);
+        if !status.success() {
+            return Err(format!("tidings-server {pid} exited with {status}").into());
+        }
     }
     let ticks = procstat::ticks_per_second();
     let cpu = |b: u64, a: u64| a.saturating_sub(b) as f64 / ticks;
+    // Backends that came after `before` started during the run: all their time counts.
+    let backends: u64 =
+        after.backends.iter().map(|(pid, &a)| a.saturating_sub(before.backends.get(pid).copied().unwrap_or(0))).sum();
+    let per_node = sent
+        .iter()
+        .zip(&shares)
+        .map(|((wrk, at), share)| {
+            format!(
+                "{:.0}/s (p50 {} p99 {}, {} requests, {} non-2xx)",
+                *share as f64 / seconds_between(start, *at),
+                wrk.p50,
+                wrk.p99,
+                wrk.requests,
+                wrk.non_2xx
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     Ok(Side {
         accepted_per_sec: n as f64 / seconds_between(start, accepted),
         delivered_per_sec: n as f64 / seconds_between(start, reached.at),
         latencies,
         memory_kib,
-        cpu: [cpu(before.0, after.0), cpu(before.1, after.1), cpu(before.2, after.2)],
+        cpu: [cpu(before.servers, after.servers), cpu(before.wrk, after.wrk), cpu(before.sink, after.sink)],
+        database_cpu: database
+            .as_ref()
+            .and_then(|d| d.postmaster)
+            .map(|_| (backends as f64 / ticks, cpu(before.postgres, after.postgres))),
         extra_at_sink,
         note: format!(
-            "wrk, {} connections: send latency p50 {} p99 {}; {} requests, {} non-2xx; timelines read: {}",
-            options.connections,
-            wrk.p50,
-            wrk.p99,
-            wrk.requests,
-            wrk.non_2xx,
+            "{}; {} wrk, {connections} connections each; accepted per node: {per_node}; timelines read: {}",
+            store_label(options),
+            options.nodes,
             sampled.len()
         ),
     })
+}
+
+/// Where Tidings ran, for the report.
+fn store_label(options: &Options) -> String {
+    match (&options.database_url, options.nodes) {
+        (None, _) => "sled, 1 node".to_owned(),
+        (Some(_), 1) => "PostgreSQL, 1 node".to_owned(),
+        (Some(_), n) => format!("PostgreSQL, {n} nodes"),
+    }
 }
 
 fn run_postfix(options: &Options, tools: &Tools, sink: &Sink, on_interrupt: &OnInterrupt) -> Result<Side> {
@@ -412,6 +560,7 @@ fn run_postfix(options: &Options, tools: &Tools, sink: &Sink, on_interrupt: &OnI
         latencies,
         memory_kib,
         cpu: [cpu(before.0, after.0), cpu(before.1, after.1), cpu(before.2, after.2)],
+        database_cpu: None,
         extra_at_sink,
         note,
     })
@@ -458,6 +607,12 @@ mod tests {
     fn spreads_a_sample_over_the_run() {
         assert_eq!(spread(&[1, 2, 3, 4], 2), vec![1, 3]);
         assert_eq!(spread(&[1, 2, 3], 0), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn splits_the_messages_between_nodes() {
+        assert_eq!(split(20_000, 3), vec![6_667, 6_667, 6_666]);
+        assert_eq!(split(10, 1), vec![10]);
     }
 
     #[test]

@@ -1,7 +1,5 @@
 //! CPU time and peak memory of processes, read from Linux's `/proc`.
 
-use std::path::Path;
-
 /// CPU time of a process in clock ticks: its own (user + system) and that of its children
 /// it has waited for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,14 +47,6 @@ pub fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
-/// The child of this process running `binary`.
-pub fn child_running(binary: &Path) -> Option<u32> {
-    let binary = binary.canonicalize().ok()?;
-    children_of(std::process::id())
-        .into_iter()
-        .find(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == binary))
-}
-
 /// All CPU time a process tree has used: `root`'s own and reaped children's ticks plus the
 /// own ticks of its live children (a child's ticks move to `root`'s children field when it is
 /// reaped, so the sum only grows). Grandchildren are not counted (Postfix has none).
@@ -84,4 +74,31 @@ pub fn pss_kib(pid: u32) -> Option<u64> {
 pub fn euid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The `comm` (executable name, at most 15 bytes) of `pid`.
+fn comm(pid: u32) -> Option<String> {
+    Some(std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim_end().to_owned())
+}
+
+/// The PostgreSQL postmaster on this machine: a `postgres` process whose parent is not one.
+pub fn postmaster() -> Option<u32> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|&pid| {
+        comm(pid).as_deref() == Some("postgres")
+            && stat(pid).is_some_and(|(ppid, _)| comm(ppid).as_deref() != Some("postgres"))
+    })
+}
+
+/// The backends of `postmaster` connected to `database`: PostgreSQL sets each backend's
+/// process title to `postgres: <cluster>: <user> <database> <client> <state>`.
+pub fn backends_of(postmaster: u32, database: &str) -> Vec<u32> {
+    let needle = format!(" {database} ");
+    children_of(postmaster)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|title| String::from_utf8_lossy(&title).contains(&needle))
+        })
+        .collect()
 }

@@ -13,13 +13,17 @@ pub struct Side {
     pub delivered_per_sec: f64,
     /// Seconds from queued to delivered, sorted.
     pub latencies: Vec<f64>,
-    /// Memory in KiB: tidings-server's peak resident set (VmHWM); for Postfix's many
+    /// Memory in KiB: tidings-server's peak resident set (VmHWM; summed over the nodes
+    /// when there are several); for Postfix's many
     /// processes, which share their libraries, the sum of their proportional set sizes at the
     /// end (summing their VmHWM would count the shared pages once per process).
     pub memory_kib: u64,
     /// CPU seconds used during the run by: the relay (server or Postfix), the load
     /// generator (wrk or smtp-source), the sink.
     pub cpu: [f64; 3],
+    /// On PostgreSQL, CPU seconds used during the run by the backends of the run's database
+    /// and by all of PostgreSQL's processes (other users' sessions on the server too).
+    pub database_cpu: Option<(f64, f64)>,
     /// Messages the sink counted beyond N a second after the last (duplicates).
     pub extra_at_sink: u64,
     /// A line about the accepting side (wrk's latencies; smtp-source's sessions).
@@ -54,8 +58,9 @@ pub fn report(options: &Options, tidings: &Side, postfix: Option<&Side>, loads: 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} messages; load average before {} / after {}\n",
+        "{} messages, Tidings on {}; load average before {} / after {}\n",
         grouped(options.messages as f64),
+        crate::store_label(options),
         loads.0,
         loads.1
     );
@@ -87,6 +92,15 @@ pub fn report(options: &Options, tidings: &Side, postfix: Option<&Side>, loads: 
         ratio(tidings.memory_kib as f64, p.memory_kib as f64),
     );
     row("CPU s per 1,000 messages: relay", per_k(tidings.cpu[0]), per_k(p.cpu[0]), ratio(tidings.cpu[0], p.cpu[0]));
+    if let Some((backends, all)) = tidings.database_cpu {
+        row(
+            "CPU s per 1,000 messages: PostgreSQL, this database's backends",
+            per_k(backends),
+            "–".into(),
+            String::new(),
+        );
+        row("CPU s per 1,000 messages: PostgreSQL, all processes", per_k(all), "–".into(), String::new());
+    }
     row("CPU s per 1,000 messages: load generator", per_k(tidings.cpu[1]), per_k(p.cpu[1]), String::new());
     row("CPU s per 1,000 messages: smtp-sink", per_k(tidings.cpu[2]), per_k(p.cpu[2]), String::new());
     row("extra messages at the sink", tidings.extra_at_sink.to_string(), p.extra_at_sink.to_string(), String::new());
