@@ -8,6 +8,9 @@
 //! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API; [`served_routes`]
 //! lists what the router serves, so tests can hold the two together.
 //!
+//! Every response carries `X-Request-Id` (the client's, when well-formed, else a new ULID),
+//! and what is logged while handling a request is inside a `request` span with that id.
+//!
 //! Serve it with `into_make_service_with_connect_info::<SocketAddr>()` so the failed-auth
 //! throttle sees client addresses; without it all clients share one throttle bucket.
 
@@ -19,6 +22,7 @@ mod openapi;
 mod path;
 mod query;
 mod rate_limit;
+mod request_id;
 mod routes;
 
 use std::sync::Arc;
@@ -28,6 +32,7 @@ use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
 
 pub use error::{ApiError, ApiResult};
+pub use request_id::REQUEST_ID;
 pub use routes::{router, served_routes};
 
 /// Settings of the HTTP layer.

@@ -19,6 +19,14 @@ use tidings_http::HttpConfig;
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 /// A well-formed id that names nothing.
 const UNKNOWN_ID: &str = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+/// The operations that need no key: the document, tracking and the probes. Any other
+/// operation documented with `security: []` is a mistake.
+const PUBLIC: [&str; 5] = ["/v1/openapi.json", "/t/o/{token}", "/t/c/{token}", "/healthz", "/readyz"];
+
+/// Whether the operation is documented without authentication (`security: []`).
+fn is_public(doc: &Value, method: &str, path: &str) -> bool {
+    doc["paths"][path][method.to_lowercase()]["security"] == json!([])
+}
 
 /// The document as the router serves it, asserting how it is served.
 async fn fetch_document(api: &TestApi) -> Value {
@@ -107,7 +115,7 @@ async fn the_router_serves_exactly_the_documented_operations() {
 }
 
 #[tokio::test]
-async fn every_documented_operation_is_routed_and_asks_for_credentials() {
+async fn every_documented_operation_is_routed_and_asks_for_credentials_unless_public() {
     // Every probe fails authentication; let them all through the failed-auth throttle.
     let throttle = AuthThrottleConfig { max_failures: 1000, ..Default::default() };
     let api = TestApi::with_config(HttpConfig { auth_throttle: throttle, ..Default::default() }).await;
@@ -116,12 +124,12 @@ async fn every_documented_operation_is_routed_and_asks_for_credentials() {
     for (method, path) in &operations {
         let uri = fill_with_placeholders(path);
         let r = api.call(method, &uri, None, None).await;
-        if path == "/v1/openapi.json" {
-            assert_eq!(r.status, StatusCode::OK, "{method} {uri}");
-            assert!(r.body["openapi"].as_str().is_some_and(|v| v.starts_with("3.1.")), "{method} {uri}");
-        } else if path.starts_with("/t/") {
-            // Public: no key asked for, and a made-up token is simply not found.
-            assert_eq!((r.status, r.error_code()), (StatusCode::NOT_FOUND, "not_found"), "{method} {uri}");
+        if is_public(&doc, method, path) {
+            // No key asked for: the answer is one the operation documents, never a 401 (a
+            // made-up tracking token is simply not found).
+            let documented = &doc["paths"][path][method.to_lowercase()]["responses"];
+            assert_ne!(r.status, StatusCode::UNAUTHORIZED, "{method} {uri}");
+            assert!(documented.get(r.status.as_str()).is_some(), "{method} {uri}: undocumented {}", r.status);
         } else {
             assert_eq!((r.status, r.error_code()), (StatusCode::UNAUTHORIZED, "missing_api_key"), "{method} {uri}");
         }
@@ -200,8 +208,8 @@ async fn the_document_is_structurally_sound() {
             path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).map(str::to_owned).collect();
         assert_eq!(in_path, segments, "{name}: path parameters");
 
-        if path == "/v1/openapi.json" || path.starts_with("/t/") {
-            assert_eq!(op["security"], json!([]), "{name}: the document and tracking need no key");
+        if PUBLIC.contains(&path.as_str()) {
+            assert_eq!(op["security"], json!([]), "{name}: the document, tracking and the probes need no key");
         } else {
             assert!(op.get("security").is_none(), "{name}: the global security applies");
             assert!(responses.contains_key("401") && responses.contains_key("429"), "{name}: 401 and 429");
@@ -520,6 +528,12 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, full, "DELETE", "/v1/domains/{id}", &d, None).await, 200);
     expect(&c.call(a, full, "DELETE", "/v1/keys/{id}", &[&send_key_id], None).await, 200);
     expect(&c.call(a, None, "GET", "/v1/openapi.json", &[], None).await, 200);
+
+    // The probes, and readiness without a store.
+    expect(&c.call(a, None, "GET", "/healthz", &[], None).await, 200);
+    expect(&c.call(a, None, "GET", "/readyz", &[], None).await, 200);
+    let down = support::TestApi::without_store();
+    expect(&c.call(&down, None, "GET", "/readyz", &[], None).await, 503);
 
     let never: Vec<_> = documented_operations(&c.doc).difference(&c.succeeded).cloned().collect();
     assert!(never.is_empty(), "operations never checked with a success: {never:?}");

@@ -166,3 +166,28 @@ fn a_bad_setting_exits_non_zero_naming_the_variable() {
         assert!(!stderr.contains("listening on"), "{var}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn the_probes_answer_without_a_key_and_every_response_carries_a_request_id() {
+    let server = TestServer::start().await;
+
+    let health = server.request(reqwest::Method::GET, "/healthz").send().await.unwrap();
+    let ready =
+        server.request(reqwest::Method::GET, "/readyz").header("x-request-id", "lb-probe-7").send().await.unwrap();
+    let missing_key =
+        server.request(reqwest::Method::GET, "/v1/keys").header("x-request-id", "req-401").send().await.unwrap();
+
+    let generated = health.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(generated.len(), 26, "a ULID: {generated}");
+    assert_eq!(ready.headers()["x-request-id"], "lb-probe-7", "a client's id is echoed");
+    assert_eq!(missing_key.headers()["x-request-id"], "req-401", "errors carry it too");
+    let (status, body) = tidings_e2e::into_parts(health).await;
+    assert_eq!((status, &body["data"]["status"]), (200, &json!("ok")), "{body}");
+    let (status, body) = tidings_e2e::into_parts(ready).await;
+    assert_eq!((status, &body["data"]["status"]), (200, &json!("ok")), "{body}");
+    let (status, body) = tidings_e2e::into_parts(missing_key).await;
+    assert_eq!((status, &body["error"]["code"]), (401, &json!("missing_api_key")), "{body}");
+    let logged = server.wait_for_log(&["path=/v1/keys", "status=401", "request_id=req-401"]);
+    assert!(logged.is_some(), "the request's log line names its id:\n{}", server.stderr_lines().join("\n"));
+    assert!(server.wait_for_log(&["path=/healthz", &format!("request_id={generated}")]).is_some());
+}

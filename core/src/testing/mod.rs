@@ -1,5 +1,5 @@
 //! Test support for Tidings and its storage crates (feature `testing`): the reference
-//! in-memory store, builders of valid model values, and the conformance suite every `Store`
+//! in-memory store, a store that is always down, builders of valid model values, and the conformance suite every `Store`
 //! implementation runs.
 
 pub mod conformance;
@@ -7,6 +7,8 @@ pub mod dkim;
 pub mod fixtures;
 pub mod limits;
 mod memory;
+mod unavailable;
 
 pub use conformance::{StoreFactory, model_test, run_all};
 pub use memory::MemoryStore;
+pub use unavailable::UnavailableStore;

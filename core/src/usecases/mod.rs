@@ -151,4 +151,14 @@ impl Tidings {
     pub fn config(&self) -> &CoreConfig {
         &self.config
     }
+
+    /// Readiness (`GET /readyz`): the store answers a cheap read, a point lookup of a
+    /// workspace that does not exist. Any store failure is [`crate::Error::Unavailable`]: a
+    /// node that cannot read its store should get no traffic, whatever the cause.
+    pub async fn check_ready(&self) -> crate::Result<()> {
+        match self.store.get_workspace(WorkspaceId::from_bytes([0; 16])).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(crate::Error::Unavailable(format!("readiness check: {e}"))),
+        }
+    }
 }

@@ -108,7 +108,7 @@ async fn handshake(acceptor: &TlsAcceptor, tcp: TcpStream) -> std::io::Result<Op
     acceptor.accept(tcp).await.map(Some)
 }
 
-/// One log line per request. The query string is left out: it can hold addresses.
+/// One log line per request, with its id. The query string is left out: it can hold addresses.
 async fn log_request(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
@@ -117,6 +117,8 @@ async fn log_request(req: Request, next: Next) -> Response {
     let response = next.run(req).await;
     let status = response.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    tracing::info!(target: "tidings::request", %method, %path, status, latency_ms = format!("{latency_ms:.2}"), peer = ?peer, "request");
+    // The router set it (outside the router's `request` span, this line names it itself).
+    let request_id = response.headers().get(tidings_http::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info!(target: "tidings::request", %method, %path, status, latency_ms = format!("{latency_ms:.2}"), peer = ?peer, %request_id, "request");
     response
 }

@@ -48,6 +48,7 @@ fn document() -> Value {
             { "name": "webhooks", "description": "webhook endpoints and their delivery log (contract §7)" },
             { "name": "tracking", "description": "the public open pixel and click redirect (contract §8)" },
             { "name": "meta", "description": "this document" },
+            { "name": "operations", "description": "liveness and readiness probes" },
         ],
         "security": [{ "bearerAuth": [] }, { "apiKeyHeader": [] }],
         "paths": paths,
@@ -63,6 +64,7 @@ fn document() -> Value {
             },
             "schemas": components::schemas(),
             "responses": responses::responses(),
+            "headers": responses::headers(),
             "parameters": responses::parameters(),
         },
     })
@@ -78,7 +80,11 @@ send and read the messages it sent; other operations answer it 403 `insufficient
 After 20 failed authentications in a minute a client address gets 429 \
 `too_many_auth_failures` with `Retry-After`.\n\n\
 The tracking endpoints under `/t/` are public (no key) and answer a GIF or a redirect; a \
-token that is forged, altered or unknown is 404 `not_found` in the envelope.";
+token that is forged, altered or unknown is 404 `not_found` in the envelope.\n\n\
+`GET /healthz` (the process answers) and `GET /readyz` (the store is reachable; 503 \
+`unavailable` when not) need no key and count against no limit.\n\n\
+Every response carries `X-Request-Id`: the one the request sent, if it was 1–128 printable \
+ASCII characters, else a new ULID. The server logs it with the request.";
 
 /// One operation as [`paths::operations`] describes it; [`Op::build`] adds what operations
 /// of its kind share.
@@ -212,6 +218,10 @@ impl Op {
         }
         for (status, name) in shared {
             self.responses.entry(status.to_string()).or_insert_with(|| response_ref(name));
+        }
+        // Shared responses carry it already (`responses::responses`).
+        for response in self.responses.values_mut().filter(|r| r.get("$ref").is_none()) {
+            response["headers"]["X-Request-Id"] = responses::request_id_header();
         }
         let mut parameters = path_parameters;
         parameters.append(&mut self.parameters);

@@ -34,7 +34,33 @@ pub fn operations() -> Vec<Op> {
             .public()
             .document_response(),
     );
+    all.extend(probes());
     all
+}
+
+/// `data` of the probes' 200.
+fn probe_status() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["status"],
+        "properties": { "status": { "const": "ok" } },
+    })
+}
+
+/// `/healthz` and `/readyz`: public, in the envelope.
+fn probes() -> Vec<Op> {
+    vec![
+        op("get", "/healthz", "check_liveness", "operations", "Liveness: the process answers")
+            .describe("Always 200 while the process serves requests; touches no storage. No authentication.")
+            .public()
+            .success(200, "the process is alive", probe_status()),
+        op("get", "/readyz", "check_readiness", "operations", "Readiness: the store is reachable")
+            .describe("200 when a cheap read of the store succeeds, else 503 `unavailable`. No authentication.")
+            .public()
+            .success(200, "ready for traffic", probe_status())
+            .fails(503, "Unavailable"),
+    ]
 }
 
 impl Op {

@@ -39,6 +39,23 @@ pub fn rate_limit_headers(required: bool) -> Map<String, Value> {
     headers
 }
 
+/// A reference to `components.headers.RequestId`, which every response carries.
+pub fn request_id_header() -> Value {
+    json!({ "$ref": "#/components/headers/RequestId" })
+}
+
+/// `components.headers`.
+pub fn headers() -> Value {
+    json!({
+        "RequestId": {
+            "description": "the request's id, as in the server's logs: the `X-Request-Id` the client sent \
+                if it was 1–128 printable ASCII characters, else a new ULID",
+            "required": true,
+            "schema": { "type": "string", "minLength": 1, "maxLength": 128 },
+        },
+    })
+}
+
 /// `components.responses`: the failures, named for what the operations share.
 pub fn responses() -> Value {
     let mut too_many_auth_failures =
@@ -53,7 +70,7 @@ pub fn responses() -> Value {
     send_headers.insert("Retry-After".into(), retry_after_header());
     send_too_many_requests["headers"] = send_headers.into();
 
-    let responses: Vec<(&str, Value)> = vec![
+    let mut responses: Vec<(&str, Value)> = vec![
         (
             "InvalidJson",
             error_response(
@@ -150,6 +167,9 @@ pub fn responses() -> Value {
             error_response(503, "storage unreachable, shutting down, or the request timed out", &["unavailable"]),
         ),
     ];
+    for (_, response) in &mut responses {
+        response["headers"]["X-Request-Id"] = request_id_header();
+    }
     into_map(responses)
 }
 

@@ -2,6 +2,7 @@
 //! [`table::RouteTable`] so that the served routes can be listed.
 
 mod domains;
+mod health;
 mod keys;
 mod messages;
 mod openapi;
@@ -29,6 +30,7 @@ fn table() -> table::RouteTable {
         .merge(webhooks::routes())
         .merge(openapi::routes())
         .merge(tracking::routes())
+        .merge(health::routes())
 }
 
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
@@ -37,9 +39,10 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
     table().into_parts().1
 }
 
-/// The whole API under `/v1` and the public tracking endpoints under `/t`, with the
-/// envelope on unknown routes (404) and wrong methods (405), the body limit (413) and the
-/// request timeout (503).
+/// The whole API under `/v1`, the public tracking endpoints under `/t` and the probes
+/// `/healthz` and `/readyz`, with the envelope on unknown routes (404) and wrong methods
+/// (405), the body limit (413), the request timeout (503) and an `X-Request-Id` on every
+/// response.
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;
@@ -52,6 +55,8 @@ pub fn router(state: ApiState) -> Router {
         // A panic is a bug, but it must cost one request, not the connection or the process,
         // and the client still gets the envelope.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        // Outermost, so timeouts and panics are answered with the id and logged in its span.
+        .layer(axum::middleware::from_fn(crate::request_id::with_request_id))
         .with_state(state)
 }
 

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tidings_core::domain_name::DnsName;
 use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
-use tidings_core::testing::MemoryStore;
+use tidings_core::testing::{MemoryStore, UnavailableStore};
 use tidings_core::tracking::{PublicUrl, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, Tidings};
 use tidings_http::{ApiState, HttpConfig, router};
@@ -84,6 +84,19 @@ impl TestApi {
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
         let app = router(ApiState::new(core.clone(), config));
         Self { app, key: created.plaintext.expose().to_owned(), core }
+    }
+
+    /// The API over a store that is down ([`UnavailableStore`]); there is no key.
+    pub fn without_store() -> Self {
+        let core = Tidings::new(
+            Arc::new(UnavailableStore),
+            Arc::new(SystemClock),
+            Arc::new(SystemRandom),
+            Arc::new(NoDns),
+            CoreConfig::default(),
+        );
+        let app = router(ApiState::new(core.clone(), HttpConfig::default()));
+        Self { app, key: String::new(), core }
     }
 
     /// Sends a request; `body` is sent as JSON with the right content type.
