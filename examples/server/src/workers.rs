@@ -159,38 +159,24 @@ pub async fn recheck_domains(core: Tidings, interval: Duration, mut stop: watch:
 }
 
 /// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
-pub async fn purge_idempotency_keys(core: Tidings, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(PURGE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tick.tick() => {}
-        }
-        loop {
-            match core.purge_expired_idempotency_keys(PURGE_BATCH).await {
-                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged expired Idempotency-Keys; more left"),
-                Ok(n) => {
-                    if n > 0 {
-                        tracing::debug!(purged = n, "purged expired Idempotency-Keys");
-                    }
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!("purging expired Idempotency-Keys failed: {e}");
-                    break;
-                }
-            }
-            if *stop.borrow() {
-                return;
-            }
-        }
-    }
+pub async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<bool>) {
+    purge_periodically("expired Idempotency-Keys", stop, || core.purge_expired_idempotency_keys(PURGE_BATCH)).await;
 }
 
 /// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again and throttle
 /// windows that are over (on PostgreSQL, rows of the shared tables; in memory, nothing).
-pub async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, mut stop: watch::Receiver<bool>) {
+pub async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, stop: watch::Receiver<bool>) {
+    purge_periodically("stale limits", stop, || limits.purge(core.clock().now(), PURGE_BATCH)).await;
+}
+
+/// Every [`PURGE_EVERY`], calls `purge` (one batch of at most [`PURGE_BATCH`]) until a batch
+/// comes back short, a call fails, or `stop` turns true.
+async fn purge_periodically<F, Fut, E>(what: &str, mut stop: watch::Receiver<bool>, purge: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<usize, E>>,
+    E: std::fmt::Display,
+{
     let mut tick = tokio::time::interval(PURGE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -199,11 +185,16 @@ pub async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, mut stop: watc
             _ = tick.tick() => {}
         }
         loop {
-            match limits.purge(core.clock().now(), PURGE_BATCH).await {
-                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged stale limits; more left"),
-                Ok(_) => break,
+            match purge().await {
+                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged {what}; more left"),
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(purged = n, "purged {what}");
+                    }
+                    break;
+                }
                 Err(e) => {
-                    tracing::warn!("purging stale limits failed: {e}");
+                    tracing::warn!("purging {what} failed: {e}");
                     break;
                 }
             }
