@@ -1,12 +1,16 @@
-//! Crashes under load (issue #9, "Faults: Crash"): clients send with Idempotency-Keys while the
-//! server is killed with SIGKILL at a random moment, round after round, on one data dir (or
-//! one database). Checked at the end:
+//! Crashes and shutdowns under load (issue #9, "Faults: Crash" and "Graceful shutdown"):
+//! clients send with Idempotency-Keys while the server is killed with SIGKILL, or stopped
+//! with SIGTERM, at a random moment, round after round, on one data dir (or one database).
+//! Checked at the end:
 //! - **nothing acknowledged is lost**: every key that got a 201 has its message in the store
 //!   and at the SMTP sink;
 //! - **no key makes two messages**: every 201 for a key names the same message id, a retry of
 //!   an acknowledged key is a replay, and the store holds exactly one message per key;
 //! - a message that reached the sink more than once had at least as many attempts recorded
-//!   (a copy is only repeated when a kill cut an attempt off after the sink took it).
+//!   (a copy is only repeated when a kill cut an attempt off after the sink took it);
+//! - after SIGTERM, in addition: the server exits successfully, every answer is a 201 or a
+//!   503 `unavailable`, and no request it stored went unanswered (a key whose request got
+//!   no answer is never found stored when it is sent again).
 //!
 //! `TIDINGS_CRASH_ROUNDS` (default 20) sets the number of kills and `TIDINGS_CRASH_SEED` the
 //! random kill points (printed, so a failing run can be repeated). Run with `--nocapture` for
@@ -15,7 +19,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -62,6 +66,11 @@ struct Ledger {
     /// Requests sent, replays seen.
     requests: u64,
     replays: u64,
+    /// Keys in doubt that turned out to be stored when sent again: the server took them but
+    /// the client never heard (expected after SIGKILL, never after SIGTERM).
+    unanswered_but_stored: u64,
+    /// 503 `unavailable` answers (a server shutting down may give them).
+    unavailable: u64,
 }
 
 impl Ledger {
@@ -117,15 +126,33 @@ async fn client(server: Arc<TestServer>, key: String, ledger: Arc<Mutex<Ledger>>
     while !stop.load(Ordering::SeqCst) {
         let n = ledger.lock().unwrap().take();
         let answer = send(&server, &key, n).await;
-        let mut ledger = ledger.lock().unwrap();
-        ledger.requests += 1;
-        match answer {
-            Ok((201, Some(id), replayed)) => ledger.ack(n, id, replayed),
-            Ok((429, _, _)) => ledger.in_doubt.push(n),
-            Ok((status, _, _)) => ledger.unexpected.push(format!("key {n}: status {status}")),
-            Err(_) => ledger.in_doubt.push(n),
+        let refused = answer.is_err();
+        {
+            let mut ledger = ledger.lock().unwrap();
+            ledger.requests += 1;
+            match answer {
+                Ok((201, Some(id), replayed)) => ledger.ack(n, id, replayed),
+                Ok((429, _, _)) => ledger.in_doubt.push(n),
+                Ok((503, _, _)) => {
+                    ledger.unavailable += 1;
+                    ledger.in_doubt.push(n);
+                }
+                Ok((status, _, _)) => ledger.unexpected.push(format!("key {n}: status {status}")),
+                Err(_) => ledger.in_doubt.push(n),
+            }
+        }
+        if refused {
+            // The server is going away: no hot loop of refused connections.
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// Whether process `pid` has exited and waits to be reaped (`kill -0` still finds it).
+fn is_zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(true)
 }
 
 /// Sends every key in doubt until each is acknowledged (the server is up).
@@ -135,7 +162,11 @@ async fn settle(server: &TestServer, key: &str, ledger: &Mutex<Ledger>) {
         let Some(n) = ledger.lock().unwrap().in_doubt.pop() else { return };
         assert!(Instant::now() < deadline, "keys in doubt were not acknowledged within a minute");
         match send(server, key, n).await {
-            Ok((201, Some(id), replayed)) => ledger.lock().unwrap().ack(n, id, replayed),
+            Ok((201, Some(id), replayed)) => {
+                let mut ledger = ledger.lock().unwrap();
+                ledger.unanswered_but_stored += u64::from(replayed);
+                ledger.ack(n, id, replayed);
+            }
             Ok((429, _, _)) | Err(_) => {
                 ledger.lock().unwrap().in_doubt.push(n);
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -149,13 +180,29 @@ fn options(data_dir: Option<DataDir>, bootstrap: &str, env: &[(String, String)])
     Options { data_dir, bootstrap_key: Some(bootstrap.to_owned()), env: env.to_vec(), ..Options::default() }
 }
 
+/// How a round ends.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stop {
+    Kill,
+    Terminate,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_no_acknowledged_send_and_duplicates_no_key() {
     let rounds: u64 = std::env::var("TIDINGS_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20);
+    under_load(rounds, Stop::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_answers_every_request_it_took_and_loses_nothing() {
+    under_load(3, Stop::Terminate).await;
+}
+
+async fn under_load(rounds: u64, how: Stop) {
     let seed: u64 = std::env::var("TIDINGS_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos() as u64 | 1
     });
-    println!("crash loop: {rounds} rounds, TIDINGS_CRASH_SEED={seed}");
+    println!("{how:?} under load: {rounds} rounds, TIDINGS_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
 
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
@@ -173,11 +220,14 @@ async fn sigkill_under_load_loses_no_acknowledged_send_and_duplicates_no_key() {
     let (_, key) = create_key(&server, &bootstrap, json!({"rateLimitPerSec": 10_000})).await;
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let mut server = Arc::new(server);
+    let data_dir = server.data_dir().clone();
+    let mut first = Some(server);
     for round in 1..=rounds {
+        let server = Arc::new(match first.take() {
+            Some(server) => server,
+            None => TestServer::start_with(options(Some(data_dir.clone()), &bootstrap, &env)).await,
+        });
         if round > 1 {
-            let data_dir = server.data_dir().clone();
-            server = Arc::new(TestServer::start_with(options(Some(data_dir), &bootstrap, &env)).await);
             settle(&server, &key, &ledger).await;
             // Acknowledged keys sent again are replays of the same message.
             let sample: Vec<(u64, String)> = {
@@ -195,11 +245,27 @@ async fn sigkill_under_load_loses_no_acknowledged_send_and_duplicates_no_key() {
             .map(|_| tokio::spawn(client(Arc::clone(&server), key.clone(), Arc::clone(&ledger), Arc::clone(&stop))))
             .collect();
         tokio::time::sleep(Duration::from_millis(100 + rng.below(900))).await;
+        // The clients go on sending while the server dies or drains, until it is gone.
+        let pid = server.pid().to_string();
+        let signal = if how == Stop::Kill { "-KILL" } else { "-TERM" };
+        let sent = Command::new("kill").args([signal, &pid]).status().expect("run kill");
+        assert!(sent.success(), "kill {signal} failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Command::new("kill").args(["-0", &pid]).stderr(Stdio::null()).status().expect("run kill").success()
+            && !is_zombie(&pid)
+        {
+            assert!(Instant::now() < deadline, "round {round}: the server did not exit within 30 s of {signal}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         stop.store(true, Ordering::SeqCst);
-        let killed = Command::new("kill").args(["-KILL", &server.pid().to_string()]).status().expect("run kill");
-        assert!(killed.success(), "kill -KILL failed");
         for client in clients {
             client.await.expect("a client task");
+        }
+        let server = Arc::try_unwrap(server).expect("the clients are done with the server");
+        if how == Stop::Terminate {
+            // `stop` sends SIGTERM again, which a server already stopping ignores.
+            let (status, _) = server.stop().await;
+            assert!(status.success(), "round {round}: the server exited with {status} after SIGTERM");
         }
         let ledger = ledger.lock().unwrap();
         println!(
@@ -210,13 +276,14 @@ async fn sigkill_under_load_loses_no_acknowledged_send_and_duplicates_no_key() {
         );
     }
 
-    let data_dir = server.data_dir().clone();
-    drop(server);
     let server = TestServer::start_with(options(Some(data_dir), &bootstrap, &env)).await;
     settle(&server, &key, &ledger).await;
     let ledger = Arc::try_unwrap(ledger).ok().expect("clients are done").into_inner().unwrap();
     assert!(ledger.unexpected.is_empty(), "answers that should never happen: {:?}", ledger.unexpected);
     assert!(ledger.second_messages.is_empty(), "a key made a second message: {:?}", ledger.second_messages);
+    if how == Stop::Terminate {
+        assert_eq!(ledger.unanswered_but_stored, 0, "a request the stopping server stored went unanswered");
+    }
 
     // The store: exactly the acknowledged messages, one per key.
     let mut stored: HashMap<String, String> = HashMap::new();
@@ -268,10 +335,11 @@ async fn sigkill_under_load_loses_no_acknowledged_send_and_duplicates_no_key() {
         assert!(attempts >= *copies as u64, "{to} arrived {copies} times in {attempts} recorded attempts");
     }
     println!(
-        "crash loop report: {rounds} kills, {} requests, {} sends acknowledged, 0 lost, {} replays, \
-         {duplicated} duplicated at the sink",
+        "{how:?} report: {rounds} rounds, {} requests, {} sends acknowledged, 0 lost (checked above), \
+         {} stored but unanswered, {} answered 503, {duplicated} duplicated at the sink",
         ledger.requests,
         ledger.acked.len(),
-        ledger.replays
+        ledger.unanswered_but_stored,
+        ledger.unavailable
     );
 }
