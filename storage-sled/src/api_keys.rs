@@ -38,7 +38,7 @@ impl KeyStore for SledStore {
     }
 
     async fn find_api_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<ApiKey>> {
-        let Some(pointer) = self.inner.tree.get(layout::api_key_hash(hash).0).map_err(sled_error)? else {
+        let Some(pointer) = self.inner.tree()?.get(layout::api_key_hash(hash).0).map_err(sled_error)? else {
             return Ok(None);
         };
         let (ws, id) = pointer.split_at_checked(16).ok_or_else(|| bad_key("key hash index value"))?;
@@ -58,7 +58,7 @@ impl KeyStore for SledStore {
     ) -> StoreResult<Page<ApiKey>> {
         let prefix = layout::Key::new(layout::API_KEY_ACTIVE).id(workspace.to_bytes()).0;
         let cursor = page_req.cursor.map(ApiKeyId::to_bytes);
-        let tree = &self.inner.tree;
+        let tree = self.inner.tree()?;
         page(tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |key, _| {
             let id = ApiKeyId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("active key"))?);
             // A key revoked between the index read and this one is skipped.

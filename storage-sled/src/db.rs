@@ -21,8 +21,8 @@ use crate::layout;
 /// One open store. Shared by all clones of `SledStore`.
 #[derive(Debug)]
 pub struct Inner {
-    /// All records and indexes (see `layout.rs`).
-    pub tree: Tree,
+    /// All records and indexes (see `layout.rs`); reached through [`Inner::tree`].
+    tree: Tree,
     writer: Mutex<()>,
     flusher: Flusher,
     db: sled::Db,
@@ -39,6 +39,7 @@ impl Inner {
     /// redo record completes it at the next open. Not durable by itself: see
     /// [`Self::write_durable`].
     pub fn write<T>(&self, f: impl FnOnce(&Tree, &mut Batch) -> StoreResult<T>) -> StoreResult<T> {
+        self.flusher.check()?;
         // The mutex guards no data of its own, so a panic elsewhere cannot leave it
         // inconsistent: recover from poisoning.
         let _guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -57,6 +58,18 @@ impl Inner {
         Ok(out)
     }
 
+    /// The tree, for reads; `Unavailable` once the store has failed (see `flusher.rs`), as
+    /// memory may then hold writes that were never acknowledged.
+    pub fn tree(&self) -> StoreResult<&Tree> {
+        self.flusher.check()?;
+        Ok(&self.tree)
+    }
+
+    /// Why the store failed, if it has (see `flusher.rs`).
+    pub fn failure(&self) -> Option<std::sync::Arc<str>> {
+        self.flusher.failure()
+    }
+
     /// Bytes on disk.
     pub fn size_on_disk(&self) -> sled::Result<u64> {
         self.db.size_on_disk()
@@ -64,12 +77,12 @@ impl Inner {
 
     /// Reads and decodes one record.
     pub fn get<T: DeserializeOwned>(&self, key: &[u8], what: &str) -> StoreResult<Option<T>> {
-        get(&self.tree, key, what)
+        get(self.tree()?, key, what)
     }
 
     /// Whether a key exists.
     pub fn exists(&self, key: &[u8]) -> StoreResult<bool> {
-        self.tree.contains_key(key).map_err(sled_error)
+        self.tree()?.contains_key(key).map_err(sled_error)
     }
 }
 

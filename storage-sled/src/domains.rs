@@ -57,7 +57,7 @@ impl DomainStore for SledStore {
     }
 
     async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
-        let Some(id) = self.inner.tree.get(name_key(workspace, name)).map_err(sled_error)? else {
+        let Some(id) = self.inner.tree()?.get(name_key(workspace, name)).map_err(sled_error)? else {
             return Ok(None);
         };
         let id = DomainId::from_bytes(decode_id(&id, "domain name index")?);
@@ -67,9 +67,14 @@ impl DomainStore for SledStore {
     async fn list_domains(&self, workspace: WorkspaceId, page_req: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
         let prefix = Key::new(layout::DOMAIN).id(workspace.to_bytes()).0;
         let cursor = page_req.cursor.map(DomainId::to_bytes);
-        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
-            decode(&v, "domain").map(Some)
-        })
+        page(
+            self.inner.tree()?,
+            &prefix,
+            cursor.as_ref().map(|c| &c[..]),
+            page_req.limit,
+            Order::NewestFirst,
+            |_, v| decode(&v, "domain").map(Some),
+        )
     }
 
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
@@ -110,7 +115,7 @@ impl DomainStore for SledStore {
         // A scan of every domain record: domains are few and this runs every few minutes,
         // so an index on the last check is not worth its upkeep on every update.
         let mut due = Vec::new();
-        for entry in self.inner.tree.scan_prefix(Key::new(layout::DOMAIN).0) {
+        for entry in self.inner.tree()?.scan_prefix(Key::new(layout::DOMAIN).0) {
             let (_, value) = entry.map_err(sled_error)?;
             let domain: Domain = decode(&value, "domain")?;
             if domain.status != DomainStatus::Verified && domain.checked_or_created_at() < checked_before {
@@ -148,7 +153,7 @@ impl DomainStore for SledStore {
         domain: DomainId,
         username: &SenderUsername,
     ) -> StoreResult<Option<Sender>> {
-        let Some(id) = self.inner.tree.get(sender_name_key(workspace, domain, username)).map_err(sled_error)? else {
+        let Some(id) = self.inner.tree()?.get(sender_name_key(workspace, domain, username)).map_err(sled_error)? else {
             return Ok(None);
         };
         let id = SenderId::from_bytes(decode_id(&id, "sender name index")?);
@@ -163,9 +168,14 @@ impl DomainStore for SledStore {
     ) -> StoreResult<Page<Sender>> {
         let prefix = senders_of(workspace, domain).0;
         let cursor = page_req.cursor.map(SenderId::to_bytes);
-        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
-            decode(&v, "sender").map(Some)
-        })
+        page(
+            self.inner.tree()?,
+            &prefix,
+            cursor.as_ref().map(|c| &c[..]),
+            page_req.limit,
+            Order::NewestFirst,
+            |_, v| decode(&v, "sender").map(Some),
+        )
     }
 
     async fn delete_sender(

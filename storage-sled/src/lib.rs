@@ -108,4 +108,11 @@ impl SledStore {
     pub fn size_on_disk(&self) -> Result<u64, SledError> {
         Ok(self.inner.size_on_disk()?)
     }
+
+    /// Why the store failed, if it has: a flush to disk failed or stalled (a full disk, an
+    /// I/O error). Every call then answers `Unavailable`; the process should stop and be
+    /// restarted, and the reopened store holds exactly what was durable (`flusher.rs`).
+    pub fn failure(&self) -> Option<Arc<str>> {
+        self.inner.failure()
+    }
 }

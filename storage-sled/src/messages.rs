@@ -188,7 +188,7 @@ impl MessageStore for SledStore {
     }
 
     async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
-        let Some(ws) = self.inner.tree.get(layout::message_by_id(id).0).map_err(sled_error)? else {
+        let Some(ws) = self.inner.tree()?.get(layout::message_by_id(id).0).map_err(sled_error)? else {
             return Ok(None);
         };
         let ws: [u8; 16] = ws.as_ref().try_into().map_err(|_| bad_key("message id index"))?;
@@ -196,7 +196,7 @@ impl MessageStore for SledStore {
     }
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
-        let tree = &self.inner.tree;
+        let tree = self.inner.tree()?;
         let cursor = query.page.cursor.map(MessageId::to_bytes);
         let cursor = cursor.as_ref().map(|c| &c[..]);
         let limit = query.page.limit;
@@ -237,7 +237,7 @@ impl MessageStore for SledStore {
         let cursor = page_req.cursor.map(EventId::to_bytes);
         let decode_event = |_: &[u8], v: IVec| decode(&v, "event").map(Some);
         page(
-            &self.inner.tree,
+            self.inner.tree()?,
             &prefix,
             cursor.as_ref().map(|c| &c[..]),
             page_req.limit,
@@ -406,7 +406,7 @@ mod tests {
             let store = SledStore::open(dir.path()).unwrap();
             store.create_message(new_message(&old)).await.unwrap();
             // As a store written by a build without the index: no entry, no marker.
-            let tree = &store.inner.tree;
+            let tree = store.inner.tree().unwrap();
             tree.remove(layout::message_by_id(old.id).0).unwrap();
             tree.remove(layout::meta(ID_INDEX_BUILT).0).unwrap();
             assert_eq!(store.find_message(old.id).await.unwrap(), None, "without its entry the message is not found");
@@ -418,7 +418,7 @@ mod tests {
             Some(old.clone()),
             "found after the open built the index"
         );
-        assert_eq!(build_id_index(&store.inner.tree).unwrap(), 0, "the marker makes the build happen once");
+        assert_eq!(build_id_index(store.inner.tree().unwrap()).unwrap(), 0, "the marker makes the build happen once");
         let newer = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         store.create_message(new_message(&newer)).await.unwrap();
         assert_eq!(store.find_message(newer.id).await.unwrap(), Some(newer), "create_message keeps the index");

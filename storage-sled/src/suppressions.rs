@@ -61,7 +61,7 @@ impl SuppressionStore for SledStore {
         reason: Option<SuppressionReason>,
         page_req: PageRequest<SuppressionId>,
     ) -> StoreResult<Page<Suppression>> {
-        let tree = &self.inner.tree;
+        let tree = self.inner.tree()?;
         let prefix = match reason {
             Some(reason) => reason_prefix(workspace, reason).0,
             None => Key::new(layout::SUPPRESSION_BY_ID).id(workspace.to_bytes()).0,

@@ -54,9 +54,14 @@ impl TemplateStore for SledStore {
     ) -> StoreResult<Page<Template>> {
         let prefix = Key::new(layout::TEMPLATE).id(workspace.to_bytes()).0;
         let cursor = page_req.cursor.map(TemplateId::to_bytes);
-        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
-            decode(&v, "template").map(Some)
-        })
+        page(
+            self.inner.tree()?,
+            &prefix,
+            cursor.as_ref().map(|c| &c[..]),
+            page_req.limit,
+            Order::NewestFirst,
+            |_, v| decode(&v, "template").map(Some),
+        )
     }
 
     async fn get_template_version(
@@ -64,7 +69,7 @@ impl TemplateStore for SledStore {
         workspace: WorkspaceId,
         id: TemplateVersionId,
     ) -> StoreResult<Option<TemplateVersion>> {
-        let Some(template_id) = self.inner.tree.get(version_key(workspace, id)).map_err(sled_error)? else {
+        let Some(template_id) = self.inner.tree()?.get(version_key(workspace, id)).map_err(sled_error)? else {
             return Ok(None);
         };
         let template_id = TemplateId::from_bytes(decode_id(&template_id, "template version index")?);

@@ -107,16 +107,21 @@ impl WebhookStore for SledStore {
     ) -> StoreResult<Page<WebhookEndpoint>> {
         let prefix = Key::new(layout::WEBHOOK).id(workspace.to_bytes()).0;
         let cursor = page_req.cursor.map(WebhookId::to_bytes);
-        page(&self.inner.tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |_, v| {
-            decode(&v, "webhook").map(Some)
-        })
+        page(
+            self.inner.tree()?,
+            &prefix,
+            cursor.as_ref().map(|c| &c[..]),
+            page_req.limit,
+            Order::NewestFirst,
+            |_, v| decode(&v, "webhook").map(Some),
+        )
     }
 
     async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
         // All endpoints of the workspace: there are few, and fan-out needs every enabled one.
         let prefix = Key::new(layout::WEBHOOK).id(workspace.to_bytes()).0;
         let mut out = Vec::new();
-        for entry in self.inner.tree.scan_prefix(prefix) {
+        for entry in self.inner.tree()?.scan_prefix(prefix) {
             let (_, value) = entry.map_err(sled_error)?;
             let endpoint: WebhookEndpoint = decode(&value, "webhook")?;
             if endpoint.enabled {
@@ -196,7 +201,7 @@ impl WebhookStore for SledStore {
         endpoint: WebhookId,
         page_req: PageRequest<DeliveryId>,
     ) -> StoreResult<Page<WebhookDelivery>> {
-        let tree = &self.inner.tree;
+        let tree = self.inner.tree()?;
         let prefix = Key::new(layout::DELIVERY_BY_ENDPOINT).id(workspace.to_bytes()).id(endpoint.to_bytes()).0;
         let cursor = page_req.cursor.map(DeliveryId::to_bytes);
         page(tree, &prefix, cursor.as_ref().map(|c| &c[..]), page_req.limit, Order::NewestFirst, |key, _| {

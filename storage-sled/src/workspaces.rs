@@ -64,7 +64,7 @@ impl WorkspaceStore for SledStore {
     async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
         // Oldest first, all of them: operators create few workspaces.
         self.inner
-            .tree
+            .tree()?
             .scan_prefix([layout::WORKSPACE])
             .map(|entry| {
                 let (_, value) = entry.map_err(sled_error)?;

@@ -507,18 +507,27 @@ impl TestServer {
     /// Sends SIGTERM and waits for the process to exit; returns its status and the data dir
     /// (to start another server on it). Async so that this test's client keeps running while
     /// the server closes its connections (an HTTP/2 close is a conversation).
-    pub async fn stop(mut self) -> (ExitStatus, DataDir) {
+    pub async fn stop(self) -> (ExitStatus, DataDir) {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("run kill");
         assert!(status.success(), "kill -TERM failed");
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        let status = loop {
+        self.exited(STOP_TIMEOUT)
+            .await
+            .unwrap_or_else(|| panic!("tidings-server did not exit within {STOP_TIMEOUT:?} of SIGTERM"))
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself; its status and the data dir,
+    /// or `None` (and the server is killed when dropped) if it is still running.
+    pub async fn exited(mut self, timeout: Duration) -> Option<(ExitStatus, DataDir)> {
+        let deadline = Instant::now() + timeout;
+        loop {
             if let Some(status) = self.child.try_wait().expect("wait for tidings-server") {
-                break status;
+                return Some((status, self.data_dir.clone()));
             }
-            assert!(Instant::now() < deadline, "tidings-server did not exit within {STOP_TIMEOUT:?} of SIGTERM");
+            if Instant::now() >= deadline {
+                return None;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        (status, self.data_dir.clone())
+        }
     }
 
     /// Kills the process with SIGKILL, a crash: no shutdown, no flush, in-flight work cut

@@ -51,6 +51,9 @@ pub struct OpenStore {
     /// only process), in the database on PostgreSQL so that every node counts against the
     /// same limits.
     pub limits: Arc<dyn Limits>,
+    /// The sled store again, watched for a failure that only a restart mends
+    /// ([`SledStore::failure`]); `None` on PostgreSQL, which reconnects by itself.
+    pub sled: Option<SledStore>,
 }
 
 /// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
@@ -63,13 +66,17 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             let store = PgStore::connect(url.expose(), options).await.map_err(|e| database_error(url, &e))?;
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
             let limits = Arc::new(store.limits(throttle));
-            Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits })
+            Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits, sled: None })
         }
-        None => Ok(OpenStore {
-            store: Arc::new(open_sled(config)?),
-            kind: StoreKind::Sled,
-            limits: Arc::new(LocalLimits::new(throttle)),
-        }),
+        None => {
+            let sled = open_sled(config)?;
+            Ok(OpenStore {
+                store: Arc::new(sled.clone()),
+                kind: StoreKind::Sled,
+                limits: Arc::new(LocalLimits::new(throttle)),
+                sled: Some(sled),
+            })
+        }
     }
 }
 

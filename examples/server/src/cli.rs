@@ -97,6 +97,12 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(execute(cli.command.unwrap_or(Command::Serve), config));
+    if let Err(e @ ServerError::StoreFailed(_)) = &result {
+        // A failed sled store can block for good in anything that flushes, dropping it
+        // included: exit without running destructors. Nothing is lost that was acknowledged.
+        eprintln!("tidings-server: {e}");
+        std::process::exit(i32::from(e.exit_code()));
+    }
     // Dropping the runtime drops any task still holding the store, which flushes it.
     drop(runtime);
     match result {

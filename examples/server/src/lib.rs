@@ -84,13 +84,20 @@ pub enum ServerError {
     /// An operator command was given something unusable.
     #[error("{0}")]
     Operator(String),
+    /// The embedded store failed while serving (a flush to disk failed or stalled, e.g. the
+    /// disk is full): the server stopped so that a supervisor restarts it, and the restarted
+    /// store recovers exactly what was durable.
+    #[error("the store failed, stopping so that the server is restarted: {0}")]
+    StoreFailed(String),
 }
 
 impl ServerError {
-    /// Configuration errors exit with 2, everything else with 1.
+    /// Configuration errors exit with 2, a failed store with 75 (`EX_TEMPFAIL`: restart
+    /// me), everything else with 1.
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Config(_) => 2,
+            Self::StoreFailed(_) => 75,
             _ => 1,
         }
     }
@@ -113,7 +120,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
-    let bootstrap::OpenStore { store, kind: store_kind, limits } = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, kind: store_kind, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -214,7 +221,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
     let app = router(ApiState::with_limits(core, http, limits));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
-    serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
+    let stop = async move {
+        tokio::select! {
+            () = shutdown => {}
+            reason = workers::store_failure(sled) => {
+                tracing::error!("the store failed, stopping so that the server is restarted: {reason}");
+                let _ = failed_tx.send(reason);
+            }
+        }
+    };
+    serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE).await;
 
     let _ = stop_tx.send(true);
     for task in background.into_iter().chain(inbound) {
@@ -224,6 +241,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     // the last drop flushes sled (PostgreSQL has committed each write already). Connections
     // that outlived the grace period hold a handle until the runtime drops their tasks, which
     // still happens before the process exits.
+    if let Ok(reason) = failed_rx.await {
+        return Err(ServerError::StoreFailed(reason.to_string()));
+    }
     tracing::info!("stopped");
     Ok(())
 }
