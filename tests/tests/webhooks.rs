@@ -438,3 +438,47 @@ fn deliveries_pending_at_kill_9_are_all_made_after_the_restart() {
         }
     });
 }
+
+#[test]
+fn a_receiver_that_is_down_for_a_while_gets_every_event_once_it_is_back() {
+    block_on(async {
+        let (server, _dns) = server("1s,1s,1s,1s,1s,1s,1s,1s,1s,1s").await;
+        // A port nothing listens on yet: every attempt is refused at connect.
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("its address");
+        drop(free);
+        let url = format!("http://{addr}/down");
+        let (id, secret) = endpoint(&server, &url, &["Queued", "Sent", "Delivered"]).await;
+        let mut messages = Vec::new();
+        for n in 0..10 {
+            messages.push(send(&server, &format!("down{n}@example.com")).await);
+        }
+        // Every delivery has failed at least once while the receiver was down.
+        let failed = log_until(&server, &id, "every delivery failed once", |l| {
+            l.len() >= 10 && l.iter().all(|d| d["attempts"].as_u64() >= Some(1) && d["status"] == "Retrying")
+        })
+        .await;
+        assert!(failed.iter().all(|d| d["responseCode"].is_null()), "refused at connect: {failed:#?}");
+
+        let receiver = Receiver::start_at(addr).await;
+        let mut expected = BTreeSet::new();
+        for message in &messages {
+            let (_, events) = server.get(&format!("/v1/messages/{message}/events"), server.key()).await;
+            for event in events["data"].as_array().unwrap() {
+                expected.insert(event["id"].as_str().unwrap().to_owned());
+            }
+        }
+        let entries = log_until(&server, &id, "every delivery made once the receiver is back", |l| {
+            l.len() >= expected.len() && l.iter().all(|d| d["status"] == "Delivered")
+        })
+        .await;
+        let logged: BTreeSet<String> = entries.iter().map(|d| d["eventId"].as_str().unwrap().to_owned()).collect();
+        assert!(expected.is_subset(&logged), "every event has a delivery");
+        let mut received = BTreeSet::new();
+        for hit in receiver.hits("/down") {
+            verify(&hit, &secret).expect("signed");
+            received.insert(hit.json()["data"]["eventId"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(received, logged, "the receiver got every delivered event");
+    });
+}

@@ -78,7 +78,12 @@ pub struct Receiver {
 impl Receiver {
     /// Listens on a free loopback port.
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
+        Self::start_at(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Listens on `addr` (a receiver that comes up where a URL already points).
+    pub async fn start_at(addr: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(addr).await.expect("bind the receiver");
         let addr = listener.local_addr().expect("its address");
         let book = Arc::new(Mutex::new(Book::default()));
         let (release, released) = watch::channel(false);
