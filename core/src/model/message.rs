@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
+use crate::model::MessageExtras;
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
 
 /// Where a message is in its life (contract §3).
@@ -250,6 +251,10 @@ pub struct Message {
     /// defaults (contract §8). Messages stored before tracking existed read as untracked.
     #[serde(default)]
     pub tracking: MessageTracking,
+    /// Reply-To, custom headers, tags, metadata and attachments (issue #8); empty for
+    /// messages stored before they existed.
+    #[serde(default, skip_serializing_if = "MessageExtras::is_empty")]
+    pub extras: MessageExtras,
 }
 
 /// Which tracking a message gets; both off unless asked for.
