@@ -110,14 +110,23 @@ async fn each_bad_field_is_reported_by_name_and_nothing_is_stored() {
     let big = "A".repeat(40 * 1024 * 1024 + 4);
     let cases: Vec<(SendRequest, Vec<&str>)> = vec![
         (SendRequest { reply_to: Some(json!("not an address")), ..send("u@example.com") }, vec!["replyTo"]),
-        (SendRequest { reply_to: Some(json!(["a@acme.com", "bad", 3])), ..send("u@example.com") }, vec!["replyTo[1]", "replyTo[2]"]),
+        (
+            SendRequest { reply_to: Some(json!(["a@acme.com", "bad", 3])), ..send("u@example.com") },
+            vec!["replyTo[1]", "replyTo[2]"],
+        ),
         (SendRequest { reply_to: Some(json!(many(51))), ..send("u@example.com") }, vec!["replyTo"]),
         (SendRequest { reply_to: Some(json!([])), ..send("u@example.com") }, vec!["replyTo"]),
         (SendRequest { reply_to: Some(json!({"a": 1})), ..send("u@example.com") }, vec!["replyTo"]),
         (SendRequest { headers: Some(json!(["X-A"])), ..send("u@example.com") }, vec!["headers"]),
         (SendRequest { headers: Some(json!({"From": "x@evil.com"})), ..send("u@example.com") }, vec!["headers.From"]),
-        (SendRequest { headers: Some(json!({"reply-to": "x@evil.com"})), ..send("u@example.com") }, vec!["headers.reply-to"]),
-        (SendRequest { headers: Some(json!({"X-A": "1\r\nBcc: v@example.com"})), ..send("u@example.com") }, vec!["headers.X-A"]),
+        (
+            SendRequest { headers: Some(json!({"reply-to": "x@evil.com"})), ..send("u@example.com") },
+            vec!["headers.reply-to"],
+        ),
+        (
+            SendRequest { headers: Some(json!({"X-A": "1\r\nBcc: v@example.com"})), ..send("u@example.com") },
+            vec!["headers.X-A"],
+        ),
         (SendRequest { headers: Some(json!({"X A": "1"})), ..send("u@example.com") }, vec!["headers.X A"]),
         (SendRequest { headers: Some(json!({"X-A": 1})), ..send("u@example.com") }, vec!["headers.X-A"]),
         (SendRequest { headers: Some(json!({"X-A": "1", "x-a": "2"})), ..send("u@example.com") }, vec!["headers.x-a"]),
@@ -132,25 +141,43 @@ async fn each_bad_field_is_reported_by_name_and_nothing_is_stored() {
         (SendRequest { tags: Some(vec![tag("has space", "v")]), ..send("u@example.com") }, vec!["tags[0].name"]),
         (SendRequest { tags: Some(vec![tag("ok", "é")]), ..send("u@example.com") }, vec!["tags[0].value"]),
         (SendRequest { tags: Some(vec![tag("a", "1"), tag("a", "2")]), ..send("u@example.com") }, vec!["tags[1].name"]),
-        (SendRequest { tags: Some((0..11).map(|i| tag(&format!("t{i}"), "")).collect()), ..send("u@example.com") }, vec!["tags"]),
+        (
+            SendRequest { tags: Some((0..11).map(|i| tag(&format!("t{i}"), "")).collect()), ..send("u@example.com") },
+            vec!["tags"],
+        ),
         (SendRequest { metadata: Some(json!({"n": 1})), ..send("u@example.com") }, vec!["metadata.n"]),
-        (SendRequest { metadata: Some(json!({"k".repeat(41): "v"})), ..send("u@example.com") }, vec![&*"metadata.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"]),
+        (
+            SendRequest { metadata: Some(json!({"k".repeat(41): "v"})), ..send("u@example.com") },
+            vec!["metadata.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"],
+        ),
         (SendRequest { metadata: Some(json!({"a[b]": "v"})), ..send("u@example.com") }, vec!["metadata.a[b]"]),
-        (SendRequest { metadata: Some(json!({"big": "v".repeat(10 * 1024)})), ..send("u@example.com") }, vec!["metadata"]),
+        (
+            SendRequest { metadata: Some(json!({"big": "v".repeat(10 * 1024)})), ..send("u@example.com") },
+            vec!["metadata"],
+        ),
         (SendRequest { metadata: Some(json!("text")), ..send("u@example.com") }, vec!["metadata"]),
         (
-            SendRequest { attachments: Some(vec![file("setup.exe", "application/octet-stream", "", None)]), ..send("u@example.com") },
+            SendRequest {
+                attachments: Some(vec![file("setup.exe", "application/octet-stream", "", None)]),
+                ..send("u@example.com")
+            },
             vec!["attachments[0].filename"],
         ),
         (
             SendRequest {
-                attachments: Some(vec![file("ok.pdf", "application/pdf", "", None), file("x.bin", "application/x-msdownload", "", None)]),
+                attachments: Some(vec![
+                    file("ok.pdf", "application/pdf", "", None),
+                    file("x.bin", "application/x-msdownload", "", None),
+                ]),
                 ..send("u@example.com")
             },
             vec!["attachments[1].contentType"],
         ),
         (
-            SendRequest { attachments: Some(vec![file("../a.pdf", "application/pdf", "", None)]), ..send("u@example.com") },
+            SendRequest {
+                attachments: Some(vec![file("../a.pdf", "application/pdf", "", None)]),
+                ..send("u@example.com")
+            },
             vec!["attachments[0].filename"],
         ),
         (
@@ -158,22 +185,34 @@ async fn each_bad_field_is_reported_by_name_and_nothing_is_stored() {
             vec!["attachments[0].contentType"],
         ),
         (
-            SendRequest { attachments: Some(vec![file("a.pdf", "application/pdf", "***", None)]), ..send("u@example.com") },
+            SendRequest {
+                attachments: Some(vec![file("a.pdf", "application/pdf", "***", None)]),
+                ..send("u@example.com")
+            },
             vec!["attachments[0].content"],
         ),
         (
-            SendRequest { attachments: Some(vec![file("a.png", "image/png", "", Some("<a>"))]), ..send("u@example.com") },
+            SendRequest {
+                attachments: Some(vec![file("a.png", "image/png", "", Some("<a>"))]),
+                ..send("u@example.com")
+            },
             vec!["attachments[0].contentId"],
         ),
         (
             SendRequest {
-                attachments: Some(vec![file("a.png", "image/png", "", Some("a")), file("b.png", "image/png", "", Some("a"))]),
+                attachments: Some(vec![
+                    file("a.png", "image/png", "", Some("a")),
+                    file("b.png", "image/png", "", Some("a")),
+                ]),
                 ..send("u@example.com")
             },
             vec!["attachments[1].contentId"],
         ),
         (
-            SendRequest { attachments: Some(vec![file("big.bin", "application/octet-stream", &big, None)]), ..send("u@example.com") },
+            SendRequest {
+                attachments: Some(vec![file("big.bin", "application/octet-stream", &big, None)]),
+                ..send("u@example.com")
+            },
             vec!["attachments"],
         ),
         (
@@ -212,8 +251,11 @@ async fn lists_filter_by_tag_and_by_metadata() {
         ..send("u@example.com")
     };
     let pro = t.core.send_message(&who, labelled(vec![tag("plan", "pro")], json!({"order": "1"})), None).await.unwrap();
-    let free =
-        t.core.send_message(&who, labelled(vec![tag("plan", "free")], json!({"order": "2", "region": "eu"})), None).await.unwrap();
+    let free = t
+        .core
+        .send_message(&who, labelled(vec![tag("plan", "free")], json!({"order": "2", "region": "eu"})), None)
+        .await
+        .unwrap();
     t.core.send_message(&who, send("u@example.com"), None).await.unwrap();
     let list = |tags: &[&str], metadata: &[(&str, &str)]| {
         let filters = MessageFilters {
@@ -223,7 +265,11 @@ async fn lists_filter_by_tag_and_by_metadata() {
         };
         let core = t.core.clone();
         let who = who.clone();
-        async move { core.list_messages(&who, ListParams::default(), &filters).await.map(|l| l.items.into_iter().map(|m| m.id).collect::<Vec<_>>()) }
+        async move {
+            core.list_messages(&who, ListParams::default(), &filters)
+                .await
+                .map(|l| l.items.into_iter().map(|m| m.id).collect::<Vec<_>>())
+        }
     };
 
     assert_eq!(list(&["plan:pro"], &[]).await.unwrap(), [pro.message.id]);

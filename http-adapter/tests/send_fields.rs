@@ -122,7 +122,10 @@ async fn lists_filter_by_tag_and_metadata_from_the_query_string() {
     let mut ids = Vec::new();
     for (plan, order) in [("pro", "1"), ("free", "2"), ("pro", "3")] {
         let r = api
-            .post("/v1/messages", send(json!({"tags": [{"name": "plan", "value": plan}], "metadata": {"order": order}})))
+            .post(
+                "/v1/messages",
+                send(json!({"tags": [{"name": "plan", "value": plan}], "metadata": {"order": order}})),
+            )
             .await;
         ids.push(r.data()["id"].as_str().unwrap().to_owned());
     }

@@ -226,8 +226,7 @@ fn label_documents(query: &MessageQuery) -> (Option<serde_json::Value>, Option<s
         });
         Value::Array(wanted.collect())
     });
-    let metadata = (!query.metadata.is_empty()).then(|| {
-        Value::Object(query.metadata.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
-    });
+    let metadata = (!query.metadata.is_empty())
+        .then(|| Value::Object(query.metadata.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()));
     (tags, metadata)
 }

@@ -158,7 +158,11 @@ fn every_field_reaches_the_recipient_the_api_and_the_webhooks() {
         let hooks = Receiver::start().await;
         let (status, body) = s
             .server
-            .post("/v1/webhooks", s.server.key(), json!({"url": hooks.url("/hook"), "eventTypes": ["Queued", "Delivered"]}))
+            .post(
+                "/v1/webhooks",
+                s.server.key(),
+                json!({"url": hooks.url("/hook"), "eventTypes": ["Queued", "Delivered"]}),
+            )
             .await;
         assert_ok(status, &body, 201, "create the webhook endpoint");
         let pdf: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 256) as u8).collect();
@@ -221,13 +225,15 @@ fn every_field_reaches_the_recipient_the_api_and_the_webhooks() {
         assert_eq!(m["replyTo"], json!(["help@fields.example", "accounts@fields.example"]));
         assert_eq!(m["tags"], json!([{"name": "plan", "value": "pro"}, {"name": "invoice", "value": ""}]));
         assert_eq!(m["metadata"], json!({"orderId": "A-17", "customer": "Ann Müller"}));
-        assert_eq!(m["attachments"][0], json!({"filename": "invoice-A-17.pdf", "contentType": "application/pdf", "contentId": null, "size": 20_000}));
+        assert_eq!(
+            m["attachments"][0],
+            json!({"filename": "invoice-A-17.pdf", "contentType": "application/pdf", "contentId": null, "size": 20_000})
+        );
         assert!(m["attachments"][0].get("content").is_none(), "the content is not returned");
 
         // The webhooks: Queued and Delivered both carry them.
         let hits = hooks.wait_for("/hook", 2, WAIT).await;
-        let ours: Vec<Value> =
-            hits.iter().map(|h| h.json()).filter(|p| p["data"]["messageId"] == json!(id)).collect();
+        let ours: Vec<Value> = hits.iter().map(|h| h.json()).filter(|p| p["data"]["messageId"] == json!(id)).collect();
         let types: Vec<&str> = ours.iter().map(|p| p["type"].as_str().unwrap()).collect();
         assert!(types.contains(&"Queued"), "{types:?}");
         for payload in &ours {
@@ -245,11 +251,11 @@ fn every_field_reaches_the_recipient_the_api_and_the_webhooks() {
 
         // The list filters.
         let plain_id = plain["id"].as_str().unwrap().to_owned();
-        assert_eq!(listed(&s.server, "tag=plan:pro").await, [id.clone()]);
-        assert_eq!(listed(&s.server, "tag=invoice").await, [id.clone()]);
+        assert_eq!(listed(&s.server, "tag=plan:pro").await, [id.as_str()]);
+        assert_eq!(listed(&s.server, "tag=invoice").await, [id.as_str()]);
         assert_eq!(listed(&s.server, "tag=plan:free").await, Vec::<String>::new());
-        assert_eq!(listed(&s.server, "metadata%5BorderId%5D=A-17").await, [id.clone()]);
-        assert_eq!(listed(&s.server, "metadata%5Bcustomer%5D=Ann%20M%C3%BCller&tag=plan").await, [id.clone()]);
+        assert_eq!(listed(&s.server, "metadata%5BorderId%5D=A-17").await, [id.as_str()]);
+        assert_eq!(listed(&s.server, "metadata%5Bcustomer%5D=Ann%20M%C3%BCller&tag=plan").await, [id.as_str()]);
         assert_eq!(listed(&s.server, "limit=10").await, [plain_id, id.clone()]);
     });
 }
@@ -259,9 +265,7 @@ fn bad_fields_are_422_and_a_header_injection_never_reaches_the_sink() {
     block_on(async {
         let s = setup().await;
         let victim = "victim@example.net";
-        let file = |filename: &str, content_type: &str, content: &str| {
-            json!([{"filename": filename, "contentType": content_type, "content": content}])
-        };
+        let file = |filename: &str, content_type: &str, content: &str| json!([{"filename": filename, "contentType": content_type, "content": content}]);
         let cases: Vec<(Value, Vec<&str>)> = vec![
             (json!({"replyTo": "not an address"}), vec!["replyTo"]),
             (json!({"replyTo": ["ok@fields.example", "a\r\nb@x.y"]}), vec!["replyTo[1]"]),
@@ -274,7 +278,10 @@ fn bad_fields_are_422_and_a_header_injection_never_reaches_the_sink() {
             (json!({"tags": [{"name": "ok", "value": "é"}]}), vec!["tags[0].value"]),
             (json!({"metadata": {"big": "x".repeat(10 * 1024 + 1)}}), vec!["metadata"]),
             (json!({"metadata": {"n": 5}}), vec!["metadata.n"]),
-            (json!({"attachments": file("setup.exe", "application/octet-stream", "")}), vec!["attachments[0].filename"]),
+            (
+                json!({"attachments": file("setup.exe", "application/octet-stream", "")}),
+                vec!["attachments[0].filename"],
+            ),
             (json!({"attachments": file("run.sh.txt", "application/x-sh", "")}), vec!["attachments[0].contentType"]),
             (json!({"attachments": file("a/b.pdf", "application/pdf", "")}), vec!["attachments[0].filename"]),
             (json!({"attachments": file("a.pdf", "pdf", "")}), vec!["attachments[0].contentType"]),
@@ -313,7 +320,12 @@ fn a_send_over_the_general_body_limit_with_a_large_attachment_is_delivered_intac
         let received = received_by(&s.sink, "large@example.net");
         assert_eq!(received.len(), 1);
         assert!(part_bytes(&received[0].data, "data.bin") == big, "the 12 MiB file arrives byte for byte");
-        let (status, reply) = s.server.post("/v1/keys", s.server.key(), json!({"name": "x".repeat(11 * 1024 * 1024)})).await;
-        assert_eq!((status, reply["error"]["code"].as_str()), (413, Some("payload_too_large")), "other routes keep 10 MiB");
+        let (status, reply) =
+            s.server.post("/v1/keys", s.server.key(), json!({"name": "x".repeat(11 * 1024 * 1024)})).await;
+        assert_eq!(
+            (status, reply["error"]["code"].as_str()),
+            (413, Some("payload_too_large")),
+            "other routes keep 10 MiB"
+        );
     });
 }

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
-use crate::model::MessageExtras;
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
+use crate::model::MessageExtras;
 
 /// Where a message is in its life (contract §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

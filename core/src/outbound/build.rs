@@ -122,7 +122,8 @@ pub fn build_message(
     let html = html.map(|html| files.related(&boundaries, SinglePart::html(html)));
     let body = match (&message.text, html) {
         (Some(text), Some(html)) => {
-            let alternative = boundaries.start(MultiPart::alternative(), "alt").singlepart(SinglePart::plain(text.clone()));
+            let alternative =
+                boundaries.start(MultiPart::alternative(), "alt").singlepart(SinglePart::plain(text.clone()));
             Node::Multi(html.append_to(alternative))
         }
         (Some(text), None) => Node::Single(SinglePart::plain(text.clone())),
@@ -196,7 +197,8 @@ impl Files {
     fn decode(attachments: &[Attachment]) -> Result<Self, BuildError> {
         let mut files = Self { inline: Vec::new(), attached: Vec::new() };
         for a in attachments {
-            let bytes = a.bytes().map_err(|e| BuildError::Attachment { filename: a.filename().to_owned(), reason: e })?;
+            let bytes =
+                a.bytes().map_err(|e| BuildError::Attachment { filename: a.filename().to_owned(), reason: e })?;
             let list = if a.content_id().is_some() { &mut files.inline } else { &mut files.attached };
             list.push((a.clone(), bytes));
         }
@@ -234,8 +236,8 @@ impl Files {
 fn part(a: &Attachment, bytes: &[u8]) -> SinglePart {
     // The content type was checked as `type/subtype` of token characters, which lettre's
     // parser accepts; octet-stream is the safe reading should a stored one not parse.
-    let content_type =
-        ContentType::parse(a.content_type()).unwrap_or_else(|_| ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN));
+    let content_type = ContentType::parse(a.content_type())
+        .unwrap_or_else(|_| ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN));
     let attachment = match a.content_id() {
         Some(id) => LettreAttachment::new_inline_with_name(id.to_owned(), a.filename().to_owned()),
         None => LettreAttachment::new(a.filename().to_owned()),

@@ -201,9 +201,9 @@ fn the_longest_allowed_subject_still_fits_on_wire_lines() {
 fn mime_tree(raw: &[u8]) -> Vec<String> {
     fn walk(parsed: &mail_parser::Message<'_>, id: u32, depth: usize, out: &mut Vec<String>) {
         let part = &parsed.parts[id as usize];
-        let ctype = part.content_type().map_or("text/plain".to_owned(), |c| {
-            format!("{}/{}", c.ctype(), c.subtype().unwrap_or(""))
-        });
+        let ctype = part
+            .content_type()
+            .map_or("text/plain".to_owned(), |c| format!("{}/{}", c.ctype(), c.subtype().unwrap_or("")));
         let mut line = format!("{}{ctype}", "  ".repeat(depth));
         if let Some(disposition) = part.content_disposition() {
             line.push_str(&format!(" {}", disposition.ctype()));
@@ -244,8 +244,10 @@ fn reply_to_and_custom_headers_are_written_with_the_standard_ones() {
     use crate::model::extras::CustomHeader;
     let domain = signing_domain("acme.example.com");
     let mut message = message_from(&domain);
-    message.extras.reply_to =
-        vec![EmailAddress::parse("help@acme.example.com").unwrap(), EmailAddress::parse("ops@acme.example.com").unwrap()];
+    message.extras.reply_to = vec![
+        EmailAddress::parse("help@acme.example.com").unwrap(),
+        EmailAddress::parse("ops@acme.example.com").unwrap(),
+    ];
     message.extras.headers = vec![
         CustomHeader::parse("X-Campaign", "spring").unwrap(),
         CustomHeader::parse("List-Unsubscribe", "<mailto:u@acme.example.com>").unwrap(),
@@ -259,8 +261,18 @@ fn reply_to_and_custom_headers_are_written_with_the_standard_ones() {
     assert_eq!(
         header_names(&built.raw),
         [
-            "From", "To", "Subject", "Date", "Message-ID", "Reply-To", "MIME-Version", "X-Campaign",
-            "List-Unsubscribe", "X-Greeting", "X-Long", "Content-Type"
+            "From",
+            "To",
+            "Subject",
+            "Date",
+            "Message-ID",
+            "Reply-To",
+            "MIME-Version",
+            "X-Campaign",
+            "List-Unsubscribe",
+            "X-Greeting",
+            "X-Long",
+            "Content-Type"
         ]
     );
     let parsed = MessageParser::default().parse(&built.raw).unwrap();
@@ -306,7 +318,10 @@ fn attachments_make_multipart_mixed_around_the_alternative_and_decode_back() {
     assert_eq!(attachment_bytes(&built.raw, "Rechnung März.pdf"), pdf);
     assert_eq!(attachment_bytes(&built.raw, "notes.txt"), b"line one\r\nline two\r\n");
     let parsed = MessageParser::default().parse(&built.raw).unwrap();
-    assert_eq!(parsed.content_type().unwrap().attribute("boundary"), Some(format!("tidings-mix-{}", message.id).as_str()));
+    assert_eq!(
+        parsed.content_type().unwrap().attribute("boundary"),
+        Some(format!("tidings-mix-{}", message.id).as_str())
+    );
     assert_eq!(parsed.body_text(0).as_deref(), Some("Thanks for your order."));
     assert_eq!(built, build_message(&message, &domain, None).unwrap(), "the bytes are the same on every attempt");
 }
@@ -360,8 +375,9 @@ fn an_html_only_message_with_an_inline_image_is_multipart_related_at_the_top() {
 fn a_stored_attachment_that_is_not_base64_fails_the_build_not_the_process() {
     let domain = signing_domain("acme.example.com");
     let mut message = message_from(&domain);
-    let mut doc = serde_json::to_value(crate::model::extras::Attachment::parse("a.txt", "text/plain", "", None).unwrap())
-        .unwrap();
+    let mut doc =
+        serde_json::to_value(crate::model::extras::Attachment::parse("a.txt", "text/plain", "", None).unwrap())
+            .unwrap();
     doc["content"] = "%%%".into();
     message.extras.attachments = vec![serde_json::from_value(doc).unwrap()];
 

@@ -7,16 +7,16 @@ use serde::{Deserialize, Serialize};
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
 use crate::ids::{DomainId, EventId, MessageId, WorkspaceId};
-use crate::model::{
-    Domain, MessageExtras, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus,
-    RequestHash,
-};
 use crate::model::extras::{check_metadata_key, check_tag_name};
+use crate::model::{
+    Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
+    MessageStatus, RequestHash,
+};
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
 use crate::usecases::send_fields::validate_extras;
-use crate::usecases::{AttachmentRequest, ListParams, TagRequest, Listed, Principal, Tidings, TrackingRequest};
+use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
 use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.

@@ -7,15 +7,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-
 use crate::email::EmailAddress;
 use crate::error::FieldError;
 use crate::model::MessageExtras;
-use crate::usecases::SendRequest;
 use crate::model::extras::{
     Attachment, CustomHeader, LabelError, MAX_ATTACHMENTS, MAX_ATTACHMENTS_ENCODED_BYTES, MAX_HEADERS,
     MAX_METADATA_BYTES, MAX_REPLY_TO, MAX_TAGS, Metadata, Tag, check_metadata_key,
 };
+use crate::usecases::SendRequest;
 
 /// One entry of `tags`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

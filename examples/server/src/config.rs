@@ -403,9 +403,8 @@ impl Config {
         let spf_include =
             s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?.unwrap_or_else(|| DEFAULT_SPF_MECHANISM.to_owned());
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
-        let max_send_body_bytes = s
-            .parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?
-            .unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
+        let max_send_body_bytes =
+            s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
         let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
         let idempotency_window =
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));

@@ -153,7 +153,10 @@ pub fn schemas() -> Value {
                     ("attempts", json!({ "type": "integer", "minimum": 0 })),
                     ("createdAt", timestamp()),
                     ("tracking", schema_ref("MessageTracking")),
-                    ("replyTo", json!({ "type": "array", "items": { "type": "string" }, "description": "Reply-To addresses" })),
+                    (
+                        "replyTo",
+                        json!({ "type": "array", "items": { "type": "string" }, "description": "Reply-To addresses" }),
+                    ),
                     ("tags", json!({ "type": "array", "items": schema_ref("Tag") })),
                     (
                         "metadata",
@@ -165,7 +168,10 @@ pub fn schemas() -> Value {
         ),
         (
             "Tag",
-            output("a tag of a message", vec![("name", string("`[A-Za-z0-9_-]`")), ("value", string("printable ASCII; may be empty"))]),
+            output(
+                "a tag of a message",
+                vec![("name", string("`[A-Za-z0-9_-]`")), ("value", string("printable ASCII; may be empty"))],
+            ),
         ),
         (
             "AttachmentSummary",

@@ -77,7 +77,12 @@ impl From<Message> for MessageResponse {
             created_at: m.created_at,
             tracking: TrackingResponse { opens: m.tracking.opens, clicks: m.tracking.clicks },
             reply_to: m.extras.reply_to.iter().map(ToString::to_string).collect(),
-            tags: m.extras.tags.iter().map(|t| TagResponse { name: t.name().into(), value: t.value().into() }).collect(),
+            tags: m
+                .extras
+                .tags
+                .iter()
+                .map(|t| TagResponse { name: t.name().into(), value: t.value().into() })
+                .collect(),
             metadata: m.extras.metadata.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
             attachments: m
                 .extras
@@ -178,7 +183,8 @@ pub async fn list_messages(
 ) -> ApiResult<Response> {
     let q = query::params(raw.as_deref());
     let params = query::list_params(&q)?;
-    let mut filters = MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned(), ..Default::default() };
+    let mut filters =
+        MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned(), ..Default::default() };
     for (name, value) in query::pairs(raw.as_deref()) {
         if name == "tag" {
             filters.tags.push(value);

@@ -27,9 +27,42 @@ pub const MAX_CONTENT_ID: usize = 250;
 /// Extensions that run code when opened on a common desktop (Postmark's and Gmail's lists,
 /// roughly); compared without case.
 pub const EXECUTABLE_EXTENSIONS: &[&str] = &[
-    "exe", "bat", "cmd", "com", "scr", "pif", "vbs", "vbe", "vba", "js", "jse", "wsf", "wsh", "wsc", "msi", "msp",
-    "mst", "cpl", "jar", "ps1", "psm1", "hta", "lnk", "reg", "dll", "msc", "chm", "hlp", "inf", "ins", "isp", "sct",
-    "shs", "scf", "gadget", "application",
+    "exe",
+    "bat",
+    "cmd",
+    "com",
+    "scr",
+    "pif",
+    "vbs",
+    "vbe",
+    "vba",
+    "js",
+    "jse",
+    "wsf",
+    "wsh",
+    "wsc",
+    "msi",
+    "msp",
+    "mst",
+    "cpl",
+    "jar",
+    "ps1",
+    "psm1",
+    "hta",
+    "lnk",
+    "reg",
+    "dll",
+    "msc",
+    "chm",
+    "hlp",
+    "inf",
+    "ins",
+    "isp",
+    "sct",
+    "shs",
+    "scf",
+    "gadget",
+    "application",
 ];
 
 /// Content types of executables and scripts; compared without case.
@@ -77,7 +110,9 @@ pub enum AttachmentError {
     #[error("must be standard base64 with padding and no whitespace: {0}")]
     Base64(String),
     /// A content id with characters outside `atext`, `.` and `@`, or too long.
-    #[error("must be 1 to {MAX_CONTENT_ID} characters of letters, digits, '.', '@' and !#$%&'*+-/=?^_`{{|}}~, without angle brackets")]
+    #[error(
+        "must be 1 to {MAX_CONTENT_ID} characters of letters, digits, '.', '@' and !#$%&'*+-/=?^_`{{|}}~, without angle brackets"
+    )]
     ContentId,
 }
 
@@ -216,7 +251,10 @@ mod tests {
     #[test]
     fn a_good_attachment_keeps_its_parts_and_decodes() {
         let a = Attachment::parse("Invoice März.pdf", "application/pdf", &b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
-        assert_eq!((a.filename(), a.content_type(), a.content_id(), a.size()), ("Invoice März.pdf", "application/pdf", None, 11));
+        assert_eq!(
+            (a.filename(), a.content_type(), a.content_id(), a.size()),
+            ("Invoice März.pdf", "application/pdf", None, 11)
+        );
         assert_eq!(a.bytes().unwrap(), b"%PDF-1.7 \x00\xff");
         let inline = Attachment::parse("logo.png", "image/png", &b64(b"png"), Some("logo@acme")).unwrap();
         assert_eq!(inline.content_id(), Some("logo@acme"));
@@ -224,7 +262,9 @@ mod tests {
 
     #[test]
     fn executables_are_refused_by_extension_and_by_type() {
-        for name in ["setup.exe", "RUN.BAT", "a.tar.js", "x.ps1", "evil.exe.", "evil.exe  ", "lib.dll", "a.jar", "s.lnk"] {
+        for name in
+            ["setup.exe", "RUN.BAT", "a.tar.js", "x.ps1", "evil.exe.", "evil.exe  ", "lib.dll", "a.jar", "s.lnk"]
+        {
             let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
             assert!(matches!(err, AttachmentError::ExecutableFilename(_)), "{name}: {err:?}");
             assert_eq!(err.field(), "filename");

@@ -167,10 +167,25 @@ mod tests {
 
     #[test]
     fn reserved_names_are_refused_in_any_case() {
-        for name in ["From", "to", "CC", "bcc", "Subject", "date", "message-id", "DKIM-Signature", "Return-Path",
-            "reply-to", "Sender", "MIME-Version", "content-type", "Content-Transfer-Encoding", "Received",
-            "Resent-From", "arc-seal"]
-        {
+        for name in [
+            "From",
+            "to",
+            "CC",
+            "bcc",
+            "Subject",
+            "date",
+            "message-id",
+            "DKIM-Signature",
+            "Return-Path",
+            "reply-to",
+            "Sender",
+            "MIME-Version",
+            "content-type",
+            "Content-Transfer-Encoding",
+            "Received",
+            "Resent-From",
+            "arc-seal",
+        ] {
             assert_eq!(CustomHeader::parse(name, "x"), Err(HeaderError::Reserved(name.to_owned())), "{name}");
         }
         assert!(HeaderError::Reserved("Reply-To".into()).to_string().contains("use replyTo"));

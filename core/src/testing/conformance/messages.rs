@@ -41,7 +41,9 @@ fn message_lister<S: Store + 'static>(
     let s = Arc::clone(s);
     Box::new(move |page| {
         let (s, to) = (Arc::clone(&s), to.clone());
-        Box::pin(async move { s.list_messages(ws, &MessageQuery { status, to, sent_by, ..MessageQuery::page(page) }).await })
+        Box::pin(
+            async move { s.list_messages(ws, &MessageQuery { status, to, sent_by, ..MessageQuery::page(page) }).await },
+        )
     })
 }
 
@@ -308,7 +310,13 @@ pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'sta
 }
 
 /// A message with tags `tags`, metadata `metadata` and one of each other extra.
-fn labelled(ws: WorkspaceId, key: ApiKeyId, dom: DomainId, tags: &[(&str, &str)], metadata: &[(&str, &str)]) -> Message {
+fn labelled(
+    ws: WorkspaceId,
+    key: ApiKeyId,
+    dom: DomainId,
+    tags: &[(&str, &str)],
+    metadata: &[(&str, &str)],
+) -> Message {
     use crate::model::extras::{Attachment, CustomHeader, Metadata, Tag};
     let mut m = message(ws, key, dom);
     m.extras.tags = tags.iter().map(|(n, v)| Tag::parse(n, v).expect("a valid tag")).collect();

@@ -49,21 +49,25 @@ const IDEMPOTENCY_KEYS: usize = 2;
 /// an empty value).
 const TAG_SETS: [&[(&str, &str)]; 4] = [&[], &[("plan", "pro")], &[("plan", "free")], &[("plan", "pro"), ("beta", "")]];
 /// Metadata a created message gets.
-const METADATA_SETS: [&[(&str, &str)]; 4] = [&[], &[("order", "1")], &[("order", "2")], &[("order", "1"), ("region", "eu")]];
+const METADATA_SETS: [&[(&str, &str)]; 4] =
+    [&[], &[("order", "1")], &[("order", "2")], &[("order", "1"), ("region", "eu")]];
 /// `tag` filters a list may use: name and value, name only, an empty value, a value no
 /// message has.
-const TAG_FILTERS: [(&str, Option<&str>); 4] = [("plan", Some("pro")), ("plan", None), ("beta", Some("")), ("plan", Some("gold"))];
+const TAG_FILTERS: [(&str, Option<&str>); 4] =
+    [("plan", Some("pro")), ("plan", None), ("beta", Some("")), ("plan", Some("gold"))];
 /// `metadata[key]=value` filters a list may use.
 const METADATA_FILTERS: [(&str, &str); 3] = [("order", "1"), ("region", "eu"), ("order", "3")];
 
 fn label_set((tags, metadata): (usize, usize)) -> (Vec<crate::model::extras::Tag>, crate::model::extras::Metadata) {
-    let tags = TAG_SETS[tags].iter().map(|(n, v)| crate::model::extras::Tag::parse(n, v).expect("a valid tag")).collect();
+    let tags =
+        TAG_SETS[tags].iter().map(|(n, v)| crate::model::extras::Tag::parse(n, v).expect("a valid tag")).collect();
     let metadata = METADATA_SETS[metadata].iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     (tags, crate::model::extras::Metadata::from_checked(metadata))
 }
 
 fn label_filters((tag, metadata): (Option<usize>, Option<usize>)) -> (Vec<TagFilter>, Vec<(String, String)>) {
-    let tags = tag.map(|i| TAG_FILTERS[i]).map(|(name, value)| TagFilter { name: name.into(), value: value.map(Into::into) });
+    let tags =
+        tag.map(|i| TAG_FILTERS[i]).map(|(name, value)| TagFilter { name: name.into(), value: value.map(Into::into) });
     let metadata = metadata.map(|i| METADATA_FILTERS[i]).map(|(k, v)| (k.to_owned(), v.to_owned()));
     (tags.into_iter().collect(), metadata.into_iter().collect())
 }
