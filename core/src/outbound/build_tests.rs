@@ -385,3 +385,34 @@ fn a_stored_attachment_that_is_not_base64_fails_the_build_not_the_process() {
 
     assert!(matches!(err, BuildError::Attachment { .. }), "{err:?}");
 }
+
+proptest! {
+    /// Whatever custom header the parser accepts writes exactly one header field, on
+    /// wire-safe lines, and reads back as given.
+    #[test]
+    fn no_custom_header_can_add_a_header_line(
+        name in "X-[A-Za-z0-9-]{1,20}",
+        value in "(\\PC|\t|[\r\n:<>\"=?]|Bcc: x@evil\\.example|\r\nX-Injected: 1){0,40}",
+    ) {
+        use crate::model::extras::CustomHeader;
+        let Ok(header) = CustomHeader::parse(&name, &value) else { return Ok(()) };
+        let domain = signing_domain("acme.example.com");
+        let mut message = message_from(&domain);
+        message.extras.headers = vec![header];
+
+        let built = build_message(&message, &domain, None).unwrap();
+
+        assert_wire_safe(&built.raw);
+        let names = header_names(&built.raw);
+        prop_assert_eq!(names.len(), 8, "{:?}", names);
+        prop_assert!(names.iter().any(|n| n == &name));
+        prop_assert!(!names.iter().any(|n| n == "X-Injected" || n == "Bcc"));
+        let parsed = MessageParser::new()
+            .header_text(mail_parser::HeaderName::Other(name.clone().into()))
+            .parse(&built.raw)
+            .unwrap();
+        let read = parsed.header(name.as_str()).and_then(|h| h.as_text()).unwrap_or("");
+        // Unstructured text reads back with folding whitespace collapsed at the edges.
+        prop_assert_eq!(read.trim(), value.trim());
+    }
+}
