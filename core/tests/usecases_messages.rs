@@ -314,7 +314,7 @@ async fn lists_page_newest_first_and_filter() {
     let filtered = t.core.list_messages(&who, ListParams::default(), &to).await.unwrap();
     assert_eq!(filtered.items.iter().map(|m| m.id).collect::<Vec<_>>(), [ids[3], ids[1]]);
 
-    let bad = MessageFilters { status: Some("Lost".into()), to: Some("nope".into()) };
+    let bad = MessageFilters { status: Some("Lost".into()), to: Some("nope".into()), ..MessageFilters::default() };
     assert_eq!(invalid_fields(t.core.list_messages(&who, ListParams::default(), &bad).await), ["status", "to"]);
     let limit = ListParams { limit: Some(201), cursor: None };
     assert_eq!(invalid_fields(t.core.list_messages(&who, limit, &MessageFilters::default()).await), ["limit"]);

@@ -255,6 +255,7 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
         assert!(data.as_object().unwrap().contains_key(absent), "{absent} is present as null");
     }
     assert_eq!(data["details"]["webhookId"], created.id.to_string());
+    assert_eq!((&data["tags"], &data["metadata"]), (&json!([]), &json!({})), "no message, no labels");
 
     let log = t.core.list_webhook_deliveries(&who, &created.id.to_string(), ListParams::default()).await.unwrap();
     assert_eq!(log.items, std::slice::from_ref(&delivery));
@@ -303,6 +304,8 @@ async fn a_message_event_fans_out_to_the_subscribed_enabled_endpoints_of_its_wor
                 "from": "billing@acme.example.com",
                 "subject": "Your invoice",
                 "providerMessageId": "01J0ABC@tidings.test",
+                "tags": [],
+                "metadata": {},
                 "details": { "smtpCode": 250, "response": "2.0.0 OK queued" }
             }
         })

@@ -35,11 +35,18 @@ pub use error::{ApiError, ApiResult};
 pub use request_id::REQUEST_ID;
 pub use routes::{router, served_routes};
 
+/// Default of [`HttpConfig::max_send_body_bytes`]: 56 MiB.
+pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;
+
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Largest accepted request body (contract §1: 10 MiB).
     pub max_body_bytes: usize,
+    /// Largest body of `POST /v1/messages`, which may carry 40 MiB of base64 attachments
+    /// (default 56 MiB: those, 10 MiB of bodies and JSON around them). The larger of this and
+    /// `max_body_bytes` applies to that route.
+    pub max_send_body_bytes: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
     /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
@@ -50,6 +57,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 10 * 1024 * 1024,
+            max_send_body_bytes: DEFAULT_MAX_SEND_BODY_BYTES,
             request_timeout: Duration::from_secs(30),
             auth_throttle: AuthThrottleConfig::default(),
         }

@@ -13,6 +13,11 @@ pub fn params(raw: Option<&str>) -> HashMap<String, String> {
     raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
 }
 
+/// Every `(name, value)` pair of the query in order, repeated names included.
+pub fn pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
+}
+
 /// `limit` and `cursor`.
 pub fn list_params(query: &HashMap<String, String>) -> Result<ListParams, ApiError> {
     let limit = match query.get("limit") {

@@ -470,6 +470,16 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, Some(&scoped), "POST", "/v1/messages", &[], Some(other.clone())).await, 201);
     expect(&c.call(a, Some(&scoped), "POST", "/v1/messages", &[], Some(other.clone())).await, 429);
     expect(&c.call(a, full, "POST", "/v1/messages", &[], Some(json!({"to": ["a@b.c"]}))).await, 422);
+    let rich = json!({"to": "ann@example.net", "from": "billing@example.com", "subject": "s",
+        "html": "<img src=\"cid:logo\">", "replyTo": ["help@example.com"], "headers": {"X-Campaign": "spring"},
+        "tags": [{"name": "plan", "value": "pro"}], "metadata": {"orderId": "A-17"},
+        "attachments": [{"filename": "logo.png", "contentType": "image/png", "content": "iVBORw0KGgo=", "contentId": "logo"},
+            {"filename": "a.pdf", "contentType": "application/pdf", "content": "JVBERg=="}]});
+    expect(&c.call(a, full, "POST", "/v1/messages", &[], Some(rich)).await, 201);
+    let injected = json!({"to": "ann@example.net", "subject": "s", "text": "t", "headers": {"X-A": "1\r\nBcc: x@y.z"}});
+    expect(&c.call(a, full, "POST", "/v1/messages", &[], Some(injected)).await, 422);
+    expect(&c.call(a, full, "GET", "/v1/messages?tag=plan:pro&metadata%5BorderId%5D=A-17", &[], None).await, 200);
+    expect(&c.call(a, full, "GET", "/v1/messages?tag=bad%20name", &[], None).await, 422);
     let m = [message_id.as_str()];
     expect(&c.call(a, full, "GET", "/v1/messages?status=Queued&limit=1", &[], None).await, 200);
     expect(&c.call(a, full, "GET", "/v1/messages?status=Lost", &[], None).await, 422);

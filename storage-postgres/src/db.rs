@@ -84,8 +84,22 @@ pub(crate) async fn newest_first<T: DeserializeOwned>(
     cursor: Option<Ulid>,
     limit: usize,
 ) -> StoreResult<Page<T>> {
+    let conditions: Vec<(String, Param<'_>)> = filters.iter().map(|(c, v)| (format!("{c} = {{}}"), *v)).collect();
+    newest_first_where(client, table, &conditions, extra, cursor, limit).await
+}
+
+/// [`newest_first`] with conditions written out: each is SQL with one `{}` where its
+/// parameter goes (e.g. `doc -> 'tags' @> {}`).
+pub(crate) async fn newest_first_where<T: DeserializeOwned>(
+    client: &impl GenericClient,
+    table: &str,
+    filters: &[(String, Param<'_>)],
+    extra: Option<&str>,
+    cursor: Option<Ulid>,
+    limit: usize,
+) -> StoreResult<Page<T>> {
     let mut conditions: Vec<String> =
-        filters.iter().enumerate().map(|(i, (c, _))| format!("{c} = ${}", i + 1)).collect();
+        filters.iter().enumerate().map(|(i, (c, _))| c.replacen("{}", &format!("${}", i + 1), 1)).collect();
     let mut params: Vec<Param<'_>> = filters.iter().map(|(_, v)| *v).collect();
     conditions.extend(extra.map(str::to_owned));
     let cursor = cursor.map(uuid);

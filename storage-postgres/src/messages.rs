@@ -11,7 +11,7 @@ use tidings_core::ports::{
 };
 
 use crate::PgStore;
-use crate::db::{Param, db_error, decode, decode_all, doc, execute, limit, newest_first, query, query_opt, uuid};
+use crate::db::{Param, db_error, decode, decode_all, doc, execute, limit, newest_first_where, query, query_opt, uuid};
 use crate::queue;
 use crate::webhooks::{Missing, insert_deliveries};
 
@@ -99,18 +99,26 @@ impl MessageStore for PgStore {
         let status = query.status.map(|s| s.as_str());
         let to = query.to.as_ref().map(|to| to.normalized());
         let key = query.sent_by.map(|k| uuid(k.0));
-        let mut filters: Vec<(&str, Param<'_>)> = vec![("workspace_id", &ws)];
+        let (tags, metadata) = label_documents(query);
+        let mut filters: Vec<(String, Param<'_>)> = vec![("workspace_id = {}".into(), &ws)];
         if let Some(status) = &status {
-            filters.push(("status", status));
+            filters.push(("status = {}".into(), status));
         }
         if let Some(to) = &to {
-            filters.push(("to_norm", to));
+            filters.push(("to_norm = {}".into(), to));
         }
         if let Some(key) = &key {
-            filters.push(("api_key_id", key));
+            filters.push(("api_key_id = {}".into(), key));
+        }
+        // The same expressions as the GIN indexes of migration 0004, so they apply.
+        if let Some(tags) = &tags {
+            filters.push(("(doc -> 'extras' -> 'tags') @> {}".into(), tags));
+        }
+        if let Some(metadata) = &metadata {
+            filters.push(("(doc -> 'extras' -> 'metadata') @> {}".into(), metadata));
         }
         let cursor = query.page.cursor.map(|c| c.0);
-        newest_first(&client, "messages", &filters, None, cursor, query.page.limit).await
+        newest_first_where(&client, "messages", &filters, None, cursor, query.page.limit).await
     }
 
     async fn list_events(
@@ -200,4 +208,25 @@ impl MessageStore for PgStore {
     async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         queue::purge_expired_idempotency(self, now, limit).await
     }
+}
+
+/// The `tags` and `metadata` filters as JSONB documents the message's must contain: an array
+/// of `{name}` or `{name, value}` objects (each must match one of the message's tags) and an
+/// object of the wanted entries.
+fn label_documents(query: &MessageQuery) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
+    use serde_json::{Map, Value};
+    let tags = (!query.tags.is_empty()).then(|| {
+        let wanted = query.tags.iter().map(|t| {
+            let mut tag = Map::new();
+            tag.insert("name".into(), Value::String(t.name.clone()));
+            if let Some(value) = &t.value {
+                tag.insert("value".into(), Value::String(value.clone()));
+            }
+            Value::Object(tag)
+        });
+        Value::Array(wanted.collect())
+    });
+    let metadata = (!query.metadata.is_empty())
+        .then(|| Value::Object(query.metadata.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()));
+    (tags, metadata)
 }

@@ -13,6 +13,10 @@
 //! `create_message` at the writes it needs: counts would add three reads and three writes
 //! to every create, and each sled operation costs it several microseconds under the lock.
 //!
+//! The `tags` and `metadata` filters have no index: they are checked on each record the walk
+//! loads, so a list filtered only by them walks the workspace's messages until the page
+//! fills (O(messages scanned)). Single-node stores are small; PostgreSQL indexes them.
+//!
 //! `find_message` reads the global id index (`MESSAGE_BY_ID`), written with the message;
 //! stores made before it get it built once at open ([`build_id_index`]).
 //!
@@ -67,6 +71,7 @@ fn matches(m: &Message, q: &MessageQuery) -> bool {
     q.status.is_none_or(|s| m.status == s)
         && q.to.as_ref().is_none_or(|to| m.to.normalized() == to.normalized())
         && q.sent_by.is_none_or(|k| m.api_key_id == k)
+        && q.matches_labels(m)
 }
 
 /// How many index entries past the cursor a multi-filter list reads of each candidate bucket
@@ -213,7 +218,9 @@ impl MessageStore for SledStore {
         let smallest = buckets.into_iter().next();
         let Some(bucket) = smallest else {
             let prefix = Key::new(layout::MESSAGE).id(workspace.to_bytes()).0;
-            return page(tree, &prefix, cursor, limit, Order::NewestFirst, |_, v| decode(&v, "message").map(Some));
+            return page(tree, &prefix, cursor, limit, Order::NewestFirst, |_, v| {
+                decode(&v, "message").map(|m: Message| Some(m).filter(|m| query.matches_labels(m)))
+            });
         };
         page(tree, &bucket, cursor, limit, Order::NewestFirst, |key, _| {
             let id = MessageId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("message index"))?);

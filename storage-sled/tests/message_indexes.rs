@@ -58,6 +58,8 @@ async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
         status,
         to: Some(email("rare@example.com")),
         sent_by,
+        tags: Vec::new(),
+        metadata: Vec::new(),
         page: PageRequest { limit, cursor: None },
     };
     for limit in [1, 3, 200] {
@@ -73,6 +75,8 @@ async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
         status: Some(MessageStatus::Queued),
         to: None,
         sent_by: Some(key.id),
+        tags: Vec::new(),
+        metadata: Vec::new(),
         page: PageRequest { limit: 50, cursor: None },
     };
     assert_eq!(

@@ -63,6 +63,8 @@ async fn every_resource_and_index_survives_a_reopen() {
         status: Some(MessageStatus::Sent),
         to: Some(sent.to.clone()),
         sent_by: Some(key.id),
+        tags: Vec::new(),
+        metadata: Vec::new(),
         page: PageRequest::first(10),
     };
     let listed = store.list_messages(ws.id, &only_sent).await.unwrap();

@@ -12,7 +12,11 @@ use tidings_e2e::{Options, TestServer, fresh_key, into_parts};
 const LIMIT: usize = 4096;
 
 async fn small_limit_server() -> TestServer {
-    let env = vec![("TIDINGS_MAX_BODY_BYTES".to_owned(), LIMIT.to_string())];
+    // The send route has its own, larger limit (attachments); give it the same one here.
+    let env = vec![
+        ("TIDINGS_MAX_BODY_BYTES".to_owned(), LIMIT.to_string()),
+        ("TIDINGS_MAX_SEND_BODY_BYTES".to_owned(), LIMIT.to_string()),
+    ];
     TestServer::start_with(Options { bootstrap_key: Some(fresh_key()), env, ..Options::default() }).await
 }
 

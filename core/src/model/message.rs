@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
+use crate::model::MessageExtras;
 
 /// Where a message is in its life (contract §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -250,6 +251,10 @@ pub struct Message {
     /// defaults (contract §8). Messages stored before tracking existed read as untracked.
     #[serde(default)]
     pub tracking: MessageTracking,
+    /// Reply-To, custom headers, tags, metadata and attachments (issue #8); empty for
+    /// messages stored before they existed.
+    #[serde(default, skip_serializing_if = "MessageExtras::is_empty")]
+    pub extras: MessageExtras,
 }
 
 /// Which tracking a message gets; both off unless asked for.

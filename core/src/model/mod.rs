@@ -3,6 +3,7 @@
 
 mod api_key;
 mod domain;
+pub mod extras;
 mod idempotency;
 mod message;
 mod sender;
@@ -13,6 +14,7 @@ mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
 pub use domain::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+pub use extras::MessageExtras;
 pub use idempotency::{IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash};
 pub use message::MessageTracking;
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};

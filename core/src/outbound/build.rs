@@ -29,9 +29,12 @@
 use std::time::SystemTime;
 
 use lettre::message::header::{ContentType, HeaderName, HeaderValue, MessageId as MessageIdHeader};
-use lettre::message::{Mailbox as WireMailbox, MultiPart, SinglePart};
+use lettre::message::{
+    Attachment as LettreAttachment, Body, Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart,
+};
 
 use crate::email::{EmailAddress, Mailbox};
+use crate::model::extras::{Attachment, CustomHeader};
 use crate::model::{Domain, Message};
 use crate::tracking::{TrackingConfig, rewrite_html};
 
@@ -57,6 +60,14 @@ pub enum BuildError {
         /// The address.
         address: String,
         /// lettre's reason.
+        reason: String,
+    },
+    /// A stored attachment's content is not base64 (the API checks it; a stored one is corrupt).
+    #[error("the attachment {filename} cannot be decoded: {reason}")]
+    Attachment {
+        /// Its filename.
+        filename: String,
+        /// The decoder's reason.
         reason: String,
     },
     /// lettre could not assemble the message.
@@ -91,35 +102,37 @@ pub fn build_message(
     }
     let provider_message_id = provider_message_id(message, domain);
     let subject = clean_subject(&message.subject);
-    let builder = lettre::Message::builder()
+    let mut builder = lettre::Message::builder()
         .from(wire_mailbox("from", &message.from)?)
         .to(wire_mailbox("to", &Mailbox { display_name: None, address: message.to.clone() })?)
         .subject(subject.clone())
         .date(SystemTime::from(message.created_at))
         .header(MessageIdHeader::from(format!("<{provider_message_id}>")));
+    for address in &message.extras.reply_to {
+        builder = builder.reply_to(wire_mailbox("replyTo", &Mailbox { display_name: None, address: address.clone() })?);
+    }
     let html = match (&message.html, tracking) {
         (Some(html), Some(config)) => {
             Some(rewrite_html(html, config, message.workspace_id, message.id, message.tracking))
         }
         (html, _) => html.clone(),
     };
-    let assembled = match (&message.text, &html) {
+    let files = Files::decode(&message.extras.attachments)?;
+    let boundaries = Boundaries::new(message, [message.text.as_deref(), html.as_deref()], &files);
+    let html = html.map(|html| files.related(&boundaries, SinglePart::html(html)));
+    let body = match (&message.text, html) {
         (Some(text), Some(html)) => {
-            let boundary = format!("tidings-{}", message.id);
-            let alternative = if text.contains(&boundary) || html.contains(&boundary) {
-                MultiPart::alternative()
-            } else {
-                MultiPart::alternative().boundary(boundary)
-            };
-            builder.multipart(
-                alternative.singlepart(SinglePart::plain(text.clone())).singlepart(SinglePart::html(html.clone())),
-            )
+            let alternative =
+                boundaries.start(MultiPart::alternative(), "alt").singlepart(SinglePart::plain(text.clone()));
+            Node::Multi(html.append_to(alternative))
         }
-        (Some(text), None) => builder.singlepart(SinglePart::plain(text.clone())),
-        (None, Some(html)) => {
-            builder.singlepart(SinglePart::builder().header(ContentType::TEXT_HTML).body(html.clone()))
-        }
+        (Some(text), None) => Node::Single(SinglePart::plain(text.clone())),
+        (None, Some(html)) => html,
         (None, None) => return Err(BuildError::NoBody),
+    };
+    let assembled = match files.mixed(&boundaries, body) {
+        Node::Single(part) => builder.singlepart(part),
+        Node::Multi(part) => builder.multipart(part),
     };
     let mut built = assembled.map_err(|e| BuildError::Assemble(e.to_string()))?;
     if subject.split([' ', '\t']).any(|word| word.len() > LONG_WORD) {
@@ -129,7 +142,136 @@ pub fn build_message(
         let value = HeaderValue::dangerous_new_pre_encoded(HeaderName::new_from_ascii_str("Subject"), subject, encoded);
         built.headers_mut().insert_raw(value);
     }
+    for header in &message.extras.headers {
+        built.headers_mut().insert_raw(custom_header(header)?);
+    }
     Ok(BuiltMessage { provider_message_id, raw: built.formatted() })
+}
+
+/// A custom header as written. The name and value were checked when the message was accepted
+/// and again when it was read back ([`CustomHeader`] re-parses itself), so neither holds a
+/// line break; lettre encodes non-ASCII words and folds between words. A word too long to
+/// fold is written as encoded words, like a long subject.
+fn custom_header(header: &CustomHeader) -> Result<HeaderValue, BuildError> {
+    let name = HeaderName::new_from_ascii(header.name().to_owned())
+        .map_err(|_| BuildError::Assemble(format!("header name {:?} cannot be written", header.name())))?;
+    let value = header.value().to_owned();
+    if value.split([' ', '\t']).any(|word| word.len() + header.name().len() > LONG_WORD) {
+        let encoded = encoded_words(&value);
+        return Ok(HeaderValue::dangerous_new_pre_encoded(name, value, encoded));
+    }
+    Ok(HeaderValue::new(name, value))
+}
+
+/// A MIME entity: one part or a multipart.
+enum Node {
+    Single(SinglePart),
+    Multi(MultiPart),
+}
+
+impl Node {
+    /// `parent` with this as its first part.
+    fn first_in(self, parent: MultiPartBuilder) -> MultiPart {
+        match self {
+            Self::Single(part) => parent.singlepart(part),
+            Self::Multi(part) => parent.multipart(part),
+        }
+    }
+
+    /// `parent` with this as its next part.
+    fn append_to(self, parent: MultiPart) -> MultiPart {
+        match self {
+            Self::Single(part) => parent.singlepart(part),
+            Self::Multi(part) => parent.multipart(part),
+        }
+    }
+}
+
+/// The message's attachments, decoded once: inline parts (with a content id) and files.
+struct Files {
+    inline: Vec<(Attachment, Vec<u8>)>,
+    attached: Vec<(Attachment, Vec<u8>)>,
+}
+
+impl Files {
+    fn decode(attachments: &[Attachment]) -> Result<Self, BuildError> {
+        let mut files = Self { inline: Vec::new(), attached: Vec::new() };
+        for a in attachments {
+            let bytes =
+                a.bytes().map_err(|e| BuildError::Attachment { filename: a.filename().to_owned(), reason: e })?;
+            let list = if a.content_id().is_some() { &mut files.inline } else { &mut files.attached };
+            list.push((a.clone(), bytes));
+        }
+        Ok(files)
+    }
+
+    /// The HTML part, inside `multipart/related` with the inline parts when there are any.
+    fn related(&self, boundaries: &Boundaries, html: SinglePart) -> Node {
+        if self.inline.is_empty() {
+            return Node::Single(html);
+        }
+        let mut related = boundaries.start(MultiPart::related(), "rel").singlepart(html);
+        for (a, bytes) in &self.inline {
+            related = related.singlepart(part(a, bytes));
+        }
+        Node::Multi(related)
+    }
+
+    /// `body`, inside `multipart/mixed` with the attached files when there are any.
+    fn mixed(&self, boundaries: &Boundaries, body: Node) -> Node {
+        if self.attached.is_empty() {
+            return body;
+        }
+        let mut mixed = body.first_in(boundaries.start(MultiPart::mixed(), "mix"));
+        for (a, bytes) in &self.attached {
+            mixed = mixed.singlepart(part(a, bytes));
+        }
+        Node::Multi(mixed)
+    }
+}
+
+/// One attachment's part: `Content-Disposition: attachment; filename=...`, or for an inline
+/// part `inline; filename=...` with `Content-ID: <id>`. lettre picks the transfer encoding
+/// (base64 for binary) and encodes a non-ASCII filename per RFC 2231.
+fn part(a: &Attachment, bytes: &[u8]) -> SinglePart {
+    // The content type was checked as `type/subtype` of token characters, which lettre's
+    // parser accepts; octet-stream is the safe reading should a stored one not parse.
+    let content_type = ContentType::parse(a.content_type())
+        .unwrap_or_else(|_| ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN));
+    let attachment = match a.content_id() {
+        Some(id) => LettreAttachment::new_inline_with_name(id.to_owned(), a.filename().to_owned()),
+        None => LettreAttachment::new(a.filename().to_owned()),
+    };
+    attachment.body(Body::new(bytes.to_vec()), content_type)
+}
+
+/// Multipart boundaries derived from the message id, so the bytes are the same on every
+/// attempt, unless a body or a file happens to contain one (then lettre's random one).
+struct Boundaries {
+    id: String,
+    clash: bool,
+}
+
+impl Boundaries {
+    fn new(message: &Message, bodies: [Option<&str>; 2], files: &Files) -> Self {
+        let id = message.id.to_string();
+        // Any boundary holds the id, so a part without it cannot contain one.
+        let contains = |hay: &[u8]| hay.windows(id.len()).any(|w| w == id.as_bytes());
+        let clash = bodies.iter().flatten().any(|b| contains(b.as_bytes()))
+            || files.inline.iter().chain(&files.attached).any(|(_, bytes)| contains(bytes));
+        Self { id, clash }
+    }
+
+    /// `builder` with the boundary for the multipart named `kind`; the `multipart/alternative`
+    /// keeps the `tidings-<id>` boundary it had before attachments existed. No boundary is a
+    /// prefix of another, so a lenient parser cannot take an inner delimiter for an outer one.
+    fn start(&self, builder: MultiPartBuilder, kind: &str) -> MultiPartBuilder {
+        match (self.clash, kind) {
+            (true, _) => builder,
+            (false, "alt") => builder.boundary(format!("tidings-{}", self.id)),
+            (false, kind) => builder.boundary(format!("tidings-{kind}-{}", self.id)),
+        }
+    }
 }
 
 /// Longest word lettre may write as it is: with `Subject: ` or a folding space before it,

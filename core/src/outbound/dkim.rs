@@ -24,7 +24,10 @@ use crate::model::Domain;
 
 /// Header fields both signatures cover. Names absent from a message are signed as absent, so
 /// `Reply-To`, `Cc`, `In-Reply-To` and `References` cannot be added in transit either.
-pub const SIGNED_HEADERS: [&str; 12] = [
+/// `List-Unsubscribe` and `List-Unsubscribe-Post`, which a send may set as custom headers,
+/// are covered because mailbox providers honour one-click unsubscribe only when they are
+/// (RFC 8058 §4); other custom headers are not signed.
+pub const SIGNED_HEADERS: [&str; 14] = [
     "From",
     "To",
     "Subject",
@@ -37,6 +40,8 @@ pub const SIGNED_HEADERS: [&str; 12] = [
     "Cc",
     "In-Reply-To",
     "References",
+    "List-Unsubscribe",
+    "List-Unsubscribe-Post",
 ];
 
 /// Signing failed inside the crypto library (not expected with keys that parsed).

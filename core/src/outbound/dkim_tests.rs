@@ -80,6 +80,39 @@ async fn a_non_ascii_single_part_message_verifies() {
 }
 
 #[tokio::test]
+async fn a_message_with_reply_to_custom_headers_and_attachments_verifies_and_signs_list_unsubscribe() {
+    use crate::model::extras::{Attachment, CustomHeader};
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.extras.reply_to = vec![crate::email::EmailAddress::parse("help@acme.example.com").unwrap()];
+    message.extras.headers = vec![
+        CustomHeader::parse("List-Unsubscribe", "<https://acme.example.com/u/1>").unwrap(),
+        CustomHeader::parse("List-Unsubscribe-Post", "List-Unsubscribe=One-Click").unwrap(),
+        CustomHeader::parse("X-Campaign", "Grüße 2026").unwrap(),
+    ];
+    message.extras.attachments = vec![
+        Attachment::parse("a.pdf", "application/pdf", "JVBERi0xLjcK", None).unwrap(),
+        Attachment::parse("logo.png", "image/png", "iVBORw0KGgo=", Some("logo")).unwrap(),
+    ];
+    let signer = DomainSigner::new(&domain).unwrap();
+
+    let signed = signer.sign(&build_message(&message, &domain, None).unwrap().raw).unwrap();
+
+    both_pass(&verify_dkim(&signed, &domain.records).await, &domain);
+    for field in signature_headers(&signed) {
+        let signed_headers: Vec<String> =
+            tag(&field, "h").unwrap().split(':').map(|h| h.trim().to_ascii_lowercase()).collect();
+        for required in ["reply-to", "list-unsubscribe", "list-unsubscribe-post"] {
+            assert!(signed_headers.iter().any(|h| h == required), "covers {required}: {signed_headers:?}");
+        }
+    }
+    let text = String::from_utf8(signed).unwrap();
+    let tampered = text.replace("<https://acme.example.com/u/1>", "<https://evil.example/u/1>");
+    assert_ne!(tampered, text);
+    assert!(verify_dkim(tampered.as_bytes(), &domain.records).await.iter().all(|c| !c.passed()));
+}
+
+#[tokio::test]
 async fn a_changed_subject_or_body_breaks_both_signatures() {
     let domain = signing_domain("acme.example.com");
     let signer = DomainSigner::new(&domain).unwrap();

@@ -87,8 +87,36 @@ pub struct MessageQuery {
     pub to: Option<EmailAddress>,
     /// Only messages sent with this key (send-scoped keys see only their own).
     pub sent_by: Option<ApiKeyId>,
+    /// Only messages carrying every one of these tags.
+    pub tags: Vec<TagFilter>,
+    /// Only messages whose metadata holds every one of these `(key, value)` entries.
+    pub metadata: Vec<(String, String)>,
     /// Page.
     pub page: PageRequest<MessageId>,
+}
+
+impl MessageQuery {
+    /// A query for one page with no filter.
+    pub fn page(page: PageRequest<MessageId>) -> Self {
+        Self { status: None, to: None, sent_by: None, tags: Vec::new(), metadata: Vec::new(), page }
+    }
+
+    /// Whether `message` passes the `tags` and `metadata` filters (the others are indexed
+    /// columns in every store; these are checked on the record where a store has no index).
+    pub fn matches_labels(&self, message: &Message) -> bool {
+        let extras = &message.extras;
+        self.tags.iter().all(|t| extras.has_tag(&t.name, t.value.as_deref()))
+            && self.metadata.iter().all(|(k, v)| extras.metadata.get(k) == Some(v.as_str()))
+    }
+}
+
+/// A `tag` filter of `GET /v1/messages`: a tag with this name and, when given, this value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagFilter {
+    /// The tag's name.
+    pub name: String,
+    /// The tag's value; `None` matches any value.
+    pub value: Option<String>,
 }
 
 /// Everything written when a message is accepted.

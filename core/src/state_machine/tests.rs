@@ -29,6 +29,7 @@ fn queued_message() -> Message {
         bounce_type: None,
         last_event_id: EventId(Ulid::from_parts(1, 0)),
         tracking: crate::model::MessageTracking::default(),
+        extras: crate::model::MessageExtras::default(),
     }
 }
 

@@ -110,6 +110,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         messages::messages_round_trip_with_their_queued_event,
         messages::message_lists_page_newest_first,
         messages::message_filters_combine,
+        messages::message_extras_round_trip_and_lists_filter_by_tags_and_metadata,
         messages::status_filter_follows_recorded_events,
         messages::record_event_checks_the_expected_status,
         messages::events_page_oldest_first,

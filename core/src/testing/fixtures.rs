@@ -125,6 +125,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         bounce_type: None,
         last_event_id: EventId(ulid()),
         tracking: crate::model::MessageTracking::default(),
+        extras: crate::model::MessageExtras::default(),
     }
 }
 

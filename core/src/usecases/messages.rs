@@ -7,14 +7,16 @@ use serde::{Deserialize, Serialize};
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
 use crate::ids::{DomainId, EventId, MessageId, WorkspaceId};
+use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{
-    Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus,
-    RequestHash,
+    Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
+    MessageStatus, RequestHash,
 };
-use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest};
+use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
-use crate::usecases::{ListParams, Listed, Principal, Tidings, TrackingRequest};
+use crate::usecases::send_fields::validate_extras;
+use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
 use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
@@ -47,6 +49,22 @@ pub struct SendRequest {
     /// match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingRequest>,
+    // The fields below (issue #8) are left out of the idempotency hash when absent too.
+    /// `Reply-To`: one address or an array of up to 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<serde_json::Value>,
+    /// Custom headers: header name to string value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<serde_json::Value>,
+    /// Up to 10 tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<TagRequest>>,
+    /// String keys to string values, 10 KiB at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    /// Files and inline parts, 40 MiB of base64 at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<AttachmentRequest>>,
 }
 
 /// What a send returned.
@@ -66,7 +84,14 @@ pub struct MessageFilters {
     pub status: Option<String>,
     /// `to`, an address.
     pub to: Option<String>,
+    /// Every `tag` parameter: `name` or `name:value`.
+    pub tags: Vec<String>,
+    /// Every `metadata[key]=value` parameter, as `(key, value)`.
+    pub metadata: Vec<(String, String)>,
 }
+
+/// Most `tag` and most `metadata[...]` filters one list may use.
+pub const MAX_LABEL_FILTERS: usize = 10;
 
 /// A send that passed field validation.
 struct ValidSend {
@@ -74,6 +99,7 @@ struct ValidSend {
     from: Option<Mailbox>,
     subject: Option<String>,
     variables: serde_json::Map<String, serde_json::Value>,
+    extras: MessageExtras,
 }
 
 impl Tidings {
@@ -127,6 +153,12 @@ impl Tidings {
             return Err(Error::field("html", "provide html, text or a template with a body"));
         }
         check_subject(&subject).map_err(|message| Error::field("subject", message))?;
+        if html.is_none()
+            && let Some(i) = valid.extras.attachments.iter().position(|a| a.content_id().is_some())
+        {
+            // An inline part is referred to from HTML; without it, it would show as nothing.
+            return Err(Error::field(format!("attachments[{i}].contentId"), "inline parts need an html body"));
+        }
 
         let tracking = TrackingRequest::resolve(req.tracking, &domain);
         let event_id = EventId::new_at(now, &*self.random);
@@ -151,6 +183,7 @@ impl Tidings {
             bounce_type: None,
             last_event_id: event_id,
             tracking,
+            extras: valid.extras,
         };
         let event = MessageEvent {
             id: event_id,
@@ -310,11 +343,13 @@ impl Tidings {
                 None
             }
         });
+        let tags = tag_filters(&filters.tags, &mut fields);
+        let metadata = metadata_filters(&filters.metadata, &mut fields);
         if !fields.is_empty() {
             return Err(Error::Validation { fields });
         }
         let sent_by = (who.scope == KeyScope::Send).then_some(who.key_id);
-        let query = MessageQuery { status, to, sent_by, page };
+        let query = MessageQuery { status, to, sent_by, tags, metadata, page };
         let found = self.store.list_messages(who.workspace_id, &query).await?;
         Ok(Listed::from_page(found, page.limit, |m| m.id.to_string()))
     }
@@ -417,10 +452,45 @@ fn validate(req: &SendRequest) -> Result<ValidSend> {
         // Without a template there is nothing to fill; saying so beats silently ignoring it.
         fields.push(FieldError::new("variables", "needs templateId or templateVersionId"));
     }
-    match (to, fields.is_empty()) {
-        (Some(to), true) => Ok(ValidSend { to, from, subject: req.subject.clone(), variables }),
+    let extras = validate_extras(req).map_err(|faults| fields.extend(faults)).ok();
+    match (to, extras, fields.is_empty()) {
+        (Some(to), Some(extras), true) => Ok(ValidSend { to, from, subject: req.subject.clone(), variables, extras }),
         _ => Err(Error::Validation { fields }),
     }
+}
+
+/// `tag=name` (any value) or `tag=name:value`; tag names hold no `:`, so the first one
+/// splits.
+fn tag_filters(raw: &[String], fields: &mut Vec<FieldError>) -> Vec<TagFilter> {
+    if raw.len() > MAX_LABEL_FILTERS {
+        fields.push(FieldError::new("tag", format!("at most {MAX_LABEL_FILTERS} tag filters")));
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    for text in raw {
+        let (name, value) = match text.split_once(':') {
+            Some((name, value)) => (name, Some(value.to_owned())),
+            None => (text.as_str(), None),
+        };
+        match check_tag_name(name) {
+            Ok(()) => out.push(TagFilter { name: name.to_owned(), value }),
+            Err(e) => fields.push(FieldError::new("tag", format!("{text:?}: the name {e}"))),
+        }
+    }
+    out
+}
+
+fn metadata_filters(raw: &[(String, String)], fields: &mut Vec<FieldError>) -> Vec<(String, String)> {
+    if raw.len() > MAX_LABEL_FILTERS {
+        fields.push(FieldError::new("metadata", format!("at most {MAX_LABEL_FILTERS} metadata filters")));
+        return Vec::new();
+    }
+    for (key, _) in raw {
+        if let Err(e) = check_metadata_key(key) {
+            fields.push(FieldError::new(format!("metadata[{key}]"), e.to_string()));
+        }
+    }
+    raw.to_vec()
 }
 
 fn check_subject(subject: &str) -> std::result::Result<(), String> {

@@ -45,6 +45,8 @@ environment wins over the file):
   TIDINGS_SPF_INCLUDE          ip4:127.0.0.1   SPF term(s) the domains' SPF record must contain,
                                                e.g. include:_spf.example.net
   TIDINGS_MAX_BODY_BYTES       10MiB           largest request body (bytes, or with KiB/MiB/GiB)
+  TIDINGS_MAX_SEND_BODY_BYTES  56MiB           largest body of POST /v1/messages (room for 40 MiB of
+                                               base64 attachments); at least TIDINGS_MAX_BODY_BYTES
   TIDINGS_STORE_CACHE          256MiB          sled's page cache: memory grows with the data up to
                                                about this much, then stays
   TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
@@ -238,6 +240,8 @@ pub struct Config {
     pub spf_include: String,
     /// `TIDINGS_MAX_BODY_BYTES`.
     pub max_body_bytes: usize,
+    /// `TIDINGS_MAX_SEND_BODY_BYTES`: the send route's own limit (attachments).
+    pub max_send_body_bytes: usize,
     /// `TIDINGS_STORE_CACHE`: sled's page cache.
     pub store_cache_bytes: u64,
     /// `TIDINGS_IDEMPOTENCY_WINDOW`.
@@ -281,6 +285,7 @@ const KEYS: &[&str] = &[
     "TIDINGS_DNS_SERVER",
     "TIDINGS_SPF_INCLUDE",
     "TIDINGS_MAX_BODY_BYTES",
+    "TIDINGS_MAX_SEND_BODY_BYTES",
     "TIDINGS_IDEMPOTENCY_WINDOW",
     "TIDINGS_WEBHOOK_ALLOW_PRIVATE",
     "TIDINGS_LOG",
@@ -398,6 +403,8 @@ impl Config {
         let spf_include =
             s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?.unwrap_or_else(|| DEFAULT_SPF_MECHANISM.to_owned());
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
+        let max_send_body_bytes =
+            s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
         let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
         let idempotency_window =
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
@@ -458,6 +465,7 @@ impl Config {
             dns_server,
             spf_include,
             max_body_bytes,
+            max_send_body_bytes,
             store_cache_bytes,
             idempotency_window,
             webhook_allow_private,

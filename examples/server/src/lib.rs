@@ -218,7 +218,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // Config refuses a listener without a return-path domain.
         _ => None,
     };
-    let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
+    let http = HttpConfig {
+        max_body_bytes: config.max_body_bytes,
+        max_send_body_bytes: config.max_send_body_bytes,
+        ..HttpConfig::default()
+    };
     let app = router(ApiState::with_limits(core, http, limits));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();

@@ -153,6 +153,35 @@ pub fn schemas() -> Value {
                     ("attempts", json!({ "type": "integer", "minimum": 0 })),
                     ("createdAt", timestamp()),
                     ("tracking", schema_ref("MessageTracking")),
+                    (
+                        "replyTo",
+                        json!({ "type": "array", "items": { "type": "string" }, "description": "Reply-To addresses" }),
+                    ),
+                    ("tags", json!({ "type": "array", "items": schema_ref("Tag") })),
+                    (
+                        "metadata",
+                        json!({ "type": "object", "additionalProperties": { "type": "string" }, "description": "the send's metadata" }),
+                    ),
+                    ("attachments", json!({ "type": "array", "items": schema_ref("AttachmentSummary") })),
+                ],
+            ),
+        ),
+        (
+            "Tag",
+            output(
+                "a tag of a message",
+                vec![("name", string("`[A-Za-z0-9_-]`")), ("value", string("printable ASCII; may be empty"))],
+            ),
+        ),
+        (
+            "AttachmentSummary",
+            output(
+                "an attachment as the API shows it (the content is never returned)",
+                vec![
+                    ("filename", string("the file name")),
+                    ("contentType", string("`type/subtype`")),
+                    ("contentId", string_or_null("set for an inline part")),
+                    ("size", json!({ "type": "integer", "minimum": 0, "description": "decoded size in bytes" })),
                 ],
             ),
         ),

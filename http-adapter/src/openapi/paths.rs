@@ -150,11 +150,35 @@ fn messages() -> Vec<Op> {
             .describe("A `send` key sees only the messages it sent.")
             .list("Message")
             .parameter(query("status", "only messages in this status", statuses))
-            .parameter(query("to", "only messages to this address", json!({ "type": "string" }))),
+            .parameter(query("to", "only messages to this address", json!({ "type": "string" })))
+            .parameter(json!({
+                "name": "tag",
+                "in": "query",
+                "required": false,
+                "description": "only messages with this tag: `name` (any value) or `name:value`; repeat for several \
+                    (every one must match); at most 10",
+                "schema": { "type": "array", "items": { "type": "string" }, "maxItems": 10 },
+                "style": "form",
+                "explode": true,
+                "examples": { "nameAndValue": { "value": ["plan:pro"] }, "nameOnly": { "value": ["welcome"] } },
+            }))
+            .parameter(json!({
+                "name": "metadata",
+                "in": "query",
+                "required": false,
+                "description": "only messages whose metadata has these entries, as `metadata[key]=value`; repeat for \
+                    several keys (every one must match); at most 10",
+                "schema": { "type": "object", "additionalProperties": { "type": "string" }, "maxProperties": 10 },
+                "style": "deepObject",
+                "explode": true,
+                "examples": { "order": { "value": { "orderId": "A-17" } } },
+            })),
         op("post", "/v1/messages", "send_message", "messages", "Send an email: stored durably and queued")
             .describe(
                 "Give `html`, `text` or a template. Takes one token of the key's send rate; a rejected \
-                 send or an idempotent replay gives it back.",
+                 send or an idempotent replay gives it back. The body may be up to 56 MiB (configurable, \
+                 `TIDINGS_MAX_SEND_BODY_BYTES`) so that 40 MiB of base64 attachments fit; other routes keep \
+                 the general limit.",
             )
             .parameter(json!({ "$ref": "#/components/parameters/IdempotencyKey" }))
             .body("SendMessageRequest")
@@ -282,6 +306,11 @@ fn webhooks() -> Vec<Op> {
             .list("Webhook")
             .management(),
         op("post", "/v1/webhooks", "create_webhook", "webhooks", "Create an endpoint; its secret is returned")
+            .describe(
+                "Each event is POSTed as `{type, createdAt, data: {messageId, eventId, to, from, subject, \
+                 providerMessageId, tags, metadata, details}}`, signed per Standard Webhooks; `tags` and \
+                 `metadata` are the message's (empty for a `Test` event).",
+            )
             .body("CreateWebhookRequest")
             .success(201, "the endpoint with its secret", schema_ref("WebhookWithSecret"))
             .management(),

@@ -78,6 +78,93 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                             },
                         }),
                     ),
+                    (
+                        "replyTo",
+                        json!({
+                            "description": "`Reply-To`: one address, or an array of 1 to 50, each checked like `to`",
+                            "oneOf": [
+                                { "type": "string" },
+                                { "type": "array", "minItems": 1, "maxItems": 50, "items": { "type": "string" } },
+                                { "type": "null" },
+                            ],
+                            "examples": ["support@acme.com", ["support@acme.com", "billing@acme.com"]],
+                        }),
+                    ),
+                    (
+                        "headers",
+                        json!({
+                            "type": ["object", "null"],
+                            "description": "custom header fields, name to value (at most 50). A name is 1 to 76 \
+                                printable ASCII characters other than ':'; a value at most 998 characters without \
+                                CR, LF or other control characters (tab allowed); names ignore case and may not \
+                                repeat. Names Tidings writes are refused: From, To, Cc, Bcc, Subject, Date, \
+                                Message-ID, DKIM-Signature, Return-Path, Reply-To (use `replyTo`), Sender, \
+                                MIME-Version, Content-Type, Content-Transfer-Encoding, Content-Disposition, \
+                                Content-ID, Received, Received-SPF, Authentication-Results, Delivered-To, \
+                                X-Original-To and any Resent-* or ARC-*. List-Unsubscribe and \
+                                List-Unsubscribe-Post are allowed and DKIM-signed",
+                            "maxProperties": 50,
+                            "additionalProperties": { "type": "string", "maxLength": 998 },
+                            "examples": [{ "List-Unsubscribe": "<https://acme.com/unsubscribe/42>", "X-Campaign": "spring" }],
+                        }),
+                    ),
+                    (
+                        "tags",
+                        json!({
+                            "type": ["array", "null"],
+                            "description": "up to 10 tags, returned on the message and in webhook payloads, and \
+                                usable as the `tag` list filter; names unique",
+                            "maxItems": 10,
+                            "items": {
+                                "type": "object",
+                                "required": ["name", "value"],
+                                "properties": {
+                                    "name": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,256}$" },
+                                    "value": { "type": "string", "pattern": "^[ -~]{0,256}$",
+                                        "description": "printable ASCII; may be empty" },
+                                },
+                            },
+                        }),
+                    ),
+                    (
+                        "metadata",
+                        json!({
+                            "type": ["object", "null"],
+                            "description": "string keys (1 to 40 characters, no control characters, '[' or ']') to \
+                                string values, at most 10 KiB of UTF-8 together; returned on the message and in \
+                                webhook payloads, and usable as the `metadata[key]` list filter",
+                            "additionalProperties": { "type": "string" },
+                        }),
+                    ),
+                    (
+                        "attachments",
+                        json!({
+                            "type": ["array", "null"],
+                            "description": "up to 100 files, their base64 `content` at most 40 MiB together. \
+                                With `contentId` a file is an inline part (`Content-ID: <contentId>`, in \
+                                multipart/related with the HTML, which refers to it as `cid:<contentId>`; needs an \
+                                HTML body); otherwise an attachment. Executables are refused by extension (.exe, \
+                                .bat, .cmd, .com, .scr, .pif, .vbs, .vbe, .js, .jse, .wsf, .wsh, .msi, .msp, .cpl, \
+                                .jar, .ps1, .hta, .lnk, .reg, .dll and others) and by content type \
+                                (application/x-msdownload, application/x-msdos-program, application/x-sh and \
+                                others). The content is not returned, only a summary",
+                            "maxItems": 100,
+                            "items": {
+                                "type": "object",
+                                "required": ["filename", "contentType", "content"],
+                                "properties": {
+                                    "filename": { "type": "string", "minLength": 1, "maxLength": 255,
+                                        "description": "no '/', '\\' or control characters" },
+                                    "contentType": { "type": "string", "description": "`type/subtype`, no parameters",
+                                        "examples": ["application/pdf"] },
+                                    "content": { "type": "string", "contentEncoding": "base64",
+                                        "description": "standard base64 with padding, no whitespace" },
+                                    "contentId": { "type": ["string", "null"], "maxLength": 250,
+                                        "description": "letters, digits and !#$%&'*+-/=?^_`{|}~.@, without angle brackets" },
+                                },
+                            },
+                        }),
+                    ),
                 ],
             ),
         ),

@@ -1,7 +1,10 @@
 //! `/v1/messages`: send (with Idempotency-Key and the per-key rate limit), list, get, events
 //! (spec §4, contract §3).
 
-use axum::extract::{RawQuery, State};
+use std::collections::BTreeMap;
+
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
@@ -30,6 +33,27 @@ pub struct MessageResponse {
     attempts: u32,
     created_at: DateTime<Utc>,
     tracking: TrackingResponse,
+    reply_to: Vec<String>,
+    tags: Vec<TagResponse>,
+    metadata: BTreeMap<String, String>,
+    attachments: Vec<AttachmentSummary>,
+}
+
+/// One tag.
+#[derive(Serialize)]
+struct TagResponse {
+    name: String,
+    value: String,
+}
+
+/// What the API shows of an attachment: never its content.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttachmentSummary {
+    filename: String,
+    content_type: String,
+    content_id: Option<String>,
+    size: u64,
 }
 
 /// The tracking a message got (contract §8).
@@ -52,6 +76,25 @@ impl From<Message> for MessageResponse {
             attempts: m.attempts,
             created_at: m.created_at,
             tracking: TrackingResponse { opens: m.tracking.opens, clicks: m.tracking.clicks },
+            reply_to: m.extras.reply_to.iter().map(ToString::to_string).collect(),
+            tags: m
+                .extras
+                .tags
+                .iter()
+                .map(|t| TagResponse { name: t.name().into(), value: t.value().into() })
+                .collect(),
+            metadata: m.extras.metadata.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+            attachments: m
+                .extras
+                .attachments
+                .iter()
+                .map(|a| AttachmentSummary {
+                    filename: a.filename().into(),
+                    content_type: a.content_type().into(),
+                    content_id: a.content_id().map(Into::into),
+                    size: a.size(),
+                })
+                .collect(),
         }
     }
 }
@@ -131,7 +174,8 @@ fn send_response(outcome: SendOutcome, limit: Option<&RateLimitState>) -> Respon
     response
 }
 
-/// `GET /v1/messages?limit&cursor&status&to`.
+/// `GET /v1/messages?limit&cursor&status&to&tag&metadata[key]`. `tag` (`name` or
+/// `name:value`) and `metadata[key]=value` may be repeated; every one must match.
 pub async fn list_messages(
     State(state): State<ApiState>,
     Authed(who): Authed,
@@ -139,7 +183,15 @@ pub async fn list_messages(
 ) -> ApiResult<Response> {
     let q = query::params(raw.as_deref());
     let params = query::list_params(&q)?;
-    let filters = MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned() };
+    let mut filters =
+        MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned(), ..Default::default() };
+    for (name, value) in query::pairs(raw.as_deref()) {
+        if name == "tag" {
+            filters.tags.push(value);
+        } else if let Some(key) = name.strip_prefix("metadata[").and_then(|rest| rest.strip_suffix(']')) {
+            filters.metadata.push((key.to_owned(), value));
+        }
+    }
     let listed = state.core.list_messages(&who, params, &filters).await?;
     Ok(envelope::list(listed, MessageResponse::from))
 }
@@ -165,11 +217,12 @@ pub async fn list_message_events(
     Ok(envelope::list(listed, EventResponse::from))
 }
 
-/// The message routes.
-pub fn routes() -> RouteTable {
+/// The message routes; a send's body may be up to `send_body_limit` bytes (attachments),
+/// the others keep the router's limit.
+pub fn routes(send_body_limit: usize) -> RouteTable {
     RouteTable::default()
         .get("/v1/messages", list_messages)
-        .post("/v1/messages", send_message)
+        .post("/v1/messages", send_message.layer(DefaultBodyLimit::max(send_body_limit)))
         .get("/v1/messages/{id}", get_message)
         .get("/v1/messages/{id}/events", list_message_events)
 }

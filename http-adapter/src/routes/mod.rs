@@ -19,11 +19,11 @@ use axum::response::{IntoResponse, Response};
 
 use crate::{ApiError, ApiState};
 
-/// Every route of the API.
-fn table() -> table::RouteTable {
+/// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`.
+fn table(send_body_limit: usize) -> table::RouteTable {
     table::RouteTable::default()
         .merge(keys::routes())
-        .merge(messages::routes())
+        .merge(messages::routes(send_body_limit))
         .merge(domains::routes())
         .merge(templates::routes())
         .merge(suppressions::routes())
@@ -36,17 +36,17 @@ fn table() -> table::RouteTable {
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
 /// (which is OpenAPI's too). A GET route also answers HEAD; that is not listed.
 pub fn served_routes() -> Vec<(Method, &'static str)> {
-    table().into_parts().1
+    table(0).into_parts().1
 }
 
 /// The whole API under `/v1`, the public tracking endpoints under `/t` and the probes
 /// `/healthz` and `/readyz`, with the envelope on unknown routes (404) and wrong methods
-/// (405), the body limit (413), the request timeout (503) and an `X-Request-Id` on every
+/// (405), the body limits (413; a larger one for sends, which may carry attachments), the request timeout (503) and an `X-Request-Id` on every
 /// response.
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;
-    let (routes, _) = table().into_parts();
+    let (routes, _) = table(state.config.max_send_body_bytes.max(limit)).into_parts();
     routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)

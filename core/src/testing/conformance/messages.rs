@@ -41,12 +41,14 @@ fn message_lister<S: Store + 'static>(
     let s = Arc::clone(s);
     Box::new(move |page| {
         let (s, to) = (Arc::clone(&s), to.clone());
-        Box::pin(async move { s.list_messages(ws, &MessageQuery { status, to, sent_by, page }).await })
+        Box::pin(
+            async move { s.list_messages(ws, &MessageQuery { status, to, sent_by, ..MessageQuery::page(page) }).await },
+        )
     })
 }
 
 fn first_page(limit: usize) -> MessageQuery {
-    MessageQuery { status: None, to: None, sent_by: None, page: PageRequest::first(limit) }
+    MessageQuery::page(PageRequest::first(limit))
 }
 
 pub(super) async fn messages_round_trip_with_their_queued_event<S: Store + 'static>(s: Arc<S>) {
@@ -305,4 +307,69 @@ pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'sta
     let claimed: Vec<_> = claimed.must("claim deliveries").into_iter().map(|d| d.id).collect();
     assert_eq!(claimed, [d1.id, d2.id], "queued deliveries are due, earliest first");
     assert_eq!(s.get_message(a, m.id).await.must("get"), Some(after), "the message after the event");
+}
+
+/// A message with tags `tags`, metadata `metadata` and one of each other extra.
+fn labelled(
+    ws: WorkspaceId,
+    key: ApiKeyId,
+    dom: DomainId,
+    tags: &[(&str, &str)],
+    metadata: &[(&str, &str)],
+) -> Message {
+    use crate::model::extras::{Attachment, CustomHeader, Metadata, Tag};
+    let mut m = message(ws, key, dom);
+    m.extras.tags = tags.iter().map(|(n, v)| Tag::parse(n, v).expect("a valid tag")).collect();
+    m.extras.metadata =
+        Metadata::from_checked(metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+    m.extras.reply_to = vec![email("help@example.com")];
+    m.extras.headers = vec![CustomHeader::parse("X-Campaign", "spring").expect("a valid header")];
+    m.extras.attachments = vec![Attachment::parse("a.pdf", "application/pdf", "JVBERg==", None).expect("valid")];
+    m
+}
+
+pub(super) async fn message_extras_round_trip_and_lists_filter_by_tags_and_metadata<S: Store + 'static>(s: Arc<S>) {
+    let (a, key, dom) = ids();
+    let b = WorkspaceId(ulid());
+    let pro = labelled(a, key, dom, &[("plan", "pro"), ("beta", "")], &[("order", "1")]);
+    put(&*s, &pro).await;
+    let free = labelled(a, key, dom, &[("plan", "free")], &[("order", "2"), ("region", "eu")]);
+    put(&*s, &free).await;
+    let plain = message(a, key, dom);
+    put(&*s, &plain).await;
+    let elsewhere = labelled(b, ApiKeyId(ulid()), DomainId(ulid()), &[("plan", "pro")], &[("order", "1")]);
+    put(&*s, &elsewhere).await;
+    assert_eq!(s.get_message(a, pro.id).await.must("get_message"), Some(pro.clone()), "extras round trip");
+
+    let list = |tags: &[(&str, Option<&str>)], metadata: &[(&str, &str)], page: PageRequest<MessageId>| {
+        let query = MessageQuery {
+            tags: tags
+                .iter()
+                .map(|(n, v)| crate::ports::TagFilter { name: (*n).to_owned(), value: v.map(str::to_owned) })
+                .collect(),
+            metadata: metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            ..MessageQuery::page(page)
+        };
+        let s = Arc::clone(&s);
+        async move { s.list_messages(a, &query).await.must("list_messages") }
+    };
+    let ids = |page: crate::ports::Page<Message>| page.items.iter().map(|m| m.id).collect::<Vec<_>>();
+    let first = PageRequest::first(10);
+    assert_eq!(ids(list(&[("plan", Some("pro"))], &[], first).await), [pro.id], "tag name and value");
+    assert_eq!(ids(list(&[("plan", None)], &[], first).await), [free.id, pro.id], "tag name only");
+    assert_eq!(ids(list(&[("beta", Some(""))], &[], first).await), [pro.id], "an empty tag value");
+    assert_eq!(ids(list(&[("plan", Some("gold"))], &[], first).await), [], "a value no message has");
+    assert_eq!(ids(list(&[("plan", None), ("beta", None)], &[], first).await), [pro.id], "every tag must match");
+    assert_eq!(ids(list(&[], &[("order", "2")], first).await), [free.id], "one metadata entry");
+    assert_eq!(ids(list(&[], &[("order", "1"), ("region", "eu")], first).await), [], "every entry must match");
+    assert_eq!(ids(list(&[("plan", None)], &[("region", "eu")], first).await), [free.id], "tags and metadata");
+
+    let one = list(&[("plan", None)], &[], PageRequest::first(1)).await;
+    assert_eq!((ids(one.clone()), one.has_more), (vec![free.id], true), "first page of one");
+    let next = list(&[("plan", None)], &[], PageRequest { limit: 1, cursor: Some(free.id) }).await;
+    assert_eq!((ids(next.clone()), next.has_more), (vec![pro.id], false), "second page of one");
+
+    let sent = advance(&*s, &pro, EventType::Sent).await;
+    assert_eq!(ids(list(&[("plan", Some("pro"))], &[("order", "1")], first).await), [pro.id], "after an event");
+    assert_eq!(s.get_message(a, pro.id).await.must("get_message"), Some(sent), "extras survive an event");
 }

@@ -27,7 +27,7 @@ use crate::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
 use crate::model::{
     ApiKey, EventDetails, EventType, Message, MessageStatus, Suppression, SuppressionReason, SuppressionSource,
 };
-use crate::ports::{EventWrite, MessageQuery, MessageStore, PageRequest, Store, StoreResult};
+use crate::ports::{EventWrite, MessageQuery, MessageStore, PageRequest, Store, StoreResult, TagFilter};
 use crate::secret::{Secret, SecretName};
 use crate::state_machine::{Happening, apply_event};
 use crate::testing::MemoryStore;
@@ -45,6 +45,32 @@ const MAX_OPS: usize = 40;
 const WORKSPACES: usize = 2;
 const ADDRESSES: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.org"];
 const IDEMPOTENCY_KEYS: usize = 2;
+/// Tags a created message gets: none, one of two values of one name, or two names (one with
+/// an empty value).
+const TAG_SETS: [&[(&str, &str)]; 4] = [&[], &[("plan", "pro")], &[("plan", "free")], &[("plan", "pro"), ("beta", "")]];
+/// Metadata a created message gets.
+const METADATA_SETS: [&[(&str, &str)]; 4] =
+    [&[], &[("order", "1")], &[("order", "2")], &[("order", "1"), ("region", "eu")]];
+/// `tag` filters a list may use: name and value, name only, an empty value, a value no
+/// message has.
+const TAG_FILTERS: [(&str, Option<&str>); 4] =
+    [("plan", Some("pro")), ("plan", None), ("beta", Some("")), ("plan", Some("gold"))];
+/// `metadata[key]=value` filters a list may use.
+const METADATA_FILTERS: [(&str, &str); 3] = [("order", "1"), ("region", "eu"), ("order", "3")];
+
+fn label_set((tags, metadata): (usize, usize)) -> (Vec<crate::model::extras::Tag>, crate::model::extras::Metadata) {
+    let tags =
+        TAG_SETS[tags].iter().map(|(n, v)| crate::model::extras::Tag::parse(n, v).expect("a valid tag")).collect();
+    let metadata = METADATA_SETS[metadata].iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    (tags, crate::model::extras::Metadata::from_checked(metadata))
+}
+
+fn label_filters((tag, metadata): (Option<usize>, Option<usize>)) -> (Vec<TagFilter>, Vec<(String, String)>) {
+    let tags =
+        tag.map(|i| TAG_FILTERS[i]).map(|(name, value)| TagFilter { name: name.into(), value: value.map(Into::into) });
+    let metadata = metadata.map(|i| METADATA_FILTERS[i]).map(|(k, v)| (k.to_owned(), v.to_owned()));
+    (tags.into_iter().collect(), metadata.into_iter().collect())
+}
 /// The names `EnsureSecret` picks from.
 const SECRETS: [SecretName; 2] = [SecretName::new("model_a"), SecretName::new("model_b")];
 /// A list walk that has not ended after this many pages is broken.
@@ -94,6 +120,8 @@ enum Op {
         to: usize,
         shout: bool,
         idempotency: Option<(usize, u8)>,
+        /// Indexes into [`TAG_SETS`] and [`METADATA_SETS`].
+        labels: (usize, usize),
     },
     Record {
         msg: Index,
@@ -114,6 +142,8 @@ enum Op {
         status: Option<MessageStatus>,
         to: Option<(usize, bool)>,
         sent_by: Option<Index>,
+        /// Indexes into [`TAG_FILTERS`] and [`METADATA_FILTERS`].
+        labels: (Option<usize>, Option<usize>),
         limit: usize,
     },
     ListEvents {
@@ -201,8 +231,15 @@ fn op() -> impl Strategy<Value = Op> {
     let event = prop::sample::select(EventType::ALL.to_vec());
     prop_oneof![
         3 => secs().prop_map(|secs| Op::Tick { secs }),
-        8 => (ws(), any::<Index>(), to(), any::<bool>(), prop::option::weighted(0.7, (0..IDEMPOTENCY_KEYS, ttl())))
-            .prop_map(|(ws, sender, to, shout, idempotency)| Op::Create { ws, sender, to, shout, idempotency }),
+        8 => (
+            ws(),
+            any::<Index>(),
+            to(),
+            any::<bool>(),
+            prop::option::weighted(0.7, (0..IDEMPOTENCY_KEYS, ttl())),
+            (0..TAG_SETS.len(), 0..METADATA_SETS.len()),
+        )
+            .prop_map(|(ws, sender, to, shout, idempotency, labels)| Op::Create { ws, sender, to, shout, idempotency, labels }),
         8 => (any::<Index>(), event, twist, 1u8..=120)
             .prop_map(|(msg, event, twist, retry_secs)| Op::Record { msg, event, twist, retry_secs }),
         2 => (any_ws(), any::<Index>()).prop_map(|(ws, msg)| Op::GetMessage { ws, msg }),
@@ -212,9 +249,13 @@ fn op() -> impl Strategy<Value = Op> {
             prop::option::of(prop::sample::select(MessageStatus::ALL.to_vec())),
             prop::option::of((to(), any::<bool>())),
             prop::option::of(any::<Index>()),
+            (
+                prop::option::weighted(0.3, 0..TAG_FILTERS.len()),
+                prop::option::weighted(0.3, 0..METADATA_FILTERS.len()),
+            ),
             limit(),
         )
-            .prop_map(|(ws, status, to, sent_by, limit)| Op::ListMessages { ws, status, to, sent_by, limit }),
+            .prop_map(|(ws, status, to, sent_by, labels, limit)| Op::ListMessages { ws, status, to, sent_by, labels, limit }),
         2 => (any_ws(), any::<Index>(), limit()).prop_map(|(ws, msg, limit)| Op::ListEvents { ws, msg, limit }),
         2 => (any_ws(), 0..IDEMPOTENCY_KEYS).prop_map(|(ws, key)| Op::GetIdempotency { ws, key }),
         2 => (prop_oneof![-5i8..=5, -60i8..=60], 1usize..=2).prop_map(|(ahead_secs, limit)| Op::Purge { ahead_secs, limit }),
@@ -353,11 +394,12 @@ impl World {
     async fn apply(&mut self, sut: &dyn Store, model: &MemoryStore, op: &Op) -> Result<(), String> {
         match op.clone() {
             Op::Tick { secs } => self.clock = self.at(i64::from(secs)),
-            Op::Create { ws, sender, to, shout, idempotency: key } => {
+            Op::Create { ws, sender, to, shout, idempotency: key, labels } => {
                 let workspace = self.workspaces[ws];
                 let keys: Vec<&ApiKey> = self.keys.iter().filter(|k| k.workspace_id == workspace).collect();
                 let mut m = message(workspace, sender.get(&keys).id, self.domains[ws]);
                 m.to = address(to, shout);
+                (m.extras.tags, m.extras.metadata) = label_set(labels);
                 (m.created_at, m.updated_at, m.next_attempt_at) = (self.clock, self.clock, Some(self.clock));
                 let mut new = new_message(&m);
                 new.idempotency = key.map(|(k, ttl)| {
@@ -416,16 +458,27 @@ impl World {
                     same("find_message", &a, &b)?;
                 }
             }
-            Op::ListMessages { ws, status, to, sent_by, limit } => {
+            Op::ListMessages { ws, status, to, sent_by, labels, limit } => {
                 let ws = self.workspaces[ws];
                 let to = to.map(|(to, shout)| address(to, shout));
                 let sent_by = sent_by.map(|k| k.get(&self.keys).id);
+                let (tags, metadata) = label_filters(labels);
                 walk!(
                     "list_messages",
                     sut,
                     model,
                     limit,
-                    |st, page| st.list_messages(ws, &MessageQuery { status, to: to.clone(), sent_by, page }),
+                    |st, page| st.list_messages(
+                        ws,
+                        &MessageQuery {
+                            status,
+                            to: to.clone(),
+                            sent_by,
+                            tags: tags.clone(),
+                            metadata: metadata.clone(),
+                            page
+                        }
+                    ),
                     |m: &Message| m.id
                 );
             }

@@ -29,7 +29,7 @@ async fn create_keyed<S: Store>(s: &S, m: &Message, key: &str, ttl_secs: i64) ->
 }
 
 async fn message_ids<S: Store>(s: &S, ws: WorkspaceId) -> Vec<MessageId> {
-    let query = MessageQuery { status: None, to: None, sent_by: None, page: PageRequest::first(200) };
+    let query = MessageQuery::page(PageRequest::first(200));
     s.list_messages(ws, &query).await.must("list_messages").items.iter().map(|m| m.id).collect()
 }
 

@@ -43,6 +43,7 @@ impl MessageStore for MemoryStore {
                 && query.status.is_none_or(|s| m.status == s)
                 && to.as_ref().is_none_or(|to| m.to.normalized() == *to)
                 && query.sent_by.is_none_or(|k| m.api_key_id == k)
+                && query.matches_labels(m)
         }))
     }
 

@@ -1,5 +1,7 @@
 //! The JSON body of a webhook request (contract §7):
-//! `{"type","createdAt","data":{"messageId","eventId","to","from","subject","providerMessageId","details"}}`.
+//! `{"type","createdAt","data":{"messageId","eventId","to","from","subject","providerMessageId","tags","metadata","details"}}`.
+//! `tags` (an array of `{name, value}`) and `metadata` (an object) are the message's own, so a
+//! receiver can route an event without looking the message up; empty for a `Test` event.
 //!
 //! Every key is always present (null when it does not apply, as for a `Test` event), so
 //! receivers can parse all events with one shape. The body is rendered once, when the
@@ -10,6 +12,7 @@ use serde::Serialize;
 
 use crate::email::EmailAddress;
 use crate::ids::{EventId, MessageId, WebhookId};
+use crate::model::extras::{Metadata, Tag};
 use crate::model::{EventDetails, Message, MessageEvent, WebhookEventType};
 use crate::{Error, Result};
 
@@ -31,6 +34,8 @@ struct Data<'a, D> {
     from: Option<&'a EmailAddress>,
     subject: Option<&'a str>,
     provider_message_id: Option<&'a str>,
+    tags: &'a [Tag],
+    metadata: &'a Metadata,
     details: D,
 }
 
@@ -60,6 +65,8 @@ pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> 
             from: Some(&message.from.address),
             subject: Some(&message.subject),
             provider_message_id,
+            tags: &message.extras.tags,
+            metadata: &message.extras.metadata,
             details: &event.details,
         },
     })
@@ -67,6 +74,7 @@ pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> 
 
 /// The body of a `Test` event for `endpoint`, created at `at`.
 pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Result<String> {
+    let no_metadata = Metadata::default();
     render(&Payload {
         event_type: WebhookEventType::Test.as_str(),
         created_at: at,
@@ -77,6 +85,8 @@ pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<
             from: None,
             subject: None,
             provider_message_id: None,
+            tags: &[],
+            metadata: &no_metadata,
             details: TestDetails {
                 webhook_id: endpoint,
                 description: "A test event sent on request to check this endpoint; it concerns no message.",

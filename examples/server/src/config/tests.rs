@@ -13,6 +13,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.listen, "127.0.0.1:8443".parse().unwrap());
     assert_eq!(config.data_dir, PathBuf::from("./data"));
     assert_eq!(config.max_body_bytes, 10 * 1024 * 1024);
+    assert_eq!(config.max_send_body_bytes, 56 * 1024 * 1024);
     assert_eq!(config.idempotency_window, Duration::from_secs(86_400));
     assert_eq!(config.spf_include, DEFAULT_SPF_MECHANISM);
     assert_eq!(config.delivery.mode, Delivery::Outbox);
@@ -109,6 +110,7 @@ fn values_parse() {
     let config = load(&[
         ("TIDINGS_LISTEN", "[::1]:0"),
         ("TIDINGS_MAX_BODY_BYTES", "512KiB"),
+        ("TIDINGS_MAX_SEND_BODY_BYTES", "64MiB"),
         ("TIDINGS_STORE_CACHE", "128MiB"),
         ("TIDINGS_IDEMPOTENCY_WINDOW", "1h30m"),
         ("TIDINGS_RETRY_SCHEDULE", "1s, 2s,1m30s"),
@@ -123,6 +125,7 @@ fn values_parse() {
     .unwrap();
     assert_eq!(config.listen.port(), 0);
     assert_eq!(config.max_body_bytes, 512 * 1024);
+    assert_eq!(config.max_send_body_bytes, 64 * 1024 * 1024);
     assert_eq!(config.store_cache_bytes, 128 << 20);
     assert_eq!(config.database_pool, 40);
     assert_eq!(config.idempotency_window, Duration::from_secs(5400));
