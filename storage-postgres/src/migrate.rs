@@ -12,6 +12,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_initial", include_str!("../migrations/0001_initial.sql")),
     ("0002_limits", include_str!("../migrations/0002_limits.sql")),
     ("0003_settings", include_str!("../migrations/0003_settings.sql")),
+    ("0004_retention", include_str!("../migrations/0004_retention.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{GONE_REASON, WebhookVerdict, WebhookWorker, classify_webhook, describe_webhook_response};
 use crate::Result;
 use crate::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
-use crate::ports::{StoreError, WebhookRequest, WebhookResponse};
+use crate::ports::{StoreError, WebhookAttemptResult, WebhookRequest, WebhookResponse};
 use crate::usecases::{sign_webhook, signing_secrets};
 
 /// What one attempt did.
@@ -172,7 +172,18 @@ impl WebhookWorker {
     /// Writes the delivery; a delivery deleted meanwhile (with its endpoint) is skipped.
     async fn record(&self, delivery: &WebhookDelivery, outcome: AttemptOutcome) -> Result<AttemptOutcome> {
         match self.core.store().update_webhook_delivery(delivery).await {
-            Ok(()) => Ok(outcome),
+            Ok(()) => {
+                let result = match outcome {
+                    AttemptOutcome::Delivered => Some(WebhookAttemptResult::Delivered),
+                    AttemptOutcome::Retrying => Some(WebhookAttemptResult::Retrying),
+                    AttemptOutcome::Failed { .. } => Some(WebhookAttemptResult::Failed),
+                    AttemptOutcome::Skipped => None,
+                };
+                if let Some(result) = result {
+                    self.core.observer().webhook_attempt(result, delivery.response_code);
+                }
+                Ok(outcome)
+            }
             Err(StoreError::NotFound) => Ok(AttemptOutcome::Skipped),
             Err(e) => Err(e.into()),
         }
