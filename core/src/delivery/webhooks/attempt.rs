@@ -43,7 +43,7 @@ impl WebhookWorker {
                 delivery.status = DeliveryStatus::Failed;
                 delivery.last_error = Some(reason.to_owned());
                 delivery.next_attempt_at = None;
-                return self.record(&delivery, AttemptOutcome::Failed { disabled_endpoint: false }).await;
+                return self.record(&delivery, AttemptOutcome::Failed { disabled_endpoint: false }, false).await;
             }
         };
 
@@ -93,7 +93,7 @@ impl WebhookWorker {
                 }
             },
         };
-        self.record(&delivery, outcome).await
+        self.record(&delivery, outcome, true).await
     }
 
     /// The signed request for this attempt, timestamped by the service's clock.
@@ -170,7 +170,13 @@ impl WebhookWorker {
     }
 
     /// Writes the delivery; a delivery deleted meanwhile (with its endpoint) is skipped.
-    async fn record(&self, delivery: &WebhookDelivery, outcome: AttemptOutcome) -> Result<AttemptOutcome> {
+    /// Reports the outcome to the observer, with the response code if this attempt `posted`.
+    async fn record(
+        &self,
+        delivery: &WebhookDelivery,
+        outcome: AttemptOutcome,
+        posted: bool,
+    ) -> Result<AttemptOutcome> {
         match self.core.store().update_webhook_delivery(delivery).await {
             Ok(()) => {
                 let result = match outcome {
@@ -180,7 +186,8 @@ impl WebhookWorker {
                     AttemptOutcome::Skipped => None,
                 };
                 if let Some(result) = result {
-                    self.core.observer().webhook_attempt(result, delivery.response_code);
+                    let code = if posted { delivery.response_code } else { None };
+                    self.core.observer().webhook_attempt(result, code);
                 }
                 Ok(outcome)
             }
