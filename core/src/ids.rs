@@ -57,6 +57,13 @@ macro_rules! typed_id {
                 Self(monotonic_ulid(at, random))
             }
 
+            /// The smallest id that can be minted at `at`'s millisecond: every id minted
+            /// before it is smaller, every id minted at or after it is not. For range scans
+            /// by creation time.
+            pub fn first_at(at: chrono::DateTime<chrono::Utc>) -> Self {
+                Self(Ulid::from_parts(u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0), 0))
+            }
+
             /// The underlying ULID.
             pub fn ulid(self) -> Ulid {
                 self.0

@@ -8,6 +8,9 @@
 //! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API; [`served_routes`]
 //! lists what the router serves, so tests can hold the two together.
 //!
+//! `GET /metrics` exports this process's counters in the Prometheus text format ([`metrics`]);
+//! `GET /readyz` answers 503 once the server starts shutting down ([`Drain`]).
+//!
 //! Every response carries `X-Request-Id` (the client's, when well-formed, else a new ULID),
 //! and what is logged while handling a request is inside a `request` span with that id.
 //!
@@ -18,6 +21,7 @@ mod auth;
 mod envelope;
 mod error;
 mod json;
+pub mod metrics;
 mod openapi;
 mod path;
 mod query;
@@ -26,12 +30,14 @@ mod request_id;
 mod routes;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
 
 pub use error::{ApiError, ApiResult};
+pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
 pub use routes::{router, served_routes};
 
@@ -64,12 +70,31 @@ impl Default for HttpConfig {
     }
 }
 
-/// What every handler shares: the service and the limits.
+/// Whether the server is shutting down. Once [`Drain::start`] is called, `GET /readyz`
+/// answers 503 so that load balancers stop sending new requests while in-flight ones finish.
+#[derive(Debug, Clone, Default)]
+pub struct Drain(Arc<AtomicBool>);
+
+impl Drain {
+    /// Marks the server as shutting down (for good).
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Self::start`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// What every handler shares: the service, the limits, the metrics and the drain flag.
 #[derive(Clone)]
 pub struct ApiState {
     pub(crate) core: Tidings,
     pub(crate) limits: Arc<dyn Limits>,
     pub(crate) config: Arc<HttpConfig>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) drain: Drain,
 }
 
 impl ApiState {
@@ -83,6 +108,20 @@ impl ApiState {
     /// State for [`router`] with limits kept elsewhere, e.g. in the database that several
     /// nodes share (`config.auth_throttle` is then the limits' business).
     pub fn with_limits(core: Tidings, config: HttpConfig, limits: Arc<dyn Limits>) -> Self {
-        Self { core, limits, config: Arc::new(config) }
+        let metrics = Arc::new(Metrics::new());
+        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default() }
+    }
+
+    /// The same state exporting `metrics` at `/metrics` and counting requests into it; give
+    /// core the same ([`Tidings::with_observer`]) so that message events are counted too.
+    /// Without this call the router has metrics of its own, without core's events.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The drain flag of this state's routers: start it when shutting down.
+    pub fn drain(&self) -> Drain {
+        self.drain.clone()
     }
 }

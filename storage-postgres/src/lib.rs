@@ -22,6 +22,7 @@ mod limits;
 mod messages;
 mod migrate;
 mod queue;
+mod retention;
 mod secrets;
 mod suppressions;
 mod templates;

@@ -7,7 +7,8 @@ use deadpool_postgres::GenericClient;
 use tidings_core::ids::{EventId, MessageId, WorkspaceId};
 use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
 use tidings_core::ports::{
-    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, StoreError, StoreResult,
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, PendingMessages, StoreError,
+    StoreResult,
 };
 
 use crate::PgStore;
@@ -156,7 +157,9 @@ impl MessageStore for PgStore {
         // there first has changed the status, and this one then changes nothing.
         let changed = execute(
             &tx,
-            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7
+            // `purge_pending`: retention purges it (again) once it is old, this event included.
+            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7,
+                 purge_pending = true
              WHERE id = $1 AND workspace_id = $2 AND status = $8",
             &[
                 &id,
@@ -207,6 +210,14 @@ impl MessageStore for PgStore {
 
     async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         queue::purge_expired_idempotency(self, now, limit).await
+    }
+
+    async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages> {
+        crate::retention::count_pending(self, now).await
+    }
+
+    async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        crate::retention::purge(self, created_before, limit).await
     }
 }
 

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_limits", include_str!("../migrations/0002_limits.sql")),
     ("0003_settings", include_str!("../migrations/0003_settings.sql")),
     ("0004_message_labels", include_str!("../migrations/0004_message_labels.sql")),
+    ("0005_retention", include_str!("../migrations/0005_retention.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

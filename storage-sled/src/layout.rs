@@ -46,6 +46,10 @@ pub const MESSAGE_DUE: u8 = 0x16;
 /// Global message id index: `MSG_ID ‖ msg` → ws, for `find_message` (inbound reports
 /// name a message but no workspace). Built once for stores made before it (see `lib.rs`).
 pub const MESSAGE_BY_ID: u8 = 0x17;
+/// Messages with something for retention to purge (written since their last purge):
+/// `MSG_PURGE ‖ msg` → ws, global like the id index and in id (= creation) order. Built once
+/// for stores made before it (see `retention.rs`).
+pub const MESSAGE_PURGE: u8 = 0x18;
 /// Idempotency record: `IDEM ‖ ws ‖ key text` → `IdempotencyRecord`.
 pub const IDEMPOTENCY: u8 = 0x20;
 /// Global expiry index: `IDEM_EXP ‖ time ‖ ws ‖ key text` → ``.
@@ -201,6 +205,12 @@ pub fn message_by_id(id: MessageId) -> Key {
 }
 
 /// `META ‖ name`.
+/// A message's entry in the retention index.
+pub fn message_purge(id: MessageId) -> Key {
+    Key::new(MESSAGE_PURGE).id(id.to_bytes())
+}
+
+/// Store metadata.
 pub fn meta(name: &str) -> Key {
     Key::new(META).raw(name.as_bytes())
 }

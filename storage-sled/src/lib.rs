@@ -29,6 +29,7 @@ mod flusher;
 mod layout;
 mod messages;
 mod queue;
+mod retention;
 mod secrets;
 mod suppressions;
 mod templates;
@@ -100,6 +101,7 @@ impl SledStore {
         let tree = db.open_tree("tidings")?;
         db::recover(&tree)?;
         messages::build_id_index(&tree)?;
+        retention::build_purge_index(&tree)?;
         let flusher = Flusher::start(db.clone())?;
         Ok(Self { inner: Arc::new(Inner::new(db, tree, flusher)) })
     }

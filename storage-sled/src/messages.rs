@@ -31,7 +31,8 @@ use sled::{IVec, Tree};
 use tidings_core::ids::{EventId, MessageId, WorkspaceId};
 use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
 use tidings_core::ports::{
-    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, StoreError, StoreResult,
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, PendingMessages, StoreError,
+    StoreResult,
 };
 
 use crate::SledStore;
@@ -169,6 +170,7 @@ impl MessageStore for SledStore {
                 queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
                 batch.insert(enc.event_key, enc.event);
                 batch.insert(layout::message_by_id(m.id).0, &m.workspace_id.to_bytes()[..]);
+                batch.insert(layout::message_purge(m.id).0, &m.workspace_id.to_bytes()[..]);
                 for bucket in buckets(m) {
                     batch.insert(entry(&bucket, m.id), &[]);
                 }
@@ -278,6 +280,9 @@ impl MessageStore for SledStore {
                 // message under its old or new status, never under none.
                 queue_deliveries(tree, batch, &write.webhook_deliveries, deliveries)?;
                 batch.insert(event_key, event_value);
+                // Retention purges it (again) once it is old: this write may be a late event
+                // or may put back a body read before the last purge.
+                batch.insert(layout::message_purge(new.id).0, &new.workspace_id.to_bytes()[..]);
                 let moved: Vec<(Vec<u8>, Vec<u8>)> = buckets(&old)
                     .into_iter()
                     .zip(buckets(new))
@@ -321,6 +326,16 @@ impl MessageStore for SledStore {
         self.inner.write(|tree, batch| {
             queue::release_leases::<Message>(tree, batch, now, limit, |m| m.status.next_attempt_is_lease())
         })
+    }
+
+    async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages> {
+        crate::retention::count_pending(self.inner.tree()?, now)
+    }
+
+    async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        // Not waited for: a purge lost in a crash leaves the index entries, and the next
+        // purge does it again.
+        self.inner.write(|tree, batch| crate::retention::purge(tree, batch, created_before, limit))
     }
 
     async fn get_idempotency(

@@ -266,6 +266,24 @@ pub struct MessageTracking {
     pub clicks: bool,
 }
 
+impl Message {
+    /// The message as retention keeps it once its age has passed: everything that says what
+    /// happened to it (status, addresses, subject, ids, times, counts) and nothing of what it
+    /// said. A field that carries content a user sent (a body, an attachment, custom headers)
+    /// must be cleared here; that is the one place retention looks. Reply-To addresses, tags
+    /// and metadata stay: they describe the message, and lists filter on them.
+    pub fn without_content(&self) -> Self {
+        let extras =
+            crate::model::MessageExtras { headers: Vec::new(), attachments: Vec::new(), ..self.extras.clone() };
+        Self { html: None, text: None, extras, ..self.clone() }
+    }
+
+    /// Whether [`Self::without_content`] would leave it as it is.
+    pub fn has_content(&self) -> bool {
+        *self != self.without_content()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MessageStatus;

@@ -142,6 +142,16 @@ pub enum CreateOutcome {
     Duplicate(IdempotencyRecord),
 }
 
+/// Messages waiting for a delivery attempt, for the queue-depth gauge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingMessages {
+    /// Messages with a next attempt (`next_attempt_at` set): `Queued`, `Scheduled`,
+    /// `Deferred`, and `Sent` ones in flight.
+    pub total: u64,
+    /// Of those, the ones due at the time asked about (or leased by a worker until then).
+    pub due: u64,
+}
+
 /// A change of a message's state with the event that caused it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventWrite {
@@ -278,6 +288,25 @@ pub trait MessageStore: Send + Sync {
     /// release lost in a crash leaves the leases, which the next start releases again. May
     /// cost O(messages due after `now`), retry times included: it runs once per start.
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+    /// How many messages have a next attempt, and how many of those are due at `now`
+    /// ([`PendingMessages`]). For the queue-depth gauge, read every few seconds at most: it
+    /// may cost O(messages waiting) (a count over the due index), never O(messages).
+    async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages>;
+    /// Retention: for up to `limit` messages whose id was minted before `created_before`
+    /// (ids are ULIDs minted at `created_at`, so this is their age to the millisecond), that
+    /// have nothing due (`next_attempt_at` is `None`: delivered or terminal) and something
+    /// left to purge, earliest id first: replaces the message with
+    /// [`Message::without_content`] and deletes its whole timeline, together (durable).
+    /// Returns how many messages it purged; the caller repeats until that is less than
+    /// `limit`. Each call is its own bounded write, so sends are never held up for long.
+    ///
+    /// "Something left to purge" means the message was created, or had an event recorded,
+    /// since it was last purged: a message purged once is skipped (and not counted) until
+    /// [`MessageStore::record_event`] writes to it again (a late bounce, an open), and is
+    /// then purged again, its new events and any body that write put back included. Messages
+    /// still waiting for an attempt are skipped without being counted; they may be read
+    /// again by every call until they are settled, which retries and scheduling bound.
+    async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     /// The idempotency record for `key` in the workspace, expired or not.
     async fn get_idempotency(
         &self,

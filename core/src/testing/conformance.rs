@@ -42,6 +42,7 @@ mod messages;
 mod model;
 mod queue;
 mod quotas;
+mod retention;
 mod secrets;
 mod suppressions;
 mod templates;
@@ -124,6 +125,9 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         leases::released_leases_are_due_at_once_and_retry_times_stay,
         leases::released_delivery_leases_are_due_at_once,
         queue::purge_removes_only_expired_idempotency_records,
+        retention::pending_messages_are_counted_with_those_due,
+        retention::purges_bodies_and_timelines_of_old_settled_messages_only,
+        retention::purges_go_earliest_first_up_to_the_limit,
         domains::domains_round_trip_and_names_are_unique_per_workspace,
         domains::domain_lists_page_newest_first,
         domains::domain_updates_stay_in_their_workspace,

@@ -134,6 +134,14 @@ impl MessageStore for UnavailableStore {
     async fn purge_expired_idempotency(&self, _now: DateTime<Utc>, _limit: usize) -> StoreResult<usize> {
         down()
     }
+
+    async fn count_pending_messages(&self, _now: DateTime<Utc>) -> StoreResult<crate::ports::PendingMessages> {
+        down()
+    }
+
+    async fn purge_message_content(&self, _created_before: DateTime<Utc>, _limit: usize) -> StoreResult<usize> {
+        down()
+    }
 }
 
 #[async_trait]

@@ -194,6 +194,7 @@ impl Tidings {
             details: EventDetails::default(),
         };
         let webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
+        let event_for_observer = event.clone();
         let idempotency = key.map(|key| IdempotencyRecord {
             workspace_id: who.workspace_id,
             key,
@@ -207,7 +208,11 @@ impl Tidings {
             .create_message(NewMessage { message: message.clone(), event, idempotency, webhook_deliveries })
             .await?
         {
-            CreateOutcome::Created => Ok(SendOutcome { message, replayed: false }),
+            CreateOutcome::Created => {
+                self.observer.message_accepted(&message);
+                self.observer.message_event(&message, &event_for_observer);
+                Ok(SendOutcome { message, replayed: false })
+            }
             // Lost a race with an identical key: answer like a replay.
             CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
         }
@@ -407,6 +412,7 @@ impl Tidings {
             webhook_deliveries,
         };
         self.store.record_event(write).await?;
+        self.observer.message_event(&next, &event);
         Ok((next, event))
     }
 }

@@ -9,6 +9,7 @@ mod domains;
 mod feedback;
 mod keys;
 mod messages;
+mod operations;
 mod pagination;
 mod send_fields;
 mod send_turns;
@@ -26,7 +27,7 @@ use crate::dns_records::RecordPolicy;
 use crate::domain_name::DomainName;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
 use crate::model::{KeyScope, RateLimit};
-use crate::ports::{Clock, DnsCheck, Random, Store};
+use crate::ports::{Clock, DnsCheck, EventObserver, NoObserver, Random, Store};
 use crate::tracking::TrackingConfig;
 
 pub use auth::*;
@@ -64,6 +65,9 @@ pub struct CoreConfig {
     /// Open and click tracking (contract §8, `TIDINGS_PUBLIC_URL`): `None` tracks nothing
     /// (sends asking for it are accepted; their HTML is sent as written).
     pub tracking: Option<TrackingConfig>,
+    /// How long message bodies and timelines are kept (`TIDINGS_RETENTION`, default 30
+    /// days); `None` keeps them forever. See [`Tidings::purge_expired_message_content`].
+    pub message_retention: Option<Duration>,
 }
 
 impl Default for CoreConfig {
@@ -76,6 +80,7 @@ impl Default for CoreConfig {
             return_path_domain: None,
             domain_recheck_interval: Duration::minutes(10),
             tracking: None,
+            message_retention: Some(Duration::days(30)),
         }
     }
 }
@@ -115,6 +120,8 @@ pub struct Tidings {
     pub(crate) config: CoreConfig,
     /// Sends holding an Idempotency-Key in this process ([`Tidings::take_send_turn`]).
     pub(crate) send_turns: SendTurns,
+    /// Told of every recorded event ([`Tidings::with_observer`]); nobody by default.
+    pub(crate) observer: Arc<dyn EventObserver>,
 }
 
 impl Tidings {
@@ -126,7 +133,19 @@ impl Tidings {
         dns: Arc<dyn DnsCheck>,
         config: CoreConfig,
     ) -> Self {
-        Self { store, clock, random, dns, config, send_turns: SendTurns::default() }
+        Self { store, clock, random, dns, config, send_turns: SendTurns::default(), observer: Arc::new(NoObserver) }
+    }
+
+    /// The same service, telling `observer` of every event it records from now on (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn EventObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The observer, for workers that report what core does not record itself (webhook
+    /// attempts).
+    pub fn observer(&self) -> &Arc<dyn EventObserver> {
+        &self.observer
     }
 
     /// Queues a send behind any other send of this process with the same Idempotency-Key

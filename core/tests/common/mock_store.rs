@@ -68,6 +68,8 @@ mock! {
             key: &IdempotencyKey,
         ) -> StoreResult<Option<IdempotencyRecord>>;
         async fn purge_expired_idempotency(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+        async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<tidings_core::ports::PendingMessages>;
+        async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     }
     #[async_trait]
     impl DomainStore for Store {

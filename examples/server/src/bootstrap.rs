@@ -220,6 +220,9 @@ pub fn core_with_tracking(
         return_path_domain: config.delivery.return_path_domain.clone(),
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),
+        message_retention: config
+            .retention
+            .map(|keep| chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)),
         ..CoreConfig::default()
     };
     Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)

@@ -21,7 +21,8 @@ mod parse;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, delivery, log_filter, pool_size, port, public_url, schedule, smtp_url, socket_addr, spf_terms,
+    boolean, byte_size, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
+    socket_addr, spf_terms,
 };
 
 /// Every key, with its default and meaning, for `--help` (and the README table).
@@ -72,6 +73,11 @@ environment wins over the file):
   TIDINGS_PUBLIC_URL           https://<listen> base of open/click tracking URLs
   TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint SMTP listener
                                                (needs TIDINGS_RETURN_PATH_DOMAIN)
+  TIDINGS_RETENTION            30d             how long message bodies and timelines are kept (delivered
+                                               or finished messages only; the status stays); off: forever
+  TIDINGS_RETENTION_INTERVAL   10m             how often the retention purge runs
+  TIDINGS_SHUTDOWN_DELAY       0s              after SIGTERM, how long to keep accepting requests with
+                                               /readyz answering 503 before draining (load balancers)
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -263,6 +269,14 @@ pub struct Config {
     pub inbound_smtp_listen: Option<SocketAddr>,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
+    /// `TIDINGS_RETENTION`: how long message bodies and timelines are kept; `None` (`off`):
+    /// forever.
+    pub retention: Option<Duration>,
+    /// `TIDINGS_RETENTION_INTERVAL`: how often the retention purge runs.
+    pub retention_interval: Duration,
+    /// `TIDINGS_SHUTDOWN_DELAY`: after a shutdown signal, how long the server keeps accepting
+    /// requests while `/readyz` answers 503, before it stops accepting and drains.
+    pub shutdown_delay: Duration,
     /// Delivery.
     pub delivery: DeliveryConfig,
 }
@@ -301,6 +315,9 @@ const KEYS: &[&str] = &[
     "TIDINGS_SMTP_TIMEOUT",
     "TIDINGS_STORE_CACHE",
     "TIDINGS_LEASE_MARGIN",
+    "TIDINGS_RETENTION",
+    "TIDINGS_RETENTION_INTERVAL",
+    "TIDINGS_SHUTDOWN_DELAY",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -410,6 +427,9 @@ impl Config {
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
         let webhook_allow_private = s.parse("TIDINGS_WEBHOOK_ALLOW_PRIVATE", boolean)?.unwrap_or(false);
         let log = s.parse("TIDINGS_LOG", log_filter)?.unwrap_or_else(|| "info".to_owned());
+        let retention = s.parse("TIDINGS_RETENTION", retention)?.unwrap_or(Some(Duration::from_secs(30 * 86_400)));
+        let retention_interval = s.parse("TIDINGS_RETENTION_INTERVAL", duration)?.unwrap_or(Duration::from_secs(600));
+        let shutdown_delay = s.parse("TIDINGS_SHUTDOWN_DELAY", delay)?.unwrap_or(Duration::ZERO);
 
         let smtp_relay = s.parse("TIDINGS_SMTP_RELAY", smtp_url)?;
         let delivery = s.parse("TIDINGS_DELIVERY", delivery)?;
@@ -473,6 +493,9 @@ impl Config {
             lease_margin,
             inbound_smtp_listen,
             log,
+            retention,
+            retention_interval,
+            shutdown_delay,
             delivery,
             public_url,
         })

@@ -2,7 +2,8 @@
 //! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
 //! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
 //! background loops (`workers`: delivery, webhook delivery, domain re-checks, Idempotency-Key
-//! purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only calls
+//! purge, retention) and serves HTTPS until SIGTERM/SIGINT (`serve`), with `/readyz`
+//! answering 503 from the signal on. The binary's `main` only calls
 //! [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -26,7 +27,7 @@ use tidings_core::delivery::{
     DeliverySettings, DeliveryWorker, DispatchSettings, WebhookDispatcher, WebhookSettings, WebhookWorker,
 };
 use tidings_core::tracking::TrackingConfig;
-use tidings_http::{ApiState, HttpConfig, router};
+use tidings_http::{ApiState, HttpConfig, Metrics, router};
 use tokio::sync::watch;
 
 pub use config::{Config, ConfigError};
@@ -132,7 +133,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             .map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_PUBLIC_URL", None, e.to_string())))?,
     };
     let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config, &*store).await? };
-    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking));
+    // One registry for the process: core reports events into it, the router serves it.
+    let metrics = Arc::new(Metrics::new());
+    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking)).with_observer(metrics.clone());
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
         // Nothing else is ever written to stdout by the server, so this line is easy to
@@ -200,6 +203,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let mut background = vec![
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
         tokio::spawn(workers::purge_limits(limits.clone(), core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::purge_message_content(core.clone(), config.retention_interval, stop_rx.clone())),
         tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
         tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx.clone())),
     ];
@@ -223,13 +227,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         max_send_body_bytes: config.max_send_body_bytes,
         ..HttpConfig::default()
     };
-    let app = router(ApiState::with_limits(core, http, limits));
+    let state = ApiState::with_limits(core, http, limits).with_metrics(metrics);
+    let drain = state.drain();
+    let app = router(state);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
+    // From the signal on `/readyz` answers 503; load balancers notice within their probe
+    // interval, which `TIDINGS_SHUTDOWN_DELAY` covers by accepting a while longer. A failed
+    // store stops at once: it answers nothing but 503 any more.
+    let delay = config.shutdown_delay;
     let stop = async move {
         tokio::select! {
-            () = shutdown => {}
+            () = shutdown => {
+                drain.start();
+                if !delay.is_zero() {
+                    tracing::info!("shutting down: /readyz answers 503; still accepting for {delay:?}");
+                    tokio::time::sleep(delay).await;
+                }
+            }
             reason = workers::store_failure(sled) => {
+                drain.start();
                 tracing::error!("the store failed, stopping so that the server is restarted: {reason}");
                 let _ = failed_tx.send(reason);
             }

@@ -1,5 +1,5 @@
-//! The background loops: delivery, webhook delivery, domain re-checks and the
-//! Idempotency-Key purge. Each calls a step function of core (which tests call directly) and
+//! The background loops: delivery, webhook delivery, domain re-checks, the Idempotency-Key
+//! and limits purges, and retention. Each calls a step function of core (which tests call directly) and
 //! sleeps when there is nothing to do; each stops when the shutdown channel says so.
 //!
 //! Delivery is at-least-once: a step cut short by shutdown leaves its claimed messages leased,
@@ -36,6 +36,9 @@ const RECHECK_BATCH: usize = 50;
 /// How often expired Idempotency-Keys are purged, and how many per store call.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 const PURGE_BATCH: usize = 1000;
+/// Messages per retention batch: each batch is one short write (a transaction, or sled's
+/// writer lock) that sends wait behind, so batches stay small.
+const RETENTION_BATCH: usize = 100;
 
 /// Runs delivery steps until `stop` turns true: at once again while steps find full batches,
 /// else after [`DELIVERY_IDLE_POLL`].
@@ -160,24 +163,42 @@ pub async fn recheck_domains(core: Tidings, interval: Duration, mut stop: watch:
 
 /// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
 pub async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<bool>) {
-    purge_periodically("expired Idempotency-Keys", stop, || core.purge_expired_idempotency_keys(PURGE_BATCH)).await;
+    let purge = || core.purge_expired_idempotency_keys(PURGE_BATCH);
+    purge_periodically("expired Idempotency-Keys", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
+}
+
+/// Every `every`, purges the bodies and timelines of messages past retention (core's
+/// `purge_expired_message_content`), in batches of [`RETENTION_BATCH`] until none are left.
+/// Does nothing when retention is off.
+pub async fn purge_message_content(core: Tidings, every: Duration, stop: watch::Receiver<bool>) {
+    if core.config().message_retention.is_none() {
+        return;
+    }
+    let purge = || core.purge_expired_message_content(RETENTION_BATCH);
+    purge_periodically("message content past retention", every, RETENTION_BATCH, stop, purge).await;
 }
 
 /// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again and throttle
 /// windows that are over (on PostgreSQL, rows of the shared tables; in memory, nothing).
 pub async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, stop: watch::Receiver<bool>) {
-    purge_periodically("stale limits", stop, || limits.purge(core.clock().now(), PURGE_BATCH)).await;
+    let purge = || limits.purge(core.clock().now(), PURGE_BATCH);
+    purge_periodically("stale limits", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 
-/// Every [`PURGE_EVERY`], calls `purge` (one batch of at most [`PURGE_BATCH`]) until a batch
-/// comes back short, a call fails, or `stop` turns true.
-async fn purge_periodically<F, Fut, E>(what: &str, mut stop: watch::Receiver<bool>, purge: F)
-where
+/// Every `every`, calls `purge` (one batch of at most `batch`) until a batch comes back
+/// short, a call fails, or `stop` turns true.
+async fn purge_periodically<F, Fut, E>(
+    what: &str,
+    every: Duration,
+    batch: usize,
+    mut stop: watch::Receiver<bool>,
+    purge: F,
+) where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<usize, E>>,
     E: std::fmt::Display,
 {
-    let mut tick = tokio::time::interval(PURGE_EVERY);
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -186,7 +207,7 @@ where
         }
         loop {
             match purge().await {
-                Ok(n) if n >= PURGE_BATCH => tracing::debug!(purged = n, "purged {what}; more left"),
+                Ok(n) if n >= batch => tracing::debug!(purged = n, "purged {what}; more left"),
                 Ok(n) => {
                     if n > 0 {
                         tracing::debug!(purged = n, "purged {what}");

@@ -56,10 +56,23 @@ fn probes() -> Vec<Op> {
             .public()
             .success(200, "the process is alive", probe_status()),
         op("get", "/readyz", "check_readiness", "operations", "Readiness: the store is reachable")
-            .describe("200 when a cheap read of the store succeeds, else 503 `unavailable`. No authentication.")
+            .describe(
+                "200 when a cheap read of the store succeeds, else 503 `unavailable`; 503 too once the server \
+                 has started shutting down (SIGTERM), so load balancers stop sending while in-flight requests \
+                 finish. No authentication.",
+            )
             .public()
             .success(200, "ready for traffic", probe_status())
             .fails(503, "Unavailable"),
+        op("get", "/metrics", "get_metrics", "operations", "Prometheus metrics of this process")
+            .describe(
+                "Counters and histograms of this process (messages accepted and their events by type, bounces by \
+                 type, delivery latency, webhook attempts by outcome, HTTP requests by route template and \
+                 status) and the store's queue depth, in the Prometheus text exposition format 0.0.4. Each node \
+                 exports its own counters. No authentication; see the README for the metric names.",
+            )
+            .public()
+            .metrics_response(),
     ]
 }
 
@@ -89,6 +102,17 @@ impl Op {
             },
         });
         self.responses.insert("302".into(), response);
+        self
+    }
+
+    /// The 200 of `/metrics`: the Prometheus text format.
+    fn metrics_response(mut self) -> Self {
+        let schema = json!({ "type": "string", "description": "Prometheus text exposition format 0.0.4" });
+        let response = json!({
+            "description": "the metrics, one sample per line",
+            "content": { "text/plain; version=0.0.4; charset=utf-8": { "schema": schema } },
+        });
+        self.responses.insert("200".into(), response);
         self
     }
 

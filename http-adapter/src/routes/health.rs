@@ -23,8 +23,12 @@ pub async fn check_liveness() -> Response {
     envelope::success(StatusCode::OK, "OK", HealthResponse { status: "ok" })
 }
 
-/// `GET /readyz`: the store is reachable; 503 `unavailable` when it is not.
+/// `GET /readyz`: the store is reachable and the server is not shutting down; 503
+/// `unavailable` otherwise.
 pub async fn check_readiness(State(state): State<ApiState>) -> ApiResult<Response> {
+    if state.drain.is_draining() {
+        return Err(tidings_core::Error::Unavailable("shutting down".into()).into());
+    }
     state.core.check_ready().await?;
     Ok(envelope::success(StatusCode::OK, "OK", HealthResponse { status: "ok" }))
 }

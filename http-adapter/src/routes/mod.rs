@@ -5,6 +5,7 @@ mod domains;
 mod health;
 mod keys;
 mod messages;
+mod metrics;
 mod openapi;
 mod suppressions;
 mod table;
@@ -31,6 +32,7 @@ fn table(send_body_limit: usize) -> table::RouteTable {
         .merge(openapi::routes())
         .merge(tracking::routes())
         .merge(health::routes())
+        .merge(metrics::routes())
 }
 
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
@@ -39,9 +41,11 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
     table(0).into_parts().1
 }
 
-/// The whole API under `/v1`, the public tracking endpoints under `/t` and the probes
-/// `/healthz` and `/readyz`, with the envelope on unknown routes (404) and wrong methods
-/// (405), the body limits (413; a larger one for sends, which may carry attachments), the request timeout (503) and an `X-Request-Id` on every
+/// The whole API under `/v1`, the public tracking endpoints under `/t`, the probes
+/// `/healthz` and `/readyz` and the Prometheus metrics at `/metrics`, with requests counted
+/// by route, with the envelope on unknown routes (404) and wrong methods (405), the body
+/// limits (413; a larger one for sends, which may carry attachments), the request timeout
+/// (503) and an `X-Request-Id` on every
 /// response.
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
@@ -55,6 +59,8 @@ pub fn router(state: ApiState) -> Router {
         // A panic is a bug, but it must cost one request, not the connection or the process,
         // and the client still gets the envelope.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        // Outside the time limit and the panic catcher, so their 503 and 500 are counted.
+        .layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track_requests))
         // Outermost, so timeouts and panics are answered with the id and logged in its span.
         .layer(axum::middleware::from_fn(crate::request_id::with_request_id))
         .with_state(state)

@@ -15,7 +15,7 @@ use tidings_core::ports::{DnsCheck, DnsError, SystemClock, SystemRandom};
 use tidings_core::testing::{MemoryStore, UnavailableStore};
 use tidings_core::tracking::{PublicUrl, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, Tidings};
-use tidings_http::{ApiState, HttpConfig, router};
+use tidings_http::{ApiState, Drain, HttpConfig, Metrics, router};
 use tower::ServiceExt;
 
 /// A DNS with nothing in it.
@@ -36,6 +36,10 @@ pub struct TestApi {
     pub key: String,
     /// The service behind it.
     pub core: Tidings,
+    /// Its metrics (core's events and the router's requests).
+    pub metrics: Arc<Metrics>,
+    /// Its drain flag.
+    pub drain: Drain,
 }
 
 /// Base of the tracking URLs of every [`TestApi`].
@@ -81,9 +85,13 @@ impl TestApi {
             Arc::new(NoDns),
             CoreConfig { tracking: Some(tracking_config()), ..CoreConfig::default() },
         );
+        let metrics = Arc::new(Metrics::new());
+        let core = core.with_observer(metrics.clone());
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
-        let app = router(ApiState::new(core.clone(), config));
-        Self { app, key: created.plaintext.expose().to_owned(), core }
+        let state = ApiState::new(core.clone(), config).with_metrics(metrics.clone());
+        let drain = state.drain();
+        let app = router(state);
+        Self { app, key: created.plaintext.expose().to_owned(), core, metrics, drain }
     }
 
     /// The API over a store that is down ([`UnavailableStore`]); there is no key.
@@ -95,8 +103,11 @@ impl TestApi {
             Arc::new(NoDns),
             CoreConfig::default(),
         );
-        let app = router(ApiState::new(core.clone(), HttpConfig::default()));
-        Self { app, key: String::new(), core }
+        let metrics = Arc::new(Metrics::new());
+        let state = ApiState::new(core.clone(), HttpConfig::default()).with_metrics(metrics.clone());
+        let drain = state.drain();
+        let app = router(state);
+        Self { app, key: String::new(), core, metrics, drain }
     }
 
     /// Sends a request; `body` is sent as JSON with the right content type.

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{GONE_REASON, WebhookVerdict, WebhookWorker, classify_webhook, describe_webhook_response};
 use crate::Result;
 use crate::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
-use crate::ports::{StoreError, WebhookRequest, WebhookResponse};
+use crate::ports::{StoreError, WebhookAttemptResult, WebhookRequest, WebhookResponse};
 use crate::usecases::{sign_webhook, signing_secrets};
 
 /// What one attempt did.
@@ -43,7 +43,7 @@ impl WebhookWorker {
                 delivery.status = DeliveryStatus::Failed;
                 delivery.last_error = Some(reason.to_owned());
                 delivery.next_attempt_at = None;
-                return self.record(&delivery, AttemptOutcome::Failed { disabled_endpoint: false }).await;
+                return self.record(&delivery, AttemptOutcome::Failed { disabled_endpoint: false }, false).await;
             }
         };
 
@@ -93,7 +93,7 @@ impl WebhookWorker {
                 }
             },
         };
-        self.record(&delivery, outcome).await
+        self.record(&delivery, outcome, true).await
     }
 
     /// The signed request for this attempt, timestamped by the service's clock.
@@ -170,9 +170,27 @@ impl WebhookWorker {
     }
 
     /// Writes the delivery; a delivery deleted meanwhile (with its endpoint) is skipped.
-    async fn record(&self, delivery: &WebhookDelivery, outcome: AttemptOutcome) -> Result<AttemptOutcome> {
+    /// Reports the outcome to the observer, with the response code if this attempt `posted`.
+    async fn record(
+        &self,
+        delivery: &WebhookDelivery,
+        outcome: AttemptOutcome,
+        posted: bool,
+    ) -> Result<AttemptOutcome> {
         match self.core.store().update_webhook_delivery(delivery).await {
-            Ok(()) => Ok(outcome),
+            Ok(()) => {
+                let result = match outcome {
+                    AttemptOutcome::Delivered => Some(WebhookAttemptResult::Delivered),
+                    AttemptOutcome::Retrying => Some(WebhookAttemptResult::Retrying),
+                    AttemptOutcome::Failed { .. } => Some(WebhookAttemptResult::Failed),
+                    AttemptOutcome::Skipped => None,
+                };
+                if let Some(result) = result {
+                    let code = if posted { delivery.response_code } else { None };
+                    self.core.observer().webhook_attempt(result, code);
+                }
+                Ok(outcome)
+            }
             Err(StoreError::NotFound) => Ok(AttemptOutcome::Skipped),
             Err(e) => Err(e.into()),
         }

@@ -3,7 +3,7 @@
 //!
 //! Operations cover messages (with and without idempotency keys, keys reused, events through
 //! the state machine including stale and foreign writes, filtered lists walked page by page,
-//! claims, lease releases), idempotency lookups and purges, suppressions, API keys, the first
+//! claims, lease releases, the pending count, retention purges), idempotency lookups and purges, suppressions, API keys, the first
 //! workspace (refused, as a case starts with workspaces), shared secrets, and the webhook
 //! delivery queue with per-endpoint claim quotas ([`deliveries`]). Two answers are the
 //! same when they are equal, or both the same kind of error. What the contract leaves open is
@@ -168,6 +168,16 @@ enum Op {
         ahead_secs: i16,
         limit: usize,
     },
+    /// `purge_message_content` with the cutoff at the creation millisecond of a made message
+    /// (`after`: the next millisecond).
+    PurgeContent {
+        msg: Index,
+        after: bool,
+        limit: usize,
+    },
+    CountPending {
+        ahead_secs: i16,
+    },
     InsertSuppression {
         ws: usize,
         to: usize,
@@ -262,6 +272,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (-30i16..=240, 1u8..=120, 1usize..=6)
             .prop_map(|(ahead_secs, lease_secs, limit)| Op::Claim { ahead_secs, lease_secs, limit }),
         2 => (-30i16..=120, 1usize..=3).prop_map(|(ahead_secs, limit)| Op::Release { ahead_secs, limit }),
+        2 => (any::<Index>(), any::<bool>(), 1usize..=3)
+            .prop_map(|(msg, after, limit)| Op::PurgeContent { msg, after, limit }),
+        1 => (-30i16..=400).prop_map(|ahead_secs| Op::CountPending { ahead_secs }),
         2 => (ws(), to(), any::<bool>(), reason())
             .prop_map(|(ws, to, shout, reason)| Op::InsertSuppression { ws, to, shout, reason }),
         1 => (any_ws(), to(), any::<bool>()).prop_map(|(ws, to, shout)| Op::DeleteSuppression { ws, to, shout }),
@@ -512,6 +525,19 @@ impl World {
                 self.claim(sut, model, ahead_secs, lease_secs, limit).await?
             }
             Op::Release { ahead_secs, limit } => self.release(sut, model, ahead_secs, limit).await?,
+            Op::PurgeContent { msg, after, limit } => {
+                if let Some(m) = self.pick_message(msg) {
+                    let millis = i64::try_from(m.ulid().timestamp_ms()).unwrap_or(0) + i64::from(after);
+                    let cutoff = DateTime::from_timestamp_millis(millis).unwrap_or_default();
+                    let (a, b) = both!(sut, model, |st| st.purge_message_content(cutoff, limit));
+                    same("purge_message_content", &a, &b)?;
+                }
+            }
+            Op::CountPending { ahead_secs } => {
+                let now = self.at(i64::from(ahead_secs));
+                let (a, b) = both!(sut, model, |st| st.count_pending_messages(now));
+                same("count_pending_messages", &a, &b)?;
+            }
             Op::InsertSuppression { ws, to, shout, reason } => {
                 let entry = Suppression {
                     id: SuppressionId(ulid()),

@@ -21,6 +21,7 @@ impl MessageStore for MemoryStore {
         let id = new.message.id;
         st.events.entry(id).or_default().insert(new.event.id, new.event);
         st.messages.insert(id, new.message);
+        st.purge_pending.insert(id);
         if let Some(record) = new.idempotency {
             st.idempotency.insert((record.workspace_id, record.key.clone()), record);
         }
@@ -82,6 +83,7 @@ impl MessageStore for MemoryStore {
             return Err(e);
         }
         st.messages.insert(id, write.message);
+        st.purge_pending.insert(id);
         st.events.entry(id).or_default().insert(write.event.id, write.event);
         st.queue_deliveries(&write.webhook_deliveries);
         Ok(())
@@ -121,6 +123,38 @@ impl MessageStore for MemoryStore {
             }
         }
         Ok(leased.len())
+    }
+
+    async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages> {
+        let st = self.state();
+        let pending: Vec<DateTime<Utc>> = st.messages.values().filter_map(|m| m.next_attempt_at).collect();
+        let due = pending.iter().filter(|at| **at <= now).count();
+        Ok(PendingMessages { total: pending.len() as u64, due: due as u64 })
+    }
+
+    async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let mut st = self.state();
+        let bound = MessageId::first_at(created_before);
+        let candidates: Vec<MessageId> = st.purge_pending.range(..bound).copied().collect();
+        let mut purged = 0;
+        for id in candidates {
+            if purged == limit {
+                break;
+            }
+            let Some(message) = st.messages.get(&id) else {
+                st.purge_pending.remove(&id);
+                continue;
+            };
+            if message.next_attempt_at.is_some() {
+                continue;
+            }
+            let kept = message.without_content();
+            st.messages.insert(id, kept);
+            st.events.remove(&id);
+            st.purge_pending.remove(&id);
+            purged += 1;
+        }
+        Ok(purged)
     }
 
     async fn get_idempotency(

@@ -33,8 +33,8 @@ use crate::model::{
 };
 use crate::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
-    NewTemplateVersion, Page, PageRequest, SecretStore, StoreError, StoreResult, SuppressionStore, TemplateChange,
-    TemplateStore, WebhookStore, WorkspaceStore,
+    NewTemplateVersion, Page, PageRequest, PendingMessages, SecretStore, StoreError, StoreResult, SuppressionStore,
+    TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
 use crate::secret::{Secret, SecretName};
 
@@ -59,6 +59,8 @@ struct State {
     keys: BTreeMap<ApiKeyId, ApiKey>,
     messages: BTreeMap<MessageId, Message>,
     events: BTreeMap<MessageId, BTreeMap<EventId, MessageEvent>>,
+    /// Messages written since their last purge (see `purge_message_content`).
+    purge_pending: std::collections::BTreeSet<MessageId>,
     idempotency: BTreeMap<(WorkspaceId, IdempotencyKey), IdempotencyRecord>,
     domains: BTreeMap<DomainId, Domain>,
     senders: BTreeMap<SenderId, Sender>,

@@ -67,6 +67,19 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// [`duration`], or `0` for none.
+pub(super) fn delay(text: &str) -> Result<Duration, String> {
+    if text.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" { Ok(Duration::ZERO) } else { duration(text) }
+}
+
+/// A retention period ([`duration`]), or `off` (`None`): keep everything.
+pub(super) fn retention(text: &str) -> Result<Option<Duration>, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    duration(text).map(Some).map_err(|e| format!("{e}, or off"))
+}
+
 /// Comma-separated durations, at least one.
 pub(super) fn schedule(text: &str) -> Result<Vec<Duration>, String> {
     text.split(',').map(|part| duration(part.trim())).collect()

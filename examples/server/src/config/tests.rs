@@ -28,6 +28,26 @@ fn defaults_follow_the_contract() {
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
     assert!(config.database_url.is_none(), "sled unless a database is named");
     assert_eq!(config.lease_margin, Duration::from_secs(60));
+    assert_eq!(config.retention, Some(Duration::from_secs(30 * 86_400)));
+    assert_eq!(config.retention_interval, Duration::from_secs(600));
+    assert_eq!(config.shutdown_delay, Duration::ZERO);
+}
+
+#[test]
+fn retention_is_a_duration_or_off_and_the_shutdown_delay_may_be_zero() {
+    let config = load(&[("TIDINGS_RETENTION", "2s"), ("TIDINGS_RETENTION_INTERVAL", "500ms")]).unwrap();
+    assert_eq!(
+        (config.retention, config.retention_interval),
+        (Some(Duration::from_secs(2)), Duration::from_millis(500))
+    );
+    assert_eq!(load(&[("TIDINGS_RETENTION", "off")]).unwrap().retention, None);
+    assert_eq!(load(&[("TIDINGS_SHUTDOWN_DELAY", "0")]).unwrap().shutdown_delay, Duration::ZERO);
+    assert_eq!(load(&[("TIDINGS_SHUTDOWN_DELAY", "5s")]).unwrap().shutdown_delay, Duration::from_secs(5));
+    for (var, value) in [("TIDINGS_RETENTION", "0s"), ("TIDINGS_RETENTION", "forever"), ("TIDINGS_SHUTDOWN_DELAY", "x")]
+    {
+        let e = load(&[(var, value)]).unwrap_err();
+        assert!(e.to_string().contains(var), "{e}");
+    }
 }
 
 #[test]

@@ -1,0 +1,374 @@
+//! Prometheus metrics: [`Metrics`] counts what core reports through its
+//! [`EventObserver`] port and what this adapter serves, and renders it all in the text
+//! exposition format (version 0.0.4) for `GET /metrics`.
+//!
+//! Hand-written rather than taken from `prometheus-client` or `metrics`: the set of metrics
+//! is fixed and small, the format is a few lines per family, and the crates bring a registry
+//! abstraction, a derive macro or a global recorder (and `prometheus-client` speaks
+//! OpenMetrics, whose `_total`/`# EOF` conventions differ from the 0.0.4 text format asked
+//! for). Counters are per process: on several nodes each exports its own and Prometheus sums
+//! them (`sum by (type) (rate(tidings_message_events_total[5m]))`).
+//!
+//! Label values are bounded: event types and outcomes are enums, HTTP routes are the router's
+//! templates (`/v1/messages/{id}`, never the raw path; unknown paths are `unmatched`) and
+//! methods outside the API's are `other`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use tidings_core::model::{BounceType, EventType, Message, MessageEvent};
+use tidings_core::ports::{EventObserver, PendingMessages, WebhookAttemptResult, delivery_latency};
+
+/// Buckets of the delivery latency (accepted → Delivered), in seconds: from a fast local
+/// relay to a day of retries.
+const LATENCY_BUCKETS: [f64; 15] =
+    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0];
+/// Buckets of the HTTP request duration, in seconds.
+const HTTP_BUCKETS: [f64; 11] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+/// How long a queue-depth count is reused: scrapes every second must not each count.
+pub const QUEUE_COUNT_TTL: Duration = Duration::from_secs(5);
+/// The `Content-Type` of `GET /metrics`.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A counter family: one value per label-value tuple.
+#[derive(Debug, Default)]
+struct Counters(Mutex<BTreeMap<Vec<String>, u64>>);
+
+impl Counters {
+    fn add(&self, labels: Vec<String>) {
+        *lock(&self.0).entry(labels).or_default() += 1;
+    }
+
+    /// Makes the series exist at 0, so a rate over it starts from the first scrape.
+    fn touch(&self, labels: Vec<String>) {
+        lock(&self.0).entry(labels).or_default();
+    }
+}
+
+/// One histogram's buckets (non-cumulative), sum and count.
+#[derive(Debug, Clone)]
+struct Buckets {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+/// A histogram family with fixed `bounds`.
+#[derive(Debug)]
+struct Histograms {
+    bounds: &'static [f64],
+    series: Mutex<BTreeMap<Vec<String>, Buckets>>,
+}
+
+impl Histograms {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self { bounds, series: Mutex::default() }
+    }
+
+    fn observe(&self, labels: Vec<String>, value: f64) {
+        let mut series = lock(&self.series);
+        let buckets =
+            series.entry(labels).or_insert_with(|| Buckets { counts: vec![0; self.bounds.len()], sum: 0.0, count: 0 });
+        if let Some(i) = self.bounds.iter().position(|bound| value <= *bound) {
+            buckets.counts[i] += 1;
+        }
+        buckets.sum += value;
+        buckets.count += 1;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update is one map write: a panic elsewhere cannot leave it half done.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// This process's metrics. Give it to core ([`tidings_core::usecases::Tidings::with_observer`])
+/// and to the router ([`crate::ApiState::with_metrics`]).
+#[derive(Debug)]
+pub struct Metrics {
+    accepted: Counters,
+    message_events: Counters,
+    bounces: Counters,
+    delivery_latency: Histograms,
+    webhook_attempts: Counters,
+    http_requests: Counters,
+    http_duration: Histograms,
+    queue: tokio::sync::Mutex<Option<(Instant, PendingMessages)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every counter at zero; every event type and bounce type already has its series.
+    pub fn new() -> Self {
+        let metrics = Self {
+            accepted: Counters::default(),
+            message_events: Counters::default(),
+            bounces: Counters::default(),
+            delivery_latency: Histograms::new(&LATENCY_BUCKETS),
+            webhook_attempts: Counters::default(),
+            http_requests: Counters::default(),
+            http_duration: Histograms::new(&HTTP_BUCKETS),
+            queue: tokio::sync::Mutex::new(None),
+        };
+        metrics.accepted.touch(vec![]);
+        for event_type in EventType::ALL {
+            metrics.message_events.touch(vec![event_type.as_str().to_owned()]);
+        }
+        for bounce in [BounceType::Hard, BounceType::Soft] {
+            metrics.bounces.touch(vec![bounce_label(bounce).to_owned()]);
+        }
+        metrics
+    }
+
+    /// Counts one HTTP request answered with `status` after `elapsed`.
+    pub fn observe_request(&self, method: &Method, route: &str, status: u16, elapsed: Duration) {
+        let method = method_label(method).to_owned();
+        self.http_requests.add(vec![method.clone(), route.to_owned(), status.to_string()]);
+        self.http_duration.observe(vec![method, route.to_owned()], elapsed.as_secs_f64());
+    }
+
+    /// The queue depth, counted by `count` unless a count younger than [`QUEUE_COUNT_TTL`]
+    /// is at hand. Concurrent scrapes wait for one count. `None` if counting failed.
+    pub async fn queue_depth<F, E>(&self, count: F) -> Option<PendingMessages>
+    where
+        F: Future<Output = Result<PendingMessages, E>>,
+        E: std::fmt::Display,
+    {
+        let mut cached = self.queue.lock().await;
+        if let Some((at, pending)) = *cached
+            && at.elapsed() < QUEUE_COUNT_TTL
+        {
+            return Some(pending);
+        }
+        match count.await {
+            Ok(pending) => {
+                *cached = Some((Instant::now(), pending));
+                Some(pending)
+            }
+            Err(e) => {
+                tracing::warn!("metrics: cannot count the queue: {e}");
+                None
+            }
+        }
+    }
+
+    /// Everything, in the Prometheus text format, with the queue depth if known.
+    pub fn render(&self, queue: Option<PendingMessages>) -> String {
+        let mut out = String::with_capacity(4096);
+        counter(
+            &mut out,
+            "tidings_messages_accepted_total",
+            "Sends accepted (stored) by this process; idempotent replays are not counted.",
+            &[],
+            &self.accepted,
+        );
+        counter(
+            &mut out,
+            "tidings_message_events_total",
+            "Message timeline events recorded by this process, by event type (Queued, Sent, Delivered, Deferred, \
+             Bounced, Complained, Failed, Suppressed, Opened, Clicked, ...).",
+            &["type"],
+            &self.message_events,
+        );
+        counter(
+            &mut out,
+            "tidings_messages_bounced_total",
+            "Bounced events recorded by this process, by bounce type (hard, soft).",
+            &["type"],
+            &self.bounces,
+        );
+        histogram(
+            &mut out,
+            "tidings_delivery_latency_seconds",
+            "Time from acceptance to the Delivered event, for messages delivered by this process.",
+            &[],
+            &self.delivery_latency,
+        );
+        counter(
+            &mut out,
+            "tidings_webhook_attempts_total",
+            "Webhook delivery attempts made by this process, by outcome (delivered, retrying, failed) and the \
+             endpoint's response class (2xx, 3xx, 4xx, 5xx, none).",
+            &["outcome", "response"],
+            &self.webhook_attempts,
+        );
+        if let Some(queue) = queue {
+            gauge(
+                &mut out,
+                "tidings_queue_depth",
+                "Messages waiting for a delivery attempt (Queued, Scheduled, Deferred, and Sent in flight), in the \
+                 whole store.",
+                queue.total,
+            );
+            gauge(
+                &mut out,
+                "tidings_queue_due",
+                "Of tidings_queue_depth, the messages due now (or claimed by a worker).",
+                queue.due,
+            );
+        }
+        counter(
+            &mut out,
+            "tidings_http_requests_total",
+            "HTTP requests answered by this process, by method, route template and status code.",
+            &["method", "route", "status"],
+            &self.http_requests,
+        );
+        histogram(
+            &mut out,
+            "tidings_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and route template.",
+            &["method", "route"],
+            &self.http_duration,
+        );
+        out
+    }
+}
+
+impl EventObserver for Metrics {
+    fn message_accepted(&self, _message: &Message) {
+        self.accepted.add(vec![]);
+    }
+
+    fn message_event(&self, message: &Message, event: &MessageEvent) {
+        self.message_events.add(vec![event.event_type.as_str().to_owned()]);
+        if event.event_type == EventType::Bounced {
+            let bounce = event.details.bounce_type.or(message.bounce_type).unwrap_or(BounceType::Hard);
+            self.bounces.add(vec![bounce_label(bounce).to_owned()]);
+        }
+        if let Some(latency) = delivery_latency(message, event) {
+            self.delivery_latency.observe(vec![], latency.as_secs_f64());
+        }
+    }
+
+    fn webhook_attempt(&self, result: WebhookAttemptResult, response_code: Option<u16>) {
+        let class = match response_code {
+            Some(code @ 100..=599) => format!("{}xx", code / 100),
+            _ => "none".to_owned(),
+        };
+        self.webhook_attempts.add(vec![result.as_str().to_owned(), class]);
+    }
+}
+
+/// Middleware: counts every request by method, matched route template and status.
+pub async fn track_requests(State(metrics): State<std::sync::Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
+    let response = next.run(req).await;
+    metrics.observe_request(&method, &route, response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn bounce_label(bounce: BounceType) -> &'static str {
+    match bounce {
+        BounceType::Hard => "hard",
+        BounceType::Soft => "soft",
+    }
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// `{a="x",b="y"}` (with `extra` appended), or nothing without labels.
+fn labels(names: &[&str], values: &[String], extra: Option<(&str, &str)>) -> String {
+    let mut pairs: Vec<String> =
+        names.iter().zip(values).map(|(name, value)| format!("{name}=\"{}\"", escape(value))).collect();
+    if let Some((name, value)) = extra {
+        pairs.push(format!("{name}=\"{}\"", escape(value)));
+    }
+    if pairs.is_empty() { String::new() } else { format!("{{{}}}", pairs.join(",")) }
+}
+
+/// Label values escape backslash, double quote and line feed.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn counter(out: &mut String, name: &str, help: &str, names: &[&str], family: &Counters) {
+    header(out, name, help, "counter");
+    for (values, n) in lock(&family.0).iter() {
+        let _ = writeln!(out, "{name}{} {n}", labels(names, values, None));
+    }
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    header(out, name, help, "gauge");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, names: &[&str], family: &Histograms) {
+    header(out, name, help, "histogram");
+    let series = lock(&family.series).clone();
+    let empty = (names.is_empty() && series.is_empty())
+        .then(|| (vec![], Buckets { counts: vec![0; family.bounds.len()], sum: 0.0, count: 0 }));
+    for (values, buckets) in series.iter().map(|(v, b)| (v.clone(), b.clone())).chain(empty) {
+        let mut cumulative = 0;
+        for (bound, n) in family.bounds.iter().zip(&buckets.counts) {
+            cumulative += n;
+            let _ =
+                writeln!(out, "{name}_bucket{} {cumulative}", labels(names, &values, Some(("le", &bound.to_string()))));
+        }
+        let _ = writeln!(out, "{name}_bucket{} {}", labels(names, &values, Some(("le", "+Inf"))), buckets.count);
+        let _ = writeln!(out, "{name}_sum{} {}", labels(names, &values, None), buckets.sum);
+        let _ = writeln!(out, "{name}_count{} {}", labels(names, &values, None), buckets.count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_end_with_inf_sum_and_count() {
+        let metrics = Metrics::new();
+        metrics.delivery_latency.observe(vec![], 0.2);
+        metrics.delivery_latency.observe(vec![], 7.0);
+        let text = metrics.render(None);
+        assert!(text.contains("tidings_delivery_latency_seconds_bucket{le=\"0.1\"} 0\n"), "{text}");
+        assert!(text.contains("tidings_delivery_latency_seconds_bucket{le=\"0.25\"} 1\n"), "{text}");
+        assert!(text.contains("tidings_delivery_latency_seconds_bucket{le=\"10\"} 2\n"), "{text}");
+        assert!(text.contains("tidings_delivery_latency_seconds_bucket{le=\"+Inf\"} 2\n"), "{text}");
+        assert!(text.contains("tidings_delivery_latency_seconds_sum 7.2\n"), "{text}");
+        assert!(text.contains("tidings_delivery_latency_seconds_count 2\n"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(labels(&["route"], &["a\"b\\c\nd".to_owned()], None), "{route=\"a\\\"b\\\\c\\nd\"}");
+    }
+
+    #[test]
+    fn an_empty_histogram_without_labels_is_still_exported() {
+        let text = Metrics::new().render(None);
+        assert!(text.contains("tidings_delivery_latency_seconds_count 0\n"), "{text}");
+        assert!(text.contains("tidings_message_events_total{type=\"Delivered\"} 0\n"), "{text}");
+        assert!(text.contains("tidings_messages_bounced_total{type=\"hard\"} 0\n"), "{text}");
+    }
+}
