@@ -59,5 +59,6 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         bounce_type: None,
         last_event_id: EventId::new_at(at, &SystemRandom),
         tracking: MessageTracking::default(),
+        scheduled_at: None,
     }
 }

@@ -5,11 +5,13 @@
 //! authenticated [`Principal`] and enforces scope and workspace isolation itself.
 
 mod auth;
+mod batch;
 mod domains;
 mod feedback;
 mod keys;
 mod messages;
 mod pagination;
+mod scheduling;
 mod send_turns;
 mod senders;
 mod suppressions;
@@ -29,11 +31,13 @@ use crate::ports::{Clock, DnsCheck, Random, Store};
 use crate::tracking::TrackingConfig;
 
 pub use auth::*;
+pub use batch::*;
 pub use domains::*;
 pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use pagination::*;
+pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
 pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;
 pub use suppressions::*;
