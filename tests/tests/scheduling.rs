@@ -44,7 +44,8 @@ fn time(value: &Value) -> DateTime<Utc> {
 
 impl Scene {
     async fn schedule(&self, to: &str, at: &str) -> Value {
-        let body = json!({"to": to, "from": format!("hi@{DOMAIN}"), "subject": "Later", "text": "Hello", "scheduledAt": at});
+        let body =
+            json!({"to": to, "from": format!("hi@{DOMAIN}"), "subject": "Later", "text": "Hello", "scheduledAt": at});
         let (status, reply) = self.server.post("/v1/messages", self.server.key(), body).await;
         assert_ok(status, &reply, 201, "scheduled send");
         reply["data"].clone()
