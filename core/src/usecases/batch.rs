@@ -51,7 +51,7 @@ impl BatchValidation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchItem {
     /// Queued (or scheduled) as this message (its current state on a replay).
-    Queued(Message),
+    Queued(Box<Message>),
     /// Refused, with the error a single send would have got (permissive batches only).
     Refused(StoredError),
 }
@@ -138,7 +138,7 @@ impl Tidings {
             match p {
                 Ok(new) => {
                     records.push(BatchItemRecord::Created(new.message.id));
-                    items.push(BatchItem::Queued(new.message.clone()));
+                    items.push(BatchItem::Queued(Box::new(new.message.clone())));
                     messages.push(new);
                 }
                 Err(e) => {
@@ -204,7 +204,7 @@ impl Tidings {
                         self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
                             Error::Internal(format!("idempotency record points to missing message {id}"))
                         })?;
-                    BatchItem::Queued(message)
+                    BatchItem::Queued(Box::new(message))
                 }
                 BatchItemRecord::Refused(error) => BatchItem::Refused(error.clone()),
             });

@@ -94,7 +94,7 @@ fn batch_response(outcome: BatchOutcome, limit: Option<&RateLimitState>) -> Resp
         .into_iter()
         .enumerate()
         .map(|(index, item)| match item {
-            BatchItem::Queued(m) => BatchItemResponse { index, message: Some(MessageResponse::from(m)), error: None },
+            BatchItem::Queued(m) => BatchItemResponse { index, message: Some(MessageResponse::from(*m)), error: None },
             BatchItem::Refused(e) => {
                 let mut error = json!({"code": e.code, "message": e.message});
                 if !e.fields.is_empty() {
