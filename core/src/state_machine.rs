@@ -7,6 +7,9 @@
 //! | from | event | to |
 //! |---|---|---|
 //! | (new) | Queued | Queued |
+//! | (new), Queued, Scheduled | Scheduled | Scheduled (a send time set or moved) |
+//! | Scheduled | Queued | Queued (the send time dropped: send now) |
+//! | Queued, Scheduled | Canceled | Canceled |
 //! | Queued, Scheduled, Deferred, Sent (after a crash) | Sent | Sent |
 //! | Sent | Delivered | Delivered |
 //! | Sent | Deferred | Deferred |
@@ -25,6 +28,12 @@
 //! from a relay that accepted the message and is still trying the next hop: worth showing on
 //! the timeline, but the message is not back in our queue, so it stays `Delivered` (and is
 //! not due). A later failure report moves it to `Bounced`.
+//!
+//! `Scheduled` and `Canceled` are the client's (scheduling, `POST /v1/messages/{id}/cancel`,
+//! `PATCH /v1/messages/{id}`): they apply only before the first attempt. A claim does not
+//! change the status, so a claimed but unsent message may still be canceled or rescheduled;
+//! the worker's `Sent` then fails its compare-and-set (status, or the lease it expects in
+//! `next_attempt_at`) and it leaves the message alone.
 
 use chrono::{DateTime, Utc};
 
@@ -55,6 +64,9 @@ pub fn next_status(from: MessageStatus, event: EventType) -> Result<MessageStatu
         (S::Sent | S::Deferred | S::Delivered, E::Bounced) => S::Bounced,
         (S::Delivered, E::Complained) => S::Complained,
         (S::Queued | S::Scheduled | S::Deferred, E::Suppressed) => S::Suppressed,
+        (S::Queued | S::Scheduled, E::Scheduled) => S::Scheduled,
+        (S::Scheduled, E::Queued) => S::Queued,
+        (S::Queued | S::Scheduled, E::Canceled) => S::Canceled,
         // "Cannot be sent at all" stops applying once the receiver has accepted it.
         (s, E::Failed) if !s.is_terminal() && s != S::Delivered => S::Failed,
         (s @ (S::Sent | S::Deferred | S::Delivered | S::Bounced | S::Complained), E::Opened | E::Clicked) => s,
@@ -77,7 +89,8 @@ pub struct Happening {
     /// The Message-ID used on the wire (set by `Sent`; other events keep the message's).
     pub provider_message_id: Option<String>,
     /// When the delivery worker should look at the message next (`Deferred`: the retry
-    /// time). Ignored for statuses that have nothing due.
+    /// time; `Scheduled`: the send time, which also becomes the message's `scheduled_at`;
+    /// `Queued`: now). Ignored for statuses that have nothing due.
     pub next_attempt_at: Option<DateTime<Utc>>,
 }
 
@@ -96,6 +109,9 @@ pub fn apply_event(message: &Message, happening: Happening) -> Result<(Message, 
             }
         }
         EventType::Bounced => next.bounce_type = Some(happening.details.bounce_type.unwrap_or(BounceType::Hard)),
+        EventType::Scheduled => next.scheduled_at = happening.next_attempt_at.or(message.scheduled_at),
+        // Only Scheduled→Queued gets here: the send time is dropped.
+        EventType::Queued => next.scheduled_at = None,
         _ => {}
     }
     // Only messages waiting for an attempt are due; a Sent message keeps its lease (the

@@ -489,6 +489,53 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, Some(&send_key), "GET", "/v1/messages/{id}", &m, None).await, 404);
     expect(&c.call(a, full, "GET", "/v1/messages/{id}/events", &m, None).await, 200);
 
+    // Scheduling: a scheduled send, its reschedule and cancel, and their conflicts.
+    let in_an_hour = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let later = json!({"to": "cy@example.net", "subject": "s", "text": "t", "scheduledAt": in_an_hour});
+    let scheduled = c.call(a, full, "POST", "/v1/messages", &[], Some(later)).await;
+    expect(&scheduled, 201);
+    assert_eq!(scheduled.data()["status"], "Scheduled");
+    assert_eq!(scheduled.data()["scheduledAt"].as_str().map(str::is_empty), Some(false));
+    let sm = id_of(&scheduled);
+    let sm = [sm.as_str()];
+    let in_two = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    expect(&c.call(a, full, "PATCH", "/v1/messages/{id}", &sm, Some(json!({"scheduledAt": in_two}))).await, 200);
+    expect(&c.call(a, full, "PATCH", "/v1/messages/{id}", &sm, Some(json!({}))).await, 422);
+    expect(&c.call(a, Some(&send_key), "POST", "/v1/messages/{id}/cancel", &sm, None).await, 404);
+    expect(&c.call(a, full, "POST", "/v1/messages/{id}/cancel", &sm, None).await, 200);
+    expect(&c.call(a, full, "POST", "/v1/messages/{id}/cancel", &sm, None).await, 409);
+    expect(&c.call(a, full, "PATCH", "/v1/messages/{id}", &sm, Some(json!({"scheduledAt": null}))).await, 409);
+    let canceled = c.call(a, full, "GET", "/v1/messages/{id}/events", &sm, None).await;
+    let types: Vec<&str> = canceled.data().as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["Scheduled", "Scheduled", "Canceled"]);
+
+    // Batches: strict, its replay, permissive with a refused item, and the failures.
+    let batch = json!([{"to": "d1@example.net", "subject": "s", "text": "t"}, {"to": "d2@example.net", "subject": "s", "text": "t"}]);
+    let key = [("idempotency-key", "batch-1")];
+    let queued = c.call_with(a, full, "POST", "/v1/messages/batch", &[], Some(batch.clone()), &key).await;
+    expect(&queued, 201);
+    assert_eq!(queued.data().as_array().map(Vec::len), Some(2));
+    let replayed = c.call_with(a, full, "POST", "/v1/messages/batch", &[], Some(batch.clone()), &key).await;
+    expect(&replayed, 201);
+    assert_eq!(replayed.headers["idempotent-replayed"], "true");
+    assert_eq!(replayed.data(), queued.data(), "the same results");
+    let mut reordered = batch.clone();
+    reordered.as_array_mut().unwrap().reverse();
+    expect(&c.call_with(a, full, "POST", "/v1/messages/batch", &[], Some(reordered), &key).await, 409);
+    let mixed = json!([{"to": "d3@example.net", "subject": "s", "text": "t"}, {"subject": "s", "text": "t"}]);
+    let permissive = [("x-batch-validation", "permissive")];
+    let partial = c.call_with(a, full, "POST", "/v1/messages/batch", &[], Some(mixed.clone()), &permissive).await;
+    expect(&partial, 200);
+    assert_eq!(partial.data()[1]["error"]["code"], "validation_error");
+    assert_eq!(partial.data()[0]["message"]["to"], "d3@example.net");
+    let strict = c.call(a, full, "POST", "/v1/messages/batch", &[], Some(mixed)).await;
+    expect(&strict, 422);
+    assert_eq!(strict.body["error"]["details"][0]["field"], "[1].to");
+    expect(&c.call(a, Some(&scoped), "POST", "/v1/messages/batch", &[], Some(batch.clone())).await, 422);
+    expect(&c.call(a, full, "POST", "/v1/messages/batch", &[], Some(json!({"to": "x@example.net"}))).await, 400);
+    let bad_mode = [("x-batch-validation", "lenient")];
+    expect(&c.call_with(a, full, "POST", "/v1/messages/batch", &[], Some(batch), &bad_mode).await, 422);
+
     // Tracking: public, and outside the envelope when it succeeds.
     let workspace = api.core.authenticate(&api.key).await.unwrap().workspace_id;
     let key = support::tracking_config().key;

@@ -68,7 +68,23 @@ impl Limits for PgLimits {
         limit: RateLimit,
         now: DateTime<Utc>,
     ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
+        self.acquire_sends(key, limit, 1, now).await
+    }
+
+    async fn refund_send(&self, key: ApiKeyId, limit: RateLimit, now: DateTime<Utc>) -> StoreResult<()> {
+        self.refund_sends(key, limit, 1, now).await
+    }
+
+    async fn acquire_sends(
+        &self,
+        key: ApiKeyId,
+        limit: RateLimit,
+        n: u32,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
         let (now, t, id) = (nanos(now), interval(limit), uuid(key.ulid()));
+        // `n` sends advance the theoretical arrival time by `n` intervals at once.
+        let cost = t.saturating_mul(i64::from(n.max(1)));
         let client = self.store.client().await?;
         let statement = client
             .prepare_cached(
@@ -79,7 +95,7 @@ impl Limits for PgLimits {
             )
             .await
             .map_err(db_error)?;
-        if let Some(row) = client.query_opt(&statement, &[&id, &now, &t, &SECOND]).await.map_err(db_error)? {
+        if let Some(row) = client.query_opt(&statement, &[&id, &now, &cost, &SECOND]).await.map_err(db_error)? {
             let tat: i64 = row.get(0);
             return Ok(Ok(RateLimitState {
                 limit: limit.per_sec(),
@@ -87,21 +103,21 @@ impl Limits for PgLimits {
                 reset: (tat - now).max(0).unsigned_abs().div_ceil(SECOND.unsigned_abs()),
             }));
         }
-        // Refused: the wait is until one more send fits. The row exists (the insert
-        // conflicted); if a purge removed it meanwhile, a token is there now.
+        // Refused: the wait is until `n` more sends fit. The row exists (the insert
+        // conflicted); if a purge removed it meanwhile, the bucket is full now.
         let row =
             client.query_opt("SELECT tat FROM send_rate_limits WHERE key_id = $1", &[&id]).await.map_err(db_error)?;
         let tat: i64 = row.map_or(now, |row| row.get(0));
-        Ok(Err(RetryAfter::from_nanos(i128::from(tat.max(now) + t - SECOND - now))))
+        Ok(Err(RetryAfter::from_nanos(i128::from(tat.max(now) + cost.min(SECOND) - SECOND - now).max(1))))
     }
 
-    async fn refund_send(&self, key: ApiKeyId, limit: RateLimit, _now: DateTime<Utc>) -> StoreResult<()> {
+    async fn refund_sends(&self, key: ApiKeyId, limit: RateLimit, n: u32, _now: DateTime<Utc>) -> StoreResult<()> {
         let client = self.store.client().await?;
         // A tat before now is a full bucket already: max(tat, now) caps what this gives back.
         client
             .execute(
                 "UPDATE send_rate_limits SET tat = tat - $2 WHERE key_id = $1",
-                &[&uuid(key.ulid()), &interval(limit)],
+                &[&uuid(key.ulid()), &interval(limit).saturating_mul(i64::from(n))],
             )
             .await
             .map_err(db_error)?;

@@ -7,8 +7,8 @@ use deadpool_postgres::GenericClient;
 use tidings_core::ids::{EventId, MessageId, WorkspaceId};
 use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
 use tidings_core::ports::{
-    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, PendingMessages, StoreError,
-    StoreResult,
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewBatch, NewMessage, Page, PageRequest, PendingMessages,
+    StoreError, StoreResult,
 };
 
 use crate::PgStore;
@@ -49,6 +49,25 @@ async fn take_idempotency_key(
     Ok(Some(decode(&row, "idempotency record")?))
 }
 
+async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult<()> {
+    execute(
+        client,
+        "INSERT INTO messages (id, workspace_id, status, to_norm, api_key_id, next_attempt_at, doc)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &uuid(m.id.0),
+            &uuid(m.workspace_id.0),
+            &m.status.as_str(),
+            &m.to.normalized(),
+            &uuid(m.api_key_id.0),
+            &m.next_attempt_at,
+            &doc(m)?,
+        ],
+    )
+    .await
+    .map(drop)
+}
+
 #[async_trait]
 impl MessageStore for PgStore {
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
@@ -59,24 +78,27 @@ impl MessageStore for PgStore {
         {
             return Ok(CreateOutcome::Duplicate(existing));
         }
-        let m = &new.message;
-        execute(
-            &tx,
-            "INSERT INTO messages (id, workspace_id, status, to_norm, api_key_id, next_attempt_at, doc)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &uuid(m.id.0),
-                &uuid(m.workspace_id.0),
-                &m.status.as_str(),
-                &m.to.normalized(),
-                &uuid(m.api_key_id.0),
-                &m.next_attempt_at,
-                &doc(m)?,
-            ],
-        )
-        .await?;
+        insert_message(&tx, &new.message).await?;
         insert_event(&tx, &new.event).await?;
         insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome> {
+        // One transaction: a failed insert (an id that exists) rolls back the whole batch.
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        if let Some(record) = &batch.idempotency
+            && let Some(existing) = take_idempotency_key(&tx, record, batch.accepted_at).await?
+        {
+            return Ok(CreateOutcome::Duplicate(existing));
+        }
+        for new in &batch.messages {
+            insert_message(&tx, &new.message).await?;
+            insert_event(&tx, &new.event).await?;
+            insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
+        }
         tx.commit().await.map_err(db_error)?;
         Ok(CreateOutcome::Created)
     }
@@ -160,7 +182,8 @@ impl MessageStore for PgStore {
             // `purge_pending`: retention purges it (again) once it is old, this event included.
             "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7,
                  purge_pending = true
-             WHERE id = $1 AND workspace_id = $2 AND status = $8",
+             WHERE id = $1 AND workspace_id = $2 AND status = $8
+               AND ($9::timestamptz IS NULL OR next_attempt_at = $9)",
             &[
                 &id,
                 &ws,
@@ -170,6 +193,7 @@ impl MessageStore for PgStore {
                 &m.next_attempt_at,
                 &doc(m)?,
                 &write.expected_status.as_str(),
+                &write.expected_next_attempt_at,
             ],
         )
         .await?;
@@ -177,6 +201,9 @@ impl MessageStore for PgStore {
             let sql = "SELECT status FROM messages WHERE id = $1 AND workspace_id = $2";
             let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
             let status: String = row.try_get(0).map_err(|e| StoreError::Corrupt(format!("message status: {e}")))?;
+            if status == write.expected_status.as_str() {
+                return Err(StoreError::Conflict("message is no longer under this lease".to_owned()));
+            }
             return Err(StoreError::Conflict(format!("message is {status}, not {}", write.expected_status.as_str())));
         }
         insert_event(&tx, &write.event).await?;

@@ -162,6 +162,7 @@ pub fn status_code(status: MessageStatus) -> u8 {
         MessageStatus::Complained => 6,
         MessageStatus::Failed => 7,
         MessageStatus::Suppressed => 8,
+        MessageStatus::Canceled => 9,
     }
 }
 

@@ -31,13 +31,13 @@ use sled::{IVec, Tree};
 use tidings_core::ids::{EventId, MessageId, WorkspaceId};
 use tidings_core::model::{IdempotencyKey, IdempotencyRecord, Message, MessageEvent};
 use tidings_core::ports::{
-    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewMessage, Page, PageRequest, PendingMessages, StoreError,
-    StoreResult,
+    CreateOutcome, EventWrite, MessageQuery, MessageStore, NewBatch, NewMessage, Page, PageRequest, PendingMessages,
+    StoreError, StoreResult,
 };
 
 use crate::SledStore;
 use crate::codec::{bad_key, decode, encode, sled_error};
-use crate::db::{Order, get, page, prefix_end};
+use crate::db::{Batch, Order, get, page, prefix_end};
 use crate::layout::{self, Key};
 use crate::queue::{self, DueRecord};
 use crate::webhooks::queue_deliveries;
@@ -140,50 +140,111 @@ fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
     })
 }
 
+/// Takes the idempotency key for `record` (encoded as `key`, `value`) unless it is held and
+/// unexpired at `at`: `Err(existing)` then, and nothing is staged. Under the writer lock: of
+/// two racing requests with one key, the second sees the first's record.
+#[allow(clippy::type_complexity)]
+fn take_key(
+    tree: &Tree,
+    record: &IdempotencyRecord,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    at: DateTime<Utc>,
+) -> StoreResult<Result<(Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8>>), IdempotencyRecord>> {
+    let mut stale_expiry = None;
+    if let Some(existing) = get::<IdempotencyRecord>(tree, &key, "idempotency record")? {
+        if existing.expires_at > at {
+            return Ok(Err(existing));
+        }
+        stale_expiry =
+            Some(layout::idempotency_expiry(existing.expires_at, record.workspace_id, record.key.as_str()).0);
+    }
+    let expiry = layout::idempotency_expiry(record.expires_at, record.workspace_id, record.key.as_str());
+    Ok(Ok((key, value, expiry.0, stale_expiry)))
+}
+
+/// Stages one new message with its event, index and queue entries and webhook deliveries.
+fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded) -> StoreResult<()> {
+    let m = &new.message;
+    if tree.contains_key(&enc.message_key).map_err(sled_error)? {
+        return Err(StoreError::Conflict(format!("message {} exists", m.id)));
+    }
+    queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
+    batch.insert(enc.event_key, enc.event);
+    batch.insert(layout::message_by_id(m.id).0, &m.workspace_id.to_bytes()[..]);
+    batch.insert(layout::message_purge(m.id).0, &m.workspace_id.to_bytes()[..]);
+    for bucket in buckets(m) {
+        batch.insert(entry(&bucket, m.id), &[]);
+    }
+    if let Some(at) = m.next_attempt_at {
+        batch.insert(m.due_key(at), &[]);
+    }
+    batch.insert(enc.message_key, enc.message);
+    Ok(())
+}
+
+/// Stages the idempotency record after the messages it names.
+fn stage_key(batch: &mut Batch, taken: (Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8>>)) {
+    let (key, value, expiry, stale_expiry) = taken;
+    if let Some(stale) = stale_expiry {
+        batch.remove(stale);
+    }
+    batch.insert(expiry, &[]);
+    batch.insert(key, value);
+}
+
 #[async_trait]
 impl MessageStore for SledStore {
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
-        let enc = encode_new(&new)?;
+        let mut enc = encode_new(&new)?;
+        let idempotency = enc.idempotency.take();
         let m = &new.message;
         self.inner
             .write_durable(|tree, batch| {
-                // The idempotency check is under the writer lock: of two racing requests with
-                // one key, the second sees the first's record.
-                let mut idempotency_writes = None;
-                if let (Some(record), Some((key, value))) = (&new.idempotency, enc.idempotency) {
-                    let mut stale_expiry = None;
-                    if let Some(existing) = get::<IdempotencyRecord>(tree, &key, "idempotency record")? {
-                        if existing.expires_at > m.created_at {
-                            return Ok(CreateOutcome::Duplicate(existing));
-                        }
-                        let old =
-                            layout::idempotency_expiry(existing.expires_at, record.workspace_id, record.key.as_str());
-                        stale_expiry = Some(old.0);
+                let mut taken = None;
+                if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
+                    match take_key(tree, record, key, value, m.created_at)? {
+                        Ok(t) => taken = Some(t),
+                        Err(existing) => return Ok(CreateOutcome::Duplicate(existing)),
                     }
-                    let expiry =
-                        layout::idempotency_expiry(record.expires_at, record.workspace_id, record.key.as_str());
-                    idempotency_writes = Some((key, value, expiry.0, stale_expiry));
                 }
-                if tree.contains_key(&enc.message_key).map_err(sled_error)? {
-                    return Err(StoreError::Conflict(format!("message {} exists", m.id)));
+                stage_message(tree, batch, &new, enc)?;
+                if let Some(t) = taken {
+                    stage_key(batch, t);
                 }
-                queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
-                batch.insert(enc.event_key, enc.event);
-                batch.insert(layout::message_by_id(m.id).0, &m.workspace_id.to_bytes()[..]);
-                batch.insert(layout::message_purge(m.id).0, &m.workspace_id.to_bytes()[..]);
-                for bucket in buckets(m) {
-                    batch.insert(entry(&bucket, m.id), &[]);
-                }
-                if let Some(at) = m.next_attempt_at {
-                    batch.insert(m.due_key(at), &[]);
-                }
-                batch.insert(enc.message_key, enc.message);
-                if let Some((key, value, expiry, stale_expiry)) = idempotency_writes {
-                    if let Some(stale) = stale_expiry {
-                        batch.remove(stale);
+                Ok(CreateOutcome::Created)
+            })
+            .await
+    }
+
+    async fn create_messages(&self, new: NewBatch) -> StoreResult<CreateOutcome> {
+        let encoded = new.messages.iter().map(encode_new).collect::<StoreResult<Vec<_>>>()?;
+        let idempotency = match &new.idempotency {
+            Some(r) => Some((layout::idempotency(r.workspace_id, r.key.as_str()).0, encode(r)?)),
+            None => None,
+        };
+        // One writer-lock section and one sled batch, then one group commit: all or nothing.
+        self.inner
+            .write_durable(|tree, batch| {
+                let mut taken = None;
+                if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
+                    match take_key(tree, record, key, value, new.accepted_at)? {
+                        Ok(t) => taken = Some(t),
+                        Err(existing) => return Ok(CreateOutcome::Duplicate(existing)),
                     }
-                    batch.insert(expiry, &[]);
-                    batch.insert(key, value);
+                }
+                let mut ids = std::collections::HashSet::with_capacity(new.messages.len());
+                for (message, enc) in new.messages.iter().zip(encoded) {
+                    if !ids.insert(message.message.id) {
+                        return Err(StoreError::Conflict(format!(
+                            "message {} is twice in the batch",
+                            message.message.id
+                        )));
+                    }
+                    stage_message(tree, batch, message, enc)?;
+                }
+                if let Some(t) = taken {
+                    stage_key(batch, t);
                 }
                 Ok(CreateOutcome::Created)
             })
@@ -265,6 +326,11 @@ impl MessageStore for SledStore {
         self.inner
             .write_durable(|tree, batch| {
                 let old: Message = get(tree, &message_key, "message")?.ok_or(StoreError::NotFound)?;
+                if let Some(expected) = write.expected_next_attempt_at
+                    && old.next_attempt_at != Some(expected)
+                {
+                    return Err(StoreError::Conflict(format!("message {} is no longer under this lease", new.id)));
+                }
                 if old.status != write.expected_status {
                     return Err(StoreError::Conflict(format!(
                         "message {} is {}, not {}",

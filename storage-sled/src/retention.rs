@@ -123,6 +123,10 @@ mod tests {
         assert_eq!(store.purge_message_content(plus_secs(old.created_at, 60), 10).await.unwrap(), 1);
         let kept = store.get_message(old.workspace_id, old.id).await.unwrap().unwrap();
         assert!(!kept.has_content(), "purged after the open built the index");
-        assert_eq!(build_purge_index(store.inner.tree().unwrap()).unwrap(), 0, "the marker makes the build happen once");
+        assert_eq!(
+            build_purge_index(store.inner.tree().unwrap()).unwrap(),
+            0,
+            "the marker makes the build happen once"
+        );
     }
 }

@@ -13,7 +13,9 @@
 //!    `Soft` for non-address refusals and when the schedule is used up).
 //!
 //! Every change goes through [`Tidings::record_message_event`], so webhooks fan out and the
-//! write is atomic. A `Conflict` before the send (another actor changed the message) leads
+//! write is atomic. Writes before the send also require the claim's lease to be unchanged
+//! (a client may reschedule a claimed `Scheduled` message without changing its status).
+//! A `Conflict` before the send (another actor changed the message) leads
 //! to one re-read: if the message is still ours (its lease unchanged) the decision is made
 //! again, else it is skipped. After the send, a conflict skips: the send happened, and
 //! whoever changed the message owns it now.
@@ -267,7 +269,7 @@ impl DeliveryWorker {
         };
         let details = EventDetails { attempt: Some(message.attempts.saturating_add(1)), ..EventDetails::default() };
         let sent = happening(&self.core, EventType::Sent, details, Some(email.provider_message_id.clone()), None);
-        Ok(match self.record(message, sent).await? {
+        Ok(match self.record(message, sent, message.next_attempt_at).await? {
             Some(sent) => Start::Ready(Box::new(sent), email),
             None => Start::Conflict,
         })
@@ -323,7 +325,8 @@ impl DeliveryWorker {
             }
         };
         let event = happening(&self.core, event_type, details, None, next_attempt_at);
-        Ok(match self.record(sent, event).await? {
+        // The send happened: its outcome is recorded whatever became of the lease.
+        Ok(match self.record(sent, event, None).await? {
             Some(_) => outcome,
             None => Outcome::Skipped,
         })
@@ -338,15 +341,22 @@ impl DeliveryWorker {
         outcome: Outcome,
     ) -> Result<Start> {
         let event = happening(&self.core, event_type, details, None, None);
-        Ok(match self.record(message, event).await? {
+        Ok(match self.record(message, event, message.next_attempt_at).await? {
             Some(_) => Start::Done(outcome),
             None => Start::Conflict,
         })
     }
 
-    /// Records `event`; `None` if the message changed meanwhile or is gone.
-    async fn record(&self, message: &Message, event: Happening) -> Result<Option<Message>> {
-        match self.core.record_message_event(message, event).await {
+    /// Records `event`; `None` if the message changed meanwhile or is gone. Before the send,
+    /// `lease` is the claimed message's `next_attempt_at`: a cancel, reschedule or release
+    /// since the claim (which need not change the status) then makes this a conflict.
+    async fn record(
+        &self,
+        message: &Message,
+        event: Happening,
+        lease: Option<DateTime<Utc>>,
+    ) -> Result<Option<Message>> {
+        match self.core.record_message_event_if_due_at(message, event, lease).await {
             Ok((next, _)) => Ok(Some(next)),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e),

@@ -1,5 +1,5 @@
 //! Idempotency records (contract §3): a workspace-scoped key, the hash of the request it came
-//! with, and the message it created.
+//! with, and the message it created, or for a batch the result of every item.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -67,10 +67,37 @@ pub struct IdempotencyRecord {
     pub key: IdempotencyKey,
     /// Hash of the request that first used it.
     pub request_hash: RequestHash,
-    /// The message it created.
+    /// The message it created. For a batch, an id of its own that names no message (the
+    /// items are in `batch`).
     pub message_id: MessageId,
     /// First use.
     pub created_at: DateTime<Utc>,
     /// After this the key is forgotten and may be purged.
     pub expires_at: DateTime<Utc>,
+    /// For `POST /v1/messages/batch`: the result of each item, at its index, so that a replay
+    /// answers exactly as the first request did (errors of a permissive batch included).
+    /// `None` for a single send; records stored before batches existed read as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Vec<BatchItemRecord>>,
+}
+
+/// The stored result of one batch item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BatchItemRecord {
+    /// The item was queued as this message.
+    Created(MessageId),
+    /// The item was refused (permissive batches only).
+    Refused(StoredError),
+}
+
+/// A client error as the contract's envelope shows it, kept for replays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredError {
+    /// `error.code`.
+    pub code: String,
+    /// `error.message`.
+    pub message: String,
+    /// `error.details` of a validation error: `(field, message)` pairs.
+    #[serde(default)]
+    pub fields: Vec<(String, String)>,
 }

@@ -12,7 +12,7 @@ use crate::model::MessageExtras;
 pub enum MessageStatus {
     /// Accepted and waiting for the delivery worker.
     Queued,
-    /// Reserved for scheduled sending; behaves like `Queued`.
+    /// Waiting for its `scheduledAt`; from then on it behaves like `Queued`.
     Scheduled,
     /// Handed to the transport for an attempt.
     Sent,
@@ -28,11 +28,13 @@ pub enum MessageStatus {
     Failed,
     /// The address was suppressed while the message waited (terminal).
     Suppressed,
+    /// Canceled by the client before any attempt (terminal).
+    Canceled,
 }
 
 impl MessageStatus {
     /// Every status, for exhaustive tests and filters.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Queued,
         Self::Scheduled,
         Self::Sent,
@@ -42,11 +44,12 @@ impl MessageStatus {
         Self::Complained,
         Self::Failed,
         Self::Suppressed,
+        Self::Canceled,
     ];
 
     /// No further status change is possible.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Bounced | Self::Complained | Self::Failed | Self::Suppressed)
+        matches!(self, Self::Bounced | Self::Complained | Self::Failed | Self::Suppressed | Self::Canceled)
     }
 
     /// Whether a `next_attempt_at` after now can only be a delivery claim's lease in this
@@ -64,7 +67,8 @@ impl MessageStatus {
             | Self::Bounced
             | Self::Complained
             | Self::Failed
-            | Self::Suppressed => false,
+            | Self::Suppressed
+            | Self::Canceled => false,
         }
     }
 
@@ -80,7 +84,13 @@ impl MessageStatus {
             Self::Complained => "Complained",
             Self::Failed => "Failed",
             Self::Suppressed => "Suppressed",
+            Self::Canceled => "Canceled",
         }
+    }
+
+    /// Whether the client may still cancel or reschedule it: nothing was attempted yet.
+    pub fn is_cancelable(self) -> bool {
+        matches!(self, Self::Queued | Self::Scheduled)
     }
 
     /// Parses the API name (exact case).
@@ -112,11 +122,15 @@ pub enum EventType {
     Failed,
     /// Skipped because the address is suppressed.
     Suppressed,
+    /// Accepted with a `scheduledAt`, or rescheduled; the details carry the time.
+    Scheduled,
+    /// Canceled by the client before any attempt.
+    Canceled,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::Queued,
         Self::Sent,
         Self::Delivered,
@@ -127,6 +141,8 @@ impl EventType {
         Self::Clicked,
         Self::Failed,
         Self::Suppressed,
+        Self::Scheduled,
+        Self::Canceled,
     ];
 
     /// The PascalCase name used in the API.
@@ -142,6 +158,8 @@ impl EventType {
             Self::Clicked => "Clicked",
             Self::Failed => "Failed",
             Self::Suppressed => "Suppressed",
+            Self::Scheduled => "Scheduled",
+            Self::Canceled => "Canceled",
         }
     }
 }
@@ -183,6 +201,9 @@ pub struct EventDetails {
     /// User agent of an open or click.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+    /// The send time a `Scheduled` event set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<DateTime<Utc>>,
 }
 
 /// One entry of a message's timeline.
@@ -255,6 +276,10 @@ pub struct Message {
     /// messages stored before they existed.
     #[serde(default, skip_serializing_if = "MessageExtras::is_empty")]
     pub extras: MessageExtras,
+    /// The send time the client asked for (`scheduledAt`), kept after it passed; `None` for
+    /// a message sent at once. Messages stored before scheduling existed read as `None`.
+    #[serde(default)]
+    pub scheduled_at: Option<DateTime<Utc>>,
 }
 
 /// Which tracking a message gets; both off unless asked for.

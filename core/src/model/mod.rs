@@ -15,7 +15,9 @@ mod workspace;
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
 pub use domain::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
 pub use extras::MessageExtras;
-pub use idempotency::{IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash};
+pub use idempotency::{
+    BatchItemRecord, IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash, StoredError,
+};
 pub use message::MessageTracking;
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
 pub use sender::{Sender, SenderUsername};

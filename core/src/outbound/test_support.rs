@@ -60,5 +60,6 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         last_event_id: EventId::new_at(at, &SystemRandom),
         tracking: MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
+        scheduled_at: None,
     }
 }

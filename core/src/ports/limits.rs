@@ -38,6 +38,21 @@ pub trait Limits: Send + Sync {
     /// nothing (rejected, or an idempotent replay). Never fills past capacity.
     async fn refund_send(&self, key: ApiKeyId, limit: RateLimit, now: DateTime<Utc>) -> StoreResult<()>;
 
+    /// Takes `n` send tokens at once (a batch of `n` messages), all or none: like
+    /// [`acquire_send`](Self::acquire_send), `Ok(Err(wait))` with nothing taken if fewer than
+    /// `n` are available. The caller never asks for more than the capacity.
+    async fn acquire_sends(
+        &self,
+        key: ApiKeyId,
+        limit: RateLimit,
+        n: u32,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<RateLimitState, RetryAfter>>;
+
+    /// Gives back `n` tokens taken by [`acquire_sends`](Self::acquire_sends) for items that
+    /// queued nothing. Never fills past capacity.
+    async fn refund_sends(&self, key: ApiKeyId, limit: RateLimit, n: u32, now: DateTime<Utc>) -> StoreResult<()>;
+
     /// `Ok(Err(wait))` if `client` has used up its failures in its current window.
     async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>>;
 

@@ -122,14 +122,27 @@ pub struct TagFilter {
 /// Everything written when a message is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
-    /// The message, status `Queued` with `next_attempt_at` set (due now).
+    /// The message, status `Queued` with `next_attempt_at` set (due now), or `Scheduled`
+    /// with `next_attempt_at` at its send time.
     pub message: Message,
-    /// Its `Queued` event.
+    /// Its `Queued` (or `Scheduled`) event.
     pub event: MessageEvent,
     /// The idempotency record, when the request had a key.
     pub idempotency: Option<IdempotencyRecord>,
     /// Webhook deliveries for the `Queued` event.
     pub webhook_deliveries: Vec<WebhookDelivery>,
+}
+
+/// Everything written when a batch of messages is accepted (`POST /v1/messages/batch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBatch {
+    /// The messages, each with its event and webhook deliveries; their own `idempotency` is
+    /// `None` (the batch has one record).
+    pub messages: Vec<NewMessage>,
+    /// The batch's idempotency record (with its per-item results), when the request had a key.
+    pub idempotency: Option<IdempotencyRecord>,
+    /// When the batch was accepted: an idempotency record expired at this time is replaced.
+    pub accepted_at: DateTime<Utc>,
 }
 
 /// What `create_message` did.
@@ -158,6 +171,10 @@ pub struct EventWrite {
     /// The status the caller read; the write fails with `Conflict` if it changed since
     /// (another worker or report got there first).
     pub expected_status: MessageStatus,
+    /// When set, the write also fails with `Conflict` unless the stored `next_attempt_at` is
+    /// exactly this: the delivery worker passes its lease, so a message rescheduled or
+    /// released after the claim is not sent under the old claim.
+    pub expected_next_attempt_at: Option<DateTime<Utc>>,
     /// The message after the event (same id and workspace).
     pub message: Message,
     /// The event, appended to the timeline.
@@ -237,6 +254,12 @@ pub trait MessageStore: Send + Sync {
     /// `Duplicate`; of two racing calls with one key exactly one is `Created`. `Conflict` if
     /// the message id exists.
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
+    /// Accepts several messages at once (durable, one write): every message with its event,
+    /// queue entry and webhook deliveries, and the batch's idempotency record, are written
+    /// together or not at all. If the idempotency key is taken and unexpired at
+    /// `accepted_at`, writes nothing and returns `Duplicate`. `Conflict` (nothing written)
+    /// if any message id exists. An empty `messages` with a record writes just the record.
+    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome>;
     /// One message.
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
     /// The message with this id in whichever workspace holds it. For inbound bounce and
@@ -256,7 +279,7 @@ pub trait MessageStore: Send + Sync {
     /// Applies a state change (durable): replaces the message, appends the event, updates the
     /// status index and the queue entry (`message.next_attempt_at`), queues the webhook
     /// deliveries. `NotFound` if the message is gone; `Conflict` if its stored status is not
-    /// `expected_status`.
+    /// `expected_status`, or `expected_next_attempt_at` is set and differs from the stored one.
     async fn record_event(&self, write: EventWrite) -> StoreResult<()>;
     /// Claims up to `limit` messages whose `next_attempt_at` is at or before `now`, earliest
     /// due first, across workspaces, and moves their `next_attempt_at` to `lease_until` so

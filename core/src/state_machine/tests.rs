@@ -30,6 +30,7 @@ fn queued_message() -> Message {
         last_event_id: EventId(Ulid::from_parts(1, 0)),
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
+        scheduled_at: None,
     }
 }
 
@@ -40,7 +41,12 @@ fn happening(n: u64, event_type: EventType, at: DateTime<Utc>) -> Happening {
         at,
         details: EventDetails::default(),
         provider_message_id: (event_type == EventType::Sent).then(|| format!("{n}@example.org")),
-        next_attempt_at: (event_type == EventType::Deferred).then(|| at + Duration::minutes(5)),
+        next_attempt_at: match event_type {
+            EventType::Deferred => Some(at + Duration::minutes(5)),
+            EventType::Scheduled => Some(at + Duration::hours(1)),
+            EventType::Queued => Some(at),
+            _ => None,
+        },
     }
 }
 
@@ -105,6 +111,11 @@ fn the_contract_table_exactly() {
         (S::Scheduled, E::Failed, S::Failed),
         (S::Sent, E::Failed, S::Failed),
         (S::Deferred, E::Failed, S::Failed),
+        (S::Queued, E::Scheduled, S::Scheduled),
+        (S::Scheduled, E::Scheduled, S::Scheduled),
+        (S::Scheduled, E::Queued, S::Queued),
+        (S::Queued, E::Canceled, S::Canceled),
+        (S::Scheduled, E::Canceled, S::Canceled),
     ];
     for from in S::ALL {
         for event in E::ALL {
@@ -178,6 +189,18 @@ proptest! {
                     if next.status.is_terminal() || next.status == MessageStatus::Delivered {
                         prop_assert_eq!(next.next_attempt_at, None);
                     }
+                    // The client's events apply only before the first attempt.
+                    if matches!(event, EventType::Scheduled | EventType::Canceled | EventType::Queued) {
+                        prop_assert!(before.status.is_cancelable());
+                        prop_assert_eq!(before.attempts, 0);
+                    }
+                    if next.status == MessageStatus::Scheduled {
+                        prop_assert!(next.scheduled_at.is_some());
+                        prop_assert_eq!(next.next_attempt_at, next.scheduled_at);
+                    }
+                    if event == EventType::Queued {
+                        prop_assert_eq!((next.scheduled_at, next.next_attempt_at), (None, Some(at)));
+                    }
                     timeline.push(recorded);
                     m = next;
                 }
@@ -189,8 +212,39 @@ proptest! {
         }
         prop_assert_eq!(m.attempts, sents);
         prop_assert!(timeline.windows(2).all(|w| w[0].occurred_at <= w[1].occurred_at && w[0].id < w[1].id));
-        if m.status != MessageStatus::Queued {
+        if !matches!(m.status, MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Canceled) {
             prop_assert!(m.provider_message_id.is_some() || m.status == MessageStatus::Suppressed || m.status == MessageStatus::Failed);
+        }
+    }
+}
+
+proptest! {
+    /// Scheduling and cancelling: a message rescheduled any number of times keeps the last
+    /// time as both its send time and its due time; a cancel ends it with nothing due, and
+    /// nothing the worker does afterwards applies.
+    #[test]
+    fn reschedules_keep_the_last_time_and_a_cancel_is_final(hours in proptest::collection::vec(1i64..720, 1..6)) {
+        let mut m = queued_message();
+        let start = m.created_at;
+        for (n, h) in hours.iter().enumerate() {
+            let mut ev = happening(n as u64 + 1, EventType::Scheduled, start);
+            let when = start + Duration::hours(*h);
+            ev.next_attempt_at = Some(when);
+            ev.details.scheduled_at = Some(when);
+            let (next, event) = apply_event(&m, ev).unwrap();
+            prop_assert_eq!(next.status, MessageStatus::Scheduled);
+            prop_assert_eq!(next.scheduled_at, Some(when));
+            prop_assert_eq!(next.next_attempt_at, Some(when));
+            prop_assert_eq!(event.details.scheduled_at, Some(when));
+            m = next;
+        }
+        let (canceled, _) = apply_event(&m, happening(100, EventType::Canceled, start)).unwrap();
+        prop_assert_eq!(canceled.status, MessageStatus::Canceled);
+        prop_assert_eq!(canceled.next_attempt_at, None);
+        for event in EventType::ALL {
+            if !matches!(event, EventType::Canceled) {
+                prop_assert!(apply_event(&canceled, happening(101, event, start)).is_err(), "{:?} after a cancel", event);
+            }
         }
     }
 }

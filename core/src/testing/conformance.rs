@@ -34,6 +34,7 @@
 //! several records due at the same instant a limited claim or lease release takes, the
 //! order of `list_enabled_webhooks`) it accepts any answer.
 
+mod batches;
 mod domains;
 mod find;
 mod keys;
@@ -123,6 +124,9 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         queue::claims_take_due_messages_earliest_first_under_a_lease,
         queue::claims_skip_finished_and_deferred_messages,
         leases::released_leases_are_due_at_once_and_retry_times_stay,
+        batches::batches_are_all_or_nothing,
+        batches::scheduled_messages_wait_for_their_time,
+        batches::record_event_checks_the_expected_lease,
         leases::released_delivery_leases_are_due_at_once,
         queue::purge_removes_only_expired_idempotency_records,
         retention::pending_messages_are_counted_with_those_due,

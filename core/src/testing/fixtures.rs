@@ -126,6 +126,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         last_event_id: EventId(ulid()),
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
+        scheduled_at: None,
     }
 }
 
@@ -170,7 +171,13 @@ pub fn event_write(
         next_attempt_at,
     };
     let (after, event) = apply_event(message, happening).unwrap_or_else(|e| panic!("fixture event_write: {e}"));
-    EventWrite { expected_status: message.status, message: after, event, webhook_deliveries: vec![] }
+    EventWrite {
+        expected_status: message.status,
+        expected_next_attempt_at: None,
+        message: after,
+        event,
+        webhook_deliveries: vec![],
+    }
 }
 
 /// An idempotency record of `ws` for `key` pointing at `message_id`.
@@ -188,6 +195,7 @@ pub fn idempotency(
         message_id,
         created_at,
         expires_at,
+        batch: None,
     }
 }
 

@@ -38,6 +38,8 @@ pub async fn run_limits_checks<F: LimitsFactory>(factory: &F) {
     let (limits, _guard) = fresh().await;
     refunds_give_back_tokens_up_to_capacity(&limits).await;
     let (limits, _guard) = fresh().await;
+    a_batch_takes_all_its_tokens_or_none(&limits).await;
+    let (limits, _guard) = fresh().await;
     keys_have_their_own_buckets_and_a_clock_stepped_back_refills_nothing(&limits).await;
     let (limits, _guard) = fresh().await;
     racing_sends_get_exactly_the_capacity(Arc::new(limits)).await;
@@ -116,6 +118,23 @@ async fn a_bucket_refills_continuously(limits: &impl Limits) {
     assert_eq!(acquire(limits, k, r, t0() + ms(99)).await, wait(1));
     assert_eq!(acquire(limits, k, r, t0() + ms(100)).await, state(10, 0, 1));
     assert_eq!(acquire(limits, k, r, t0() + ms(5_000)).await, state(10, 9, 1), "never more than full");
+}
+
+/// A batch of `n` takes `n` tokens at once or none; its refund gives `n` back, up to the
+/// capacity.
+async fn a_batch_takes_all_its_tokens_or_none(limits: &impl Limits) {
+    let (k, r) = (key(1), rate(10));
+    let take = |n: u32, at: DateTime<Utc>| async move { limits.acquire_sends(k, r, n, at).await.expect("reachable") };
+    assert_eq!(take(7, t0()).await, state(10, 3, 1), "7 of 10");
+    assert_eq!(take(4, t0()).await, wait(1), "4 when 3 are left");
+    assert_eq!(take(3, t0()).await, state(10, 0, 1), "the refused batch took nothing");
+    assert_eq!(take(5, t0() + ms(499)).await, wait(1), "4.99 tokens after 499 ms");
+    assert_eq!(take(5, t0() + ms(500)).await, state(10, 0, 1), "5 tokens after half a second");
+    limits.refund_sends(k, r, 4, t0() + ms(500)).await.expect("refund");
+    assert_eq!(acquire(limits, k, r, t0() + ms(500)).await, state(10, 3, 1), "4 given back, one taken");
+    limits.refund_sends(k, r, 50, t0() + ms(500)).await.expect("refund");
+    assert_eq!(take(10, t0() + ms(600)).await, state(10, 0, 1), "refunds stop at the capacity");
+    assert_eq!(take(1, t0() + ms(600)).await, wait(1));
 }
 
 async fn refunds_give_back_tokens_up_to_capacity(limits: &impl Limits) {

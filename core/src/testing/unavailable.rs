@@ -16,7 +16,7 @@ use crate::model::{
     Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use crate::ports::{
-    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
+    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
     NewTemplateVersion, Page, PageRequest, SecretStore, StoreError, StoreResult, SuppressionStore, TemplateChange,
     TemplateStore, WebhookStore, WorkspaceStore,
 };
@@ -82,6 +82,10 @@ impl KeyStore for UnavailableStore {
 #[async_trait]
 impl MessageStore for UnavailableStore {
     async fn create_message(&self, _new: NewMessage) -> StoreResult<CreateOutcome> {
+        down()
+    }
+
+    async fn create_messages(&self, _batch: NewBatch) -> StoreResult<CreateOutcome> {
         down()
     }
 

@@ -2,6 +2,7 @@
 //! resolution, domain-scoped keys, suppression, templates, idempotency; and the one place
 //! where a message's state changes ([`Tidings::record_message_event`]).
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
@@ -15,6 +16,7 @@ use crate::model::{
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
+use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
 use crate::{Error, Result};
@@ -65,6 +67,10 @@ pub struct SendRequest {
     /// Files and inline parts, 40 MiB of base64 at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<AttachmentRequest>>,
+    /// Send at this time (RFC 3339) instead of now: at most 30 days ahead. Absent from the
+    /// idempotency hash when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<String>,
 }
 
 /// What a send returned.
@@ -100,14 +106,17 @@ struct ValidSend {
     subject: Option<String>,
     variables: serde_json::Map<String, serde_json::Value>,
     extras: MessageExtras,
+    /// `None` also for a `scheduledAt` that is not after now (sent at once).
+    scheduled_at: Option<DateTime<Utc>>,
 }
 
 impl Tidings {
     /// `POST /v1/messages`: validates, resolves the sender, checks the key's domain
     /// restriction and the suppression list, renders the template, and stores the message
-    /// durably with its `Queued` event (and webhook deliveries). With an Idempotency-Key,
-    /// a repeat of the same request returns the original message and queues nothing; the
-    /// same key with another request is `IdempotencyKeyReused`.
+    /// durably with its `Queued` event (or, with a `scheduledAt`, as `Scheduled` with a
+    /// `Scheduled` event) and webhook deliveries. With an Idempotency-Key, a repeat of the
+    /// same request returns the original message and queues nothing; the same key with
+    /// another request is `IdempotencyKeyReused`.
     pub async fn send_message(
         &self,
         who: &Principal,
@@ -127,7 +136,38 @@ impl Tidings {
             return self.replay(who.workspace_id, &record, request_hash).await;
         }
 
-        let valid = validate(&req)?;
+        let mut new = self.prepare_message(who, &req, now).await?;
+        new.idempotency = key.map(|key| IdempotencyRecord {
+            workspace_id: who.workspace_id,
+            key,
+            request_hash,
+            message_id: new.message.id,
+            created_at: now,
+            expires_at: now + self.config.idempotency_window,
+            batch: None,
+        });
+        let (message, event) = (new.message.clone(), new.event.clone());
+        match self.store.create_message(new).await? {
+            CreateOutcome::Created => {
+                self.observer.message_accepted(&message);
+                self.observer.message_event(&message, &event);
+                Ok(SendOutcome { message, replayed: false })
+            }
+            // Lost a race with an identical key: answer like a replay.
+            CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
+        }
+    }
+
+    /// Everything a send decides before it is stored: validation, sender, key restriction,
+    /// suppression, template, schedule; the message with its first event and webhook
+    /// deliveries, without an idempotency record. Shared by single and batch sends.
+    pub(crate) async fn prepare_message(
+        &self,
+        who: &Principal,
+        req: &SendRequest,
+        now: DateTime<Utc>,
+    ) -> Result<NewMessage> {
+        let valid = validate(req, now)?;
         let (domain, from) = self.resolve_from(who, valid.from).await?;
         if self.store.get_suppression(who.workspace_id, &valid.to).await?.is_some() {
             return Err(Error::RecipientSuppressed(valid.to.to_string()));
@@ -162,12 +202,16 @@ impl Tidings {
 
         let tracking = TrackingRequest::resolve(req.tracking, &domain);
         let event_id = EventId::new_at(now, &*self.random);
+        let (status, event_type) = match valid.scheduled_at {
+            Some(_) => (MessageStatus::Scheduled, EventType::Scheduled),
+            None => (MessageStatus::Queued, EventType::Queued),
+        };
         let message = Message {
             id: MessageId::new_at(now, &*self.random),
             workspace_id: who.workspace_id,
             api_key_id: who.key_id,
             domain_id: domain.id,
-            status: MessageStatus::Queued,
+            status,
             to: valid.to,
             from,
             subject,
@@ -179,43 +223,23 @@ impl Tidings {
             attempts: 0,
             created_at: now,
             updated_at: now,
-            next_attempt_at: Some(now),
+            next_attempt_at: Some(valid.scheduled_at.unwrap_or(now)),
             bounce_type: None,
             last_event_id: event_id,
             tracking,
             extras: valid.extras,
+            scheduled_at: valid.scheduled_at,
         };
         let event = MessageEvent {
             id: event_id,
             message_id: message.id,
-            event_type: EventType::Queued,
+            event_type,
             provider_message_id: None,
             occurred_at: now,
-            details: EventDetails::default(),
+            details: EventDetails { scheduled_at: valid.scheduled_at, ..EventDetails::default() },
         };
         let webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
-        let event_for_observer = event.clone();
-        let idempotency = key.map(|key| IdempotencyRecord {
-            workspace_id: who.workspace_id,
-            key,
-            request_hash,
-            message_id: message.id,
-            created_at: now,
-            expires_at: now + self.config.idempotency_window,
-        });
-        match self
-            .store
-            .create_message(NewMessage { message: message.clone(), event, idempotency, webhook_deliveries })
-            .await?
-        {
-            CreateOutcome::Created => {
-                self.observer.message_accepted(&message);
-                self.observer.message_event(&message, &event_for_observer);
-                Ok(SendOutcome { message, replayed: false })
-            }
-            // Lost a race with an identical key: answer like a replay.
-            CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
-        }
+        Ok(NewMessage { message, event, idempotency: None, webhook_deliveries })
     }
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
@@ -239,7 +263,7 @@ impl Tidings {
         }
     }
 
-    async fn replay(
+    pub(crate) async fn replay(
         &self,
         workspace: WorkspaceId,
         record: &IdempotencyRecord,
@@ -402,11 +426,24 @@ impl Tidings {
         message: &Message,
         happening: Happening,
     ) -> Result<(Message, MessageEvent)> {
+        self.record_message_event_if_due_at(message, happening, None).await
+    }
+
+    /// [`Self::record_message_event`] that also requires the stored `next_attempt_at` to be
+    /// `due_at` when that is set: the delivery worker passes its lease, so that a message
+    /// rescheduled after its claim (the status unchanged) is not sent under the old claim.
+    pub async fn record_message_event_if_due_at(
+        &self,
+        message: &Message,
+        happening: Happening,
+        due_at: Option<DateTime<Utc>>,
+    ) -> Result<(Message, MessageEvent)> {
         let (next, event) =
             apply_event(message, happening).map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
         let webhook_deliveries = self.webhook_deliveries_for(&next, &event).await?;
         let write = EventWrite {
             expected_status: message.status,
+            expected_next_attempt_at: due_at,
             message: next.clone(),
             event: event.clone(),
             webhook_deliveries,
@@ -418,8 +455,16 @@ impl Tidings {
 }
 
 /// Field checks that need no store, reporting every bad field at once.
-fn validate(req: &SendRequest) -> Result<ValidSend> {
+fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
     let mut fields = Vec::new();
+    let scheduled_at = match req.scheduled_at.as_deref().map(|text| parse_send_time(text, now)) {
+        None => None,
+        Some(Ok(at)) => at,
+        Some(Err(message)) => {
+            fields.push(FieldError::new("scheduledAt", message));
+            None
+        }
+    };
     let to = match req.to.as_deref() {
         None => {
             fields.push(FieldError::new("to", "is required"));
@@ -460,7 +505,9 @@ fn validate(req: &SendRequest) -> Result<ValidSend> {
     }
     let extras = validate_extras(req).map_err(|faults| fields.extend(faults)).ok();
     match (to, extras, fields.is_empty()) {
-        (Some(to), Some(extras), true) => Ok(ValidSend { to, from, subject: req.subject.clone(), variables, extras }),
+        (Some(to), Some(extras), true) => {
+            Ok(ValidSend { to, from, subject: req.subject.clone(), variables, extras, scheduled_at })
+        }
         _ => Err(Error::Validation { fields }),
     }
 }

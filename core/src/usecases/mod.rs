@@ -5,12 +5,14 @@
 //! authenticated [`Principal`] and enforces scope and workspace isolation itself.
 
 mod auth;
+mod batch;
 mod domains;
 mod feedback;
 mod keys;
 mod messages;
 mod operations;
 mod pagination;
+mod scheduling;
 mod send_fields;
 mod send_turns;
 mod senders;
@@ -31,11 +33,13 @@ use crate::ports::{Clock, DnsCheck, EventObserver, NoObserver, Random, Store};
 use crate::tracking::TrackingConfig;
 
 pub use auth::*;
+pub use batch::*;
 pub use domains::*;
 pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use pagination::*;
+pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
 pub use send_fields::{AttachmentRequest, TagRequest};
 pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;

@@ -18,7 +18,7 @@ use tidings_core::model::{
     Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
-    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
+    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
     NewTemplateVersion, Page, PageRequest, SecretStore, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
     WebhookStore, WorkspaceStore,
 };
@@ -45,6 +45,7 @@ mock! {
     #[async_trait]
     impl MessageStore for Store {
         async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
+        async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome>;
         async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
         async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>>;
         async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>>;

@@ -64,10 +64,32 @@ pub(super) fn enumeration(description: &str, values: &[&str]) -> Value {
     json!({ "type": "string", "description": description, "enum": values })
 }
 
-const MESSAGE_STATUSES: [&str; 9] =
-    ["Queued", "Scheduled", "Sent", "Deferred", "Delivered", "Bounced", "Complained", "Failed", "Suppressed"];
-const EVENT_TYPES: [&str; 10] =
-    ["Queued", "Sent", "Delivered", "Deferred", "Bounced", "Complained", "Opened", "Clicked", "Failed", "Suppressed"];
+const MESSAGE_STATUSES: [&str; 10] = [
+    "Queued",
+    "Scheduled",
+    "Sent",
+    "Deferred",
+    "Delivered",
+    "Bounced",
+    "Complained",
+    "Failed",
+    "Suppressed",
+    "Canceled",
+];
+const EVENT_TYPES: [&str; 12] = [
+    "Queued",
+    "Sent",
+    "Delivered",
+    "Deferred",
+    "Bounced",
+    "Complained",
+    "Opened",
+    "Clicked",
+    "Failed",
+    "Suppressed",
+    "Scheduled",
+    "Canceled",
+];
 
 /// `components.schemas`.
 pub fn schemas() -> Value {
@@ -154,6 +176,13 @@ pub fn schemas() -> Value {
                     ("createdAt", timestamp()),
                     ("tracking", schema_ref("MessageTracking")),
                     (
+                        "scheduledAt",
+                        timestamp_or_null_described(
+                            "the send time asked for with `scheduledAt` (kept after it passed); null for a message \
+                             sent at once",
+                        ),
+                    ),
+                    (
                         "replyTo",
                         json!({ "type": "array", "items": { "type": "string" }, "description": "Reply-To addresses" }),
                     ),
@@ -184,6 +213,22 @@ pub fn schemas() -> Value {
                     ("size", json!({ "type": "integer", "minimum": 0, "description": "decoded size in bytes" })),
                 ],
             ),
+        ),
+        (
+            "BatchItemResult",
+            json!({
+                "type": "object",
+                "description": "the result of one batch item: `message` when it was queued, `error` when it was \
+                    refused (permissive batches only)",
+                "additionalProperties": false,
+                "required": ["index"],
+                "properties": {
+                    "index": { "type": "integer", "minimum": 0, "description": "the item's index in the request" },
+                    "message": schema_ref("Message"),
+                    "error": schema_ref("Error"),
+                },
+                "oneOf": [{ "required": ["message"] }, { "required": ["error"] }],
+            }),
         ),
         (
             "MessageTracking",
@@ -226,6 +271,7 @@ pub fn schemas() -> Value {
                     "bounceType": enumeration("Hard suppresses the address, Soft does not", &["Hard", "Soft"]),
                     "url": string("the clicked URL"),
                     "userAgent": string("user agent of an open or click"),
+                    "scheduledAt": timestamp(),
                 },
             }),
         ),

@@ -167,6 +167,24 @@ fn keys() -> Vec<Op> {
     ]
 }
 
+/// The headers of a send's success: the rate limit's, and `Idempotent-Replayed`.
+fn send_headers() -> serde_json::Map<String, Value> {
+    let mut headers = rate_limit_headers(false);
+    headers.insert(
+        "Idempotent-Replayed".into(),
+        json!({
+            "description": "present when an earlier request with this Idempotency-Key created the message(s)",
+            "schema": { "type": "string", "enum": ["true"] },
+        }),
+    );
+    headers
+}
+
+/// `data` of a batch's answer.
+fn batch_results() -> Value {
+    json!({ "type": "array", "minItems": 1, "maxItems": 500, "items": schema_ref("BatchItemResult") })
+}
+
 fn messages() -> Vec<Op> {
     let statuses = schema_ref("MessageStatus");
     vec![
@@ -207,25 +225,63 @@ fn messages() -> Vec<Op> {
             .parameter(json!({ "$ref": "#/components/parameters/IdempotencyKey" }))
             .body("SendMessageRequest")
             .success(201, "the queued message (or, for a replay, the original one)", schema_ref("Message"))
-            .headers(201, {
-                let mut headers = rate_limit_headers(false);
-                headers.insert(
-                    "Idempotent-Replayed".into(),
-                    json!({
-                        "description": "present when an earlier request with this Idempotency-Key created the message",
-                        "schema": { "type": "string", "enum": ["true"] },
-                    }),
-                );
-                headers
-            })
+            .headers(201, send_headers())
             .fails(400, "SendBadRequest")
             .fails(403, "DomainNotAllowed")
+            .fails(409, "IdempotencyKeyReused")
+            .fails(422, "SendUnprocessable")
+            .fails(429, "SendTooManyRequests"),
+        op("post", "/v1/messages/batch", "send_batch", "messages", "Send up to 500 emails in one request")
+            .describe(
+                "A JSON array of what POST /v1/messages takes; `data` holds one result per item at its index. \
+                 `x-batch-validation: strict` (default) is all or nothing: one bad item is a 422 whose details \
+                 name `[i].field`, and nothing is queued. `permissive` queues the valid items and answers the \
+                 others' errors at their index. 201 when every item was queued, 200 when some were refused. \
+                 Takes one rate-limit token per item at once (429 if fewer are available; a batch larger than \
+                 the key's `rateLimitPerSec` is a 422); refused items give theirs back. The Idempotency-Key \
+                 covers the whole batch: a replay answers the same results.",
+            )
+            .parameter(json!({ "$ref": "#/components/parameters/IdempotencyKey" }))
+            .parameter(json!({
+                "name": "x-batch-validation",
+                "in": "header",
+                "required": false,
+                "description": "`strict` (default): all or nothing; `permissive`: valid items queued, errors per index",
+                "schema": { "type": "string", "enum": ["strict", "permissive"] },
+            }))
+            .body("SendBatchRequest")
+            .success(201, "every item queued (or, for a replay, the original results)", batch_results())
+            .success(
+                200,
+                "a permissive batch with refused items: each result is a message or an error",
+                batch_results(),
+            )
+            .headers(201, send_headers())
+            .headers(200, send_headers())
+            .fails(400, "SendBadRequest")
             .fails(409, "IdempotencyKeyReused")
             .fails(422, "SendUnprocessable")
             .fails(429, "SendTooManyRequests"),
         op("get", "/v1/messages/{id}", "get_message", "messages", "Retrieve a message with its current status")
             .describe("A `send` key gets 404 for a message another key sent.")
             .success(200, "the message", schema_ref("Message")),
+        op("patch", "/v1/messages/{id}", "update_message", "messages", "Reschedule a message not yet attempted")
+            .describe(
+                "Moves a Scheduled message's send time, gives a Queued one a time (it becomes Scheduled), or with \
+                 `scheduledAt: null` sends a Scheduled one now. Records a `Scheduled` (or `Queued`) event. Any \
+                 other status is a 409 `conflict`. A `send` key may change only its own messages.",
+            )
+            .body("UpdateMessageRequest")
+            .success(200, "the message as changed", schema_ref("Message"))
+            .fails(409, "Conflict"),
+        op("post", "/v1/messages/{id}/cancel", "cancel_message", "messages", "Cancel a Scheduled or Queued message")
+            .describe(
+                "The message becomes `Canceled` (terminal, with a `Canceled` event) and is never sent. A message \
+                 whose first attempt has started (or that ended otherwise) is a 409 `conflict`. A `send` key may \
+                 cancel only its own messages.",
+            )
+            .success(200, "the canceled message", schema_ref("Message"))
+            .fails(409, "Conflict"),
         op("get", "/v1/messages/{id}/events", "list_message_events", "messages", "A message's timeline, oldest first")
             .list("MessageEvent"),
     ]

@@ -79,6 +79,16 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         }),
                     ),
                     (
+                        "scheduledAt",
+                        json!({
+                            "type": ["string", "null"],
+                            "format": "date-time",
+                            "description": "send at this time (RFC 3339) instead of now: status `Scheduled` until \
+                                then. At most 30 days ahead; a time up to 60 s in the past (or now) sends at once; \
+                                earlier is a 422",
+                        }),
+                    ),
+                    (
                         "replyTo",
                         json!({
                             "description": "`Reply-To`: one address, or an array of 1 to 50, each checked like `to`",
@@ -166,6 +176,32 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         }),
                     ),
                 ],
+            ),
+        ),
+        (
+            "SendBatchRequest",
+            json!({
+                "type": "array",
+                "description": "body of POST /v1/messages/batch: 1 to 500 sends, each what POST /v1/messages takes",
+                "minItems": 1,
+                "maxItems": 500,
+                "items": schema_ref("SendMessageRequest"),
+            }),
+        ),
+        (
+            "UpdateMessageRequest",
+            input(
+                "body of PATCH /v1/messages/{id}",
+                &["scheduledAt"],
+                vec![(
+                    "scheduledAt",
+                    json!({
+                        "type": ["string", "null"],
+                        "format": "date-time",
+                        "description": "the new send time (same limits as a send; a Queued message becomes \
+                            Scheduled), or null to send a Scheduled message now",
+                    }),
+                )],
             ),
         ),
         (

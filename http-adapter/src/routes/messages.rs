@@ -8,9 +8,9 @@ use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tidings_core::model::{EventDetails, Message, MessageEvent};
-use tidings_core::usecases::{MessageFilters, RateLimitState, SendOutcome, SendRequest};
+use tidings_core::usecases::{MessageChange, MessageFilters, RateLimitState, SendOutcome, SendRequest};
 
 use super::table::RouteTable;
 use crate::auth::Authed;
@@ -33,6 +33,7 @@ pub struct MessageResponse {
     attempts: u32,
     created_at: DateTime<Utc>,
     tracking: TrackingResponse,
+    scheduled_at: Option<DateTime<Utc>>,
     reply_to: Vec<String>,
     tags: Vec<TagResponse>,
     metadata: BTreeMap<String, String>,
@@ -76,6 +77,7 @@ impl From<Message> for MessageResponse {
             attempts: m.attempts,
             created_at: m.created_at,
             tracking: TrackingResponse { opens: m.tracking.opens, clicks: m.tracking.clicks },
+            scheduled_at: m.scheduled_at,
             reply_to: m.extras.reply_to.iter().map(ToString::to_string).collect(),
             tags: m
                 .extras
@@ -123,6 +125,16 @@ impl From<MessageEvent> for EventResponse {
     }
 }
 
+/// The `Idempotency-Key` header, if any.
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<&str>> {
+    match headers.get("idempotency-key") {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            ApiError::Core(tidings_core::Error::InvalidIdempotencyKey("Idempotency-Key must be printable ASCII".into()))
+        }),
+    }
+}
+
 /// `POST /v1/messages`. The rate-limit token is taken first and given back when the send
 /// queues nothing (rejected or replayed), as contract §2 requires.
 pub async fn send_message(
@@ -131,12 +143,7 @@ pub async fn send_message(
     headers: HeaderMap,
     ApiJson(req): ApiJson<SendRequest>,
 ) -> ApiResult<Response> {
-    let key = match headers.get("idempotency-key") {
-        None => None,
-        Some(v) => Some(v.to_str().map_err(|_| {
-            ApiError::Core(tidings_core::Error::InvalidIdempotencyKey("Idempotency-Key must be printable ASCII".into()))
-        })?),
-    };
+    let key = idempotency_key(&headers)?;
     // Repeats of a key wait for the first send, so they are answered as replays and take
     // no token (contract §2) instead of racing it for the bucket.
     let _turn = state.core.take_send_turn(&who, key).await;
@@ -217,12 +224,50 @@ pub async fn list_message_events(
     Ok(envelope::list(listed, EventResponse::from))
 }
 
-/// The message routes; a send's body may be up to `send_body_limit` bytes (attachments),
-/// the others keep the router's limit.
+/// `PATCH /v1/messages/{id}` body: `scheduledAt` must be present (a time, or null to send now).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateMessageRequest {
+    #[serde(default, deserialize_with = "present")]
+    scheduled_at: Option<Option<String>>,
+}
+
+/// Tells a present `null` (`Some(None)`) from an absent field (`None`, by `default`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// `PATCH /v1/messages/{id}`: reschedules a Scheduled or Queued message.
+pub async fn update_message(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<UpdateMessageRequest>,
+) -> ApiResult<Response> {
+    let change = MessageChange { scheduled_at: req.scheduled_at };
+    let message = state.core.reschedule_message(&who, &id, change).await?;
+    Ok(envelope::success(StatusCode::OK, "message rescheduled", MessageResponse::from(message)))
+}
+
+/// `POST /v1/messages/{id}/cancel`: cancels a Scheduled or Queued message.
+pub async fn cancel_message(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Response> {
+    let message = state.core.cancel_message(&who, &id).await?;
+    Ok(envelope::success(StatusCode::OK, "message canceled", MessageResponse::from(message)))
+}
+
+/// The message routes; a send's or a batch's body may be up to `send_body_limit` bytes
+/// (attachments), the others keep the router's limit.
 pub fn routes(send_body_limit: usize) -> RouteTable {
     RouteTable::default()
         .get("/v1/messages", list_messages)
         .post("/v1/messages", send_message.layer(DefaultBodyLimit::max(send_body_limit)))
+        .post("/v1/messages/batch", super::batch::send_batch.layer(DefaultBodyLimit::max(send_body_limit)))
         .get("/v1/messages/{id}", get_message)
+        .patch("/v1/messages/{id}", update_message)
+        .post("/v1/messages/{id}/cancel", cancel_message)
         .get("/v1/messages/{id}/events", list_message_events)
 }

@@ -1,6 +1,7 @@
 //! The route table: one module per resource, each with its DTOs and handlers, added through
 //! [`table::RouteTable`] so that the served routes can be listed.
 
+mod batch;
 mod domains;
 mod health;
 mod keys;

@@ -438,8 +438,13 @@ impl World {
                     next_attempt_at: (event == EventType::Deferred).then(|| self.at(i64::from(retry_secs))),
                 };
                 let Ok((after, event)) = apply_event(&current, happening) else { return Ok(()) };
-                let mut write =
-                    EventWrite { expected_status: current.status, message: after, event, webhook_deliveries: vec![] };
+                let mut write = EventWrite {
+                    expected_status: current.status,
+                    expected_next_attempt_at: None,
+                    message: after,
+                    event,
+                    webhook_deliveries: vec![],
+                };
                 match twist {
                     Twist::None => {}
                     Twist::Stale => {

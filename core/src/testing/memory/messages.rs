@@ -29,6 +29,38 @@ impl MessageStore for MemoryStore {
         Ok(CreateOutcome::Created)
     }
 
+    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome> {
+        let mut st = self.state();
+        if let Some(record) = &batch.idempotency
+            && let Some(existing) = st.idempotency.get(&(record.workspace_id, record.key.clone()))
+            && existing.expires_at > batch.accepted_at
+        {
+            return Ok(CreateOutcome::Duplicate(existing.clone()));
+        }
+        // Every check before any write: all or nothing.
+        let mut ids = std::collections::HashSet::new();
+        for new in &batch.messages {
+            if st.messages.contains_key(&new.message.id) || !ids.insert(new.message.id) {
+                return Err(conflict("message id exists"));
+            }
+        }
+        let deliveries: Vec<WebhookDelivery> =
+            batch.messages.iter().flat_map(|new| new.webhook_deliveries.iter().cloned()).collect();
+        if let Some(e) = st.deliveries_conflict(&deliveries) {
+            return Err(e);
+        }
+        for new in batch.messages {
+            let id = new.message.id;
+            st.events.entry(id).or_default().insert(new.event.id, new.event);
+            st.messages.insert(id, new.message);
+        }
+        if let Some(record) = batch.idempotency {
+            st.idempotency.insert((record.workspace_id, record.key.clone()), record);
+        }
+        st.queue_deliveries(&deliveries);
+        Ok(CreateOutcome::Created)
+    }
+
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
         Ok(self.state().messages.get(&id).filter(|m| m.workspace_id == workspace).cloned())
     }
@@ -75,6 +107,11 @@ impl MessageStore for MemoryStore {
                 "message is {:?}, not {:?}",
                 stored.status, write.expected_status
             )));
+        }
+        if let Some(expected) = write.expected_next_attempt_at
+            && stored.next_attempt_at != Some(expected)
+        {
+            return Err(conflict("message is no longer under this lease"));
         }
         if st.events.get(&id).is_some_and(|events| events.contains_key(&write.event.id)) {
             return Err(conflict("event id exists"));

@@ -32,7 +32,7 @@ use crate::model::{
     Workspace,
 };
 use crate::ports::{
-    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewMessage,
+    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
     NewTemplateVersion, Page, PageRequest, PendingMessages, SecretStore, StoreError, StoreResult, SuppressionStore,
     TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };

@@ -48,6 +48,21 @@ impl Limits for LocalLimits {
         Ok(())
     }
 
+    async fn acquire_sends(
+        &self,
+        key: ApiKeyId,
+        limit: RateLimit,
+        n: u32,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
+        Ok(self.rate.try_acquire_n(key, limit, n, now))
+    }
+
+    async fn refund_sends(&self, key: ApiKeyId, limit: RateLimit, n: u32, _now: DateTime<Utc>) -> StoreResult<()> {
+        self.rate.refund_n(key, limit, n);
+        Ok(())
+    }
+
     async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
         Ok(self.throttle.check(&client, now))
     }

@@ -91,6 +91,21 @@ impl RateLimiter {
         limit: RateLimit,
         now: DateTime<Utc>,
     ) -> Result<RateLimitState, RetryAfter> {
+        self.try_acquire_n(key, limit, 1, now)
+    }
+
+    /// Takes `n` tokens at once (a batch of `n` messages), all or none: `Err` with the whole
+    /// seconds until `n` are available if fewer are. `n` above the capacity can never be
+    /// granted (the wait is capped at what refilling the whole bucket takes); the caller
+    /// refuses such a request before asking.
+    pub fn try_acquire_n(
+        &self,
+        key: ApiKeyId,
+        limit: RateLimit,
+        n: u32,
+        now: DateTime<Utc>,
+    ) -> Result<RateLimitState, RetryAfter> {
+        let wanted = UNIT * i128::from(n.max(1));
         let per_sec = i128::from(limit.per_sec());
         let cap = Bucket::capacity(per_sec);
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
@@ -101,12 +116,12 @@ impl RateLimiter {
         let available = bucket.refilled(now, per_sec);
         // A clock stepped back must not refill: keep the later instant as the reference.
         let at = now.max(bucket.at);
-        if available < UNIT {
+        if available < wanted {
             *bucket = Bucket { units: available, at, per_sec };
-            let missing = UNIT - available;
-            return Err(RetryAfter::from_nanos(div_ceil(missing, per_sec)));
+            let missing = wanted.min(cap) - available;
+            return Err(RetryAfter::from_nanos(div_ceil(missing.max(1), per_sec)));
         }
-        let units = available - UNIT;
+        let units = available - wanted;
         *bucket = Bucket { units, at, per_sec };
         Ok(RateLimitState {
             limit: limit.per_sec(),
@@ -118,10 +133,15 @@ impl RateLimiter {
     /// Gives back the token of a send that turned out not to queue anything (rejected, or
     /// an idempotent replay): contract §2 says those take none. Never fills past capacity.
     pub fn refund(&self, key: ApiKeyId, limit: RateLimit) {
+        self.refund_n(key, limit, 1);
+    }
+
+    /// Gives back `n` tokens (the refused items of a batch). Never fills past capacity.
+    pub fn refund_n(&self, key: ApiKeyId, limit: RateLimit, n: u32) {
         let cap = Bucket::capacity(i128::from(limit.per_sec()));
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(bucket) = buckets.get_mut(&key) {
-            bucket.units = (bucket.units + UNIT).min(cap);
+            bucket.units = (bucket.units + UNIT * i128::from(n)).min(cap);
         }
     }
 
@@ -146,6 +166,25 @@ impl RateLimiter {
 /// units at `b` units per nanosecond).
 fn div_ceil(a: i128, b: i128) -> i128 {
     (a.max(0) + b - 1) / b
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_takes_all_its_tokens_or_none() {
+        let limiter = RateLimiter::default();
+        let key = ApiKeyId(ulid::Ulid::from_parts(1, 2));
+        let limit = RateLimit::new(10).unwrap();
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let state = limiter.try_acquire_n(key, limit, 7, now).unwrap();
+        assert_eq!(state.remaining, 3);
+        assert!(limiter.try_acquire_n(key, limit, 4, now).is_err(), "3 left: a batch of 4 is refused");
+        assert_eq!(limiter.try_acquire_n(key, limit, 3, now).unwrap().remaining, 0, "the refusal took nothing");
+        limiter.refund_n(key, limit, 25);
+        assert_eq!(limiter.try_acquire_n(key, limit, 10, now).unwrap().remaining, 0, "refunds stop at capacity");
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,257 @@
+//! `POST /v1/messages/batch` (issue #8): up to [`MAX_BATCH`] sends in one request, each
+//! exactly what `POST /v1/messages` takes, answered one result per item at its index.
+//!
+//! Every item goes through the same preparation as a single send
+//! ([`Tidings::prepare_message`]); the accepted ones are stored in one durable write
+//! ([`MessageStore::create_messages`](crate::ports::MessageStore::create_messages)).
+//! - [`BatchValidation::Strict`] (the default): all or nothing. One refused item refuses the
+//!   batch with a 422 `validation_error` whose details name `[i].field` for every bad field
+//!   of every bad item (`[i]` alone, with the item's error code in the message, for an item
+//!   refused as a whole, e.g. a suppressed recipient); nothing is stored.
+//! - [`BatchValidation::Permissive`]: the accepted items are stored, the others answered
+//!   with their error at their index.
+//!
+//! The Idempotency-Key covers the batch: its record keeps every item's result, so a replay
+//! answers the same message ids and the same errors.
+
+use crate::error::FieldError;
+use crate::ids::MessageId;
+use crate::model::{BatchItemRecord, IdempotencyKey, IdempotencyRecord, Message, RequestHash, StoredError};
+use crate::ports::{CreateOutcome, NewBatch};
+use crate::usecases::{Principal, SendRequest, Tidings};
+use crate::{Error, Result};
+
+/// Most messages in one batch.
+pub const MAX_BATCH: usize = 500;
+
+/// How a batch treats refused items (header `x-batch-validation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchValidation {
+    /// All or nothing.
+    #[default]
+    Strict,
+    /// Valid items queued, errors per index.
+    Permissive,
+}
+
+impl BatchValidation {
+    /// Parses the header value; absent is `Strict`.
+    pub fn parse(value: Option<&str>) -> Result<Self> {
+        match value.map(str::trim) {
+            None => Ok(Self::Strict),
+            Some(v) if v.eq_ignore_ascii_case("strict") => Ok(Self::Strict),
+            Some(v) if v.eq_ignore_ascii_case("permissive") => Ok(Self::Permissive),
+            Some(_) => Err(Error::field("x-batch-validation", "must be strict or permissive")),
+        }
+    }
+}
+
+/// The result of one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchItem {
+    /// Queued (or scheduled) as this message (its current state on a replay).
+    Queued(Box<Message>),
+    /// Refused, with the error a single send would have got (permissive batches only).
+    Refused(StoredError),
+}
+
+/// What a batch returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// One result per item, at the item's index.
+    pub items: Vec<BatchItem>,
+    /// True when an earlier request with the same Idempotency-Key produced these results.
+    pub replayed: bool,
+}
+
+impl BatchOutcome {
+    /// How many items were refused.
+    pub fn refused(&self) -> usize {
+        self.items.iter().filter(|i| matches!(i, BatchItem::Refused(_))).count()
+    }
+}
+
+impl Tidings {
+    /// Checks a batch's size before anything else, so a front end can refuse it before taking
+    /// rate-limit tokens: 1 to [`MAX_BATCH`] items, and no more than the key's whole bucket
+    /// (`rateLimitPerSec`), which could never be granted at once (a 422 naming `batch`, not a
+    /// 429: waiting would not help).
+    pub fn check_batch_size(&self, who: &Principal, len: usize) -> Result<()> {
+        let capacity = usize::try_from(who.rate_limit.per_sec()).unwrap_or(usize::MAX);
+        if len == 0 {
+            return Err(Error::field("batch", "must hold at least one message"));
+        }
+        if len > MAX_BATCH {
+            return Err(Error::field("batch", format!("must hold at most {MAX_BATCH} messages")));
+        }
+        if len > capacity {
+            return Err(Error::field(
+                "batch",
+                format!("holds {len} messages but this API key's rate limit allows at most {capacity} at once"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `POST /v1/messages/batch`: see the module docs. A storage failure fails the whole
+    /// batch (nothing stored); item errors are the client's.
+    pub async fn send_batch(
+        &self,
+        who: &Principal,
+        reqs: Vec<SendRequest>,
+        mode: BatchValidation,
+        idempotency_key: Option<&str>,
+    ) -> Result<BatchOutcome> {
+        self.check_batch_size(who, reqs.len())?;
+        let now = self.clock.now();
+        let key = parse_key(idempotency_key)?;
+        let hash = batch_hash(who, &reqs, mode)?;
+        if let Some(key) = &key
+            && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
+            && record.expires_at > now
+        {
+            return self.replay_batch(who, &record, hash).await;
+        }
+
+        let mut prepared = Vec::with_capacity(reqs.len());
+        for req in &reqs {
+            prepared.push(match self.prepare_message(who, req, now).await {
+                Ok(new) => Ok(new),
+                Err(e @ (Error::Unavailable(_) | Error::Internal(_))) => return Err(e),
+                Err(e) => Err(e),
+            });
+        }
+        if mode == BatchValidation::Strict && prepared.iter().any(Result::is_err) {
+            let fields = prepared
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().err().map(|e| (i, e)))
+                .flat_map(|(i, e)| item_fields(i, e))
+                .collect();
+            return Err(Error::Validation { fields });
+        }
+        let mut items = Vec::with_capacity(prepared.len());
+        let mut records = Vec::with_capacity(prepared.len());
+        let mut messages = Vec::new();
+        for p in prepared {
+            match p {
+                Ok(new) => {
+                    records.push(BatchItemRecord::Created(new.message.id));
+                    items.push(BatchItem::Queued(Box::new(new.message.clone())));
+                    messages.push(new);
+                }
+                Err(e) => {
+                    let stored = stored_error(&e);
+                    records.push(BatchItemRecord::Refused(stored.clone()));
+                    items.push(BatchItem::Refused(stored));
+                }
+            }
+        }
+        if messages.is_empty() {
+            // Nothing was accepted: like a refused single send, nothing is remembered.
+            return Ok(BatchOutcome { items, replayed: false });
+        }
+        let idempotency = key.map(|key| IdempotencyRecord {
+            workspace_id: who.workspace_id,
+            key,
+            request_hash: hash,
+            message_id: MessageId::new_at(now, &*self.random),
+            created_at: now,
+            expires_at: now + self.config.idempotency_window,
+            batch: Some(records),
+        });
+        let created: Vec<_> = messages.iter().map(|new| (new.message.clone(), new.event.clone())).collect();
+        match self.store.create_messages(NewBatch { messages, idempotency, accepted_at: now }).await? {
+            CreateOutcome::Created => {
+                for (message, event) in &created {
+                    self.observer.message_accepted(message);
+                    self.observer.message_event(message, event);
+                }
+                Ok(BatchOutcome { items, replayed: false })
+            }
+            CreateOutcome::Duplicate(record) => self.replay_batch(who, &record, hash).await,
+        }
+    }
+
+    /// The answer to a batch if it repeats an earlier one with the same Idempotency-Key:
+    /// `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key with another
+    /// body (or mode), `Ok(None)` when the key is new, expired or absent. Reads only, so a
+    /// front end can answer replays without taking rate-limit tokens.
+    pub async fn idempotent_batch_replay(
+        &self,
+        who: &Principal,
+        reqs: &[SendRequest],
+        mode: BatchValidation,
+        idempotency_key: Option<&str>,
+    ) -> Result<Option<BatchOutcome>> {
+        let Some(key) = parse_key(idempotency_key)? else { return Ok(None) };
+        match self.store.get_idempotency(who.workspace_id, &key).await? {
+            Some(record) if record.expires_at > self.clock.now() => {
+                self.replay_batch(who, &record, batch_hash(who, reqs, mode)?).await.map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn replay_batch(
+        &self,
+        who: &Principal,
+        record: &IdempotencyRecord,
+        hash: RequestHash,
+    ) -> Result<BatchOutcome> {
+        let Some(results) = record.batch.as_ref().filter(|_| record.request_hash == hash) else {
+            return Err(Error::IdempotencyKeyReused);
+        };
+        let mut items = Vec::with_capacity(results.len());
+        for result in results {
+            items.push(match result {
+                BatchItemRecord::Created(id) => {
+                    let message =
+                        self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
+                            Error::Internal(format!("idempotency record points to missing message {id}"))
+                        })?;
+                    BatchItem::Queued(Box::new(message))
+                }
+                BatchItemRecord::Refused(error) => BatchItem::Refused(error.clone()),
+            });
+        }
+        Ok(BatchOutcome { items, replayed: true })
+    }
+}
+
+fn parse_key(key: Option<&str>) -> Result<Option<IdempotencyKey>> {
+    key.map(IdempotencyKey::parse).transpose().map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))
+}
+
+/// The strict batch's details for item `i`: its fields as `[i].field`, or `[i]` with the
+/// code for an error that names no field.
+fn item_fields(i: usize, e: &Error) -> Vec<FieldError> {
+    match e {
+        Error::Validation { fields } => {
+            fields.iter().map(|f| FieldError::new(format!("[{i}].{}", f.field), f.message.clone())).collect()
+        }
+        other => vec![FieldError::new(format!("[{i}]"), format!("{}: {other}", other.code()))],
+    }
+}
+
+/// An item's error as the envelope shows it (4xx errors only reach here, whose text is
+/// client-safe).
+fn stored_error(e: &Error) -> StoredError {
+    let (message, fields) = match e {
+        Error::Validation { fields } => {
+            ("validation failed".to_owned(), fields.iter().map(|f| (f.field.clone(), f.message.clone())).collect())
+        }
+        other => (other.to_string(), Vec::new()),
+    };
+    StoredError { code: e.code().to_owned(), message, fields }
+}
+
+/// Hash of a batch for idempotency: the items' canonical JSON, the mode, a marker that keeps
+/// it apart from a single send's, and the key that sent it.
+fn batch_hash(who: &Principal, reqs: &[SendRequest], mode: BatchValidation) -> Result<RequestHash> {
+    let body = serde_json::json!({ "batch": reqs, "validation": mode });
+    let mut bytes = serde_json::to_vec(&body).map_err(|e| Error::Internal(format!("hashing request: {e}")))?;
+    bytes.extend_from_slice(&who.key_id.to_bytes());
+    Ok(RequestHash::of(&bytes))
+}
