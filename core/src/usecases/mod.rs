@@ -5,13 +5,17 @@
 //! authenticated [`Principal`] and enforces scope and workspace isolation itself.
 
 mod auth;
+mod client_auth;
 mod domains;
 mod feedback;
 mod keys;
 mod messages;
 mod pagination;
+mod rate_limited_send;
 mod send_turns;
 mod senders;
+mod submission;
+mod submitted_message;
 mod suppressions;
 mod templates;
 mod tracking;
@@ -29,13 +33,17 @@ use crate::ports::{Clock, DnsCheck, Random, Store};
 use crate::tracking::TrackingConfig;
 
 pub use auth::*;
+pub use client_auth::*;
 pub use domains::*;
 pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use pagination::*;
+pub use rate_limited_send::*;
 pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;
+pub use submission::*;
+pub use submitted_message::*;
 pub use suppressions::*;
 pub use templates::*;
 pub use tracking::*;
