@@ -323,6 +323,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// The executable to run; [`server_binary`] when `None`.
     pub binary: Option<PathBuf>,
+    /// Start the SMTP submission listener on a free loopback port
+    /// (`TIDINGS_SUBMISSION_LISTEN=127.0.0.1:0`); [`TestServer::submission_addr`] gives it.
+    pub submission: bool,
 }
 
 /// A running `tidings-server`; killed when dropped.
@@ -331,6 +334,7 @@ pub struct TestServer {
     child: Child,
     data_dir: DataDir,
     addr: SocketAddr,
+    submission_addr: Option<SocketAddr>,
     key: Option<String>,
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<String>>>,
@@ -368,6 +372,9 @@ impl TestServer {
             && let Some(url) = data_dir.database_url()
         {
             command.env("TIDINGS_DATABASE_URL", url);
+        }
+        if options.submission {
+            command.env("TIDINGS_SUBMISSION_LISTEN", "127.0.0.1:0");
         }
         for (name, value) in &options.env {
             command.env(name, value);
@@ -409,7 +416,14 @@ impl TestServer {
             Some(key) => Some(key),
             None => wait_for(&stdout, Duration::from_secs(2), |l| l.strip_prefix("bootstrap key: ").map(str::to_owned)),
         };
-        Self { child, data_dir, addr, key, stdout, stderr, client }
+        // The SMTP listeners bind after the HTTPS one; their lines follow it.
+        let submission_addr = options.submission.then(|| {
+            wait_for(&stderr, Duration::from_secs(5), |l| {
+                l.strip_prefix("SMTP submission listening on ").map(|a| a.trim().parse().expect("a socket address"))
+            })
+            .unwrap_or_else(|| panic!("no submission listener:\n{}", stderr.lock().unwrap().join("\n")))
+        });
+        Self { child, data_dir, addr, submission_addr, key, stdout, stderr, client }
     }
 
     /// The full key of the default workspace: the configured or the printed bootstrap key.
@@ -425,6 +439,16 @@ impl TestServer {
     /// The listening address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The SMTP submission listener's address; panics unless [`Options::submission`] was set.
+    pub fn submission_addr(&self) -> SocketAddr {
+        self.submission_addr.expect("the server was started without Options::submission")
+    }
+
+    /// The TLS certificate the server presents (generated on first start), PEM.
+    pub fn cert_path(&self) -> PathBuf {
+        self.data_dir.path().join("tls/cert.pem")
     }
 
     /// The data dir.

@@ -70,6 +70,9 @@ environment wins over the file):
   TIDINGS_PUBLIC_URL           https://<listen> base of open/click tracking URLs
   TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint SMTP listener
                                                (needs TIDINGS_RETURN_PATH_DOMAIN)
+  TIDINGS_SUBMISSION_LISTEN    unset           ip:port of the SMTP submission listener (e.g.
+                                               0.0.0.0:587): STARTTLS with the HTTPS certificate,
+                                               then AUTH PLAIN/LOGIN with an API key as password
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -257,6 +260,9 @@ pub struct Config {
     /// `TIDINGS_INBOUND_SMTP_LISTEN`: the bounce and complaint listener (needs
     /// `TIDINGS_RETURN_PATH_DOMAIN`, the only domain it accepts mail for).
     pub inbound_smtp_listen: Option<SocketAddr>,
+    /// `TIDINGS_SUBMISSION_LISTEN`: the SMTP submission listener for applications (STARTTLS
+    /// with the HTTPS certificate, AUTH with an API key).
+    pub submission_listen: Option<SocketAddr>,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// Delivery.
@@ -291,6 +297,7 @@ const KEYS: &[&str] = &[
     "TIDINGS_WEBHOOK_RETRY_SCHEDULE",
     "TIDINGS_PUBLIC_URL",
     "TIDINGS_INBOUND_SMTP_LISTEN",
+    "TIDINGS_SUBMISSION_LISTEN",
     "TIDINGS_RETURN_PATH_DOMAIN",
     "TIDINGS_DOMAIN_RECHECK_INTERVAL",
     "TIDINGS_SMTP_TIMEOUT",
@@ -444,6 +451,7 @@ impl Config {
                 "needs TIDINGS_RETURN_PATH_DOMAIN: the listener accepts reports sent to that domain only",
             ));
         }
+        let submission_listen = s.parse("TIDINGS_SUBMISSION_LISTEN", socket_addr)?;
         let public_url = s.parse("TIDINGS_PUBLIC_URL", |t| {
             let url = public_url(t)?;
             PublicUrl::parse(url.as_str()).map_err(|e| format!("`{t}`: {e}"))
@@ -464,6 +472,7 @@ impl Config {
             webhook_retry_schedule,
             lease_margin,
             inbound_smtp_listen,
+            submission_listen,
             log,
             delivery,
             public_url,

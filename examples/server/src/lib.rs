@@ -2,7 +2,8 @@
 //! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
 //! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
 //! background loops (`workers`: delivery, webhook delivery, domain re-checks, Idempotency-Key
-//! purge) and serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only calls
+//! purge), the SMTP listeners for reports (`inbound`) and submission (`submission`), and
+//! serves HTTPS until SIGTERM/SIGINT (`serve`). The binary's `main` only calls
 //! [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod inbound;
 pub mod serve;
+pub mod submission;
 pub mod tls;
 pub mod workers;
 
@@ -70,6 +72,14 @@ pub enum ServerError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// The SMTP submission listener could not be bound.
+    #[error("cannot listen on {addr} (TIDINGS_SUBMISSION_LISTEN): {source}")]
+    SubmissionBind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
     /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
     #[error("cannot set up the webhook sender: {0}")]
     WebhookSender(String),
@@ -98,8 +108,8 @@ impl ServerError {
 
 /// Runs the server until `shutdown` completes: TLS, store (sled, or PostgreSQL with
 /// `TIDINGS_DATABASE_URL`), first-start bootstrap, the background loops (delivery, webhooks,
-/// domain re-checks, Idempotency-Key purge), the bounce listener when configured, and the
-/// HTTPS listener. Prints `listening on https://ADDR` on stderr once
+/// domain re-checks, Idempotency-Key purge), the bounce and submission listeners when
+/// configured, and the HTTPS listener. Prints `listening on https://ADDR` on stderr once
 /// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
 /// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
@@ -211,13 +221,24 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // Config refuses a listener without a return-path domain.
         _ => None,
     };
+    // SMTP submission: served until shutdown like the others.
+    let submission = match config.submission_listen {
+        Some(addr) => {
+            let listener = submission::bind(addr, &tls.server_config, core.clone(), limits.clone()).await?;
+            let mut stop = stop_rx.clone();
+            Some(tokio::spawn(listener.serve(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })))
+        }
+        None => None,
+    };
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
     let app = router(ApiState::with_limits(core, http, limits));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     serve::serve(listener, acceptor, app, shutdown, SHUTDOWN_GRACE).await;
 
     let _ = stop_tx.send(true);
-    for task in background.into_iter().chain(inbound) {
+    for task in background.into_iter().chain(inbound).chain(submission) {
         let _ = task.await;
     }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;
