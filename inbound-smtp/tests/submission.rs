@@ -58,9 +58,14 @@ impl InboundHandler for Handler {
     }
 
     async fn authenticate(&self, _client: IpAddr, credentials: Credentials) -> Result<Principal, AuthFailure> {
-        let good = credentials.password == KEY;
+        let answer = match credentials.password.as_str() {
+            KEY => Ok(principal()),
+            "throttled" => Err(AuthFailure::Throttled),
+            "store-down" => Err(AuthFailure::Unavailable),
+            _ => Err(AuthFailure::Invalid),
+        };
         self.logins.lock().unwrap().push(credentials);
-        if good { Ok(principal()) } else { Err(AuthFailure::Invalid) }
+        answer
     }
 
     async fn check_recipient(&self, _who: &Principal, recipient: &EmailAddress) -> Result<(), HandlerError> {
@@ -309,6 +314,19 @@ async fn a_wrong_key_is_535_and_counted() {
     assert!(reply.lines[0].starts_with("5.7.8"));
     client.command("MAIL FROM:<>", 530).await;
     assert_eq!(server.stats.snapshot().auth_failures, 1);
+}
+
+#[tokio::test]
+async fn a_throttled_client_or_an_unreachable_store_is_454_so_the_client_retries_later() {
+    let server = Server::start().await;
+    let mut client = server.tls_client().await;
+
+    let throttled = client.command(&format!("AUTH PLAIN {}", plain("tidings", "throttled")), 454).await;
+    let unavailable = client.command(&format!("AUTH PLAIN {}", plain("tidings", "store-down")), 454).await;
+
+    assert!(throttled.lines[0].starts_with("4.7.0 Too many failed"), "{throttled:?}");
+    assert!(unavailable.lines[0].starts_with("4.7.0 Temporary"), "{unavailable:?}");
+    client.command(&format!("AUTH PLAIN {}", plain("tidings", KEY)), 235).await;
 }
 
 #[tokio::test]

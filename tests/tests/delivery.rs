@@ -15,7 +15,7 @@ mod common;
 mod dkim;
 
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 

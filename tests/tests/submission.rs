@@ -221,6 +221,15 @@ async fn what_the_api_would_refuse_is_refused_with_its_smtp_code() {
     assert_eq!(code, "550", "a domain-scoped key: {text}");
     assert!(text.contains("5.7.1") && text.contains("app.example"), "{text}");
 
+    let untitled = Message::builder()
+        .from("app@app.example".parse().unwrap())
+        .to("ann@inbox.example".parse().unwrap())
+        .body("No subject.".to_owned())
+        .unwrap();
+    let (code, text) = refusal(client(&server, Some(&key)).send(untitled).await.unwrap_err());
+    assert_eq!(code, "550", "no subject: {text}");
+    assert!(text.contains("5.6.0") && text.contains("subject"), "{text}");
+
     send("app@other.example", "ann@inbox.example", &key).await.expect("the full key may send from other.example");
     send("app@app.example", "ann@inbox.example", &scoped).await.expect("the scoped key may send from its domain");
     assert_eq!(messages_to(&server, "ann@inbox.example").await.len(), 2);
