@@ -30,8 +30,9 @@
 //! - **Strict data framing.** Only `<CRLF>.<CRLF>` ends the data and only a dot after CRLF
 //!   is unstuffed; the message reaches the handler byte for byte otherwise.
 //! - **Replies never echo client input**, and all parsing works on bytes: no input panics.
-//! - Extensions: PIPELINING, 8BITMIME, SIZE, ENHANCEDSTATUSCODES. Not SMTPUTF8, DSN,
-//!   CHUNKING.
+//! - Extensions: PIPELINING, 8BITMIME, SIZE, ENHANCEDSTATUSCODES; for submission STARTTLS
+//!   (plaintext session) or AUTH PLAIN LOGIN (TLS session). Not SMTPUTF8, DSN, CHUNKING, nor
+//!   implicit TLS (port 465). The STARTTLS handshake gets the command timeout.
 
 mod command;
 mod data;

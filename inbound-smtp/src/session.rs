@@ -333,7 +333,6 @@ impl Session {
             Some(Err(error)) => return Ok(self.fail(reply::for_sasl(error))),
             None => return Ok(Flow::Close),
         };
-        let username = credentials.username.clone();
         match self.shared.handler.authenticate(self.peer.ip(), credentials).await {
             Ok(principal) => {
                 tracing::info!(peer = %self.peer, key = %principal.key_id, "submission client authenticated");
@@ -342,7 +341,8 @@ impl Session {
             }
             Err(failure) => {
                 self.shared.stats.bump(Counter::AuthFailures);
-                tracing::info!(peer = %self.peer, username = %username.escape_debug(), ?failure, "AUTH failed");
+                // Not the user name: some clients put the key there too.
+                tracing::info!(peer = %self.peer, ?failure, "AUTH failed");
                 Ok(self.fail(match failure {
                     AuthFailure::Invalid => reply::AUTH_INVALID,
                     AuthFailure::Throttled => reply::AUTH_THROTTLED,

@@ -2,86 +2,30 @@
 //! under TLS, MAIL only after AUTH, recipients vetted by the handler, and the handler's
 //! refusals as replies.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod common;
 
-use async_trait::async_trait;
+use std::sync::Arc;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use tidings_core::email::EmailAddress;
-use tidings_core::ids::{ApiKeyId, WorkspaceId};
-use tidings_core::model::{KeyScope, RateLimit};
-use tidings_core::usecases::Principal;
-use tidings_inbound_smtp::{
-    AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings, InboundStats,
-    Refusal,
-};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio_rustls::TlsConnector;
+use common::{Client, KEY, SUPPRESSED, TestServer, principal};
+use tidings_inbound_smtp::{HandlerError, InboundSettings, Refusal};
 use tokio_rustls::rustls::crypto::aws_lc_rs;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore, ServerConfig};
 
-const WAIT: Duration = Duration::from_secs(10);
-const KEY: &str = "good-key";
-const SUPPRESSED: &str = "gone@dest.example";
-
-fn principal() -> Principal {
-    Principal {
-        workspace_id: WorkspaceId::from_bytes([1; 16]),
-        key_id: ApiKeyId::from_bytes([2; 16]),
-        scope: KeyScope::Send,
-        sending_domain_id: None,
-        rate_limit: RateLimit::new(10).unwrap(),
-    }
-}
-
-/// Takes `good-key` as the only password, refuses `gone@dest.example`, records messages.
-#[derive(Default)]
-struct Handler {
-    received: Mutex<Vec<(Envelope, Vec<u8>)>>,
-    logins: Mutex<Vec<Credentials>>,
-    refuse_data: Mutex<Option<HandlerError>>,
-}
-
-#[async_trait]
-impl InboundHandler for Handler {
-    async fn receive(&self, envelope: Envelope, raw: Vec<u8>) -> Result<(), HandlerError> {
-        if let Some(error) = self.refuse_data.lock().unwrap().clone() {
-            return Err(error);
-        }
-        self.received.lock().unwrap().push((envelope, raw));
-        Ok(())
-    }
-
-    async fn authenticate(&self, _client: IpAddr, credentials: Credentials) -> Result<Principal, AuthFailure> {
-        let answer = match credentials.password.as_str() {
-            KEY => Ok(principal()),
-            "throttled" => Err(AuthFailure::Throttled),
-            "store-down" => Err(AuthFailure::Unavailable),
-            _ => Err(AuthFailure::Invalid),
-        };
-        self.logins.lock().unwrap().push(credentials);
-        answer
-    }
-
-    async fn check_recipient(&self, _who: &Principal, recipient: &EmailAddress) -> Result<(), HandlerError> {
-        if recipient.to_string() == SUPPRESSED {
-            return Err(HandlerError::Refused(Refusal::new(550, "5.1.1", "Recipient is on the suppression list")));
-        }
-        Ok(())
-    }
-}
-
+/// A submission listener with a fresh self-signed certificate, and a client TLS
+/// configuration that trusts it.
 struct Server {
-    addr: SocketAddr,
-    handler: Arc<Handler>,
-    stats: Arc<InboundStats>,
+    smtp: TestServer,
     client_tls: Arc<ClientConfig>,
-    _stop: oneshot::Sender<()>,
+}
+
+impl std::ops::Deref for Server {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.smtp
+    }
 }
 
 impl Server {
@@ -103,23 +47,14 @@ impl Server {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-
         let mut settings = InboundSettings::submission(Arc::new(server_tls));
         settings.hostname = "submit.test".to_owned();
-        let handler = Arc::new(Handler::default());
-        let listener = InboundListener::bind("127.0.0.1:0".parse().unwrap(), settings, handler.clone()).await.unwrap();
-        let (addr, stats) = (listener.local_addr(), listener.stats());
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(listener.serve(async move {
-            let _ = stopped.await;
-        }));
-        Self { addr, handler, stats, client_tls: Arc::new(client_tls), _stop: stop }
+        Self { smtp: TestServer::start(settings).await, client_tls: Arc::new(client_tls) }
     }
 
     /// A client greeted in plaintext.
     async fn client(&self) -> Client {
-        let tcp = TcpStream::connect(self.addr).await.unwrap();
-        let mut client = Client { conn: BufReader::new(Box::new(tcp)), tls: self.client_tls.clone() };
+        let mut client = Client::connect(self.addr).await;
         client.expect(220).await;
         client.command("EHLO app.example", 250).await;
         client
@@ -128,7 +63,7 @@ impl Server {
     /// A client after STARTTLS and a second EHLO.
     async fn tls_client(&self) -> Client {
         let mut client = self.client().await;
-        client.start_tls().await;
+        start_tls(&mut client, &self.client_tls).await;
         client.command("EHLO app.example", 250).await;
         client
     }
@@ -145,72 +80,16 @@ fn plain(user: &str, password: &str) -> String {
     STANDARD.encode(format!("\0{user}\0{password}"))
 }
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
-struct Client {
-    conn: BufReader<Box<dyn Io>>,
-    tls: Arc<ClientConfig>,
-}
-
-#[derive(Debug)]
-struct Reply {
-    code: u16,
-    lines: Vec<String>,
-}
-
-impl Client {
-    async fn send(&mut self, text: &str) {
-        self.conn.get_mut().write_all(text.as_bytes()).await.unwrap();
-    }
-
-    async fn try_reply(&mut self) -> Option<Reply> {
-        let mut lines = Vec::new();
-        loop {
-            let mut line = String::new();
-            let n = tokio::time::timeout(WAIT, self.conn.read_line(&mut line)).await.expect("no reply").ok()?;
-            if n == 0 {
-                return None;
-            }
-            let code = line[..3].parse().unwrap();
-            lines.push(line[4..].trim_end().to_owned());
-            if line.as_bytes()[3] == b' ' {
-                return Some(Reply { code, lines });
-            }
-        }
-    }
-
-    async fn expect(&mut self, code: u16) -> Reply {
-        let reply = self.try_reply().await.expect("connection closed");
-        assert_eq!(reply.code, code, "{reply:?}");
-        reply
-    }
-
-    async fn command(&mut self, line: &str, code: u16) -> Reply {
-        self.send(&format!("{line}\r\n")).await;
-        self.expect(code).await
-    }
-
-    async fn start_tls(&mut self) {
-        self.command("STARTTLS", 220).await;
-        self.handshake().await;
-    }
-
-    async fn handshake(&mut self) {
-        // A placeholder stream while the TCP one is in the handshake.
-        let plain = std::mem::replace(&mut self.conn, BufReader::new(Box::new(tokio::io::duplex(1).0)));
-        let connector = TlsConnector::from(self.tls.clone());
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = connector.connect(name, plain.into_inner()).await.unwrap();
-        self.conn = BufReader::new(Box::new(tls));
-    }
+/// `STARTTLS` and the handshake, trusting the test certificate.
+async fn start_tls(client: &mut Client, tls: &Arc<ClientConfig>) {
+    client.command("STARTTLS", 220).await;
+    client.handshake(tls.clone()).await;
 }
 
 #[tokio::test]
 async fn plaintext_offers_starttls_but_refuses_auth_and_mail() {
     let server = Server::start().await;
-    let tcp = TcpStream::connect(server.addr).await.unwrap();
-    let mut client = Client { conn: BufReader::new(Box::new(tcp)), tls: server.client_tls.clone() };
+    let mut client = Client::connect(server.addr).await;
     let greeting = client.expect(220).await;
     assert!(greeting.lines[0].starts_with("submit.test "));
 
@@ -228,7 +107,7 @@ async fn plaintext_offers_starttls_but_refuses_auth_and_mail() {
 async fn after_starttls_auth_is_offered_and_the_session_starts_over() {
     let server = Server::start().await;
     let mut client = server.client().await;
-    client.start_tls().await;
+    start_tls(&mut client, &server.client_tls).await;
 
     // RFC 3207: the EHLO before STARTTLS no longer counts.
     client.command(&format!("AUTH PLAIN {}", plain("tidings", KEY)), 503).await;
@@ -247,7 +126,7 @@ async fn plaintext_pipelined_after_starttls_is_discarded() {
 
     client.send("STARTTLS\r\nMAIL FROM:<injected@evil.example>\r\n").await;
     client.expect(220).await;
-    client.handshake().await;
+    client.handshake(server.client_tls.clone()).await;
 
     // The first reply over TLS answers this EHLO, not the injected MAIL.
     let ehlo = client.command("EHLO app.example", 250).await;
@@ -350,8 +229,7 @@ async fn malformed_auth_exchanges_get_their_own_replies() {
 #[tokio::test]
 async fn a_handler_refusal_after_data_is_its_reply() {
     let server = Server::start().await;
-    *server.handler.refuse_data.lock().unwrap() =
-        Some(HandlerError::Refused(Refusal::new(451, "4.7.1", "Rate limit exceeded\r\n250 injected")));
+    server.handler.fail_with(HandlerError::Refused(Refusal::new(451, "4.7.1", "Rate limit exceeded\r\n250 injected")));
     let mut client = server.authenticated_client().await;
     client.command("MAIL FROM:<>", 250).await;
     client.command("RCPT TO:<a@dest.example>", 250).await;
