@@ -31,8 +31,8 @@
 //!   is unstuffed; the message reaches the handler byte for byte otherwise.
 //! - **Replies never echo client input**, and all parsing works on bytes: no input panics.
 //! - Extensions: PIPELINING, 8BITMIME, SIZE, ENHANCEDSTATUSCODES; for submission STARTTLS
-//!   (plaintext session) or AUTH PLAIN LOGIN (TLS session). Not SMTPUTF8, DSN, CHUNKING, nor
-//!   implicit TLS (port 465). The STARTTLS handshake gets the command timeout.
+//!   (plaintext session) or AUTH PLAIN LOGIN (TLS session, after STARTTLS or with implicit
+//!   TLS, RFC 8314). Not SMTPUTF8, DSN, CHUNKING. A TLS handshake gets the command timeout.
 
 mod command;
 mod data;

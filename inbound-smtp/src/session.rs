@@ -61,9 +61,20 @@ struct Session {
 
 /// Serves one connection to its end. I/O errors just end it: the peer went away.
 pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared) {
+    let stream = match &shared.settings.role {
+        Role::Submission { tls, implicit_tls: true } => {
+            let handshake = TlsAcceptor::from(Arc::clone(tls)).accept(stream);
+            match timeout(shared.settings.command_timeout, handshake).await {
+                Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+                Err(_elapsed) => return shared.stats.bump(Counter::Timeouts),
+            }
+        }
+        _ => Stream::Plain(stream),
+    };
     let mut session = Session {
         peer,
-        conn: BufReader::new(Stream::Plain(stream)),
+        conn: BufReader::new(stream),
         out: reply::greeting(&shared.settings.hostname, &shared.settings.role).into_bytes(),
         shared,
         helo: None,
@@ -124,6 +135,7 @@ impl Session {
         Ok(match command {
             Command::Ehlo(name) => {
                 self.greet(name);
+                // Under TLS (after STARTTLS, or implicit) AUTH replaces STARTTLS.
                 let extension = match (&settings.role, self.conn.get_ref().is_tls()) {
                     (Role::Reports { .. }, _) => None,
                     (Role::Submission { .. }, false) => Some("STARTTLS"),
@@ -279,7 +291,7 @@ impl Session {
     async fn start_tls(&mut self) -> std::io::Result<Flow> {
         let tls = match &self.shared.settings.role {
             Role::Reports { .. } => return Ok(self.fail(reply::NOT_IMPLEMENTED)),
-            Role::Submission { tls } => Arc::clone(tls),
+            Role::Submission { tls, .. } => Arc::clone(tls),
         };
         if self.conn.get_ref().is_tls() {
             return Ok(self.fail(reply::TLS_ACTIVE));

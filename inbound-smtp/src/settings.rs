@@ -25,6 +25,9 @@ pub enum Role {
     Submission {
         /// The TLS server configuration (the HTTPS certificate).
         tls: Arc<ServerConfig>,
+        /// Implicit TLS (RFC 8314, port 465): the handshake comes first, before the
+        /// greeting, and STARTTLS is neither offered nor needed.
+        implicit_tls: bool,
     },
 }
 
@@ -66,7 +69,12 @@ impl InboundSettings {
 
     /// The defaults for a submission listener whose STARTTLS uses `tls`.
     pub fn submission(tls: Arc<ServerConfig>) -> Self {
-        Self::with_role(Role::Submission { tls })
+        Self::with_role(Role::Submission { tls, implicit_tls: false })
+    }
+
+    /// The defaults for a submission listener with implicit TLS (port 465 style).
+    pub fn submission_implicit_tls(tls: Arc<ServerConfig>) -> Self {
+        Self::with_role(Role::Submission { tls, implicit_tls: true })
     }
 
     fn with_role(role: Role) -> Self {

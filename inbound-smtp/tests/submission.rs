@@ -30,6 +30,11 @@ impl std::ops::Deref for Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(InboundSettings::submission).await
+    }
+
+    /// A listener with the settings `role` makes from the server's TLS configuration.
+    async fn start_with(role: fn(Arc<ServerConfig>) -> InboundSettings) -> Self {
         let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
         let cert = CertificateDer::from(made.cert.der().to_vec());
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
@@ -47,7 +52,7 @@ impl Server {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let mut settings = InboundSettings::submission(Arc::new(server_tls));
+        let mut settings = role(Arc::new(server_tls));
         settings.hostname = "submit.test".to_owned();
         Self { smtp: TestServer::start(settings).await, client_tls: Arc::new(client_tls) }
     }
@@ -240,4 +245,34 @@ async fn a_handler_refusal_after_data_is_its_reply() {
     let reply = client.expect(451).await;
     assert_eq!(reply.lines, ["4.7.1 Rate limit exceeded??250 injected"]);
     client.command("NOOP", 250).await;
+}
+
+#[tokio::test]
+async fn with_implicit_tls_the_handshake_comes_first_and_auth_is_offered_at_once() {
+    let server = Server::start_with(InboundSettings::submission_implicit_tls).await;
+    let mut client = Client::connect(server.addr).await;
+
+    client.handshake(server.client_tls.clone()).await;
+
+    client.expect(220).await;
+    let ehlo = client.command("EHLO app.example", 250).await;
+    assert!(ehlo.lines.iter().any(|l| l == "AUTH PLAIN LOGIN"), "{ehlo:?}");
+    assert!(!ehlo.lines.iter().any(|l| l == "STARTTLS"), "{ehlo:?}");
+    client.command("STARTTLS", 503).await;
+    client.command(&format!("AUTH PLAIN {}", plain("tidings", KEY)), 235).await;
+    client.command("MAIL FROM:<app@acme.example>", 250).await;
+}
+
+#[tokio::test]
+async fn with_implicit_tls_a_plaintext_client_gets_no_smtp_at_all() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start_with(InboundSettings::submission_implicit_tls).await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+
+    tcp.write_all(b"EHLO app.example\r\n").await.unwrap();
+
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(common::WAIT, tcp.read_to_end(&mut answer)).await.expect("closed in time");
+    // A TLS alert at most, then the connection ends; never a greeting or a reply.
+    assert!(read.is_err() || !answer.windows(3).any(|w| w == b"220" || w == b"250"), "{answer:?}");
 }

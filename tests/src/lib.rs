@@ -323,8 +323,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// The executable to run; [`server_binary`] when `None`.
     pub binary: Option<PathBuf>,
-    /// Start the SMTP submission listener on a free loopback port
-    /// (`TIDINGS_SUBMISSION_LISTEN=127.0.0.1:0`); [`TestServer::submission_addr`] gives it.
+    /// Start the SMTP submission listeners on free loopback ports, with STARTTLS
+    /// (`TIDINGS_SUBMISSION_LISTEN`, [`TestServer::submission_addr`]) and with implicit TLS
+    /// (`TIDINGS_SUBMISSION_TLS_LISTEN`, [`TestServer::submission_tls_addr`]).
     pub submission: bool,
 }
 
@@ -335,6 +336,7 @@ pub struct TestServer {
     data_dir: DataDir,
     addr: SocketAddr,
     submission_addr: Option<SocketAddr>,
+    submission_tls_addr: Option<SocketAddr>,
     key: Option<String>,
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<String>>>,
@@ -375,6 +377,7 @@ impl TestServer {
         }
         if options.submission {
             command.env("TIDINGS_SUBMISSION_LISTEN", "127.0.0.1:0");
+            command.env("TIDINGS_SUBMISSION_TLS_LISTEN", "127.0.0.1:0");
         }
         for (name, value) in &options.env {
             command.env(name, value);
@@ -417,13 +420,15 @@ impl TestServer {
             None => wait_for(&stdout, Duration::from_secs(2), |l| l.strip_prefix("bootstrap key: ").map(str::to_owned)),
         };
         // The SMTP listeners bind after the HTTPS one; their lines follow it.
-        let submission_addr = options.submission.then(|| {
+        let listening = |prefix: &str| {
             wait_for(&stderr, Duration::from_secs(5), |l| {
-                l.strip_prefix("SMTP submission listening on ").map(|a| a.trim().parse().expect("a socket address"))
+                l.strip_prefix(prefix).map(|a| a.trim().parse::<SocketAddr>().expect("a socket address"))
             })
-            .unwrap_or_else(|| panic!("no submission listener:\n{}", stderr.lock().unwrap().join("\n")))
-        });
-        Self { child, data_dir, addr, submission_addr, key, stdout, stderr, client }
+            .unwrap_or_else(|| panic!("no `{prefix}` line:\n{}", stderr.lock().unwrap().join("\n")))
+        };
+        let submission_addr = options.submission.then(|| listening("SMTP submission listening on "));
+        let submission_tls_addr = options.submission.then(|| listening("SMTP submission (implicit TLS) listening on "));
+        Self { child, data_dir, addr, submission_addr, submission_tls_addr, key, stdout, stderr, client }
     }
 
     /// The full key of the default workspace: the configured or the printed bootstrap key.
@@ -444,6 +449,12 @@ impl TestServer {
     /// The SMTP submission listener's address; panics unless [`Options::submission`] was set.
     pub fn submission_addr(&self) -> SocketAddr {
         self.submission_addr.expect("the server was started without Options::submission")
+    }
+
+    /// The implicit-TLS submission listener's address; panics unless [`Options::submission`]
+    /// was set.
+    pub fn submission_tls_addr(&self) -> SocketAddr {
+        self.submission_tls_addr.expect("the server was started without Options::submission")
     }
 
     /// The TLS certificate the server presents (generated on first start), PEM.

@@ -53,15 +53,23 @@ async fn setup() -> Setup {
 /// lettre, doing STARTTLS (trusting only the server's certificate) and, given a key, AUTH
 /// PLAIN with it as the password.
 fn client(server: &TestServer, key: Option<&str>) -> AsyncSmtpTransport<Tokio1Executor> {
+    transport(server, key, false)
+}
+
+/// [`client`], or with implicit TLS on the other listener.
+fn transport(server: &TestServer, key: Option<&str>, implicit_tls: bool) -> AsyncSmtpTransport<Tokio1Executor> {
     let pem = std::fs::read(server.cert_path()).expect("the server's certificate");
     let tls = TlsParameters::builder("localhost".to_owned())
         .add_root_certificate(Certificate::from_pem(&pem).expect("a PEM certificate"))
         .build_rustls()
         .expect("TLS parameters");
-    let addr = server.submission_addr();
+    let (addr, tls) = match implicit_tls {
+        false => (server.submission_addr(), Tls::Required(tls)),
+        true => (server.submission_tls_addr(), Tls::Wrapper(tls)),
+    };
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(addr.ip().to_string())
         .port(addr.port())
-        .tls(Tls::Required(tls))
+        .tls(tls)
         .timeout(Some(WAIT));
     if let Some(key) = key {
         builder = builder.credentials(Credentials::new("tidings".to_owned(), key.to_owned()));
@@ -144,6 +152,20 @@ async fn a_message_submitted_with_lettre_is_delivered_signed_once_per_recipient(
         assert_eq!(parsed.body_text(0).unwrap().trim_end(), "Invoice 42 is attached.");
         assert_eq!(parsed.body_html(0).unwrap().trim_end(), "<p>Invoice <b>42</b> is attached.</p>");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn implicit_tls_submission_is_delivered_too() {
+    let Setup { server, sink, .. } = setup().await;
+    let mail = message("app@app.example", &["tls@inbox.example"], "<implicit@app.example>");
+
+    let response = transport(&server, Some(server.key()), true).send(mail).await.expect("accepted");
+
+    assert_eq!(response.code().to_string(), "250");
+    let listed = messages_to(&server, "tls@inbox.example").await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    delivered_timeline(&server, listed[0]["id"].as_str().unwrap()).await;
+    assert!(sink.messages().iter().any(|m| m.recipients.iter().any(|r| r == "tls@inbox.example")));
 }
 
 #[tokio::test(flavor = "multi_thread")]

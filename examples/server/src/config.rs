@@ -73,6 +73,8 @@ environment wins over the file):
   TIDINGS_SUBMISSION_LISTEN    unset           ip:port of the SMTP submission listener (e.g.
                                                0.0.0.0:587): STARTTLS with the HTTPS certificate,
                                                then AUTH PLAIN/LOGIN with an API key as password
+  TIDINGS_SUBMISSION_TLS_LISTEN unset          ip:port of the same with implicit TLS (e.g.
+                                               0.0.0.0:465)
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -263,6 +265,8 @@ pub struct Config {
     /// `TIDINGS_SUBMISSION_LISTEN`: the SMTP submission listener for applications (STARTTLS
     /// with the HTTPS certificate, AUTH with an API key).
     pub submission_listen: Option<SocketAddr>,
+    /// `TIDINGS_SUBMISSION_TLS_LISTEN`: the same with implicit TLS (port 465 style).
+    pub submission_tls_listen: Option<SocketAddr>,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// Delivery.
@@ -298,6 +302,7 @@ const KEYS: &[&str] = &[
     "TIDINGS_PUBLIC_URL",
     "TIDINGS_INBOUND_SMTP_LISTEN",
     "TIDINGS_SUBMISSION_LISTEN",
+    "TIDINGS_SUBMISSION_TLS_LISTEN",
     "TIDINGS_RETURN_PATH_DOMAIN",
     "TIDINGS_DOMAIN_RECHECK_INTERVAL",
     "TIDINGS_SMTP_TIMEOUT",
@@ -452,6 +457,7 @@ impl Config {
             ));
         }
         let submission_listen = s.parse("TIDINGS_SUBMISSION_LISTEN", socket_addr)?;
+        let submission_tls_listen = s.parse("TIDINGS_SUBMISSION_TLS_LISTEN", socket_addr)?;
         let public_url = s.parse("TIDINGS_PUBLIC_URL", |t| {
             let url = public_url(t)?;
             PublicUrl::parse(url.as_str()).map_err(|e| format!("`{t}`: {e}"))
@@ -473,6 +479,7 @@ impl Config {
             lease_margin,
             inbound_smtp_listen,
             submission_listen,
+            submission_tls_listen,
             log,
             delivery,
             public_url,

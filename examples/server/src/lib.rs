@@ -72,9 +72,11 @@ pub enum ServerError {
         /// The socket error.
         source: std::io::Error,
     },
-    /// The SMTP submission listener could not be bound.
-    #[error("cannot listen on {addr} (TIDINGS_SUBMISSION_LISTEN): {source}")]
+    /// An SMTP submission listener could not be bound.
+    #[error("cannot listen on {addr} ({var}): {source}")]
     SubmissionBind {
+        /// The variable that configured it.
+        var: &'static str,
         /// The configured address.
         addr: SocketAddr,
         /// The socket error.
@@ -221,17 +223,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // Config refuses a listener without a return-path domain.
         _ => None,
     };
-    // SMTP submission: served until shutdown like the others.
-    let submission = match config.submission_listen {
-        Some(addr) => {
-            let listener = submission::bind(addr, &tls.server_config, core.clone(), limits.clone()).await?;
-            let mut stop = stop_rx.clone();
-            Some(tokio::spawn(listener.serve(async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })))
-        }
-        None => None,
-    };
+    // SMTP submission, with STARTTLS and with implicit TLS: served until shutdown like the others.
+    let mut submission = Vec::new();
+    for (addr, implicit_tls) in [(config.submission_listen, false), (config.submission_tls_listen, true)] {
+        let Some(addr) = addr else { continue };
+        let listener = submission::bind(addr, implicit_tls, &tls.server_config, core.clone(), limits.clone()).await?;
+        let mut stop = stop_rx.clone();
+        submission.push(tokio::spawn(listener.serve(async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        })));
+    }
     let http = HttpConfig { max_body_bytes: config.max_body_bytes, ..HttpConfig::default() };
     let app = router(ApiState::with_limits(core, http, limits));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);

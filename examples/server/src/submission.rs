@@ -1,6 +1,7 @@
-//! The SMTP submission listener (`TIDINGS_SUBMISSION_LISTEN`, issue #8): the SMTP server of
-//! `tidings-inbound-smtp` in its submission role, with STARTTLS on the HTTPS certificate
-//! and `tidings_inbound_smtp::SubmissionHandler`, which sends through core with the same
+//! The SMTP submission listeners (`TIDINGS_SUBMISSION_LISTEN` with STARTTLS,
+//! `TIDINGS_SUBMISSION_TLS_LISTEN` with implicit TLS; issue #8): the SMTP server of
+//! `tidings-inbound-smtp` in its submission role, with TLS on the HTTPS certificate and
+//! `tidings_inbound_smtp::SubmissionHandler`, which sends through core with the same
 //! limits as the HTTP API (one rate-limit budget per key, one failed-auth count per client).
 
 use std::net::SocketAddr;
@@ -13,10 +14,12 @@ use tokio_rustls::rustls::ServerConfig;
 
 use crate::ServerError;
 
-/// Binds the listener on `addr`; prints `SMTP submission listening on ADDR` on stderr (the
-/// real port when `addr` has port 0).
+/// Binds a listener on `addr`, with implicit TLS or STARTTLS; prints `SMTP submission
+/// listening on ADDR` (or `SMTP submission (implicit TLS) listening on ADDR`) on stderr, with
+/// the real port when `addr` has port 0.
 pub async fn bind(
     addr: SocketAddr,
+    implicit_tls: bool,
     https: &ServerConfig,
     core: Tidings,
     limits: Arc<dyn Limits>,
@@ -25,10 +28,17 @@ pub async fn bind(
     // ALPN at all would be refused for naming neither, so SMTP offers none.
     let mut tls = https.clone();
     tls.alpn_protocols.clear();
-    let settings = InboundSettings::submission(Arc::new(tls));
+    let (settings, var, what) = match implicit_tls {
+        false => (InboundSettings::submission(Arc::new(tls)), "TIDINGS_SUBMISSION_LISTEN", ""),
+        true => (
+            InboundSettings::submission_implicit_tls(Arc::new(tls)),
+            "TIDINGS_SUBMISSION_TLS_LISTEN",
+            " (implicit TLS)",
+        ),
+    };
     let listener = InboundListener::bind(addr, settings, Arc::new(SubmissionHandler::new(core, limits)))
         .await
-        .map_err(|source| ServerError::SubmissionBind { addr, source })?;
-    eprintln!("SMTP submission listening on {}", listener.local_addr());
+        .map_err(|source| ServerError::SubmissionBind { var, addr, source })?;
+    eprintln!("SMTP submission{what} listening on {}", listener.local_addr());
     Ok(listener)
 }

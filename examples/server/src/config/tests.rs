@@ -43,6 +43,7 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "5s,later"),
         ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"),
         ("TIDINGS_SUBMISSION_LISTEN", "localhost:587"),
+        ("TIDINGS_SUBMISSION_TLS_LISTEN", "465"),
         ("TIDINGS_PUBLIC_URL", "ftp://track.example"),
         ("TIDINGS_SMTP_RELAY", "http://relay"),
         ("TIDINGS_DELIVERY", "pigeon"),
@@ -176,10 +177,12 @@ fn the_inbound_listener_and_public_url_parse() {
         ("TIDINGS_RETURN_PATH_DOMAIN", "bounces.example"),
         ("TIDINGS_PUBLIC_URL", "https://track.example/mail"),
         ("TIDINGS_SUBMISSION_LISTEN", "0.0.0.0:587"),
+        ("TIDINGS_SUBMISSION_TLS_LISTEN", "[::]:465"),
     ])
     .unwrap();
     assert_eq!(config.inbound_smtp_listen, Some("127.0.0.1:2525".parse().unwrap()));
     assert_eq!(config.submission_listen, Some("0.0.0.0:587".parse().unwrap()));
+    assert_eq!(config.submission_tls_listen, Some("[::]:465".parse().unwrap()));
     assert_eq!(config.public_url.unwrap().to_string(), "https://track.example/mail");
 }
 
