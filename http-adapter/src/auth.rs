@@ -1,5 +1,6 @@
-//! The `Authed` extractor: finds the key (`Authorization: Bearer` or `X-Api-Key`), applies the
-//! failed-auth throttle per client address, and asks core who the caller is.
+//! The `Authed` extractor: finds the key (`Authorization: Bearer` or `X-Api-Key`) and asks
+//! core who the caller is, with the failed-auth throttle per client address
+//! ([`Tidings::authenticate_client`](tidings_core::usecases::Tidings::authenticate_client)).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
@@ -7,9 +8,8 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use tidings_core::Error;
-use tidings_core::usecases::Principal;
+use tidings_core::usecases::{AuthRefusal, Principal};
 
-use crate::rate_limit::core_error;
 use crate::{ApiError, ApiState};
 
 /// The authenticated caller of a handler.
@@ -23,25 +23,12 @@ impl FromRequestParts<ApiState> for Authed {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(addr)| addr.ip());
-        let now = state.core.clock().now();
-        let limits = &state.limits;
-        let Some(presented) = presented_key(&parts.headers) else {
-            limits.check_auth(client, now).await.map_err(core_error)?.map_err(ApiError::TooManyAuthFailures)?;
-            limits.record_auth_failure(client, now).await.map_err(core_error)?;
-            return Err(ApiError::MissingApiKey);
-        };
-        // Both are reads of shared state; asking at once saves a round trip when the limits
-        // are in a database. A blocked client is refused whatever its key, so a right guess
-        // during a block reveals nothing.
-        let (blocked, authenticated) = tokio::join!(limits.check_auth(client, now), state.core.authenticate(presented));
-        blocked.map_err(core_error)?.map_err(ApiError::TooManyAuthFailures)?;
-        match authenticated {
+        let presented = presented_key(&parts.headers);
+        match state.core.authenticate_client(&*state.limits, client, presented).await? {
             Ok(principal) => Ok(Self(principal)),
-            Err(Error::InvalidApiKey) => {
-                limits.record_auth_failure(client, now).await.map_err(core_error)?;
-                Err(Error::InvalidApiKey.into())
-            }
-            Err(other) => Err(other.into()),
+            Err(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
+            Err(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
+            Err(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),
         }
     }
 }

@@ -26,7 +26,11 @@ pub(crate) enum Command {
     Vrfy,
     /// `HELP`, with or without an argument.
     Help,
-    /// A real SMTP verb this listener does not offer (`AUTH`, `STARTTLS`, `EXPN`, ...).
+    /// `STARTTLS` (RFC 3207).
+    StartTls,
+    /// `AUTH` with its arguments, parsed by [`crate::sasl`] where AUTH is offered.
+    Auth(String),
+    /// A real SMTP verb this listener does not offer (`EXPN`, `BDAT`, ...).
     NotImplemented,
 }
 
@@ -85,9 +89,9 @@ pub(crate) fn parse_command(line: &[u8]) -> Result<Command, CommandError> {
         "HELP" => Ok(Command::Help),
         "VRFY" if rest.is_empty() => Err(CommandError::Arguments),
         "VRFY" => Ok(Command::Vrfy),
-        "EXPN" | "TURN" | "ETRN" | "AUTH" | "STARTTLS" | "BDAT" | "SEND" | "SOML" | "SAML" => {
-            Ok(Command::NotImplemented)
-        }
+        "STARTTLS" => no_argument(Command::StartTls),
+        "AUTH" => Ok(Command::Auth(rest.to_owned())),
+        "EXPN" | "TURN" | "ETRN" | "BDAT" | "SEND" | "SOML" | "SAML" => Ok(Command::NotImplemented),
         _ => Err(CommandError::Unrecognized),
     }
 }

@@ -62,7 +62,10 @@ fn recognizes_the_simple_verbs_in_any_case() {
     assert_eq!(parse_command(b"RsEt"), Ok(Command::Rset));
     assert_eq!(parse_command(b"NOOP hello"), Ok(Command::Noop));
     assert_eq!(parse_command(b"VRFY someone"), Ok(Command::Vrfy));
-    assert_eq!(parse_command(b"STARTTLS"), Ok(Command::NotImplemented));
+    assert_eq!(parse_command(b"starttls"), Ok(Command::StartTls));
+    assert_eq!(parse_command(b"STARTTLS now"), Err(CommandError::Arguments));
+    assert_eq!(parse_command(b"AUTH PLAIN AGEAYg=="), Ok(Command::Auth("PLAIN AGEAYg==".into())));
+    assert_eq!(parse_command(b"EXPN list"), Ok(Command::NotImplemented));
     assert_eq!(parse_command(b"QUIT"), Ok(Command::Quit));
 }
 

@@ -1,16 +1,27 @@
-//! Tidings' inbound SMTP listener: it receives delivery status notifications (RFC 3464) and
-//! complaint reports (RFC 5965) sent to the per-message return path
-//! `bounces+<message id>@<return-path domain>` (contract §8) and hands each accepted message
-//! to an [`InboundHandler`], which turns it into events and suppressions.
+//! Tidings' SMTP listener, in one of two [`Role`]s:
+//! - **Reports**: it receives delivery status notifications (RFC 3464) and complaint reports
+//!   (RFC 5965) sent to the per-message return path `bounces+<message id>@<return-path
+//!   domain>` (contract §8) and hands each accepted message to an [`InboundHandler`], which
+//!   turns it into events and suppressions.
+//! - **Submission** (RFC 6409): applications that only speak SMTP hand it mail to send. The
+//!   session offers STARTTLS (RFC 3207), then AUTH PLAIN and LOGIN (RFC 4954) checked by
+//!   [`InboundHandler::authenticate`]; each `RCPT TO` is vetted by
+//!   [`InboundHandler::check_recipient`], and the message goes to
+//!   [`InboundHandler::receive`] with the authenticated principal in its [`Envelope`].
 //!
 //! It is not a mail server. Decisions:
-//! - **One domain, no relaying.** `RCPT TO` must be on [`InboundSettings::accept_domain`]
+//! - **Reports: one domain, no relaying.** `RCPT TO` must be on the role's `accept_domain`
 //!   (`<Postmaster>` is taken as `postmaster@` that domain, RFC 5321 §4.5.1); anything else
-//!   is `550 5.7.1`. No AUTH: nobody submits mail here.
-//! - **No STARTTLS yet.** Report senders fall back to plaintext, as they do for most MX
+//!   is `550 5.7.1`. No AUTH: nobody submits mail there.
+//! - **Reports: no STARTTLS.** Report senders fall back to plaintext, as they do for most MX
 //!   hosts; reports carry no secrets beyond what the bounced message already exposed.
-//! - **`250` only after the handler stored the report.** A handler error is `451` (the
-//!   sender retries) or `554` (it gives up); a crash before the reply loses nothing.
+//! - **Submission: AUTH only under TLS, and no insecure mode.** AUTH is advertised and
+//!   accepted only after STARTTLS (`530 5.7.0` before it), and `MAIL` needs both; tests do
+//!   STARTTLS with a self-signed certificate like any client. After STARTTLS the session
+//!   starts over (RFC 3207 §4.2) and plaintext pipelined after the command is discarded.
+//! - **`250` only after the handler stored the message.** A handler error is `451` (the
+//!   sender retries), `554` (it gives up) or the handler's own [`Refusal`]; a crash before
+//!   the reply loses nothing.
 //! - **Limits** (all in [`InboundSettings`]): 10 MiB messages (`SIZE=` above it is refused
 //!   at `MAIL`; data beyond it is read to the final dot without being kept, then refused
 //!   with `552`), 4096-byte command lines, no per-line limit in message data (real bounces
@@ -19,8 +30,9 @@
 //! - **Strict data framing.** Only `<CRLF>.<CRLF>` ends the data and only a dot after CRLF
 //!   is unstuffed; the message reaches the handler byte for byte otherwise.
 //! - **Replies never echo client input**, and all parsing works on bytes: no input panics.
-//! - Extensions: PIPELINING, 8BITMIME, SIZE, ENHANCEDSTATUSCODES. Not SMTPUTF8, DSN,
-//!   CHUNKING.
+//! - Extensions: PIPELINING, 8BITMIME, SIZE, ENHANCEDSTATUSCODES; for submission STARTTLS
+//!   (plaintext session) or AUTH PLAIN LOGIN (TLS session, after STARTTLS or with implicit
+//!   TLS, RFC 8314). Not SMTPUTF8, DSN, CHUNKING. A TLS handshake gets the command timeout.
 
 mod command;
 mod data;
@@ -28,11 +40,15 @@ mod handler;
 mod line;
 mod listener;
 mod reply;
+mod sasl;
 mod session;
 mod settings;
 mod stats;
+mod stream;
+mod submission;
 
-pub use handler::{Envelope, HandlerError, InboundHandler};
+pub use handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
 pub use listener::InboundListener;
-pub use settings::InboundSettings;
+pub use settings::{InboundSettings, Role};
 pub use stats::{InboundStats, StatsSnapshot};
+pub use submission::SubmissionHandler;

@@ -17,7 +17,8 @@ use crate::session::{self, Shared};
 use crate::settings::InboundSettings;
 use crate::stats::{Counter, InboundStats};
 
-/// A bound SMTP listener for bounce and complaint reports. [`InboundListener::serve`] runs it.
+/// A bound SMTP listener, for reports or submission by its settings' [`Role`](crate::Role).
+/// [`InboundListener::serve`] runs it.
 pub struct InboundListener {
     listener: TcpListener,
     local_addr: SocketAddr,

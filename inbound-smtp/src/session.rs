@@ -1,22 +1,26 @@
-//! One SMTP session: the command loop, the transaction state and the replies.
+//! One SMTP session: the command loop, the transaction state and the replies; on a
+//! submission listener also STARTTLS and AUTH.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tidings_core::email::EmailAddress;
+use tidings_core::usecases::Principal;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::watch;
 use tokio::time::timeout;
+use tokio_rustls::TlsAcceptor;
 
 use crate::command::{Command, ForwardPath, parse_command};
 use crate::data::{Data, read_data};
-use crate::handler::{Envelope, HandlerError, InboundHandler};
+use crate::handler::{AuthFailure, Credentials, Envelope, InboundHandler};
 use crate::line::{Line, read_line};
 use crate::reply;
-use crate::settings::InboundSettings;
+use crate::sasl::{self, Mechanism, SaslError};
+use crate::settings::{InboundSettings, Role};
 use crate::stats::{Counter, InboundStats};
+use crate::stream::Stream;
 
 /// What the listener shares with every session.
 #[derive(Clone)]
@@ -44,25 +48,37 @@ struct Transaction {
 struct Session {
     shared: Shared,
     peer: SocketAddr,
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    /// The connection; writes go through the reader to the stream underneath.
+    conn: BufReader<Stream>,
     /// Replies not yet written: flushed when the client has nothing more pipelined.
     out: Vec<u8>,
     helo: Option<String>,
+    /// Who authenticated (submission only); cleared by STARTTLS as RFC 3207 requires.
+    principal: Option<Principal>,
     transaction: Option<Transaction>,
     errors: usize,
 }
 
 /// Serves one connection to its end. I/O errors just end it: the peer went away.
 pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared) {
-    let (read, writer) = stream.into_split();
+    let stream = match &shared.settings.role {
+        Role::Submission { tls, implicit_tls: true } => {
+            let handshake = TlsAcceptor::from(Arc::clone(tls)).accept(stream);
+            match timeout(shared.settings.command_timeout, handshake).await {
+                Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+                Err(_elapsed) => return shared.stats.bump(Counter::Timeouts),
+            }
+        }
+        _ => Stream::Plain(stream),
+    };
     let mut session = Session {
         peer,
-        reader: BufReader::new(read),
-        writer,
-        out: reply::greeting(&shared.settings.hostname).into_bytes(),
+        conn: BufReader::new(stream),
+        out: reply::greeting(&shared.settings.hostname, &shared.settings.role).into_bytes(),
         shared,
         helo: None,
+        principal: None,
         transaction: None,
         errors: 0,
     };
@@ -71,7 +87,7 @@ pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         tracing::debug!(%peer, %error, "inbound session ended by an I/O error");
     }
     let _ = session.flush().await;
-    let _ = session.writer.shutdown().await;
+    let _ = session.conn.shutdown().await;
     tracing::debug!(%peer, "inbound session closed");
 }
 
@@ -80,7 +96,7 @@ impl Session {
         let mut stopping = self.shared.stopping.clone();
         loop {
             // RFC 2920: answer a pipelined batch in one write, once its last command is read.
-            if self.reader.buffer().is_empty() {
+            if self.conn.buffer().is_empty() {
                 self.flush().await?;
             }
             let settings = &self.shared.settings;
@@ -90,7 +106,7 @@ impl Session {
                     self.say(reply::SHUTTING_DOWN);
                     return Ok(());
                 }
-                line = timeout(settings.command_timeout, read_line(&mut self.reader, settings.max_line_bytes)) => line,
+                line = timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)) => line,
             };
             let flow = match line {
                 Err(_elapsed) => {
@@ -119,14 +135,20 @@ impl Session {
         Ok(match command {
             Command::Ehlo(name) => {
                 self.greet(name);
-                self.say(&reply::ehlo(&settings.hostname, settings.max_message_bytes))
+                // Under TLS (after STARTTLS, or implicit) AUTH replaces STARTTLS.
+                let extension = match (&settings.role, self.conn.get_ref().is_tls()) {
+                    (Role::Reports { .. }, _) => None,
+                    (Role::Submission { .. }, false) => Some("STARTTLS"),
+                    (Role::Submission { .. }, true) => Some("AUTH PLAIN LOGIN"),
+                };
+                self.say(&reply::ehlo(&settings.hostname, settings.max_message_bytes, extension))
             }
             Command::Helo(name) => {
                 self.greet(name);
                 self.say(&reply::helo(&settings.hostname))
             }
             Command::Mail { from, size } => self.mail(from, size),
-            Command::Rcpt(path) => self.rcpt(path),
+            Command::Rcpt(path) => self.rcpt(path).await,
             Command::Data => return self.data().await,
             Command::Rset => {
                 self.transaction = None;
@@ -134,7 +156,9 @@ impl Session {
             }
             Command::Noop => self.say(reply::OK),
             Command::Vrfy => self.say(reply::VRFY),
-            Command::Help => self.say(reply::HELP),
+            Command::Help => self.say(reply::help(&settings.role)),
+            Command::StartTls => return self.start_tls().await,
+            Command::Auth(args) => return self.auth(&args).await,
             Command::Quit => {
                 self.say(reply::BYE);
                 Flow::Close
@@ -155,6 +179,16 @@ impl Session {
         if self.transaction.is_some() {
             return self.fail(reply::NESTED_MAIL);
         }
+        if let Role::Submission { .. } = self.shared.settings.role {
+            // The envelope sender is taken as given: the message's From header is what core
+            // checks, and delivery uses Tidings' own return path.
+            if !self.conn.get_ref().is_tls() {
+                return self.fail(reply::NEED_STARTTLS);
+            }
+            if self.principal.is_none() {
+                return self.fail(reply::NEED_AUTH);
+            }
+        }
         let max = u64::try_from(self.shared.settings.max_message_bytes).unwrap_or(u64::MAX);
         if size.is_some_and(|size| size > max) {
             self.shared.stats.bump(Counter::TooBig);
@@ -164,28 +198,47 @@ impl Session {
         self.say(reply::SENDER_OK)
     }
 
-    fn rcpt(&mut self, path: ForwardPath) -> Flow {
+    async fn rcpt(&mut self, path: ForwardPath) -> Flow {
         let settings = Arc::clone(&self.shared.settings);
-        let Some(transaction) = self.transaction.as_mut() else {
+        let Some(transaction) = self.transaction.as_ref() else {
             return self.fail(reply::NEED_MAIL);
         };
-        let address = match path {
-            ForwardPath::Address(address) => address,
-            ForwardPath::Postmaster => match EmailAddress::from_parts("postmaster", &settings.accept_domain) {
-                Ok(address) => address,
-                Err(_) => return self.fail(reply::RELAY_DENIED),
-            },
+        let count = transaction.recipients.len();
+        let address = match (&settings.role, path) {
+            (_, ForwardPath::Address(address)) => address,
+            (Role::Reports { accept_domain }, ForwardPath::Postmaster) => {
+                match EmailAddress::from_parts("postmaster", accept_domain) {
+                    Ok(address) => address,
+                    Err(_) => return self.fail(reply::RELAY_DENIED),
+                }
+            }
+            // Submission relays to anyone but has no postmaster of its own to deliver to.
+            (Role::Submission { .. }, ForwardPath::Postmaster) => return self.refuse_recipient(reply::RELAY_DENIED),
         };
-        if address.domain() != &settings.accept_domain {
-            self.shared.stats.bump(Counter::RejectedRecipients);
-            return self.fail(reply::RELAY_DENIED);
+        if let Role::Reports { accept_domain } = &settings.role
+            && address.domain() != accept_domain
+        {
+            return self.refuse_recipient(reply::RELAY_DENIED);
         }
-        if transaction.recipients.len() >= settings.max_recipients {
+        if count >= settings.max_recipients {
             self.shared.stats.bump(Counter::RejectedRecipients);
             return self.say(reply::TOO_MANY_RECIPIENTS);
         }
-        transaction.recipients.push(address);
+        if let Some(principal) = &self.principal
+            && let Err(error) = self.shared.handler.check_recipient(principal, &address).await
+        {
+            tracing::debug!(peer = %self.peer, %error, "recipient refused");
+            return self.refuse_recipient(&reply::for_handler(&error));
+        }
+        if let Some(transaction) = self.transaction.as_mut() {
+            transaction.recipients.push(address);
+        }
         self.say(reply::RECIPIENT_OK)
+    }
+
+    fn refuse_recipient(&mut self, reply: &str) -> Flow {
+        self.shared.stats.bump(Counter::RejectedRecipients);
+        self.fail(reply)
     }
 
     async fn data(&mut self) -> std::io::Result<Flow> {
@@ -197,7 +250,7 @@ impl Session {
         self.say(reply::START_DATA);
         self.flush().await?;
         let settings = Arc::clone(&self.shared.settings);
-        let data = match timeout(settings.data_timeout, read_data(&mut self.reader, settings.max_message_bytes)).await {
+        let data = match timeout(settings.data_timeout, read_data(&mut self.conn, settings.max_message_bytes)).await {
             Ok(data) => data?,
             Err(_elapsed) => {
                 self.shared.stats.bump(Counter::Timeouts);
@@ -218,22 +271,154 @@ impl Session {
         };
         let (peer, size, count) = (self.peer, raw.len(), recipients.len());
         let helo = self.helo.clone().unwrap_or_default();
-        let envelope = Envelope { mail_from: from, recipients, helo, peer };
+        let envelope = Envelope { mail_from: from, recipients, helo, peer, principal: self.principal.clone() };
         Ok(match self.shared.handler.receive(envelope, raw).await {
             Ok(()) => {
                 self.shared.stats.bump(Counter::MessagesAccepted);
-                tracing::info!(%peer, size, recipients = count, "inbound report received");
-                self.say(reply::QUEUED)
+                tracing::info!(%peer, size, recipients = count, "inbound message accepted");
+                self.say(reply::queued(&settings.role))
             }
             Err(error) => {
                 self.shared.stats.bump(Counter::HandlerErrors);
-                tracing::warn!(%peer, %error, "inbound report not taken");
-                match error {
-                    HandlerError::Temporary(_) => self.say(reply::HANDLER_TEMPORARY),
-                    HandlerError::Permanent(_) => self.say(reply::HANDLER_PERMANENT),
-                }
+                tracing::warn!(%peer, %error, "inbound message not taken");
+                self.say(&reply::for_handler(&error))
             }
         })
+    }
+
+    /// `STARTTLS` (RFC 3207): `220`, the handshake, then a fresh session: the client must
+    /// greet again and nothing learnt in plaintext (EHLO name, AUTH) carries over.
+    async fn start_tls(&mut self) -> std::io::Result<Flow> {
+        let tls = match &self.shared.settings.role {
+            Role::Reports { .. } => return Ok(self.fail(reply::NOT_IMPLEMENTED)),
+            Role::Submission { tls, .. } => Arc::clone(tls),
+        };
+        if self.conn.get_ref().is_tls() {
+            return Ok(self.fail(reply::TLS_ACTIVE));
+        }
+        self.say(reply::READY_FOR_TLS);
+        self.flush().await?;
+        // Dropping the reader drops whatever the client pipelined after STARTTLS in
+        // plaintext: it must not be read as if it had come over TLS (CVE-2011-0411).
+        let Stream::Plain(tcp) = std::mem::replace(&mut self.conn, BufReader::new(Stream::Closed)).into_inner() else {
+            return Ok(Flow::Close);
+        };
+        let handshake = TlsAcceptor::from(tls).accept(tcp);
+        match timeout(self.shared.settings.command_timeout, handshake).await {
+            Ok(Ok(tls)) => {
+                self.conn = BufReader::new(Stream::Tls(Box::new(tls)));
+                self.helo = None;
+                self.principal = None;
+                self.transaction = None;
+                Ok(Flow::Continue)
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(peer = %self.peer, %error, "TLS handshake failed");
+                Ok(Flow::Close)
+            }
+            Err(_elapsed) => {
+                self.shared.stats.bump(Counter::Timeouts);
+                Ok(Flow::Close)
+            }
+        }
+    }
+
+    /// `AUTH PLAIN` / `AUTH LOGIN` (RFC 4954), only on a submission session under TLS.
+    async fn auth(&mut self, args: &str) -> std::io::Result<Flow> {
+        if let Role::Reports { .. } = self.shared.settings.role {
+            return Ok(self.fail(reply::NOT_IMPLEMENTED));
+        }
+        if !self.conn.get_ref().is_tls() {
+            return Ok(self.fail(reply::NEED_STARTTLS));
+        }
+        if self.helo.is_none() {
+            return Ok(self.fail(reply::NEED_HELO));
+        }
+        if self.principal.is_some() {
+            return Ok(self.fail(reply::ALREADY_AUTHENTICATED));
+        }
+        if self.transaction.is_some() {
+            return Ok(self.fail(reply::AUTH_IN_TRANSACTION));
+        }
+        let credentials = match self.sasl_exchange(args).await? {
+            Some(Ok(credentials)) => credentials,
+            Some(Err(error)) => return Ok(self.fail(reply::for_sasl(error))),
+            None => return Ok(Flow::Close),
+        };
+        match self.shared.handler.authenticate(self.peer.ip(), credentials).await {
+            Ok(principal) => {
+                tracing::info!(peer = %self.peer, key = %principal.key_id, "submission client authenticated");
+                self.principal = Some(principal);
+                Ok(self.say(reply::AUTH_OK))
+            }
+            Err(failure) => {
+                self.shared.stats.bump(Counter::AuthFailures);
+                // Not the user name: some clients put the key there too.
+                tracing::info!(peer = %self.peer, ?failure, "AUTH failed");
+                Ok(self.fail(match failure {
+                    AuthFailure::Invalid => reply::AUTH_INVALID,
+                    AuthFailure::Throttled => reply::AUTH_THROTTLED,
+                    AuthFailure::Unavailable => reply::AUTH_UNAVAILABLE,
+                }))
+            }
+        }
+    }
+
+    /// Runs the mechanism's challenges; `None` when the client went away or idled out.
+    async fn sasl_exchange(&mut self, args: &str) -> std::io::Result<Option<Result<Credentials, SaslError>>> {
+        let (mechanism, initial) = match sasl::parse_auth(args) {
+            Ok(parsed) => parsed,
+            Err(error) => return Ok(Some(Err(error))),
+        };
+        Ok(Some(match mechanism {
+            Mechanism::Plain => {
+                let response = match initial {
+                    Some(initial) => initial.to_owned(),
+                    None => match self.challenge(reply::PLAIN_CHALLENGE.to_owned()).await? {
+                        Some(response) => response,
+                        None => return Ok(None),
+                    },
+                };
+                sasl::decode_plain(&response)
+            }
+            Mechanism::Login => {
+                let username = match initial {
+                    Some(initial) => initial.to_owned(),
+                    None => match self.challenge(format!("334 {}\r\n", sasl::encode("Username:"))).await? {
+                        Some(response) => response,
+                        None => return Ok(None),
+                    },
+                };
+                let username = match sasl::decode_text(&username) {
+                    Ok(username) => username,
+                    Err(error) => return Ok(Some(Err(error))),
+                };
+                let Some(password) = self.challenge(format!("334 {}\r\n", sasl::encode("Password:"))).await? else {
+                    return Ok(None);
+                };
+                sasl::decode_text(&password).map(|password| Credentials { username, password })
+            }
+        }))
+    }
+
+    /// Sends a `334` challenge and reads the client's response line. A line over the limit
+    /// is an undecodable response; `None` at EOF or after the command timeout.
+    async fn challenge(&mut self, challenge: String) -> std::io::Result<Option<String>> {
+        self.say(&challenge);
+        self.flush().await?;
+        let settings = Arc::clone(&self.shared.settings);
+        match timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)).await {
+            Err(_elapsed) => {
+                self.shared.stats.bump(Counter::Timeouts);
+                self.say(reply::TIMEOUT);
+                Ok(None)
+            }
+            Ok(line) => Ok(match line? {
+                Line::Eof => None,
+                Line::TooLong => Some("!".to_owned()),
+                Line::Complete(bytes) => Some(String::from_utf8(bytes).unwrap_or_else(|_| "!".to_owned())),
+            }),
+        }
     }
 
     /// Queues a reply.
@@ -261,7 +446,7 @@ impl Session {
             return Ok(());
         }
         let out = std::mem::take(&mut self.out);
-        match timeout(self.shared.settings.command_timeout, self.writer.write_all(&out)).await {
+        match timeout(self.shared.settings.command_timeout, self.conn.write_all(&out)).await {
             Ok(result) => result,
             Err(_elapsed) => Err(std::io::ErrorKind::TimedOut.into()),
         }

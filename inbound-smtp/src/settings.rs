@@ -1,15 +1,42 @@
-//! The listener's limits and names, with defaults a public MX would use.
+//! The listener's role, limits and names, with defaults a public MX would use.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidings_core::domain_name::DomainName;
+use tokio_rustls::rustls::ServerConfig;
 
-/// How the listener behaves. Build with [`InboundSettings::new`] and override fields.
+/// Which mail the listener takes, and from whom.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// Bounce and complaint reports from anyone: no STARTTLS, no AUTH, and `RCPT TO` only on
+    /// `accept_domain` (the return-path domain); any other gets `550 5.7.1 relaying denied`.
+    /// Matching is case-insensitive (`DomainName` is lower-case).
+    Reports {
+        /// The only domain accepted in `RCPT TO`.
+        accept_domain: DomainName,
+    },
+    /// Message submission (RFC 6409) by applications holding an API key: STARTTLS with this
+    /// configuration (RFC 3207), then AUTH PLAIN or LOGIN (RFC 4954) checked by the
+    /// handler's [`authenticate`](crate::InboundHandler::authenticate); `MAIL` needs both,
+    /// and every recipient goes to the handler's
+    /// [`check_recipient`](crate::InboundHandler::check_recipient). AUTH is neither offered
+    /// nor accepted on the plaintext session, so a key never crosses the wire in clear.
+    Submission {
+        /// The TLS server configuration (the HTTPS certificate).
+        tls: Arc<ServerConfig>,
+        /// Implicit TLS (RFC 8314, port 465): the handshake comes first, before the
+        /// greeting, and STARTTLS is neither offered nor needed.
+        implicit_tls: bool,
+    },
+}
+
+/// How the listener behaves. Build with [`InboundSettings::new`] (reports) or
+/// [`InboundSettings::submission`] and override fields.
 #[derive(Debug, Clone)]
 pub struct InboundSettings {
-    /// The only domain accepted in `RCPT TO` (the return-path domain); any other gets
-    /// `550 5.7.1 relaying denied`. Matching is case-insensitive (`DomainName` is lower-case).
-    pub accept_domain: DomainName,
+    /// Reports or submission.
+    pub role: Role,
     /// Our name in the greeting and the EHLO reply. Printable ASCII without spaces.
     pub hostname: String,
     /// Largest message accepted, in bytes after dot-unstuffing (default 10 MiB). A larger
@@ -27,18 +54,32 @@ pub struct InboundSettings {
     pub command_timeout: Duration,
     /// Time allowed for the whole message data, from `354` to the final dot (default 10 min).
     pub data_timeout: Duration,
-    /// Failed commands (syntax errors, bad sequence, refused recipients) before the session
-    /// is closed with `421` (default 10).
+    /// Failed commands (syntax errors, bad sequence, refused recipients, failed AUTH) before
+    /// the session is closed with `421` (default 10).
     pub max_errors: usize,
     /// On shutdown, how long sessions busy with a message may take to finish (default 5 s).
     pub shutdown_grace: Duration,
 }
 
 impl InboundSettings {
-    /// The defaults, accepting mail for `accept_domain`.
+    /// The defaults for a report listener accepting mail for `accept_domain`.
     pub fn new(accept_domain: DomainName) -> Self {
+        Self::with_role(Role::Reports { accept_domain })
+    }
+
+    /// The defaults for a submission listener whose STARTTLS uses `tls`.
+    pub fn submission(tls: Arc<ServerConfig>) -> Self {
+        Self::with_role(Role::Submission { tls, implicit_tls: false })
+    }
+
+    /// The defaults for a submission listener with implicit TLS (port 465 style).
+    pub fn submission_implicit_tls(tls: Arc<ServerConfig>) -> Self {
+        Self::with_role(Role::Submission { tls, implicit_tls: true })
+    }
+
+    fn with_role(role: Role) -> Self {
         Self {
-            accept_domain,
+            role,
             hostname: "tidings".to_owned(),
             max_message_bytes: 10 * 1024 * 1024,
             max_line_bytes: 4096,

@@ -12,6 +12,7 @@ pub struct InboundStats {
     handler_errors: AtomicU64,
     too_big: AtomicU64,
     timeouts: AtomicU64,
+    auth_failures: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -29,8 +30,11 @@ pub struct StatsSnapshot {
     pub handler_errors: u64,
     /// Messages refused for size, at `MAIL` (`SIZE=`) or after `DATA`.
     pub too_big: u64,
-    /// Sessions closed for idling or for a message taking too long.
+    /// Sessions closed for idling, for a message taking too long, or in a TLS handshake
+    /// that did not finish.
     pub timeouts: u64,
+    /// `AUTH` attempts refused (submission).
+    pub auth_failures: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +46,7 @@ pub(crate) enum Counter {
     HandlerErrors,
     TooBig,
     Timeouts,
+    AuthFailures,
 }
 
 impl InboundStats {
@@ -54,6 +59,7 @@ impl InboundStats {
             Counter::HandlerErrors => &self.handler_errors,
             Counter::TooBig => &self.too_big,
             Counter::Timeouts => &self.timeouts,
+            Counter::AuthFailures => &self.auth_failures,
         };
         cell.fetch_add(1, Ordering::Relaxed);
     }
@@ -69,6 +75,7 @@ impl InboundStats {
             handler_errors: get(&self.handler_errors),
             too_big: get(&self.too_big),
             timeouts: get(&self.timeouts),
+            auth_failures: get(&self.auth_failures),
         }
     }
 }

@@ -323,6 +323,10 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// The executable to run; [`server_binary`] when `None`.
     pub binary: Option<PathBuf>,
+    /// Start the SMTP submission listeners on free loopback ports, with STARTTLS
+    /// (`TIDINGS_SUBMISSION_LISTEN`, [`TestServer::submission_addr`]) and with implicit TLS
+    /// (`TIDINGS_SUBMISSION_TLS_LISTEN`, [`TestServer::submission_tls_addr`]).
+    pub submission: bool,
 }
 
 /// A running `tidings-server`; killed when dropped.
@@ -331,6 +335,8 @@ pub struct TestServer {
     child: Child,
     data_dir: DataDir,
     addr: SocketAddr,
+    submission_addr: Option<SocketAddr>,
+    submission_tls_addr: Option<SocketAddr>,
     key: Option<String>,
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<String>>>,
@@ -368,6 +374,10 @@ impl TestServer {
             && let Some(url) = data_dir.database_url()
         {
             command.env("TIDINGS_DATABASE_URL", url);
+        }
+        if options.submission {
+            command.env("TIDINGS_SUBMISSION_LISTEN", "127.0.0.1:0");
+            command.env("TIDINGS_SUBMISSION_TLS_LISTEN", "127.0.0.1:0");
         }
         for (name, value) in &options.env {
             command.env(name, value);
@@ -409,7 +419,16 @@ impl TestServer {
             Some(key) => Some(key),
             None => wait_for(&stdout, Duration::from_secs(2), |l| l.strip_prefix("bootstrap key: ").map(str::to_owned)),
         };
-        Self { child, data_dir, addr, key, stdout, stderr, client }
+        // The SMTP listeners bind after the HTTPS one; their lines follow it.
+        let listening = |prefix: &str| {
+            wait_for(&stderr, Duration::from_secs(5), |l| {
+                l.strip_prefix(prefix).map(|a| a.trim().parse::<SocketAddr>().expect("a socket address"))
+            })
+            .unwrap_or_else(|| panic!("no `{prefix}` line:\n{}", stderr.lock().unwrap().join("\n")))
+        };
+        let submission_addr = options.submission.then(|| listening("SMTP submission listening on "));
+        let submission_tls_addr = options.submission.then(|| listening("SMTP submission (implicit TLS) listening on "));
+        Self { child, data_dir, addr, submission_addr, submission_tls_addr, key, stdout, stderr, client }
     }
 
     /// The full key of the default workspace: the configured or the printed bootstrap key.
@@ -425,6 +444,22 @@ impl TestServer {
     /// The listening address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The SMTP submission listener's address; panics unless [`Options::submission`] was set.
+    pub fn submission_addr(&self) -> SocketAddr {
+        self.submission_addr.expect("the server was started without Options::submission")
+    }
+
+    /// The implicit-TLS submission listener's address; panics unless [`Options::submission`]
+    /// was set.
+    pub fn submission_tls_addr(&self) -> SocketAddr {
+        self.submission_tls_addr.expect("the server was started without Options::submission")
+    }
+
+    /// The TLS certificate the server presents (generated on first start), PEM.
+    pub fn cert_path(&self) -> PathBuf {
+        self.data_dir.path().join("tls/cert.pem")
     }
 
     /// The data dir.

@@ -78,6 +78,11 @@ environment wins over the file):
   TIDINGS_RETENTION_INTERVAL   10m             how often the retention purge runs
   TIDINGS_SHUTDOWN_DELAY       0s              after SIGTERM, how long to keep accepting requests with
                                                /readyz answering 503 before draining (load balancers)
+  TIDINGS_SUBMISSION_LISTEN    unset           ip:port of the SMTP submission listener (e.g.
+                                               0.0.0.0:587): STARTTLS with the HTTPS certificate,
+                                               then AUTH PLAIN/LOGIN with an API key as password
+  TIDINGS_SUBMISSION_TLS_LISTEN unset          ip:port of the same with implicit TLS (e.g.
+                                               0.0.0.0:465)
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -267,6 +272,11 @@ pub struct Config {
     /// `TIDINGS_INBOUND_SMTP_LISTEN`: the bounce and complaint listener (needs
     /// `TIDINGS_RETURN_PATH_DOMAIN`, the only domain it accepts mail for).
     pub inbound_smtp_listen: Option<SocketAddr>,
+    /// `TIDINGS_SUBMISSION_LISTEN`: the SMTP submission listener for applications (STARTTLS
+    /// with the HTTPS certificate, AUTH with an API key).
+    pub submission_listen: Option<SocketAddr>,
+    /// `TIDINGS_SUBMISSION_TLS_LISTEN`: the same with implicit TLS (port 465 style).
+    pub submission_tls_listen: Option<SocketAddr>,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// `TIDINGS_RETENTION`: how long message bodies and timelines are kept; `None` (`off`):
@@ -310,6 +320,8 @@ const KEYS: &[&str] = &[
     "TIDINGS_WEBHOOK_RETRY_SCHEDULE",
     "TIDINGS_PUBLIC_URL",
     "TIDINGS_INBOUND_SMTP_LISTEN",
+    "TIDINGS_SUBMISSION_LISTEN",
+    "TIDINGS_SUBMISSION_TLS_LISTEN",
     "TIDINGS_RETURN_PATH_DOMAIN",
     "TIDINGS_DOMAIN_RECHECK_INTERVAL",
     "TIDINGS_SMTP_TIMEOUT",
@@ -471,6 +483,8 @@ impl Config {
                 "needs TIDINGS_RETURN_PATH_DOMAIN: the listener accepts reports sent to that domain only",
             ));
         }
+        let submission_listen = s.parse("TIDINGS_SUBMISSION_LISTEN", socket_addr)?;
+        let submission_tls_listen = s.parse("TIDINGS_SUBMISSION_TLS_LISTEN", socket_addr)?;
         let public_url = s.parse("TIDINGS_PUBLIC_URL", |t| {
             let url = public_url(t)?;
             PublicUrl::parse(url.as_str()).map_err(|e| format!("`{t}`: {e}"))
@@ -492,6 +506,8 @@ impl Config {
             webhook_retry_schedule,
             lease_margin,
             inbound_smtp_listen,
+            submission_listen,
+            submission_tls_listen,
             log,
             retention,
             retention_interval,

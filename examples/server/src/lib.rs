@@ -2,8 +2,9 @@
 //! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
 //! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
 //! background loops (`workers`: delivery, webhook delivery, domain re-checks, Idempotency-Key
-//! purge, retention) and serves HTTPS until SIGTERM/SIGINT (`serve`), with `/readyz`
-//! answering 503 from the signal on. The binary's `main` only calls
+//! purge, retention), the SMTP listeners for reports (`inbound`) and submission
+//! (`submission`), and serves HTTPS until SIGTERM/SIGINT (`serve`), with `/readyz` answering
+//! 503 from the signal on. The binary's `main` only calls
 //! [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -14,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod inbound;
 pub mod serve;
+pub mod submission;
 pub mod tls;
 pub mod workers;
 
@@ -71,6 +73,16 @@ pub enum ServerError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// An SMTP submission listener could not be bound.
+    #[error("cannot listen on {addr} ({var}): {source}")]
+    SubmissionBind {
+        /// The variable that configured it.
+        var: &'static str,
+        /// The configured address.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
     /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
     #[error("cannot set up the webhook sender: {0}")]
     WebhookSender(String),
@@ -106,8 +118,8 @@ impl ServerError {
 
 /// Runs the server until `shutdown` completes: TLS, store (sled, or PostgreSQL with
 /// `TIDINGS_DATABASE_URL`), first-start bootstrap, the background loops (delivery, webhooks,
-/// domain re-checks, Idempotency-Key purge), the bounce listener when configured, and the
-/// HTTPS listener. Prints `listening on https://ADDR` on stderr once
+/// domain re-checks, Idempotency-Key purge), the bounce and submission listeners when
+/// configured, and the HTTPS listener. Prints `listening on https://ADDR` on stderr once
 /// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
 /// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
@@ -222,6 +234,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         // Config refuses a listener without a return-path domain.
         _ => None,
     };
+    // SMTP submission, with STARTTLS and with implicit TLS: served until shutdown like the others.
+    let mut submission = Vec::new();
+    for (addr, implicit_tls) in [(config.submission_listen, false), (config.submission_tls_listen, true)] {
+        let Some(addr) = addr else { continue };
+        let listener = submission::bind(addr, implicit_tls, &tls.server_config, core.clone(), limits.clone()).await?;
+        let mut stop = stop_rx.clone();
+        submission.push(tokio::spawn(listener.serve(async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        })));
+    }
     let http = HttpConfig {
         max_body_bytes: config.max_body_bytes,
         max_send_body_bytes: config.max_send_body_bytes,
@@ -255,7 +277,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE).await;
 
     let _ = stop_tx.send(true);
-    for task in background.into_iter().chain(inbound) {
+    for task in background.into_iter().chain(inbound).chain(submission) {
         let _ = task.await;
     }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;

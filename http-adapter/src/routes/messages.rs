@@ -10,7 +10,7 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tidings_core::model::{EventDetails, Message, MessageEvent};
-use tidings_core::usecases::{MessageChange, MessageFilters, RateLimitState, SendOutcome, SendRequest};
+use tidings_core::usecases::{LimitedSend, MessageChange, MessageFilters, RateLimitState, SendOutcome, SendRequest};
 
 use super::table::RouteTable;
 use crate::auth::Authed;
@@ -135,8 +135,8 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<&str>> {
     }
 }
 
-/// `POST /v1/messages`. The rate-limit token is taken first and given back when the send
-/// queues nothing (rejected or replayed), as contract §2 requires.
+/// `POST /v1/messages`, under the key's rate limit (contract §2: core takes the token first
+/// and gives it back when the send queues nothing).
 pub async fn send_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
@@ -144,28 +144,10 @@ pub async fn send_message(
     ApiJson(req): ApiJson<SendRequest>,
 ) -> ApiResult<Response> {
     let key = idempotency_key(&headers)?;
-    // Repeats of a key wait for the first send, so they are answered as replays and take
-    // no token (contract §2) instead of racing it for the bucket.
-    let _turn = state.core.take_send_turn(&who, key).await;
-    let limit = match rate_limit::acquire(&state, &who).await? {
-        Ok(limit) => limit,
-        // A replay takes no token (contract §2): with an empty bucket it is still answered.
-        Err(refused) => match state.core.idempotent_replay(&who, &req, key).await? {
-            Some(outcome) => return Ok(send_response(outcome, None)),
-            None => return Err(refused),
-        },
-    };
-    let outcome = match state.core.send_message(&who, req, key).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            rate_limit::refund(&state, &who).await;
-            return Err(e.into());
-        }
-    };
-    if outcome.replayed {
-        rate_limit::refund(&state, &who).await;
+    match state.core.send_rate_limited(&*state.limits, &who, req, key).await? {
+        Ok(LimitedSend { outcome, limit }) => Ok(send_response(outcome, limit.as_ref())),
+        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
     }
-    Ok(send_response(outcome, Some(&limit)))
 }
 
 /// The 201 of a send or a replay, with the rate-limit headers when a token was taken.

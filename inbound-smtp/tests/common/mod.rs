@@ -1,20 +1,29 @@
 //! Helpers shared by the listener tests: a recording handler, a listener on loopback, and
-//! a raw SMTP client that reads whole (multi-line) replies.
+//! a raw SMTP client that reads whole (multi-line) replies and can do STARTTLS.
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tidings_core::domain_name::DomainName;
-use tidings_inbound_smtp::{Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings, InboundStats};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tidings_core::email::EmailAddress;
+use tidings_core::ids::{ApiKeyId, WorkspaceId};
+use tidings_core::model::{KeyScope, RateLimit};
+use tidings_core::usecases::Principal;
+use tidings_inbound_smtp::{
+    AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings, InboundStats,
+    Refusal,
+};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 /// How long a test waits for something that should happen at once.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -29,11 +38,30 @@ pub fn settings() -> InboundSettings {
     settings
 }
 
-/// Records what it receives and answers with a scripted result.
+/// The one password [`RecordingHandler`] takes (submission); `throttled` and `store-down`
+/// get those failures, anything else is wrong.
+pub const KEY: &str = "good-key";
+/// The recipient [`RecordingHandler`] refuses at RCPT (submission).
+pub const SUPPRESSED: &str = "gone@dest.example";
+
+/// Who [`KEY`] authenticates as.
+pub fn principal() -> Principal {
+    Principal {
+        workspace_id: WorkspaceId::from_bytes([1; 16]),
+        key_id: ApiKeyId::from_bytes([2; 16]),
+        scope: KeyScope::Send,
+        sending_domain_id: None,
+        rate_limit: RateLimit::new(10).unwrap(),
+    }
+}
+
+/// Records what it receives and answers with a scripted result; as a submission handler it
+/// takes [`KEY`] and refuses [`SUPPRESSED`].
 #[derive(Default)]
 pub struct RecordingHandler {
     pub received: Mutex<Vec<(Envelope, Vec<u8>)>>,
     pub answer: Mutex<Option<HandlerError>>,
+    pub logins: Mutex<Vec<Credentials>>,
 }
 
 impl RecordingHandler {
@@ -54,6 +82,24 @@ impl InboundHandler for RecordingHandler {
             return Err(error);
         }
         self.received.lock().unwrap().push((envelope, raw));
+        Ok(())
+    }
+
+    async fn authenticate(&self, _client: IpAddr, credentials: Credentials) -> Result<Principal, AuthFailure> {
+        let answer = match credentials.password.as_str() {
+            KEY => Ok(principal()),
+            "throttled" => Err(AuthFailure::Throttled),
+            "store-down" => Err(AuthFailure::Unavailable),
+            _ => Err(AuthFailure::Invalid),
+        };
+        self.logins.lock().unwrap().push(credentials);
+        answer
+    }
+
+    async fn check_recipient(&self, _who: &Principal, recipient: &EmailAddress) -> Result<(), HandlerError> {
+        if recipient.to_string() == SUPPRESSED {
+            return Err(HandlerError::Refused(Refusal::new(550, "5.1.1", "Recipient is on the suppression list")));
+        }
         Ok(())
     }
 }
@@ -107,20 +153,32 @@ pub struct Reply {
     pub lines: Vec<String>,
 }
 
+/// A connection, plain or TLS.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
 /// A byte-level SMTP client.
 pub struct Client {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    conn: BufReader<Box<dyn Io>>,
 }
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Self {
-        let (read, writer) = TcpStream::connect(addr).await.unwrap().into_split();
-        Self { reader: BufReader::new(read), writer }
+        Self { conn: BufReader::new(Box::new(TcpStream::connect(addr).await.unwrap())) }
     }
 
     pub async fn send(&mut self, bytes: impl AsRef<[u8]>) {
-        self.writer.write_all(bytes.as_ref()).await.unwrap();
+        self.conn.get_mut().write_all(bytes.as_ref()).await.unwrap();
+    }
+
+    /// The TLS handshake after the server's `220` to STARTTLS, as `localhost`; anything the
+    /// client had buffered in plaintext is dropped.
+    pub async fn handshake(&mut self, tls: Arc<ClientConfig>) {
+        // A placeholder stream while the TCP one is in the handshake.
+        let plain = std::mem::replace(&mut self.conn, BufReader::new(Box::new(tokio::io::duplex(1).0)));
+        let name = ServerName::try_from("localhost").unwrap();
+        let stream = TlsConnector::from(tls).connect(name, plain.into_inner()).await.unwrap();
+        self.conn = BufReader::new(Box::new(stream));
     }
 
     /// Reads one reply; `None` when the server closed the connection first.
@@ -128,8 +186,7 @@ impl Client {
         let mut lines = Vec::new();
         loop {
             let mut line = String::new();
-            let n =
-                tokio::time::timeout(WAIT, self.reader.read_line(&mut line)).await.expect("no reply in time").ok()?;
+            let n = tokio::time::timeout(WAIT, self.conn.read_line(&mut line)).await.expect("no reply in time").ok()?;
             if n == 0 {
                 return None;
             }
@@ -163,7 +220,7 @@ impl Client {
     /// Asserts the server closed the connection (after any replies already read).
     pub async fn expect_closed(&mut self) {
         let mut rest = Vec::new();
-        let read = tokio::time::timeout(WAIT, self.reader.read_to_end(&mut rest)).await.expect("connection not closed");
+        let read = tokio::time::timeout(WAIT, self.conn.read_to_end(&mut rest)).await.expect("connection not closed");
         // A reset counts as closed too.
         if read.is_ok() {
             assert!(rest.is_empty(), "unexpected bytes before close: {:?}", String::from_utf8_lossy(&rest));

@@ -63,6 +63,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_RETRY_SCHEDULE", "1s,500ms"),
         ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "5s,later"),
         ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"),
+        ("TIDINGS_SUBMISSION_LISTEN", "localhost:587"),
+        ("TIDINGS_SUBMISSION_TLS_LISTEN", "465"),
         ("TIDINGS_PUBLIC_URL", "ftp://track.example"),
         ("TIDINGS_SMTP_RELAY", "http://relay"),
         ("TIDINGS_DELIVERY", "pigeon"),
@@ -159,6 +161,7 @@ fn values_parse() {
     assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
     assert_eq!(config.lease_margin, Duration::from_secs(5));
     assert!(config.inbound_smtp_listen.is_none() && config.public_url.is_none());
+    assert!(config.submission_listen.is_none());
     assert!(config.tls.is_none(), "an empty value counts as unset");
 }
 
@@ -196,9 +199,13 @@ fn the_inbound_listener_and_public_url_parse() {
         ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"),
         ("TIDINGS_RETURN_PATH_DOMAIN", "bounces.example"),
         ("TIDINGS_PUBLIC_URL", "https://track.example/mail"),
+        ("TIDINGS_SUBMISSION_LISTEN", "0.0.0.0:587"),
+        ("TIDINGS_SUBMISSION_TLS_LISTEN", "[::]:465"),
     ])
     .unwrap();
     assert_eq!(config.inbound_smtp_listen, Some("127.0.0.1:2525".parse().unwrap()));
+    assert_eq!(config.submission_listen, Some("0.0.0.0:587".parse().unwrap()));
+    assert_eq!(config.submission_tls_listen, Some("[::]:465".parse().unwrap()));
     assert_eq!(config.public_url.unwrap().to_string(), "https://track.example/mail");
 }
 

@@ -1,0 +1,56 @@
+//! Authentication as every front end does it (contract §2): the failed-authentication
+//! throttle per client address around [`Tidings::authenticate`]. The HTTP adapter calls it
+//! with the bearer token, SMTP submission with the AUTH password.
+
+use std::net::IpAddr;
+
+use crate::ports::Limits;
+use crate::usecases::{Principal, RetryAfter, Tidings};
+use crate::{Error, Result};
+
+/// Why a client was not let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthRefusal {
+    /// It presented no key at all (counts as a failure).
+    Missing,
+    /// Its key is unknown, malformed or revoked.
+    Invalid,
+    /// It failed too often lately and must wait, whatever key it presents now.
+    Blocked(RetryAfter),
+}
+
+impl Tidings {
+    /// Authenticates `presented` for `client`, counting failures in `limits`. `Err` only when
+    /// the store or the limits cannot be reached: the key may well be good, so that is never
+    /// a refusal.
+    pub async fn authenticate_client(
+        &self,
+        limits: &dyn Limits,
+        client: IpAddr,
+        presented: Option<&str>,
+    ) -> Result<Result<Principal, AuthRefusal>> {
+        let now = self.clock.now();
+        let Some(presented) = presented else {
+            if let Err(wait) = limits.check_auth(client, now).await? {
+                return Ok(Err(AuthRefusal::Blocked(wait)));
+            }
+            limits.record_auth_failure(client, now).await?;
+            return Ok(Err(AuthRefusal::Missing));
+        };
+        // Both are reads of shared state; asking at once saves a round trip when the limits
+        // are in a database. A blocked client is refused whatever its key, so a right guess
+        // during a block reveals nothing.
+        let (blocked, authenticated) = tokio::join!(limits.check_auth(client, now), self.authenticate(presented));
+        if let Err(wait) = blocked? {
+            return Ok(Err(AuthRefusal::Blocked(wait)));
+        }
+        match authenticated {
+            Ok(principal) => Ok(Ok(principal)),
+            Err(Error::InvalidApiKey) => {
+                limits.record_auth_failure(client, now).await?;
+                Ok(Err(AuthRefusal::Invalid))
+            }
+            Err(other) => Err(other),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! What both front ends share and SMTP submission adds: authentication behind the failed-auth
+//! throttle, the rate-limited send (token refunds, replays with an empty bucket), and a
+//! submitted message queued once per recipient, idempotent on its Message-ID.
+#![cfg(feature = "testing")]
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use chrono::Duration;
+use common::TestCore;
+use tidings_core::Error;
+use tidings_core::email::EmailAddress;
+use tidings_core::model::DomainStatus;
+use tidings_core::ports::{DomainStore, SuppressionStore};
+use tidings_core::testing::fixtures;
+use tidings_core::usecases::{
+    AuthRefusal, AuthThrottleConfig, CreateApiKeyRequest, LimitedSend, ListParams, LocalLimits, MessageFilters,
+    Principal, SendRequest, SubmitFailure,
+};
+
+const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+
+/// A workspace with the verified domain `acme.com`; its first key's principal and plaintext.
+async fn workspace(t: &TestCore) -> (Principal, String) {
+    let (workspace, created) = t.core.create_workspace("acme", None).await.unwrap();
+    let mut domain = fixtures::domain(workspace.id, "acme.com");
+    domain.status = DomainStatus::Verified;
+    t.store.insert_domain(&domain).await.unwrap();
+    let plaintext = created.plaintext.expose().to_owned();
+    (t.core.authenticate(&plaintext).await.unwrap(), plaintext)
+}
+
+/// A key of `rate` sends per second beside `who`.
+async fn key_with_rate(t: &TestCore, who: &Principal, rate: i64) -> Principal {
+    let req = CreateApiKeyRequest { rate_limit_per_sec: Some(rate), ..CreateApiKeyRequest::default() };
+    let created = t.core.create_api_key(who, req).await.unwrap();
+    t.core.authenticate(created.plaintext.expose()).await.unwrap()
+}
+
+fn addresses(list: &[&str]) -> Vec<EmailAddress> {
+    list.iter().map(|a| EmailAddress::parse(a).unwrap()).collect()
+}
+
+fn mime(message_id: &str) -> Vec<u8> {
+    format!(
+        "From: Acme <billing@acme.com>\r\nTo: undisclosed-recipients:;\r\nSubject: Invoice\r\n\
+         Message-ID: <{message_id}>\r\n\r\nInvoice 42.\r\n"
+    )
+    .into_bytes()
+}
+
+async fn count_to(t: &TestCore, who: &Principal, to: &str) -> usize {
+    let filters = MessageFilters { to: Some(to.to_owned()), ..MessageFilters::default() };
+    t.core.list_messages(who, ListParams::default(), &filters).await.unwrap().items.len()
+}
+
+#[tokio::test]
+async fn a_submitted_message_is_queued_once_per_recipient_and_a_retry_replays_it() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (who, _) = workspace(&t).await;
+    let to = addresses(&["ann@example.com", "bob@example.com"]);
+
+    let sent = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
+
+    assert_eq!(sent.len(), 2);
+    for (outcome, to) in sent.iter().zip(&to) {
+        assert!(!outcome.replayed);
+        assert_eq!(&outcome.message.to, to);
+        assert_eq!(outcome.message.from.to_string(), "\"Acme\" <billing@acme.com>");
+        assert_eq!(
+            (outcome.message.subject.as_str(), outcome.message.text.as_deref()),
+            ("Invoice", Some("Invoice 42.\r\n"))
+        );
+    }
+    let again = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
+    assert!(again.iter().all(|o| o.replayed));
+    assert_eq!(again[1].message.id, sent[1].message.id);
+    t.core.submit_message(&limits, &who, &to[..1], &mime("2@acme.com")).await.unwrap();
+    assert_eq!((count_to(&t, &who, "ann@example.com").await, count_to(&t, &who, "bob@example.com").await), (2, 1));
+}
+
+#[tokio::test]
+async fn a_rate_limit_part_way_keeps_the_first_recipients_and_the_retry_finishes_without_duplicates() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let who = key_with_rate(&t, &admin, 1).await;
+    let to = addresses(&["ann@example.com", "bob@example.com"]);
+
+    let stopped = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap_err();
+    assert_eq!(stopped.queued, 1);
+    assert!(matches!(stopped.reason, SubmitFailure::RateLimited(wait) if wait.seconds == 1), "{stopped:?}");
+
+    t.clock.advance(Duration::seconds(1));
+    let retried = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap();
+
+    assert_eq!(retried.iter().map(|o| o.replayed).collect::<Vec<_>>(), [true, false]);
+    assert_eq!((count_to(&t, &admin, "ann@example.com").await, count_to(&t, &admin, "bob@example.com").await), (1, 1));
+}
+
+#[tokio::test]
+async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let to = addresses(&["ann@example.com"]);
+    let other_domain = b"From: x@elsewhere.com\r\nSubject: s\r\n\r\nbody\r\n";
+    let no_subject = b"From: x@acme.com\r\n\r\nbody\r\n";
+
+    let refused = |raw: &'static [u8]| {
+        let (core, limits, admin, to) = (&t.core, &limits, &admin, &to);
+        async move { core.submit_message(limits, admin, to, raw).await.unwrap_err().reason }
+    };
+    assert!(matches!(refused(other_domain).await, SubmitFailure::Send(Error::DomainNotVerified(_))));
+    assert!(matches!(refused(no_subject).await, SubmitFailure::Send(Error::Validation { .. })));
+
+    let who = key_with_rate(&t, &admin, 10).await;
+    t.core.revoke_api_key(&admin, &who.key_id.to_string()).await.unwrap();
+    let error = t.core.submit_message(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
+    assert_eq!(error.reason, SubmitFailure::Send(Error::InvalidApiKey));
+    assert_eq!(count_to(&t, &admin, "ann@example.com").await, 0);
+}
+
+#[tokio::test]
+async fn a_suppressed_recipient_is_refused_at_rcpt() {
+    let t = TestCore::new();
+    let (who, _) = workspace(&t).await;
+    t.store.insert_suppression(&fixtures::suppression(who.workspace_id, "gone@example.com")).await.unwrap();
+
+    let gone = t.core.check_submission_recipient(&who, &EmailAddress::parse("Gone@Example.com").unwrap()).await;
+
+    assert!(matches!(gone, Err(Error::RecipientSuppressed(_))), "{gone:?}");
+    let fine = EmailAddress::parse("ann@example.com").unwrap();
+    t.core.check_submission_recipient(&who, &fine).await.unwrap();
+}
+
+#[tokio::test]
+async fn authentication_counts_failures_and_blocks_even_a_good_key() {
+    let t = TestCore::new();
+    let throttle = AuthThrottleConfig { max_failures: 2, ..AuthThrottleConfig::default() };
+    let limits = LocalLimits::new(throttle);
+    let (who, key) = workspace(&t).await;
+
+    assert_eq!(t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap(), Ok(who));
+    assert_eq!(t.core.authenticate_client(&limits, CLIENT, None).await.unwrap(), Err(AuthRefusal::Missing));
+    assert_eq!(
+        t.core.authenticate_client(&limits, CLIENT, Some("tid_wrong")).await.unwrap(),
+        Err(AuthRefusal::Invalid)
+    );
+
+    let blocked = t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap();
+    assert!(matches!(blocked, Err(AuthRefusal::Blocked(_))), "{blocked:?}");
+    let elsewhere = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+    assert!(t.core.authenticate_client(&limits, elsewhere, Some(&key)).await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_refused_send_gives_its_token_back_and_a_replay_needs_none() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let who = key_with_rate(&t, &admin, 1).await;
+    let send = |subject: Option<&str>| SendRequest {
+        to: Some("ann@example.com".into()),
+        from: Some("billing@acme.com".into()),
+        subject: subject.map(str::to_owned),
+        text: Some("Hi".into()),
+        ..SendRequest::default()
+    };
+
+    let refused = t.core.send_rate_limited(&limits, &who, send(None), None).await;
+    assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
+    let Ok(LimitedSend { outcome, limit: Some(limit) }) =
+        t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap()
+    else {
+        panic!("the refused send's token was not given back");
+    };
+    assert_eq!((limit.limit, limit.remaining), (1, 0));
+
+    let empty = t.core.send_rate_limited(&limits, &who, send(Some("t")), None).await.unwrap();
+    assert!(matches!(empty, Err(wait) if wait.seconds == 1), "{empty:?}");
+    let replay = t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap().unwrap();
+    assert!(replay.outcome.replayed && replay.limit.is_none());
+    assert_eq!(replay.outcome.message.id, outcome.message.id);
+}

@@ -1,0 +1,39 @@
+//! DKIM verification as a receiver does it, for the test files that check delivered mail.
+
+use std::net::SocketAddr;
+
+use mail_auth::dkim::Canonicalization;
+use mail_auth::hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
+use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters};
+
+/// Checks the DKIM signatures of `raw` as a receiver would: mail-auth's verifier, its
+/// resolver asking `dns` (where the test published what the API told it to) for the keys.
+/// Both signatures must pass, one `rsa-sha256` and one `ed25519-sha256`, by `domain`,
+/// relaxed/relaxed, covering the headers issue #4 names.
+pub async fn assert_signed_by(raw: &[u8], dns: SocketAddr, domain: &str) {
+    let mut udp = ConnectionConfig::udp();
+    udp.port = dns.port();
+    let mut tcp = ConnectionConfig::tcp();
+    tcp.port = dns.port();
+    let servers = vec![NameServerConfig::new(dns.ip(), true, vec![udp, tcp])];
+    let verifier =
+        MessageAuthenticator::new(ResolverConfig::from_parts(None, vec![], servers), ResolverOpts::default())
+            .expect("mail-auth's resolver");
+    let message = AuthenticatedMessage::parse(raw).expect("mail-auth parses the message");
+    let outputs = verifier.verify_dkim(Parameters::new(&message)).await;
+    let mut algorithms = Vec::new();
+    for output in &outputs {
+        let signature = output.signature().expect("a DKIM-Signature that parses");
+        let algorithm = signature.a.name();
+        assert_eq!(output.result(), &DkimResult::Pass, "the {algorithm} signature verifies");
+        assert_eq!(signature.d, domain, "the {algorithm} signature's d=");
+        assert_eq!((signature.ch, signature.cb), (Canonicalization::Relaxed, Canonicalization::Relaxed), "{algorithm}");
+        let signed: Vec<String> = signature.h.iter().map(|h| h.to_ascii_lowercase()).collect();
+        for header in ["from", "to", "subject", "date", "message-id", "mime-version", "content-type"] {
+            assert!(signed.iter().any(|h| h == header), "the {algorithm} signature covers {header}: h={signed:?}");
+        }
+        algorithms.push(algorithm);
+    }
+    algorithms.sort_unstable();
+    assert_eq!(algorithms, ["ed25519-sha256", "rsa-sha256"], "one signature with each key of the domain");
+}
