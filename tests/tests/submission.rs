@@ -18,7 +18,7 @@ use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-use mail_parser::MessageParser;
+use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{Options, TestServer, fresh_key};
@@ -152,6 +152,59 @@ async fn a_message_submitted_with_lettre_is_delivered_signed_once_per_recipient(
         assert_eq!(parsed.body_text(0).unwrap().trim_end(), "Invoice 42 is attached.");
         assert_eq!(parsed.body_html(0).unwrap().trim_end(), "<p>Invoice <b>42</b> is attached.</p>");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reply_to_custom_headers_attachments_and_inline_images_are_carried_to_the_sink() {
+    use lettre::message::header::{ContentType, HeaderName, HeaderValue};
+    use lettre::message::{Attachment, SinglePart};
+    let Setup { server, dns, sink, .. } = setup().await;
+    let to = "carol@inbox.example";
+    let pdf = b"%PDF-1.4 invoice 42".to_vec();
+    let png = vec![0x89, b'P', b'N', b'G', 0, 1, 2, 3];
+    let mut mail = Message::builder()
+        .from("billing@app.example".parse::<Mailbox>().unwrap())
+        .reply_to("Help <help@app.example>".parse::<Mailbox>().unwrap())
+        .to(to.parse().unwrap())
+        .subject("Invoice with logo")
+        .message_id(Some("<rich-1@app.example>".to_owned()))
+        .multipart(
+            MultiPart::mixed()
+                .multipart(
+                    MultiPart::related()
+                        .singlepart(SinglePart::html("<p><img src=\"cid:logo\"> Invoice 42</p>".to_owned()))
+                        .singlepart(
+                            Attachment::new_inline("logo".to_owned()).body(png.clone(), "image/png".parse().unwrap()),
+                        ),
+                )
+                .singlepart(
+                    Attachment::new("invoice-42.pdf".to_owned())
+                        .body(pdf.clone(), ContentType::parse("application/pdf").unwrap()),
+                ),
+        )
+        .unwrap();
+    mail.headers_mut().insert_raw(HeaderValue::new(HeaderName::new_from_ascii_str("X-Campaign"), "spring".to_owned()));
+
+    client(&server, Some(server.key())).send(mail).await.expect("the submission is accepted");
+
+    let listed = messages_to(&server, to).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["replyTo"], json!(["help@app.example"]));
+    let id = listed[0]["id"].as_str().unwrap();
+    assert_eq!(delivered_timeline(&server, id).await, ["Queued", "Sent", "Delivered"]);
+    let received: Vec<_> = sink.messages().into_iter().filter(|m| m.recipients.iter().any(|r| r == to)).collect();
+    assert_eq!(received.len(), 1);
+    let raw = &received[0].data;
+    assert_signed_by(raw, dns.addr(), DOMAIN).await;
+    let parsed = MessageParser::default().parse(raw).expect("the relayed MIME parses");
+    assert_eq!(parsed.reply_to().and_then(|r| r.first()).and_then(|a| a.address()), Some("help@app.example"));
+    assert_eq!(parsed.header("X-Campaign").and_then(|h| h.as_text()), Some("spring"));
+    let parts: Vec<_> = parsed.attachments().collect();
+    let logo = parts.iter().find(|p| p.content_id() == Some("logo")).expect("the inline image");
+    assert_eq!(logo.contents(), &png[..]);
+    let invoice = parts.iter().find(|p| p.attachment_name() == Some("invoice-42.pdf")).expect("the attachment");
+    assert_eq!(invoice.contents(), &pdf[..]);
+    assert!(parsed.body_html(0).unwrap().contains("cid:logo"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

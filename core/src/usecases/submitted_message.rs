@@ -3,15 +3,22 @@
 //!
 //! Mapped: `From` (one mailbox, display name kept), `Subject` (RFC 2047 decoded), the first
 //! `text/plain` and the first `text/html` body part (transfer encodings and charsets
-//! decoded). The envelope recipient becomes `to`; the message's own `To`/`Cc` headers are
-//! not kept (each recipient gets a message addressed to them, like the API's sends), and
-//! neither is anything else yet: see [`SubmittedMessage::send_request`].
+//! decoded), `Reply-To` → `replyTo`, every header a send may set (anything but the ones
+//! Tidings writes itself, see [`is_reserved`]) → `headers`, and every other part →
+//! `attachments` (with its `Content-ID` an inline part). The envelope recipient becomes `to`;
+//! the message's own `To`/`Cc` headers are not kept (each recipient gets a message addressed
+//! to them, like the API's sends). What the API would refuse (a reserved header cannot get
+//! through here, but an executable attachment or an over-long header can) is refused the
+//! same way, so the client hears `550 5.6.0` with the reason.
 
-use mail_parser::{Address, MessageParser, PartType};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use mail_parser::{Address, MessageParser, MimeHeaders, PartType};
 use sha2::{Digest, Sha256};
 
 use crate::email::EmailAddress;
-use crate::usecases::SendRequest;
+use crate::model::extras::is_reserved;
+use crate::usecases::{AttachmentRequest, SendRequest};
 use crate::{Error, Result};
 
 /// What a submitted message asks for, read from its MIME.
@@ -25,6 +32,12 @@ pub struct SubmittedMessage {
     html: Option<String>,
     /// The `Message-ID` header, without angle brackets.
     message_id: Option<String>,
+    /// `Reply-To` addresses.
+    reply_to: Vec<String>,
+    /// Headers a send may set, unfolded, in the order written.
+    headers: Vec<(String, String)>,
+    /// Every part that is not the text or HTML body.
+    attachments: Vec<AttachmentRequest>,
 }
 
 impl SubmittedMessage {
@@ -46,27 +59,55 @@ impl SubmittedMessage {
             PartType::Html(html) => Some(html.to_string()),
             _ => None,
         });
+        let reply_to = message.reply_to().map(addresses).unwrap_or_default();
+        let headers = message
+            .headers()
+            .iter()
+            .filter(|h| !is_reserved(h.name.as_str()))
+            .map(|h| {
+                let raw = raw.get(h.offset_start as usize..h.offset_end as usize).unwrap_or_default();
+                (h.name.as_str().to_owned(), unfold(raw))
+            })
+            .collect();
+        let attachments = message
+            .attachments()
+            .enumerate()
+            .map(|(i, part)| AttachmentRequest {
+                filename: part.attachment_name().map_or_else(|| format!("attachment-{}", i + 1), str::to_owned),
+                content_type: part.content_type().map_or_else(
+                    || "application/octet-stream".to_owned(),
+                    |t| format!("{}/{}", t.ctype(), t.subtype().unwrap_or("octet-stream")),
+                ),
+                content: BASE64.encode(part.contents()),
+                content_id: part.content_id().map(|id| id.trim_matches(['<', '>']).to_owned()),
+            })
+            .collect();
         Ok(Self {
             from,
             subject: message.subject().map(str::to_owned),
             text,
             html,
             message_id: message.message_id().map(str::to_owned),
+            reply_to,
+            headers,
+            attachments,
         })
     }
 
     /// The send for one envelope recipient.
-    ///
-    /// Not mapped yet (the fields do not exist on [`SendRequest`] in this version): `Reply-To`
-    /// → `replyTo`; `X-` headers → `headers`; attachments, and inline parts by Content-ID →
-    /// `attachments`. Each is a field read in [`SubmittedMessage::parse`] and set here.
     pub fn send_request(&self, to: &EmailAddress) -> SendRequest {
+        let strings = |items: &[String]| items.iter().cloned().map(serde_json::Value::String).collect();
+        let headers: serde_json::Map<String, serde_json::Value> =
+            self.headers.iter().map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone()))).collect();
         SendRequest {
             to: Some(to.to_string()),
             from: self.from.clone(),
             subject: self.subject.clone(),
             html: self.html.clone(),
             text: self.text.clone(),
+            reply_to: (!self.reply_to.is_empty()).then(|| serde_json::Value::Array(strings(&self.reply_to))),
+            headers: (!headers.is_empty()).then_some(serde_json::Value::Object(headers)),
+            attachments: (!self.attachments.is_empty()).then(|| self.attachments.clone()),
             ..SendRequest::default()
         }
     }
@@ -80,6 +121,24 @@ impl SubmittedMessage {
         let digest = Sha256::new().chain_update(message_id).chain_update([0]).chain_update(to.normalized()).finalize();
         Some(format!("smtp-{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
     }
+}
+
+/// The bare addresses of an address header (display names dropped, as `replyTo` takes
+/// addresses only).
+fn addresses(address: &Address<'_>) -> Vec<String> {
+    let mailboxes: Vec<_> = match address {
+        Address::List(list) => list.iter().collect(),
+        Address::Group(groups) => groups.iter().flat_map(|group| group.addresses.iter()).collect(),
+    };
+    mailboxes.into_iter().filter_map(|m| m.address().map(str::to_owned)).collect()
+}
+
+/// A raw header value as one line: folding (CRLF before white space) removed, the value
+/// trimmed. A value whose text still holds a control character is left to the send's
+/// validation, which refuses it.
+fn unfold(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    text.replace("\r\n ", " ").replace("\r\n\t", "\t").replace("\n ", " ").replace("\n\t", "\t").trim().to_owned()
 }
 
 /// `"Name" <address>` (quoted, so any display name reads back as it was) or `address`.
@@ -158,6 +217,45 @@ mod tests {
 
         let req = SubmittedMessage::parse(b"\r\nbody only\r\n").unwrap().send_request(&to());
         assert_eq!((req.from, req.subject), (None, None));
+    }
+
+    #[test]
+    fn reply_to_custom_headers_attachments_and_inline_parts_are_mapped() {
+        let raw = "From: app@acme.example\r\n\
+                   To: someone@else.example\r\n\
+                   Reply-To: Help <help@acme.example>, billing@acme.example\r\n\
+                   Subject: Invoice\r\n\
+                   X-Campaign: spring\r\n\
+                   List-Unsubscribe: <https://acme.example/u/1>,\r\n <mailto:u@acme.example>\r\n\
+                   Message-ID: <m1@acme.example>\r\n\
+                   MIME-Version: 1.0\r\n\
+                   Content-Type: multipart/mixed; boundary=m\r\n\r\n\
+                   --m\r\nContent-Type: multipart/related; boundary=r\r\n\r\n\
+                   --r\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:logo\">\r\n\
+                   --r\r\nContent-Type: image/png\r\nContent-ID: <logo>\r\nContent-Disposition: inline\r\n\
+                   Content-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n--r--\r\n\
+                   --m\r\nContent-Type: application/pdf; name=\"invoice.pdf\"\r\n\
+                   Content-Disposition: attachment; filename=\"invoice.pdf\"\r\n\
+                   Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQ=\r\n--m--\r\n";
+
+        let req = SubmittedMessage::parse(raw.as_bytes()).unwrap().send_request(&to());
+
+        assert_eq!(req.reply_to, Some(serde_json::json!(["help@acme.example", "billing@acme.example"])));
+        let headers = req.headers.expect("headers");
+        assert_eq!(headers["X-Campaign"], "spring");
+        assert_eq!(headers["List-Unsubscribe"], "<https://acme.example/u/1>, <mailto:u@acme.example>");
+        for reserved in ["From", "To", "Subject", "Message-ID", "Reply-To", "MIME-Version", "Content-Type"] {
+            assert!(headers.get(reserved).is_none(), "{reserved} is written by Tidings");
+        }
+        let attachments = req.attachments.expect("attachments");
+        assert_eq!(attachments.len(), 2, "{attachments:?}");
+        let logo = attachments.iter().find(|a| a.content_id.as_deref() == Some("logo")).expect("the inline part");
+        assert_eq!((logo.content_type.as_str(), logo.content.as_str()), ("image/png", "iVBORw0KGgo="));
+        let pdf = attachments.iter().find(|a| a.filename == "invoice.pdf").expect("the attachment");
+        assert_eq!(
+            (pdf.content_type.as_str(), pdf.content.as_str(), pdf.content_id.as_deref()),
+            ("application/pdf", "JVBERi0xLjQ=", None)
+        );
     }
 
     #[test]
