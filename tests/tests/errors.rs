@@ -118,7 +118,7 @@ async fn unknown_routes_and_wrong_methods_get_the_envelope() {
         (Method::PUT, "/v1/keys".to_owned(), "GET,HEAD,POST"),
         (Method::PATCH, format!("/v1/keys/{id}"), "DELETE,GET,HEAD"),
         (Method::DELETE, "/v1/messages".to_owned(), "GET,HEAD,POST"),
-        (Method::POST, format!("/v1/messages/{id}"), "GET,HEAD"),
+        (Method::POST, format!("/v1/messages/{id}"), "GET,HEAD,PATCH"),
         (Method::DELETE, format!("/v1/messages/{id}/events"), "GET,HEAD"),
         (Method::GET, format!("/v1/domains/{id}/verify"), "POST"),
         (Method::PUT, format!("/v1/domains/{id}"), "DELETE,GET,HEAD,PATCH"),
