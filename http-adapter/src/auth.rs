@@ -25,9 +25,14 @@ impl FromRequestParts<ApiState> for Authed {
             .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(addr)| addr.ip());
         let now = state.core.clock().now();
         let limits = &state.limits;
+        // A failure is a 401 only if counting it fits the client's allowance, decided in one
+        // step so that concurrent failures cannot all pass a check made before any counted.
         let Some(presented) = presented_key(&parts.headers) else {
-            limits.check_auth(client, now).await.map_err(core_error)?.map_err(ApiError::TooManyAuthFailures)?;
-            limits.record_auth_failure(client, now).await.map_err(core_error)?;
+            limits
+                .record_auth_failure(client, now)
+                .await
+                .map_err(core_error)?
+                .map_err(ApiError::TooManyAuthFailures)?;
             return Err(ApiError::MissingApiKey);
         };
         // Both are reads of shared state; asking at once saves a round trip when the limits
@@ -38,7 +43,11 @@ impl FromRequestParts<ApiState> for Authed {
         match authenticated {
             Ok(principal) => Ok(Self(principal)),
             Err(Error::InvalidApiKey) => {
-                limits.record_auth_failure(client, now).await.map_err(core_error)?;
+                limits
+                    .record_auth_failure(client, now)
+                    .await
+                    .map_err(core_error)?
+                    .map_err(ApiError::TooManyAuthFailures)?;
                 Err(Error::InvalidApiKey.into())
             }
             Err(other) => Err(other.into()),
