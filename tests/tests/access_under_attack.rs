@@ -18,12 +18,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{assert_error, assert_ok, create_key, ids, start_with_dns, verified_domain};
+use common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
-use tidings_e2e::{DataDir, Options, TestServer, fresh_key, into_parts};
+use tidings_e2e::{Options, TestServer, fresh_key, into_parts};
 
 /// The kinds of caller every route is tried with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -374,13 +374,7 @@ async fn run_matrix(
 
 #[tokio::test]
 async fn every_route_answers_every_kind_of_key_as_the_contract_says() {
-    // Two workspaces made by the operator before the first start (as keys_and_access.rs
-    // does); `alpha`'s key serves as the server's.
-    let data_dir = DataDir::new();
-    let (alpha_id, alpha_key) = data_dir.create_workspace("alpha");
-    let (beta_id, beta_key) = data_dir.create_workspace("beta");
-    let options = Options { data_dir: Some(data_dir), bootstrap_key: Some(alpha_key.clone()), ..Options::default() };
-    let (server, dns) = start_with_dns(options).await;
+    let (server, dns, (alpha_id, alpha_key), (beta_id, beta_key)) = two_workspaces().await;
     let alpha = Workspace::populate(&server, &dns, "alpha", alpha_id, alpha_key).await;
     let beta = Workspace::populate(&server, &dns, "beta", beta_id, beta_key).await;
 

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::{assert_error, assert_ok, server_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
+use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::SmtpSink;
 use tokio::runtime::Runtime;
@@ -61,14 +62,29 @@ fn path_of(url: &str, server: &TestServer) -> String {
     url.strip_prefix(&server.url("")).unwrap_or_else(|| panic!("{url} is not on the server")).to_owned()
 }
 
+/// A server relaying to a fresh SMTP sink, with `shop.example` verified; its key.
+async fn relayed_server() -> (SmtpSink, TestServer, TestDnsServer, String) {
+    let sink = SmtpSink::start().await.expect("the SMTP sink starts");
+    let relay = format!("smtp://{}", sink.addr());
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let key = server.key().to_owned();
+    verified_domain(&server, &dns, &key, "shop.example").await;
+    (sink, server, dns, key)
+}
+
+/// `GET path` is a 404 in the envelope, and never a redirect.
+async fn assert_refused(server: &TestServer, path: &str) {
+    let response = server.request(reqwest::Method::GET, path).send().await.unwrap();
+    let status = response.status().as_u16();
+    assert!(response.headers().get("location").is_none(), "{path}: never a redirect");
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_error(status, &body, 404, "not_found", &format!("GET {path}"));
+}
+
 #[test]
 fn opens_and_clicks_are_recorded_and_tampered_tokens_are_refused() {
     block_on(async {
-        let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
-        let key = server.key().to_owned();
-        verified_domain(&server, &dns, &key, "shop.example").await;
+        let (sink, server, _dns, key) = relayed_server().await;
 
         let html = concat!(
             "<html><body><p>Your order shipped.</p>",
@@ -159,11 +175,7 @@ fn opens_and_clicks_are_recorded_and_tampered_tokens_are_refused() {
             format!("/t/o/{token}"),
             "/t/c/not-a-token".to_owned(),
         ] {
-            let response = server.request(reqwest::Method::GET, &path).send().await.unwrap();
-            let status = response.status().as_u16();
-            assert!(response.headers().get("location").is_none(), "{path}: never a redirect");
-            let body: Value = response.json().await.unwrap_or(Value::Null);
-            assert_error(status, &body, 404, "not_found", &format!("GET {path}"));
+            assert_refused(&server, &path).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let events = events_until(&server, &id, "unchanged", |_| true).await;
@@ -177,11 +189,7 @@ fn tracking_tokens_cannot_be_forged_swapped_or_used_as_an_open_redirect() {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     const TARGET: &str = "https://shop.example/orders/7";
     block_on(async {
-        let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
-        let key = server.key().to_owned();
-        verified_domain(&server, &dns, &key, "shop.example").await;
+        let (sink, server, _dns, key) = relayed_server().await;
         let send = json!({
             "from": "orders@shop.example", "to": "reader@example.com", "subject": "Shipped",
             "html": format!(r#"<p><a href="{TARGET}">Track it</a></p>"#), "tracking": {"opens": true, "clicks": true},
@@ -222,11 +230,7 @@ fn tracking_tokens_cannot_be_forged_swapped_or_used_as_an_open_redirect() {
         forged.push(format!("{click}/https://evil.example/"));
         forged.push(format!("{click}%2F%2Fevil.example"));
         for path in &forged {
-            let response = server.request(reqwest::Method::GET, path).send().await.unwrap();
-            let status = response.status().as_u16();
-            assert!(response.headers().get("location").is_none(), "{path}: never a redirect");
-            let body: Value = response.json().await.unwrap_or(Value::Null);
-            assert_error(status, &body, 404, "not_found", &format!("GET {path}"));
+            assert_refused(&server, path).await;
         }
 
         // No query parameter changes where the valid link goes.
