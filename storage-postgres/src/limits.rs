@@ -137,24 +137,35 @@ impl Limits for PgLimits {
         let end = started.saturating_add(self.window());
         let now = nanos(now);
         let used_up = u32::try_from(failures).unwrap_or(0) >= self.throttle.max_failures;
-        if used_up && now < end { Ok(Err(RetryAfter::from_nanos(i128::from(end - now)))) } else { Ok(Ok(())) }
+        // At most a window: a request that read the clock just before another opened the
+        // window must not be told to wait longer.
+        let wait = i128::from((end - now).min(self.window()));
+        if used_up && now < end { Ok(Err(RetryAfter::from_nanos(wait))) } else { Ok(Ok(())) }
     }
 
-    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<()> {
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
         let db = self.store.client().await?;
         // A window that is over starts afresh at this failure (fixed windows: contract §2,
-        // "until the minute is over"). SET sees the old row on both sides.
+        // "until the minute is over"). SET sees the old row on both sides. The upsert locks
+        // the row, so concurrent failures are counted one after the other and each learns
+        // its own rank: those past the allowance are refused (429), exactly as many pass.
         let statement = db
             .prepare_cached(
                 "INSERT INTO auth_failures AS a (client, started, failures) VALUES ($1, $2, 1)
                  ON CONFLICT (client) DO UPDATE SET
                      failures = CASE WHEN $2 < a.started + $3 THEN LEAST(a.failures, 2147483646) + 1 ELSE 1 END,
-                     started  = CASE WHEN $2 < a.started + $3 THEN a.started ELSE $2 END",
+                     started  = CASE WHEN $2 < a.started + $3 THEN a.started ELSE $2 END
+                 RETURNING started, failures",
             )
             .await
             .map_err(db_error)?;
-        db.execute(&statement, &[&client, &nanos(now), &self.window()]).await.map_err(db_error)?;
-        Ok(())
+        let row = db.query_one(&statement, &[&client, &nanos(now), &self.window()]).await.map_err(db_error)?;
+        let (started, failures): (i64, i32) = (row.get(0), row.get(1));
+        let end = started.saturating_add(self.window());
+        let now = nanos(now);
+        let past_allowance = u32::try_from(failures).unwrap_or(u32::MAX) > self.throttle.max_failures;
+        let wait = i128::from((end - now).min(self.window()));
+        if past_allowance && now < end { Ok(Err(RetryAfter::from_nanos(wait))) } else { Ok(Ok(())) }
     }
 
     async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

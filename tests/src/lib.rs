@@ -539,6 +539,13 @@ impl TestServer {
         self.client.request(method, self.url(path))
     }
 
+    /// A new HTTPS client for this server whose connections leave from `local` (any of
+    /// 127.0.0.0/8 on Linux): the server sees another client address, as its per-address
+    /// limits (the failed-auth throttle) do. Requests need absolute URLs ([`Self::url`]).
+    pub fn client_from(&self, local: std::net::IpAddr) -> reqwest::Client {
+        https_client_from(&self.data_dir.path().join("tls/cert.pem"), Some(local))
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns its status and the data dir
     /// (to start another server on it). Async so that this test's client keeps running while
     /// the server closes its connections (an HTTP/2 close is a conversation).
@@ -585,9 +592,15 @@ impl Drop for TestServer {
 
 /// A client that trusts only the certificate in `cert_pem` (the server's own).
 fn https_client(cert_pem: &Path) -> reqwest::Client {
+    https_client_from(cert_pem, None)
+}
+
+/// [`https_client`] whose connections leave from `local` when given.
+fn https_client_from(cert_pem: &Path, local: Option<std::net::IpAddr>) -> reqwest::Client {
     let pem = std::fs::read(cert_pem).expect("the server's generated certificate");
     let cert = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
     reqwest::Client::builder()
+        .local_address(local)
         .tls_certs_only([cert])
         .timeout(Duration::from_secs(20))
         // Tracking links answer 302 to sites the tests must not visit: redirects are read, not followed.

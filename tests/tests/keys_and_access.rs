@@ -4,12 +4,12 @@
 mod common;
 
 use common::{
-    assert_error, assert_invalid, assert_ok, create_key, ids, server_with_dns, start_with_dns, verified_domain,
+    assert_error, assert_invalid, assert_ok, create_key, ids, server_with_dns, two_workspaces, verified_domain,
     walk_pages,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
-use tidings_e2e::{DataDir, Options, TestServer, fresh_key, into_parts};
+use tidings_e2e::{TestServer, fresh_key, into_parts};
 
 /// A ULID that names nothing in any store.
 const UNKNOWN_ID: &str = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
@@ -347,13 +347,7 @@ async fn a_domain_scoped_key_sends_only_from_its_domain() {
 
 #[tokio::test]
 async fn workspaces_see_none_of_each_others_resources() {
-    // Two workspaces made by the operator before the first start; the store is not fresh,
-    // so the server makes no default workspace and `alpha`'s key serves as `server.key()`.
-    let data_dir = DataDir::new();
-    let (_, alpha) = data_dir.create_workspace("alpha");
-    let (_, beta) = data_dir.create_workspace("beta");
-    let options = Options { data_dir: Some(data_dir), bootstrap_key: Some(alpha.clone()), ..Options::default() };
-    let (server, dns) = start_with_dns(options).await;
+    let (server, dns, (_, alpha), (_, beta)) = two_workspaces().await;
 
     // Alpha: one of everything.
     let domain = verified_domain(&server, &dns, &alpha, "alpha.example").await;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::{assert_error, assert_ok, server_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
+use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::SmtpSink;
 use tokio::runtime::Runtime;
@@ -61,14 +62,29 @@ fn path_of(url: &str, server: &TestServer) -> String {
     url.strip_prefix(&server.url("")).unwrap_or_else(|| panic!("{url} is not on the server")).to_owned()
 }
 
+/// A server relaying to a fresh SMTP sink, with `shop.example` verified; its key.
+async fn relayed_server() -> (SmtpSink, TestServer, TestDnsServer, String) {
+    let sink = SmtpSink::start().await.expect("the SMTP sink starts");
+    let relay = format!("smtp://{}", sink.addr());
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let key = server.key().to_owned();
+    verified_domain(&server, &dns, &key, "shop.example").await;
+    (sink, server, dns, key)
+}
+
+/// `GET path` is a 404 in the envelope, and never a redirect.
+async fn assert_refused(server: &TestServer, path: &str) {
+    let response = server.request(reqwest::Method::GET, path).send().await.unwrap();
+    let status = response.status().as_u16();
+    assert!(response.headers().get("location").is_none(), "{path}: never a redirect");
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_error(status, &body, 404, "not_found", &format!("GET {path}"));
+}
+
 #[test]
 fn opens_and_clicks_are_recorded_and_tampered_tokens_are_refused() {
     block_on(async {
-        let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
-        let key = server.key().to_owned();
-        verified_domain(&server, &dns, &key, "shop.example").await;
+        let (sink, server, _dns, key) = relayed_server().await;
 
         let html = concat!(
             "<html><body><p>Your order shipped.</p>",
@@ -159,14 +175,92 @@ fn opens_and_clicks_are_recorded_and_tampered_tokens_are_refused() {
             format!("/t/o/{token}"),
             "/t/c/not-a-token".to_owned(),
         ] {
-            let response = server.request(reqwest::Method::GET, &path).send().await.unwrap();
-            let status = response.status().as_u16();
-            assert!(response.headers().get("location").is_none(), "{path}: never a redirect");
-            let body: Value = response.json().await.unwrap_or(Value::Null);
-            assert_error(status, &body, 404, "not_found", &format!("GET {path}"));
+            assert_refused(&server, &path).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let events = events_until(&server, &id, "unchanged", |_| true).await;
         assert_eq!((count(&events, "Opened"), count(&events, "Clicked")), (1, 1), "tampered tokens record nothing");
+    });
+}
+
+#[test]
+fn tracking_tokens_cannot_be_forged_swapped_or_used_as_an_open_redirect() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    const TARGET: &str = "https://shop.example/orders/7";
+    block_on(async {
+        let (sink, server, _dns, key) = relayed_server().await;
+        let send = json!({
+            "from": "orders@shop.example", "to": "reader@example.com", "subject": "Shipped",
+            "html": format!(r#"<p><a href="{TARGET}">Track it</a></p>"#), "tracking": {"opens": true, "clicks": true},
+        });
+        let (status, body) = server.post("/v1/messages", &key, send).await;
+        assert_ok(status, &body, 201, "a tracked send");
+        let id = body["data"]["id"].as_str().unwrap().to_owned();
+        let received = sink.wait_for(1, WAIT).await.expect("the message reaches the sink");
+        let html = MessageParser::default().parse(&received[0].data).unwrap().body_html(0).unwrap().into_owned();
+        let click = path_of(&urls_with_prefix(&html, &server.url("/t/c/"))[0], &server);
+        let pixel = path_of(&urls_with_prefix(&html, &server.url("/t/o/"))[0], &server);
+        let click_token = URL_SAFE_NO_PAD.decode(click.trim_start_matches("/t/c/")).expect("base64url");
+        let pixel_token = URL_SAFE_NO_PAD.decode(pixel.trim_start_matches("/t/o/")).expect("base64url");
+
+        // Every way of altering a token is a 404 in the envelope, never a redirect.
+        let mut forged: Vec<String> = Vec::new();
+        for (prefix, token) in [("/t/c/", &click_token), ("/t/o/", &pixel_token)] {
+            // Each byte in turn: version, kind, workspace, message, URL, tag.
+            for at in 0..token.len() {
+                let mut bytes = token.clone();
+                bytes[at] ^= 0x01;
+                forged.push(format!("{prefix}{}", URL_SAFE_NO_PAD.encode(&bytes)));
+            }
+        }
+        // The click's URL part swapped, at another length and at the same length, tag kept.
+        let (payload, tag) = click_token.split_at(click_token.len() - 32);
+        let url_part = &payload[34..];
+        assert_eq!(url_part, TARGET.as_bytes(), "the token carries the URL after a 34-byte header");
+        let same_length = format!("https://evil.example/{}", "x".repeat(TARGET.len() - 21));
+        for evil in ["https://evil.example/", same_length.as_str()] {
+            let swapped = [&payload[..34], evil.as_bytes(), tag].concat();
+            forged.push(format!("/t/c/{}", URL_SAFE_NO_PAD.encode(swapped)));
+        }
+        // Each kind used as the other.
+        forged.push(format!("/t/c/{}", URL_SAFE_NO_PAD.encode(&pixel_token)));
+        forged.push(format!("/t/o/{}", URL_SAFE_NO_PAD.encode(&click_token)));
+        // A target after the token.
+        forged.push(format!("{click}/https://evil.example/"));
+        forged.push(format!("{click}%2F%2Fevil.example"));
+        for path in &forged {
+            assert_refused(&server, path).await;
+        }
+
+        // No query parameter changes where the valid link goes.
+        let queries = [
+            "?url=https://evil.example/",
+            "?redirect=https%3A%2F%2Fevil.example%2F",
+            "?next=//evil.example&to=https://evil.example&u=https://evil.example",
+            "?location=https://evil.example/&target=https://evil.example/&dest=https://evil.example/",
+            "?url=https://evil.example/&url=https://evil.example/2",
+        ];
+        for query in queries {
+            let response = server.request(reqwest::Method::GET, &format!("{click}{query}")).send().await.unwrap();
+            assert_eq!(response.status(), 302, "{query}");
+            assert_eq!(response.headers()["location"], TARGET, "{query} cannot move the redirect");
+        }
+        // The pixel once; then the timeline holds exactly the real open and clicks, and
+        // nothing from the forged tokens (recorded before each answer, so all are in by now).
+        assert_eq!(server.request(reqwest::Method::GET, &pixel).send().await.unwrap().status(), 200);
+        let events = events_until(&server, &id, "the real open and clicks", |e| {
+            count(e, "Opened") >= 1 && count(e, "Clicked") >= queries.len()
+        })
+        .await;
+        assert_eq!((count(&events, "Opened"), count(&events, "Clicked")), (1, queries.len()), "{events:#?}");
+        for event in events.iter().filter(|e| e["type"] == "Clicked") {
+            assert_eq!(event["details"]["url"], TARGET, "{event}");
+        }
+        println!(
+            "tracking: {} forged or altered tokens answered 404 with no event; {} redirect queries kept the target",
+            forged.len(),
+            queries.len()
+        );
     });
 }

@@ -56,8 +56,12 @@ pub trait Limits: Send + Sync {
     /// `Ok(Err(wait))` if `client` has used up its failures in its current window.
     async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>>;
 
-    /// Counts one failed authentication of `client` at `now`.
-    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Counts one failed authentication of `client` at `now` if its window has room for it;
+    /// `Ok(Err(wait))` if the client had used up its failures already (that request is then
+    /// a 429, not a 401). Deciding and counting in one step is what holds a burst of
+    /// concurrent failures to the allowance: a [`check_auth`](Self::check_auth) before each
+    /// would let every request that checked before any was counted through.
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>>;
 
     /// Forgets state that no longer limits anything at `now` (full buckets, windows that are
     /// over), at most `limit` entries; returns how many. A background task calls it.

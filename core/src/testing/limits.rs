@@ -189,31 +189,39 @@ async fn failures_block_a_client_until_its_window_ends(limits: &impl Limits) {
     let (a, b) = (ip(1), ip(2));
     for i in 0..3 {
         assert_eq!(check(a, t0() + ms(i * 1_000)).await, Ok(()), "before failure {i}");
-        fail(a, t0() + ms(i * 1_000)).await;
+        assert_eq!(fail(a, t0() + ms(i * 1_000)).await, Ok(()), "failure {i} is within the allowance");
     }
     assert_eq!(check(a, t0() + ms(3_000)).await, Err(RetryAfter { seconds: 57 }), "blocked until t0 + 60 s");
+    assert_eq!(fail(a, t0() + ms(3_000)).await, Err(RetryAfter { seconds: 57 }), "a failure past the allowance");
     assert_eq!(check(a, t0() + ms(59_500)).await, Err(RetryAfter { seconds: 1 }));
     assert_eq!(check(b, t0() + ms(3_000)).await, Ok(()), "another client is not blocked");
     assert_eq!(check(a, t0() + ms(60_000)).await, Ok(()), "the window is over");
     // A failure after the window starts a new one, counting from 1.
-    fail(a, t0() + ms(61_000)).await;
-    fail(a, t0() + ms(62_000)).await;
+    assert_eq!(fail(a, t0() + ms(61_000)).await, Ok(()), "a new window");
+    assert_eq!(fail(a, t0() + ms(62_000)).await, Ok(()));
     assert_eq!(check(a, t0() + ms(62_000)).await, Ok(()), "two failures in the new window");
-    fail(a, t0() + ms(63_000)).await;
+    assert_eq!(fail(a, t0() + ms(63_000)).await, Ok(()));
     assert_eq!(check(a, t0() + ms(63_000)).await, Err(RetryAfter { seconds: 58 }));
 }
 
 async fn racing_failures_all_count<L: Limits + 'static>(limits: Arc<L>) {
     let client = ip(7);
-    let tasks: Vec<_> = (0..3)
+    // Twenty racing failures on an allowance of three: exactly three are counted as 401s,
+    // whatever the interleaving; the others learn the wait.
+    let tasks: Vec<_> = (0..20)
         .map(|_| {
             let limits = Arc::clone(&limits);
             tokio::spawn(async move { limits.record_auth_failure(client, t0()).await.expect("limits reachable") })
         })
         .collect();
+    let mut allowed = 0;
     for task in tasks {
-        task.await.expect("task");
+        match task.await.expect("task") {
+            Ok(()) => allowed += 1,
+            Err(wait) => assert_eq!(wait, RetryAfter { seconds: 60 }, "refused until the window ends"),
+        }
     }
+    assert_eq!(allowed, 3, "exactly the allowance of racing failures passes");
     let answer = limits.check_auth(client, t0()).await.expect("limits reachable");
     assert_eq!(answer, Err(RetryAfter { seconds: 60 }), "three racing failures block");
 }
@@ -223,8 +231,8 @@ async fn purging_changes_no_answer(limits: &impl Limits) {
     assert!(acquire(limits, key(1), r, t0()).await.is_ok());
     assert!(acquire(limits, key(2), r, t0() + ms(60_000)).await.is_ok());
     for i in 0..3 {
-        limits.record_auth_failure(ip(1), t0()).await.expect("fail");
-        limits.record_auth_failure(ip(2), t0() + ms(30_000 + i)).await.expect("fail");
+        assert_eq!(limits.record_auth_failure(ip(1), t0()).await.expect("fail"), Ok(()));
+        assert_eq!(limits.record_auth_failure(ip(2), t0() + ms(30_000 + i)).await.expect("fail"), Ok(()));
     }
     // At `now`, key 1's bucket is full and ip 1's window over: those may go. Key 2's bucket
     // and ip 2's window still count.

@@ -30,11 +30,13 @@ impl Tidings {
         presented: Option<&str>,
     ) -> Result<Result<Principal, AuthRefusal>> {
         let now = self.clock.now();
+        // A failure is refused (401) only if counting it fits the client's allowance, decided
+        // in one step so that concurrent failures cannot all pass a check made before any
+        // was counted.
         let Some(presented) = presented else {
-            if let Err(wait) = limits.check_auth(client, now).await? {
+            if let Err(wait) = limits.record_auth_failure(client, now).await? {
                 return Ok(Err(AuthRefusal::Blocked(wait)));
             }
-            limits.record_auth_failure(client, now).await?;
             return Ok(Err(AuthRefusal::Missing));
         };
         // Both are reads of shared state; asking at once saves a round trip when the limits
@@ -46,10 +48,10 @@ impl Tidings {
         }
         match authenticated {
             Ok(principal) => Ok(Ok(principal)),
-            Err(Error::InvalidApiKey) => {
-                limits.record_auth_failure(client, now).await?;
-                Ok(Err(AuthRefusal::Invalid))
-            }
+            Err(Error::InvalidApiKey) => match limits.record_auth_failure(client, now).await? {
+                Ok(()) => Ok(Err(AuthRefusal::Invalid)),
+                Err(wait) => Ok(Err(AuthRefusal::Blocked(wait))),
+            },
             Err(other) => Err(other),
         }
     }

@@ -62,6 +62,9 @@ impl Tidings {
     /// after now means now. Records a `Scheduled` (or `Queued`) event. Anything but `Queued`
     /// or `Scheduled` is a `Conflict`.
     pub async fn reschedule_message(&self, who: &Principal, id: &str, change: MessageChange) -> Result<Message> {
+        // Another workspace's (or key's) message is a 404 whatever the body says, as on every
+        // other route: the body is judged only for a message the caller may see.
+        self.get_message(who, id).await?;
         let Some(requested) = change.scheduled_at else {
             return Err(Error::field("scheduledAt", "is required (a time, or null to send now)"));
         };

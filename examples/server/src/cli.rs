@@ -151,12 +151,45 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
     }
 }
 
-/// Logs to stderr, filtered by `TIDINGS_LOG` (already validated).
+/// Logs to stderr, filtered by `TIDINGS_LOG` (already validated), with
+/// [`without_statement_parameters`] applied.
 fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    let filter = without_statement_parameters(filter);
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+/// `filter` with `tokio_postgres` held at `info` unless it names that target itself:
+/// tokio-postgres logs every statement's parameters at debug, and those are webhook signing
+/// secrets, recipients and message bodies. `TIDINGS_LOG=debug` is what an operator sets to
+/// look into a problem, and must not put secrets in the log; one who names
+/// `tokio_postgres=debug` asked for exactly that output.
+fn without_statement_parameters(filter: &str) -> String {
+    if filter.contains("tokio_postgres") {
+        filter.to_owned()
+    } else if filter.trim().is_empty() {
+        "tokio_postgres=info".to_owned()
+    } else {
+        format!("{filter},tokio_postgres=info")
+    }
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use super::without_statement_parameters;
+
+    #[test]
+    fn statement_parameters_stay_out_of_debug_logs_unless_named() {
+        assert_eq!(without_statement_parameters("debug"), "debug,tokio_postgres=info");
+        assert_eq!(
+            without_statement_parameters("info,tidings_http=debug"),
+            "info,tidings_http=debug,tokio_postgres=info"
+        );
+        assert_eq!(without_statement_parameters(""), "tokio_postgres=info");
+        assert_eq!(without_statement_parameters("info,tokio_postgres=debug"), "info,tokio_postgres=debug");
+    }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
-use tidings_e2e::{Options, TestServer, fresh_key};
+use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
 
 /// A server on a fresh store whose domain checks ask a DNS server on loopback, with `env`
 /// added to its settings.
@@ -20,6 +20,18 @@ pub async fn start_with_dns(mut options: Options) -> (TestServer, TestDnsServer)
     let dns = TestDnsServer::start([]).await.expect("DNS server starts");
     options.env.push(("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()));
     (TestServer::start_with(options).await, dns)
+}
+
+/// A server on a data dir where the operator made two workspaces, `alpha` and `beta`, before
+/// the first start: the store is not fresh, so the server makes no default workspace, and
+/// `alpha`'s key serves as `server.key()`. Returns each workspace's id and full key.
+pub async fn two_workspaces() -> (TestServer, TestDnsServer, (String, String), (String, String)) {
+    let data_dir = DataDir::new();
+    let alpha = data_dir.create_workspace("alpha");
+    let beta = data_dir.create_workspace("beta");
+    let options = Options { data_dir: Some(data_dir), bootstrap_key: Some(alpha.1.clone()), ..Options::default() };
+    let (server, dns) = start_with_dns(options).await;
+    (server, dns, alpha, beta)
 }
 
 /// Publishes the records of `domain` (a domain response's `data`) whose purpose starts with

@@ -67,9 +67,8 @@ impl Limits for LocalLimits {
         Ok(self.throttle.check(&client, now))
     }
 
-    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<()> {
-        self.throttle.record_failure(client, now);
-        Ok(())
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
+        Ok(self.throttle.record_failure(client, now))
     }
 
     /// Nothing to do: both tables bound themselves as they go.

@@ -83,23 +83,30 @@ impl<K: Eq + Hash + Clone> AuthThrottle<K> {
         let mut state = self.lock();
         self.expire(&mut state, now);
         match state.windows.get(client) {
-            Some(w) if w.failures >= self.config.max_failures && self.is_open(w, now) => {
-                Err(RetryAfter::from_nanos(elapsed_nanos(now, self.window_end(w))))
-            }
+            Some(w) if w.failures >= self.config.max_failures && self.is_open(w, now) => Err(self.wait(w, now)),
             _ => Ok(()),
         }
     }
 
-    /// Records one failed authentication of `client` at `now`: any 401, a missing key as
-    /// much as an invalid one (contract §2).
-    pub fn record_failure(&self, client: K, now: DateTime<Utc>) {
+    /// Records one failed authentication of `client` at `now` (any 401, a missing key as
+    /// much as an invalid one: contract §2) if its window has room for it; `Err` with the
+    /// time until the window ends if the client had used up its failures already, and then
+    /// that request is a 429, not a 401. Deciding and counting under one lock is what keeps
+    /// a burst of concurrent failures, which all passed [`check`](Self::check) before any
+    /// was counted, from getting more than `max_failures` 401s.
+    pub fn record_failure(&self, client: K, now: DateTime<Utc>) -> Result<(), RetryAfter> {
         let mut state = self.lock();
         self.expire(&mut state, now);
-        if let Some(w) = state.windows.get_mut(&client)
-            && self.is_open(w, now)
+        if let Some(w) = state.windows.get(&client).copied()
+            && self.is_open(&w, now)
         {
-            w.failures = w.failures.saturating_add(1);
-            return;
+            if w.failures >= self.config.max_failures {
+                return Err(self.wait(&w, now));
+            }
+            if let Some(w) = state.windows.get_mut(&client) {
+                w.failures += 1;
+            }
+            return Ok(());
         }
         // A new window for this client (its old one, if any, is over).
         if !state.windows.contains_key(&client) {
@@ -109,6 +116,7 @@ impl<K: Eq + Hash + Clone> AuthThrottle<K> {
         }
         state.windows.insert(client.clone(), Window { started: now, failures: 1 });
         state.order.push_back((now, client));
+        Ok(())
     }
 
     /// How many clients are tracked (for tests and metrics).
@@ -120,6 +128,13 @@ impl<K: Eq + Hash + Clone> AuthThrottle<K> {
         // The state stays consistent between statements, so a panic elsewhere while
         // holding the lock leaves nothing half-done worth refusing service over.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The time from `now` to the end of `w`, at most a window: a request that read the
+    /// clock just before another opened the window must not be told to wait longer.
+    fn wait(&self, w: &Window, now: DateTime<Utc>) -> RetryAfter {
+        let window = self.config.window.num_nanoseconds().map_or(i128::MAX, i128::from);
+        RetryAfter::from_nanos(elapsed_nanos(now, self.window_end(w)).min(window))
     }
 
     fn window_end(&self, w: &Window) -> DateTime<Utc> {
@@ -188,7 +203,7 @@ mod tests {
         let client = ip(1);
         for i in 0..20 {
             assert_eq!(throttle.check(&client, t0() + secs(i)), Ok(()), "failure {i} should not block yet");
-            throttle.record_failure(client, t0() + secs(i));
+            let _ = throttle.record_failure(client, t0() + secs(i));
         }
         assert_eq!(throttle.check(&client, t0() + secs(20)), Err(RetryAfter { seconds: 40 }));
         assert_eq!(
@@ -202,7 +217,7 @@ mod tests {
     fn other_clients_are_not_affected() {
         let throttle = AuthThrottle::default();
         for _ in 0..25 {
-            throttle.record_failure(ip(1), t0());
+            let _ = throttle.record_failure(ip(1), t0());
         }
         assert!(throttle.check(&ip(1), t0()).is_err());
         assert_eq!(throttle.check(&ip(2), t0()), Ok(()));
@@ -212,10 +227,10 @@ mod tests {
     fn failures_spread_over_separate_windows_do_not_block() {
         let throttle = AuthThrottle::default();
         for i in 0..19 {
-            throttle.record_failure(ip(1), t0() + Duration::milliseconds(i));
+            let _ = throttle.record_failure(ip(1), t0() + Duration::milliseconds(i));
         }
         // The 20th comes after the first window ended: it starts a new window of one.
-        throttle.record_failure(ip(1), t0() + secs(61));
+        let _ = throttle.record_failure(ip(1), t0() + secs(61));
         assert_eq!(throttle.check(&ip(1), t0() + secs(61)), Ok(()));
     }
 
@@ -223,9 +238,9 @@ mod tests {
     fn settings_are_configurable() {
         let throttle =
             AuthThrottle::new(AuthThrottleConfig { max_failures: 2, window: Duration::seconds(10), max_clients: 10 });
-        throttle.record_failure("a".to_owned(), t0());
+        let _ = throttle.record_failure("a".to_owned(), t0());
         assert_eq!(throttle.check(&"a".to_owned(), t0()), Ok(()));
-        throttle.record_failure("a".to_owned(), t0() + secs(1));
+        let _ = throttle.record_failure("a".to_owned(), t0() + secs(1));
         assert_eq!(throttle.check(&"a".to_owned(), t0() + secs(1)), Err(RetryAfter { seconds: 9 }));
         assert_eq!(throttle.check(&"a".to_owned(), t0() + secs(10)), Ok(()));
     }
@@ -235,7 +250,7 @@ mod tests {
         let throttle =
             AuthThrottle::new(AuthThrottleConfig { max_failures: 1, window: Duration::hours(1), max_clients: 100 });
         for n in 0..1000 {
-            throttle.record_failure(ip(n), t0() + Duration::milliseconds(i64::from(n)));
+            let _ = throttle.record_failure(ip(n), t0() + Duration::milliseconds(i64::from(n)));
             assert!(throttle.tracked_clients() <= 100);
         }
         let now = t0() + secs(2);
@@ -247,7 +262,7 @@ mod tests {
     fn expired_windows_are_forgotten() {
         let throttle = AuthThrottle::default();
         for n in 0..50 {
-            throttle.record_failure(ip(n), t0());
+            let _ = throttle.record_failure(ip(n), t0());
         }
         assert_eq!(throttle.tracked_clients(), 50);
         let _ = throttle.check(&ip(1), t0() + secs(60));
@@ -258,9 +273,12 @@ mod tests {
     fn a_clock_stepped_back_does_not_unblock_or_panic() {
         let throttle = AuthThrottle::default();
         for _ in 0..20 {
-            throttle.record_failure(ip(1), t0());
+            let _ = throttle.record_failure(ip(1), t0());
         }
-        assert_eq!(throttle.check(&ip(1), t0() - secs(30)), Err(RetryAfter { seconds: 90 }));
+        // Still blocked; the wait told is capped at one window (the window really ends 90 s
+        // from the stepped-back clock, and the client is told the rest when it comes back).
+        assert_eq!(throttle.check(&ip(1), t0() - secs(30)), Err(RetryAfter { seconds: 60 }));
+        assert_eq!(throttle.record_failure(ip(1), t0() - secs(30)), Err(RetryAfter { seconds: 60 }));
     }
 
     proptest! {
@@ -280,7 +298,7 @@ mod tests {
                 let expected_blocked = open(&model).is_some_and(|(_, n)| n >= config.max_failures);
                 prop_assert_eq!(throttle.check(&client, now).is_err(), expected_blocked);
                 if fail && !expected_blocked {
-                    throttle.record_failure(client, now);
+                    let _ = throttle.record_failure(client, now);
                     match open(&model) {
                         Some((start, n)) => { model.insert(client, (start, n + 1)); }
                         None => { model.insert(client, (now, 1)); }
