@@ -458,7 +458,13 @@ const ID_INDEX_BUILT: &str = "message-id-index";
 /// Falling back to a scan when an entry is missing instead would let anyone make us scan
 /// every message with a report naming a random id.
 pub fn build_id_index(tree: &Tree) -> StoreResult<usize> {
-    let marker = layout::meta(ID_INDEX_BUILT).0;
+    index_every_message(tree, ID_INDEX_BUILT, layout::message_by_id)
+}
+
+/// Gives every message an entry `index(id)` → its workspace where it has none, once: the
+/// marker `marker` (written last) says it was done. For indexes added after stores existed.
+pub(crate) fn index_every_message(tree: &Tree, marker: &str, index: fn(MessageId) -> Key) -> StoreResult<usize> {
+    let marker = layout::meta(marker).0;
     if tree.contains_key(&marker).map_err(sled_error)? {
         return Ok(0);
     }
@@ -468,7 +474,7 @@ pub fn build_id_index(tree: &Tree) -> StoreResult<usize> {
         let (Some(ws), Some(id)) = (layout::id_at(&key, 1), layout::id_at(&key, 17)) else {
             return Err(bad_key("message"));
         };
-        let index = layout::message_by_id(MessageId::from_bytes(id)).0;
+        let index = index(MessageId::from_bytes(id)).0;
         if !tree.contains_key(&index).map_err(sled_error)? {
             tree.insert(index, &ws[..]).map_err(sled_error)?;
             added += 1;

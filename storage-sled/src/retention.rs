@@ -73,21 +73,7 @@ pub fn purge(tree: &Tree, batch: &mut Batch, created_before: DateTime<Utc>, limi
 /// something to purge. A crash midway leaves the marker unwritten and the next open redoes
 /// it (entries are idempotent).
 pub fn build_purge_index(tree: &Tree) -> StoreResult<usize> {
-    let marker = layout::meta(PURGE_INDEX_BUILT).0;
-    if tree.contains_key(&marker).map_err(sled_error)? {
-        return Ok(0);
-    }
-    let mut added = 0;
-    for entry in tree.scan_prefix([layout::MESSAGE]).keys() {
-        let key = entry.map_err(sled_error)?;
-        let (Some(ws), Some(id)) = (layout::id_at(&key, 1), layout::id_at(&key, 17)) else {
-            return Err(bad_key("message"));
-        };
-        tree.insert(layout::message_purge(MessageId::from_bytes(id)).0, &ws[..]).map_err(sled_error)?;
-        added += 1;
-    }
-    tree.insert(marker, &[][..]).map_err(sled_error)?;
-    Ok(added)
+    crate::messages::index_every_message(tree, PURGE_INDEX_BUILT, layout::message_purge)
 }
 
 #[cfg(test)]
