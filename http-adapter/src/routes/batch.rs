@@ -2,11 +2,11 @@
 //! `POST /v1/messages` takes, answered with one result per item at its index. The header
 //! `x-batch-validation` picks `strict` (default, all or nothing) or `permissive`.
 //!
-//! The rate limit counts messages: the batch takes one token per item at once (or is refused
-//! 429 whole), and gives back the tokens of items that queued nothing. A batch larger than
-//! the key's whole bucket is a 422 (core's [`Tidings::check_batch_size`]).
+//! The rate limit counts messages (core's [`Tidings::send_batch_rate_limited`]): one token per
+//! item at once, or 429 for the whole batch; a batch larger than the key's whole bucket is a
+//! 422.
 //!
-//! [`Tidings::check_batch_size`]: tidings_core::usecases::Tidings::check_batch_size
+//! [`Tidings::send_batch_rate_limited`]: tidings_core::usecases::Tidings::send_batch_rate_limited
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -40,41 +40,10 @@ pub async fn send_batch(
 ) -> ApiResult<Response> {
     let key = idempotency_key(&headers)?;
     let mode = BatchValidation::parse(headers.get("x-batch-validation").and_then(|v| v.to_str().ok()))?;
-    let _turn = state.core.take_send_turn(&who, key).await;
-    // A replay takes no tokens and is answered even for a batch the limit would refuse now.
-    if let Some(outcome) = state.core.idempotent_batch_replay(&who, &reqs, mode, key).await? {
-        return Ok(batch_response(outcome, None));
+    match state.core.send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
+        Ok((outcome, limit)) => Ok(batch_response(outcome, limit.as_ref())),
+        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
     }
-    state.core.check_batch_size(&who, reqs.len())?;
-    let n = u32::try_from(reqs.len()).unwrap_or(u32::MAX);
-    let now = state.core.clock().now();
-    let granted = state.limits.acquire_sends(who.key_id, who.rate_limit, n, now).await.map_err(core_error)?;
-    let limit =
-        granted.map_err(|retry_after| ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })?;
-    let outcome = match state.core.send_batch(&who, reqs, mode, key).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            refund(&state, &who, n).await;
-            return Err(e.into());
-        }
-    };
-    let unused = if outcome.replayed { n } else { u32::try_from(outcome.refused()).unwrap_or(n) };
-    refund(&state, &who, unused).await;
-    Ok(batch_response(outcome, Some(&limit)))
-}
-
-async fn refund(state: &ApiState, who: &tidings_core::usecases::Principal, n: u32) {
-    if n == 0 {
-        return;
-    }
-    let now = state.core.clock().now();
-    if let Err(error) = state.limits.refund_sends(who.key_id, who.rate_limit, n, now).await {
-        tracing::warn!(key = %who.key_id, %error, "could not give back rate-limit tokens");
-    }
-}
-
-fn core_error(error: tidings_core::ports::StoreError) -> ApiError {
-    ApiError::Core(error.into())
 }
 
 /// 201 when every item was queued, 200 when a permissive batch refused some (or all).
