@@ -14,20 +14,18 @@ mod common;
 #[path = "common/dkim.rs"]
 mod dkim;
 
-use std::future::Future;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use common::{assert_error, assert_ok, publish, server_with_dns, start_with_dns, verified_domain};
+use common::{assert_error, assert_ok, block_on, publish, server_with_dns, start_with_dns, verified_domain};
 use dkim::assert_signed_by;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_e2e::{Options, TestServer, fresh_key};
 use tidings_transport_smtp::testing::{ReceivedMessage, Rule, SmtpSink, Stage};
-use tokio::runtime::Runtime;
 
 /// How long a test waits for a state it polls for.
 const WAIT: Duration = Duration::from_secs(15);
@@ -37,16 +35,6 @@ const POLL: Duration = Duration::from_millis(100);
 const RELAY_DOMAIN: &str = "relay.example";
 /// The shared relay server's return-path domain (contract §8).
 const RETURN_PATH_DOMAIN: &str = "bounces.example";
-
-/// Runs `future` on the runtime every test of this file shares.
-fn block_on<F: Future>(future: F) -> F::Output {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
-        })
-        .block_on(future)
-}
 
 /// A server delivering through a relay (its sink) with the retry schedule `1s,1s` (three
 /// attempts), the return-path domain [`RETURN_PATH_DOMAIN`], domain re-checks every second,

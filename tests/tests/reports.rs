@@ -11,13 +11,11 @@ mod common;
 #[path = "common/receiver.rs"]
 mod receiver;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, server_with_dns, verified_domain};
+use common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
 use receiver::Receiver;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
@@ -25,21 +23,11 @@ use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::SmtpSink;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::runtime::Runtime;
 
 /// How long a test waits for something it polls for.
 const WAIT: Duration = Duration::from_secs(15);
 /// The return-path domain, the only one the listener accepts.
 const BOUNCE_DOMAIN: &str = "bounces.example";
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
-        })
-        .block_on(future)
-}
 
 /// A server delivering through a sink, with the inbound listener on a free port, a verified
 /// domain `shop.example`, and private webhook targets allowed.

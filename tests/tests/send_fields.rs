@@ -13,33 +13,20 @@ mod common;
 #[path = "common/receiver.rs"]
 mod receiver;
 
-use std::future::Future;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use common::{assert_invalid, assert_ok, server_with_dns, verified_domain};
+use common::{assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
 use mail_parser::{MessageParser, MimeHeaders, PartType};
 use receiver::Receiver;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::{ReceivedMessage, SinkConfig, SmtpSink};
-use tokio::runtime::Runtime;
 
 const WAIT: Duration = Duration::from_secs(30);
 const DOMAIN: &str = "fields.example";
-
-/// Runs `future` on the runtime every test of this file shares.
-fn block_on<F: Future>(future: F) -> F::Output {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
-        })
-        .block_on(future)
-}
 
 /// A server relaying to its own sink (which takes messages up to 64 MiB), with private
 /// webhook targets allowed and the verified domain [`DOMAIN`].

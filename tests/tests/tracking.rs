@@ -9,28 +9,16 @@
 
 mod common;
 
-use std::future::Future;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, server_with_dns, verified_domain};
+use common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::SmtpSink;
-use tokio::runtime::Runtime;
 
 const WAIT: Duration = Duration::from_secs(15);
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
-        })
-        .block_on(future)
-}
 
 /// Polls the message's timeline until `done` holds for it.
 async fn events_until(server: &TestServer, id: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {

@@ -14,31 +14,18 @@ mod common;
 mod receiver;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::net::Ipv4Addr;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, create_key, server_with_dns, start_with_dns, verified_domain};
+use common::{assert_ok, block_on, create_key, server_with_dns, start_with_dns, verified_domain};
 use receiver::{Hit, Receiver, Reply};
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_e2e::{Options, TestServer, fresh_key};
-use tokio::runtime::Runtime;
 
 /// How long a test waits for something it polls for.
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Runs `future` on the runtime every test of this file shares.
-fn block_on<F: Future>(future: F) -> F::Output {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
-        })
-        .block_on(future)
-}
 
 /// A server with private webhook targets allowed and the webhook retry schedule
 /// `schedule`, delivering to its outbox, with the verified domain `hooks.example`.

@@ -4,9 +4,25 @@
 //! Each test binary uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::sync::OnceLock;
+
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
+use tokio::runtime::Runtime;
+
+/// Runs `future` on the one runtime every test of the binary shares: a test file whose tests
+/// share a server (its sink and DNS server are tasks) must not let a test's own runtime take
+/// them down when that test ends.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a Tokio runtime")
+        })
+        .block_on(future)
+}
 
 /// A server on a fresh store whose domain checks ask a DNS server on loopback, with `env`
 /// added to its settings.
