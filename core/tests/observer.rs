@@ -161,3 +161,20 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
     let seen = recorder.webhooks.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert_eq!(seen, [(WebhookAttemptResult::Retrying, Some(503)), (WebhookAttemptResult::Delivered, Some(200))]);
 }
+
+#[tokio::test]
+async fn every_queued_item_of_a_permissive_batch_is_observed_once_and_a_replay_is_not() {
+    use tidings_core::usecases::BatchValidation;
+    let d = Delivery::new("1m", vec![]).await;
+    let (core, _worker, recorder) = observed(&d);
+    let bad = SendRequest { to: Some("not an address".into()), ..send_request() };
+    let other = SendRequest { to: Some("other@example.net".into()), ..send_request() };
+    let batch = vec![send_request(), bad, other];
+
+    core.send_batch(&d.who, batch.clone(), BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+    core.send_batch(&d.who, batch, BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+
+    assert_eq!(*recorder.accepted.lock().unwrap(), 2, "the two queued items, and not again for the replay");
+    let queued: Vec<_> = recorder.events().into_iter().map(|(t, s, ..)| (t, s)).collect();
+    assert_eq!(queued, [(EventType::Queued, MessageStatus::Queued); 2]);
+}

@@ -161,10 +161,16 @@ impl Tidings {
             expires_at: now + self.config.idempotency_window,
             batch: Some(records),
         });
-        let created: Vec<_> = messages.iter().map(|new| (new.message.clone(), new.event.clone())).collect();
+        // The queued items already hold each message (with its attachments): keep only the
+        // events for the observer, in the same order.
+        let events: Vec<_> = messages.iter().map(|new| new.event.clone()).collect();
         match self.store.create_messages(NewBatch { messages, idempotency, accepted_at: now }).await? {
             CreateOutcome::Created => {
-                for (message, event) in &created {
+                let queued = items.iter().filter_map(|item| match item {
+                    BatchItem::Queued(message) => Some(&**message),
+                    BatchItem::Refused(_) => None,
+                });
+                for (message, event) in queued.zip(&events) {
                     self.observer.message_accepted(message);
                     self.observer.message_event(message, event);
                 }
