@@ -388,9 +388,18 @@ fn deliveries_pending_at_kill_9_are_all_made_after_the_restart() {
              every other delivery is made and those stay leased",
         ) {
             // The ones never claimed are made at once; the claimed ones wait out their lease.
+            // A Pending delivery due now is one not claimed yet (e.g. for an event recorded after
+            // the restart), not one waiting out a lease: wait for it too.
+            let leased = |d: &Value| {
+                d["status"] == "Pending"
+                    && d["attempts"] == 0
+                    && d["nextAttemptAt"]
+                        .as_str()
+                        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                        .is_some_and(|next| next > chrono::Utc::now())
+            };
             let entries = log_until(&restarted, &id, "every unclaimed delivery made", |l| {
-                l.len() >= expected.len()
-                    && l.iter().all(|d| d["status"] == "Delivered" || (d["status"] == "Pending" && d["attempts"] == 0))
+                l.len() >= expected.len() && l.iter().all(|d| d["status"] == "Delivered" || leased(d))
             })
             .await;
             let logged: BTreeSet<String> = entries.iter().map(|d| d["eventId"].as_str().unwrap().to_owned()).collect();
