@@ -56,6 +56,8 @@ const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(5);
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 /// See [`PING_INTERVAL`].
 const PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// Under pressure with no new client for this long, the pressure is looked at again.
+const PRESSURE_RECHECK: Duration = Duration::from_secs(1);
 /// Pause after a failed `accept` (usually: out of file descriptors) before the next one.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// While `accept` keeps failing, one line at most this often.
@@ -120,6 +122,15 @@ pub async fn serve(
         };
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
+            // No client for a while under pressure: see whether it is over, so that idle
+            // connections get their full timeout again.
+            () = tokio::time::sleep(PRESSURE_RECHECK), if *pressure_tx.borrow() => {
+                at_cap = still_at_cap(at_cap, &slots);
+                if !at_cap {
+                    pressure_tx.send_replace(false);
+                }
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -134,11 +145,7 @@ pub async fn serve(
             },
         };
         failures.succeeded();
-        // Hysteresis: shedding stops once a tenth of the places are free again.
-        if at_cap && slots.free() >= (slots.max_total() / 10).max(1) {
-            at_cap = false;
-            tracing::info!("below the connection limit again");
-        }
+        at_cap = still_at_cap(at_cap, &slots);
         if !at_cap {
             pressure_tx.send_if_modified(|p| std::mem::replace(p, false));
         }
@@ -195,6 +202,16 @@ pub async fn serve(
             false
         }
     }
+}
+
+/// Whether the server is still at its connection cap: once it was, until a tenth of the
+/// places are free again (so that shedding does not flap on and off at every connection).
+fn still_at_cap(at_cap: bool, slots: &Slots) -> bool {
+    if at_cap && slots.free() >= (slots.max_total() / 10).max(1) {
+        tracing::info!("below the connection limit again");
+        return false;
+    }
+    at_cap
 }
 
 /// Failed `accept` calls: the first of a run is logged, then at most one line a minute with
