@@ -155,12 +155,17 @@ pub async fn serve(
             continue;
         };
         let (acceptor, app, builder) = (acceptor.clone(), app.clone(), builder.clone());
-        let (pressure, stopping, alive) = (pressure.clone(), stopping.clone(), alive_tx.clone());
+        let (pressure, mut stopping, alive) = (pressure.clone(), stopping.clone(), alive_tx.clone());
         let handshake_timeout = limits.handshake_timeout;
         tokio::spawn(async move {
             let _slot = slot;
             let _alive = alive;
-            let tls = match tokio::time::timeout(handshake_timeout, handshake(&acceptor, tcp)).await {
+            let handshaking = tokio::time::timeout(handshake_timeout, handshake(&acceptor, tcp));
+            let tls = match tokio::select! {
+                done = handshaking => done,
+                // Nothing in flight yet: shutdown need not wait for it.
+                Ok(_) = stopping.wait_for(|stopping| *stopping) => return,
+            } {
                 Ok(Ok(Some(tls))) => tls,
                 Ok(Ok(None)) => return tracing::debug!(%peer, "plain HTTP request refused"),
                 Ok(Err(e)) => return tracing::debug!(%peer, "TLS handshake failed: {e}"),

@@ -222,10 +222,7 @@ fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
     assert_eq!(config.connections, ConnectionConfig::default());
     assert_eq!(config.connections.idle_timeout, Duration::from_secs(60));
     assert_eq!(config.connections.handshake_timeout, Duration::from_secs(10));
-    assert_eq!(
-        (config.connections.max_connections, config.connections.max_connections_per_ip),
-        (4096, 128)
-    );
+    assert_eq!((config.connections.max_connections, config.connections.max_connections_per_ip), (4096, 128));
     assert_eq!(config.connections.http2_max_streams, 100);
 
     let config = load(&[

@@ -191,7 +191,10 @@ mod tests {
         pressure_tx.send_replace(true);
         let pressed = Instant::now();
         assert!(matches!(task.await.unwrap(), Ended::Idle));
-        assert!(pressed.elapsed() < POLICY.timeout / 2, "idle longer than the pressure timeout already: closed at once");
+        assert!(
+            pressed.elapsed() < POLICY.timeout / 2,
+            "idle longer than the pressure timeout already: closed at once"
+        );
 
         let (_p, calm) = watch::channel(false);
         let task = tokio::spawn(run(Activity::default(), calm, shutdown));
