@@ -355,13 +355,13 @@ mod tests {
 
     #[test]
     fn a_good_attachment_keeps_its_parts_and_decodes() {
-        let a = Attachment::parse("Invoice März.pdf", "application/pdf", &b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
+        let a = Attachment::parse("Invoice März.pdf", "application/pdf", b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
         assert_eq!(
             (a.filename(), a.content_type(), a.content_id(), a.size()),
             ("Invoice März.pdf", "application/pdf", None, 11)
         );
         assert_eq!(a.bytes().unwrap(), b"%PDF-1.7 \x00\xff");
-        let inline = Attachment::parse("logo.png", "image/png", &b64(b"png"), Some("logo@acme")).unwrap();
+        let inline = Attachment::parse("logo.png", "image/png", b64(b"png"), Some("logo@acme")).unwrap();
         assert_eq!(inline.content_id(), Some("logo@acme"));
     }
 
