@@ -69,6 +69,10 @@ async fn json_bytes(req: Request, state: &ApiState) -> Result<Vec<u8>, ApiError>
 
 /// Parses a body: syntax first (400), then shape (422 naming the field).
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // The skipping pass below does not look inside strings it skips (unknown fields).
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(ApiError::InvalidJson(format!("the body is not valid JSON: it is not UTF-8 ({e})")));
+    }
     // Allocates nothing: strings are skipped, not copied.
     serde_json::from_slice::<IgnoredAny>(bytes)
         .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
@@ -120,6 +124,9 @@ mod tests {
         assert_eq!(fails(r#"{"to": 5, "count": }"#).0, 400);
         assert_eq!(fails("[1, 2]").0, 400);
         assert_eq!(fails(" 5 ").0, 400);
+        // Invalid UTF-8 in a field nobody reads.
+        let e = parse::<Shape>(b"{\"to\": \"a\", \"name\": \"\xff\xfe\"}").unwrap_err();
+        assert!(matches!(e, ApiError::InvalidJson(_)), "{e:?}");
         let (status, debug) = fails(r#"{"to": 5}"#);
         assert_eq!(status, 422);
         assert!(debug.contains("\"to\"") && debug.contains("invalid type: integer `5`"), "{debug}");
