@@ -34,7 +34,18 @@ pub enum ApiError {
     },
     /// 429 `too_many_auth_failures`.
     TooManyAuthFailures(RetryAfter),
+    /// 503 `unavailable` with `Retry-After`: the server's budget of request-body bytes in
+    /// flight cannot hold this body now.
+    Busy,
+    /// 414 `uri_too_long`: the request target is over [`crate::MAX_URI_BYTES`].
+    UriTooLong,
+    /// 431 `headers_too_large`: the header section is over [`crate::MAX_HEADER_LIST_BYTES`].
+    HeadersTooLarge,
 }
+
+/// `Retry-After` of a [`ApiError::Busy`] answer, in seconds: large bodies in flight are
+/// usually done within one.
+const BUSY_RETRY_AFTER_SECS: u32 = 1;
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -108,6 +119,24 @@ impl ApiError {
                 format!("too many failed authentications from this address; retry in {} s", retry_after.seconds),
                 None,
             ),
+            Self::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("the server is busy receiving other large requests; retry in {BUSY_RETRY_AFTER_SECS} s"),
+                None,
+            ),
+            Self::UriTooLong => (
+                StatusCode::URI_TOO_LONG,
+                "uri_too_long",
+                format!("the request URI is over {} bytes", crate::MAX_URI_BYTES),
+                None,
+            ),
+            Self::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                format!("the request headers are over {} bytes", crate::MAX_HEADER_LIST_BYTES),
+                None,
+            ),
         }
     }
 }
@@ -128,6 +157,9 @@ impl IntoResponse for ApiError {
             }
             Self::TooManyAuthFailures(retry_after) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
+            }
+            Self::Busy => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
             }
             _ => {}
         }

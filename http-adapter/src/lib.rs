@@ -18,8 +18,10 @@
 //! throttle sees client addresses; without it all clients share one throttle bucket.
 
 mod auth;
+mod body;
 mod envelope;
 mod error;
+mod head;
 mod json;
 pub mod metrics;
 mod openapi;
@@ -36,7 +38,10 @@ use std::time::Duration;
 use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
 
+pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
+pub use envelope::failure_body;
 pub use error::{ApiError, ApiResult};
+pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
 pub use routes::{router, served_routes};
@@ -53,6 +58,10 @@ pub struct HttpConfig {
     /// (default 56 MiB: those, 10 MiB of bodies and JSON around them). The larger of this and
     /// `max_body_bytes` applies to that route.
     pub max_send_body_bytes: usize,
+    /// Most request-body bytes held at once, all requests together; a body that does not fit
+    /// is answered 503 with `Retry-After`. At least the larger body limit, or such a body
+    /// could never be served.
+    pub max_body_bytes_in_flight: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
     /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
@@ -64,6 +73,7 @@ impl Default for HttpConfig {
         Self {
             max_body_bytes: 10 * 1024 * 1024,
             max_send_body_bytes: DEFAULT_MAX_SEND_BODY_BYTES,
+            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             request_timeout: Duration::from_secs(30),
             auth_throttle: AuthThrottleConfig::default(),
         }
@@ -95,6 +105,7 @@ pub struct ApiState {
     pub(crate) config: Arc<HttpConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) drain: Drain,
+    pub(crate) body_budget: body::BodyBudget,
 }
 
 impl ApiState {
@@ -109,7 +120,8 @@ impl ApiState {
     /// nodes share (`config.auth_throttle` is then the limits' business).
     pub fn with_limits(core: Tidings, config: HttpConfig, limits: Arc<dyn Limits>) -> Self {
         let metrics = Arc::new(Metrics::new());
-        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default() }
+        let body_budget = body::BodyBudget::new(config.max_body_bytes_in_flight);
+        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default(), body_budget }
     }
 
     /// The same state exporting `metrics` at `/metrics` and counting requests into it; give

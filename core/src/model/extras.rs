@@ -9,7 +9,7 @@ mod labels;
 use serde::{Deserialize, Serialize};
 
 pub use attachments::{
-    Attachment, AttachmentError, EXECUTABLE_EXTENSIONS, EXECUTABLE_TYPES, MAX_ATTACHMENTS,
+    Attachment, AttachmentContent, AttachmentError, EXECUTABLE_EXTENSIONS, EXECUTABLE_TYPES, MAX_ATTACHMENTS,
     MAX_ATTACHMENTS_ENCODED_BYTES, MAX_CONTENT_ID, MAX_FILENAME_CHARS,
 };
 pub use headers::{CustomHeader, HeaderError, MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_HEADERS, is_reserved};

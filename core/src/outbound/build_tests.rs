@@ -297,8 +297,8 @@ fn attachments_make_multipart_mixed_around_the_alternative_and_decode_back() {
     let mut message = message_from(&domain);
     let pdf: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
     message.extras.attachments = vec![
-        Attachment::parse("Rechnung März.pdf", "application/pdf", &b64(&pdf), None).unwrap(),
-        Attachment::parse("notes.txt", "text/plain", &b64(b"line one\r\nline two\r\n"), None).unwrap(),
+        Attachment::parse("Rechnung März.pdf", "application/pdf", b64(&pdf), None).unwrap(),
+        Attachment::parse("notes.txt", "text/plain", b64(b"line one\r\nline two\r\n"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -334,8 +334,8 @@ fn inline_parts_go_in_multipart_related_with_the_html_and_files_around_it() {
     message.html = Some(r#"<p><img src="cid:logo@acme"> Thanks</p>"#.into());
     let png = b"\x89PNG\r\n\x1a\n fake image".to_vec();
     message.extras.attachments = vec![
-        Attachment::parse("logo.png", "image/png", &b64(&png), Some("logo@acme")).unwrap(),
-        Attachment::parse("terms.pdf", "application/pdf", &b64(b"%PDF"), None).unwrap(),
+        Attachment::parse("logo.png", "image/png", b64(&png), Some("logo@acme")).unwrap(),
+        Attachment::parse("terms.pdf", "application/pdf", b64(b"%PDF"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -364,7 +364,7 @@ fn an_html_only_message_with_an_inline_image_is_multipart_related_at_the_top() {
     let domain = signing_domain("acme.example.com");
     let mut message = message_from(&domain);
     message.text = None;
-    message.extras.attachments = vec![Attachment::parse("a.gif", "image/gif", &b64(b"GIF89a"), Some("a")).unwrap()];
+    message.extras.attachments = vec![Attachment::parse("a.gif", "image/gif", b64(b"GIF89a"), Some("a")).unwrap()];
 
     let built = build_message(&message, &domain, None).unwrap();
 

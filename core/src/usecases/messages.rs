@@ -560,7 +560,5 @@ fn check_subject(subject: &str) -> std::result::Result<(), String> {
 /// keys sorted by serde_json's map) and the key that sent it, so the same Idempotency-Key
 /// reused by another key of the workspace is "another request".
 fn request_hash(who: &Principal, req: &SendRequest) -> Result<RequestHash> {
-    let mut bytes = serde_json::to_vec(req).map_err(|e| Error::Internal(format!("hashing request: {e}")))?;
-    bytes.extend_from_slice(&who.key_id.to_bytes());
-    Ok(RequestHash::of(&bytes))
+    RequestHash::of_json(req, &who.key_id.to_bytes()).map_err(|e| Error::Internal(format!("hashing request: {e}")))
 }

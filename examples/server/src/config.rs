@@ -21,7 +21,7 @@ mod parse;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
+    boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
     socket_addr, spf_terms,
 };
 
@@ -48,6 +48,17 @@ environment wins over the file):
   TIDINGS_MAX_BODY_BYTES       10MiB           largest request body (bytes, or with KiB/MiB/GiB)
   TIDINGS_MAX_SEND_BODY_BYTES  56MiB           largest body of POST /v1/messages (room for 40 MiB of
                                                base64 attachments); at least TIDINGS_MAX_BODY_BYTES
+  TIDINGS_MAX_BODY_BYTES_IN_FLIGHT 128MiB       most request-body bytes held at once, all requests
+                                               together; a body that does not fit is answered 503
+                                               with Retry-After (at least TIDINGS_MAX_SEND_BODY_BYTES)
+  TIDINGS_MAX_CONNECTIONS      4096            most open HTTPS connections; over it new clients wait
+                                               and idle connections are closed to make room
+  TIDINGS_MAX_CONNECTIONS_PER_IP 128           most open HTTPS connections from one client address
+                                               (more are closed at once; raise it behind a proxy)
+  TIDINGS_IDLE_TIMEOUT         60s             a connection (HTTP/1 or HTTP/2) with no request in
+                                               flight for this long is closed
+  TIDINGS_HANDSHAKE_TIMEOUT    10s             longest a client may take over the TLS handshake
+  TIDINGS_HTTP2_MAX_STREAMS    100             most requests in flight on one HTTP/2 connection
   TIDINGS_STORE_CACHE          256MiB          sled's page cache: memory grows with the data up to
                                                about this much, then stays
   TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
@@ -143,6 +154,33 @@ pub enum Delivery {
     /// Nothing is delivered: messages are accepted and stay `Queued` until the server runs
     /// with another mode (maintenance, or tests that read freshly queued messages).
     Hold,
+}
+
+/// Limits of the HTTPS listener's connections (issue #17).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// `TIDINGS_MAX_CONNECTIONS`: most open connections.
+    pub max_connections: usize,
+    /// `TIDINGS_MAX_CONNECTIONS_PER_IP`: most open connections from one client address.
+    pub max_connections_per_ip: usize,
+    /// `TIDINGS_IDLE_TIMEOUT`: a connection without a request in flight this long is closed.
+    pub idle_timeout: Duration,
+    /// `TIDINGS_HANDSHAKE_TIMEOUT`: longest TLS handshake.
+    pub handshake_timeout: Duration,
+    /// `TIDINGS_HTTP2_MAX_STREAMS`: most concurrent requests on one HTTP/2 connection.
+    pub http2_max_streams: u32,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            max_connections_per_ip: 128,
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            http2_max_streams: 100,
+        }
+    }
 }
 
 /// How messages are delivered.
@@ -253,6 +291,10 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// `TIDINGS_MAX_SEND_BODY_BYTES`: the send route's own limit (attachments).
     pub max_send_body_bytes: usize,
+    /// `TIDINGS_MAX_BODY_BYTES_IN_FLIGHT`: most request-body bytes held at once.
+    pub max_body_bytes_in_flight: usize,
+    /// The listener's connection limits.
+    pub connections: ConnectionConfig,
     /// `TIDINGS_STORE_CACHE`: sled's page cache.
     pub store_cache_bytes: u64,
     /// `TIDINGS_IDEMPOTENCY_WINDOW`.
@@ -310,6 +352,12 @@ const KEYS: &[&str] = &[
     "TIDINGS_SPF_INCLUDE",
     "TIDINGS_MAX_BODY_BYTES",
     "TIDINGS_MAX_SEND_BODY_BYTES",
+    "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
+    "TIDINGS_MAX_CONNECTIONS",
+    "TIDINGS_MAX_CONNECTIONS_PER_IP",
+    "TIDINGS_IDLE_TIMEOUT",
+    "TIDINGS_HANDSHAKE_TIMEOUT",
+    "TIDINGS_HTTP2_MAX_STREAMS",
     "TIDINGS_IDEMPOTENCY_WINDOW",
     "TIDINGS_WEBHOOK_ALLOW_PRIVATE",
     "TIDINGS_LOG",
@@ -434,6 +482,33 @@ impl Config {
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
         let max_send_body_bytes =
             s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
+        let max_body_bytes_in_flight = s
+            .parse("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", byte_size)?
+            .unwrap_or(tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT);
+        if max_body_bytes_in_flight < max_send_body_bytes.max(max_body_bytes) {
+            return Err(ConfigError::new(
+                "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
+                s.origin("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT"),
+                format!(
+                    "must be at least the largest body one request may have ({} bytes, TIDINGS_MAX_SEND_BODY_BYTES), or such a request could never be served",
+                    max_send_body_bytes.max(max_body_bytes)
+                ),
+            ));
+        }
+        let defaults = ConnectionConfig::default();
+        let connections = ConnectionConfig {
+            max_connections: s
+                .parse("TIDINGS_MAX_CONNECTIONS", |t| count(t, 1_000_000))?
+                .unwrap_or(defaults.max_connections),
+            max_connections_per_ip: s
+                .parse("TIDINGS_MAX_CONNECTIONS_PER_IP", |t| count(t, 1_000_000))?
+                .unwrap_or(defaults.max_connections_per_ip),
+            idle_timeout: s.parse("TIDINGS_IDLE_TIMEOUT", duration)?.unwrap_or(defaults.idle_timeout),
+            handshake_timeout: s.parse("TIDINGS_HANDSHAKE_TIMEOUT", duration)?.unwrap_or(defaults.handshake_timeout),
+            http2_max_streams: s
+                .parse("TIDINGS_HTTP2_MAX_STREAMS", |t| count(t, 10_000).map(|n| n as u32))?
+                .unwrap_or(defaults.http2_max_streams),
+        };
         let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
         let idempotency_window =
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
@@ -500,6 +575,8 @@ impl Config {
             spf_include,
             max_body_bytes,
             max_send_body_bytes,
+            max_body_bytes_in_flight,
+            connections,
             store_cache_bytes,
             idempotency_window,
             webhook_allow_private,

@@ -247,6 +247,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let http = HttpConfig {
         max_body_bytes: config.max_body_bytes,
         max_send_body_bytes: config.max_send_body_bytes,
+        max_body_bytes_in_flight: config.max_body_bytes_in_flight,
         ..HttpConfig::default()
     };
     let state = ApiState::with_limits(core, http, limits).with_metrics(metrics);
@@ -274,7 +275,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             }
         }
     };
-    serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE).await;
+    serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE, &config.connections).await;
 
     let _ = stop_tx.send(true);
     for task in background.into_iter().chain(inbound).chain(submission) {

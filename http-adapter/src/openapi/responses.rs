@@ -58,6 +58,15 @@ pub fn headers() -> Value {
 
 /// `components.responses`: the failures, named for what the operations share.
 pub fn responses() -> Value {
+    let mut unavailable = error_response(
+        503,
+        "storage unreachable, shutting down, the request timed out, or the server's budget of request-body \
+         bytes in flight cannot hold this body now (then with `Retry-After`)",
+        &["unavailable"],
+    );
+    let mut busy_retry_after = retry_after_header();
+    busy_retry_after["required"] = json!(false);
+    unavailable["headers"] = json!({ "Retry-After": busy_retry_after });
     let mut too_many_auth_failures =
         error_response(429, "this client address failed authentication too often", &["too_many_auth_failures"]);
     too_many_auth_failures["headers"] = json!({ "Retry-After": retry_after_header() });
@@ -162,10 +171,7 @@ pub fn responses() -> Value {
         ("TooManyAuthFailures", too_many_auth_failures),
         ("SendTooManyRequests", send_too_many_requests),
         ("InternalError", error_response(500, "a bug; the cause is logged, never returned", &["internal_error"])),
-        (
-            "Unavailable",
-            error_response(503, "storage unreachable, shutting down, or the request timed out", &["unavailable"]),
-        ),
+        ("Unavailable", unavailable),
     ];
     for (_, response) in &mut responses {
         response["headers"]["X-Request-Id"] = request_id_header();

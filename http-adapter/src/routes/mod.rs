@@ -14,11 +14,11 @@ mod templates;
 mod tracking;
 mod webhooks;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
 
+use crate::body::BodyLimit;
 use crate::{ApiError, ApiState};
 
 /// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`.
@@ -45,9 +45,9 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
 /// The whole API under `/v1`, the public tracking endpoints under `/t`, the probes
 /// `/healthz` and `/readyz` and the Prometheus metrics at `/metrics`, with requests counted
 /// by route, with the envelope on unknown routes (404) and wrong methods (405), the body
-/// limits (413; a larger one for sends, which may carry attachments), the request timeout
-/// (503) and an `X-Request-Id` on every
-/// response.
+/// limits (413; a larger one for sends, which may carry attachments), the budget of body
+/// bytes in flight (503), the URI and header limits (414, 431), the request timeout (503)
+/// and an `X-Request-Id` on every response.
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;
@@ -55,8 +55,12 @@ pub fn router(state: ApiState) -> Router {
     routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(BodyLimit(limit)))
         .layer(axum::middleware::from_fn(move |req, next| time_limited(timeout, req, next)))
+        // Outside the time limit: a body's budget is held until its answer, the 503 included.
+        .layer(axum::middleware::from_fn(crate::body::hold_budget))
+        // Before any handler: an oversized URI or header section is refused as it came.
+        .layer(axum::middleware::from_fn(crate::head::check_head))
         // A panic is a bug, but it must cost one request, not the connection or the process,
         // and the client still gets the envelope.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))

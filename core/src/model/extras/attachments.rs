@@ -8,12 +8,17 @@
 //! - `contentType`: `type/subtype` of RFC 7230 token characters, without parameters; the
 //!   executable types in [`EXECUTABLE_TYPES`] are refused.
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
-//!   sent, so nothing is re-encoded per read; the MIME builder decodes it.
+//!   sent, so nothing is re-encoded per read; the MIME builder decodes it. The text is an
+//!   [`AttachmentContent`], shared (not copied) between the request, the message and its
+//!   copies, and checked by decoding it a slice at a time (issue #17: a 40 MiB send held
+//!   several copies of its attachments at once).
 //! - `contentId`: 1–250 characters of RFC 5322 `atext`, `.` and `@`, without angle brackets
 //!   (Tidings writes `Content-ID: <id>`).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Most attachments on one message.
 pub const MAX_ATTACHMENTS: usize = 100;
@@ -128,13 +133,62 @@ impl AttachmentError {
     }
 }
 
+/// An attachment's base64 text as the client sent it. Cloning shares it; it serialises as a
+/// plain JSON string, and `Debug` shows only its length.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct AttachmentContent(Arc<String>);
+
+impl AttachmentContent {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AttachmentContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AttachmentContent({} bytes)", self.0.len())
+    }
+}
+
+impl From<String> for AttachmentContent {
+    fn from(text: String) -> Self {
+        Self(Arc::new(text))
+    }
+}
+
+impl From<&str> for AttachmentContent {
+    fn from(text: &str) -> Self {
+        Self(Arc::new(text.to_owned()))
+    }
+}
+
+impl From<&String> for AttachmentContent {
+    fn from(text: &String) -> Self {
+        Self::from(text.as_str())
+    }
+}
+
+impl Serialize for AttachmentContent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for AttachmentContent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The decoded `String` is moved in, not copied.
+        String::deserialize(deserializer).map(Self::from)
+    }
+}
+
 /// One attachment, checked; built by [`Attachment::parse`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attachment {
     filename: String,
     content_type: String,
     /// Standard base64, as sent.
-    content: String,
+    content: AttachmentContent,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     content_id: Option<String>,
     /// Decoded size in bytes.
@@ -146,7 +200,7 @@ impl Attachment {
     pub fn parse(
         filename: &str,
         content_type: &str,
-        content: &str,
+        content: impl Into<AttachmentContent>,
         content_id: Option<&str>,
     ) -> Result<Self, AttachmentError> {
         check_filename(filename)?;
@@ -154,11 +208,12 @@ impl Attachment {
         if let Some(id) = content_id {
             check_content_id(id)?;
         }
-        let size = decode(content).map_err(AttachmentError::Base64)?.len() as u64;
+        let content = content.into();
+        let size = decoded_size(content.as_str(), CHECK_SLICE).map_err(AttachmentError::Base64)?;
         Ok(Self {
             filename: filename.to_owned(),
             content_type: content_type.to_owned(),
-            content: content.to_owned(),
+            content,
             content_id: content_id.map(str::to_owned),
             size,
         })
@@ -186,17 +241,44 @@ impl Attachment {
 
     /// Length of the base64 text, the measure of the 40 MiB limit.
     pub fn encoded_len(&self) -> usize {
-        self.content.len()
+        self.content.as_str().len()
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> Result<Vec<u8>, String> {
-        decode(&self.content)
+        base64::engine::general_purpose::STANDARD.decode(self.content.as_str()).map_err(|e| e.to_string())
     }
 }
 
-fn decode(content: &str) -> Result<Vec<u8>, String> {
-    base64::engine::general_purpose::STANDARD.decode(content).map_err(|e| e.to_string())
+/// Base64 characters decoded at a time when checking a content (a multiple of 4).
+const CHECK_SLICE: usize = 64 * 1024;
+
+/// The decoded size of `content`, or why it is not standard padded base64, found by
+/// decoding `slice` characters at a time into one small buffer rather than the whole file
+/// into memory. Invalid text is decoded whole once more, so that the error (offsets
+/// included) is exactly a whole decode's; only the refused pay for that.
+fn decoded_size(content: &str, slice: usize) -> Result<u64, String> {
+    debug_assert!(slice > 0 && slice.is_multiple_of(4));
+    let engine = base64::engine::general_purpose::STANDARD;
+    let whole = || engine.decode(content).map(|d| d.len() as u64).map_err(|e| e.to_string());
+    let bytes = content.as_bytes();
+    let mut out = vec![0u8; slice / 4 * 3];
+    let mut size = 0u64;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + slice).min(bytes.len());
+        let part = &bytes[start..end];
+        // Padding may only end the whole text; in an earlier slice it is misplaced.
+        if end < bytes.len() && part.contains(&b'=') {
+            return whole();
+        }
+        match engine.decode_slice(part, &mut out) {
+            Ok(n) => size += n as u64,
+            Err(_) => return whole(),
+        }
+        start = end;
+    }
+    Ok(size)
 }
 
 fn check_filename(name: &str) -> Result<(), AttachmentError> {
@@ -248,15 +330,38 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
+    proptest::proptest! {
+        /// Checking a slice at a time gives exactly what decoding the whole text gives:
+        /// the size, or the same error message (offsets included).
+        #[test]
+        fn slice_by_slice_checking_agrees_with_a_whole_decode(
+            text in "[A-Za-z0-9+/=\\n .-]{0,64}",
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            cut in 0usize..80,
+            slice in 1usize..6,
+        ) {
+            let encoded = b64(&bytes);
+            let mut spliced = encoded.clone();
+            spliced.insert_str(cut.min(encoded.len()), &text[..text.len().min(3)]);
+            for candidate in [text.clone(), encoded, spliced] {
+                let whole = base64::engine::general_purpose::STANDARD
+                    .decode(&candidate)
+                    .map(|d| d.len() as u64)
+                    .map_err(|e| e.to_string());
+                proptest::prop_assert_eq!(decoded_size(&candidate, slice * 4), whole, "{:?}", candidate);
+            }
+        }
+    }
+
     #[test]
     fn a_good_attachment_keeps_its_parts_and_decodes() {
-        let a = Attachment::parse("Invoice März.pdf", "application/pdf", &b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
+        let a = Attachment::parse("Invoice März.pdf", "application/pdf", b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
         assert_eq!(
             (a.filename(), a.content_type(), a.content_id(), a.size()),
             ("Invoice März.pdf", "application/pdf", None, 11)
         );
         assert_eq!(a.bytes().unwrap(), b"%PDF-1.7 \x00\xff");
-        let inline = Attachment::parse("logo.png", "image/png", &b64(b"png"), Some("logo@acme")).unwrap();
+        let inline = Attachment::parse("logo.png", "image/png", b64(b"png"), Some("logo@acme")).unwrap();
         assert_eq!(inline.content_id(), Some("logo@acme"));
     }
 

@@ -214,3 +214,48 @@ fn delivery_can_be_put_on_hold() {
     let config = load(&[("TIDINGS_DELIVERY", "HOLD")]).unwrap();
     assert_eq!(config.delivery.mode, Delivery::Hold);
 }
+
+#[test]
+fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
+    let config = load(&[]).unwrap();
+    assert_eq!(config.max_body_bytes_in_flight, 128 << 20);
+    assert_eq!(config.connections, ConnectionConfig::default());
+    assert_eq!(config.connections.idle_timeout, Duration::from_secs(60));
+    assert_eq!(config.connections.handshake_timeout, Duration::from_secs(10));
+    assert_eq!((config.connections.max_connections, config.connections.max_connections_per_ip), (4096, 128));
+    assert_eq!(config.connections.http2_max_streams, 100);
+
+    let config = load(&[
+        ("TIDINGS_MAX_CONNECTIONS", "50"),
+        ("TIDINGS_MAX_CONNECTIONS_PER_IP", "5"),
+        ("TIDINGS_IDLE_TIMEOUT", "2s"),
+        ("TIDINGS_HANDSHAKE_TIMEOUT", "500ms"),
+        ("TIDINGS_HTTP2_MAX_STREAMS", "10"),
+        ("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", "1GiB"),
+    ])
+    .unwrap();
+    assert_eq!(
+        config.connections,
+        ConnectionConfig {
+            max_connections: 50,
+            max_connections_per_ip: 5,
+            idle_timeout: Duration::from_secs(2),
+            handshake_timeout: Duration::from_millis(500),
+            http2_max_streams: 10,
+        }
+    );
+    assert_eq!(config.max_body_bytes_in_flight, 1 << 30);
+
+    for (var, value) in [
+        ("TIDINGS_MAX_CONNECTIONS", "0"),
+        ("TIDINGS_MAX_CONNECTIONS_PER_IP", "many"),
+        ("TIDINGS_IDLE_TIMEOUT", "0s"),
+        ("TIDINGS_HANDSHAKE_TIMEOUT", "soon"),
+        ("TIDINGS_HTTP2_MAX_STREAMS", "100000"),
+        // Smaller than the largest send: such a send could never be served.
+        ("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", "10MiB"),
+    ] {
+        let err = load(&[(var, value)]).unwrap_err();
+        assert_eq!(err.var, var, "{value}: {err}");
+    }
+}
