@@ -187,8 +187,8 @@ impl Tidings {
     /// The answer to a batch if it repeats an earlier one with the same Idempotency-Key:
     /// `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key with another
     /// body (or mode) or from a `send` key that did not make it, `Ok(None)` when the key is
-    /// new, expired or absent. Reads only, so a
-    /// front end can answer replays without taking rate-limit tokens.
+    /// new, expired or absent. Reads only, so a front end can answer replays without taking
+    /// rate-limit tokens.
     pub async fn idempotent_batch_replay(
         &self,
         who: &Principal,
