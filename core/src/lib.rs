@@ -27,4 +27,4 @@ pub mod usecases;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use error::{Error, FieldError, Result};
+pub use error::{Error, FieldError, IdempotencyConflict, Result};

@@ -82,6 +82,46 @@ async fn a_submitted_message_is_queued_once_per_recipient_and_a_retry_replays_it
 }
 
 #[tokio::test]
+async fn a_message_id_is_shared_by_the_keys_of_a_workspace_that_may_read_what_it_queued() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let other_admin = key_with_rate(&t, &admin, 10).await;
+    let send_key = |name: &str| {
+        let req = CreateApiKeyRequest {
+            name: Some(name.into()),
+            scope: Some("send".into()),
+            ..CreateApiKeyRequest::default()
+        };
+        let (t, admin) = (&t, &admin);
+        async move {
+            t.core.authenticate(t.core.create_api_key(admin, req).await.unwrap().plaintext.expose()).await.unwrap()
+        }
+    };
+    let (relay, other_relay) = (send_key("relay").await, send_key("other relay").await);
+    let to = addresses(&["ann@example.com"]);
+
+    // A retry through another full key is a replay, not a second copy.
+    let sent = t.core.submit_message(&limits, &admin, &to, &mime("5@acme.com")).await.unwrap();
+    let again = t.core.submit_message(&limits, &other_admin, &to, &mime("5@acme.com")).await.unwrap();
+    assert!(again[0].replayed && again[0].message.id == sent[0].message.id);
+    // A send key meeting another key's Message-ID is refused, saying so.
+    let refused = t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap_err();
+    let SubmitFailure::Send(error) = refused.reason else { panic!("{refused:?}") };
+    assert_eq!(error.code(), "idempotency_key_reused");
+    assert_eq!(error.to_string(), "this Idempotency-Key was already used by another API key of this workspace");
+    // Its own Message-ID it may repeat; another send key may not.
+    let own = t.core.submit_message(&limits, &relay, &to, &mime("6@acme.com")).await.unwrap();
+    assert!(t.core.submit_message(&limits, &relay, &to, &mime("6@acme.com")).await.unwrap()[0].replayed);
+    assert!(t.core.submit_message(&limits, &other_relay, &to, &mime("6@acme.com")).await.is_err());
+    assert_eq!(
+        t.core.submit_message(&limits, &admin, &to, &mime("6@acme.com")).await.unwrap()[0].message.id,
+        own[0].message.id
+    );
+    assert_eq!(count_to(&t, &admin, "ann@example.com").await, 2);
+}
+
+#[tokio::test]
 async fn a_rate_limit_part_way_keeps_the_first_recipients_and_the_retry_finishes_without_duplicates() {
     let t = TestCore::new();
     let limits = LocalLimits::default();

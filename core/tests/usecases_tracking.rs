@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{FakeDns, FixedClock, TestCore, full_key};
 use mock_store::MockStore;
-use tidings_core::Error;
 use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use tidings_core::model::{
     Domain, DomainStatus, EventDetails, EventType, Message, MessageEvent, MessageStatus, MessageTracking,
@@ -25,6 +24,7 @@ use tidings_core::usecases::{
     CoreConfig, CreateWebhookRequest, ListParams, MAX_USER_AGENT_CHARS, Principal, SendRequest, Tidings,
     TrackingRequest,
 };
+use tidings_core::{Error, IdempotencyConflict};
 
 const TARGET: &str = "https://shop.example.com/orders/42";
 const NOT_FOUND: Error = Error::NotFound("tracking link");
@@ -116,7 +116,10 @@ async fn an_idempotent_replay_with_another_tracking_choice_is_another_request() 
     t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap();
     assert!(t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap().replayed);
     let other = html_send(Some(TrackingRequest { opens: Some(true), clicks: None }));
-    assert_eq!(t.core.send_message(&who, other, Some("k1")).await.map(drop), Err(Error::IdempotencyKeyReused));
+    assert_eq!(
+        t.core.send_message(&who, other, Some("k1")).await.map(drop),
+        Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest))
+    );
 }
 
 #[tokio::test]

@@ -64,7 +64,7 @@ fn core_status(e: &Error) -> StatusCode {
         Error::InvalidApiKey => StatusCode::UNAUTHORIZED,
         Error::InsufficientScope | Error::DomainNotAllowed { .. } => StatusCode::FORBIDDEN,
         Error::NotFound(_) => StatusCode::NOT_FOUND,
-        Error::Conflict(_) | Error::IdempotencyKeyReused => StatusCode::CONFLICT,
+        Error::Conflict(_) | Error::IdempotencyKeyReused(_) => StatusCode::CONFLICT,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }

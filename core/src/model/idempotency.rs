@@ -101,6 +101,21 @@ pub struct IdempotencyRecord {
     pub batch: Option<Vec<BatchItemRecord>>,
 }
 
+impl IdempotencyRecord {
+    /// A message the request made: a single send's message, or a batch's first queued item.
+    /// Its `api_key_id` is the key that made the record. `None` only for a batch that queued
+    /// nothing, which is never stored.
+    pub fn original_message_id(&self) -> Option<MessageId> {
+        match &self.batch {
+            None => Some(self.message_id),
+            Some(items) => items.iter().find_map(|item| match item {
+                BatchItemRecord::Created(id) => Some(*id),
+                BatchItemRecord::Refused(_) => None,
+            }),
+        }
+    }
+}
+
 /// The stored result of one batch item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BatchItemRecord {

@@ -209,6 +209,7 @@ fn record(kind: RecordKind, name: String, value: String) -> DnsRecord {
         status: RecordStatus::Pending,
         last_checked_at: None,
         error: None,
+        warning: None,
     }
 }
 

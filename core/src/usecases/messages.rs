@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
-use crate::ids::{DomainId, EventId, MessageId, WorkspaceId};
+use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{
     Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
@@ -16,6 +16,7 @@ use crate::model::{
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
+use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
@@ -115,8 +116,9 @@ impl Tidings {
     /// restriction and the suppression list, renders the template, and stores the message
     /// durably with its `Queued` event (or, with a `scheduledAt`, as `Scheduled` with a
     /// `Scheduled` event) and webhook deliveries. With an Idempotency-Key, a repeat of the
-    /// same request returns the original message and queues nothing; the same key with
-    /// another request is `IdempotencyKeyReused`.
+    /// same request by any key of the workspace that may read the original message returns
+    /// it and queues nothing; the same key with another request, or from a `send` key that
+    /// did not make it, is `IdempotencyKeyReused` (the `usecases::idempotency` module).
     pub async fn send_message(
         &self,
         who: &Principal,
@@ -128,24 +130,26 @@ impl Tidings {
             .map(IdempotencyKey::parse)
             .transpose()
             .map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
-        let request_hash = request_hash(who, &req)?;
         if let Some(key) = &key
             && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
             && record.expires_at > now
         {
-            return self.replay(who.workspace_id, &record, request_hash).await;
+            return self.replay(who, &record, &req).await;
         }
 
         let mut new = self.prepare_message(who, &req, now).await?;
-        new.idempotency = key.map(|key| IdempotencyRecord {
-            workspace_id: who.workspace_id,
-            key,
-            request_hash,
-            message_id: new.message.id,
-            created_at: now,
-            expires_at: now + self.config.idempotency_window,
-            batch: None,
-        });
+        new.idempotency = match key {
+            Some(key) => Some(IdempotencyRecord {
+                workspace_id: who.workspace_id,
+                key,
+                request_hash: request_hash(who.key_id, &req)?,
+                message_id: new.message.id,
+                created_at: now,
+                expires_at: now + self.config.idempotency_window,
+                batch: None,
+            }),
+            None => None,
+        };
         let (message, event) = (new.message.clone(), new.event.clone());
         match self.store.create_message(new).await? {
             CreateOutcome::Created => {
@@ -154,7 +158,7 @@ impl Tidings {
                 Ok(SendOutcome { message, replayed: false })
             }
             // Lost a race with an identical key: answer like a replay.
-            CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
+            CreateOutcome::Duplicate(record) => self.replay(who, &record, &req).await,
         }
     }
 
@@ -244,7 +248,8 @@ impl Tidings {
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
     /// (contract §3): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key
-    /// with another body, `Ok(None)` when the key is new, expired or absent. Reads only; for
+    /// with another body or from a `send` key that did not make it, `Ok(None)` when the key
+    /// is new, expired or absent. Reads only; for
     /// a caller that must answer replays without doing anything else first (a replay takes
     /// no rate-limit token, contract §2, so an empty bucket must not hide it).
     pub async fn idempotent_replay(
@@ -256,25 +261,15 @@ impl Tidings {
         let Some(key) = idempotency_key else { return Ok(None) };
         let key = IdempotencyKey::parse(key).map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
         match self.store.get_idempotency(who.workspace_id, &key).await? {
-            Some(record) if record.expires_at > self.clock.now() => {
-                self.replay(who.workspace_id, &record, request_hash(who, req)?).await.map(Some)
-            }
+            Some(record) if record.expires_at > self.clock.now() => self.replay(who, &record, req).await.map(Some),
             _ => Ok(None),
         }
     }
 
-    pub(crate) async fn replay(
-        &self,
-        workspace: WorkspaceId,
-        record: &IdempotencyRecord,
-        hash: RequestHash,
-    ) -> Result<SendOutcome> {
-        if record.request_hash != hash {
-            return Err(Error::IdempotencyKeyReused);
-        }
-        let message = self.store.get_message(workspace, record.message_id).await?.ok_or_else(|| {
-            Error::Internal(format!("idempotency record points to missing message {}", record.message_id))
-        })?;
+    /// The original message of `record` if `req` repeats it and `who` may read it
+    /// ([`Tidings::check_repeat`]).
+    async fn replay(&self, who: &Principal, record: &IdempotencyRecord, req: &SendRequest) -> Result<SendOutcome> {
+        let message = self.check_repeat(who, record, RequestKind::Single, |maker| request_hash(maker, req)).await?;
         Ok(SendOutcome { message, replayed: true })
     }
 
@@ -556,9 +551,8 @@ fn check_subject(subject: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Hash of the request as it matters for idempotency: the body's canonical JSON (object
-/// keys sorted by serde_json's map) and the key that sent it, so the same Idempotency-Key
-/// reused by another key of the workspace is "another request".
-fn request_hash(who: &Principal, req: &SendRequest) -> Result<RequestHash> {
-    RequestHash::of_json(req, &who.key_id.to_bytes()).map_err(|e| Error::Internal(format!("hashing request: {e}")))
+/// Hash of a single send for its idempotency record, as if `maker` sent it
+/// ([`hash_with_key`]).
+fn request_hash(maker: ApiKeyId, req: &SendRequest) -> Result<RequestHash> {
+    hash_with_key(req, maker)
 }

@@ -9,6 +9,7 @@ mod batch;
 mod client_auth;
 mod domains;
 mod feedback;
+mod idempotency;
 mod keys;
 mod messages;
 mod operations;

@@ -285,8 +285,9 @@ pub struct Config {
     pub bootstrap_key: Option<ApiKeyPlaintext>,
     /// `TIDINGS_DNS_SERVER`; `None`: the system resolver.
     pub dns_server: Option<SocketAddr>,
-    /// `TIDINGS_SPF_INCLUDE`: the SPF term(s) domains must publish.
-    pub spf_include: String,
+    /// `TIDINGS_SPF_INCLUDE`: the SPF term(s) domains must publish; `None` when unset, and
+    /// then [`DEFAULT_SPF_MECHANISM`] is asked for ([`Config::spf_mechanism`]).
+    pub spf_include: Option<String>,
     /// `TIDINGS_MAX_BODY_BYTES`.
     pub max_body_bytes: usize,
     /// `TIDINGS_MAX_SEND_BODY_BYTES`: the send route's own limit (attachments).
@@ -477,8 +478,7 @@ impl Config {
             ApiKeyPlaintext::parse(t).ok_or_else(|| "must be `tid_` followed by 40 letters or digits".to_owned())
         })?;
         let dns_server = s.parse("TIDINGS_DNS_SERVER", socket_addr)?;
-        let spf_include =
-            s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?.unwrap_or_else(|| DEFAULT_SPF_MECHANISM.to_owned());
+        let spf_include = s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?;
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
         let max_send_body_bytes =
             s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
@@ -597,6 +597,37 @@ impl Config {
     /// Where the sled store lives (when there is no `TIDINGS_DATABASE_URL`).
     pub fn store_dir(&self) -> PathBuf {
         self.data_dir.join("store")
+    }
+
+    /// The SPF term(s) domains are asked to publish: `TIDINGS_SPF_INCLUDE`, or
+    /// [`DEFAULT_SPF_MECHANISM`] when it is unset.
+    pub fn spf_mechanism(&self) -> &str {
+        self.spf_include.as_deref().unwrap_or(DEFAULT_SPF_MECHANISM)
+    }
+
+    /// Why the SPF term is wrong for how this server delivers, if it is: with relay or MX
+    /// delivery and `TIDINGS_SPF_INCLUDE` unset, domains are asked for the loopback-only
+    /// default, and receivers soft-fail SPF for every message sent for them. Logged at start
+    /// and shown on every domain's SPF record. `None` with the outbox and hold transports
+    /// (nothing reaches a receiver) and whenever the variable is set, even to the default
+    /// (the operator chose it).
+    pub fn spf_warning(&self) -> Option<String> {
+        let how = match self.delivery.mode {
+            Delivery::Relay => "through an SMTP relay (TIDINGS_DELIVERY=relay)",
+            Delivery::Mx => "directly to recipients' mail servers (TIDINGS_DELIVERY=mx)",
+            Delivery::Outbox | Delivery::Hold => return None,
+        };
+        if self.spf_include.is_some() {
+            return None;
+        }
+        Some(format!(
+            "TIDINGS_SPF_INCLUDE is not set on this Tidings server, so the SPF record asks for \
+             {DEFAULT_SPF_MECHANISM}, which authorises only loopback, while mail is delivered {how}: \
+             receivers will soft-fail SPF for this domain's mail. The server's operator must set \
+             TIDINGS_SPF_INCLUDE to the term that authorises the hosts mail leaves from (e.g. \
+             include:_spf.example.net or ip4:192.0.2.1); the record shown follows on the next \
+             verification."
+        ))
     }
 
     /// Where the outbox transport writes messages.

@@ -132,6 +132,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     );
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
+    if let Some(warning) = config.spf_warning() {
+        tracing::warn!("{warning}");
+    }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let bootstrap::OpenStore { store, kind: store_kind, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.

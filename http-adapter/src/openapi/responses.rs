@@ -116,7 +116,13 @@ pub fn responses() -> Value {
         ("Conflict", error_response(409, "it already exists", &["conflict"])),
         (
             "IdempotencyKeyReused",
-            error_response(409, "the Idempotency-Key was used with a different request", &["idempotency_key_reused"]),
+            error_response(
+                409,
+                "the Idempotency-Key was used in this workspace with a different request, or by another API \
+                 key when this one is a `send` key (which may read only the messages it sent); the message \
+                 says which",
+                &["idempotency_key_reused"],
+            ),
         ),
         (
             "PayloadTooLarge",
@@ -194,9 +200,11 @@ pub fn parameters() -> Value {
         },
         "IdempotencyKey": {
             "name": "Idempotency-Key", "in": "header", "required": false,
-            "description": "a retry with the same key and body returns the original message (201, \
-                `Idempotent-Replayed: true`) and queues nothing; with another body it is a 409. \
-                Remembered for 24 hours.",
+            "description": "scoped to the workspace: a retry with the same key and body, from any API key \
+                of the workspace that may read the original message (every `full` key; a `send` key only \
+                for what it sent itself), returns the original message (201, `Idempotent-Replayed: true`) \
+                and queues nothing; with another body, or from a `send` key that did not send the \
+                original, it is a 409 `idempotency_key_reused`. Remembered for 24 hours (configurable).",
             "schema": { "type": "string", "minLength": 1, "maxLength": 256 },
         },
     })

@@ -15,7 +15,8 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.max_body_bytes, 10 * 1024 * 1024);
     assert_eq!(config.max_send_body_bytes, 56 * 1024 * 1024);
     assert_eq!(config.idempotency_window, Duration::from_secs(86_400));
-    assert_eq!(config.spf_include, DEFAULT_SPF_MECHANISM);
+    assert_eq!(config.spf_mechanism(), DEFAULT_SPF_MECHANISM);
+    assert_eq!(config.spf_warning(), None, "no warning with the outbox transport");
     assert_eq!(config.delivery.mode, Delivery::Outbox);
     assert_eq!(config.delivery.mx_port, 25);
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
@@ -156,13 +157,34 @@ fn values_parse() {
         [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(90)]
     );
     assert_eq!(config.delivery.mode, Delivery::Relay);
-    assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
+    assert_eq!(config.spf_mechanism(), "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
     assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
     assert_eq!(config.lease_margin, Duration::from_secs(5));
     assert!(config.inbound_smtp_listen.is_none() && config.public_url.is_none());
     assert!(config.submission_listen.is_none());
     assert!(config.tls.is_none(), "an empty value counts as unset");
+}
+
+#[test]
+fn the_spf_warning_is_for_relay_and_mx_delivery_with_the_spf_term_unset() {
+    let relay = ("TIDINGS_SMTP_RELAY", "smtp://relay.example:25");
+    for mode in ["relay", "mx"] {
+        let warning = load(&[("TIDINGS_DELIVERY", mode), relay]).unwrap().spf_warning();
+        let warning = warning.unwrap_or_else(|| panic!("{mode}: a warning"));
+        assert!(warning.contains("TIDINGS_SPF_INCLUDE") && warning.contains("ip4:127.0.0.1"), "{warning}");
+        assert!(warning.contains(&format!("TIDINGS_DELIVERY={mode}")), "{warning}");
+        // Set, even to the default, it is the operator's choice.
+        for term in ["include:_spf.example.net", DEFAULT_SPF_MECHANISM] {
+            let config = load(&[("TIDINGS_DELIVERY", mode), relay, ("TIDINGS_SPF_INCLUDE", term)]).unwrap();
+            assert_eq!(config.spf_warning(), None, "{mode} with {term}");
+            assert_eq!(config.spf_mechanism(), term);
+        }
+    }
+    assert!(load(&[relay]).unwrap().spf_warning().is_some(), "a relay URL alone means relay delivery");
+    for mode in ["outbox", "hold"] {
+        assert_eq!(load(&[("TIDINGS_DELIVERY", mode)]).unwrap().spf_warning(), None, "{mode}");
+    }
 }
 
 #[test]
