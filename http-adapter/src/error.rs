@@ -34,6 +34,9 @@ pub enum ApiError {
     },
     /// 429 `too_many_auth_failures`.
     TooManyAuthFailures(RetryAfter),
+    /// 401 `invalid_metrics_token`: `/metrics` needs the operator's token, which was missing
+    /// or wrong. Not among contract §1's codes: `/metrics` is outside the API (`/v1`).
+    MetricsTokenRequired,
 }
 
 impl From<Error> for ApiError {
@@ -108,6 +111,12 @@ impl ApiError {
                 format!("too many failed authentications from this address; retry in {} s", retry_after.seconds),
                 None,
             ),
+            Self::MetricsTokenRequired => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_metrics_token",
+                "send the metrics token (TIDINGS_METRICS_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
+                None,
+            ),
         }
     }
 }
@@ -128,6 +137,9 @@ impl IntoResponse for ApiError {
             }
             Self::TooManyAuthFailures(retry_after) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
+            }
+            Self::MetricsTokenRequired => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
             }
             _ => {}
         }

@@ -3,12 +3,14 @@
 //!
 //! A name is RFC 5322 `field-name` (printable ASCII 33–126 except `:`), at most 76 octets
 //! (lettre's limit, and what fits a line beside a value). A value is at most 998 characters
-//! and holds no control character other than tab: no CR, LF or NUL, so nothing a client sends
-//! can end the header line. Names Tidings writes, or that only relays may write, are
-//! [reserved](is_reserved); `List-Unsubscribe` and `List-Unsubscribe-Post` are allowed, as
-//! Postmark and Resend allow them.
+//! and holds no control character other than tab (no CR, LF, NUL, U+0085, U+2028 or U+2029),
+//! so nothing a client sends can end the header line. Names Tidings writes, or that only
+//! relays may write, are [reserved](is_reserved); `List-Unsubscribe` and
+//! `List-Unsubscribe-Post` are allowed, as Postmark and Resend allow them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::text_checks::is_line_or_control;
 
 /// Most custom headers one message may carry.
 pub const MAX_HEADERS: usize = 50;
@@ -110,7 +112,7 @@ impl CustomHeader {
         if is_reserved(name) {
             return Err(HeaderError::Reserved(name.to_owned()));
         }
-        if value.chars().any(|c| c.is_control() && c != '\t') {
+        if value.chars().any(|c| c != '\t' && is_line_or_control(c)) {
             return Err(HeaderError::ValueControl);
         }
         if value.chars().count() > MAX_HEADER_VALUE {
