@@ -45,7 +45,10 @@ mod tests {
 
     #[test]
     fn controls_and_separators_are_line_or_control_and_text_is_not() {
-        for c in ['\0', '\t', '\n', '\r', '\x0b', '\x0c', '\x1b', '\x7f', '\u{80}', '\u{85}', '\u{9f}', '\u{2028}', '\u{2029}'] {
+        for c in [
+            '\0', '\t', '\n', '\r', '\x0b', '\x0c', '\x1b', '\x7f', '\u{80}', '\u{85}', '\u{9f}', '\u{2028}',
+            '\u{2029}',
+        ] {
             assert!(is_line_or_control(c), "{:?}", c);
         }
         for c in ['a', ' ', 'é', '€', '\u{200B}', '\u{A0}', '😀'] {
@@ -56,9 +59,27 @@ mod tests {
     #[test]
     fn format_and_blank_ignorable_characters_are_invisible() {
         let invisible = [
-            '\u{AD}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202E}', '\u{2060}',
-            '\u{2064}', '\u{2066}', '\u{2069}', '\u{FEFF}', '\u{061C}', '\u{180E}', '\u{3164}', '\u{115F}', '\u{034F}',
-            '\u{FE0F}', '\u{E0041}', '\u{FFF9}',
+            '\u{AD}',
+            '\u{200B}',
+            '\u{200C}',
+            '\u{200D}',
+            '\u{200E}',
+            '\u{200F}',
+            '\u{202A}',
+            '\u{202E}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{FEFF}',
+            '\u{061C}',
+            '\u{180E}',
+            '\u{3164}',
+            '\u{115F}',
+            '\u{034F}',
+            '\u{FE0F}',
+            '\u{E0041}',
+            '\u{FFF9}',
         ];
         for c in invisible {
             assert!(is_invisible(c), "U+{:04X}", c as u32);

@@ -32,7 +32,8 @@ fn hidden_executables_and_control_characters_in_subjects_and_names_are_422_and_s
     block_on(async {
         let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "hold")]).await;
         verified_domain(&server, &dns, server.key(), DOMAIN).await;
-        let file = |name: &str| json!({"attachments": [{"filename": name, "contentType": "application/pdf", "content": ""}]});
+        let file =
+            |name: &str| json!({"attachments": [{"filename": name, "contentType": "application/pdf", "content": ""}]});
         let mut cases: Vec<(Value, &str)> = [
             "x.exe\u{200b}",
             "x.ex\u{ad}e",
@@ -115,7 +116,9 @@ fn behind_a_trusted_proxy_forwarded_clients_are_throttled_apart_and_untrusted_he
         }
         let (status, body) = keys_from(&server, &direct, "203.0.113.99", server.key()).await;
         assert_error(status, &body, 429, "too_many_auth_failures", "the header did not give 127.0.0.2 new buckets");
-        println!("trusted proxy: 2 forwarded clients throttled apart; an untrusted peer's 21 forged addresses, one bucket");
+        println!(
+            "trusted proxy: 2 forwarded clients throttled apart; an untrusted peer's 21 forged addresses, one bucket"
+        );
     });
 }
 
@@ -142,10 +145,7 @@ fn with_a_metrics_token_metrics_need_it() {
         let response = server.request(reqwest::Method::GET, "/metrics").bearer_auth(token).send().await.unwrap();
         assert_eq!(response.status(), 200);
         assert!(response.text().await.unwrap().contains("tidings_http_requests_total"));
-        assert!(
-            server.stderr_lines().iter().all(|line| !line.contains(token)),
-            "the token appears in no log line"
-        );
+        assert!(server.stderr_lines().iter().all(|line| !line.contains(token)), "the token appears in no log line");
     });
 }
 

@@ -97,7 +97,8 @@ mod tests {
 
     #[test]
     fn short_long_spaced_or_non_ascii_tokens_are_refused() {
-        for bad in ["short", &"x".repeat(257), "with a space in it!!", "tökentökentökentöken", "tab\tseparated-token-x"] {
+        for bad in ["short", &"x".repeat(257), "with a space in it!!", "tökentökentökentöken", "tab\tseparated-token-x"]
+        {
             assert_eq!(MetricsToken::parse(bad), Err(MetricsTokenError), "{bad:?}");
         }
         assert!(MetricsToken::parse(&"x".repeat(16)).is_ok());

@@ -275,8 +275,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::MetricsBind { addr, source })?;
         let local = listener.local_addr().map_err(|source| ServerError::MetricsBind { addr, source })?;
         eprintln!("metrics listening on http://{local}");
-        let app = tidings_http::metrics_router(state.clone())
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let app = tidings_http::metrics_router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
         let mut stop = stop_rx.clone();
         submission.push(tokio::spawn(async move {
             let stopped = async move {
