@@ -74,7 +74,7 @@ async fn with_a_token_metrics_answer_only_a_scraper_presenting_it() {
     let config = HttpConfig { metrics_token: Some(MetricsToken::parse(TOKEN).unwrap()), ..Default::default() };
     let api = TestApi::with_config(config).await;
     for bearer in [None, Some("wrong-token-0123456789abcdef"), Some(&api.key.clone())] {
-        let r = api.send(request("/metrics", "192.0.2.1", None, bearer.as_deref())).await;
+        let r = api.send(request("/metrics", "192.0.2.1", None, bearer)).await;
         assert_eq!((r.status, r.error_code()), (StatusCode::UNAUTHORIZED, "invalid_metrics_token"), "{bearer:?}");
         assert_eq!(r.headers["www-authenticate"], "Bearer realm=\"metrics\"");
         assert!(!r.body.to_string().contains("tidings_"), "no metric in a refusal");
