@@ -135,7 +135,11 @@ pub struct DisplayName(String);
 impl DisplayName {
     /// Validates a display name (already unquoted). Empty names are refused: use `None`.
     pub fn parse(input: &str) -> Result<Self, AddressError> {
-        if input.chars().any(is_line_or_control) {
+        Self::checked(input, is_line_or_control)
+    }
+
+    fn checked(input: &str, forbidden: fn(char) -> bool) -> Result<Self, AddressError> {
+        if input.chars().any(forbidden) {
             return Err(AddressError::ControlCharacter);
         }
         let trimmed = input.trim();
@@ -166,10 +170,14 @@ impl fmt::Debug for DisplayName {
     }
 }
 
+/// The stored form (serde): what earlier versions accepted still loads. They allowed
+/// U+2028/U+2029, which [`DisplayName::parse`] now refuses; a stored sender holding one must
+/// stay readable. Requests never deserialize a `DisplayName` directly: they go through
+/// [`DisplayName::parse`].
 impl TryFrom<String> for DisplayName {
     type Error = AddressError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::parse(&value)
+        Self::checked(&value, char::is_control)
     }
 }
 
@@ -283,6 +291,13 @@ mod tests {
             assert!(Mailbox::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(EmailAddress::parse(&format!("{}@b.com", "a".repeat(65))), Err(AddressError::LocalPartLength));
+    }
+
+    #[test]
+    fn a_display_name_stored_by_an_earlier_version_still_loads() {
+        let stored: DisplayName = serde_json::from_str("\"Ann\\u2028Lee\"").unwrap();
+        assert_eq!(stored.as_str(), "Ann\u{2028}Lee");
+        assert!(serde_json::from_str::<DisplayName>("\"Ann\\r\\nBcc\"").is_err());
     }
 
     #[test]
