@@ -21,6 +21,7 @@ pub mod ports;
 pub mod secret;
 pub mod state_machine;
 pub mod templates;
+pub mod text_checks;
 pub mod tracking;
 pub mod usecases;
 

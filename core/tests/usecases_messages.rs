@@ -168,6 +168,51 @@ async fn bad_fields_are_all_reported_and_nothing_is_stored() {
 }
 
 #[tokio::test]
+async fn subjects_with_any_control_character_or_line_separator_are_refused() {
+    let t = TestCore::new();
+    let who = full_key();
+    verified_domain(&t, &who, "acme.com").await;
+    for bad in ["\0", "\x0b", "\x0c", "\x1b", "\x7f", "\u{85}", "\u{9b}", "\u{2028}", "\u{2029}"] {
+        let req = SendRequest { subject: Some(format!("Your receipt{bad}Bcc: x@y.com")), ..text_send("u@example.com") };
+        assert_eq!(invalid_fields(t.core.send_message(&who, req, None).await), ["subject"], "{bad:?}");
+    }
+    let template = t
+        .core
+        .create_template(
+            &who,
+            CreateTemplateRequest {
+                name: Some("hello".into()),
+                subject: Some("Hello {{ name }}".into()),
+                html: None,
+                text: Some("Hi".into()),
+            },
+        )
+        .await
+        .unwrap();
+    // What a variable puts into the subject is held to the same rule.
+    let rendered = SendRequest {
+        to: Some("u@example.com".into()),
+        template_id: Some(template.id.to_string()),
+        variables: Some(serde_json::json!({"name": "Ann\u{85}Bcc: x@y.com"})),
+        ..SendRequest::default()
+    };
+    assert_eq!(invalid_fields(t.core.send_message(&who, rendered, None).await), ["subject"]);
+    let listed = t.core.list_messages(&who, ListParams::default(), &MessageFilters::default()).await.unwrap();
+    assert!(listed.items.is_empty());
+
+    let refused_template = CreateTemplateRequest {
+        name: Some("bad".into()),
+        subject: Some("Hello\u{85}{{ name }}".into()),
+        html: None,
+        text: Some("Hi".into()),
+    };
+    assert_eq!(invalid_fields(t.core.create_template(&who, refused_template).await.map(|_| ())), ["subject"]);
+
+    let tab = SendRequest { subject: Some("Order\t42".into()), ..text_send("u@example.com") };
+    assert_eq!(t.core.send_message(&who, tab, None).await.unwrap().message.subject, "Order\t42");
+}
+
+#[tokio::test]
 async fn templates_render_and_the_version_is_recorded() {
     let t = TestCore::new();
     let who = full_key();

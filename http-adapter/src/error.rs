@@ -41,6 +41,9 @@ pub enum ApiError {
     UriTooLong,
     /// 431 `headers_too_large`: the header section is over [`crate::MAX_HEADER_LIST_BYTES`].
     HeadersTooLarge,
+    /// 401 `invalid_metrics_token`: `/metrics` needs the operator's token, which was missing
+    /// or wrong. Not among contract §1's codes: `/metrics` is outside the API (`/v1`).
+    MetricsTokenRequired,
 }
 
 /// `Retry-After` of a [`ApiError::Busy`] answer, in seconds: large bodies in flight are
@@ -137,6 +140,12 @@ impl ApiError {
                 format!("the request headers are over {} bytes", crate::MAX_HEADER_LIST_BYTES),
                 None,
             ),
+            Self::MetricsTokenRequired => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_metrics_token",
+                "send the metrics token (TIDINGS_METRICS_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
+                None,
+            ),
         }
     }
 }
@@ -160,6 +169,9 @@ impl IntoResponse for ApiError {
             }
             Self::Busy => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
+            }
+            Self::MetricsTokenRequired => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
             }
             _ => {}
         }

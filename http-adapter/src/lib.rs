@@ -15,10 +15,13 @@
 //! and what is logged while handling a request is inside a `request` span with that id.
 //!
 //! Serve it with `into_make_service_with_connect_info::<SocketAddr>()` so the failed-auth
-//! throttle sees client addresses; without it all clients share one throttle bucket.
+//! throttle sees client addresses; without it all clients share one throttle bucket. Behind
+//! a load balancer, name it in [`HttpConfig::trusted_proxies`] so that the client is read
+//! from `X-Forwarded-For` ([`ClientIp`]).
 
 mod auth;
 mod body;
+mod client_addr;
 mod envelope;
 mod error;
 mod head;
@@ -36,15 +39,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tidings_core::ports::Limits;
-use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
+use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidings};
 
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub use envelope::failure_body;
+pub use client_addr::{ClientIp, TrustedProxies};
 pub use error::{ApiError, ApiResult};
 pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
-pub use routes::{router, served_routes};
+pub use routes::{metrics_router, router, served_routes};
 
 /// Default of [`HttpConfig::max_send_body_bytes`]: 56 MiB.
 pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;
@@ -66,6 +70,15 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
     pub auth_throttle: AuthThrottleConfig,
+    /// Proxies whose `X-Forwarded-For` names the client (default: none, the TCP peer is the
+    /// client).
+    pub trusted_proxies: TrustedProxies,
+    /// When set, `/metrics` answers only a scraper presenting this token as
+    /// `Authorization: Bearer <token>` (401 otherwise).
+    pub metrics_token: Option<MetricsToken>,
+    /// Whether [`router`] serves `/metrics`; `false` when [`metrics_router`] serves it on a
+    /// listener of its own.
+    pub serve_metrics: bool,
 }
 
 impl Default for HttpConfig {
@@ -76,6 +89,9 @@ impl Default for HttpConfig {
             max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             request_timeout: Duration::from_secs(30),
             auth_throttle: AuthThrottleConfig::default(),
+            trusted_proxies: TrustedProxies::default(),
+            metrics_token: None,
+            serve_metrics: true,
         }
     }
 }

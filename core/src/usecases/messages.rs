@@ -17,6 +17,7 @@ use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequ
 use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
+use crate::text_checks::is_line_or_control;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
@@ -24,6 +25,8 @@ use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
 const MAX_SUBJECT_CHARS: usize = 998;
+/// Why a subject with a control character or a line separator is refused.
+pub(crate) const SUBJECT_CHARS: &str = "must not contain line breaks or control characters (TAB aside)";
 /// The local part used when a send names no `from`.
 const DEFAULT_LOCAL_PART: &str = "noreply";
 
@@ -541,9 +544,11 @@ fn metadata_filters(raw: &[(String, String)], fields: &mut Vec<FieldError>) -> V
     raw.to_vec()
 }
 
+/// A subject is one header line of text: no control character (C0, DEL, C1 with U+0085) and
+/// no U+2028/U+2029, TAB aside (header whitespace, kept as it is by the MIME builder).
 fn check_subject(subject: &str) -> std::result::Result<(), String> {
-    if subject.contains(['\r', '\n']) {
-        return Err("must not contain line breaks".into());
+    if subject.chars().any(|c| c != '\t' && is_line_or_control(c)) {
+        return Err(SUBJECT_CHARS.into());
     }
     if subject.chars().count() > MAX_SUBJECT_CHARS {
         return Err(format!("must be at most {MAX_SUBJECT_CHARS} characters"));

@@ -8,7 +8,7 @@
 //!   it ends up with). An empty string counts as absent.
 //! - A new version is a whole snapshot: `subject` is required as at creation, and a body it
 //!   leaves out is absent in that version, not inherited from the previous one.
-//! - A subject template may not contain line breaks (it becomes a header); what variables
+//! - A subject template may not contain line breaks or control characters (it becomes a header); what variables
 //!   put into the rendered subject is checked by the send.
 //! - Every operation here, `render` included, is management: a `send` key gets 403.
 
@@ -18,6 +18,7 @@ use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
 use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
 use crate::templates::{Rendered, TemplateSource, check_syntax, render};
+use crate::text_checks::is_line_or_control;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, FieldError, Result};
 
@@ -276,7 +277,7 @@ fn template_name(text: Option<&str>) -> Result<String, FieldError> {
     if name.chars().count() > MAX_TEMPLATE_NAME_CHARS {
         return Err(FieldError::new("name", format!("must be at most {MAX_TEMPLATE_NAME_CHARS} characters")));
     }
-    if name.chars().any(char::is_control) {
+    if name.chars().any(is_line_or_control) {
         return Err(FieldError::new("name", "must not contain line breaks or control characters"));
     }
     Ok(name.to_owned())
@@ -286,7 +287,10 @@ fn subject_template(text: Option<&str>) -> Result<String, FieldError> {
     match text {
         None => Err(FieldError::new("subject", "is required")),
         Some(s) if s.trim().is_empty() => Err(FieldError::new("subject", "is required")),
-        Some(s) if s.contains(['\r', '\n']) => Err(FieldError::new("subject", "must not contain line breaks")),
+        // The rendered subject is checked again by the send; refusing here says so sooner.
+        Some(s) if s.chars().any(|c| c != '\t' && is_line_or_control(c)) => {
+            Err(FieldError::new("subject", crate::usecases::messages::SUBJECT_CHARS))
+        }
         Some(s) => Ok(s.to_owned()),
     }
 }

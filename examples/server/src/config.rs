@@ -15,6 +15,8 @@ use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
 use tidings_core::tracking::PublicUrl;
+use tidings_core::usecases::MetricsToken;
+use tidings_http::TrustedProxies;
 use url::Url;
 
 mod parse;
@@ -94,6 +96,16 @@ environment wins over the file):
                                                then AUTH PLAIN/LOGIN with an API key as password
   TIDINGS_SUBMISSION_TLS_LISTEN unset          ip:port of the same with implicit TLS (e.g.
                                                0.0.0.0:465)
+  TIDINGS_TRUSTED_PROXIES      unset           load balancers in front of the server: IPs and CIDR
+                                               networks, comma-separated (e.g. 10.0.0.0/8,192.0.2.7);
+                                               from those, the client is the right-most address of
+                                               X-Forwarded-For that is not one of them (failed-auth
+                                               throttle, access log); unset: the TCP peer, header ignored
+  TIDINGS_METRICS_TOKEN        unset           /metrics answers only `Authorization: Bearer <this>`
+                                               (16-256 printable characters); unset: open, like the probes
+  TIDINGS_METRICS_LISTEN       unset           ip:port of a plain-HTTP listener serving only /metrics
+                                               (e.g. 127.0.0.1:9090 for a local scraper); the HTTPS
+                                               listener then no longer serves it
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -330,6 +342,13 @@ pub struct Config {
     /// `TIDINGS_SHUTDOWN_DELAY`: after a shutdown signal, how long the server keeps accepting
     /// requests while `/readyz` answers 503, before it stops accepting and drains.
     pub shutdown_delay: Duration,
+    /// `TIDINGS_TRUSTED_PROXIES`: proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
+    /// `TIDINGS_METRICS_TOKEN`: the bearer token `/metrics` requires; `None`: open.
+    pub metrics_token: Option<MetricsToken>,
+    /// `TIDINGS_METRICS_LISTEN`: a plain-HTTP listener of its own for `/metrics`, which the
+    /// HTTPS listener then does not serve.
+    pub metrics_listen: Option<SocketAddr>,
     /// Delivery.
     pub delivery: DeliveryConfig,
 }
@@ -379,6 +398,9 @@ const KEYS: &[&str] = &[
     "TIDINGS_RETENTION",
     "TIDINGS_RETENTION_INTERVAL",
     "TIDINGS_SHUTDOWN_DELAY",
+    "TIDINGS_TRUSTED_PROXIES",
+    "TIDINGS_METRICS_TOKEN",
+    "TIDINGS_METRICS_LISTEN",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -517,6 +539,10 @@ impl Config {
         let retention = s.parse("TIDINGS_RETENTION", retention)?.unwrap_or(Some(Duration::from_secs(30 * 86_400)));
         let retention_interval = s.parse("TIDINGS_RETENTION_INTERVAL", duration)?.unwrap_or(Duration::from_secs(600));
         let shutdown_delay = s.parse("TIDINGS_SHUTDOWN_DELAY", delay)?.unwrap_or(Duration::ZERO);
+        let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
+        // The error describes the token's shape and never quotes it.
+        let metrics_token = s.parse("TIDINGS_METRICS_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
+        let metrics_listen = s.parse("TIDINGS_METRICS_LISTEN", socket_addr)?;
 
         let smtp_relay = s.parse("TIDINGS_SMTP_RELAY", smtp_url)?;
         let delivery = s.parse("TIDINGS_DELIVERY", delivery)?;
@@ -589,6 +615,9 @@ impl Config {
             retention,
             retention_interval,
             shutdown_delay,
+            trusted_proxies,
+            metrics_token,
+            metrics_listen,
             delivery,
             public_url,
         })

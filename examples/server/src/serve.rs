@@ -173,7 +173,8 @@ pub async fn serve(
             };
             let activity = Activity::default();
             let requests = activity.clone();
-            // The adapter's failed-auth throttle keys on the client address.
+            // The adapter's failed-auth throttle keys on the client address (the peer, or
+            // the one a trusted proxy forwarded).
             let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let busy = requests.begin();
                 req.extensions_mut().insert(ConnectInfo(peer));
@@ -287,6 +288,8 @@ async fn log_request(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(a)| a.ip());
     let response = next.run(req).await;
+    // The router tells who the client is (behind a trusted proxy, not the peer).
+    let peer = response.extensions().get::<tidings_http::ClientIp>().map(|c| c.0).or(peer);
     let status = response.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     // The router set it (outside the router's `request` span, this line names it itself).

@@ -69,10 +69,15 @@ fn probes() -> Vec<Op> {
                 "Counters and histograms of this process (messages accepted and their events by type, bounces by \
                  type, delivery latency, webhook attempts by outcome, HTTP requests by route template and \
                  status) and the store's queue depth, in the Prometheus text exposition format 0.0.4. Each node \
-                 exports its own counters. No authentication; see the README for the metric names.",
+                 exports its own counters. No API key: open, unless the operator set `TIDINGS_METRICS_TOKEN`, \
+                 which a scraper then presents as `Authorization: Bearer <token>` (401 `invalid_metrics_token` \
+                 without it, counted as a failed authentication); or served only on `TIDINGS_METRICS_LISTEN`. \
+                 See the README for the metric names.",
             )
             .public()
-            .metrics_response(),
+            .metrics_response()
+            .fails(401, "MetricsTokenRequired")
+            .fails(429, "TooManyAuthFailures"),
     ]
 }
 

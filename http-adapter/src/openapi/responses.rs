@@ -79,7 +79,17 @@ pub fn responses() -> Value {
     send_headers.insert("Retry-After".into(), retry_after_header());
     send_too_many_requests["headers"] = send_headers.into();
 
+    let mut metrics_token_required = error_response(
+        401,
+        "the server requires a metrics token (`TIDINGS_METRICS_TOKEN`) and the request carried none or another",
+        &["invalid_metrics_token"],
+    );
+    metrics_token_required["headers"] = json!({ "WWW-Authenticate": {
+        "description": "`Bearer realm=\"metrics\"`",
+        "schema": { "type": "string" },
+    } });
     let mut responses: Vec<(&str, Value)> = vec![
+        ("MetricsTokenRequired", metrics_token_required),
         (
             "InvalidJson",
             error_response(

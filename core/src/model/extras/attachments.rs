@@ -2,9 +2,10 @@
 //! `contentId`, as inline parts the HTML refers to with `cid:<contentId>`.
 //!
 //! Rules (each refusal names the field at fault):
-//! - `filename`: 1–255 characters, no `/` or `\`, no control character, not `.` or `..`;
-//!   an executable extension ([`EXECUTABLE_EXTENSIONS`], checked after trailing dots and
-//!   spaces, which Windows drops) is refused.
+//! - `filename`: 1–255 characters, no `/`, `\` or `:` (an NTFS alternate data stream,
+//!   `x.exe::$DATA`), no control or invisible character ([`crate::text_checks`]: `x.exe\u{200B}`,
+//!   `x.ex\u{AD}e`), not only dots and spaces; an executable extension
+//!   ([`EXECUTABLE_EXTENSIONS`], judged by [`windows_extension`]) is refused.
 //! - `contentType`: `type/subtype` of RFC 7230 token characters, without parameters; the
 //!   executable types in [`EXECUTABLE_TYPES`] are refused.
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
@@ -20,6 +21,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::text_checks::{is_invisible, is_line_or_control};
+
 /// Most attachments on one message.
 pub const MAX_ATTACHMENTS: usize = 100;
 /// Most base64 characters of all attachments of one message together (40 MiB).
@@ -29,45 +32,126 @@ pub const MAX_FILENAME_CHARS: usize = 255;
 /// Longest content id.
 pub const MAX_CONTENT_ID: usize = 250;
 
-/// Extensions that run code when opened on a common desktop (Postmark's and Gmail's lists,
-/// roughly); compared without case.
+/// Extensions refused because the file runs code, installs something or mounts a disk when
+/// opened on a common desktop: the union of what Gmail and Resend refuse to send and what
+/// Postmark documents as forbidden, less `bin` and `tmp` (plain data that nothing opens by
+/// itself; docs/decisions.md, "Hardening: filenames"). Compared without ASCII case, after
+/// [`windows_extension`] has made the name what Windows would see.
 pub const EXECUTABLE_EXTENSIONS: &[&str] = &[
-    "exe",
+    "ade",
+    "adp",
+    "apk",
+    "app",
+    "application",
+    "appx",
+    "appxbundle",
+    "asp",
+    "bas",
     "bat",
+    "cab",
+    "cer",
+    "chm",
     "cmd",
     "com",
-    "scr",
-    "pif",
-    "vbs",
-    "vbe",
-    "vba",
-    "js",
-    "jse",
-    "wsf",
-    "wsh",
-    "wsc",
-    "msi",
-    "msp",
-    "mst",
     "cpl",
-    "jar",
-    "ps1",
-    "psm1",
-    "hta",
-    "lnk",
-    "reg",
+    "crt",
+    "csh",
+    "der",
+    "diagcab",
+    "diagcfg",
+    "diagpkg",
     "dll",
-    "msc",
-    "chm",
+    "dmg",
+    "ex",
+    "ex_",
+    "exe",
+    "fxp",
+    "gadget",
     "hlp",
+    "hta",
+    "img",
     "inf",
     "ins",
+    "iso",
     "isp",
-    "sct",
-    "shs",
+    "its",
+    "jar",
+    "jnlp",
+    "js",
+    "jse",
+    "ksh",
+    "lib",
+    "lnk",
+    "mad",
+    "maf",
+    "mag",
+    "mam",
+    "maq",
+    "mar",
+    "mas",
+    "mat",
+    "mau",
+    "mav",
+    "maw",
+    "mda",
+    "mdb",
+    "mde",
+    "mdt",
+    "mdw",
+    "mdz",
+    "mjs",
+    "msc",
+    "msh",
+    "msh1",
+    "msh1xml",
+    "msh2",
+    "msh2xml",
+    "mshxml",
+    "msi",
+    "msix",
+    "msixbundle",
+    "msp",
+    "mst",
+    "nsh",
+    "ops",
+    "pcd",
+    "pif",
+    "plg",
+    "prf",
+    "prg",
+    "ps1",
+    "ps1xml",
+    "ps2",
+    "ps2xml",
+    "psc1",
+    "psc2",
+    "psm1",
+    "reg",
     "scf",
-    "gadget",
-    "application",
+    "scr",
+    "sct",
+    "shb",
+    "shs",
+    "sys",
+    "url",
+    "vb",
+    "vba",
+    "vbe",
+    "vbs",
+    "vhd",
+    "vps",
+    "vsmacros",
+    "vss",
+    "vst",
+    "vsw",
+    "vxd",
+    "ws",
+    "wsc",
+    "wsf",
+    "wsh",
+    "wsl",
+    "xll",
+    "xnk",
 ];
 
 /// Content types of executables and scripts; compared without case.
@@ -97,9 +181,10 @@ pub const EXECUTABLE_TYPES: &[&str] = &[
 /// Why an attachment was refused; [`AttachmentError::field`] names the JSON field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttachmentError {
-    /// Empty, too long, a path, or a control character.
+    /// Empty, too long, a path, an NTFS stream (`:`), only dots and spaces, or a control or
+    /// invisible character.
     #[error(
-        "must be 1 to {MAX_FILENAME_CHARS} characters without '/', '\\' or control characters, and not '.' or '..'"
+        "must be 1 to {MAX_FILENAME_CHARS} characters without '/', '\\', ':', control or invisible (format) characters, and not only dots and spaces"
     )]
     Filename,
     /// An executable extension.
@@ -282,22 +367,27 @@ fn decoded_size(content: &str, slice: usize) -> Result<u64, String> {
 }
 
 fn check_filename(name: &str) -> Result<(), AttachmentError> {
-    let ok = !name.trim().is_empty()
-        && name.chars().count() <= MAX_FILENAME_CHARS
-        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
-        && name != "."
-        && name != "..";
+    // Refused outright rather than stripped: a name that needs cleaning to be judged is not
+    // one a legitimate sender writes, and the recipient would see the uncleaned one.
+    let ok = name.chars().count() <= MAX_FILENAME_CHARS
+        && !name.chars().any(|c| matches!(c, '/' | '\\' | ':') || is_line_or_control(c) || is_invisible(c))
+        && !name.trim_end_matches(['.', ' ']).trim().is_empty();
     if !ok {
         return Err(AttachmentError::Filename);
     }
-    // Windows drops trailing dots and spaces, so `x.exe. ` opens as `x.exe`.
-    let trimmed = name.trim_end_matches(['.', ' ']);
-    if let Some((_, ext)) = trimmed.rsplit_once('.')
-        && EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext))
-    {
-        return Err(AttachmentError::ExecutableFilename(ext.to_ascii_lowercase()));
+    match windows_extension(name) {
+        Some(ext) if EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)) => {
+            Err(AttachmentError::ExecutableFilename(ext.to_ascii_lowercase()))
+        }
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// The extension Windows opens `name` by: after the last `.`, once trailing dots and spaces
+/// (which Windows drops, so `x.exe. ` opens as `x.exe`) are gone. `None` without a `.`.
+/// Names holding `:` (an NTFS stream, `x.exe::$DATA`) never get here.
+pub fn windows_extension(name: &str) -> Option<&str> {
+    name.trim_end_matches(['.', ' ']).rsplit_once('.').map(|(_, ext)| ext)
 }
 
 fn is_token(s: &str) -> bool {
@@ -381,6 +471,103 @@ mod tests {
         }
         assert!(Attachment::parse("exe", "text/plain", "", None).is_ok(), "no extension, only the name exe");
         assert!(Attachment::parse("report.exe.pdf", "application/pdf", "", None).is_ok());
+        for name in ["invoice.pdf.exe", "x.SCR", "x.Js", "x.iso", "x.msix", "x.url", "x.cpl", "x.hta", "x.wsf"] {
+            let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
+            assert!(matches!(err, AttachmentError::ExecutableFilename(_)), "{name}: {err:?}");
+        }
+        for name in ["data.bin", "notes.tmp", "Zählerstand März 2026.pdf", "a.b.c.txt", "résumé (final).docx"] {
+            assert!(Attachment::parse(name, "application/octet-stream", "", None).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn names_that_hide_an_executable_extension_are_refused() {
+        let hiding = [
+            "x.exe\u{200B}",
+            "x.ex\u{AD}e",
+            "x.exe::$DATA",
+            "x.exe:stream",
+            "x.exe\u{FEFF}",
+            "x\u{202E}fdp.exe",
+            "invoice\u{202E}exe.pdf",
+            "x.e\u{2060}xe",
+            "x.exe\u{180E}",
+            "x.exe\u{3164}",
+            "x.exe\u{85}",
+            "x.exe\u{2028}",
+            "x.exe\0",
+            ". .",
+            "...",
+        ];
+        for name in hiding {
+            let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
+            assert_eq!(err, AttachmentError::Filename, "{name:?}");
+            assert_eq!(err.field(), "filename");
+        }
+    }
+
+    /// The name as a careless program downstream might see it: characters of categories
+    /// Cc, Cf, Zl and Zp dropped, an NTFS stream cut off, trailing dots and spaces dropped.
+    /// Written from the Unicode categories, not from the checks under test.
+    fn as_windows_might_see_it(name: &str) -> String {
+        use unicode_general_category::{GeneralCategory as G, get_general_category};
+        let kept: String = name
+            .chars()
+            .filter(|&c| {
+                !matches!(get_general_category(c), G::Control | G::Format | G::LineSeparator | G::ParagraphSeparator)
+            })
+            .collect();
+        let before_stream = kept.split(':').next().unwrap_or_default();
+        before_stream.trim_end_matches(['.', ' ']).to_owned()
+    }
+
+    fn blocked_extension_of(name: &str) -> Option<String> {
+        let (_, ext) = name.rsplit_once('.')?;
+        EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)).then(|| ext.to_owned())
+    }
+
+    fn hazard() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            prop::sample::select(vec![
+                "\u{200B}", "\u{200C}", "\u{200D}", "\u{200E}", "\u{200F}", "\u{AD}", "\u{2060}", "\u{2061}",
+                "\u{2062}", "\u{2063}", "\u{2064}", "\u{FEFF}", "\u{202A}", "\u{202B}", "\u{202C}", "\u{202D}",
+                "\u{202E}", "\u{2066}", "\u{2067}", "\u{2068}", "\u{2069}", "\u{85}", "\u{2028}", "\u{2029}", "\0",
+                "\x0b", "\t",
+            ])
+            .prop_map(str::to_owned),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A name whose extension, once invisible and control characters, a stream suffix and
+        /// trailing dots and spaces are gone, is a blocked one never passes.
+        #[test]
+        fn no_name_showing_a_blocked_extension_passes(
+            stem in "[A-Za-z0-9 ._-]{0,20}",
+            ext in prop::sample::select(EXECUTABLE_EXTENSIONS),
+            upper in prop::collection::vec(any::<bool>(), 16),
+            (h1, h2, h3) in (hazard(), hazard(), hazard()),
+            at in 0usize..16,
+            tail in "[. ]{0,4}",
+            stream in prop_oneof![Just(""), Just("::$DATA"), Just(":x"), Just(":Zone.Identifier:$DATA")],
+        ) {
+            let ext: String = ext.chars().zip(upper).map(|(c, up)| if up { c.to_ascii_uppercase() } else { c }).collect();
+            let split = at.min(ext.len());
+            let name = format!("{stem}{h1}.{}{h2}{}{h3}{tail}{stream}", &ext[..split], &ext[split..]);
+            prop_assert!(blocked_extension_of(&as_windows_might_see_it(&name)).is_some(), "generator: {name:?}");
+            prop_assert!(Attachment::parse(&name, "application/octet-stream", "", None).is_err(), "{name:?} passed");
+        }
+
+        /// Whatever the name, an accepted one shows no blocked extension to such a program.
+        #[test]
+        fn accepted_names_show_no_blocked_extension(name in "(.|[\u{AD}\u{200B}-\u{206F}\u{FEFF}:]){0,12}(\\.[a-zA-Z]{1,4})?[\u{1}-\u{3000}.: ]{0,3}") {
+            if Attachment::parse(&name, "application/octet-stream", "", None).is_ok() {
+                prop_assert_eq!(blocked_extension_of(&as_windows_might_see_it(&name)), None, "{:?}", name);
+            }
+        }
     }
 
     #[test]

@@ -281,3 +281,39 @@ fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
         assert_eq!(err.var, var, "{value}: {err}");
     }
 }
+
+#[test]
+fn trusted_proxies_and_the_metrics_settings_parse_and_default_to_none() {
+    let config = load(&[]).unwrap();
+    assert!(config.trusted_proxies.is_empty());
+    assert!(config.metrics_token.is_none() && config.metrics_listen.is_none());
+
+    let config = load(&[
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7,fd00::/8"),
+        ("TIDINGS_METRICS_TOKEN", "scrape-me-if-you-can-0123456789"),
+        ("TIDINGS_METRICS_LISTEN", "127.0.0.1:9090"),
+    ])
+    .unwrap();
+    assert!(config.trusted_proxies.contains("10.20.30.40".parse().unwrap()));
+    assert!(config.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
+    assert!(!config.trusted_proxies.contains("192.0.2.8".parse().unwrap()));
+    assert!(config.metrics_token.as_ref().is_some_and(|t| t.matches("scrape-me-if-you-can-0123456789")));
+    assert_eq!(config.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
+}
+
+#[test]
+fn bad_proxies_and_metrics_settings_name_the_variable_and_never_echo_the_token() {
+    for (var, value) in [
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/8,lb.internal"),
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/40"),
+        ("TIDINGS_METRICS_LISTEN", "localhost:9090"),
+        ("TIDINGS_METRICS_TOKEN", "tooshort"),
+        ("TIDINGS_METRICS_TOKEN", "has spaces in the token text"),
+    ] {
+        let e = load(&[(var, value)]).unwrap_err();
+        assert_eq!(e.var, var, "{e}");
+        if var == "TIDINGS_METRICS_TOKEN" {
+            assert!(!e.to_string().contains(value), "the token leaked: {e}");
+        }
+    }
+}
