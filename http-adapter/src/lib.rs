@@ -39,7 +39,7 @@ use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
 pub use error::{ApiError, ApiResult};
 pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
-pub use routes::{router, served_routes};
+pub use routes::{loggable_path, router, served_routes};
 
 /// Default of [`HttpConfig::max_send_body_bytes`]: 56 MiB.
 pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;

@@ -17,7 +17,8 @@ use serde_json::{Map, Value};
 use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
 use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
-use crate::templates::{Rendered, TemplateSource, check_syntax, render};
+use crate::templates::Rendered;
+use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, FieldError, Result};
 
@@ -81,8 +82,8 @@ fn variables_map(variables: Option<Value>) -> Result<Map<String, Value>, FieldEr
     }
 }
 
-fn version_source(version: &TemplateVersion) -> TemplateSource<'_> {
-    TemplateSource { subject: &version.subject, html: version.html.as_deref(), text: version.text.as_deref() }
+fn version_source(version: &TemplateVersion) -> OwnedSource {
+    OwnedSource { subject: version.subject.clone(), html: version.html.clone(), text: version.text.clone() }
 }
 
 impl Tidings {
@@ -97,7 +98,8 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let id = TemplateId::new_at(now, &*self.random);
@@ -156,7 +158,8 @@ impl Tidings {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let version = NewTemplateVersion {
@@ -219,7 +222,7 @@ impl Tidings {
         let (Some(variables), Some(version)) = (variables, version) else {
             return Err(Error::Validation { fields: faults });
         };
-        Ok(render(&version_source(version), &variables)?)
+        self.render_in_pool(version_source(version), variables).await
     }
 
     /// For the send use case: the template version a message is built from. A pinned

@@ -21,6 +21,8 @@ use axum::response::{IntoResponse, Response};
 
 use crate::{ApiError, ApiState};
 
+pub use tracking::loggable_path;
+
 /// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`.
 fn table(send_body_limit: usize) -> table::RouteTable {
     table::RouteTable::default()
