@@ -249,7 +249,9 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
     let reqs = vec![good.clone(), bad.clone()];
     let refused = t.core.send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Strict, None).await;
     assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
-    let (_, limit) = t.core.send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
+    let (_, limit) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()
         .expect("one token left");
@@ -260,12 +262,16 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
     let mut unaddressed = plain();
     unaddressed.to = None;
     let reqs = vec![good, bad, unaddressed];
-    let (outcome, _) = t.core.send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Permissive, None)
+    let (outcome, _) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Permissive, None)
         .await
         .unwrap()
         .expect("tokens");
     assert_eq!(outcome.refused(), 2);
-    let (_, limit) = t.core.send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
+    let (_, limit) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()
         .expect("the unaddressed item's token came back");
@@ -281,10 +287,17 @@ async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
     let who = key_with_rate(&t, &admin, 2).await;
     let with = |variables: serde_json::Value| RenderTemplateRequest { variables: Some(variables), version_id: None };
 
-    let unknown = t.core.render_template_rate_limited(&limits, &who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", with(serde_json::json!({}))).await;
+    let unknown = t
+        .core
+        .render_template_rate_limited(&limits, &who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", with(serde_json::json!({})))
+        .await;
     assert_eq!(unknown.map(drop), Err(Error::NotFound("template")), "refused before rendering: given back");
-    let (rendered, limit) =
-        t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"}))).await.unwrap().unwrap();
+    let (rendered, limit) = t
+        .core
+        .render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"})))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rendered.subject.as_str(), limit.remaining), ("Hi Ann", 1));
     let failed = t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({}))).await;
     assert!(matches!(failed, Err(Error::TemplateRender(_))), "{failed:?}");

@@ -333,7 +333,11 @@ fn sends_and_previews_refused_by_their_template_use_up_the_rate_limit() {
         let (status, body) = server.post(&preview, &key, json!({"variables": {"name": "Ann"}})).await;
         assert_ok(status, &body, 200, "a preview");
         let statuses = repeat_until_429(&server, &preview, &key, &json!({"variables": {}})).await;
-        assert_eq!(statuses, [(422, "template_render_error".to_owned())], "a preview and a refused one empty a bucket of two");
+        assert_eq!(
+            statuses,
+            [(422, "template_render_error".to_owned())],
+            "a preview and a refused one empty a bucket of two"
+        );
 
         // A strict batch refused for one item's template keeps the tokens of both rendered items.
         let (_, key) = create_key(&server, &admin, json!({"name": "batches", "rateLimitPerSec": 2})).await;

@@ -152,7 +152,8 @@ impl Tidings {
                 .collect();
             return Err(Error::Validation { fields });
         }
-        *rendered_refused = u32::try_from(prepared.iter().filter(|p| p.is_err() && rendered(p)).count()).unwrap_or(u32::MAX);
+        *rendered_refused =
+            u32::try_from(prepared.iter().filter(|p| p.is_err() && rendered(p)).count()).unwrap_or(u32::MAX);
         let mut items = Vec::with_capacity(prepared.len());
         let mut records = Vec::with_capacity(prepared.len());
         let mut messages = Vec::new();

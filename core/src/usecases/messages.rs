@@ -16,8 +16,8 @@ use crate::model::{
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
 use crate::tracking::TrackingTally;
-use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::render_pool::OwnedSource;
+use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
 use crate::{Error, Result};

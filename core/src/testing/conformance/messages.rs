@@ -262,7 +262,14 @@ pub(super) async fn record_event_checks_the_expected_last_event<S: Store + 'stat
     let types: Vec<EventType> = events.items.iter().map(|e| e.event_type).collect();
     assert_eq!(
         types,
-        [EventType::Queued, EventType::Sent, EventType::Delivered, EventType::Opened, EventType::Clicked, EventType::Complained],
+        [
+            EventType::Queued,
+            EventType::Sent,
+            EventType::Delivered,
+            EventType::Opened,
+            EventType::Clicked,
+            EventType::Complained
+        ],
         "the refused open is not appended"
     );
 }
