@@ -83,8 +83,11 @@ async fn tracked_message(sink: &SmtpSink, server: &TestServer, key: &str) -> (St
     (id, pixels[0].clone(), clicks[0].clone(), clicks[1].clone())
 }
 
-/// `GET path` with `agent` as the user agent; the status and the `Location`.
-async fn fetch(server: &TestServer, path: &str, agent: &str) -> (u16, Option<String>, usize) {
+/// A tracking answer: status, `Location`, body length.
+type Answer = (u16, Option<String>, usize);
+
+/// `GET path` with `agent` as the user agent; the status, the `Location` and the body length.
+async fn fetch(server: &TestServer, path: &str, agent: &str) -> Answer {
     let response = server.request(reqwest::Method::GET, path).header("user-agent", agent).send().await.unwrap();
     let status = response.status().as_u16();
     let location = response.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
@@ -120,7 +123,7 @@ fn replayed_tracking_links_keep_the_first_open_and_clicks_and_store_a_bounded_nu
         assert_eq!(fetch(&server, &pixel, "First/1.0").await, (200, None, 43), "the first open");
         assert_eq!(fetch(&server, &reset, "First/1.0").await, (302, Some(reset_url.clone()), 0), "the first click");
         let replays = (0..REPLAYS).flat_map(|_| [pixel.clone(), reset.clone()]);
-        let answers: Vec<(String, (u16, Option<String>, usize))> = futures::stream::iter(replays)
+        let answers: Vec<(String, Answer)> = futures::stream::iter(replays)
             .map(|path| {
                 let server = &server;
                 async move { (path.clone(), fetch(server, &path, "Replay/1.0").await) }
