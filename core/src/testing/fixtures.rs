@@ -127,6 +127,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
+        tracking_tally: Default::default(),
     }
 }
 
@@ -174,6 +175,7 @@ pub fn event_write(
     EventWrite {
         expected_status: message.status,
         expected_next_attempt_at: None,
+        expected_last_event_id: None,
         message: after,
         event,
         webhook_deliveries: vec![],

@@ -18,8 +18,9 @@
 use crate::error::FieldError;
 use crate::ids::{ApiKeyId, MessageId};
 use crate::model::{BatchItemRecord, IdempotencyKey, IdempotencyRecord, Message, RequestHash, StoredError};
-use crate::ports::{CreateOutcome, NewBatch};
+use crate::ports::{CreateOutcome, NewBatch, NewMessage};
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
+use crate::usecases::rate_limited_send::is_render_refusal;
 use crate::usecases::{Principal, SendRequest, Tidings};
 use crate::{Error, Result};
 
@@ -105,6 +106,21 @@ impl Tidings {
         mode: BatchValidation,
         idempotency_key: Option<&str>,
     ) -> Result<BatchOutcome> {
+        self.send_batch_counted(who, reqs, mode, idempotency_key, &mut 0).await
+    }
+
+    /// [`Self::send_batch`] that also counts, into `rendered_refused`, the items that were
+    /// rendered (or failed to render) and were then refused: every item of a refused strict
+    /// batch whose template was rendered, and the permissive items refused by their template.
+    /// They keep their rate-limit tokens (`rate_limited_send`).
+    pub(crate) async fn send_batch_counted(
+        &self,
+        who: &Principal,
+        reqs: Vec<SendRequest>,
+        mode: BatchValidation,
+        idempotency_key: Option<&str>,
+        rendered_refused: &mut u32,
+    ) -> Result<BatchOutcome> {
         self.check_batch_size(who, reqs.len())?;
         let now = self.clock.now();
         let key = parse_key(idempotency_key)?;
@@ -123,7 +139,12 @@ impl Tidings {
                 Err(e) => Err(e),
             });
         }
+        let rendered = |p: &Result<NewMessage>| match p {
+            Ok(new) => new.message.template_version_id.is_some(),
+            Err(e) => is_render_refusal(e),
+        };
         if mode == BatchValidation::Strict && prepared.iter().any(Result::is_err) {
+            *rendered_refused = u32::try_from(prepared.iter().filter(|p| rendered(p)).count()).unwrap_or(u32::MAX);
             let fields = prepared
                 .iter()
                 .enumerate()
@@ -132,6 +153,8 @@ impl Tidings {
                 .collect();
             return Err(Error::Validation { fields });
         }
+        *rendered_refused =
+            u32::try_from(prepared.iter().filter(|p| p.is_err() && rendered(p)).count()).unwrap_or(u32::MAX);
         let mut items = Vec::with_capacity(prepared.len());
         let mut records = Vec::with_capacity(prepared.len());
         let mut messages = Vec::new();

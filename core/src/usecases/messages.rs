@@ -18,6 +18,8 @@ use crate::state_machine::{Happening, apply_event};
 use crate::templates::{self, TemplateSource};
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::text_checks::is_line_or_control;
+use crate::tracking::TrackingTally;
+use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
@@ -174,38 +176,45 @@ impl Tidings {
         req: &SendRequest,
         now: DateTime<Utc>,
     ) -> Result<NewMessage> {
-        let valid = validate(req, now)?;
-        let (domain, from) = self.resolve_from(who, valid.from).await?;
+        let mut valid = validate(req, now)?;
+        let (domain, from) = self.resolve_from(who, valid.from.take()).await?;
         if self.store.get_suppression(who.workspace_id, &valid.to).await?.is_some() {
             return Err(Error::RecipientSuppressed(valid.to.to_string()));
         }
         let version = self
             .resolve_template_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
             .await?;
-        let (subject, html, text) = match &version {
-            Some(v) => {
-                // The send's own fields override the template's (contract §5); they are
-                // rendered too, so a send may use placeholders without a stored template.
-                let source = TemplateSource {
-                    subject: valid.subject.as_deref().unwrap_or(&v.subject),
-                    html: req.html.as_deref().or(v.html.as_deref()),
-                    text: req.text.as_deref().or(v.text.as_deref()),
-                };
-                let rendered = templates::render(&source, &valid.variables)?;
-                (rendered.subject, rendered.html, rendered.text)
-            }
-            None => (valid.subject.unwrap_or_default(), req.html.clone(), req.text.clone()),
-        };
-        if html.is_none() && text.is_none() {
+        // Every check that does not need the rendered text comes before the render, so that
+        // a send refused after rendering was refused by its template: that one keeps its
+        // rate-limit token (`rate_limited_send`), the others give it back.
+        let html_source = req.html.as_ref().or(version.as_ref().and_then(|v| v.html.as_ref()));
+        let text_source = req.text.as_ref().or(version.as_ref().and_then(|v| v.text.as_ref()));
+        if html_source.is_none() && text_source.is_none() {
             return Err(Error::field("html", "provide html, text or a template with a body"));
         }
-        check_subject(&subject).map_err(|message| Error::field("subject", message))?;
-        if html.is_none()
+        if html_source.is_none()
             && let Some(i) = valid.extras.attachments.iter().position(|a| a.content_id().is_some())
         {
             // An inline part is referred to from HTML; without it, it would show as nothing.
             return Err(Error::field(format!("attachments[{i}].contentId"), "inline parts need an html body"));
         }
+        let (subject, html, text) = match &version {
+            Some(v) => {
+                // The send's own fields override the template's (contract §5); they are
+                // rendered too, so a send may use placeholders without a stored template.
+                let source = OwnedSource {
+                    subject: valid.subject.take().unwrap_or_else(|| v.subject.clone()),
+                    html: html_source.cloned(),
+                    text: text_source.cloned(),
+                };
+                let rendered = self.render_in_pool(source, std::mem::take(&mut valid.variables)).await?;
+                (rendered.subject, rendered.html, rendered.text)
+            }
+            None => (valid.subject.take().unwrap_or_default(), req.html.clone(), req.text.clone()),
+        };
+        // The renderer checks a rendered subject the same way (one line, 998 characters), so
+        // only a subject sent without a template can fail here.
+        check_subject(&subject).map_err(|message| Error::field("subject", message))?;
 
         let tracking = TrackingRequest::resolve(req.tracking, &domain);
         let event_id = EventId::new_at(now, &*self.random);
@@ -236,6 +245,7 @@ impl Tidings {
             tracking,
             extras: valid.extras,
             scheduled_at: valid.scheduled_at,
+            tracking_tally: TrackingTally::default(),
         };
         let event = MessageEvent {
             id: event_id,
@@ -438,10 +448,26 @@ impl Tidings {
     ) -> Result<(Message, MessageEvent)> {
         let (next, event) =
             apply_event(message, happening).map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
+        self.store_message_event(message, next, event, due_at, None).await
+    }
+
+    /// The write of [`Self::record_message_event_if_due_at`] for an event already applied:
+    /// `next` and `event` are what [`apply_event`] made of `read` (the message as read), and
+    /// `next` may carry more (a tracking tally). With `last_event_id`, the write also fails
+    /// with `Conflict` if any event was recorded since `read`.
+    pub(crate) async fn store_message_event(
+        &self,
+        read: &Message,
+        next: Message,
+        event: MessageEvent,
+        due_at: Option<DateTime<Utc>>,
+        last_event_id: Option<EventId>,
+    ) -> Result<(Message, MessageEvent)> {
         let webhook_deliveries = self.webhook_deliveries_for(&next, &event).await?;
         let write = EventWrite {
-            expected_status: message.status,
+            expected_status: read.status,
             expected_next_attempt_at: due_at,
+            expected_last_event_id: last_event_id,
             message: next.clone(),
             event: event.clone(),
             webhook_deliveries,

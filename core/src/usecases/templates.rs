@@ -19,6 +19,8 @@ use crate::model::{Template, TemplateVersion};
 use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
 use crate::templates::{Rendered, TemplateSource, check_syntax, render};
 use crate::text_checks::is_line_or_control;
+use crate::templates::Rendered;
+use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, FieldError, Result};
 
@@ -82,8 +84,8 @@ fn variables_map(variables: Option<Value>) -> Result<Map<String, Value>, FieldEr
     }
 }
 
-fn version_source(version: &TemplateVersion) -> TemplateSource<'_> {
-    TemplateSource { subject: &version.subject, html: version.html.as_deref(), text: version.text.as_deref() }
+fn version_source(version: &TemplateVersion) -> OwnedSource {
+    OwnedSource { subject: version.subject.clone(), html: version.html.clone(), text: version.text.clone() }
 }
 
 impl Tidings {
@@ -98,7 +100,8 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let id = TemplateId::new_at(now, &*self.random);
@@ -157,7 +160,8 @@ impl Tidings {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let version = NewTemplateVersion {
@@ -220,7 +224,7 @@ impl Tidings {
         let (Some(variables), Some(version)) = (variables, version) else {
             return Err(Error::Validation { fields: faults });
         };
-        Ok(render(&version_source(version), &variables)?)
+        self.render_in_pool(version_source(version), variables).await
     }
 
     /// For the send use case: the template version a message is built from. A pinned

@@ -281,11 +281,12 @@ async fn handshake(acceptor: &TlsAcceptor, tcp: TcpStream) -> std::io::Result<Op
     acceptor.accept(tcp).await.map(Some)
 }
 
-/// One log line per request, with its id. The query string is left out: it can hold addresses.
+/// One log line per request, with its id. The query string is left out: it can hold
+/// addresses; so is a tracking link's token ([`tidings_http::loggable_path`]).
 async fn log_request(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    let path = tidings_http::loggable_path(req.uri().path()).into_owned();
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(a)| a.ip());
     let response = next.run(req).await;
     // The router tells who the client is (behind a trusted proxy, not the peer).

@@ -21,6 +21,8 @@ use axum::{Extension, Router};
 use crate::body::BodyLimit;
 use crate::{ApiError, ApiState};
 
+pub use tracking::loggable_path;
+
 /// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`;
 /// `/metrics` only `with_metrics`.
 fn table(send_body_limit: usize, with_metrics: bool) -> table::RouteTable {
