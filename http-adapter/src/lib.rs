@@ -42,8 +42,8 @@ use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidings};
 
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
-pub use envelope::failure_body;
 pub use client_addr::{ClientIp, TrustedProxies};
+pub use envelope::failure_body;
 pub use error::{ApiError, ApiResult};
 pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;

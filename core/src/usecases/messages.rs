@@ -15,10 +15,9 @@ use crate::model::{
 };
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
-use crate::templates::{self, TemplateSource};
-use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;
+use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
