@@ -12,7 +12,7 @@ use tidings_core::ports::{EndpointQuota, Page, PageRequest, StoreError, StoreRes
 use uuid::Uuid;
 
 use crate::PgStore;
-use crate::db::{db_error, decode, decode_all, doc, execute, newest_first, query, query_opt, tag, uuid};
+use crate::db::{db_error, decode, doc, execute, newest_first, query, query_opt, tag, uuid};
 use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
 use crate::queue;
 

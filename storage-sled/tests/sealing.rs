@@ -94,7 +94,7 @@ async fn secrets_are_sealed_in_the_files_and_read_back_with_the_key() {
 async fn another_key_does_not_open_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (ws, dom, hook) = records();
-    drop(fill(&SledStore::open(dir.path(), sealer()).unwrap(), &ws, &dom, &hook).await);
+    fill(&SledStore::open(dir.path(), sealer()).unwrap(), &ws, &dom, &hook).await;
     let err = SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32]))).unwrap_err();
     assert!(err.is_wrong_key(), "{err}");
     assert!(err.to_string().contains("sealed with another key"), "{err}");
@@ -107,7 +107,7 @@ async fn another_key_does_not_open_the_store() {
 async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let (ws, dom, hook) = records();
-    drop(fill(&SledStore::open(dir.path(), sealer()).unwrap(), &ws, &dom, &hook).await);
+    fill(&SledStore::open(dir.path(), sealer()).unwrap(), &ws, &dom, &hook).await;
     // As a version before sealing wrote it: the records' serde form in the clear, the secret
     // as its bytes, no key check, no redo record (the layout's tags: storage-sled/src/layout.rs).
     {

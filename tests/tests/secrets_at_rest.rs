@@ -33,7 +33,6 @@ use common::{assert_ok, start_with_dns, verified_domain};
 use raw_store::{contains, raw_store};
 use serde_json::{Value, json};
 use tidings_core::ids::{DomainId, WebhookId, WorkspaceId};
-use tidings_core::ports::{DomainStore, SecretStore, WebhookStore};
 use tidings_core::sealing::{Sealer, SealingKey};
 use tidings_core::secret::Secret;
 use tidings_core::tracking::TRACKING_KEY_SECRET;
@@ -43,8 +42,9 @@ use tidings_e2e::{DataDir, Options, TestServer, fresh_key, server_binary};
 /// version kept, which a store without a key adopts), so that it can be searched for.
 const TRACKING_KEY: &[u8; 32] = b"tracking-key-known-to-the-test!!";
 
-/// The base64 start of an Ed25519 PKCS#8 document, v2 (with the public key) and v1.
-const ED25519_PKCS8_STARTS: [&str; 2] = ["MFMCAQEwBQYDK2VwBCIE", "MC4CAQAwBQYDK2VwBCIE"];
+/// The base64 start of an Ed25519 PKCS#8 document: v2 with the public key as `[1]` (what
+/// aws-lc-rs writes), v2 with an explicit tag, and v1.
+const ED25519_PKCS8_STARTS: [&str; 3] = ["MFECAQEwBQYDK2VwBCIE", "MFMCAQEwBQYDK2VwBCIE", "MC4CAQAwBQYDK2VwBCIE"];
 
 /// The base64 of the rsaEncryption algorithm identifier followed by an OCTET STRING, at a
 /// 3-byte boundary in every RSA PKCS#8 document (the public key's form has a BIT STRING).
@@ -114,11 +114,11 @@ async fn the_data_dir_is_the_servers_alone_from_the_first_start_and_after_an_upg
     let (status, data_dir) = server.stop().await;
     assert!(status.success(), "{status}");
     let root = data_dir.path();
+    let checked = assert_private(root, "after the first start");
     for made in ["secret.key", "tls/key.pem", "tls/cert.pem", "outbox"] {
         assert!(root.join(made).exists(), "{made} was made");
     }
     assert!(std::fs::read_dir(root.join("outbox")).unwrap().count() == 1, "one .eml in the outbox");
-    let checked = assert_private(root, "after the first start");
 
     // An upgrade: the data dir as an older version (umask 022) left it.
     loosen(root);
@@ -155,7 +155,7 @@ fn published_keys(domain: &Value) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Asserts the raw store holds none of the private key documents of `ed25519` (by its
-/// public key, which sits in the v2 document at byte 53) nor any RSA or Ed25519 PKCS#8
+/// public key, which sits in the v2 document at byte 51) nor any RSA or Ed25519 PKCS#8
 /// document at all.
 fn assert_no_private_keys(store: &[u8], what: &str, ed25519_public: &[u8]) {
     for start in ED25519_PKCS8_STARTS {
@@ -163,8 +163,9 @@ fn assert_no_private_keys(store: &[u8], what: &str, ed25519_public: &[u8]) {
     }
     assert!(!contains(store, RSA_PKCS8_MARK.as_bytes()), "{what} holds an RSA private key document");
     assert!(!contains(store, &[0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]), "{what} holds Ed25519 DER");
-    // Bytes 54..84 of the v2 document are public key bytes 1..31, at a 3-byte boundary.
-    let inside = BASE64.encode(&ed25519_public[1..31]);
+    // Bytes 48..78 of the v2 document, at a 3-byte boundary: the public key's tag and
+    // length (`81 21 00`, which the published `p=` lacks), then its first 27 bytes.
+    let inside = BASE64.encode([&[0x81, 0x21, 0x00][..], &ed25519_public[..27]].concat());
     assert!(!contains(store, inside.as_bytes()), "{what} holds the private key document of the published Ed25519 key");
 }
 
@@ -222,12 +223,12 @@ async fn the_store_holds_no_dkim_key_webhook_secret_or_tracking_key_in_the_clear
     // What is public is there: the search reads where the domain lives.
     assert!(contains(&store, b"at-rest.example"), "{what} holds the domain (else the search is blind)");
     assert!(contains(&store, BASE64.encode(&rsa_public).as_bytes()), "{what} holds the published RSA key");
-    assert!(contains(&store, b"tdsealv1"), "{what} holds sealed values");
     assert_no_private_keys(&store, what, &ed25519_public);
     for secret in &secrets {
         assert_no_webhook_secret(&store, what, secret);
     }
     assert_no_tracking_key(&store, what, TRACKING_KEY);
+    assert!(contains(&store, b"tdsealv1"), "{what} holds sealed values");
     println!("{} bytes of {what}: no DKIM private key, webhook secret or tracking key in the clear", store.len());
 }
 
@@ -316,7 +317,7 @@ async fn a_copied_store_does_not_open_with_another_key_and_says_so() {
     let server = TestServer::start_with(options).await;
     let (status, body) = server.get("/v1/domains", server.key()).await;
     assert_ok(status, &body, 200, "list the domains");
-    assert_eq!(body["data"][0]["name"], "copied.example", "{body}");
+    assert_eq!(body["data"][0]["domain"], "copied.example", "{body}");
     assert!(!original.path().join("secret.key").exists(), "no key file is made when the environment has the key");
     let (status, _) = server.stop().await;
     assert!(status.success(), "{status}");
@@ -407,7 +408,8 @@ async fn unseal_postgres(url: &str, plain: &Plaintext) -> usize {
 #[tokio::test]
 async fn a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start() {
     let data_dir = data_dir_with_tracking_key();
-    let options = Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(fresh_key()), ..Options::default() };
+    let api_key = fresh_key();
+    let options = Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(api_key.clone()), ..Options::default() };
     let server = TestServer::start_with(options).await;
     let (domain, webhook, _) = domain_and_webhook(&server, "legacy.example").await;
     let (status, _) = server.stop().await;
@@ -424,7 +426,7 @@ async fn a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start(
     assert_eq!(changed, 3, "a domain, a webhook and the tracking key made plaintext");
     std::fs::remove_file(data_dir.path().join("secret.key")).unwrap();
 
-    let options = Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(fresh_key()), ..Options::default() };
+    let options = Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(api_key), ..Options::default() };
     let server = TestServer::start_with(options).await;
     server
         .wait_for_log(&["sealed the secrets an earlier version stored in plaintext", "count=3"])
