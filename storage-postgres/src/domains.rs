@@ -55,7 +55,8 @@ impl DomainStore for PgStore {
         let client = self.client().await?;
         let ws = uuid(workspace.0);
         let page =
-            newest_first(&client, "domains", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit).await?;
+            newest_first(&client, "domains", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit)
+                .await?;
         open_page(&self.sealer, page)
     }
 

@@ -35,8 +35,8 @@ mod webhooks;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tidings_core::sealing::{SealError, Sealer};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
 pub use limits::PgLimits;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tidings_core::model::{Domain, WebhookEndpoint};
 use tidings_core::ports::{Page, StoreError, StoreResult};
-use tidings_core::sealing::{SEALED_TEXT_PREFIX, SealError, SecretFields, Sealed, Sealer, is_sealed, secret_label};
+use tidings_core::sealing::{SEALED_TEXT_PREFIX, SealError, Sealed, Sealer, SecretFields, is_sealed, secret_label};
 use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 

@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use crate::PgStore;
 use crate::db::{db_error, decode, doc, execute, newest_first, query, query_opt, tag, uuid};
-use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
 use crate::queue;
+use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
 
 /// What to do with a delivery whose endpoint does not exist (in its workspace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,12 @@ impl WebhookStore for PgStore {
         execute(
             &client,
             "INSERT INTO webhooks (id, workspace_id, enabled, doc) VALUES ($1, $2, $3, $4)",
-            &[&uuid(endpoint.id.0), &uuid(endpoint.workspace_id.0), &endpoint.enabled, &sealed_doc(&self.sealer, endpoint)?],
+            &[
+                &uuid(endpoint.id.0),
+                &uuid(endpoint.workspace_id.0),
+                &endpoint.enabled,
+                &sealed_doc(&self.sealer, endpoint)?,
+            ],
         )
         .await
         .map(drop)
@@ -99,7 +104,8 @@ impl WebhookStore for PgStore {
         let client = self.client().await?;
         let ws = uuid(workspace.0);
         let page =
-            newest_first(&client, "webhooks", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit).await?;
+            newest_first(&client, "webhooks", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit)
+                .await?;
         open_page(&self.sealer, page)
     }
 
@@ -114,7 +120,12 @@ impl WebhookStore for PgStore {
         let changed = execute(
             &client,
             "UPDATE webhooks SET enabled = $3, doc = $4 WHERE id = $1 AND workspace_id = $2",
-            &[&uuid(endpoint.id.0), &uuid(endpoint.workspace_id.0), &endpoint.enabled, &sealed_doc(&self.sealer, endpoint)?],
+            &[
+                &uuid(endpoint.id.0),
+                &uuid(endpoint.workspace_id.0),
+                &endpoint.enabled,
+                &sealed_doc(&self.sealer, endpoint)?,
+            ],
         )
         .await?;
         if changed == 0 { Err(StoreError::NotFound) } else { Ok(()) }

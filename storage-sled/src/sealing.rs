@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use sled::Tree;
 use tidings_core::model::{Domain, WebhookEndpoint};
 use tidings_core::ports::StoreError;
-use tidings_core::sealing::{SealError, SecretFields, Sealed, Sealer, is_sealed, secret_label};
+use tidings_core::sealing::{SealError, Sealed, Sealer, SecretFields, is_sealed, secret_label};
 
 use crate::codec::{decode, encode, sled_error};
 use crate::db::{Batch, Inner};

@@ -7,9 +7,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use tidings_core::model::{Domain, WebhookEndpoint, WebhookSecret};
 use tidings_core::ports::{DomainStore, SecretStore, WebhookStore, WorkspaceStore};
+use tidings_core::sealing::Sealer;
 use tidings_core::secret::{Secret, SecretName};
 use tidings_core::testing::fixtures::{api_key, domain, sealer, sealing_key, webhook, workspace};
-use tidings_core::sealing::Sealer;
 use tidings_storage_sled::SledStore;
 
 const NAME: SecretName = SecretName::new("tracking_key");

@@ -20,9 +20,9 @@ mod raw_store;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -180,7 +180,9 @@ fn assert_no_webhook_secret(store: &[u8], what: &str, secret: &str) {
 /// `bytea` dump shows it).
 fn assert_no_tracking_key(store: &[u8], what: &str, key: &[u8]) {
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    for (form, needle) in [("bytes", key.to_vec()), ("base64", BASE64.encode(key).into_bytes()), ("hex", hex.into_bytes())] {
+    for (form, needle) in
+        [("bytes", key.to_vec()), ("base64", BASE64.encode(key).into_bytes()), ("hex", hex.into_bytes())]
+    {
         assert!(!contains(store, &needle), "{what} holds the tracking key ({form})");
     }
 }
@@ -409,7 +411,8 @@ async fn unseal_postgres(url: &str, plain: &Plaintext) -> usize {
 async fn a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start() {
     let data_dir = data_dir_with_tracking_key();
     let api_key = fresh_key();
-    let options = Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(api_key.clone()), ..Options::default() };
+    let options =
+        Options { data_dir: Some(data_dir.clone()), bootstrap_key: Some(api_key.clone()), ..Options::default() };
     let server = TestServer::start_with(options).await;
     let (domain, webhook, _) = domain_and_webhook(&server, "legacy.example").await;
     let (status, _) = server.stop().await;

@@ -73,7 +73,9 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             let options = PgOptions { max_connections: config.database_pool, ..PgOptions::default() };
             let store = match PgStore::connect(url.expose(), options, key.sealer.clone()).await {
                 Ok(store) => store,
-                Err(e) if e.is_wrong_key() => return Err(wrong_key(format!("{} (TIDINGS_DATABASE_URL)", url.redacted()))),
+                Err(e) if e.is_wrong_key() => {
+                    return Err(wrong_key(format!("{} (TIDINGS_DATABASE_URL)", url.redacted())));
+                }
                 Err(e) => return Err(database_error(url, &e)),
             };
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
@@ -99,7 +101,10 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
 
 fn log_sealed(count: usize) {
     if count > 0 {
-        tracing::info!(count, "sealed the secrets an earlier version stored in plaintext (DKIM keys, webhook secrets, tracking key)");
+        tracing::info!(
+            count,
+            "sealed the secrets an earlier version stored in plaintext (DKIM keys, webhook secrets, tracking key)"
+        );
     }
 }
 
@@ -398,7 +403,9 @@ mod tests {
     async fn the_tracking_key_is_the_stores_and_no_file_is_written() {
         let (a, b, store_dir) =
             (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom))).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
         let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
         assert!(same_key(&on_a, &on_b), "two nodes on one store sign alike");
@@ -411,7 +418,9 @@ mod tests {
             (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(a.path().join(TRACKING_KEY_FILE), [7; TRACKING_KEY_BYTES]).unwrap();
         std::fs::write(b.path().join(TRACKING_KEY_FILE), [8; TRACKING_KEY_BYTES]).unwrap();
-        let store = SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom))).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
         let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
         assert!(same_key(&on_a, &TrackingKey::from_bytes([7; TRACKING_KEY_BYTES])), "links made before still open");
@@ -422,7 +431,9 @@ mod tests {
     async fn a_tracking_key_file_of_the_wrong_length_stops_the_start() {
         let (dir, store_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(dir.path().join(TRACKING_KEY_FILE), b"short").unwrap();
-        let store = SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom))).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let err = tracking_key(&config_in(dir.path()), &store).await.unwrap_err();
         assert!(matches!(&err, ServerError::Config(_)), "{err}");
         assert!(err.to_string().contains("holds 5 bytes"), "{err}");

@@ -428,7 +428,8 @@ impl Config {
         let database_pool = s.parse("TIDINGS_DATABASE_POOL", pool_size)?.unwrap_or(16);
         let data_dir =
             s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
-        let secret_key = s.parse("TIDINGS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
+        let secret_key =
+            s.parse("TIDINGS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
         let secret_key_file = s.parse("TIDINGS_SECRET_KEY_FILE", |t| Ok(PathBuf::from(t)))?;
         if secret_key.is_some() && secret_key_file.is_some() {
             return Err(ConfigError::new(

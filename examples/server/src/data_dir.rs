@@ -4,8 +4,10 @@
 //! - [`restrict_new_files`] sets the process umask to `077` (done first in `cli::main`), so
 //!   that what libraries create later (sled's files and snapshots) is `600`/`700`.
 //! - [`prepare`] creates the data dir `700` and, for a data dir made by an older version or
-//!   by hand, takes every permission of group and others away from everything in it (not
-//!   following symbolic links), logging once what it changed.
+//!   by hand, takes every permission of group and others away from it and from everything
+//!   the server keeps in it ([`SERVER_ENTRIES`]; not following symbolic links), logging once
+//!   what it changed. Other files an operator put there are left alone: a data dir set to a
+//!   home directory must not have the whole home narrowed.
 //!
 //! What the server creates itself is created with its mode set explicitly (`700` directories
 //! with [`create_private_dir`], `600` files with [`write_private`]), whatever the umask.
@@ -15,6 +17,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, ConfigError};
+
+/// What the server keeps in the data dir: the sled store, the key file, the generated TLS
+/// files, the outbox, and the tracking key file of earlier versions.
+pub const SERVER_ENTRIES: [&str; 5] = ["store", "secret.key", "tls", "outbox", "tracking.key"];
 
 /// Permissions of group and others.
 #[cfg(unix)]
@@ -65,19 +71,24 @@ pub struct Tightened {
 }
 
 /// Creates the data dir (`700`) if needed and takes group and other permissions away from it
-/// and everything in it; logs once what changed and warns about what could not be changed.
+/// and from everything the server keeps in it; logs once what changed and warns about what
+/// could not be changed.
 pub fn prepare(config: &Config) -> Result<(), ConfigError> {
     let dir = &config.data_dir;
     create_private_dir(dir)
         .map_err(|e| ConfigError::new("TIDINGS_DATA_DIR", None, format!("cannot create {}: {e}", dir.display())))?;
     let mut failed = Vec::new();
-    let tightened = tighten(dir, &mut failed);
+    let mut tightened = Vec::new();
+    narrow(dir, &mut tightened, &mut failed);
+    for entry in SERVER_ENTRIES {
+        let path = dir.join(entry);
+        if fs::symlink_metadata(&path).is_ok() {
+            tightened.extend(tighten(&path, &mut failed));
+        }
+    }
     if !tightened.is_empty() {
-        let shown: Vec<String> = tightened
-            .iter()
-            .take(20)
-            .map(|t| format!("{} ({:o} -> {:o})", t.path.display(), t.from, t.to))
-            .collect();
+        let shown: Vec<String> =
+            tightened.iter().take(20).map(|t| format!("{} ({:o} -> {:o})", t.path.display(), t.from, t.to)).collect();
         let more = tightened.len().saturating_sub(shown.len());
         tracing::warn!(
             dir = %dir.display(),
@@ -102,15 +113,20 @@ pub fn tighten(path: &Path, failed: &mut Vec<(PathBuf, io::Error)>) -> Vec<Tight
     changed
 }
 
+/// Narrows `path` alone (not what a directory holds); whether it is a directory to walk (a
+/// symbolic link is neither changed nor walked).
 #[cfg(unix)]
-fn tighten_into(path: &Path, changed: &mut Vec<Tightened>, failed: &mut Vec<(PathBuf, io::Error)>) {
+fn narrow(path: &Path, changed: &mut Vec<Tightened>, failed: &mut Vec<(PathBuf, io::Error)>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) => return failed.push((path.to_owned(), e)),
+        Err(e) => {
+            failed.push((path.to_owned(), e));
+            return false;
+        }
     };
     if meta.file_type().is_symlink() {
-        return;
+        return false;
     }
     let from = meta.permissions().mode() & 0o7777;
     if from & GROUP_AND_OTHERS != 0 {
@@ -120,7 +136,16 @@ fn tighten_into(path: &Path, changed: &mut Vec<Tightened>, failed: &mut Vec<(Pat
             Err(e) => failed.push((path.to_owned(), e)),
         }
     }
-    if meta.is_dir() {
+    meta.is_dir()
+}
+
+#[cfg(not(unix))]
+fn narrow(_path: &Path, _changed: &mut Vec<Tightened>, _failed: &mut Vec<(PathBuf, io::Error)>) -> bool {
+    false
+}
+
+fn tighten_into(path: &Path, changed: &mut Vec<Tightened>, failed: &mut Vec<(PathBuf, io::Error)>) {
+    if narrow(path, changed, failed) {
         match fs::read_dir(path) {
             Ok(entries) => {
                 for entry in entries {
@@ -134,9 +159,6 @@ fn tighten_into(path: &Path, changed: &mut Vec<Tightened>, failed: &mut Vec<(Pat
         }
     }
 }
-
-#[cfg(not(unix))]
-fn tighten_into(_path: &Path, _changed: &mut Vec<Tightened>, _failed: &mut Vec<(PathBuf, io::Error)>) {}
 
 #[cfg(all(test, unix))]
 mod tests {
@@ -172,10 +194,47 @@ mod tests {
         paths.sort();
         assert_eq!(
             paths,
-            vec![(data.clone(), 0o755, 0o700), (data.join("store"), 0o750, 0o700), (data.join("store/db"), 0o644, 0o600)]
+            vec![
+                (data.clone(), 0o755, 0o700),
+                (data.join("store"), 0o750, 0o700),
+                (data.join("store/db"), 0o644, 0o600)
+            ]
         );
         assert_eq!(mode(&outside), 0o644, "a link's target outside is not touched");
         assert!(tighten(&data, &mut failed).is_empty(), "nothing left to change");
+    }
+
+    #[test]
+    fn prepare_narrows_the_data_dir_and_the_servers_entries_and_leaves_the_rest_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        fs::create_dir_all(data.join("store")).unwrap();
+        fs::create_dir_all(data.join("notes")).unwrap();
+        for (path, m) in [(data.join("secret.key"), 0o644), (data.join("store/db"), 0o644), (data.join("mine"), 0o644)]
+        {
+            fs::write(&path, b"x").unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(m)).unwrap();
+        }
+        for dir in [&data, &data.join("store"), &data.join("notes")] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let text = data.display().to_string();
+        let config = Config::load(None, |k| (k == "TIDINGS_DATA_DIR").then(|| text.clone())).unwrap();
+        prepare(&config).unwrap();
+        for (path, m) in [
+            (data.clone(), 0o700),
+            (data.join("store"), 0o700),
+            (data.join("store/db"), 0o600),
+            (data.join("secret.key"), 0o600),
+            (data.join("mine"), 0o644),
+            (data.join("notes"), 0o755),
+        ] {
+            assert_eq!(mode(&path), m, "{}", path.display());
+        }
+        let fresh = root.path().join("fresh/data");
+        let text = fresh.display().to_string();
+        prepare(&Config::load(None, |k| (k == "TIDINGS_DATA_DIR").then(|| text.clone())).unwrap()).unwrap();
+        assert_eq!(mode(&fresh), 0o700, "a new data dir is made 700");
     }
 
     #[test]

@@ -10,7 +10,11 @@ impl DomainStore for MemoryStore {
         if st.domains.contains_key(&domain.id) {
             return Err(conflict("domain id exists"));
         }
-        if st.domains.values().map(Sealed::unopened).any(|d| d.workspace_id == domain.workspace_id && d.name == domain.name)
+        if st
+            .domains
+            .values()
+            .map(Sealed::unopened)
+            .any(|d| d.workspace_id == domain.workspace_id && d.name == domain.name)
         {
             return Err(StoreError::Conflict(format!("domain {} exists", domain.name)));
         }

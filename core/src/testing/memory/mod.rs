@@ -40,7 +40,7 @@ use crate::ports::{
     NewTemplateVersion, Page, PageRequest, PendingMessages, SecretStore, StoreError, StoreResult, SuppressionStore,
     TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
-use crate::sealing::{SealingKey, SecretFields, Sealed, Sealer, secret_label};
+use crate::sealing::{Sealed, Sealer, SealingKey, SecretFields, secret_label};
 use crate::secret::{Secret, SecretName};
 
 #[cfg(doc)]
