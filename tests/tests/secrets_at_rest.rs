@@ -1,20 +1,20 @@
 //! Secrets at rest (issue #17, item 5), against the real binary, on sled and on PostgreSQL
 //! (`TIDINGS_E2E_STORE=postgres`):
 //!
-//! - [`the_data_dir_is_the_servers_alone_from_the_first_start_and_after_an_upgrade`]: every
-//!   directory under the data dir is `700` and every file `600` (store, key file, TLS files,
-//!   outbox `.eml`), also when a data dir left `755`/`644` is started again.
-//! - [`the_store_holds_no_dkim_key_webhook_secret_or_tracking_key_in_the_clear`]: the raw
-//!   store (sled files, or every row of every table) is searched for the private key
-//!   documents of the domain's published keys, the webhook secrets and a tracking key the
-//!   test chose.
-//! - [`a_copied_store_does_not_open_with_another_key_and_says_so`]: the store alone, or with
-//!   another key, fails the start (and `workspace create`) with exit code 2 and a message
-//!   naming the key; with the key moved to `TIDINGS_SECRET_KEY` it starts.
-//! - [`a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start`]: a store whose
-//!   secrets are turned back into the plaintext an earlier version wrote (known DKIM keys,
-//!   webhook secrets, tracking key) is read with those values and holds them sealed after the
-//!   start.
+//! - [`the_data_dir_is_the_servers_alone_from_the_first_start_and_after_an_upgrade`]
+//!   checks that every directory under the data dir is `700` and every file `600` (store,
+//!   key file, TLS files, outbox `.eml`), also when a data dir left `755`/`644` is started
+//!   again.
+//! - [`the_store_holds_no_dkim_key_webhook_secret_or_tracking_key_in_the_clear`] searches
+//!   the raw store (sled files, or every row of every table) for the private key documents
+//!   of the domain's published keys, the webhook secrets and a tracking key the test chose.
+//! - [`a_copied_store_does_not_open_with_another_key_and_says_so`] checks that the store
+//!   alone, or with another key, fails the start (and `workspace create`) with exit code 2
+//!   and a message naming the key; with the key moved to `TIDINGS_SECRET_KEY` it starts.
+//! - [`a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start`] checks that
+//!   a store whose secrets are turned back into the plaintext an earlier version wrote
+//!   (known DKIM keys, webhook secrets, tracking key) is read with those values and holds
+//!   them sealed after the start.
 
 mod common;
 #[path = "common/raw_store.rs"]
