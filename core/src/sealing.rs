@@ -185,13 +185,13 @@ impl Sealer {
     /// Whether `stored` (a store's [`Self::key_check`]) was made with this key:
     /// `DoesNotOpen` if it was not.
     pub fn verify_key_check(&self, stored: &[u8]) -> Result<(), SealError> {
-        let mismatch = || SealError::DoesNotOpen { label: KEY_CHECK_LABEL.to_owned() };
         if !is_sealed(stored) {
             return Err(SealError::Malformed { label: KEY_CHECK_LABEL.to_owned() });
         }
-        match self.open(KEY_CHECK_LABEL, stored)? {
-            plain if plain == KEY_CHECK_PLAINTEXT => Ok(()),
-            _ => Err(mismatch()),
+        if self.open(KEY_CHECK_LABEL, stored)? == KEY_CHECK_PLAINTEXT {
+            Ok(())
+        } else {
+            Err(SealError::DoesNotOpen { label: KEY_CHECK_LABEL.to_owned() })
         }
     }
 
