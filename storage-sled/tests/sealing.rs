@@ -111,7 +111,7 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     // As a version before sealing wrote it: the records' serde form in the clear, the secret
     // as its bytes, no key check, no redo record (the layout's tags: storage-sled/src/layout.rs).
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = open_sled(dir.path()).unwrap();
         let tree = db.open_tree("tidings").unwrap();
         for entry in tree.iter() {
             let (key, _) = entry.unwrap();
@@ -140,7 +140,7 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     drop(store);
 
     // The live records are sealed now, and the key check is there: another key is refused.
-    let db = sled::open(dir.path()).unwrap();
+    let db = open_sled(dir.path()).unwrap();
     let live: Vec<u8> = db.open_tree("tidings").unwrap().iter().flat_map(|e| e.unwrap().1.to_vec()).collect();
     drop(db);
     for secret in secrets_of(&dom, &hook) {
@@ -148,4 +148,10 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     }
     assert!(SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32]))).unwrap_err().is_wrong_key());
     assert_eq!(SledStore::open(dir.path(), sealer()).unwrap().sealed_at_open(), 0);
+}
+
+/// Opens a sled database directly, without sled's own flusher thread, whose late exit could
+/// keep the directory locked a moment after the database is dropped.
+fn open_sled(path: impl AsRef<Path>) -> sled::Result<sled::Db> {
+    sled::Config::new().path(path).flush_every_ms(None).open()
 }

@@ -361,7 +361,7 @@ fn unseal_doc(doc: &mut Value, plain: &Plaintext) -> bool {
 /// in plaintext, no key check, no redo record. Knows three tags of the layout
 /// (storage-sled/src/layout.rs): the redo record `0x00`, secrets `0x70`, metadata `0x7f`.
 fn unseal_sled(store: &Path, plain: &Plaintext) -> usize {
-    let db = sled::open(store).expect("open the sled store");
+    let db = open_sled(store).expect("open the sled store");
     let tree = db.open_tree("tidings").unwrap();
     let mut changed = 0;
     for entry in tree.iter() {
@@ -480,7 +480,13 @@ async fn a_store_with_plaintext_secrets_from_before_is_read_and_sealed_at_start(
 
 /// Every value of the sled store's live records, concatenated.
 fn live_sled_values(store: &Path) -> Vec<u8> {
-    let db = sled::open(store).expect("open the sled store");
+    let db = open_sled(store).expect("open the sled store");
     let tree = db.open_tree("tidings").unwrap();
     tree.iter().flat_map(|entry| entry.unwrap().1.to_vec()).collect()
+}
+
+/// Opens a sled database directly, without sled's own flusher thread, whose late exit could
+/// keep the directory locked a moment after the database is dropped.
+fn open_sled(path: impl AsRef<Path>) -> sled::Result<sled::Db> {
+    sled::Config::new().path(path).flush_every_ms(None).open()
 }
