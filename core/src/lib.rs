@@ -22,10 +22,11 @@ pub mod sealing;
 pub mod secret;
 pub mod state_machine;
 pub mod templates;
+pub mod text_checks;
 pub mod tracking;
 pub mod usecases;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use error::{Error, FieldError, Result};
+pub use error::{Error, FieldError, IdempotencyConflict, Result};

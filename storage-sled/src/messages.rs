@@ -331,6 +331,14 @@ impl MessageStore for SledStore {
                 {
                     return Err(StoreError::Conflict(format!("message {} is no longer under this lease", new.id)));
                 }
+                if let Some(expected) = write.expected_last_event_id
+                    && old.last_event_id != expected
+                {
+                    return Err(StoreError::Conflict(format!(
+                        "message {}: an event was recorded since it was read",
+                        new.id
+                    )));
+                }
                 if old.status != write.expected_status {
                     return Err(StoreError::Conflict(format!(
                         "message {} is {}, not {}",

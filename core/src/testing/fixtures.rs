@@ -143,6 +143,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
+        tracking_tally: Default::default(),
     }
 }
 
@@ -190,6 +191,7 @@ pub fn event_write(
     EventWrite {
         expected_status: message.status,
         expected_next_attempt_at: None,
+        expected_last_event_id: None,
         message: after,
         event,
         webhook_deliveries: vec![],
@@ -225,6 +227,7 @@ fn record(kind: RecordKind, name: String, value: String) -> DnsRecord {
         status: RecordStatus::Pending,
         last_checked_at: None,
         error: None,
+        warning: None,
     }
 }
 

@@ -264,7 +264,11 @@ pub fn core_with_tracking(
         idempotency_window: chrono::Duration::from_std(config.idempotency_window)
             .unwrap_or(chrono::Duration::hours(24)),
         allow_private_webhooks: config.webhook_allow_private,
-        records: RecordPolicy { spf_mechanism: config.spf_include.clone(), ..RecordPolicy::default() },
+        records: RecordPolicy {
+            spf_mechanism: config.spf_mechanism().to_owned(),
+            spf_warning: config.spf_warning(),
+            ..RecordPolicy::default()
+        },
         return_path_domain: config.delivery.return_path_domain.clone(),
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),

@@ -55,10 +55,17 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                     (
                         "subject",
                         json!({ "type": ["string", "null"], "maxLength": 998,
-                "description": "required unless sending from a template (then it overrides the template's); no line breaks" }),
+                "description": "required unless sending from a template (then it overrides the template's); no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body (overrides the template's)")),
-                    ("text", string_or_null("plain-text body (overrides the template's)")),
+                    (
+                        "text",
+                        string_or_null(
+                            "plain-text body (overrides the template's). Absent with an `html` body: a text part is \
+                generated from the HTML (links as `label (url)`, no markup). `\"\"` with an `html` body: no text \
+                part, the HTML is sent alone. Line ends are sent as CRLF whatever they are",
+                        ),
+                    ),
                     ("templateId", string_or_null("render the current version of this template")),
                     ("templateVersionId", string_or_null("render exactly this template version")),
                     (
@@ -249,7 +256,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                     ),
                     (
                         "subject",
-                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body template")),
                     ("text", string_or_null("plain-text body template")),
@@ -275,7 +282,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 vec![
                     (
                         "subject",
-                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body template (not inherited from the previous version)")),
                     ("text", string_or_null("plain-text body template (not inherited from the previous version)")),
