@@ -505,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
-            let store = SledStore::open(dir.path()).unwrap();
+            let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
             store.create_message(new_message(&old)).await.unwrap();
             // As a store written by a build without the index: no entry, no marker.
             let tree = store.inner.tree().unwrap();
@@ -514,7 +514,7 @@ mod tests {
             assert_eq!(store.find_message(old.id).await.unwrap(), None, "without its entry the message is not found");
             tree.flush().unwrap();
         }
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
         assert_eq!(
             store.find_message(old.id).await.unwrap(),
             Some(old.clone()),

@@ -16,7 +16,7 @@
 //!
 //! fn fresh() -> (SledStore, tempfile::TempDir) {
 //!     let dir = tempfile::tempdir().unwrap();
-//!     (SledStore::open(dir.path()).unwrap(), dir)
+//!     (SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap(), dir)
 //! }
 //!
 //! #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -14,6 +14,7 @@ use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
+use tidings_core::sealing::SealingKey;
 use tidings_core::tracking::PublicUrl;
 use tidings_core::usecases::MetricsToken;
 use tidings_http::TrustedProxies;
@@ -34,7 +35,15 @@ the same keys in lower case without the prefix, e.g. listen = \"127.0.0.1:8443\"
 environment wins over the file):
 
   TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls),
-                                               outbox
+                                               outbox, secret key file; made 700, files 600 (looser
+                                               permissions are narrowed at start)
+  TIDINGS_SECRET_KEY           unset           base64 of 32 bytes (openssl rand -base64 32): the key
+                                               that seals DKIM private keys, webhook secrets and the
+                                               tracking key in the store; every node and command on
+                                               one store needs the same
+  TIDINGS_SECRET_KEY_FILE      unset           a file holding that key instead; both unset: the file
+                                               <dir>/secret.key, generated on first start (which
+                                               protects only a copy of the store without the data dir)
   TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
                                                PostgreSQL instead of sled (several nodes may share
                                                it; migrations run at start or by `migrate`)
@@ -285,6 +294,11 @@ impl std::fmt::Debug for DatabaseUrl {
 pub struct Config {
     /// `TIDINGS_DATA_DIR`.
     pub data_dir: PathBuf,
+    /// `TIDINGS_SECRET_KEY`: the key that seals the store's secrets.
+    pub secret_key: Option<SealingKey>,
+    /// `TIDINGS_SECRET_KEY_FILE`: a file holding it. With neither, `<data>/secret.key`
+    /// (see [`crate::secret_key`]).
+    pub secret_key_file: Option<PathBuf>,
     /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
     pub database_url: Option<DatabaseUrl>,
     /// `TIDINGS_DATABASE_POOL`: most connections to PostgreSQL per node.
@@ -362,6 +376,8 @@ pub struct Sources {
 /// Every variable the server knows (the file uses them lower-case without `TIDINGS_`).
 const KEYS: &[&str] = &[
     "TIDINGS_DATA_DIR",
+    "TIDINGS_SECRET_KEY",
+    "TIDINGS_SECRET_KEY_FILE",
     "TIDINGS_DATABASE_URL",
     "TIDINGS_DATABASE_POOL",
     "TIDINGS_LISTEN",
@@ -483,6 +499,16 @@ impl Config {
         let database_pool = s.parse("TIDINGS_DATABASE_POOL", pool_size)?.unwrap_or(16);
         let data_dir =
             s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
+        let secret_key =
+            s.parse("TIDINGS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
+        let secret_key_file = s.parse("TIDINGS_SECRET_KEY_FILE", |t| Ok(PathBuf::from(t)))?;
+        if secret_key.is_some() && secret_key_file.is_some() {
+            return Err(ConfigError::new(
+                "TIDINGS_SECRET_KEY_FILE",
+                s.origin("TIDINGS_SECRET_KEY_FILE"),
+                "set either TIDINGS_SECRET_KEY or TIDINGS_SECRET_KEY_FILE, not both",
+            ));
+        }
         let listen = s.parse("TIDINGS_LISTEN", socket_addr)?.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443)));
         let cert = s.parse("TIDINGS_TLS_CERT", |t| Ok(PathBuf::from(t)))?;
         let key = s.parse("TIDINGS_TLS_KEY", |t| Ok(PathBuf::from(t)))?;
@@ -592,6 +618,8 @@ impl Config {
         })?;
         Ok(Self {
             data_dir,
+            secret_key,
+            secret_key_file,
             database_url,
             database_pool,
             listen,

@@ -13,7 +13,9 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod inbound;
+pub mod secret_key;
 pub mod serve;
 pub mod submission;
 pub mod tls;
@@ -50,6 +52,18 @@ pub enum ServerError {
         path: String,
         /// Why.
         reason: String,
+    },
+    /// The store's secrets were sealed with another key than the configured one.
+    #[error(
+        "cannot open the store at {store}: its secrets were sealed with another key than {key}. Start with \
+         the key it was sealed with: TIDINGS_SECRET_KEY, TIDINGS_SECRET_KEY_FILE, or the secret.key of the \
+         data dir it was used with"
+    )]
+    WrongSecretKey {
+        /// The store (sled directory or database URL, password masked).
+        store: String,
+        /// Where the key given came from.
+        key: String,
     },
     /// The listener could not be bound.
     #[error("cannot listen on {addr} (TIDINGS_LISTEN): {source}")]
@@ -117,7 +131,7 @@ impl ServerError {
     /// me), everything else with 1.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Config(_) => 2,
+            Self::Config(_) | Self::WrongSecretKey { .. } => 2,
             Self::StoreFailed(_) => 75,
             _ => 1,
         }
@@ -131,6 +145,7 @@ impl ServerError {
 /// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
 /// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+    data_dir::prepare(&config)?;
     let tls = tls::load(&config)?;
     tracing::info!(
         path = %tls.cert_path.display(),

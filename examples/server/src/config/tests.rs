@@ -238,6 +238,24 @@ fn delivery_can_be_put_on_hold() {
 }
 
 #[test]
+fn the_secret_key_is_base64_of_32_bytes_from_one_source_and_never_echoed() {
+    let key = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+    let config = load(&[("TIDINGS_SECRET_KEY", key)]).unwrap();
+    assert_eq!(config.secret_key, Some(SealingKey::from_base64(key).unwrap()));
+    assert!(config.secret_key_file.is_none());
+    assert!(!format!("{config:?}").contains(key), "Debug hides the key");
+    let config = load(&[("TIDINGS_SECRET_KEY_FILE", "/run/secrets/tidings")]).unwrap();
+    assert_eq!(config.secret_key_file, Some(PathBuf::from("/run/secrets/tidings")));
+    assert!(config.secret_key.is_none());
+
+    let short = load(&[("TIDINGS_SECRET_KEY", "c2VjcmV0LXRleHQ=")]).unwrap_err();
+    assert_eq!(short.var, "TIDINGS_SECRET_KEY");
+    assert!(short.message.contains("11 bytes") && !short.to_string().contains("c2VjcmV0"), "{short}");
+    let both = load(&[("TIDINGS_SECRET_KEY", key), ("TIDINGS_SECRET_KEY_FILE", "/k")]).unwrap_err();
+    assert!(both.message.contains("not both"), "{both}");
+}
+
+#[test]
 fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
     let config = load(&[]).unwrap();
     assert_eq!(config.max_body_bytes_in_flight, 128 << 20);
