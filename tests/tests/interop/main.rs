@@ -2,7 +2,7 @@
 //! DKIM verifiers, not only with mail-auth, the library that signs it. The corpus
 //! ([`corpus::shapes`]) goes through the real binary (the API, a template, a batch, a
 //! scheduled send, SMTP submission) to a relay ([`SmtpSink`]); the raw bytes the relay got
-//! are checked by the scripts in `tests/interop/`: dkimpy (both signatures) and Perl's
+//! are checked by the scripts in `tests/interop/` (and, for comparison, by mail-auth): dkimpy (both signatures) and Perl's
 //! Mail::DKIM (RSA), each fetching the keys from the test DNS server where the test
 //! published what the API told it to; and the MIME rules a receiver relies on (CRLF only, no
 //! NUL, lines of at most 998 octets, 8-bit data transfer-encoded, no defects for Python's
@@ -193,6 +193,38 @@ impl Setup {
     }
 }
 
+/// mail-auth's verdicts on `raw` (the library that signs, for comparison): one per
+/// algorithm, as `mail-auth <algorithm>`, its keys asked of `dns`.
+async fn mail_auth_verdicts(raw: &[u8], dns: std::net::SocketAddr) -> Vec<(String, Verdict)> {
+    use mail_auth::hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
+    use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters};
+    let mut udp = ConnectionConfig::udp();
+    udp.port = dns.port();
+    let mut tcp = ConnectionConfig::tcp();
+    tcp.port = dns.port();
+    let servers = vec![NameServerConfig::new(dns.ip(), true, vec![udp, tcp])];
+    let verifier =
+        MessageAuthenticator::new(ResolverConfig::from_parts(None, vec![], servers), ResolverOpts::default())
+            .expect("mail-auth's resolver");
+    let Some(message) = AuthenticatedMessage::parse(raw) else {
+        let failed = || Verdict { ok: false, reason: "mail-auth cannot parse the message".to_owned() };
+        return vec![("mail-auth rsa-sha256".to_owned(), failed()), ("mail-auth ed25519-sha256".to_owned(), failed())];
+    };
+    let outputs = verifier.verify_dkim(Parameters::new(&message)).await;
+    ["rsa-sha256", "ed25519-sha256"]
+        .into_iter()
+        .map(|algorithm| {
+            let of_kind: Vec<_> =
+                outputs.iter().filter(|o| o.signature().is_some_and(|s| s.a.name() == algorithm)).collect();
+            let verdict = match of_kind.as_slice() {
+                [one] => Verdict { ok: one.result() == &DkimResult::Pass, reason: format!("{:?}", one.result()) },
+                other => Verdict { ok: false, reason: format!("{} {algorithm} signatures", other.len()) },
+            };
+            (format!("mail-auth {algorithm}"), verdict)
+        })
+        .collect()
+}
+
 /// Where the received messages are written: `TIDINGS_INTEROP_DIR`, or a temporary directory.
 fn message_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     match std::env::var_os("TIDINGS_INTEROP_DIR") {
@@ -233,6 +265,9 @@ async fn every_shape_of_message_verifies_with_dkimpy_and_mail_dkim_and_is_clean_
         assert_eq!(received.len(), 1, "the relay got one message for {to} ({})", names[i]);
         let path = dir.join(format!("{:02}.eml", i + 1));
         std::fs::write(&path, &received[0].data).expect("write the received message");
+        for (check, verdict) in mail_auth_verdicts(&received[0].data, s.dns.addr()).await {
+            verdicts.entry(names[i].clone()).or_default().insert(check, verdict);
+        }
         name_of_file.insert(path.display().to_string(), names[i].clone());
         files.push(path.display().to_string());
     }

@@ -12,9 +12,12 @@ use serde_json::Value;
 pub const INSTALL: &str = "install the interop verifiers: `pip install dkimpy==1.1.8 dnspython==2.9.2 checkdmarc==6.0.4` \
      and `apt-get install libmail-dkim-perl libnet-dns-perl` (.ci/run does)";
 
-/// The columns of the message table, in order, as the scripts name them.
-pub const MESSAGE_CHECKS: [&str; 11] = [
+/// The columns of the message table, in order, as the scripts name them (mail-auth's, the
+/// signing library's own verdict, are the test's).
+pub const MESSAGE_CHECKS: [&str; 13] = [
     "delivered",
+    "mail-auth rsa-sha256",
+    "mail-auth ed25519-sha256",
     "dkimpy rsa-sha256",
     "dkimpy ed25519-sha256",
     "Mail::DKIM rsa-sha256",
