@@ -178,6 +178,14 @@ pub fn shapes() -> Vec<Shape> {
             "attachment: CSV, CRLF lines, UTF-8",
             text(json!({"attachments": [file("kunden.csv", "text/csv", "id;name\r\n1;Müller\r\n2;Łukasz\r\n".as_bytes())]})),
         ),
+        api(
+            "attachment: calendar invite",
+            both(json!({"attachments": [file("invite.ics", "text/calendar", b"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nSUMMARY:Call\r\nDTSTART:20261201T100000Z\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")]})),
+        ),
+        api(
+            "attachment: JSON, LF lines",
+            text(json!({"attachments": [file("order.json", "application/json", b"{\n  \"id\": 17,\n  \"items\": [\"tea\"]\n}\n")]})),
+        ),
         api("attachment: ZIP", both(json!({"attachments": [file("archive.zip", "application/zip", &zip())]}))),
         api(
             "attachment: non-ASCII file names",
@@ -245,6 +253,13 @@ pub fn shapes() -> Vec<Shape> {
             via: Via::Template {
                 pinned: false,
                 body: json!({"subject": "Override ✓", "text": "Overridden text.\n.dot\n", "variables": {"order": "C", "name": "Bo", "items": []}}),
+            },
+        },
+        Shape {
+            name: "template: variables with mixed line endings",
+            via: Via::Template {
+                pinned: false,
+                body: json!({"subject": "Line endings in variables", "variables": {"order": "D", "name": "Ann\r\nBob\nCy\rDee", "items": ["a\nb", "c\rd"]}}),
             },
         },
         Shape { name: "batch item 1: text", via: Via::Batch(text(json!({}))) },
