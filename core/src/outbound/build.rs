@@ -3,17 +3,21 @@
 //! What goes on the wire:
 //! - `From` (with the display name resolved at accept time: the send's own, else the
 //!   registered sender's), `To`, `Subject`, `Date`, `Message-ID`, `MIME-Version`, and the
-//!   body: `text/plain` or `text/html` alone, or `multipart/alternative` (text first, as
-//!   RFC 2046 orders from plainest to richest) when both exist.
+//!   body: `multipart/alternative` (text first, as RFC 2046 orders from plainest to richest)
+//!   when there is HTML, or `text/plain` alone. A send with HTML and no text gets a text part
+//!   generated from the HTML ([`text_from_html`]), as the HTML was sent, before tracking; an
+//!   empty `text` beside HTML is the opt-out and sends `text/html` alone. It is generated
+//!   here rather than stored at accept time, so messages accepted before it existed get it
+//!   too (docs/decisions.md).
 //! - `Message-ID: <ULID@sending-domain>`, the ULID being the message id, so the value without
 //!   brackets (the `providerMessageId`) names the message on its own. `Date` is the time the
 //!   message was accepted (RFC 5322 §3.6.1: when it was ready to enter the mail system), so
 //!   every attempt carries the same bytes up to the DKIM signatures' timestamps.
 //! - Non-ASCII in subjects and display names becomes RFC 2047 encoded words (and so does a
-//!   whole subject holding a word too long to fit a 998-octet line); bodies are
-//!   7bit, quoted-printable or base64, whichever lettre finds valid and shortest, with CRLF
-//!   line ends. The multipart boundary is derived from the message id (deterministic output)
-//!   unless a body happens to contain it.
+//!   whole subject holding a word too long to fit a 998-octet line); text and HTML parts
+//!   have CRLF line ends whatever the client sent and are 7bit, quoted-printable or base64;
+//!   files are always base64 ([`bodies`](super::bodies)). The multipart boundary is derived
+//!   from the message id (deterministic output) unless a body happens to contain it.
 //!
 //! - With tracking ([`TrackingConfig`] given and the message asking for it), the HTML part
 //!   is rewritten ([`rewrite_html`]) before anything is encoded, so the DKIM signatures,
@@ -30,12 +34,14 @@ use std::time::SystemTime;
 
 use lettre::message::header::{ContentType, HeaderName, HeaderValue, MessageId as MessageIdHeader};
 use lettre::message::{
-    Attachment as LettreAttachment, Body, Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart,
+    Attachment as LettreAttachment, Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart,
 };
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::model::extras::{Attachment, CustomHeader};
 use crate::model::{Domain, Message};
+use crate::outbound::bodies::{file_body, text_part};
+use crate::outbound::html_text::text_from_html;
 use crate::tracking::{TrackingConfig, rewrite_html};
 
 /// Why a message cannot be turned into bytes. The message fails (`Failed`) with this text.
@@ -111,6 +117,7 @@ pub fn build_message(
     for address in &message.extras.reply_to {
         builder = builder.reply_to(wire_mailbox("replyTo", &Mailbox { display_name: None, address: address.clone() })?);
     }
+    let text = text_body(message)?;
     let html = match (&message.html, tracking) {
         (Some(html), Some(config)) => {
             Some(rewrite_html(html, config, message.workspace_id, message.id, message.tracking))
@@ -118,15 +125,15 @@ pub fn build_message(
         (html, _) => html.clone(),
     };
     let files = Files::decode(&message.extras.attachments)?;
-    let boundaries = Boundaries::new(message, [message.text.as_deref(), html.as_deref()], &files);
-    let html = html.map(|html| files.related(&boundaries, SinglePart::html(html)));
-    let body = match (&message.text, html) {
+    let boundaries = Boundaries::new(message, [text.as_deref(), html.as_deref()], &files);
+    let html = html.map(|html| files.related(&boundaries, text_part(ContentType::TEXT_HTML, &html)));
+    let body = match (text, html) {
         (Some(text), Some(html)) => {
             let alternative =
-                boundaries.start(MultiPart::alternative(), "alt").singlepart(SinglePart::plain(text.clone()));
+                boundaries.start(MultiPart::alternative(), "alt").singlepart(text_part(ContentType::TEXT_PLAIN, &text));
             Node::Multi(html.append_to(alternative))
         }
-        (Some(text), None) => Node::Single(SinglePart::plain(text.clone())),
+        (Some(text), None) => Node::Single(text_part(ContentType::TEXT_PLAIN, &text)),
         (None, Some(html)) => html,
         (None, None) => return Err(BuildError::NoBody),
     };
@@ -146,6 +153,19 @@ pub fn build_message(
         built.headers_mut().insert_raw(custom_header(header)?);
     }
     Ok(BuiltMessage { provider_message_id, raw: built.formatted() })
+}
+
+/// The text part's content: the send's own text; generated from the HTML when the send has
+/// none (`None` too if the HTML shows no text); none when the send's text is empty beside
+/// HTML, which is how a client opts out of the generated part. An empty text without HTML
+/// is the body as sent.
+fn text_body(message: &Message) -> Result<Option<String>, BuildError> {
+    Ok(match (&message.text, &message.html) {
+        (None, None) => return Err(BuildError::NoBody),
+        (Some(text), Some(_)) if text.is_empty() => None,
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(html)) => text_from_html(html),
+    })
 }
 
 /// A custom header as written. The name and value were checked when the message was accepted
@@ -231,8 +251,8 @@ impl Files {
 }
 
 /// One attachment's part: `Content-Disposition: attachment; filename=...`, or for an inline
-/// part `inline; filename=...` with `Content-ID: <id>`. lettre picks the transfer encoding
-/// (base64 for binary) and encodes a non-ASCII filename per RFC 2231.
+/// part `inline; filename=...` with `Content-ID: <id>`, always base64; lettre encodes a
+/// non-ASCII filename per RFC 2231.
 fn part(a: &Attachment, bytes: &[u8]) -> SinglePart {
     // The content type was checked as `type/subtype` of token characters, which lettre's
     // parser accepts; octet-stream is the safe reading should a stored one not parse.
@@ -242,7 +262,7 @@ fn part(a: &Attachment, bytes: &[u8]) -> SinglePart {
         Some(id) => LettreAttachment::new_inline_with_name(id.to_owned(), a.filename().to_owned()),
         None => LettreAttachment::new(a.filename().to_owned()),
     };
-    attachment.body(Body::new(bytes.to_vec()), content_type)
+    attachment.body(file_body(bytes), content_type)
 }
 
 /// Multipart boundaries derived from the message id, so the bytes are the same on every

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::domain_name::DomainName;
 use crate::email::DisplayName;
+use crate::outbound::DomainSigner;
 use crate::outbound::test_support::{message_from, signing_domain};
 
 /// The header field names of the top-level header block, in order (folded lines joined).
@@ -84,8 +85,9 @@ fn a_single_body_is_sent_as_that_part_alone() {
     let domain = signing_domain("acme.example.com");
     let mut text_only = message_from(&domain);
     text_only.html = None;
+    // An empty text beside HTML opts out of the generated text part.
     let mut html_only = message_from(&domain);
-    html_only.text = None;
+    html_only.text = Some(String::new());
 
     for (message, subtype) in [(text_only, "plain"), (html_only, "html")] {
         let built = build_message(&message, &domain, None).unwrap();
@@ -97,6 +99,46 @@ fn a_single_body_is_sent_as_that_part_alone() {
         assert_eq!((content_type.ctype(), content_type.subtype()), ("text", Some(subtype)));
         assert_eq!(content_type.attribute("charset"), Some("utf-8"));
     }
+}
+
+#[test]
+fn an_html_only_message_gets_a_text_alternative_generated_from_its_html() {
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.text = None;
+    message.html = Some(
+        concat!(
+            "<html><head><style>p{margin:0}</style></head><body><h1>Order &amp; invoice</h1>",
+            "<p>Thanks, Ann.<br>See <a href=\"https://shop.example.com/o/42?a=1&amp;b=2\">your order</a>.</p>",
+            "<ul><li>Shirt &times; 2</li><li>Hat</li></ul></body></html>"
+        )
+        .to_owned(),
+    );
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_wire_safe(&built.raw);
+    assert_eq!(mime_tree(&built.raw), ["multipart/alternative", "  text/plain", "  text/html"]);
+    let parsed = MessageParser::default().parse(&built.raw).unwrap();
+    assert_eq!(
+        parsed.body_text(0).as_deref(),
+        Some(
+            "Order & invoice\r\n\r\nThanks, Ann.\r\nSee your order (https://shop.example.com/o/42?a=1&b=2).\r\n\r\n- Shirt × 2\r\n- Hat"
+        )
+    );
+    assert_eq!(parsed.body_html(0).as_deref(), message.html.as_deref());
+}
+
+#[test]
+fn html_that_shows_no_text_gets_no_text_part() {
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.text = None;
+    message.html = Some(r#"<img src="https://acme.example.com/banner.png">"#.to_owned());
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_eq!(mime_tree(&built.raw), ["text/html"]);
 }
 
 #[test]
@@ -359,16 +401,92 @@ fn inline_parts_go_in_multipart_related_with_the_html_and_files_around_it() {
 }
 
 #[test]
-fn an_html_only_message_with_an_inline_image_is_multipart_related_at_the_top() {
+fn an_html_only_message_with_inline_images_and_files_nests_the_generated_text_beside_the_related_html() {
     use crate::model::extras::Attachment;
     let domain = signing_domain("acme.example.com");
     let mut message = message_from(&domain);
     message.text = None;
-    message.extras.attachments = vec![Attachment::parse("a.gif", "image/gif", &b64(b"GIF89a"), Some("a")).unwrap()];
+    message.html = Some(r#"<p><img src="cid:a" alt="logo"> Thanks</p>"#.to_owned());
+    message.extras.attachments = vec![
+        Attachment::parse("a.gif", "image/gif", &b64(b"GIF89a"), Some("a")).unwrap(),
+        Attachment::parse("terms.pdf", "application/pdf", &b64(b"%PDF"), None).unwrap(),
+    ];
 
     let built = build_message(&message, &domain, None).unwrap();
 
-    assert_eq!(mime_tree(&built.raw), ["multipart/related", "  text/html", "  image/gif inline <a> a.gif"]);
+    assert_eq!(
+        mime_tree(&built.raw),
+        [
+            "multipart/mixed",
+            "  multipart/alternative",
+            "    text/plain",
+            "    multipart/related",
+            "      text/html",
+            "      image/gif inline <a> a.gif",
+            "  application/pdf attachment terms.pdf",
+        ]
+    );
+    assert_eq!(MessageParser::default().parse(&built.raw).unwrap().body_text(0).as_deref(), Some("Thanks"));
+
+    message.text = Some(String::new());
+    message.extras.attachments.pop();
+    let opted_out = build_message(&message, &domain, None).unwrap();
+    assert_eq!(mime_tree(&opted_out.raw), ["multipart/related", "  text/html", "  image/gif inline <a> a.gif"]);
+}
+
+#[test]
+fn bare_cr_and_lf_in_text_and_html_go_out_as_crlf() {
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.text = Some("crlf line\r\nlf line\nlone cr\rend".to_owned());
+    message.html = Some("<p>crlf\r\nlf\nlone cr\rend</p>".to_owned());
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_wire_safe(&built.raw);
+    let parsed = MessageParser::default().parse(&built.raw).unwrap();
+    assert_eq!(parsed.body_text(0).as_deref(), Some("crlf line\r\nlf line\r\nlone cr\r\nend"));
+    assert_eq!(parsed.body_html(0).as_deref(), Some("<p>crlf\r\nlf\r\nlone cr\r\nend</p>"));
+
+    // A text part generated from such HTML, and control characters, are written safely too.
+    message.text = None;
+    message.html = Some("<pre>a\rb\nc</pre><p>nul\u{0} esc\u{1b}</p>".to_owned());
+    let built = build_message(&message, &domain, None).unwrap();
+    assert_wire_safe(&built.raw);
+    assert!(!built.raw.contains(&0), "no NUL on the wire");
+    let parsed = MessageParser::default().parse(&built.raw).unwrap();
+    assert_eq!(parsed.body_html(0).as_deref(), Some("<pre>a\r\nb\r\nc</pre><p>nul\u{0} esc\u{1b}</p>"));
+}
+
+#[test]
+fn every_file_and_inline_part_is_base64_whatever_its_bytes() {
+    use crate::model::extras::Attachment;
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    let csv = b"a,b\n1,2\n".to_vec();
+    // A tiny ZIP is ASCII: a header, NULs and control bytes.
+    let zip = b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+    let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n".to_vec();
+    message.html = Some(r#"<p><img src="cid:s"></p>"#.to_owned());
+    message.extras.attachments = vec![
+        Attachment::parse("data.csv", "text/csv", &b64(&csv), None).unwrap(),
+        Attachment::parse("empty.zip", "application/zip", &b64(&zip), None).unwrap(),
+        Attachment::parse("s.svg", "image/svg+xml", &b64(&svg), Some("s")).unwrap(),
+        Attachment::parse("note.txt", "text/plain", &b64(b"plain words"), None).unwrap(),
+    ];
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_wire_safe(&built.raw);
+    let parsed = MessageParser::default().parse(&built.raw).unwrap();
+    let files: Vec<_> = parsed.parts.iter().filter(|p| p.attachment_name().is_some()).collect();
+    assert_eq!(files.len(), 4);
+    for part in files {
+        assert_eq!(part.content_transfer_encoding(), Some("base64"), "{:?}", part.attachment_name());
+    }
+    assert_eq!(attachment_bytes(&built.raw, "data.csv"), csv);
+    assert_eq!(attachment_bytes(&built.raw, "empty.zip"), zip);
+    assert_eq!(attachment_bytes(&built.raw, "s.svg"), svg);
 }
 
 #[test]
@@ -417,5 +535,99 @@ proptest! {
         // space.
         let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
         prop_assert_eq!(words(read), words(&value));
+    }
+}
+
+/// Checks on signed bytes that any receiver's parser and every DKIM verifier rely on: CR and
+/// LF only as CRLF, no NUL (base64 never holds one), no line over 998 octets, and no white
+/// space between a `DKIM-Signature`'s `b=` value and the `;` after it.
+fn assert_receivable(signed: &[u8]) -> Result<(), TestCaseError> {
+    for (i, &byte) in signed.iter().enumerate() {
+        match byte {
+            b'\r' => prop_assert_eq!(signed.get(i + 1), Some(&b'\n'), "bare CR at {}", i),
+            b'\n' => prop_assert!(i > 0 && signed[i - 1] == b'\r', "bare LF at {}", i),
+            0 => prop_assert!(false, "NUL at {}", i),
+            _ => {}
+        }
+    }
+    for line in signed.split(|&b| b == b'\n') {
+        prop_assert!(line.len() <= 999, "a line of {} octets", line.len() - 1);
+    }
+    let text = String::from_utf8_lossy(signed);
+    let head = text.split("\r\n\r\n").next().unwrap_or("");
+    let mut fields: Vec<String> = Vec::new();
+    for line in head.split("\r\n") {
+        match fields.last_mut() {
+            Some(field) if line.starts_with([' ', '\t']) => field.push_str(&format!("\r\n{line}")),
+            _ => fields.push(line.to_owned()),
+        }
+    }
+    for field in fields.iter().filter(|f| f.starts_with("DKIM-Signature:")) {
+        let (_, after_b) = field.rsplit_once("b=").unwrap_or_default();
+        let value = after_b.strip_suffix(';').unwrap_or(after_b);
+        prop_assert!(!value.ends_with([' ', '\t', '\r', '\n']), "white space after b=: {}", field);
+    }
+    Ok(())
+}
+
+/// Text with every kind of line end, control characters and long lines.
+fn any_body() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "(\\PC|[\r\n\t\u{0}\u{1b}\u{7f}]|\r\n|<p>|<br>|<a href=\"https://e.example/x\">|</a>|&amp;){0,120}",
+        "[a-z]{0,1200}(\r|\n|\r\n)[a-zé]{0,1200}",
+    ]
+}
+
+prop_compose! {
+    fn any_attachment()(
+        name in "[a-zA-Z0-9 äé._-]{1,30}",
+        content_type in prop::sample::select(vec!["text/csv", "text/plain", "application/zip", "image/png", "application/octet-stream"]),
+        bytes in prop_oneof![prop::collection::vec(any::<u8>(), 0..300), "[ -~\r\n]{0,300}".prop_map(String::into_bytes)],
+        inline in any::<bool>(),
+    ) -> Option<crate::model::extras::Attachment> {
+        let id = inline.then(|| format!("cid{}", bytes.len()));
+        crate::model::extras::Attachment::parse(&format!("{name}.bin"), content_type, &b64(&bytes), id.as_deref()).ok()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::outbound::test_support::proptest_cases(128)))]
+
+    /// Whatever a send holds, the signed bytes are receivable (see [`assert_receivable`]).
+    #[test]
+    fn any_send_is_built_and_signed_into_receivable_bytes(
+        subject in "(\\PC|[\t\u{1}\u{7f}]){0,300}",
+        name in proptest::option::of("(\\PC|[:<>\"=?,;@\\\\]){1,60}"),
+        text in proptest::option::of(any_body()),
+        html in proptest::option::of(any_body()),
+        reply_to in prop::collection::vec("[a-z]{1,10}@(acme|help)\\.example", 0..3),
+        headers in prop::collection::vec(("X-[A-Za-z0-9-]{1,20}|In-Reply-To|References|List-Unsubscribe", "(\\PC|\t){0,200}"), 0..4),
+        attachments in prop::collection::vec(any_attachment(), 0..3),
+    ) {
+        let domain = signing_domain("acme.example.com");
+        let signer = DomainSigner::new(&domain).unwrap();
+        let mut message = message_from(&domain);
+        message.subject = subject;
+        message.from.display_name = name.and_then(|n| DisplayName::parse(&n).ok());
+        message.text = text;
+        message.html = html.or_else(|| message.text.is_none().then(|| "<p>only html</p>".to_owned()));
+        message.extras.reply_to = reply_to.iter().filter_map(|a| EmailAddress::parse(a).ok()).collect();
+        let mut names = std::collections::HashSet::new();
+        message.extras.headers = headers
+            .iter()
+            .filter(|(n, _)| names.insert(n.to_ascii_lowercase()))
+            .filter_map(|(n, v)| crate::model::extras::CustomHeader::parse(n, v).ok())
+            .collect();
+        message.extras.attachments = attachments
+            .into_iter()
+            .flatten()
+            .filter(|a| a.content_id().is_none() || message.html.is_some())
+            .collect();
+
+        let built = build_message(&message, &domain, None).unwrap();
+        let signed = signer.sign(&built.raw).unwrap();
+
+        assert_receivable(&signed)?;
+        prop_assert!(MessageParser::default().parse(&signed).is_some());
     }
 }

@@ -12,10 +12,15 @@
 //!
 //! The signatures' `t=` is the system time when signing (mail-auth offers no way to pass
 //! it), so signed bytes are not reproducible; everything under the signatures is.
+//!
+//! Each `DKIM-Signature` field is mail-auth's, folded again ([`fold`]) so that no white space
+//! follows the `b=` value: dkimpy rejects a signature where it does.
+
+mod fold;
 
 use mail_auth::common::crypto::{Ed25519Key, RsaKey, Sha256};
 use mail_auth::common::headers::HeaderWriter;
-use mail_auth::dkim::{DkimSigner, Done};
+use mail_auth::dkim::{Canonicalization, DkimSigner, Done};
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::dkim_keys::DkimKeyError;
@@ -79,13 +84,22 @@ impl DomainSigner {
         let ed25519 = Ed25519Key::from_pkcs8_der(keys.ed25519_private_pkcs8.expose())
             .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: "Ed25519", reason: e.to_string() })?;
         let name = domain.name.as_str();
+        // Relaxed header canonicalization is what lets `fold` re-fold the field (and
+        // mail-auth's default); it is set here so that it cannot change underneath.
         Ok(Self {
             domain_id: domain.id,
-            rsa: DkimSigner::from_key(rsa).domain(name).selector(&keys.rsa_selector).headers(SIGNED_HEADERS),
+            rsa: DkimSigner::from_key(rsa)
+                .domain(name)
+                .selector(&keys.rsa_selector)
+                .headers(SIGNED_HEADERS)
+                .header_canonicalization(Canonicalization::Relaxed)
+                .body_canonicalization(Canonicalization::Relaxed),
             ed25519: DkimSigner::from_key(ed25519)
                 .domain(name)
                 .selector(&keys.ed25519_selector)
-                .headers(SIGNED_HEADERS),
+                .headers(SIGNED_HEADERS)
+                .header_canonicalization(Canonicalization::Relaxed)
+                .body_canonicalization(Canonicalization::Relaxed),
         })
     }
 
@@ -108,12 +122,23 @@ impl DomainSigner {
             .sign(message)
             .map_err(|e| SignError { algorithm: "ed25519-sha256", reason: e.to_string() })?
             .to_header();
+        let (rsa, ed25519) = (refolded(rsa, "rsa-sha256"), refolded(ed25519, "ed25519-sha256"));
         let mut signed = Vec::with_capacity(rsa.len() + ed25519.len() + message.len());
         signed.extend_from_slice(rsa.as_bytes());
         signed.extend_from_slice(ed25519.as_bytes());
         signed.extend_from_slice(message);
         Ok(signed)
     }
+}
+
+/// `field` re-folded by [`fold::refold`]. Should mail-auth ever render a field of another
+/// shape, it is sent as mail-auth wrote it (RFC 6376 verifiers accept it) and a warning says
+/// that dkimpy may not.
+fn refolded(field: String, algorithm: &'static str) -> String {
+    fold::refold(&field).unwrap_or_else(|| {
+        tracing::warn!(algorithm, "a DKIM-Signature of an unexpected shape is sent as mail-auth wrote it");
+        field
+    })
 }
 
 // They verify with `testing::dkim`, which needs the `testing` feature.

@@ -1,10 +1,13 @@
-//! What leaves Tidings for one delivery attempt: the RFC 5322 message ([`build`]), its two
-//! DKIM signatures ([`dkim`]) and its envelope (contract §3, §4, §8). Pure functions of the
+//! What leaves Tidings for one delivery attempt: the RFC 5322 message ([`build`], with its
+//! parts written by [`bodies`] and the generated text part by [`html_text`]), its two DKIM
+//! signatures ([`dkim`]) and its envelope (contract §3, §4, §8). Pure functions of the
 //! stored message and domain; the delivery worker calls [`prepare`] and hands the result to
 //! a [`Mailer`](crate::ports::Mailer).
 
+pub mod bodies;
 pub mod build;
 pub mod dkim;
+pub mod html_text;
 #[cfg(test)]
 pub(crate) mod test_support;
 // Verifies DKIM with the `testing` feature's verifier, like `dkim`'s tests.

@@ -63,3 +63,9 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         scheduled_at: None,
     }
 }
+
+/// The number of cases for a property test: `TIDINGS_PROPTEST_CASES` when set (CI sets 64;
+/// run more locally after changing a builder), else `default`.
+pub(crate) fn proptest_cases(default: u32) -> u32 {
+    std::env::var("TIDINGS_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}

@@ -99,6 +99,23 @@ fn a_text_only_message_is_never_tracked() {
     assert_eq!(tracked, build_message(&message, &domain, None).unwrap());
 }
 
+#[test]
+fn the_text_generated_for_an_html_only_message_has_the_links_as_written_not_tracked() {
+    let (domain, mut message) = tracked_message(MessageTracking { opens: true, clicks: true });
+    message.text = None;
+
+    let built = build_message(&message, &domain, Some(&config())).unwrap();
+
+    let (html, text) = parts(&built.raw);
+    assert_eq!(tracking_urls(&html).len(), 2, "the HTML part is tracked: {html}");
+    assert!(!text.contains(BASE), "{text}");
+    assert_eq!(
+        text,
+        "Your order (https://shop.example.com/orders/42?utm=mail&x=1). Help (help@example.com) Details Unsubscribe \
+         (https://shop.example.com/unsubscribe)"
+    );
+}
+
 #[tokio::test]
 async fn both_dkim_signatures_cover_the_rewritten_html() {
     let (domain, message) = tracked_message(MessageTracking { opens: true, clicks: true });

@@ -58,7 +58,14 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 "description": "required unless sending from a template (then it overrides the template's); no line breaks" }),
                     ),
                     ("html", string_or_null("HTML body (overrides the template's)")),
-                    ("text", string_or_null("plain-text body (overrides the template's)")),
+                    (
+                        "text",
+                        string_or_null(
+                            "plain-text body (overrides the template's). Absent with an `html` body: a text part is \
+                generated from the HTML (links as `label (url)`, no markup). `\"\"` with an `html` body: no text \
+                part, the HTML is sent alone. Line ends are sent as CRLF whatever they are",
+                        ),
+                    ),
                     ("templateId", string_or_null("render the current version of this template")),
                     ("templateVersionId", string_or_null("render exactly this template version")),
                     (
