@@ -4,7 +4,9 @@
 //! metadata come back on the message, in webhook payloads (a real receiver on loopback) and
 //! as list filters. Every kind of bad input is a 422 naming its field, and a CR/LF header
 //! injection never reaches the sink. A send larger than the general body limit (attachments)
-//! is accepted and delivered byte for byte.
+//! is accepted and delivered byte for byte. An HTML-only send arrives with a text part
+//! generated from its HTML (none with `"text": ""`), and text with bare CR or LF arrives
+//! CRLF, an ASCII file base64.
 //!
 //! Every test runs on one runtime ([`block_on`]): the sink, the DNS server and the receiver
 //! are tasks that a test's own runtime would take down when that test ends.
@@ -314,5 +316,60 @@ fn a_send_over_the_general_body_limit_with_a_large_attachment_is_delivered_intac
             (413, Some("payload_too_large")),
             "other routes keep 10 MiB"
         );
+    });
+}
+
+#[test]
+fn an_html_only_send_arrives_with_a_generated_text_part_unless_its_text_is_empty() {
+    block_on(async {
+        let s = setup().await;
+        let html = "<h1>Hi Ann</h1><p>See <a href=\"https://fields.example/o/1?a=1&amp;b=2\">your order</a>.</p>";
+
+        let generated = send(&s.server, mail("gen@example.net", json!({"text": null, "html": html}))).await;
+        let opted_out = send(&s.server, mail("out@example.net", json!({"text": "", "html": html}))).await;
+        for sent in [&generated, &opted_out] {
+            wait_delivered(&s.server, sent["id"].as_str().unwrap()).await;
+        }
+
+        let raw = &received_by(&s.sink, "gen@example.net")[0].data;
+        assert_eq!(mime_tree(raw), ["multipart/alternative", "  text/plain", "  text/html"]);
+        let parsed = MessageParser::default().parse(raw).expect("parses");
+        assert_eq!(
+            parsed.body_text(0).as_deref(),
+            Some("Hi Ann\r\n\r\nSee your order (https://fields.example/o/1?a=1&b=2).")
+        );
+        assert_eq!(parsed.body_html(0).as_deref(), Some(html));
+        let raw = &received_by(&s.sink, "out@example.net")[0].data;
+        assert_eq!(mime_tree(raw), ["text/html"], "an empty text opts out");
+    });
+}
+
+#[test]
+fn bodies_with_any_line_ends_and_ascii_files_arrive_as_crlf_text_and_base64_files() {
+    block_on(async {
+        let s = setup().await;
+        let csv = b"a,b\n1,2\n";
+        let body = json!({
+            "text": "crlf line\r\nlf line\nlone cr\rend",
+            "html": null,
+            "attachments": [{"filename": "a.csv", "contentType": "text/csv", "content": STANDARD.encode(csv)}],
+        });
+
+        let sent = send(&s.server, mail("lines@example.net", body)).await;
+        wait_delivered(&s.server, sent["id"].as_str().unwrap()).await;
+
+        let raw = &received_by(&s.sink, "lines@example.net")[0].data;
+        for (i, &byte) in raw.iter().enumerate() {
+            match byte {
+                b'\r' => assert_eq!(raw.get(i + 1), Some(&b'\n'), "bare CR at {i}"),
+                b'\n' => assert!(i > 0 && raw[i - 1] == b'\r', "bare LF at {i}"),
+                _ => {}
+            }
+        }
+        let parsed = MessageParser::default().parse(raw).expect("parses");
+        assert_eq!(parsed.body_text(0).as_deref(), Some("crlf line\r\nlf line\r\nlone cr\r\nend"));
+        let file = parsed.attachments().next().expect("the file");
+        assert_eq!(file.content_transfer_encoding(), Some("base64"));
+        assert_eq!(file.contents(), csv);
     });
 }

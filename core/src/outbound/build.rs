@@ -4,9 +4,10 @@
 //! - `From` (with the display name resolved at accept time: the send's own, else the
 //!   registered sender's), `To`, `Subject`, `Date`, `Message-ID`, `MIME-Version`, and the
 //!   body: `multipart/alternative` (text first, as RFC 2046 orders from plainest to richest)
-//!   when there is HTML, or `text/plain` alone. A send with HTML and no text gets a text part
-//!   generated from the HTML ([`text_from_html`]), as the HTML was sent, before tracking; an
-//!   empty `text` beside HTML is the opt-out and sends `text/html` alone. It is generated
+//!   when there is HTML and a text, else the one part. A send with HTML and no text gets a
+//!   text part generated from the HTML ([`text_from_html`]), as the HTML was sent, before
+//!   tracking; an empty `text` beside HTML is the opt-out and sends `text/html` alone, and so
+//!   does HTML that shows no text. The text is generated
 //!   here rather than stored at accept time, so messages accepted before it existed get it
 //!   too (docs/decisions.md).
 //! - `Message-ID: <ULID@sending-domain>`, the ULID being the message id, so the value without

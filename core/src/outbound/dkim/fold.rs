@@ -6,8 +6,8 @@
 //! `b=` value when that value ends at the margin, leaving `b=…\r\n\t;`. It signed the field
 //! as `b=;`. RFC 6376 §3.7 deletes the `b=` value "including all surrounding whitespace", and
 //! OpenDKIM and Mail::DKIM do; dkimpy deletes only the value and its inner folding and then
-//! hashes `b= ;`, so it rejected about half the messages we sent. Writing the value with
-//! nothing between it and the `;` satisfies both readings.
+//! hashes `b= ;`, so it rejected the RSA signature of the commonest message shape. Writing
+//! the value with nothing between it and the `;` satisfies both readings.
 //!
 //! The refolding keeps mail-auth's words and the places where it put white space, because
 //! relaxed header canonicalization (which is what mail-auth signs the field with; the signer
