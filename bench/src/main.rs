@@ -143,7 +143,7 @@ fn main() -> Result<()> {
             Some(dir) => tempfile::tempdir_in(dir)?,
             None => tempfile::tempdir()?,
         };
-        let store = SledStore::open(parent.path())?;
+        let store = SledStore::open(parent.path(), tidings_core::testing::fixtures::sealer())?;
         let (creates, elapsed, latencies) =
             runtime.block_on(run(store.clone(), writers, Duration::from_secs(options.seconds), html.clone()))?;
         let figures = Figures { creates, elapsed, latencies, disk_bytes: store.size_on_disk()? };

@@ -51,6 +51,13 @@ pub struct RecordPolicy {
     pub dmarc_value: String,
     /// Suggested TTL of every record, in seconds.
     pub ttl: u32,
+    /// A warning about `spf_mechanism` that the SPF record carries (its `warning`) for as long
+    /// as it asks for that term: the embedder knows how mail leaves, core does not. The server
+    /// sets it when it delivers by relay or MX and its operator left the term at
+    /// [`DEFAULT_SPF_MECHANISM`], which authorises loopback only. It changes no check: a
+    /// customer who published exactly what was asked is `Verified`, and the warning says what
+    /// is wrong with what was asked.
+    pub spf_warning: Option<String>,
 }
 
 impl Default for RecordPolicy {
@@ -59,13 +66,14 @@ impl Default for RecordPolicy {
             spf_mechanism: DEFAULT_SPF_MECHANISM.to_owned(),
             dmarc_value: DEFAULT_DMARC_VALUE.to_owned(),
             ttl: DEFAULT_TTL,
+            spf_warning: None,
         }
     }
 }
 
 /// The records to publish for `domain`, in the order SPF, DKIM (RSA), DKIM2 (Ed25519),
-/// DMARC; all `TXT`, `Pending`, names fully qualified without a trailing dot. Fails only if
-/// the stored private keys do not parse.
+/// DMARC; all `TXT`, `Pending`, names fully qualified without a trailing dot; the SPF record
+/// carries the policy's `spf_warning`. Fails only if the stored private keys do not parse.
 pub fn records_for(
     domain: &DomainName,
     keys: &DkimKeys,
@@ -82,9 +90,14 @@ pub fn records_for(
         status: RecordStatus::Pending,
         last_checked_at: None,
         error: None,
+        warning: None,
+    };
+    let spf = DnsRecord {
+        warning: policy.spf_warning.clone(),
+        ..record(RecordKind::Spf, domain.as_str().to_owned(), format!("v=spf1 {} ~all", policy.spf_mechanism))
     };
     Ok(vec![
-        record(RecordKind::Spf, domain.as_str().to_owned(), format!("v=spf1 {} ~all", policy.spf_mechanism)),
+        spf,
         record(RecordKind::Dkim, dkim_name(domain, &keys.rsa_selector), format!("v=DKIM1; k=rsa; p={rsa}")),
         record(
             RecordKind::Dkim2,
@@ -99,7 +112,8 @@ pub fn records_for(
 /// status/error/lastCheckedAt, overall status, `verified_at` and `last_checked_at`.
 ///
 /// - The records are regenerated from the domain's keys and `policy` first, so a changed
-///   operator setting (SPF term, DMARC value, TTL) is both shown and checked.
+///   operator setting (SPF term, DMARC value, TTL) is both shown and checked, and the SPF
+///   warning comes and goes with the term it is about (a warning never fails a record).
 /// - Overall: `Verified` if SPF, DKIM and DKIM2 are all verified, `PartiallyVerified` if
 ///   some are, `Failed` if none. DMARC is checked and reported but never counts.
 /// - `verified_at` is set the first time the domain is `Verified` and never cleared: it

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::domain_name::{DomainName, DomainNameError};
+use crate::text_checks::is_line_or_control;
 
 /// Why a text is not an acceptable address or mailbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,7 +17,8 @@ pub enum AddressError {
     /// Over 320 characters (RFC 5321's 64 + 1 + 255).
     #[error("is longer than 320 characters")]
     TooLong,
-    /// CR, LF or another control character: never allowed, it would be header injection.
+    /// CR, LF or another control character (C1 and U+2028/U+2029 included): never allowed, it
+    /// would be header injection.
     #[error("contains a line break or control character")]
     ControlCharacter,
     /// No `@`, or more than one outside quotes.
@@ -57,7 +59,7 @@ impl EmailAddress {
     /// Parses `local@domain`. Surrounding spaces are trimmed; quoted local parts and
     /// non-ASCII local parts (SMTPUTF8) are refused, since few receivers accept them.
     pub fn parse(input: &str) -> Result<Self, AddressError> {
-        if input.chars().any(|c| c.is_control()) {
+        if input.chars().any(is_line_or_control) {
             return Err(AddressError::ControlCharacter);
         }
         let input = input.trim_matches(' ');
@@ -133,7 +135,11 @@ pub struct DisplayName(String);
 impl DisplayName {
     /// Validates a display name (already unquoted). Empty names are refused: use `None`.
     pub fn parse(input: &str) -> Result<Self, AddressError> {
-        if input.chars().any(|c| c.is_control()) {
+        Self::checked(input, is_line_or_control)
+    }
+
+    fn checked(input: &str, forbidden: fn(char) -> bool) -> Result<Self, AddressError> {
+        if input.chars().any(forbidden) {
             return Err(AddressError::ControlCharacter);
         }
         let trimmed = input.trim();
@@ -164,10 +170,14 @@ impl fmt::Debug for DisplayName {
     }
 }
 
+/// The stored form (serde): what earlier versions accepted still loads. They allowed
+/// U+2028/U+2029, which [`DisplayName::parse`] now refuses; a stored sender holding one must
+/// stay readable. Requests never deserialize a `DisplayName` directly: they go through
+/// [`DisplayName::parse`].
 impl TryFrom<String> for DisplayName {
     type Error = AddressError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::parse(&value)
+        Self::checked(&value, char::is_control)
     }
 }
 
@@ -189,7 +199,7 @@ pub struct Mailbox {
 impl Mailbox {
     /// Parses `local@domain`, `Name <local@domain>` or `"Name, Inc." <local@domain>`.
     pub fn parse(input: &str) -> Result<Self, AddressError> {
-        if input.chars().any(|c| c.is_control()) {
+        if input.chars().any(is_line_or_control) {
             return Err(AddressError::ControlCharacter);
         }
         let input = input.trim();
@@ -281,6 +291,23 @@ mod tests {
             assert!(Mailbox::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(EmailAddress::parse(&format!("{}@b.com", "a".repeat(65))), Err(AddressError::LocalPartLength));
+    }
+
+    #[test]
+    fn a_display_name_stored_by_an_earlier_version_still_loads() {
+        let stored: DisplayName = serde_json::from_str("\"Ann\\u2028Lee\"").unwrap();
+        assert_eq!(stored.as_str(), "Ann\u{2028}Lee");
+        assert!(serde_json::from_str::<DisplayName>("\"Ann\\r\\nBcc\"").is_err());
+    }
+
+    #[test]
+    fn c1_controls_and_unicode_line_separators_are_refused_in_names_and_addresses() {
+        for sep in ['\u{85}', '\u{2028}', '\u{2029}', '\0', '\x0b', '\t', '\u{9b}'] {
+            let named = format!("Ann{sep}Bcc <ann@example.com>");
+            assert_eq!(Mailbox::parse(&named), Err(AddressError::ControlCharacter), "{named:?}");
+            assert_eq!(DisplayName::parse(&format!("Ann{sep}")), Err(AddressError::ControlCharacter));
+            assert_eq!(EmailAddress::parse(&format!("ann{sep}@example.com")), Err(AddressError::ControlCharacter));
+        }
     }
 
     proptest! {

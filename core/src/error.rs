@@ -19,6 +19,21 @@ impl FieldError {
     }
 }
 
+/// Why a repeated Idempotency-Key is refused (contract §2–§3; the key is scoped to the
+/// workspace, not to the API key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IdempotencyConflict {
+    /// The key was used with another request: another body, another batch mode, or a batch
+    /// where this is a single send (or the other way round).
+    #[error("this Idempotency-Key was already used with a different request")]
+    OtherRequest,
+    /// Another API key of the workspace used it, and this one may not read what it made (a
+    /// `send` key reads only its own messages). Decided before the bodies are compared, so
+    /// the answer says nothing about the original request.
+    #[error("this Idempotency-Key was already used by another API key of this workspace")]
+    OtherKey,
+}
+
 /// Why a use case refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -49,9 +64,10 @@ pub enum Error {
     /// 409 `conflict`.
     #[error("{0}")]
     Conflict(String),
-    /// 409 `idempotency_key_reused`.
-    #[error("this Idempotency-Key was already used with a different request")]
-    IdempotencyKeyReused,
+    /// 409 `idempotency_key_reused`: the key is taken in this workspace, and this request may
+    /// not have what it made.
+    #[error("{0}")]
+    IdempotencyKeyReused(IdempotencyConflict),
     /// 422 `domain_not_verified`.
     #[error("{0}")]
     DomainNotVerified(String),
@@ -88,7 +104,7 @@ impl Error {
             Self::DomainNotAllowed { .. } => "domain_not_allowed",
             Self::NotFound(_) => "not_found",
             Self::Conflict(_) => "conflict",
-            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::IdempotencyKeyReused(_) => "idempotency_key_reused",
             Self::DomainNotVerified(_) => "domain_not_verified",
             Self::RecipientSuppressed(_) => "recipient_suppressed",
             Self::TemplateRender(_) => "template_render_error",

@@ -18,13 +18,15 @@ pub mod model;
 pub mod net_policy;
 pub mod outbound;
 pub mod ports;
+pub mod sealing;
 pub mod secret;
 pub mod state_machine;
 pub mod templates;
+pub mod text_checks;
 pub mod tracking;
 pub mod usecases;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use error::{Error, FieldError, Result};
+pub use error::{Error, FieldError, IdempotencyConflict, Result};

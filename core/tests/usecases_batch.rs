@@ -7,11 +7,11 @@ mod common;
 mod delivery;
 
 use delivery::Delivery;
-use tidings_core::Error;
-use tidings_core::model::{MessageStatus, RateLimit};
+use tidings_core::model::{KeyScope, MessageStatus, RateLimit};
 use tidings_core::ports::SuppressionStore;
 use tidings_core::testing::fixtures;
 use tidings_core::usecases::{BatchItem, BatchValidation, MAX_BATCH, Principal, SendRequest};
+use tidings_core::{Error, IdempotencyConflict};
 
 fn item(to: &str) -> SendRequest {
     SendRequest {
@@ -105,12 +105,62 @@ async fn a_permissive_batch_queues_the_valid_items_and_answers_errors_at_their_i
     assert_eq!(peek.map(|o| o.items), Some(out.items.clone()));
     // Another body, or the same body strict, under the key: reused.
     let other = d.t.core.send_batch(&who, items(4), BatchValidation::Permissive, Some("p1")).await;
-    assert_eq!(other, Err(Error::IdempotencyKeyReused));
+    assert_eq!(other, Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest)));
     let strict = d.t.core.send_batch(&who, reqs, BatchValidation::Strict, Some("p1")).await;
-    assert_eq!(strict, Err(Error::IdempotencyKeyReused));
+    assert_eq!(strict, Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest)));
     // A single send under a batch's key: reused.
     let single = d.t.core.send_message(&who, item("x@example.net"), Some("p1")).await;
-    assert_eq!(single.map(|o| o.replayed), Err(Error::IdempotencyKeyReused));
+    assert_eq!(single.map(|o| o.replayed), Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest)));
+}
+
+/// The error code and message of a refused batch.
+fn refusal<T: std::fmt::Debug>(result: tidings_core::Result<T>) -> (&'static str, String) {
+    let err = result.expect_err("a refusal");
+    (err.code(), err.to_string())
+}
+
+#[tokio::test]
+async fn a_batch_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_its_messages() {
+    let d = Delivery::new("1m", vec![]).await;
+    let admin = roomy(&d.who);
+    let other_admin = roomy(&common::key_in(admin.workspace_id, KeyScope::Full));
+    let sender = roomy(&common::send_key_beside(&admin));
+    let other_sender = roomy(&common::send_key_beside(&admin));
+    let another_key = (
+        "idempotency_key_reused",
+        "this Idempotency-Key was already used by another API key of this workspace".to_owned(),
+    );
+    let other_request =
+        ("idempotency_key_reused", "this Idempotency-Key was already used with a different request".to_owned());
+    let mut reqs = items(3);
+    reqs[0].to = None;
+    let permissive = BatchValidation::Permissive;
+
+    let first = d.t.core.send_batch(&admin, reqs.clone(), permissive, Some("b1")).await.unwrap();
+    let again = d.t.core.send_batch(&other_admin, reqs.clone(), permissive, Some("b1")).await.unwrap();
+    assert!(again.replayed, "another full key gets the batch's results");
+    assert_eq!(again.items, first.items, "the same ids and the refused first item's error");
+    assert_eq!(refusal(d.t.core.send_batch(&other_admin, items(3), permissive, Some("b1")).await), other_request);
+    for body in [reqs.clone(), items(3)] {
+        assert_eq!(refusal(d.t.core.send_batch(&sender, body.clone(), permissive, Some("b1")).await), another_key);
+        let peek = d.t.core.idempotent_batch_replay(&sender, &body, permissive, Some("b1")).await;
+        assert_eq!(refusal(peek), another_key);
+    }
+    // A single send under the batch's key: a send key is told another key used it, a full
+    // key that it was another request.
+    assert_eq!(refusal(d.t.core.send_message(&sender, item("x@example.net"), Some("b1")).await), another_key);
+    assert_eq!(refusal(d.t.core.send_message(&other_admin, item("x@example.net"), Some("b1")).await), other_request);
+
+    let mine = d.t.core.send_batch(&sender, items(2), BatchValidation::Strict, Some("b2")).await.unwrap();
+    for who in [&sender, &admin] {
+        let replay = d.t.core.send_batch(who, items(2), BatchValidation::Strict, Some("b2")).await.unwrap();
+        assert!(replay.replayed && replay.items == mine.items, "{:?}", who.scope);
+    }
+    assert_eq!(
+        refusal(d.t.core.send_batch(&other_sender, items(2), BatchValidation::Strict, Some("b2")).await),
+        another_key
+    );
+    assert_eq!(message_count(&d).await, 4, "two from the first batch, two from the second");
 }
 
 #[tokio::test]

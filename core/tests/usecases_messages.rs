@@ -8,16 +8,16 @@ mod common;
 use std::sync::Arc;
 
 use chrono::Duration;
-use common::{TestCore, full_key, invalid_fields, send_key_beside};
-use tidings_core::Error;
+use common::{TestCore, full_key, invalid_fields, key_in, send_key_beside};
 use tidings_core::ids::EventId;
-use tidings_core::model::{Domain, DomainStatus, EventDetails, EventType, MessageStatus};
+use tidings_core::model::{Domain, DomainStatus, EventDetails, EventType, KeyScope, MessageStatus};
 use tidings_core::ports::{DomainStore, MessageStore, SuppressionStore};
 use tidings_core::state_machine::Happening;
 use tidings_core::testing::fixtures;
 use tidings_core::usecases::{
     CreateTemplateRequest, CreateWebhookRequest, ListParams, MessageFilters, Principal, SendRequest,
 };
+use tidings_core::{Error, IdempotencyConflict};
 
 fn text_send(to: &str) -> SendRequest {
     SendRequest {
@@ -168,6 +168,51 @@ async fn bad_fields_are_all_reported_and_nothing_is_stored() {
 }
 
 #[tokio::test]
+async fn subjects_with_any_control_character_or_line_separator_are_refused() {
+    let t = TestCore::new();
+    let who = full_key();
+    verified_domain(&t, &who, "acme.com").await;
+    for bad in ["\0", "\x0b", "\x0c", "\x1b", "\x7f", "\u{85}", "\u{9b}", "\u{2028}", "\u{2029}"] {
+        let req = SendRequest { subject: Some(format!("Your receipt{bad}Bcc: x@y.com")), ..text_send("u@example.com") };
+        assert_eq!(invalid_fields(t.core.send_message(&who, req, None).await), ["subject"], "{bad:?}");
+    }
+    let template = t
+        .core
+        .create_template(
+            &who,
+            CreateTemplateRequest {
+                name: Some("hello".into()),
+                subject: Some("Hello {{ name }}".into()),
+                html: None,
+                text: Some("Hi".into()),
+            },
+        )
+        .await
+        .unwrap();
+    // What a variable puts into the subject is held to the same rule.
+    let rendered = SendRequest {
+        to: Some("u@example.com".into()),
+        template_id: Some(template.id.to_string()),
+        variables: Some(serde_json::json!({"name": "Ann\u{85}Bcc: x@y.com"})),
+        ..SendRequest::default()
+    };
+    assert_eq!(invalid_fields(t.core.send_message(&who, rendered, None).await), ["subject"]);
+    let listed = t.core.list_messages(&who, ListParams::default(), &MessageFilters::default()).await.unwrap();
+    assert!(listed.items.is_empty());
+
+    let refused_template = CreateTemplateRequest {
+        name: Some("bad".into()),
+        subject: Some("Hello\u{85}{{ name }}".into()),
+        html: None,
+        text: Some("Hi".into()),
+    };
+    assert_eq!(invalid_fields(t.core.create_template(&who, refused_template).await.map(|_| ())), ["subject"]);
+
+    let tab = SendRequest { subject: Some("Order\t42".into()), ..text_send("u@example.com") };
+    assert_eq!(t.core.send_message(&who, tab, None).await.unwrap().message.subject, "Order\t42");
+}
+
+#[tokio::test]
 async fn templates_render_and_the_version_is_recorded() {
     let t = TestCore::new();
     let who = full_key();
@@ -219,7 +264,7 @@ async fn an_idempotent_retry_returns_the_original_and_another_body_is_refused() 
     assert_eq!(again.message.id, first.message.id);
 
     let other = t.core.send_message(&who, text_send("v@example.com"), Some("order-1")).await.unwrap_err();
-    assert_eq!(other, Error::IdempotencyKeyReused);
+    assert_eq!(other, Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest));
     let bad = t.core.send_message(&who, text_send("u@example.com"), Some("")).await.unwrap_err();
     assert_eq!(bad.code(), "invalid_idempotency_key");
     let long = "k".repeat(257);
@@ -259,6 +304,88 @@ async fn racing_duplicates_create_exactly_one_message() {
     assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
     assert!(outcomes.iter().all(|o| o.message.id == outcomes[0].message.id));
     let listed = t.core.list_messages(&who, ListParams::default(), &MessageFilters::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+}
+
+/// The error code and message of a refused send.
+fn refusal<T: std::fmt::Debug>(result: tidings_core::Result<T>) -> (&'static str, String) {
+    let err = result.expect_err("a refusal");
+    (err.code(), err.to_string())
+}
+
+const ANOTHER_KEY: &str = "this Idempotency-Key was already used by another API key of this workspace";
+const OTHER_REQUEST: &str = "this Idempotency-Key was already used with a different request";
+
+#[tokio::test]
+async fn an_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_the_original() {
+    let t = TestCore::new();
+    let admin = full_key();
+    verified_domain(&t, &admin, "acme.com").await;
+    let other_admin = key_in(admin.workspace_id, KeyScope::Full);
+    let sender = send_key_beside(&admin);
+    let other_sender = send_key_beside(&admin);
+    let send = |who: &Principal, to: &str, key: &str| {
+        let (who, req, key) = (who.clone(), text_send(to), key.to_owned());
+        let core = t.core.clone();
+        async move { core.send_message(&who, req, Some(&key)).await }
+    };
+
+    // Two full keys: the second gets the first's message.
+    let first = send(&admin, "u@example.com", "order-1").await.unwrap();
+    let again = send(&other_admin, "u@example.com", "order-1").await.unwrap();
+    assert!(again.replayed, "a full key repeating another full key's send is a replay");
+    assert_eq!(again.message.id, first.message.id);
+    // Another body is still another request, whoever sends it.
+    assert_eq!(
+        refusal(send(&other_admin, "v@example.com", "order-1").await),
+        ("idempotency_key_reused", OTHER_REQUEST.into())
+    );
+    // A send key that did not send it may not read it: refused alike whatever its body, so
+    // nothing about the original leaks; the read-only check a front end asks says the same.
+    for to in ["u@example.com", "v@example.com"] {
+        assert_eq!(refusal(send(&sender, to, "order-1").await), ("idempotency_key_reused", ANOTHER_KEY.into()), "{to}");
+        let peek = t.core.idempotent_replay(&sender, &text_send(to), Some("order-1")).await;
+        assert_eq!(refusal(peek), ("idempotency_key_reused", ANOTHER_KEY.into()), "{to}");
+    }
+
+    // A send key's own send: replayed to itself and to full keys, refused to another send key.
+    let mine = send(&sender, "w@example.com", "order-2").await.unwrap();
+    let own = send(&sender, "w@example.com", "order-2").await.unwrap();
+    assert!(own.replayed && own.message.id == mine.message.id, "the same send key");
+    let by_admin = send(&admin, "w@example.com", "order-2").await.unwrap();
+    assert!(by_admin.replayed && by_admin.message.id == mine.message.id, "a full key reads every message");
+    assert_eq!(
+        refusal(send(&other_sender, "w@example.com", "order-2").await),
+        ("idempotency_key_reused", ANOTHER_KEY.into())
+    );
+    assert_eq!(
+        refusal(send(&admin, "x@example.com", "order-2").await),
+        ("idempotency_key_reused", OTHER_REQUEST.into())
+    );
+
+    let all = t.core.list_messages(&admin, ListParams::default(), &MessageFilters::default()).await.unwrap();
+    assert_eq!(all.items.len(), 2, "nothing but the two first sends was queued");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn full_keys_racing_with_one_idempotency_key_create_one_message() {
+    let t = Arc::new(TestCore::new());
+    let admin = full_key();
+    verified_domain(&t, &admin, "acme.com").await;
+
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (t, who) = (Arc::clone(&t), key_in(admin.workspace_id, KeyScope::Full));
+            tokio::spawn(async move { t.core.send_message(&who, text_send("u@example.com"), Some("race")).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap().unwrap());
+    }
+    assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
+    assert!(outcomes.iter().all(|o| o.message.id == outcomes[0].message.id));
+    let listed = t.core.list_messages(&admin, ListParams::default(), &MessageFilters::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
 }
 

@@ -15,8 +15,8 @@ use tidings_core::model::DomainStatus;
 use tidings_core::ports::{DomainStore, SuppressionStore};
 use tidings_core::testing::fixtures;
 use tidings_core::usecases::{
-    AuthRefusal, AuthThrottleConfig, CreateApiKeyRequest, LimitedSend, ListParams, LocalLimits, MessageFilters,
-    Principal, SendRequest, SubmitFailure,
+    AuthRefusal, AuthThrottleConfig, BatchValidation, CreateApiKeyRequest, CreateTemplateRequest, LimitedSend,
+    ListParams, LocalLimits, MessageFilters, Principal, RenderTemplateRequest, SendRequest, SubmitFailure,
 };
 
 const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
@@ -79,6 +79,46 @@ async fn a_submitted_message_is_queued_once_per_recipient_and_a_retry_replays_it
     assert_eq!(again[1].message.id, sent[1].message.id);
     t.core.submit_message(&limits, &who, &to[..1], &mime("2@acme.com")).await.unwrap();
     assert_eq!((count_to(&t, &who, "ann@example.com").await, count_to(&t, &who, "bob@example.com").await), (2, 1));
+}
+
+#[tokio::test]
+async fn a_message_id_is_shared_by_the_keys_of_a_workspace_that_may_read_what_it_queued() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let other_admin = key_with_rate(&t, &admin, 10).await;
+    let send_key = |name: &str| {
+        let req = CreateApiKeyRequest {
+            name: Some(name.into()),
+            scope: Some("send".into()),
+            ..CreateApiKeyRequest::default()
+        };
+        let (t, admin) = (&t, &admin);
+        async move {
+            t.core.authenticate(t.core.create_api_key(admin, req).await.unwrap().plaintext.expose()).await.unwrap()
+        }
+    };
+    let (relay, other_relay) = (send_key("relay").await, send_key("other relay").await);
+    let to = addresses(&["ann@example.com"]);
+
+    // A retry through another full key is a replay, not a second copy.
+    let sent = t.core.submit_message(&limits, &admin, &to, &mime("5@acme.com")).await.unwrap();
+    let again = t.core.submit_message(&limits, &other_admin, &to, &mime("5@acme.com")).await.unwrap();
+    assert!(again[0].replayed && again[0].message.id == sent[0].message.id);
+    // A send key meeting another key's Message-ID is refused, saying so.
+    let refused = t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap_err();
+    let SubmitFailure::Send(error) = refused.reason else { panic!("{refused:?}") };
+    assert_eq!(error.code(), "idempotency_key_reused");
+    assert_eq!(error.to_string(), "this Idempotency-Key was already used by another API key of this workspace");
+    // Its own Message-ID it may repeat; another send key may not.
+    let own = t.core.submit_message(&limits, &relay, &to, &mime("6@acme.com")).await.unwrap();
+    assert!(t.core.submit_message(&limits, &relay, &to, &mime("6@acme.com")).await.unwrap()[0].replayed);
+    assert!(t.core.submit_message(&limits, &other_relay, &to, &mime("6@acme.com")).await.is_err());
+    assert_eq!(
+        t.core.submit_message(&limits, &admin, &to, &mime("6@acme.com")).await.unwrap()[0].message.id,
+        own[0].message.id
+    );
+    assert_eq!(count_to(&t, &admin, "ann@example.com").await, 2);
 }
 
 #[tokio::test]
@@ -184,4 +224,128 @@ async fn a_refused_send_gives_its_token_back_and_a_replay_needs_none() {
     let replay = t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap().unwrap();
     assert!(replay.outcome.replayed && replay.limit.is_none());
     assert_eq!(replay.outcome.message.id, outcome.message.id);
+}
+
+/// A send of the template `id` with `variables`, from `acme.com`.
+fn templated(id: &str, variables: serde_json::Value) -> SendRequest {
+    SendRequest {
+        to: Some("ann@example.com".into()),
+        from: Some("billing@acme.com".into()),
+        template_id: Some(id.to_owned()),
+        variables: Some(variables),
+        ..SendRequest::default()
+    }
+}
+
+async fn template(t: &TestCore, who: &Principal) -> String {
+    let req = CreateTemplateRequest {
+        name: Some("t".into()),
+        subject: Some("Hi {{name}}".into()),
+        text: Some("Hello {{name}}".into()),
+        ..CreateTemplateRequest::default()
+    };
+    t.core.create_template(who, req).await.unwrap().id.to_string()
+}
+
+#[tokio::test]
+async fn a_send_refused_by_its_template_keeps_its_token() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let id = template(&t, &admin).await;
+    let who = key_with_rate(&t, &admin, 1).await;
+
+    // Refused before rendering (unknown template): the token comes back, again and again.
+    for _ in 0..3 {
+        let unknown = templated("01ARZ3NDEKTSV4RRFFQ69G5FAV", serde_json::json!({"name": "Ann"}));
+        let refused = t.core.send_rate_limited(&limits, &who, unknown, None).await;
+        assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
+    }
+    // Refused by the render: the token is spent.
+    let refused = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({})), None).await;
+    assert!(matches!(refused, Err(Error::TemplateRender(_))), "{refused:?}");
+    let next = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({"name": "Ann"})), None).await;
+    assert!(matches!(next, Ok(Err(_))), "the bucket is empty: {next:?}");
+}
+
+#[tokio::test]
+async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let id = template(&t, &admin).await;
+    let good = templated(&id, serde_json::json!({"name": "Ann"}));
+    let bad = templated(&id, serde_json::json!({}));
+    let plain = || SendRequest {
+        to: Some("bo@example.com".into()),
+        from: Some("billing@acme.com".into()),
+        subject: Some("s".into()),
+        text: Some("t".into()),
+        ..SendRequest::default()
+    };
+
+    // Strict: refused as a whole; both items rendered, so both tokens are spent.
+    let who = key_with_rate(&t, &admin, 3).await;
+    let reqs = vec![good.clone(), bad.clone()];
+    let refused = t.core.send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Strict, None).await;
+    assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
+    let (_, limit) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
+        .await
+        .unwrap()
+        .expect("one token left");
+    assert_eq!(limit.map(|l| l.remaining), Some(0), "two of three tokens went to the refused batch");
+
+    // Permissive: the good item queues, the bad one keeps its token, a plain refusal gives it back.
+    let who = key_with_rate(&t, &admin, 3).await;
+    let mut unaddressed = plain();
+    unaddressed.to = None;
+    let reqs = vec![good, bad, unaddressed];
+    let (outcome, _) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Permissive, None)
+        .await
+        .unwrap()
+        .expect("tokens");
+    assert_eq!(outcome.refused(), 2);
+    let (_, limit) = t
+        .core
+        .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
+        .await
+        .unwrap()
+        .expect("the unaddressed item's token came back");
+    assert_eq!(limit.map(|l| l.remaining), Some(0));
+}
+
+#[tokio::test]
+async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
+    let t = TestCore::new();
+    let limits = LocalLimits::default();
+    let (admin, _) = workspace(&t).await;
+    let id = template(&t, &admin).await;
+    let who = key_with_rate(&t, &admin, 2).await;
+    let with = |variables: serde_json::Value| RenderTemplateRequest { variables: Some(variables), version_id: None };
+
+    let unknown = t
+        .core
+        .render_template_rate_limited(&limits, &who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", with(serde_json::json!({})))
+        .await;
+    assert_eq!(unknown.map(drop), Err(Error::NotFound("template")), "refused before rendering: given back");
+    let (rendered, limit) = t
+        .core
+        .render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"})))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rendered.subject.as_str(), limit.remaining), ("Hi Ann", 1));
+    let failed = t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({}))).await;
+    assert!(matches!(failed, Err(Error::TemplateRender(_))), "{failed:?}");
+    let empty = t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"}))).await;
+    assert!(matches!(empty, Ok(Err(_))), "the failed render kept its token: {empty:?}");
+    let send_key = common::send_key_beside(&who);
+    assert_eq!(
+        t.core.render_template_rate_limited(&limits, &send_key, &id, with(serde_json::json!({}))).await.map(drop),
+        Err(Error::InsufficientScope)
+    );
 }

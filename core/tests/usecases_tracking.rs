@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{FakeDns, FixedClock, TestCore, full_key};
 use mock_store::MockStore;
-use tidings_core::Error;
 use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use tidings_core::model::{
     Domain, DomainStatus, EventDetails, EventType, Message, MessageEvent, MessageStatus, MessageTracking,
@@ -20,11 +19,14 @@ use tidings_core::ports::{DomainStore, SecretStore, StoreError, SystemRandom};
 use tidings_core::secret::Secret;
 use tidings_core::state_machine::Happening;
 use tidings_core::testing::{MemoryStore, fixtures};
-use tidings_core::tracking::{PublicUrl, TRACKING_KEY_SECRET, TrackedUrl, TrackingConfig, TrackingKey};
+use tidings_core::tracking::{
+    MAX_OPENS_KEPT, MAX_REPEAT_CLICKS_KEPT, PublicUrl, TRACKING_KEY_SECRET, TrackedUrl, TrackingConfig, TrackingKey,
+};
 use tidings_core::usecases::{
     CoreConfig, CreateWebhookRequest, ListParams, MAX_USER_AGENT_CHARS, Principal, SendRequest, Tidings,
     TrackingRequest,
 };
+use tidings_core::{Error, IdempotencyConflict};
 
 const TARGET: &str = "https://shop.example.com/orders/42";
 const NOT_FOUND: Error = Error::NotFound("tracking link");
@@ -116,7 +118,10 @@ async fn an_idempotent_replay_with_another_tracking_choice_is_another_request() 
     t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap();
     assert!(t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap().replayed);
     let other = html_send(Some(TrackingRequest { opens: Some(true), clicks: None }));
-    assert_eq!(t.core.send_message(&who, other, Some("k1")).await.map(drop), Err(Error::IdempotencyKeyReused));
+    assert_eq!(
+        t.core.send_message(&who, other, Some("k1")).await.map(drop),
+        Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest))
+    );
 }
 
 #[tokio::test]
@@ -311,6 +316,84 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
         ]
     );
     assert_eq!(reads.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() {
+    let t = TestCore::with_config(tracking_config());
+    let who = full_key();
+    let hook = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/t".into()),
+        event_types: Some(vec!["Opened".into(), "Clicked".into()]),
+        enabled: None,
+    };
+    let hook = t.core.create_webhook(&who, hook).await.unwrap();
+    let sent = sent_message(&t, &who).await;
+    let open = key().sign_open(sent.workspace_id, sent.id);
+    let click = key().sign_click(sent.workspace_id, sent.id, &target());
+    let other = key().sign_click(sent.workspace_id, sent.id, &TrackedUrl::parse("https://shop.example.com/x").unwrap());
+
+    t.core.record_open(&open, Some("first")).await.unwrap();
+    t.core.record_click(&click, Some("first")).await.unwrap();
+    for _ in 0..200 {
+        t.core.record_open(&open, Some("replay")).await.unwrap();
+        assert_eq!(t.core.record_click(&click, Some("replay")).await.unwrap(), target(), "always redirected");
+    }
+    t.core.record_click(&other, Some("later")).await.unwrap();
+
+    let timeline = events(&t, &who, &sent).await;
+    let opened: Vec<_> = timeline.iter().filter(|e| e.event_type == EventType::Opened).collect();
+    let clicked: Vec<_> = timeline.iter().filter(|e| e.event_type == EventType::Clicked).collect();
+    assert_eq!(opened.len(), MAX_OPENS_KEPT as usize);
+    assert_eq!(opened[0].details.user_agent.as_deref(), Some("first"));
+    assert_eq!(clicked.len(), 1 + MAX_REPEAT_CLICKS_KEPT as usize + 1, "first, repeats, the other link's first");
+    assert_eq!(clicked[0].details.user_agent.as_deref(), Some("first"));
+    assert_eq!(clicked.last().unwrap().details.url.as_deref(), Some("https://shop.example.com/x"));
+    let log = t.core.list_webhook_deliveries(&who, &hook.id.to_string(), ListParams::default()).await.unwrap();
+    assert_eq!(log.items.len(), opened.len() + clicked.len(), "a delivery per kept event only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_replays_cannot_slip_past_the_cap_together() {
+    let t = TestCore::with_config(tracking_config());
+    let who = full_key();
+    let sent = sent_message(&t, &who).await;
+    let open = key().sign_open(sent.workspace_id, sent.id);
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (core, open) = (t.core.clone(), open.clone());
+            tokio::spawn(async move { core.record_open(&open, None).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let opened = event_types(&t, &who, &sent).await.into_iter().filter(|e| *e == EventType::Opened).count();
+    assert_eq!(opened, MAX_OPENS_KEPT as usize, "64 racing opens keep exactly the cap");
+    let stored = t.core.get_message(&who, &sent.id.to_string()).await.unwrap();
+    assert_eq!(stored.tracking_tally.opens, MAX_OPENS_KEPT);
+}
+
+#[tokio::test]
+async fn an_open_written_only_if_no_event_came_in_between() {
+    let sent = {
+        let mut m =
+            fixtures::message(WorkspaceId(fixtures::ulid()), ApiKeyId(fixtures::ulid()), DomainId(fixtures::ulid()));
+        m.status = MessageStatus::Delivered;
+        m
+    };
+    let expected = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut store = MockStore::new();
+    let read = sent.clone();
+    store.expect_get_message().returning(move |_, _| Ok(Some(read.clone())));
+    store.expect_list_enabled_webhooks().returning(|_| Ok(Vec::new()));
+    let seen = Arc::clone(&expected);
+    store.expect_record_event().returning(move |write| {
+        seen.lock().unwrap().push((write.expected_last_event_id, write.message.tracking_tally.opens));
+        Ok(())
+    });
+    core_over(store).record_open(&key().sign_open(sent.workspace_id, sent.id), None).await.unwrap();
+    assert_eq!(*expected.lock().unwrap(), [(Some(sent.last_event_id), 1)], "the write names the event it read last");
 }
 
 /// Whether two keys sign alike (keys cannot be compared otherwise: nothing exposes them).

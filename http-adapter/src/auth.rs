@@ -1,16 +1,17 @@
 //! The `Authed` extractor: finds the key (`Authorization: Bearer` or `X-Api-Key`) and asks
 //! core who the caller is, with the failed-auth throttle per client address
-//! ([`Tidings::authenticate_client`](tidings_core::usecases::Tidings::authenticate_client)).
+//! ([`Tidings::authenticate_client`](tidings_core::usecases::Tidings::authenticate_client));
+//! the address is the request's [`ClientIp`].
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr};
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use tidings_core::Error;
 use tidings_core::usecases::{AuthRefusal, Principal};
 
-use crate::{ApiError, ApiState};
+use crate::{ApiError, ApiState, ClientIp};
 
 /// The authenticated caller of a handler.
 pub struct Authed(pub Principal);
@@ -19,10 +20,7 @@ impl FromRequestParts<ApiState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Self::Rejection> {
-        let client = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(addr)| addr.ip());
+        let client = client_ip(parts);
         let presented = presented_key(&parts.headers);
         match state.core.authenticate_client(&*state.limits, client, presented).await? {
             Ok(principal) => Ok(Self(principal)),
@@ -38,9 +36,17 @@ impl FromRequestParts<ApiState> for Authed {
 /// `missing_api_key`); a header that is present but unreadable or empty counts as a (wrong)
 /// key.
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    let bearer = headers.get(axum::http::header::AUTHORIZATION).and_then(|value| {
-        let (scheme, key) = value.to_str().ok()?.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
-    });
-    bearer.or_else(|| headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim()))
+    bearer(headers).or_else(|| headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim()))
+}
+
+/// The request's [`ClientIp`]; without one (the router served without connection info) all
+/// clients share the unspecified address.
+pub(crate) fn client_ip(parts: &Parts) -> IpAddr {
+    parts.extensions.get::<ClientIp>().map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ClientIp(ip)| *ip)
+}
+
+/// The `Bearer` credential of the request, if it carries one.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let (scheme, token) = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

@@ -34,20 +34,29 @@ pub fn list<T, U: Serialize>(listed: Listed<T>, item: impl FnMut(T) -> U) -> Res
     (StatusCode::OK, Json(body)).into_response()
 }
 
+/// The body of a failure without details, as bytes: for answers written outside the router
+/// (the server's answer to plain HTTP, and to requests hyper could not parse).
+pub fn failure_body(status: StatusCode, code: &str, message: &str) -> Vec<u8> {
+    failure_value(status, code, message, None).to_string().into_bytes()
+}
+
 /// A failure: `data` null and the `error` object.
 pub fn failure(status: StatusCode, code: &str, message: &str, details: Option<Value>) -> Response {
+    (status, Json(failure_value(status, code, message, details))).into_response()
+}
+
+fn failure_value(status: StatusCode, code: &str, message: &str, details: Option<Value>) -> Value {
     let mut error = json!({ "code": code, "message": message });
     if let Some(details) = details {
         error["details"] = details;
     }
-    let body = json!({
+    json!({
         "success": false,
         "message": message,
         "statusCode": status.as_u16(),
         "data": null,
         "error": error,
-    });
-    (status, Json(body)).into_response()
+    })
 }
 
 fn to_value(data: impl Serialize) -> Value {

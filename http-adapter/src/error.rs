@@ -34,7 +34,21 @@ pub enum ApiError {
     },
     /// 429 `too_many_auth_failures`.
     TooManyAuthFailures(RetryAfter),
+    /// 503 `unavailable` with `Retry-After`: the server's budget of request-body bytes in
+    /// flight cannot hold this body now.
+    Busy,
+    /// 414 `uri_too_long`: the request target is over [`crate::MAX_URI_BYTES`].
+    UriTooLong,
+    /// 431 `headers_too_large`: the header section is over [`crate::MAX_HEADER_LIST_BYTES`].
+    HeadersTooLarge,
+    /// 401 `invalid_metrics_token`: `/metrics` needs the operator's token, which was missing
+    /// or wrong. Not among contract §1's codes: `/metrics` is outside the API (`/v1`).
+    MetricsTokenRequired,
 }
+
+/// `Retry-After` of a [`ApiError::Busy`] answer, in seconds: large bodies in flight are
+/// usually done within one.
+const BUSY_RETRY_AFTER_SECS: u32 = 1;
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -53,7 +67,7 @@ fn core_status(e: &Error) -> StatusCode {
         Error::InvalidApiKey => StatusCode::UNAUTHORIZED,
         Error::InsufficientScope | Error::DomainNotAllowed { .. } => StatusCode::FORBIDDEN,
         Error::NotFound(_) => StatusCode::NOT_FOUND,
-        Error::Conflict(_) | Error::IdempotencyKeyReused => StatusCode::CONFLICT,
+        Error::Conflict(_) | Error::IdempotencyKeyReused(_) => StatusCode::CONFLICT,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -108,6 +122,30 @@ impl ApiError {
                 format!("too many failed authentications from this address; retry in {} s", retry_after.seconds),
                 None,
             ),
+            Self::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("the server is busy receiving other large requests; retry in {BUSY_RETRY_AFTER_SECS} s"),
+                None,
+            ),
+            Self::UriTooLong => (
+                StatusCode::URI_TOO_LONG,
+                "uri_too_long",
+                format!("the request URI is over {} bytes", crate::MAX_URI_BYTES),
+                None,
+            ),
+            Self::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                format!("the request headers are over {} bytes", crate::MAX_HEADER_LIST_BYTES),
+                None,
+            ),
+            Self::MetricsTokenRequired => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_metrics_token",
+                "send the metrics token (TIDINGS_METRICS_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
+                None,
+            ),
         }
     }
 }
@@ -128,6 +166,12 @@ impl IntoResponse for ApiError {
             }
             Self::TooManyAuthFailures(retry_after) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
+            }
+            Self::Busy => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
+            }
+            Self::MetricsTokenRequired => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
             }
             _ => {}
         }

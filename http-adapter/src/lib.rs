@@ -15,11 +15,16 @@
 //! and what is logged while handling a request is inside a `request` span with that id.
 //!
 //! Serve it with `into_make_service_with_connect_info::<SocketAddr>()` so the failed-auth
-//! throttle sees client addresses; without it all clients share one throttle bucket.
+//! throttle sees client addresses; without it all clients share one throttle bucket. Behind
+//! a load balancer, name it in [`HttpConfig::trusted_proxies`] so that the client is read
+//! from `X-Forwarded-For` ([`ClientIp`]).
 
 mod auth;
+mod body;
+mod client_addr;
 mod envelope;
 mod error;
+mod head;
 mod json;
 pub mod metrics;
 mod openapi;
@@ -34,12 +39,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tidings_core::ports::Limits;
-use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, Tidings};
+use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidings};
 
+pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
+pub use client_addr::{ClientIp, TrustedProxies};
+pub use envelope::failure_body;
 pub use error::{ApiError, ApiResult};
+pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
-pub use routes::{router, served_routes};
+pub use routes::{loggable_path, metrics_router, router, served_routes};
 
 /// Default of [`HttpConfig::max_send_body_bytes`]: 56 MiB.
 pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;
@@ -53,10 +62,23 @@ pub struct HttpConfig {
     /// (default 56 MiB: those, 10 MiB of bodies and JSON around them). The larger of this and
     /// `max_body_bytes` applies to that route.
     pub max_send_body_bytes: usize,
+    /// Most request-body bytes held at once, all requests together; a body that does not fit
+    /// is answered 503 with `Retry-After`. At least the larger body limit, or such a body
+    /// could never be served.
+    pub max_body_bytes_in_flight: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
     /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
     pub auth_throttle: AuthThrottleConfig,
+    /// Proxies whose `X-Forwarded-For` names the client (default: none, the TCP peer is the
+    /// client).
+    pub trusted_proxies: TrustedProxies,
+    /// When set, `/metrics` answers only a scraper presenting this token as
+    /// `Authorization: Bearer <token>` (401 otherwise).
+    pub metrics_token: Option<MetricsToken>,
+    /// Whether [`router`] serves `/metrics`; `false` when [`metrics_router`] serves it on a
+    /// listener of its own.
+    pub serve_metrics: bool,
 }
 
 impl Default for HttpConfig {
@@ -64,8 +86,12 @@ impl Default for HttpConfig {
         Self {
             max_body_bytes: 10 * 1024 * 1024,
             max_send_body_bytes: DEFAULT_MAX_SEND_BODY_BYTES,
+            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             request_timeout: Duration::from_secs(30),
             auth_throttle: AuthThrottleConfig::default(),
+            trusted_proxies: TrustedProxies::default(),
+            metrics_token: None,
+            serve_metrics: true,
         }
     }
 }
@@ -95,6 +121,7 @@ pub struct ApiState {
     pub(crate) config: Arc<HttpConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) drain: Drain,
+    pub(crate) body_budget: body::BodyBudget,
 }
 
 impl ApiState {
@@ -109,7 +136,8 @@ impl ApiState {
     /// nodes share (`config.auth_throttle` is then the limits' business).
     pub fn with_limits(core: Tidings, config: HttpConfig, limits: Arc<dyn Limits>) -> Self {
         let metrics = Arc::new(Metrics::new());
-        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default() }
+        let body_budget = body::BodyBudget::new(config.max_body_bytes_in_flight);
+        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default(), body_budget }
     }
 
     /// The same state exporting `metrics` at `/metrics` and counting requests into it; give

@@ -11,10 +11,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tidings_core::Error;
 use tidings_core::email::EmailAddress;
 use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthRefusal, Principal, SubmitError, SubmitFailure, Tidings};
+use tidings_core::{Error, IdempotencyConflict};
 
 use crate::handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
 
@@ -93,8 +93,11 @@ fn reply_for(error: &Error) -> HandlerError {
         }
         Error::RecipientSuppressed(_) => refused(550, "5.1.1", "Recipient is on the suppression list".to_owned()),
         Error::InvalidApiKey => refused(550, "5.7.8", "API key revoked".to_owned()),
-        Error::IdempotencyKeyReused => {
+        Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest) => {
             refused(550, "5.6.0", "This Message-ID was already used for a different message".to_owned())
+        }
+        Error::IdempotencyKeyReused(IdempotencyConflict::OtherKey) => {
+            refused(550, "5.6.0", "This Message-ID was already used by another API key of this workspace".to_owned())
         }
         Error::InvalidIdempotencyKey(_) | Error::NotFound(_) | Error::Conflict(_) | Error::Internal(_) => {
             tracing::error!("submission failed: {error}");

@@ -9,7 +9,8 @@ use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
 
 use crate::PgStore;
-use crate::db::{db_error, decode, decode_all, doc, execute, limit as sql_limit, newest_first, query, query_opt, uuid};
+use crate::db::{db_error, decode, doc, execute, limit as sql_limit, newest_first, query, query_opt, uuid};
+use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
 
 /// The column form of a username: matched case-insensitively, as ASCII.
 fn username_key(username: &SenderUsername) -> String {
@@ -29,7 +30,7 @@ impl DomainStore for PgStore {
                 &domain.name.as_str(),
                 &(domain.status == DomainStatus::Verified),
                 &domain.checked_or_created_at(),
-                &doc(domain)?,
+                &sealed_doc(&self.sealer, domain)?,
             ],
         )
         .await
@@ -40,20 +41,23 @@ impl DomainStore for PgStore {
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE id = $1 AND workspace_id = $2";
         let row = query_opt(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
-        row.map(|row| decode(&row, "domain")).transpose()
+        row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()
     }
 
     async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE workspace_id = $1 AND name = $2";
         let row = query_opt(&client, sql, &[&uuid(workspace.0), &name.as_str()]).await?;
-        row.map(|row| decode(&row, "domain")).transpose()
+        row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()
     }
 
     async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
         let client = self.client().await?;
         let ws = uuid(workspace.0);
-        newest_first(&client, "domains", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit).await
+        let page =
+            newest_first(&client, "domains", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit)
+                .await?;
+        open_page(&self.sealer, page)
     }
 
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
@@ -62,14 +66,19 @@ impl DomainStore for PgStore {
         let (id, ws) = (uuid(domain.id.0), uuid(domain.workspace_id.0));
         let sql = "SELECT doc FROM domains WHERE id = $1 AND workspace_id = $2 FOR UPDATE";
         let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
-        let stored: Domain = decode(&row, "domain")?;
+        let stored: Domain = open_row(&self.sealer, &row, "domain")?;
         if stored.name != domain.name || stored.dkim != domain.dkim {
             return Err(StoreError::Conflict("a domain's name and keys cannot change".to_owned()));
         }
         execute(
             &tx,
             "UPDATE domains SET verified = $2, checked_at = $3, doc = $4 WHERE id = $1",
-            &[&id, &(domain.status == DomainStatus::Verified), &domain.checked_or_created_at(), &doc(domain)?],
+            &[
+                &id,
+                &(domain.status == DomainStatus::Verified),
+                &domain.checked_or_created_at(),
+                &sealed_doc(&self.sealer, domain)?,
+            ],
         )
         .await?;
         tx.commit().await.map_err(db_error)
@@ -86,7 +95,7 @@ impl DomainStore for PgStore {
     async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE NOT verified AND checked_at < $1 ORDER BY checked_at, id LIMIT $2";
-        decode_all(&query(&client, sql, &[&checked_before, &sql_limit(limit)]).await?, "domain")
+        open_rows(&self.sealer, &query(&client, sql, &[&checked_before, &sql_limit(limit)]).await?, "domain")
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

@@ -14,6 +14,9 @@
 //!   same transaction; no transaction is ever held across network I/O.
 //! - **Migrations** (`migrate.rs`) run at [`PgStore::connect`], serialised across nodes by an
 //!   advisory lock; [`migrate`] runs them alone.
+//! - **Secrets** (DKIM private keys, webhook secrets, the store's secrets) are sealed with the
+//!   [`Sealer`] the store is connected with; at connect the key is checked and plaintext left
+//!   by a version before sealing is sealed (`sealing.rs`).
 
 mod db;
 mod domains;
@@ -23,6 +26,7 @@ mod messages;
 mod migrate;
 mod queue;
 mod retention;
+mod sealing;
 mod secrets;
 mod suppressions;
 mod templates;
@@ -31,6 +35,7 @@ mod webhooks;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tidings_core::sealing::{SealError, Sealer};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
@@ -63,6 +68,19 @@ pub enum PgError {
     /// A statement around the migrations (lock, bookkeeping) failed.
     #[error("cannot migrate: {0}")]
     Migrate(#[source] tokio_postgres::Error),
+    /// The database's secrets were sealed with another key than the one given.
+    #[error("its secrets were sealed with another key than the one given (the key check does not open)")]
+    WrongKey(#[source] SealError),
+    /// The secrets stored in plaintext by an older version could not be sealed.
+    #[error("cannot seal the stored secrets: {0}")]
+    Sealing(String),
+}
+
+impl PgError {
+    /// Whether the database's secrets were sealed with another key than the one given.
+    pub fn is_wrong_key(&self) -> bool {
+        matches!(self, Self::WrongKey(_))
+    }
 }
 
 /// How the store connects.
@@ -88,6 +106,8 @@ impl Default for PgOptions {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    sealer: Sealer,
+    sealed_at_connect: usize,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -97,14 +117,16 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects without TLS and applies pending migrations.
-    pub async fn connect(url: &str, options: PgOptions) -> Result<Self, PgError> {
-        Self::connect_with_tls(url, options, NoTls).await
+    /// Connects without TLS and applies pending migrations; see [`Self::connect_with_tls`].
+    pub async fn connect(url: &str, options: PgOptions, sealer: Sealer) -> Result<Self, PgError> {
+        Self::connect_with_tls(url, options, sealer, NoTls).await
     }
 
     /// Connects through `tls` (e.g. a `tokio-postgres-rustls` connector) and applies pending
-    /// migrations.
-    pub async fn connect_with_tls<T>(url: &str, options: PgOptions, tls: T) -> Result<Self, PgError>
+    /// migrations. Secrets are sealed with `sealer`, which must have the key the database
+    /// was sealed with ([`PgError::WrongKey`] otherwise; every node must be given the same);
+    /// plaintext secrets of an older version are sealed now ([`Self::sealed_at_connect`]).
+    pub async fn connect_with_tls<T>(url: &str, options: PgOptions, sealer: Sealer, tls: T) -> Result<Self, PgError>
     where
         T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
         T::Stream: Send + Sync,
@@ -127,7 +149,14 @@ impl PgStore {
             .map_err(|e| PgError::Pool(e.to_string()))?;
         let mut client = pool.get().await.map_err(|e| PgError::Connect(with_causes(&e)))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
-        Ok(Self { pool })
+        let sealed_at_connect = sealing::seal_at_connect(&mut client, &sealer).await?;
+        Ok(Self { pool, sealer, sealed_at_connect })
+    }
+
+    /// How many records and secrets were stored in plaintext (by a version before sealing)
+    /// and were sealed when this store connected.
+    pub fn sealed_at_connect(&self) -> usize {
+        self.sealed_at_connect
     }
 }
 

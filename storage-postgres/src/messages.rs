@@ -183,7 +183,8 @@ impl MessageStore for PgStore {
             "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7,
                  purge_pending = true
              WHERE id = $1 AND workspace_id = $2 AND status = $8
-               AND ($9::timestamptz IS NULL OR next_attempt_at = $9)",
+               AND ($9::timestamptz IS NULL OR next_attempt_at = $9)
+               AND ($10::text IS NULL OR doc->>'last_event_id' = $10)",
             &[
                 &id,
                 &ws,
@@ -194,6 +195,7 @@ impl MessageStore for PgStore {
                 &doc(m)?,
                 &write.expected_status.as_str(),
                 &write.expected_next_attempt_at,
+                &write.expected_last_event_id.map(|e| e.to_string()),
             ],
         )
         .await?;
@@ -202,7 +204,9 @@ impl MessageStore for PgStore {
             let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
             let status: String = row.try_get(0).map_err(|e| StoreError::Corrupt(format!("message status: {e}")))?;
             if status == write.expected_status.as_str() {
-                return Err(StoreError::Conflict("message is no longer under this lease".to_owned()));
+                return Err(StoreError::Conflict(
+                    "message is no longer under this lease, or an event was recorded since it was read".to_owned(),
+                ));
             }
             return Err(StoreError::Conflict(format!("message is {status}, not {}", write.expected_status.as_str())));
         }

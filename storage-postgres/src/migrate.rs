@@ -14,10 +14,11 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_settings", include_str!("../migrations/0003_settings.sql")),
     ("0004_message_labels", include_str!("../migrations/0004_message_labels.sql")),
     ("0005_retention", include_str!("../migrations/0005_retention.sql")),
+    ("0006_sealing", include_str!("../migrations/0006_sealing.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).
-const LOCK_KEY: i64 = 0x0074_6964_696e_6773;
+pub(crate) const LOCK_KEY: i64 = 0x0074_6964_696e_6773;
 
 /// Refuses a schema name that would need quoting (it goes into `search_path` and DDL).
 pub(crate) fn check_schema_name(schema: &str) -> Result<(), PgError> {

@@ -12,8 +12,9 @@ use tidings_core::ports::{EndpointQuota, Page, PageRequest, StoreError, StoreRes
 use uuid::Uuid;
 
 use crate::PgStore;
-use crate::db::{db_error, decode, decode_all, doc, execute, newest_first, query, query_opt, tag, uuid};
+use crate::db::{db_error, decode, doc, execute, newest_first, query, query_opt, tag, uuid};
 use crate::queue;
+use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
 
 /// What to do with a delivery whose endpoint does not exist (in its workspace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +78,12 @@ impl WebhookStore for PgStore {
         execute(
             &client,
             "INSERT INTO webhooks (id, workspace_id, enabled, doc) VALUES ($1, $2, $3, $4)",
-            &[&uuid(endpoint.id.0), &uuid(endpoint.workspace_id.0), &endpoint.enabled, &doc(endpoint)?],
+            &[
+                &uuid(endpoint.id.0),
+                &uuid(endpoint.workspace_id.0),
+                &endpoint.enabled,
+                &sealed_doc(&self.sealer, endpoint)?,
+            ],
         )
         .await
         .map(drop)
@@ -87,7 +93,7 @@ impl WebhookStore for PgStore {
         let client = self.client().await?;
         let sql = "SELECT doc FROM webhooks WHERE id = $1 AND workspace_id = $2";
         let row = query_opt(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
-        row.map(|row| decode(&row, "webhook")).transpose()
+        row.map(|row| open_row(&self.sealer, &row, "webhook")).transpose()
     }
 
     async fn list_webhooks(
@@ -97,13 +103,16 @@ impl WebhookStore for PgStore {
     ) -> StoreResult<Page<WebhookEndpoint>> {
         let client = self.client().await?;
         let ws = uuid(workspace.0);
-        newest_first(&client, "webhooks", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit).await
+        let page =
+            newest_first(&client, "webhooks", &[("workspace_id", &ws)], None, page.cursor.map(|c| c.0), page.limit)
+                .await?;
+        open_page(&self.sealer, page)
     }
 
     async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
         let client = self.client().await?;
         let sql = "SELECT doc FROM webhooks WHERE workspace_id = $1 AND enabled ORDER BY id";
-        decode_all(&query(&client, sql, &[&uuid(workspace.0)]).await?, "webhook")
+        open_rows(&self.sealer, &query(&client, sql, &[&uuid(workspace.0)]).await?, "webhook")
     }
 
     async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
@@ -111,7 +120,12 @@ impl WebhookStore for PgStore {
         let changed = execute(
             &client,
             "UPDATE webhooks SET enabled = $3, doc = $4 WHERE id = $1 AND workspace_id = $2",
-            &[&uuid(endpoint.id.0), &uuid(endpoint.workspace_id.0), &endpoint.enabled, &doc(endpoint)?],
+            &[
+                &uuid(endpoint.id.0),
+                &uuid(endpoint.workspace_id.0),
+                &endpoint.enabled,
+                &sealed_doc(&self.sealer, endpoint)?,
+            ],
         )
         .await?;
         if changed == 0 { Err(StoreError::NotFound) } else { Ok(()) }

@@ -63,6 +63,8 @@ async fn nodes_starting_together_migrate_once() {
     for run in runs {
         run.await.expect("migration task").expect("migrate");
     }
-    let store = PgStore::connect(&url, options(&schema)).await.expect("connect after migrating");
+    let store = PgStore::connect(&url, options(&schema), tidings_core::testing::fixtures::sealer())
+        .await
+        .expect("connect after migrating");
     drop(store);
 }

@@ -20,7 +20,11 @@ async fn nodes(url: &str) -> (Vec<Arc<PgStore>>, common::DropSchema) {
     let (first, guard) = fresh_store(url).await;
     let mut nodes = vec![Arc::new(first)];
     for _ in 1..NODES {
-        nodes.push(Arc::new(PgStore::connect(url, options(&guard.schema)).await.expect("connect another node")));
+        nodes.push(Arc::new(
+            PgStore::connect(url, options(&guard.schema), tidings_core::testing::fixtures::sealer())
+                .await
+                .expect("connect another node"),
+        ));
     }
     (nodes, guard)
 }

@@ -7,11 +7,13 @@ use tidings_core::domain_name::DomainName;
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
 use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
+use tidings_core::sealing::Sealed;
 
 use crate::SledStore;
 use crate::codec::{decode, decode_id, encode, sled_error};
 use crate::db::{Order, page};
 use crate::layout::{self, Key};
+use crate::sealing::{decode_sealed, encode_sealed, seal_error};
 
 fn name_key(ws: WorkspaceId, name: &DomainName) -> Vec<u8> {
     // DomainName is lower-case by construction; lower-casing again costs nothing and keeps
@@ -31,12 +33,20 @@ fn sender_name_key(ws: WorkspaceId, domain: DomainId, username: &SenderUsername)
         .0
 }
 
+impl SledStore {
+    /// The domain stored under `key`, its keys opened.
+    fn domain(&self, key: &[u8]) -> StoreResult<Option<Domain>> {
+        let Some(bytes) = self.inner.tree()?.get(key).map_err(sled_error)? else { return Ok(None) };
+        decode_sealed(&self.sealer, &bytes, "domain").map(Some)
+    }
+}
+
 #[async_trait]
 impl DomainStore for SledStore {
     async fn insert_domain(&self, domain: &Domain) -> StoreResult<()> {
         let key = layout::domain(domain.workspace_id, domain.id).0;
         let name = name_key(domain.workspace_id, &domain.name);
-        let value = encode(domain)?;
+        let value = encode_sealed(&self.sealer, domain)?;
         self.inner
             .write_durable(|tree, batch| {
                 if tree.contains_key(&name).map_err(sled_error)? {
@@ -53,7 +63,7 @@ impl DomainStore for SledStore {
     }
 
     async fn get_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<Option<Domain>> {
-        self.inner.get(&layout::domain(workspace, id).0, "domain")
+        self.domain(&layout::domain(workspace, id).0)
     }
 
     async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
@@ -61,7 +71,7 @@ impl DomainStore for SledStore {
             return Ok(None);
         };
         let id = DomainId::from_bytes(decode_id(&id, "domain name index")?);
-        self.inner.get(&layout::domain(workspace, id).0, "domain")
+        self.domain(&layout::domain(workspace, id).0)
     }
 
     async fn list_domains(&self, workspace: WorkspaceId, page_req: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
@@ -73,16 +83,17 @@ impl DomainStore for SledStore {
             cursor.as_ref().map(|c| &c[..]),
             page_req.limit,
             Order::NewestFirst,
-            |_, v| decode(&v, "domain").map(Some),
+            |_, v| decode_sealed(&self.sealer, &v, "domain").map(Some),
         )
     }
 
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
         let key = layout::domain(domain.workspace_id, domain.id).0;
-        let value = encode(domain)?;
+        let value = encode_sealed(&self.sealer, domain)?;
         self.inner
             .write_durable(|tree, batch| {
-                let old: Domain = crate::db::get(tree, &key, "domain")?.ok_or(StoreError::NotFound)?;
+                let old = tree.get(&key).map_err(sled_error)?.ok_or(StoreError::NotFound)?;
+                let old: Domain = decode_sealed(&self.sealer, &old, "domain")?;
                 if old.name != domain.name || old.dkim != domain.dkim {
                     // The trait forbids it (and the name index would go stale): refuse loudly.
                     return Err(StoreError::Conflict("a domain's name and keys cannot change".into()));
@@ -97,9 +108,9 @@ impl DomainStore for SledStore {
         let key = layout::domain(workspace, id).0;
         self.inner
             .write_durable(|tree, batch| {
-                let old: Domain = crate::db::get(tree, &key, "domain")?.ok_or(StoreError::NotFound)?;
+                let old: Sealed<Domain> = crate::db::get(tree, &key, "domain")?.ok_or(StoreError::NotFound)?;
                 batch.remove(key);
-                batch.remove(name_key(workspace, &old.name));
+                batch.remove(name_key(workspace, &old.unopened().name));
                 for entry in tree.scan_prefix(senders_of(workspace, id).0) {
                     let (sender_key, value) = entry.map_err(sled_error)?;
                     let sender: Sender = decode(&value, "sender")?;
@@ -117,14 +128,16 @@ impl DomainStore for SledStore {
         let mut due = Vec::new();
         for entry in self.inner.tree()?.scan_prefix(Key::new(layout::DOMAIN).0) {
             let (_, value) = entry.map_err(sled_error)?;
-            let domain: Domain = decode(&value, "domain")?;
+            let stored: Sealed<Domain> = decode(&value, "domain")?;
+            let domain = stored.unopened();
             if domain.status != DomainStatus::Verified && domain.checked_or_created_at() < checked_before {
-                due.push(domain);
+                due.push(stored);
             }
         }
-        due.sort_by_key(|d| (d.checked_or_created_at(), d.id));
+        due.sort_by_key(|d| (d.unopened().checked_or_created_at(), d.unopened().id));
         due.truncate(limit);
-        Ok(due)
+        // Opened only once chosen: the scan reads every domain.
+        due.into_iter().map(|d| self.sealer.open_record(d).map_err(seal_error)).collect()
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

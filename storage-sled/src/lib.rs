@@ -15,6 +15,9 @@
 //!   it, and a `META` key remembers that it was (the global message id index, `messages.rs`).
 //!   A store that an older build has written to since keeps the marker but misses entries:
 //!   going back to an older build is not supported.
+//! - **Secrets** (DKIM private keys, webhook secrets, the store's secrets) are sealed with the
+//!   [`Sealer`] the store is opened with; at open the key is checked and plaintext left by a
+//!   version before sealing is sealed (`sealing.rs`).
 //! - **Expiry**: idempotency records stay until `purge_expired_idempotency` removes them; the
 //!   server calls it periodically, so expired keys do not grow the store without bound.
 //!
@@ -30,6 +33,7 @@ mod layout;
 mod messages;
 mod queue;
 mod retention;
+mod sealing;
 mod secrets;
 mod suppressions;
 mod templates;
@@ -41,6 +45,8 @@ use std::sync::Arc;
 
 use db::Inner;
 use flusher::Flusher;
+pub use sealing::SealingError;
+use tidings_core::sealing::Sealer;
 
 /// Why a store could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +61,16 @@ pub enum SledError {
     /// The write interrupted by the last crash could not be completed.
     #[error("cannot complete the write interrupted by a crash: {0}")]
     Recovery(#[from] tidings_core::ports::StoreError),
+    /// The key does not open the store's secrets, or they could not be sealed.
+    #[error("{0}")]
+    Sealing(#[from] SealingError),
+}
+
+impl SledError {
+    /// Whether the store's secrets were sealed with another key than the one given.
+    pub fn is_wrong_key(&self) -> bool {
+        matches!(self, Self::Sealing(SealingError::WrongKey(_)))
+    }
 }
 
 /// How the store uses memory.
@@ -78,17 +94,22 @@ impl Default for SledOptions {
 #[derive(Debug, Clone)]
 pub struct SledStore {
     inner: Arc<Inner>,
+    sealer: Sealer,
+    sealed_at_open: usize,
 }
 
 impl SledStore {
     /// Opens (or creates) the store in directory `path` with the default [`SledOptions`].
-    /// Only one process may have it open.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, SledError> {
-        Self::open_with(path, SledOptions::default())
+    /// Only one process may have it open. See [`Self::open_with`] for `sealer`.
+    pub fn open(path: impl AsRef<Path>, sealer: Sealer) -> Result<Self, SledError> {
+        Self::open_with(path, SledOptions::default(), sealer)
     }
 
     /// Opens (or creates) the store in directory `path`. Only one process may have it open.
-    pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, SledError> {
+    /// Secrets are sealed with `sealer`, which must have the key the store was sealed with:
+    /// [`SledError::is_wrong_key`] otherwise. Plaintext secrets of an older store are sealed
+    /// now ([`Self::sealed_at_open`] says how many).
+    pub fn open_with(path: impl AsRef<Path>, options: SledOptions, sealer: Sealer) -> Result<Self, SledError> {
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(options.cache_capacity_bytes)
@@ -103,7 +124,15 @@ impl SledStore {
         messages::build_id_index(&tree)?;
         retention::build_purge_index(&tree)?;
         let flusher = Flusher::start(db.clone())?;
-        Ok(Self { inner: Arc::new(Inner::new(db, tree, flusher)) })
+        let inner = Arc::new(Inner::new(db, tree, flusher));
+        let sealed_at_open = sealing::seal_at_open(&inner, &sealer)?.sealed;
+        Ok(Self { inner, sealer, sealed_at_open })
+    }
+
+    /// How many records and secrets were stored in plaintext (by a version before sealing)
+    /// and were sealed when this store was opened.
+    pub fn sealed_at_open(&self) -> usize {
+        self.sealed_at_open
     }
 
     /// Bytes the database occupies on disk.

@@ -331,6 +331,14 @@ impl MessageStore for SledStore {
                 {
                     return Err(StoreError::Conflict(format!("message {} is no longer under this lease", new.id)));
                 }
+                if let Some(expected) = write.expected_last_event_id
+                    && old.last_event_id != expected
+                {
+                    return Err(StoreError::Conflict(format!(
+                        "message {}: an event was recorded since it was read",
+                        new.id
+                    )));
+                }
                 if old.status != write.expected_status {
                     return Err(StoreError::Conflict(format!(
                         "message {} is {}, not {}",
@@ -497,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
-            let store = SledStore::open(dir.path()).unwrap();
+            let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
             store.create_message(new_message(&old)).await.unwrap();
             // As a store written by a build without the index: no entry, no marker.
             let tree = store.inner.tree().unwrap();
@@ -506,7 +514,7 @@ mod tests {
             assert_eq!(store.find_message(old.id).await.unwrap(), None, "without its entry the message is not found");
             tree.flush().unwrap();
         }
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
         assert_eq!(
             store.find_message(old.id).await.unwrap(),
             Some(old.clone()),

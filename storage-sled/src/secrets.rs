@@ -1,28 +1,34 @@
-//! Secrets of the store (the tracking key): `SECRET ‖ name` → the secret's bytes as they are,
-//! written once and never changed.
+//! Secrets of the store (the tracking key): `SECRET ‖ name` → the secret sealed
+//! (`sealing.rs`), written once and never changed.
 
 use async_trait::async_trait;
 use tidings_core::ports::{SecretStore, StoreResult};
+use tidings_core::sealing::secret_label;
 use tidings_core::secret::{Secret, SecretName};
 
 use crate::SledStore;
 use crate::codec::sled_error;
 use crate::layout;
+use crate::sealing::seal_error;
 
 #[async_trait]
 impl SecretStore for SledStore {
     async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>> {
         let key = layout::secret(name).0;
+        let label = secret_label(name.as_str());
+        let sealed = self.sealer.seal(&label, candidate.expose()).map_err(seal_error)?;
         // Durable also when the secret was there: it may have been written a moment ago by a
         // call whose flush is still to come. This runs once per start.
-        self.inner
+        let stored = self
+            .inner
             .write_durable(|tree, batch| {
                 if let Some(stored) = tree.get(&key).map_err(sled_error)? {
-                    return Ok(Secret::new(stored.to_vec()));
+                    return Ok(stored.to_vec());
                 }
-                batch.insert(key.as_slice(), candidate.expose().as_slice());
-                Ok(candidate.clone())
+                batch.insert(key.as_slice(), sealed.as_slice());
+                Ok(sealed.clone())
             })
-            .await
+            .await?;
+        self.sealer.open(&label, &stored).map(Secret::new).map_err(seal_error)
     }
 }

@@ -9,12 +9,14 @@ use sled::Tree;
 use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
 use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
 use tidings_core::ports::{EndpointQuota, Page, PageRequest, QuotaCount, StoreError, StoreResult, WebhookStore};
+use tidings_core::sealing::Sealed;
 
 use crate::SledStore;
 use crate::codec::{bad_key, decode, encode, sled_error};
 use crate::db::{Batch, Order, get, page};
 use crate::layout::{self, Key};
 use crate::queue::{self, Admit, DueRecord};
+use crate::sealing::{decode_sealed, encode_sealed, seal_error};
 
 impl DueRecord for WebhookDelivery {
     const DUE_TAG: u8 = layout::DELIVERY_DUE;
@@ -84,7 +86,7 @@ pub fn queue_deliveries(
 impl WebhookStore for SledStore {
     async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
         let key = layout::webhook(endpoint.workspace_id, endpoint.id).0;
-        let value = encode(endpoint)?;
+        let value = encode_sealed(&self.sealer, endpoint)?;
         self.inner
             .write_durable(|tree, batch| {
                 if tree.contains_key(&key).map_err(sled_error)? {
@@ -97,7 +99,10 @@ impl WebhookStore for SledStore {
     }
 
     async fn get_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<Option<WebhookEndpoint>> {
-        self.inner.get(&layout::webhook(workspace, id).0, "webhook")
+        let Some(bytes) = self.inner.tree()?.get(layout::webhook(workspace, id).0).map_err(sled_error)? else {
+            return Ok(None);
+        };
+        decode_sealed(&self.sealer, &bytes, "webhook").map(Some)
     }
 
     async fn list_webhooks(
@@ -113,7 +118,7 @@ impl WebhookStore for SledStore {
             cursor.as_ref().map(|c| &c[..]),
             page_req.limit,
             Order::NewestFirst,
-            |_, v| decode(&v, "webhook").map(Some),
+            |_, v| decode_sealed(&self.sealer, &v, "webhook").map(Some),
         )
     }
 
@@ -123,9 +128,9 @@ impl WebhookStore for SledStore {
         let mut out = Vec::new();
         for entry in self.inner.tree()?.scan_prefix(prefix) {
             let (_, value) = entry.map_err(sled_error)?;
-            let endpoint: WebhookEndpoint = decode(&value, "webhook")?;
-            if endpoint.enabled {
-                out.push(endpoint);
+            let stored: Sealed<WebhookEndpoint> = decode(&value, "webhook")?;
+            if stored.unopened().enabled {
+                out.push(self.sealer.open_record(stored).map_err(seal_error)?);
             }
         }
         Ok(out)
@@ -133,7 +138,7 @@ impl WebhookStore for SledStore {
 
     async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
         let key = layout::webhook(endpoint.workspace_id, endpoint.id).0;
-        let value = encode(endpoint)?;
+        let value = encode_sealed(&self.sealer, endpoint)?;
         self.inner
             .write_durable(|tree, batch| {
                 if !tree.contains_key(&key).map_err(sled_error)? {

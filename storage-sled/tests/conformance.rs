@@ -6,7 +6,7 @@ use tidings_storage_sled::SledStore;
 
 fn fresh() -> (SledStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
-    (SledStore::open(dir.path()).expect("open store"), dir)
+    (SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).expect("open store"), dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

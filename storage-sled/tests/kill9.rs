@@ -53,7 +53,7 @@ fn acknowledged_messages_survive_a_sigkill() {
         let status = child.wait().unwrap();
         assert_eq!(acknowledged.len(), ACKNOWLEDGED_BEFORE_KILL, "round {round}: the writer ended early: {status}");
 
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         runtime.block_on(async {
             for (ws, id, key) in &acknowledged {
@@ -76,7 +76,7 @@ fn child_writer_for_the_sigkill_test() {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async move {
-        let store = SledStore::open(dir).unwrap();
+        let store = SledStore::open(dir, tidings_core::testing::fixtures::sealer()).unwrap();
         let ws = workspace();
         let key = api_key(ws.id);
         let dom = domain(ws.id, "acme.example.com");

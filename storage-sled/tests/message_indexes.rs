@@ -24,7 +24,7 @@ async fn walk(store: &SledStore, ws: tidings_core::ids::WorkspaceId, query: &Mes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
     let ws = workspace();
     let (key, other_key) = (api_key(ws.id), api_key(ws.id));
     let dom = domain(ws.id, "acme.example.com");

@@ -28,7 +28,7 @@ async fn every_resource_and_index_survives_a_reopen() {
     let mut with_key = new_message(&queued);
     with_key.idempotency = Some(idempotency(ws.id, "order-1", queued.id, now(), plus_secs(now(), 3600)));
     {
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
         store.create_workspace(&ws, &key).await.unwrap();
         store.insert_domain(&dom).await.unwrap();
         store.insert_sender(&snd).await.unwrap();
@@ -41,7 +41,7 @@ async fn every_resource_and_index_survives_a_reopen() {
         store.record_event(sent_write.clone()).await.unwrap();
     }
 
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
     assert_eq!(store.get_workspace(ws.id).await.unwrap(), Some(ws.clone()));
     assert_eq!(store.find_api_key_by_hash(&key.key_hash).await.unwrap(), Some(key.clone()));
     assert_eq!(store.find_domain_by_name(ws.id, &dom.name).await.unwrap(), Some(dom.clone()));
@@ -82,8 +82,8 @@ async fn every_resource_and_index_survives_a_reopen() {
 #[tokio::test]
 async fn a_store_cannot_be_opened_twice_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let _first = SledStore::open(dir.path()).unwrap();
-    assert!(SledStore::open(dir.path()).is_err());
+    let _first = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
+    assert!(SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).is_err());
 }
 
 #[tokio::test]
@@ -94,7 +94,7 @@ async fn leases_of_the_previous_run_are_released_after_reopening() {
     let (queued, sent) = (message(ws.id, key.id, dom.id), message(ws.id, key.id, dom.id));
     let t0 = queued.created_at.max(sent.created_at);
     {
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
         store.create_message(new_message(&queued)).await.unwrap();
         store.create_message(new_message(&sent)).await.unwrap();
         let claimed = store.claim_due_messages(t0, plus_secs(t0, 660), 10).await.unwrap();
@@ -102,7 +102,7 @@ async fn leases_of_the_previous_run_are_released_after_reopening() {
         store.record_event(event_write(&claimed[1], EventType::Sent, t0, None)).await.unwrap();
     }
 
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
     let restart = plus_secs(t0, 1);
     assert!(store.claim_due_messages(restart, plus_secs(t0, 60), 10).await.unwrap().is_empty(), "still leased");
     assert_eq!(store.release_message_leases(restart, 10).await.unwrap(), 2);

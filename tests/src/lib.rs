@@ -33,6 +33,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, Response};
 use serde_json::Value;
 
+/// The `TIDINGS_SECRET_KEY` of servers started on a database the test names itself (nodes
+/// sharing one database): base64 of 32 bytes of 0x2a.
+pub const SHARED_SECRET_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+
 /// How long a server may take to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a server may take to exit after SIGTERM.
@@ -370,10 +374,16 @@ impl TestServer {
             command.env("TIDINGS_BOOTSTRAP_KEY", key);
         }
         // A test that names its own database (tests/postgres.rs) keeps it.
-        if !options.env.iter().any(|(name, _)| name == "TIDINGS_DATABASE_URL")
+        let names = |var: &str| options.env.iter().any(|(name, _)| name == var);
+        if !names("TIDINGS_DATABASE_URL")
             && let Some(url) = data_dir.database_url()
         {
             command.env("TIDINGS_DATABASE_URL", url);
+        }
+        // Nodes with data dirs of their own on one database need one sealing key, as in
+        // production; a data dir with its own database keeps the key file it generates.
+        if names("TIDINGS_DATABASE_URL") && !names("TIDINGS_SECRET_KEY") && !names("TIDINGS_SECRET_KEY_FILE") {
+            command.env("TIDINGS_SECRET_KEY", SHARED_SECRET_KEY);
         }
         if options.submission {
             command.env("TIDINGS_SUBMISSION_LISTEN", "127.0.0.1:0");

@@ -7,17 +7,21 @@
 //!   of the other workspace (nor, to a send key, another key's messages).
 //! - [`keys_and_webhook_secrets_stay_out_of_logs_responses_and_the_store`]: plaintext keys
 //!   appear in no log line (debug level) and no later response; the store holds only their
-//!   hashes. Webhook secrets must be stored in the clear, since the server signs with them,
-//!   so for those only logs and later responses are checked.
+//!   hashes. Webhook secrets are stored sealed (the server opens them to sign): neither their
+//!   text nor their bytes are in the store either.
 //! - [`a_burst_of_bad_keys_is_throttled_to_exactly_the_allowance`]: 10,000 bad keys, 32 in
 //!   flight, from one address: exactly 20 401s, then only 429 with `Retry-After`; another
 //!   address is not affected.
 
 mod common;
+#[path = "common/raw_store.rs"]
+mod raw_store;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use futures::StreamExt as _;
 use reqwest::Method;
@@ -431,49 +435,8 @@ struct Secrets {
     webhook_secrets: Vec<String>,
 }
 
-/// Every table of the database at `url`, as text, one row a line.
-async fn dump_database(url: &str) -> String {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connect");
-    let driver = tokio::spawn(connection);
-    let tables = client
-        .query(
-            "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables \
-                WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')",
-            &[],
-        )
-        .await
-        .expect("list tables");
-    assert!(!tables.is_empty(), "the database has tables");
-    let mut dump = String::new();
-    for table in tables {
-        let name: String = table.get(0);
-        let rows = client.query(&format!("SELECT t::text FROM {name} t"), &[]).await.expect("dump a table");
-        for row in rows {
-            dump.push_str(&row.get::<_, String>(0));
-            dump.push('\n');
-        }
-    }
-    drop(client);
-    let _ = driver.await;
-    dump
-}
-
-/// The bytes of every file under `dir`.
-fn read_tree(dir: &std::path::Path) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            bytes.extend(read_tree(&path));
-        } else {
-            bytes.extend(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
-        }
-    }
-    bytes
-}
-
 fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    raw_store::contains(haystack, needle.as_bytes())
 }
 
 #[tokio::test]
@@ -556,14 +519,20 @@ async fn keys_and_webhook_secrets_stay_out_of_logs_responses_and_the_store() {
     let (status, data_dir_again) = server.stop().await;
     assert!(status.success(), "the server stops cleanly: {status}");
     drop(data_dir_again);
-    let (store, what) = match data_dir.database_url() {
-        Some(url) => (dump_database(&url).await.into_bytes(), "the database"),
-        None => (read_tree(&data_dir.path().join("store")), "the sled store"),
-    };
+    let (store, what) = raw_store::raw_store(&data_dir).await;
     for key in &secrets.keys {
         assert!(contains(&store, &key[..12]), "{what} holds the prefix {} (else the search is blind)", &key[..12]);
         assert!(!contains(&store, &key[12..]), "{what} holds the plaintext of a key (…{})", &key[12..]);
     }
+    // Webhook secrets are sealed (the server opens them to sign): neither their text nor
+    // their bytes are there.
+    for secret in &secrets.webhook_secrets {
+        let encoded = &secret["whsec_".len()..];
+        assert!(!contains(&store, encoded), "{what} holds a webhook secret in the clear");
+        let bytes = BASE64.decode(encoded).expect("a webhook secret is base64");
+        assert!(!raw_store::contains(&store, &bytes), "{what} holds a webhook secret's bytes");
+    }
+    assert!(contains(&store, "tdsealv1"), "{what} holds sealed values");
     println!(
         "secrets: {} keys and {} webhook secrets absent from {} log lines, {} later responses; \
          {} bytes of {what} hold no plaintext key",

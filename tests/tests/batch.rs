@@ -116,3 +116,53 @@ async fn a_permissive_batch_sends_its_valid_items_and_a_strict_one_with_a_bad_it
     assert_eq!(recipients, ["p0@example.net", "p2@example.net"]);
     assert_eq!(s.count().await, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_its_messages() {
+    let s = scene().await;
+    let admin = s.server.key().to_owned();
+    let (_, sender) = create_key(&s.server, &admin, json!({"scope": "send", "rateLimitPerSec": 100})).await;
+    let (_, other_sender) = create_key(&s.server, &admin, json!({"scope": "send", "rateLimitPerSec": 100})).await;
+    let body = json!([mail("k0@example.net"), mail("k1@example.net")]);
+    let batch = |key: &str, body: &Value, idem: &str| {
+        let mut req = s.server.request(Method::POST, "/v1/messages/batch").bearer_auth(key).json(body);
+        req = req.header("idempotency-key", idem);
+        async move {
+            let response = req.send().await.expect("an HTTPS response");
+            let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+            let (status, body) = tidings_e2e::into_parts(response).await;
+            (status, replayed, body)
+        }
+    };
+    let ids = |r: &Value| -> Vec<Value> {
+        r["data"].as_array().unwrap().iter().map(|x| x["message"]["id"].clone()).collect()
+    };
+
+    // The scene's full key sends; the bootstrap key (another full key) gets the same results.
+    let (status, replayed, first) = batch(&s.key, &body, "shared-batch").await;
+    assert_ok(status, &first, 201, "the first full key");
+    assert!(!replayed);
+    let (status, replayed, again) = batch(&admin, &body, "shared-batch").await;
+    assert_ok(status, &again, 201, "another full key");
+    assert!(replayed, "Idempotent-Replayed: {again}");
+    assert_eq!(ids(&again), ids(&first));
+    // A send key that sent none of it: 409 saying another key used it.
+    let (status, _, refused) = batch(&sender, &body, "shared-batch").await;
+    common::assert_error(status, &refused, 409, "idempotency_key_reused", "a send key");
+    assert_eq!(
+        refused["error"]["message"],
+        "this Idempotency-Key was already used by another API key of this workspace"
+    );
+
+    // A send key's batch: replayed to itself and to a full key, not to another send key.
+    let (status, _, mine) = batch(&sender, &body, "send-key-batch").await;
+    assert_ok(status, &mine, 201, "the send key's batch");
+    for key in [&sender, &admin] {
+        let (status, replayed, again) = batch(key, &body, "send-key-batch").await;
+        assert_ok(status, &again, 201, "a repeat that may read the batch");
+        assert!(replayed && ids(&again) == ids(&mine), "{again}");
+    }
+    let (status, _, refused) = batch(&other_sender, &body, "send-key-batch").await;
+    common::assert_error(status, &refused, 409, "idempotency_key_reused", "another send key");
+    assert_eq!(s.count().await, 4, "one set of messages per Idempotency-Key");
+}

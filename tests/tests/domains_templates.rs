@@ -382,3 +382,68 @@ async fn templates_are_versioned_rendered_and_deleted() {
         }
     }
 }
+
+/// What the server logs at start, and every domain's SPF record says, when it delivers by
+/// relay or MX with `TIDINGS_SPF_INCLUDE` unset.
+const SPF_WARNING: &str = "TIDINGS_SPF_INCLUDE is not set on this Tidings server";
+
+#[tokio::test]
+async fn relay_delivery_without_an_spf_term_warns_in_the_log_and_on_the_spf_record() {
+    let sink = tidings_transport_smtp::testing::SmtpSink::start().await.expect("the SMTP sink starts");
+    let relay = format!("smtp://{}", sink.addr());
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let key = server.key().to_owned();
+    let logged = server.wait_for_log(&[SPF_WARNING]).expect("a warning naming TIDINGS_SPF_INCLUDE at start");
+    assert!(logged.contains("WARN") && logged.contains("ip4:127.0.0.1"), "{logged}");
+
+    let (status, body) = server.post("/v1/domains", &key, json!({"domain": "warned.example"})).await;
+    assert_ok(status, &body, 201, "add a domain");
+    let added = body["data"].clone();
+    let spf = record(&added, "SPF (TXT)");
+    assert_eq!(spf["value"], "v=spf1 ip4:127.0.0.1 ~all", "{added}");
+    let warning = spf["warning"].as_str().unwrap_or_else(|| panic!("the SPF record carries the warning: {added}"));
+    assert!(warning.starts_with(SPF_WARNING) && warning.contains("TIDINGS_DELIVERY=relay"), "{warning}");
+    for purpose in ["DKIM (TXT)", "DKIM2 (TXT)", "DMARC (TXT)"] {
+        assert!(record(&added, purpose)["warning"].is_null(), "{purpose}: {added}");
+    }
+
+    // Published exactly as asked, the domain verifies; the SPF record still says the warning.
+    let id = added["id"].as_str().unwrap().to_owned();
+    publish(&dns, &added, &["SPF", "DKIM", "DMARC"]).await;
+    let (status, body) = server.post(&format!("/v1/domains/{id}/verify"), &key, json!({})).await;
+    assert_ok(status, &body, 200, "verify");
+    assert_eq!(body["data"]["overallStatus"], "Verified", "{body}");
+    let (status, body) = server.get(&format!("/v1/domains/{id}"), &key).await;
+    assert_ok(status, &body, 200, "GET the domain");
+    let domain = &body["data"];
+    assert_eq!(domain["spfStatus"], "Verified", "{domain}");
+    let spf = record(domain, "SPF (TXT)");
+    assert_eq!((&spf["status"], &spf["error"]), (&json!("Verified"), &Value::Null), "{domain}");
+    assert_eq!(spf["warning"], warning, "GET shows the same warning: {domain}");
+}
+
+#[tokio::test]
+async fn there_is_no_spf_warning_with_the_outbox_or_with_the_term_set() {
+    let sink = tidings_transport_smtp::testing::SmtpSink::start().await.expect("the SMTP sink starts");
+    let relay = format!("smtp://{}", sink.addr());
+    let configured = [
+        ("TIDINGS_DELIVERY", "relay"),
+        ("TIDINGS_SMTP_RELAY", relay.as_str()),
+        ("TIDINGS_SPF_INCLUDE", "include:_spf.relay.example"),
+    ];
+    for (env, spf_value) in
+        [(&[][..], "v=spf1 ip4:127.0.0.1 ~all"), (&configured[..], "v=spf1 include:_spf.relay.example ~all")]
+    {
+        let (server, dns) = server_with_dns(env).await;
+        let key = server.key().to_owned();
+        let id = verified_domain(&server, &dns, &key, "quiet.example").await;
+        let (status, body) = server.get(&format!("/v1/domains/{id}"), &key).await;
+        assert_ok(status, &body, 200, "GET the domain");
+        let spf = record(&body["data"], "SPF (TXT)");
+        assert_eq!(spf["value"], spf_value, "{env:?}");
+        assert!(spf["warning"].is_null(), "{env:?}: no warning: {body}");
+        // The warning is logged before the listening line, so it would be there by now.
+        let lines = server.stderr_lines();
+        assert!(!lines.iter().any(|l| l.contains("TIDINGS_SPF_INCLUDE")), "{env:?}: nothing logged: {lines:?}");
+    }
+}

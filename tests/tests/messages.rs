@@ -254,6 +254,85 @@ async fn idempotency_keys_replay_the_original_and_refuse_other_bodies() {
     assert_eq!(body["data"].as_array().unwrap().len(), 3, "order-1, the 256-char key and order-2: {body}");
 }
 
+/// `POST path` with `key`, `body` and an Idempotency-Key: status, `Idempotent-Replayed`, envelope.
+async fn post_with_key(
+    server: &TestServer,
+    path: &str,
+    key: &str,
+    body: &Value,
+    idem: &str,
+) -> (u16, Option<String>, Value) {
+    let response = server
+        .request(Method::POST, path)
+        .bearer_auth(key)
+        .header("idempotency-key", idem)
+        .json(body)
+        .send()
+        .await
+        .expect("an HTTPS response");
+    let replayed = response.headers().get("idempotent-replayed").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (status, body) = into_parts(response).await;
+    (status, replayed, body)
+}
+
+/// What a `send` key is told when it repeats an Idempotency-Key that another key used.
+const ANOTHER_KEY: &str = "this Idempotency-Key was already used by another API key of this workspace";
+
+#[tokio::test]
+async fn an_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_the_original() {
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "hold")]).await;
+    let admin = server.key().to_owned();
+    verified_domain(&server, &dns, &admin, "shared.example").await;
+    let (_, other_admin) = create_key(&server, &admin, json!({"name": "second full key"})).await;
+    let (_, sender) = create_key(&server, &admin, json!({"name": "app", "scope": "send"})).await;
+    let (_, other_sender) = create_key(&server, &admin, json!({"name": "other app", "scope": "send"})).await;
+    let send = json!({"to": "ann@example.com", "subject": "Receipt", "text": "t"});
+    let other = json!({"to": "ann@example.com", "subject": "Receipt", "text": "changed"});
+    let post = |key: &str, body: &Value, idem: &str| {
+        let (key, body, idem) = (key.to_owned(), body.clone(), idem.to_owned());
+        let server = &server;
+        async move { post_with_key(server, "/v1/messages", &key, &body, &idem).await }
+    };
+
+    // Two full keys: the second is answered with the first's message.
+    let (status, replayed, first) = post(&admin, &send, "order-1").await;
+    assert_ok(status, &first, 201, "the first full key sends");
+    assert_eq!(replayed, None);
+    let (status, replayed, again) = post(&other_admin, &send, "order-1").await;
+    assert_ok(status, &again, 201, "another full key repeats the send");
+    assert_eq!(replayed.as_deref(), Some("true"), "Idempotent-Replayed: {again}");
+    assert_eq!(again["data"]["id"], first["data"]["id"], "the original message");
+    // A send key that did not send it: 409, whatever its body, saying another key used it.
+    for body in [&send, &other] {
+        let (status, _, refused) = post(&sender, body, "order-1").await;
+        assert_error(status, &refused, 409, "idempotency_key_reused", "a send key repeating a full key's key");
+        assert_eq!(refused["error"]["message"], ANOTHER_KEY, "{refused}");
+    }
+    // Another body is still another request for a full key; a body that is not a send at all
+    // is still refused for what it is.
+    let (status, _, refused) = post(&other_admin, &other, "order-1").await;
+    assert_error(status, &refused, 409, "idempotency_key_reused", "another body under the key");
+    assert_eq!(refused["error"]["message"], "this Idempotency-Key was already used with a different request");
+    let (status, _, refused) = post(&other_admin, &json!({"to": ["ann@example.com"], "subject": "s"}), "order-1").await;
+    assert_invalid(status, &refused, &["to"], "a malformed body under the key");
+
+    // A send key's own send: replayed to itself and to a full key, refused to another send key.
+    let (status, _, mine) = post(&sender, &send, "order-2").await;
+    assert_ok(status, &mine, 201, "the send key sends");
+    for (key, who) in [(&sender, "the same send key"), (&admin, "a full key")] {
+        let (status, replayed, again) = post(key, &send, "order-2").await;
+        assert_ok(status, &again, 201, who);
+        assert_eq!(replayed.as_deref(), Some("true"), "{who}: {again}");
+        assert_eq!(again["data"]["id"], mine["data"]["id"], "{who}");
+    }
+    let (status, _, refused) = post(&other_sender, &send, "order-2").await;
+    assert_error(status, &refused, 409, "idempotency_key_reused", "another send key");
+    assert_eq!(refused["error"]["message"], ANOTHER_KEY, "{refused}");
+
+    let (_, body) = server.get("/v1/messages", &admin).await;
+    assert_eq!(ids(&body).len(), 2, "one message per Idempotency-Key: {body}");
+}
+
 #[tokio::test]
 async fn refused_sends_and_replays_take_no_rate_limit_token() {
     let (server, dns) = server_with_dns(&[]).await;

@@ -28,12 +28,16 @@ pub struct OutboxMailer {
 }
 
 impl OutboxMailer {
-    /// Uses `dir`, creating it (and its parents) if needed and removing temporary files a
-    /// crash left behind.
+    /// Uses `dir`, creating it (and its parents) `700` if needed, and removing temporary
+    /// files a crash left behind. Messages are written `600`: they are other people's mail.
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         let dir: PathBuf = dir.into();
         let failed = |source| ConfigError::Outbox { path: dir.clone(), source };
-        fs::create_dir_all(&dir).map_err(failed)?;
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir).map_err(failed)?;
         for entry in fs::read_dir(&dir).map_err(failed)? {
             let entry = entry.map_err(failed)?;
             let name = entry.file_name();
@@ -89,9 +93,14 @@ fn file_name(email: &OutboundEmail) -> String {
     if safe { format!("{id}.eml") } else { format!("{}.eml", email.message_id) }
 }
 
-/// Writes `bytes` to `dir/name` so that the file is either absent or complete and durable.
+/// Writes `bytes` to `dir/name` so that the file is either absent or complete and durable,
+/// and readable by its owner only (the temporary file's `600` stays through the rename).
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let mut temp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX);
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    let mut temp = builder.tempfile_in(dir)?;
     temp.write_all(bytes)?;
     temp.as_file().sync_all()?;
     temp.persist(dir.join(name)).map_err(|error| error.error)?;
@@ -135,5 +144,18 @@ mod tests {
         OutboxMailer::new(dir.path()).unwrap();
         assert!(!leftover.exists());
         assert!(kept.exists());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_outbox_and_its_messages_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let root = tempfile::tempdir().unwrap();
+        let outbox = OutboxMailer::new(root.path().join("data/outbox")).unwrap();
+        assert_eq!(mode(outbox.dir()), 0o700);
+        let message = email("01HX@acme.test");
+        outbox.send(&message).await.unwrap();
+        assert_eq!(mode(&outbox.path_for(&message)), 0o600);
     }
 }

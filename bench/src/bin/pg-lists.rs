@@ -196,7 +196,7 @@ async fn seed(options: &Options, name: &str) -> Result<Seeded> {
     let admin = connect(&options.url).await?;
     admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
     let url = database_url(&options.url, name);
-    let store = PgStore::connect(&url, PgOptions::default()).await?;
+    let store = PgStore::connect(&url, PgOptions::default(), tidings_core::testing::fixtures::sealer()).await?;
     let ws = workspace();
     let key = api_key(ws.id);
     store.create_workspace(&ws, &key).await?;

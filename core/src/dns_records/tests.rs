@@ -100,9 +100,63 @@ fn records_are_spf_dkim_dkim2_dmarc_with_fully_qualified_names() {
     assert_eq!(values[3], "v=DMARC1; p=none;");
     for r in &domain.records {
         assert_eq!((r.record_type.as_str(), r.ttl, r.status), ("TXT", 3600, RecordStatus::Pending));
-        assert_eq!((r.last_checked_at, r.error.as_deref()), (None, None));
+        assert_eq!((r.last_checked_at, r.error.as_deref(), r.warning.as_deref()), (None, None, None));
     }
     assert_eq!(record(&domain, RecordKind::Dkim2).purpose(), "DKIM2 (TXT)");
+}
+
+const LOOPBACK_WARNING: &str = "the SPF term authorises loopback only";
+
+fn warning(domain: &Domain, kind: RecordKind) -> Option<&str> {
+    record(domain, kind).warning.as_deref()
+}
+
+#[test]
+fn the_spf_warning_of_the_policy_is_on_the_spf_record_only() {
+    let policy = RecordPolicy { spf_warning: Some(LOOPBACK_WARNING.into()), ..RecordPolicy::default() };
+    let records = records_for(&DomainName::parse("example.com").unwrap(), test_keys(), &policy).unwrap();
+    let warnings: Vec<Option<&str>> = records.iter().map(|r| r.warning.as_deref()).collect();
+    assert_eq!(warnings, [Some(LOOPBACK_WARNING), None, None, None]);
+    assert_eq!(records[0].value, "v=spf1 ip4:127.0.0.1 ~all", "the warning changes nothing asked for");
+}
+
+#[tokio::test]
+async fn a_record_published_as_asked_verifies_and_keeps_the_warning_until_the_policy_drops_it() {
+    let domain = new_domain();
+    let dns = FakeDns::publishing(&domain);
+    let lookup = |name: String| {
+        let dns = &dns;
+        async move { dns.answer(&name) }
+    };
+    let warned = RecordPolicy { spf_warning: Some(LOOPBACK_WARNING.into()), ..RecordPolicy::default() };
+
+    let checked = verify_with(&domain, &warned, lookup, at(1)).await;
+    assert_eq!(checked.status, DomainStatus::Verified, "the customer published exactly what was asked");
+    assert_eq!(record(&checked, RecordKind::Spf).status, RecordStatus::Verified);
+    assert_eq!(record(&checked, RecordKind::Spf).error, None);
+    assert_eq!(warning(&checked, RecordKind::Spf), Some(LOOPBACK_WARNING), "verified, and still warned");
+    assert_eq!(warning(&checked, RecordKind::Dkim), None);
+
+    // A failed SPF check keeps it too: the warning is about the value, not the check.
+    let unpublished = FakeDns::publishing(&domain).with("example.com", Ok(vec![]));
+    let failed = verify_with(
+        &domain,
+        &warned,
+        |name| {
+            let dns = &unpublished;
+            async move { dns.answer(&name) }
+        },
+        at(2),
+    )
+    .await;
+    assert_eq!(record(&failed, RecordKind::Spf).status, RecordStatus::Failed);
+    assert_eq!(warning(&failed, RecordKind::Spf), Some(LOOPBACK_WARNING));
+
+    // Once the operator sets the term, the next verification shows it without the warning.
+    let configured = RecordPolicy { spf_mechanism: "include:_spf.example.net".into(), ..RecordPolicy::default() };
+    let rechecked = verify_with(&checked, &configured, lookup, at(3)).await;
+    assert_eq!(record(&rechecked, RecordKind::Spf).value, "v=spf1 include:_spf.example.net ~all");
+    assert_eq!(warning(&rechecked, RecordKind::Spf), None);
 }
 
 #[test]
@@ -111,6 +165,7 @@ fn records_follow_the_policy() {
         spf_mechanism: "include:_spf.mail.example.net".into(),
         dmarc_value: "v=DMARC1; p=quarantine; rua=mailto:d@example.com".into(),
         ttl: 300,
+        spf_warning: None,
     };
     let records = records_for(&DomainName::parse("news.example.org").unwrap(), test_keys(), &policy).unwrap();
     assert_eq!(records[0].value, "v=spf1 include:_spf.mail.example.net ~all");
@@ -368,4 +423,15 @@ fn verify_is_send_so_handlers_can_await_it() {
     let domain = new_domain();
     let dns = FakeDns::default();
     assert_send(&verify(&domain, &RecordPolicy::default(), &dns, at(1)));
+}
+
+#[test]
+fn a_record_stored_before_warnings_existed_reads_without_one_and_none_is_not_written() {
+    let stored = serde_json::json!({
+        "kind": "Spf", "record_type": "TXT", "name": "example.com", "value": "v=spf1 ip4:127.0.0.1 ~all",
+        "ttl": 3600, "status": "Verified", "last_checked_at": null, "error": null,
+    });
+    let record: DnsRecord = serde_json::from_value(stored.clone()).unwrap();
+    assert_eq!(record.warning, None);
+    assert_eq!(serde_json::to_value(&record).unwrap(), stored, "written back unchanged");
 }

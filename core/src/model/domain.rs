@@ -80,6 +80,12 @@ pub struct DnsRecord {
     pub last_checked_at: Option<DateTime<Utc>>,
     /// Why it failed, in words a person can act on.
     pub error: Option<String>,
+    /// Something wrong with what Tidings asks to publish, whatever the check says (e.g. an SPF
+    /// term the server's operator left at its loopback default while delivering to the
+    /// internet): [`RecordPolicy::spf_warning`](crate::dns_records::RecordPolicy). Records
+    /// stored before it existed read as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 impl DnsRecord {

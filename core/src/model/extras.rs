@@ -9,8 +9,8 @@ mod labels;
 use serde::{Deserialize, Serialize};
 
 pub use attachments::{
-    Attachment, AttachmentError, EXECUTABLE_EXTENSIONS, EXECUTABLE_TYPES, MAX_ATTACHMENTS,
-    MAX_ATTACHMENTS_ENCODED_BYTES, MAX_CONTENT_ID, MAX_FILENAME_CHARS,
+    Attachment, AttachmentContent, AttachmentError, EXECUTABLE_EXTENSIONS, EXECUTABLE_TYPES, MAX_ATTACHMENTS,
+    MAX_ATTACHMENTS_ENCODED_BYTES, MAX_CONTENT_ID, MAX_FILENAME_CHARS, windows_extension,
 };
 pub use headers::{CustomHeader, HeaderError, MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_HEADERS, is_reserved};
 pub use labels::{

@@ -56,6 +56,26 @@ impl RequestHash {
     pub fn of(bytes: &[u8]) -> Self {
         Self(Sha256::digest(bytes).into())
     }
+
+    /// The hash of `value`'s JSON followed by `suffix`, as [`RequestHash::of`] their
+    /// concatenation, without holding the JSON text: a send's JSON is as large as its
+    /// attachments.
+    pub fn of_json(value: &impl Serialize, suffix: &[u8]) -> Result<Self, serde_json::Error> {
+        struct Hashing(Sha256);
+        impl std::io::Write for Hashing {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.update(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut hashing = Hashing(Sha256::new());
+        serde_json::to_writer(&mut hashing, value)?;
+        hashing.0.update(suffix);
+        Ok(Self(hashing.0.finalize().into()))
+    }
 }
 
 /// What the store remembers about a key.
@@ -81,6 +101,21 @@ pub struct IdempotencyRecord {
     pub batch: Option<Vec<BatchItemRecord>>,
 }
 
+impl IdempotencyRecord {
+    /// A message the request made: a single send's message, or a batch's first queued item.
+    /// Its `api_key_id` is the key that made the record. `None` only for a batch that queued
+    /// nothing, which is never stored.
+    pub fn original_message_id(&self) -> Option<MessageId> {
+        match &self.batch {
+            None => Some(self.message_id),
+            Some(items) => items.iter().find_map(|item| match item {
+                BatchItemRecord::Created(id) => Some(*id),
+                BatchItemRecord::Refused(_) => None,
+            }),
+        }
+    }
+}
+
 /// The stored result of one batch item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BatchItemRecord {
@@ -100,4 +135,17 @@ pub struct StoredError {
     /// `error.details` of a validation error: `(field, message)` pairs.
     #[serde(default)]
     pub fields: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashing_json_as_it_is_written_equals_hashing_the_text() {
+        let value = serde_json::json!({"to": "a@b.example", "attachments": [{"content": "QUJD"}]});
+        let mut text = serde_json::to_vec(&value).unwrap();
+        text.extend_from_slice(b"key");
+        assert_eq!(RequestHash::of_json(&value, b"key").unwrap(), RequestHash::of(&text));
+    }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::email::{EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::MessageExtras;
+use crate::tracking::TrackingTally;
 
 /// Where a message is in its life (contract §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -280,6 +281,11 @@ pub struct Message {
     /// a message sent at once. Messages stored before scheduling existed read as `None`.
     #[serde(default)]
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// The opens and clicks its timeline holds, which bounds how many more it keeps
+    /// ([`crate::tracking::tally`]); empty until the first one, and for messages stored
+    /// before the tally existed.
+    #[serde(default, skip_serializing_if = "TrackingTally::is_empty")]
+    pub tracking_tally: TrackingTally,
 }
 
 /// Which tracking a message gets; both off unless asked for.

@@ -58,6 +58,11 @@ impl WebhookSecret {
         self.0.expose()
     }
 
+    /// The secret itself, for sealing it in place ([`crate::sealing`]).
+    pub(crate) fn secret_mut(&mut self) -> &mut Secret<String> {
+        &mut self.0
+    }
+
     /// The HMAC key bytes.
     pub fn key_bytes(&self) -> Vec<u8> {
         use base64::Engine as _;

@@ -339,8 +339,8 @@ fn attachments_make_multipart_mixed_around_the_alternative_and_decode_back() {
     let mut message = message_from(&domain);
     let pdf: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
     message.extras.attachments = vec![
-        Attachment::parse("Rechnung März.pdf", "application/pdf", &b64(&pdf), None).unwrap(),
-        Attachment::parse("notes.txt", "text/plain", &b64(b"line one\r\nline two\r\n"), None).unwrap(),
+        Attachment::parse("Rechnung März.pdf", "application/pdf", b64(&pdf), None).unwrap(),
+        Attachment::parse("notes.txt", "text/plain", b64(b"line one\r\nline two\r\n"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -376,8 +376,8 @@ fn inline_parts_go_in_multipart_related_with_the_html_and_files_around_it() {
     message.html = Some(r#"<p><img src="cid:logo@acme"> Thanks</p>"#.into());
     let png = b"\x89PNG\r\n\x1a\n fake image".to_vec();
     message.extras.attachments = vec![
-        Attachment::parse("logo.png", "image/png", &b64(&png), Some("logo@acme")).unwrap(),
-        Attachment::parse("terms.pdf", "application/pdf", &b64(b"%PDF"), None).unwrap(),
+        Attachment::parse("logo.png", "image/png", b64(&png), Some("logo@acme")).unwrap(),
+        Attachment::parse("terms.pdf", "application/pdf", b64(b"%PDF"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -408,8 +408,8 @@ fn an_html_only_message_with_inline_images_and_files_nests_the_generated_text_be
     message.text = None;
     message.html = Some(r#"<p><img src="cid:a" alt="logo"> Thanks</p>"#.to_owned());
     message.extras.attachments = vec![
-        Attachment::parse("a.gif", "image/gif", &b64(b"GIF89a"), Some("a")).unwrap(),
-        Attachment::parse("terms.pdf", "application/pdf", &b64(b"%PDF"), None).unwrap(),
+        Attachment::parse("a.gif", "image/gif", b64(b"GIF89a"), Some("a")).unwrap(),
+        Attachment::parse("terms.pdf", "application/pdf", b64(b"%PDF"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -469,10 +469,10 @@ fn every_file_and_inline_part_is_base64_whatever_its_bytes() {
     let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n".to_vec();
     message.html = Some(r#"<p><img src="cid:s"></p>"#.to_owned());
     message.extras.attachments = vec![
-        Attachment::parse("data.csv", "text/csv", &b64(&csv), None).unwrap(),
-        Attachment::parse("empty.zip", "application/zip", &b64(&zip), None).unwrap(),
-        Attachment::parse("s.svg", "image/svg+xml", &b64(&svg), Some("s")).unwrap(),
-        Attachment::parse("note.txt", "text/plain", &b64(b"plain words"), None).unwrap(),
+        Attachment::parse("data.csv", "text/csv", b64(&csv), None).unwrap(),
+        Attachment::parse("empty.zip", "application/zip", b64(&zip), None).unwrap(),
+        Attachment::parse("s.svg", "image/svg+xml", b64(&svg), Some("s")).unwrap(),
+        Attachment::parse("note.txt", "text/plain", b64(b"plain words"), None).unwrap(),
     ];
 
     let built = build_message(&message, &domain, None).unwrap();
@@ -586,7 +586,7 @@ prop_compose! {
         inline in any::<bool>(),
     ) -> Option<crate::model::extras::Attachment> {
         let id = inline.then(|| format!("cid{}", bytes.len()));
-        crate::model::extras::Attachment::parse(&format!("{name}.bin"), content_type, &b64(&bytes), id.as_deref()).ok()
+        crate::model::extras::Attachment::parse(&format!("{name}.bin"), content_type, b64(&bytes), id.as_deref()).ok()
     }
 }
 

@@ -61,6 +61,7 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         tracking: MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
+        tracking_tally: Default::default(),
     }
 }
 

@@ -175,6 +175,11 @@ pub struct EventWrite {
     /// exactly this: the delivery worker passes its lease, so a message rescheduled or
     /// released after the claim is not sent under the old claim.
     pub expected_next_attempt_at: Option<DateTime<Utc>>,
+    /// When set, the write also fails with `Conflict` unless the stored message's
+    /// `last_event_id` is exactly this: no event at all was recorded since the caller read
+    /// it. Opens and clicks pass it, because what they may record depends on the message's
+    /// tracking tally, which another open or click may have just changed.
+    pub expected_last_event_id: Option<EventId>,
     /// The message after the event (same id and workspace).
     pub message: Message,
     /// The event, appended to the timeline.
@@ -279,7 +284,8 @@ pub trait MessageStore: Send + Sync {
     /// Applies a state change (durable): replaces the message, appends the event, updates the
     /// status index and the queue entry (`message.next_attempt_at`), queues the webhook
     /// deliveries. `NotFound` if the message is gone; `Conflict` if its stored status is not
-    /// `expected_status`, or `expected_next_attempt_at` is set and differs from the stored one.
+    /// `expected_status`, or `expected_next_attempt_at` or `expected_last_event_id` is set and
+    /// differs from the stored one.
     async fn record_event(&self, write: EventWrite) -> StoreResult<()>;
     /// Claims up to `limit` messages whose `next_attempt_at` is at or before `now`, earliest
     /// due first, across workspaces, and moves their `next_attempt_at` to `lease_until` so

@@ -31,6 +31,7 @@ fn queued_message() -> Message {
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
+        tracking_tally: Default::default(),
     }
 }
 

@@ -18,9 +18,11 @@ use serde_json::Value as Json;
 
 use super::{MAX_OUTPUT_BYTES, MAX_SUBJECT_CHARS, TemplateError, TemplatePart, helpers, truncate_for_message};
 
-/// Work units one part may use: a unit is an element rendered, a value copied or compared,
-/// or 32 bytes of a name looked up; a few tenths of a second at most.
-const RENDER_WORK_BUDGET: u64 = 20_000_000;
+/// Work units one render may use, all its parts together: a unit is an element rendered, a
+/// value copied or compared, or 32 bytes of a name looked up. Using it all up takes about half
+/// a second of one core in a debug build (issue #17: it was 20 M per part, ≈ 2 s each); a
+/// 10,000-row table with five fields per row needs under a quarter of it.
+const RENDER_WORK_BUDGET: u64 = 1_000_000;
 
 /// Message of the error reported if handlebars panics while rendering; tests check that no
 /// input gets here.
@@ -35,18 +37,20 @@ const BUILT_IN_HELPERS: [&str; 17] = [
 
 /// Renders the parts of one template.
 pub(super) struct Engine {
-    budget: Arc<Budget>,
     plain: Handlebars<'static>,
     html: Handlebars<'static>,
 }
 
 impl Engine {
-    /// An engine with its own registries and budget; renders one part at a time.
+    /// An engine with its own registries and budget (for every part it renders); renders one
+    /// part at a time.
     pub(super) fn new() -> Self {
-        let budget = Arc::new(Budget(AtomicU64::new(0)));
+        // One budget for all the parts of a render: a template cannot triple it by putting
+        // the same loop in its subject, html and text.
+        let budget = Arc::new(Budget(AtomicU64::new(RENDER_WORK_BUDGET)));
         let plain = registry(&budget, false);
         let html = registry(&budget, true);
-        Self { budget, plain, html }
+        Self { plain, html }
     }
 
     /// Renders the subject: one line, at most [`MAX_SUBJECT_CHARS`] characters.
@@ -93,7 +97,6 @@ impl Engine {
         context: &Context,
         limit: usize,
     ) -> Result<String, TemplateError> {
-        self.budget.0.store(RENDER_WORK_BUDGET, Ordering::Relaxed);
         // handlebars has `unwrap`s on its own invariants; a bug there must not take the
         // worker down.
         let rendered = catch_unwind(AssertUnwindSafe(|| {

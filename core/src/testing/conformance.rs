@@ -16,7 +16,7 @@
 //!
 //! fn fresh() -> (SledStore, tempfile::TempDir) {
 //!     let dir = tempfile::tempdir().unwrap();
-//!     (SledStore::open(dir.path()).unwrap(), dir)
+//!     (SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap(), dir)
 //! }
 //!
 //! #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -115,6 +115,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         messages::message_extras_round_trip_and_lists_filter_by_tags_and_metadata,
         messages::status_filter_follows_recorded_events,
         messages::record_event_checks_the_expected_status,
+        messages::record_event_checks_the_expected_last_event,
         messages::events_page_oldest_first,
         messages::events_and_messages_queue_webhook_deliveries,
         find::messages_are_found_by_id_in_any_workspace,

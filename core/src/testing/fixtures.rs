@@ -23,8 +23,24 @@ use crate::model::{
     TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl, Workspace,
 };
 use crate::ports::{EventWrite, NewMessage, NewTemplateVersion, SystemRandom};
+use crate::sealing::{Sealer, SealingKey};
 use crate::secret::Secret;
 use crate::state_machine::{Happening, apply_event};
+
+/// The sealing key of [`sealer`]: fixed, so that a store reopened in a test opens.
+pub const SEALING_KEY: [u8; 32] = [0x5e; 32];
+
+/// A sealer with [`SEALING_KEY`], for stores opened in tests.
+pub fn sealer() -> Sealer {
+    Sealer::new(&sealing_key(SEALING_KEY))
+}
+
+/// The key of `bytes`.
+pub fn sealing_key(bytes: [u8; 32]) -> SealingKey {
+    use base64::Engine as _;
+    SealingKey::from_base64(&base64::engine::general_purpose::STANDARD.encode(bytes))
+        .unwrap_or_else(|e| panic!("a 32-byte key: {e}"))
+}
 
 static LAST_ULID: Mutex<Ulid> = Mutex::new(Ulid::nil());
 
@@ -127,6 +143,7 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         tracking: crate::model::MessageTracking::default(),
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
+        tracking_tally: Default::default(),
     }
 }
 
@@ -174,6 +191,7 @@ pub fn event_write(
     EventWrite {
         expected_status: message.status,
         expected_next_attempt_at: None,
+        expected_last_event_id: None,
         message: after,
         event,
         webhook_deliveries: vec![],
@@ -209,6 +227,7 @@ fn record(kind: RecordKind, name: String, value: String) -> DnsRecord {
         status: RecordStatus::Pending,
         last_checked_at: None,
         error: None,
+        warning: None,
     }
 }
 

@@ -1,5 +1,6 @@
-//! Open and click tracking (contract §8): signed tokens ([`token`]) and the rewriting of a
-//! message's HTML part ([`html`]) that puts them into links and a pixel.
+//! Open and click tracking (contract §8): signed tokens ([`token`]), the rewriting of a
+//! message's HTML part ([`html`]) that puts them into links and a pixel, and how many opens
+//! and clicks a message keeps ([`tally`]).
 //!
 //! A token carries everything the public endpoints need: what it is for (open or click),
 //! the workspace and message, and for a click the destination URL, all under an
@@ -13,6 +14,7 @@
 //! but no key id yet.
 
 pub mod html;
+pub mod tally;
 pub mod token;
 
 use std::fmt;
@@ -23,6 +25,7 @@ use crate::ports::{Random, SecretStore, StoreError, StoreResult};
 use crate::secret::{Secret, SecretName};
 
 pub use html::{decode_entities, rewrite_html};
+pub use tally::{Engagement, MAX_LINKS_KEPT, MAX_OPENS_KEPT, MAX_REPEAT_CLICKS_KEPT, TrackingTally};
 pub use token::{MAX_TOKEN_CHARS, MAX_TRACKED_URL_BYTES, TokenError, TokenKind, TrackedUrl, Verified};
 
 /// Length of a [`TrackingKey`] in bytes: HMAC-SHA256's output size, the key length RFC 2104

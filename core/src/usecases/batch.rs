@@ -12,12 +12,15 @@
 //!   with their error at their index.
 //!
 //! The Idempotency-Key covers the batch: its record keeps every item's result, so a replay
-//! answers the same message ids and the same errors.
+//! answers the same message ids and the same errors, to any key of the workspace that may
+//! read the messages (see the `usecases::idempotency` module).
 
 use crate::error::FieldError;
-use crate::ids::MessageId;
+use crate::ids::{ApiKeyId, MessageId};
 use crate::model::{BatchItemRecord, IdempotencyKey, IdempotencyRecord, Message, RequestHash, StoredError};
-use crate::ports::{CreateOutcome, NewBatch};
+use crate::ports::{CreateOutcome, NewBatch, NewMessage};
+use crate::usecases::idempotency::{RequestKind, hash_with_key};
+use crate::usecases::rate_limited_send::is_render_refusal;
 use crate::usecases::{Principal, SendRequest, Tidings};
 use crate::{Error, Result};
 
@@ -103,15 +106,29 @@ impl Tidings {
         mode: BatchValidation,
         idempotency_key: Option<&str>,
     ) -> Result<BatchOutcome> {
+        self.send_batch_counted(who, reqs, mode, idempotency_key, &mut 0).await
+    }
+
+    /// [`Self::send_batch`] that also counts, into `rendered_refused`, the items that were
+    /// rendered (or failed to render) and were then refused: every item of a refused strict
+    /// batch whose template was rendered, and the permissive items refused by their template.
+    /// They keep their rate-limit tokens (`rate_limited_send`).
+    pub(crate) async fn send_batch_counted(
+        &self,
+        who: &Principal,
+        reqs: Vec<SendRequest>,
+        mode: BatchValidation,
+        idempotency_key: Option<&str>,
+        rendered_refused: &mut u32,
+    ) -> Result<BatchOutcome> {
         self.check_batch_size(who, reqs.len())?;
         let now = self.clock.now();
         let key = parse_key(idempotency_key)?;
-        let hash = batch_hash(who, &reqs, mode)?;
         if let Some(key) = &key
             && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
             && record.expires_at > now
         {
-            return self.replay_batch(who, &record, hash).await;
+            return self.replay_batch(who, &record, &reqs, mode).await;
         }
 
         let mut prepared = Vec::with_capacity(reqs.len());
@@ -122,7 +139,12 @@ impl Tidings {
                 Err(e) => Err(e),
             });
         }
+        let rendered = |p: &Result<NewMessage>| match p {
+            Ok(new) => new.message.template_version_id.is_some(),
+            Err(e) => is_render_refusal(e),
+        };
         if mode == BatchValidation::Strict && prepared.iter().any(Result::is_err) {
+            *rendered_refused = u32::try_from(prepared.iter().filter(|p| rendered(p)).count()).unwrap_or(u32::MAX);
             let fields = prepared
                 .iter()
                 .enumerate()
@@ -131,6 +153,8 @@ impl Tidings {
                 .collect();
             return Err(Error::Validation { fields });
         }
+        *rendered_refused =
+            u32::try_from(prepared.iter().filter(|p| p.is_err() && rendered(p)).count()).unwrap_or(u32::MAX);
         let mut items = Vec::with_capacity(prepared.len());
         let mut records = Vec::with_capacity(prepared.len());
         let mut messages = Vec::new();
@@ -152,15 +176,18 @@ impl Tidings {
             // Nothing was accepted: like a refused single send, nothing is remembered.
             return Ok(BatchOutcome { items, replayed: false });
         }
-        let idempotency = key.map(|key| IdempotencyRecord {
-            workspace_id: who.workspace_id,
-            key,
-            request_hash: hash,
-            message_id: MessageId::new_at(now, &*self.random),
-            created_at: now,
-            expires_at: now + self.config.idempotency_window,
-            batch: Some(records),
-        });
+        let idempotency = match key {
+            Some(key) => Some(IdempotencyRecord {
+                workspace_id: who.workspace_id,
+                key,
+                request_hash: batch_hash(who.key_id, &reqs, mode)?,
+                message_id: MessageId::new_at(now, &*self.random),
+                created_at: now,
+                expires_at: now + self.config.idempotency_window,
+                batch: Some(records),
+            }),
+            None => None,
+        };
         // The queued items already hold each message (with its attachments): keep only the
         // events for the observer, in the same order.
         let events: Vec<_> = messages.iter().map(|new| new.event.clone()).collect();
@@ -176,14 +203,15 @@ impl Tidings {
                 }
                 Ok(BatchOutcome { items, replayed: false })
             }
-            CreateOutcome::Duplicate(record) => self.replay_batch(who, &record, hash).await,
+            CreateOutcome::Duplicate(record) => self.replay_batch(who, &record, &reqs, mode).await,
         }
     }
 
     /// The answer to a batch if it repeats an earlier one with the same Idempotency-Key:
     /// `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key with another
-    /// body (or mode), `Ok(None)` when the key is new, expired or absent. Reads only, so a
-    /// front end can answer replays without taking rate-limit tokens.
+    /// body (or mode) or from a `send` key that did not make it, `Ok(None)` when the key is
+    /// new, expired or absent. Reads only, so a front end can answer replays without taking
+    /// rate-limit tokens.
     pub async fn idempotent_batch_replay(
         &self,
         who: &Principal,
@@ -194,24 +222,27 @@ impl Tidings {
         let Some(key) = parse_key(idempotency_key)? else { return Ok(None) };
         match self.store.get_idempotency(who.workspace_id, &key).await? {
             Some(record) if record.expires_at > self.clock.now() => {
-                self.replay_batch(who, &record, batch_hash(who, reqs, mode)?).await.map(Some)
+                self.replay_batch(who, &record, reqs, mode).await.map(Some)
             }
             _ => Ok(None),
         }
     }
 
+    /// The recorded results of a batch that `reqs` repeats, if `who` may have them
+    /// ([`Tidings::check_repeat`]), each queued item as its message is now.
     async fn replay_batch(
         &self,
         who: &Principal,
         record: &IdempotencyRecord,
-        hash: RequestHash,
+        reqs: &[SendRequest],
+        mode: BatchValidation,
     ) -> Result<BatchOutcome> {
-        let Some(results) = record.batch.as_ref().filter(|_| record.request_hash == hash) else {
-            return Err(Error::IdempotencyKeyReused);
-        };
+        let first = self.check_repeat(who, record, RequestKind::Batch, |maker| batch_hash(maker, reqs, mode)).await?;
+        let results = record.batch.as_deref().unwrap_or_default();
         let mut items = Vec::with_capacity(results.len());
         for result in results {
             items.push(match result {
+                BatchItemRecord::Created(id) if *id == first.id => BatchItem::Queued(Box::new(first.clone())),
                 BatchItemRecord::Created(id) => {
                     let message =
                         self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
@@ -253,11 +284,8 @@ fn stored_error(e: &Error) -> StoredError {
     StoredError { code: e.code().to_owned(), message, fields }
 }
 
-/// Hash of a batch for idempotency: the items' canonical JSON, the mode, a marker that keeps
-/// it apart from a single send's, and the key that sent it.
-fn batch_hash(who: &Principal, reqs: &[SendRequest], mode: BatchValidation) -> Result<RequestHash> {
-    let body = serde_json::json!({ "batch": reqs, "validation": mode });
-    let mut bytes = serde_json::to_vec(&body).map_err(|e| Error::Internal(format!("hashing request: {e}")))?;
-    bytes.extend_from_slice(&who.key_id.to_bytes());
-    Ok(RequestHash::of(&bytes))
+/// Hash of a batch for its idempotency record, as if `maker` sent it: the items' canonical
+/// JSON, the mode and a marker that keeps it apart from a single send's ([`hash_with_key`]).
+fn batch_hash(maker: ApiKeyId, reqs: &[SendRequest], mode: BatchValidation) -> Result<RequestHash> {
+    hash_with_key(&serde_json::json!({ "batch": reqs, "validation": mode }), maker)
 }

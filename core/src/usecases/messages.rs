@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
-use crate::ids::{DomainId, EventId, MessageId, WorkspaceId};
+use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{
     Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
@@ -15,7 +15,10 @@ use crate::model::{
 };
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
 use crate::state_machine::{Happening, apply_event};
-use crate::templates::{self, TemplateSource};
+use crate::text_checks::is_line_or_control;
+use crate::tracking::TrackingTally;
+use crate::usecases::idempotency::{RequestKind, hash_with_key};
+use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
 use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
@@ -23,6 +26,8 @@ use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
 const MAX_SUBJECT_CHARS: usize = 998;
+/// Why a subject with a control character or a line separator is refused.
+pub(crate) const SUBJECT_CHARS: &str = "must not contain line breaks or control characters (TAB aside)";
 /// The local part used when a send names no `from`.
 const DEFAULT_LOCAL_PART: &str = "noreply";
 
@@ -115,8 +120,9 @@ impl Tidings {
     /// restriction and the suppression list, renders the template, and stores the message
     /// durably with its `Queued` event (or, with a `scheduledAt`, as `Scheduled` with a
     /// `Scheduled` event) and webhook deliveries. With an Idempotency-Key, a repeat of the
-    /// same request returns the original message and queues nothing; the same key with
-    /// another request is `IdempotencyKeyReused`.
+    /// same request by any key of the workspace that may read the original message returns
+    /// it and queues nothing; the same key with another request, or from a `send` key that
+    /// did not make it, is `IdempotencyKeyReused` (the `usecases::idempotency` module).
     pub async fn send_message(
         &self,
         who: &Principal,
@@ -128,24 +134,26 @@ impl Tidings {
             .map(IdempotencyKey::parse)
             .transpose()
             .map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
-        let request_hash = request_hash(who, &req)?;
         if let Some(key) = &key
             && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
             && record.expires_at > now
         {
-            return self.replay(who.workspace_id, &record, request_hash).await;
+            return self.replay(who, &record, &req).await;
         }
 
         let mut new = self.prepare_message(who, &req, now).await?;
-        new.idempotency = key.map(|key| IdempotencyRecord {
-            workspace_id: who.workspace_id,
-            key,
-            request_hash,
-            message_id: new.message.id,
-            created_at: now,
-            expires_at: now + self.config.idempotency_window,
-            batch: None,
-        });
+        new.idempotency = match key {
+            Some(key) => Some(IdempotencyRecord {
+                workspace_id: who.workspace_id,
+                key,
+                request_hash: request_hash(who.key_id, &req)?,
+                message_id: new.message.id,
+                created_at: now,
+                expires_at: now + self.config.idempotency_window,
+                batch: None,
+            }),
+            None => None,
+        };
         let (message, event) = (new.message.clone(), new.event.clone());
         match self.store.create_message(new).await? {
             CreateOutcome::Created => {
@@ -154,7 +162,7 @@ impl Tidings {
                 Ok(SendOutcome { message, replayed: false })
             }
             // Lost a race with an identical key: answer like a replay.
-            CreateOutcome::Duplicate(record) => self.replay(who.workspace_id, &record, request_hash).await,
+            CreateOutcome::Duplicate(record) => self.replay(who, &record, &req).await,
         }
     }
 
@@ -167,38 +175,45 @@ impl Tidings {
         req: &SendRequest,
         now: DateTime<Utc>,
     ) -> Result<NewMessage> {
-        let valid = validate(req, now)?;
-        let (domain, from) = self.resolve_from(who, valid.from).await?;
+        let mut valid = validate(req, now)?;
+        let (domain, from) = self.resolve_from(who, valid.from.take()).await?;
         if self.store.get_suppression(who.workspace_id, &valid.to).await?.is_some() {
             return Err(Error::RecipientSuppressed(valid.to.to_string()));
         }
         let version = self
             .resolve_template_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
             .await?;
-        let (subject, html, text) = match &version {
-            Some(v) => {
-                // The send's own fields override the template's (contract §5); they are
-                // rendered too, so a send may use placeholders without a stored template.
-                let source = TemplateSource {
-                    subject: valid.subject.as_deref().unwrap_or(&v.subject),
-                    html: req.html.as_deref().or(v.html.as_deref()),
-                    text: req.text.as_deref().or(v.text.as_deref()),
-                };
-                let rendered = templates::render(&source, &valid.variables)?;
-                (rendered.subject, rendered.html, rendered.text)
-            }
-            None => (valid.subject.unwrap_or_default(), req.html.clone(), req.text.clone()),
-        };
-        if html.is_none() && text.is_none() {
+        // Every check that does not need the rendered text comes before the render, so that
+        // a send refused after rendering was refused by its template: that one keeps its
+        // rate-limit token (`rate_limited_send`), the others give it back.
+        let html_source = req.html.as_ref().or(version.as_ref().and_then(|v| v.html.as_ref()));
+        let text_source = req.text.as_ref().or(version.as_ref().and_then(|v| v.text.as_ref()));
+        if html_source.is_none() && text_source.is_none() {
             return Err(Error::field("html", "provide html, text or a template with a body"));
         }
-        check_subject(&subject).map_err(|message| Error::field("subject", message))?;
-        if html.is_none()
+        if html_source.is_none()
             && let Some(i) = valid.extras.attachments.iter().position(|a| a.content_id().is_some())
         {
             // An inline part is referred to from HTML; without it, it would show as nothing.
             return Err(Error::field(format!("attachments[{i}].contentId"), "inline parts need an html body"));
         }
+        let (subject, html, text) = match &version {
+            Some(v) => {
+                // The send's own fields override the template's (contract §5); they are
+                // rendered too, so a send may use placeholders without a stored template.
+                let source = OwnedSource {
+                    subject: valid.subject.take().unwrap_or_else(|| v.subject.clone()),
+                    html: html_source.cloned(),
+                    text: text_source.cloned(),
+                };
+                let rendered = self.render_in_pool(source, std::mem::take(&mut valid.variables)).await?;
+                (rendered.subject, rendered.html, rendered.text)
+            }
+            None => (valid.subject.take().unwrap_or_default(), req.html.clone(), req.text.clone()),
+        };
+        // The renderer checks a rendered subject the same way (one line, 998 characters), so
+        // only a subject sent without a template can fail here.
+        check_subject(&subject).map_err(|message| Error::field("subject", message))?;
 
         let tracking = TrackingRequest::resolve(req.tracking, &domain);
         let event_id = EventId::new_at(now, &*self.random);
@@ -229,6 +244,7 @@ impl Tidings {
             tracking,
             extras: valid.extras,
             scheduled_at: valid.scheduled_at,
+            tracking_tally: TrackingTally::default(),
         };
         let event = MessageEvent {
             id: event_id,
@@ -244,7 +260,8 @@ impl Tidings {
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
     /// (contract §3): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key
-    /// with another body, `Ok(None)` when the key is new, expired or absent. Reads only; for
+    /// with another body or from a `send` key that did not make it, `Ok(None)` when the key
+    /// is new, expired or absent. Reads only; for
     /// a caller that must answer replays without doing anything else first (a replay takes
     /// no rate-limit token, contract §2, so an empty bucket must not hide it).
     pub async fn idempotent_replay(
@@ -256,25 +273,15 @@ impl Tidings {
         let Some(key) = idempotency_key else { return Ok(None) };
         let key = IdempotencyKey::parse(key).map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
         match self.store.get_idempotency(who.workspace_id, &key).await? {
-            Some(record) if record.expires_at > self.clock.now() => {
-                self.replay(who.workspace_id, &record, request_hash(who, req)?).await.map(Some)
-            }
+            Some(record) if record.expires_at > self.clock.now() => self.replay(who, &record, req).await.map(Some),
             _ => Ok(None),
         }
     }
 
-    pub(crate) async fn replay(
-        &self,
-        workspace: WorkspaceId,
-        record: &IdempotencyRecord,
-        hash: RequestHash,
-    ) -> Result<SendOutcome> {
-        if record.request_hash != hash {
-            return Err(Error::IdempotencyKeyReused);
-        }
-        let message = self.store.get_message(workspace, record.message_id).await?.ok_or_else(|| {
-            Error::Internal(format!("idempotency record points to missing message {}", record.message_id))
-        })?;
+    /// The original message of `record` if `req` repeats it and `who` may read it
+    /// ([`Tidings::check_repeat`]).
+    async fn replay(&self, who: &Principal, record: &IdempotencyRecord, req: &SendRequest) -> Result<SendOutcome> {
+        let message = self.check_repeat(who, record, RequestKind::Single, |maker| request_hash(maker, req)).await?;
         Ok(SendOutcome { message, replayed: true })
     }
 
@@ -440,10 +447,26 @@ impl Tidings {
     ) -> Result<(Message, MessageEvent)> {
         let (next, event) =
             apply_event(message, happening).map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
+        self.store_message_event(message, next, event, due_at, None).await
+    }
+
+    /// The write of [`Self::record_message_event_if_due_at`] for an event already applied:
+    /// `next` and `event` are what [`apply_event`] made of `read` (the message as read), and
+    /// `next` may carry more (a tracking tally). With `last_event_id`, the write also fails
+    /// with `Conflict` if any event was recorded since `read`.
+    pub(crate) async fn store_message_event(
+        &self,
+        read: &Message,
+        next: Message,
+        event: MessageEvent,
+        due_at: Option<DateTime<Utc>>,
+        last_event_id: Option<EventId>,
+    ) -> Result<(Message, MessageEvent)> {
         let webhook_deliveries = self.webhook_deliveries_for(&next, &event).await?;
         let write = EventWrite {
-            expected_status: message.status,
+            expected_status: read.status,
             expected_next_attempt_at: due_at,
+            expected_last_event_id: last_event_id,
             message: next.clone(),
             event: event.clone(),
             webhook_deliveries,
@@ -546,9 +569,11 @@ fn metadata_filters(raw: &[(String, String)], fields: &mut Vec<FieldError>) -> V
     raw.to_vec()
 }
 
+/// A subject is one header line of text: no control character (C0, DEL, C1 with U+0085) and
+/// no U+2028/U+2029, TAB aside (header whitespace, kept as it is by the MIME builder).
 fn check_subject(subject: &str) -> std::result::Result<(), String> {
-    if subject.contains(['\r', '\n']) {
-        return Err("must not contain line breaks".into());
+    if subject.chars().any(|c| c != '\t' && is_line_or_control(c)) {
+        return Err(SUBJECT_CHARS.into());
     }
     if subject.chars().count() > MAX_SUBJECT_CHARS {
         return Err(format!("must be at most {MAX_SUBJECT_CHARS} characters"));
@@ -556,11 +581,8 @@ fn check_subject(subject: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Hash of the request as it matters for idempotency: the body's canonical JSON (object
-/// keys sorted by serde_json's map) and the key that sent it, so the same Idempotency-Key
-/// reused by another key of the workspace is "another request".
-fn request_hash(who: &Principal, req: &SendRequest) -> Result<RequestHash> {
-    let mut bytes = serde_json::to_vec(req).map_err(|e| Error::Internal(format!("hashing request: {e}")))?;
-    bytes.extend_from_slice(&who.key_id.to_bytes());
-    Ok(RequestHash::of(&bytes))
+/// Hash of a single send for its idempotency record, as if `maker` sent it
+/// ([`hash_with_key`]).
+fn request_hash(maker: ApiKeyId, req: &SendRequest) -> Result<RequestHash> {
+    hash_with_key(req, maker)
 }

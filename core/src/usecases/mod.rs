@@ -9,11 +9,14 @@ mod batch;
 mod client_auth;
 mod domains;
 mod feedback;
+mod idempotency;
 mod keys;
 mod messages;
+mod metrics_access;
 mod operations;
 mod pagination;
 mod rate_limited_send;
+mod render_pool;
 mod scheduling;
 mod send_fields;
 mod send_turns;
@@ -43,8 +46,10 @@ pub use domains::*;
 pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
+pub use metrics_access::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
+pub use render_pool::default_render_threads;
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
 pub use send_fields::{AttachmentRequest, TagRequest};
 pub use send_turns::{SendTurn, SendTurns};
@@ -80,6 +85,10 @@ pub struct CoreConfig {
     /// How long message bodies and timelines are kept (`TIDINGS_RETENTION`, default 30
     /// days); `None` keeps them forever. See [`Tidings::purge_expired_message_content`].
     pub message_retention: Option<Duration>,
+    /// How many template compiles and renders may run at once, each on a blocking thread
+    /// (see [`default_render_threads`]; issue #17): the rest wait their turn without holding
+    /// up the async executor.
+    pub render_threads: usize,
 }
 
 impl Default for CoreConfig {
@@ -93,6 +102,7 @@ impl Default for CoreConfig {
             domain_recheck_interval: Duration::minutes(10),
             tracking: None,
             message_retention: Some(Duration::days(30)),
+            render_threads: default_render_threads(),
         }
     }
 }
@@ -134,6 +144,8 @@ pub struct Tidings {
     pub(crate) send_turns: SendTurns,
     /// Told of every recorded event ([`Tidings::with_observer`]); nobody by default.
     pub(crate) observer: Arc<dyn EventObserver>,
+    /// Where templates are compiled and rendered ([`render_pool`]).
+    pub(crate) render_pool: render_pool::RenderPool,
 }
 
 impl Tidings {
@@ -145,7 +157,17 @@ impl Tidings {
         dns: Arc<dyn DnsCheck>,
         config: CoreConfig,
     ) -> Self {
-        Self { store, clock, random, dns, config, send_turns: SendTurns::default(), observer: Arc::new(NoObserver) }
+        let render_pool = render_pool::RenderPool::new(config.render_threads);
+        Self {
+            store,
+            clock,
+            random,
+            dns,
+            config,
+            send_turns: SendTurns::default(),
+            observer: Arc::new(NoObserver),
+            render_pool,
+        }
     }
 
     /// The same service, telling `observer` of every event it records from now on (metrics).

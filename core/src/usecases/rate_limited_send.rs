@@ -2,12 +2,22 @@
 //! message, taken before the send and given back when the send queues nothing (rejected or
 //! replayed); a replay is answered even with an empty bucket. A batch takes one token per
 //! item at once and gives back those of the items that queued nothing.
+//!
+//! Except for renders (issue #17): a send refused by its template (`template_render_error`
+//! or `template_syntax_error`) keeps its token, since rendering is the costly part of a
+//! send and a refused one would otherwise be free, however often it is repeated. So does
+//! every batch item whose template was rendered when the batch is refused, and a template
+//! preview ([`Tidings::render_template_rate_limited`]) takes one like a send. Refusals that
+//! come before the render (a bad field, a suppressed recipient, an unknown template) still
+//! give it back.
 
-use crate::Result;
 use crate::ports::Limits;
+use crate::templates::Rendered;
 use crate::usecases::{
-    BatchOutcome, BatchValidation, Principal, RateLimitState, RetryAfter, SendOutcome, SendRequest, Tidings,
+    BatchOutcome, BatchValidation, Principal, RateLimitState, RenderTemplateRequest, RetryAfter, SendOutcome,
+    SendRequest, Tidings,
 };
+use crate::{Error, Result};
 
 /// A send that got through the rate limit: queued, or replayed from its Idempotency-Key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +52,11 @@ impl Tidings {
             }
         };
         let outcome = self.send_message(who, req, idempotency_key).await;
-        let queued_nothing = match &outcome {
+        let give_back = match &outcome {
             Ok(outcome) => outcome.replayed,
-            Err(_) => true,
+            Err(e) => !is_render_refusal(e),
         };
-        if queued_nothing {
+        if give_back {
             self.refund_send(limits, who).await;
         }
         Ok(Ok(LimitedSend { outcome: outcome?, limit: Some(limit) }))
@@ -75,16 +85,48 @@ impl Tidings {
             Ok(limit) => limit,
             Err(wait) => return Ok(Err(wait)),
         };
-        let outcome = match self.send_batch(who, reqs, mode, idempotency_key).await {
+        let mut rendered_refused = 0;
+        let outcome = match self.send_batch_counted(who, reqs, mode, idempotency_key, &mut rendered_refused).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                self.refund_sends(limits, who, n).await;
+                self.refund_sends(limits, who, n.saturating_sub(rendered_refused)).await;
                 return Err(e);
             }
         };
-        let unused = if outcome.replayed { n } else { u32::try_from(outcome.refused()).unwrap_or(n) };
+        let unused = if outcome.replayed {
+            n
+        } else {
+            u32::try_from(outcome.refused()).unwrap_or(n).saturating_sub(rendered_refused)
+        };
         self.refund_sends(limits, who, unused).await;
         Ok(Ok((outcome, Some(limit))))
+    }
+
+    /// [`Tidings::render_template`] under the key's rate limit: a preview renders like a send
+    /// and takes a token like one (`Ok(Err(wait))` when the bucket is empty, and nothing
+    /// was rendered). The token is given back only when the request was refused before
+    /// anything was rendered (an unknown template or version, bad variables).
+    pub async fn render_template_rate_limited(
+        &self,
+        limits: &dyn Limits,
+        who: &Principal,
+        id: &str,
+        req: RenderTemplateRequest,
+    ) -> Result<Result<(Rendered, RateLimitState), RetryAfter>> {
+        who.require_full()?;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
+            Ok(limit) => limit,
+            Err(wait) => return Ok(Err(wait)),
+        };
+        match self.render_template(who, id, req).await {
+            Ok(rendered) => Ok(Ok((rendered, limit))),
+            Err(e) => {
+                if !is_render_refusal(&e) {
+                    self.refund_send(limits, who).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Gives back `n` tokens of a batch's items that queued nothing; failures as in
@@ -106,4 +148,11 @@ impl Tidings {
             tracing::warn!(key = %who.key_id, %error, "could not give back a rate-limit token");
         }
     }
+}
+
+/// Whether `e` refused a send or preview after its template was compiled or rendered: the
+/// work was done, so the token is kept. Sends make every other check before rendering
+/// (`prepare_message`), so these are the only refusals that come after.
+pub(crate) fn is_render_refusal(e: &Error) -> bool {
+    matches!(e, Error::TemplateRender(_) | Error::TemplateSyntax(_))
 }

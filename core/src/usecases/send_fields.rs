@@ -11,8 +11,8 @@ use crate::email::EmailAddress;
 use crate::error::FieldError;
 use crate::model::MessageExtras;
 use crate::model::extras::{
-    Attachment, CustomHeader, LabelError, MAX_ATTACHMENTS, MAX_ATTACHMENTS_ENCODED_BYTES, MAX_HEADERS,
-    MAX_METADATA_BYTES, MAX_REPLY_TO, MAX_TAGS, Metadata, Tag, check_metadata_key,
+    Attachment, AttachmentContent, CustomHeader, LabelError, MAX_ATTACHMENTS, MAX_ATTACHMENTS_ENCODED_BYTES,
+    MAX_HEADERS, MAX_METADATA_BYTES, MAX_REPLY_TO, MAX_TAGS, Metadata, Tag, check_metadata_key,
 };
 use crate::usecases::SendRequest;
 
@@ -33,8 +33,8 @@ pub struct AttachmentRequest {
     pub filename: String,
     /// `type/subtype`.
     pub content_type: String,
-    /// The file, standard base64.
-    pub content: String,
+    /// The file, standard base64 (shared with the message made from it, not copied).
+    pub content: AttachmentContent,
     /// Makes it an inline part the HTML refers to as `cid:<contentId>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_id: Option<String>,
@@ -181,7 +181,7 @@ fn attachments(items: &[AttachmentRequest], fields: &mut Vec<FieldError>) -> Vec
         fields.push(FieldError::new("attachments", format!("must hold at most {MAX_ATTACHMENTS} attachments")));
         return Vec::new();
     }
-    let encoded: usize = items.iter().map(|a| a.content.len()).sum();
+    let encoded: usize = items.iter().map(|a| a.content.as_str().len()).sum();
     if encoded > MAX_ATTACHMENTS_ENCODED_BYTES {
         fields.push(FieldError::new(
             "attachments",
@@ -195,7 +195,7 @@ fn attachments(items: &[AttachmentRequest], fields: &mut Vec<FieldError>) -> Vec
     let mut content_ids = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        match Attachment::parse(&item.filename, &item.content_type, &item.content, item.content_id.as_deref()) {
+        match Attachment::parse(&item.filename, &item.content_type, item.content.clone(), item.content_id.as_deref()) {
             Ok(a) if a.content_id().is_some_and(|id| !content_ids.insert(id.to_owned())) => {
                 fields.push(FieldError::new(format!("attachments[{i}].contentId"), "is given twice"));
             }

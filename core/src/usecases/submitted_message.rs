@@ -78,7 +78,7 @@ impl SubmittedMessage {
                     || "application/octet-stream".to_owned(),
                     |t| format!("{}/{}", t.ctype(), t.subtype().unwrap_or("octet-stream")),
                 ),
-                content: BASE64.encode(part.contents()),
+                content: BASE64.encode(part.contents()).into(),
                 content_id: part.content_id().map(|id| id.trim_matches(['<', '>']).to_owned()),
             })
             .collect();

@@ -8,7 +8,7 @@
 //!   it ends up with). An empty string counts as absent.
 //! - A new version is a whole snapshot: `subject` is required as at creation, and a body it
 //!   leaves out is absent in that version, not inherited from the previous one.
-//! - A subject template may not contain line breaks (it becomes a header); what variables
+//! - A subject template may not contain line breaks or control characters (it becomes a header); what variables
 //!   put into the rendered subject is checked by the send.
 //! - Every operation here, `render` included, is management: a `send` key gets 403.
 
@@ -17,7 +17,9 @@ use serde_json::{Map, Value};
 use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
 use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
-use crate::templates::{Rendered, TemplateSource, check_syntax, render};
+use crate::templates::Rendered;
+use crate::text_checks::is_line_or_control;
+use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, FieldError, Result};
 
@@ -81,8 +83,8 @@ fn variables_map(variables: Option<Value>) -> Result<Map<String, Value>, FieldEr
     }
 }
 
-fn version_source(version: &TemplateVersion) -> TemplateSource<'_> {
-    TemplateSource { subject: &version.subject, html: version.html.as_deref(), text: version.text.as_deref() }
+fn version_source(version: &TemplateVersion) -> OwnedSource {
+    OwnedSource { subject: version.subject.clone(), html: version.html.clone(), text: version.text.clone() }
 }
 
 impl Tidings {
@@ -97,7 +99,8 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let id = TemplateId::new_at(now, &*self.random);
@@ -156,7 +159,8 @@ impl Tidings {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        check_syntax(&TemplateSource { subject: &subject, html: html.as_deref(), text: text.as_deref() })?;
+        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
+            .await?;
 
         let now = self.clock.now();
         let version = NewTemplateVersion {
@@ -219,7 +223,7 @@ impl Tidings {
         let (Some(variables), Some(version)) = (variables, version) else {
             return Err(Error::Validation { fields: faults });
         };
-        Ok(render(&version_source(version), &variables)?)
+        self.render_in_pool(version_source(version), variables).await
     }
 
     /// For the send use case: the template version a message is built from. A pinned
@@ -276,7 +280,7 @@ fn template_name(text: Option<&str>) -> Result<String, FieldError> {
     if name.chars().count() > MAX_TEMPLATE_NAME_CHARS {
         return Err(FieldError::new("name", format!("must be at most {MAX_TEMPLATE_NAME_CHARS} characters")));
     }
-    if name.chars().any(char::is_control) {
+    if name.chars().any(is_line_or_control) {
         return Err(FieldError::new("name", "must not contain line breaks or control characters"));
     }
     Ok(name.to_owned())
@@ -286,7 +290,10 @@ fn subject_template(text: Option<&str>) -> Result<String, FieldError> {
     match text {
         None => Err(FieldError::new("subject", "is required")),
         Some(s) if s.trim().is_empty() => Err(FieldError::new("subject", "is required")),
-        Some(s) if s.contains(['\r', '\n']) => Err(FieldError::new("subject", "must not contain line breaks")),
+        // The rendered subject is checked again by the send; refusing here says so sooner.
+        Some(s) if s.chars().any(|c| c != '\t' && is_line_or_control(c)) => {
+            Err(FieldError::new("subject", crate::usecases::messages::SUBJECT_CHARS))
+        }
         Some(s) => Ok(s.to_owned()),
     }
 }

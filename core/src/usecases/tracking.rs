@@ -2,6 +2,9 @@
 //! the public endpoints' use cases: a pixel load records `Opened`, a followed link records
 //! `Clicked` and yields where to redirect.
 //!
+//! Only so many opens and clicks become events ([`crate::tracking::tally`]); the pixel is
+//! served and the redirect answered for every request all the same.
+//!
 //! Every refusal is `NotFound`, whatever its cause (bad token, unknown message, another
 //! workspace, tracking not configured), so the endpoints reveal nothing; the token is
 //! verified before the store is touched. A valid token for a message whose status takes no
@@ -12,16 +15,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::EventId;
 use crate::model::{Domain, EventDetails, EventType, Message, MessageTracking};
-use crate::state_machine::{Happening, next_status};
-use crate::tracking::{TokenKind, TrackedUrl, Verified};
+use crate::state_machine::{Happening, apply_event, next_status};
+use crate::tracking::tally::link_digest;
+use crate::tracking::{Engagement, TokenKind, TrackedUrl, Verified};
 use crate::usecases::Tidings;
 use crate::{Error, Result};
 
 /// Longest user agent kept on an event, in characters; the rest is cut off.
 pub const MAX_USER_AGENT_CHARS: usize = 512;
-/// How often an open or click is retried when a concurrent event (a delivery outcome, another
-/// click) changed the message between reading and writing it.
-const CONFLICT_RETRIES: usize = 5;
+/// How often an open or click is tried when a concurrent event (a delivery outcome, another
+/// click) changed the message between reading and writing it. Every lost race is another
+/// event written, and the tally caps those at 120 per message (plus its delivery events), so
+/// a first open or click is kept unless far more than a burst of replays races it.
+const CONFLICT_RETRIES: usize = 32;
 
 /// `tracking` of a send: each key overrides the sending domain's default (contract §8).
 /// Only a JSON object is read as one (serde's derive would also take `[true, false]`).
@@ -71,15 +77,18 @@ impl TrackingRequest {
 }
 
 impl Tidings {
-    /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message.
+    /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message,
+    /// if it keeps another open ([`crate::tracking::tally`]).
     pub async fn record_open(&self, token: &str, user_agent: Option<&str>) -> Result<()> {
         let (_, message) = self.tracked_message(token, TokenKind::Open).await?;
         let details = EventDetails { user_agent: user_agent.map(clip_user_agent), ..EventDetails::default() };
-        self.record_tracking(message, EventType::Opened, details).await
+        self.record_tracking(message, Engagement::Open, details).await
     }
 
-    /// `GET /t/c/{token}`: records `Clicked` (URL and user agent) and returns the URL to
-    /// redirect to, which only ever comes from inside the signed token.
+    /// `GET /t/c/{token}`: records `Clicked` (URL and user agent) if the message keeps
+    /// another click on this link ([`crate::tracking::tally`]), and returns the URL to
+    /// redirect to, which only ever comes from inside the signed token: every click is
+    /// redirected, recorded or not.
     pub async fn record_click(&self, token: &str, user_agent: Option<&str>) -> Result<TrackedUrl> {
         let (verified, message) = self.tracked_message(token, TokenKind::Click).await?;
         let url = verified.url.ok_or(Error::NotFound("tracking link"))?;
@@ -88,7 +97,7 @@ impl Tidings {
             user_agent: user_agent.map(clip_user_agent),
             ..EventDetails::default()
         };
-        self.record_tracking(message, EventType::Clicked, details).await?;
+        self.record_tracking(message, Engagement::Click(&url), details).await?;
         Ok(url)
     }
 
@@ -117,14 +126,29 @@ impl Tidings {
         Ok((verified, message))
     }
 
-    /// Records an open or click on `message`, re-reading it when a concurrent event won the
-    /// race. Gives up (with a warning, recording nothing) after a few lost races rather than
+    /// Records an open or click on `message` if its tally keeps it. The write succeeds only
+    /// if no event was recorded since the message was read; otherwise it is read again and
+    /// the tally decides again, so concurrent requests cannot all slip under the cap. Each
+    /// lost race means another event was written, and a message takes few, so this ends;
+    /// [`CONFLICT_RETRIES`] bounds it anyway, giving up (recording nothing) rather than
     /// failing the recipient's request.
-    async fn record_tracking(&self, mut message: Message, event_type: EventType, details: EventDetails) -> Result<()> {
+    async fn record_tracking(
+        &self,
+        mut message: Message,
+        engagement: Engagement<'_>,
+        details: EventDetails,
+    ) -> Result<()> {
+        let event_type = match engagement {
+            Engagement::Open => EventType::Opened,
+            Engagement::Click(_) => EventType::Clicked,
+        };
         for _ in 0..CONFLICT_RETRIES {
             if next_status(message.status, event_type).is_err() {
                 return Ok(());
             }
+            let Some(tally) = message.tracking_tally.keep(engagement) else {
+                return Ok(());
+            };
             let at = self.clock.now();
             let happening = Happening {
                 event_id: EventId::new_at(at, &*self.random),
@@ -134,7 +158,11 @@ impl Tidings {
                 provider_message_id: None,
                 next_attempt_at: None,
             };
-            match self.record_message_event(&message, happening).await {
+            let (mut next, event) = apply_event(&message, happening)
+                .map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
+            next.tracking_tally = tally;
+            let last_event_id = Some(message.last_event_id);
+            match self.store_message_event(&message, next, event, None, last_event_id).await {
                 Ok(_) => return Ok(()),
                 Err(Error::Conflict(_)) => {
                     message = self
@@ -146,7 +174,16 @@ impl Tidings {
                 Err(e) => return Err(e),
             }
         }
-        tracing::warn!(message = %message.id, event = event_type.as_str(), "tracking event lost to concurrent updates");
+        let first = match engagement {
+            Engagement::Open => message.tracking_tally.opens == 0,
+            Engagement::Click(url) => !message.tracking_tally.clicked_links.contains(&link_digest(url)),
+        };
+        if first {
+            tracing::warn!(message = %message.id, event = event_type.as_str(), "tracking event lost to concurrent updates");
+        } else {
+            // A repeat lost to a burst of others (a replayed link): expected, not worth a warning.
+            tracing::debug!(message = %message.id, event = event_type.as_str(), "repeat tracking event not kept");
+        }
         Ok(())
     }
 }

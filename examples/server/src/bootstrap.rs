@@ -11,6 +11,7 @@ use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::ports::{DnsCheck, DnsError, Limits, Mailer, Store, SystemClock, SystemRandom};
+use tidings_core::sealing::Sealer;
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{
     AuthThrottleConfig, CoreConfig, CreateApiKeyRequest, CreatedKey, LocalLimits, Principal, Tidings,
@@ -23,6 +24,7 @@ use tidings_transport_smtp::{
 
 use crate::ServerError;
 use crate::config::{Config, ConfigError, DatabaseUrl, Delivery};
+use crate::secret_key;
 
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,19 +59,36 @@ pub struct OpenStore {
 }
 
 /// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
-/// it is set, else sled at `<data>/store` (created if needed).
+/// it is set, else sled at `<data>/store` (created if needed); its secrets sealed with the
+/// key of [`secret_key::load`]. The data dir must be prepared ([`crate::data_dir::prepare`]).
 pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
     let throttle = AuthThrottleConfig::default();
+    let key = secret_key::load(config)?;
+    let wrong_key = |store: String| {
+        key.forget_generated();
+        ServerError::WrongSecretKey { store, key: key.source.to_string() }
+    };
     match &config.database_url {
         Some(url) => {
             let options = PgOptions { max_connections: config.database_pool, ..PgOptions::default() };
-            let store = PgStore::connect(url.expose(), options).await.map_err(|e| database_error(url, &e))?;
+            let store = match PgStore::connect(url.expose(), options, key.sealer.clone()).await {
+                Ok(store) => store,
+                Err(e) if e.is_wrong_key() => {
+                    return Err(wrong_key(format!("{} (TIDINGS_DATABASE_URL)", url.redacted())));
+                }
+                Err(e) => return Err(database_error(url, &e)),
+            };
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
+            log_sealed(store.sealed_at_connect());
             let limits = Arc::new(store.limits(throttle));
             Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits, sled: None })
         }
         None => {
-            let sled = open_sled(config)?;
+            let sled = open_sled(config, &key.sealer).map_err(|e| match e {
+                SledOpen::WrongKey(path) => wrong_key(path),
+                SledOpen::Failed(e) => e,
+            })?;
+            log_sealed(sled.sealed_at_open());
             Ok(OpenStore {
                 store: Arc::new(sled.clone()),
                 kind: StoreKind::Sled,
@@ -77,6 +96,15 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
                 sled: Some(sled),
             })
         }
+    }
+}
+
+fn log_sealed(count: usize) {
+    if count > 0 {
+        tracing::info!(
+            count,
+            "sealed the secrets an earlier version stored in plaintext (DKIM keys, webhook secrets, tracking key)"
+        );
     }
 }
 
@@ -106,16 +134,36 @@ fn database_error(url: &DatabaseUrl, error: &dyn std::error::Error) -> ServerErr
     ServerError::Database { url: url.redacted().to_owned(), reason: url.scrub(&reason) }
 }
 
-/// Opens (creating if needed) the sled store at `<data>/store`.
-fn open_sled(config: &Config) -> Result<SledStore, ServerError> {
+/// Why the sled store did not open.
+enum SledOpen {
+    /// Sealed with another key; the store's path.
+    WrongKey(String),
+    /// Anything else.
+    Failed(ServerError),
+}
+
+/// Opens (creating if needed, `700`) the sled store at `<data>/store`.
+fn open_sled(config: &Config, sealer: &Sealer) -> Result<SledStore, SledOpen> {
     let dir = config.store_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        ServerError::Config(ConfigError::new("TIDINGS_DATA_DIR", None, format!("cannot create {}: {e}", dir.display())))
+    crate::data_dir::create_private_dir(&dir).map_err(|e| {
+        SledOpen::Failed(ServerError::Config(ConfigError::new(
+            "TIDINGS_DATA_DIR",
+            None,
+            format!("cannot create {}: {e}", dir.display()),
+        )))
     })?;
     let options = SledOptions { cache_capacity_bytes: config.store_cache_bytes };
-    SledStore::open_with(&dir, options).map_err(|e| ServerError::Store {
-        path: dir.display().to_string(),
-        reason: format!("{e} (only one process may open a store: is a tidings-server already running on it?)"),
+    SledStore::open_with(&dir, options, sealer.clone()).map_err(|e| {
+        if e.is_wrong_key() {
+            return SledOpen::WrongKey(dir.display().to_string());
+        }
+        let hint = match e {
+            tidings_storage_sled::SledError::Open(_) => {
+                " (only one process may open a store: is a tidings-server already running on it?)"
+            }
+            _ => "",
+        };
+        SledOpen::Failed(ServerError::Store { path: dir.display().to_string(), reason: format!("{e}{hint}") })
     })
 }
 
@@ -216,7 +264,11 @@ pub fn core_with_tracking(
         idempotency_window: chrono::Duration::from_std(config.idempotency_window)
             .unwrap_or(chrono::Duration::hours(24)),
         allow_private_webhooks: config.webhook_allow_private,
-        records: RecordPolicy { spf_mechanism: config.spf_include.clone(), ..RecordPolicy::default() },
+        records: RecordPolicy {
+            spf_mechanism: config.spf_mechanism().to_owned(),
+            spf_warning: config.spf_warning(),
+            ..RecordPolicy::default()
+        },
         return_path_domain: config.delivery.return_path_domain.clone(),
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),
@@ -268,8 +320,10 @@ impl DnsCheck for NoDns {
     }
 }
 
-/// The service for an operator command: the store (either kind), no DNS.
+/// The service for an operator command: the store (either kind, sealed with the same key as
+/// the server's), no DNS.
 pub async fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
+    crate::data_dir::prepare(config)?;
     let store = open_store(config).await?.store;
     Ok(core(config, store, Arc::new(NoDns)))
 }
@@ -353,7 +407,9 @@ mod tests {
     async fn the_tracking_key_is_the_stores_and_no_file_is_written() {
         let (a, b, store_dir) =
             (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = SledStore::open(store_dir.path()).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
         let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
         assert!(same_key(&on_a, &on_b), "two nodes on one store sign alike");
@@ -366,7 +422,9 @@ mod tests {
             (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(a.path().join(TRACKING_KEY_FILE), [7; TRACKING_KEY_BYTES]).unwrap();
         std::fs::write(b.path().join(TRACKING_KEY_FILE), [8; TRACKING_KEY_BYTES]).unwrap();
-        let store = SledStore::open(store_dir.path()).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let on_a = tracking_key(&config_in(a.path()), &store).await.unwrap();
         let on_b = tracking_key(&config_in(b.path()), &store).await.unwrap();
         assert!(same_key(&on_a, &TrackingKey::from_bytes([7; TRACKING_KEY_BYTES])), "links made before still open");
@@ -377,7 +435,9 @@ mod tests {
     async fn a_tracking_key_file_of_the_wrong_length_stops_the_start() {
         let (dir, store_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(dir.path().join(TRACKING_KEY_FILE), b"short").unwrap();
-        let store = SledStore::open(store_dir.path()).unwrap();
+        let store =
+            SledStore::open(store_dir.path(), Sealer::new(&tidings_core::sealing::SealingKey::generate(&SystemRandom)))
+                .unwrap();
         let err = tracking_key(&config_in(dir.path()), &store).await.unwrap_err();
         assert!(matches!(&err, ServerError::Config(_)), "{err}");
         assert!(err.to_string().contains("holds 5 bytes"), "{err}");

@@ -80,6 +80,8 @@ pub enum Scope {
 /// The binary's whole `main`: parse, configure logging, run the command, map errors to
 /// exit codes (2: configuration, 1: anything else).
 pub fn main() -> ExitCode {
+    // Before anything is created: what sled and the rest write later is the user's only.
+    crate::data_dir::restrict_new_files();
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref(), |k| std::env::var(k).ok()) {
         Ok(config) => config,

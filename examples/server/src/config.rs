@@ -14,14 +14,17 @@ use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
+use tidings_core::sealing::SealingKey;
 use tidings_core::tracking::PublicUrl;
+use tidings_core::usecases::MetricsToken;
+use tidings_http::TrustedProxies;
 use url::Url;
 
 mod parse;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
+    boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
     socket_addr, spf_terms,
 };
 
@@ -32,7 +35,15 @@ the same keys in lower case without the prefix, e.g. listen = \"127.0.0.1:8443\"
 environment wins over the file):
 
   TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls),
-                                               outbox
+                                               outbox, secret key file; made 700, files 600 (looser
+                                               permissions are narrowed at start)
+  TIDINGS_SECRET_KEY           unset           base64 of 32 bytes (openssl rand -base64 32): the key
+                                               that seals DKIM private keys, webhook secrets and the
+                                               tracking key in the store; every node and command on
+                                               one store needs the same
+  TIDINGS_SECRET_KEY_FILE      unset           a file holding that key instead; both unset: the file
+                                               <dir>/secret.key, generated on first start (which
+                                               protects only a copy of the store without the data dir)
   TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
                                                PostgreSQL instead of sled (several nodes may share
                                                it; migrations run at start or by `migrate`)
@@ -48,6 +59,17 @@ environment wins over the file):
   TIDINGS_MAX_BODY_BYTES       10MiB           largest request body (bytes, or with KiB/MiB/GiB)
   TIDINGS_MAX_SEND_BODY_BYTES  56MiB           largest body of POST /v1/messages (room for 40 MiB of
                                                base64 attachments); at least TIDINGS_MAX_BODY_BYTES
+  TIDINGS_MAX_BODY_BYTES_IN_FLIGHT 128MiB       most request-body bytes held at once, all requests
+                                               together; a body that does not fit is answered 503
+                                               with Retry-After (at least TIDINGS_MAX_SEND_BODY_BYTES)
+  TIDINGS_MAX_CONNECTIONS      4096            most open HTTPS connections; over it new clients wait
+                                               and idle connections are closed to make room
+  TIDINGS_MAX_CONNECTIONS_PER_IP 128           most open HTTPS connections from one client address
+                                               (more are closed at once; raise it behind a proxy)
+  TIDINGS_IDLE_TIMEOUT         60s             a connection (HTTP/1 or HTTP/2) with no request in
+                                               flight for this long is closed
+  TIDINGS_HANDSHAKE_TIMEOUT    10s             longest a client may take over the TLS handshake
+  TIDINGS_HTTP2_MAX_STREAMS    100             most requests in flight on one HTTP/2 connection
   TIDINGS_STORE_CACHE          256MiB          sled's page cache: memory grows with the data up to
                                                about this much, then stays
   TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
@@ -83,6 +105,16 @@ environment wins over the file):
                                                then AUTH PLAIN/LOGIN with an API key as password
   TIDINGS_SUBMISSION_TLS_LISTEN unset          ip:port of the same with implicit TLS (e.g.
                                                0.0.0.0:465)
+  TIDINGS_TRUSTED_PROXIES      unset           load balancers in front of the server: IPs and CIDR
+                                               networks, comma-separated (e.g. 10.0.0.0/8,192.0.2.7);
+                                               from those, the client is the right-most address of
+                                               X-Forwarded-For that is not one of them (failed-auth
+                                               throttle, access log); unset: the TCP peer, header ignored
+  TIDINGS_METRICS_TOKEN        unset           /metrics answers only `Authorization: Bearer <this>`
+                                               (16-256 printable characters); unset: open, like the probes
+  TIDINGS_METRICS_LISTEN       unset           ip:port of a plain-HTTP listener serving only /metrics
+                                               (e.g. 127.0.0.1:9090 for a local scraper); the HTTPS
+                                               listener then no longer serves it
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -143,6 +175,33 @@ pub enum Delivery {
     /// Nothing is delivered: messages are accepted and stay `Queued` until the server runs
     /// with another mode (maintenance, or tests that read freshly queued messages).
     Hold,
+}
+
+/// Limits of the HTTPS listener's connections (issue #17).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// `TIDINGS_MAX_CONNECTIONS`: most open connections.
+    pub max_connections: usize,
+    /// `TIDINGS_MAX_CONNECTIONS_PER_IP`: most open connections from one client address.
+    pub max_connections_per_ip: usize,
+    /// `TIDINGS_IDLE_TIMEOUT`: a connection without a request in flight this long is closed.
+    pub idle_timeout: Duration,
+    /// `TIDINGS_HANDSHAKE_TIMEOUT`: longest TLS handshake.
+    pub handshake_timeout: Duration,
+    /// `TIDINGS_HTTP2_MAX_STREAMS`: most concurrent requests on one HTTP/2 connection.
+    pub http2_max_streams: u32,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            max_connections_per_ip: 128,
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            http2_max_streams: 100,
+        }
+    }
 }
 
 /// How messages are delivered.
@@ -235,6 +294,11 @@ impl std::fmt::Debug for DatabaseUrl {
 pub struct Config {
     /// `TIDINGS_DATA_DIR`.
     pub data_dir: PathBuf,
+    /// `TIDINGS_SECRET_KEY`: the key that seals the store's secrets.
+    pub secret_key: Option<SealingKey>,
+    /// `TIDINGS_SECRET_KEY_FILE`: a file holding it. With neither, `<data>/secret.key`
+    /// (see [`crate::secret_key`]).
+    pub secret_key_file: Option<PathBuf>,
     /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
     pub database_url: Option<DatabaseUrl>,
     /// `TIDINGS_DATABASE_POOL`: most connections to PostgreSQL per node.
@@ -247,12 +311,17 @@ pub struct Config {
     pub bootstrap_key: Option<ApiKeyPlaintext>,
     /// `TIDINGS_DNS_SERVER`; `None`: the system resolver.
     pub dns_server: Option<SocketAddr>,
-    /// `TIDINGS_SPF_INCLUDE`: the SPF term(s) domains must publish.
-    pub spf_include: String,
+    /// `TIDINGS_SPF_INCLUDE`: the SPF term(s) domains must publish; `None` when unset, and
+    /// then [`DEFAULT_SPF_MECHANISM`] is asked for ([`Config::spf_mechanism`]).
+    pub spf_include: Option<String>,
     /// `TIDINGS_MAX_BODY_BYTES`.
     pub max_body_bytes: usize,
     /// `TIDINGS_MAX_SEND_BODY_BYTES`: the send route's own limit (attachments).
     pub max_send_body_bytes: usize,
+    /// `TIDINGS_MAX_BODY_BYTES_IN_FLIGHT`: most request-body bytes held at once.
+    pub max_body_bytes_in_flight: usize,
+    /// The listener's connection limits.
+    pub connections: ConnectionConfig,
     /// `TIDINGS_STORE_CACHE`: sled's page cache.
     pub store_cache_bytes: u64,
     /// `TIDINGS_IDEMPOTENCY_WINDOW`.
@@ -287,6 +356,13 @@ pub struct Config {
     /// `TIDINGS_SHUTDOWN_DELAY`: after a shutdown signal, how long the server keeps accepting
     /// requests while `/readyz` answers 503, before it stops accepting and drains.
     pub shutdown_delay: Duration,
+    /// `TIDINGS_TRUSTED_PROXIES`: proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
+    /// `TIDINGS_METRICS_TOKEN`: the bearer token `/metrics` requires; `None`: open.
+    pub metrics_token: Option<MetricsToken>,
+    /// `TIDINGS_METRICS_LISTEN`: a plain-HTTP listener of its own for `/metrics`, which the
+    /// HTTPS listener then does not serve.
+    pub metrics_listen: Option<SocketAddr>,
     /// Delivery.
     pub delivery: DeliveryConfig,
 }
@@ -300,6 +376,8 @@ pub struct Sources {
 /// Every variable the server knows (the file uses them lower-case without `TIDINGS_`).
 const KEYS: &[&str] = &[
     "TIDINGS_DATA_DIR",
+    "TIDINGS_SECRET_KEY",
+    "TIDINGS_SECRET_KEY_FILE",
     "TIDINGS_DATABASE_URL",
     "TIDINGS_DATABASE_POOL",
     "TIDINGS_LISTEN",
@@ -310,6 +388,12 @@ const KEYS: &[&str] = &[
     "TIDINGS_SPF_INCLUDE",
     "TIDINGS_MAX_BODY_BYTES",
     "TIDINGS_MAX_SEND_BODY_BYTES",
+    "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
+    "TIDINGS_MAX_CONNECTIONS",
+    "TIDINGS_MAX_CONNECTIONS_PER_IP",
+    "TIDINGS_IDLE_TIMEOUT",
+    "TIDINGS_HANDSHAKE_TIMEOUT",
+    "TIDINGS_HTTP2_MAX_STREAMS",
     "TIDINGS_IDEMPOTENCY_WINDOW",
     "TIDINGS_WEBHOOK_ALLOW_PRIVATE",
     "TIDINGS_LOG",
@@ -330,6 +414,9 @@ const KEYS: &[&str] = &[
     "TIDINGS_RETENTION",
     "TIDINGS_RETENTION_INTERVAL",
     "TIDINGS_SHUTDOWN_DELAY",
+    "TIDINGS_TRUSTED_PROXIES",
+    "TIDINGS_METRICS_TOKEN",
+    "TIDINGS_METRICS_LISTEN",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -412,6 +499,16 @@ impl Config {
         let database_pool = s.parse("TIDINGS_DATABASE_POOL", pool_size)?.unwrap_or(16);
         let data_dir =
             s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
+        let secret_key =
+            s.parse("TIDINGS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
+        let secret_key_file = s.parse("TIDINGS_SECRET_KEY_FILE", |t| Ok(PathBuf::from(t)))?;
+        if secret_key.is_some() && secret_key_file.is_some() {
+            return Err(ConfigError::new(
+                "TIDINGS_SECRET_KEY_FILE",
+                s.origin("TIDINGS_SECRET_KEY_FILE"),
+                "set either TIDINGS_SECRET_KEY or TIDINGS_SECRET_KEY_FILE, not both",
+            ));
+        }
         let listen = s.parse("TIDINGS_LISTEN", socket_addr)?.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443)));
         let cert = s.parse("TIDINGS_TLS_CERT", |t| Ok(PathBuf::from(t)))?;
         let key = s.parse("TIDINGS_TLS_KEY", |t| Ok(PathBuf::from(t)))?;
@@ -429,11 +526,37 @@ impl Config {
             ApiKeyPlaintext::parse(t).ok_or_else(|| "must be `tid_` followed by 40 letters or digits".to_owned())
         })?;
         let dns_server = s.parse("TIDINGS_DNS_SERVER", socket_addr)?;
-        let spf_include =
-            s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?.unwrap_or_else(|| DEFAULT_SPF_MECHANISM.to_owned());
+        let spf_include = s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?;
         let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
         let max_send_body_bytes =
             s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
+        let max_body_bytes_in_flight = s
+            .parse("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", byte_size)?
+            .unwrap_or(tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT);
+        if max_body_bytes_in_flight < max_send_body_bytes.max(max_body_bytes) {
+            return Err(ConfigError::new(
+                "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
+                s.origin("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT"),
+                format!(
+                    "must be at least the largest body one request may have ({} bytes, TIDINGS_MAX_SEND_BODY_BYTES), or such a request could never be served",
+                    max_send_body_bytes.max(max_body_bytes)
+                ),
+            ));
+        }
+        let defaults = ConnectionConfig::default();
+        let connections = ConnectionConfig {
+            max_connections: s
+                .parse("TIDINGS_MAX_CONNECTIONS", |t| count(t, 1_000_000))?
+                .unwrap_or(defaults.max_connections),
+            max_connections_per_ip: s
+                .parse("TIDINGS_MAX_CONNECTIONS_PER_IP", |t| count(t, 1_000_000))?
+                .unwrap_or(defaults.max_connections_per_ip),
+            idle_timeout: s.parse("TIDINGS_IDLE_TIMEOUT", duration)?.unwrap_or(defaults.idle_timeout),
+            handshake_timeout: s.parse("TIDINGS_HANDSHAKE_TIMEOUT", duration)?.unwrap_or(defaults.handshake_timeout),
+            http2_max_streams: s
+                .parse("TIDINGS_HTTP2_MAX_STREAMS", |t| count(t, 10_000).map(|n| n as u32))?
+                .unwrap_or(defaults.http2_max_streams),
+        };
         let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
         let idempotency_window =
             s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
@@ -442,6 +565,10 @@ impl Config {
         let retention = s.parse("TIDINGS_RETENTION", retention)?.unwrap_or(Some(Duration::from_secs(30 * 86_400)));
         let retention_interval = s.parse("TIDINGS_RETENTION_INTERVAL", duration)?.unwrap_or(Duration::from_secs(600));
         let shutdown_delay = s.parse("TIDINGS_SHUTDOWN_DELAY", delay)?.unwrap_or(Duration::ZERO);
+        let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
+        // The error describes the token's shape and never quotes it.
+        let metrics_token = s.parse("TIDINGS_METRICS_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
+        let metrics_listen = s.parse("TIDINGS_METRICS_LISTEN", socket_addr)?;
 
         let smtp_relay = s.parse("TIDINGS_SMTP_RELAY", smtp_url)?;
         let delivery = s.parse("TIDINGS_DELIVERY", delivery)?;
@@ -491,6 +618,8 @@ impl Config {
         })?;
         Ok(Self {
             data_dir,
+            secret_key,
+            secret_key_file,
             database_url,
             database_pool,
             listen,
@@ -500,6 +629,8 @@ impl Config {
             spf_include,
             max_body_bytes,
             max_send_body_bytes,
+            max_body_bytes_in_flight,
+            connections,
             store_cache_bytes,
             idempotency_window,
             webhook_allow_private,
@@ -512,6 +643,9 @@ impl Config {
             retention,
             retention_interval,
             shutdown_delay,
+            trusted_proxies,
+            metrics_token,
+            metrics_listen,
             delivery,
             public_url,
         })
@@ -520,6 +654,37 @@ impl Config {
     /// Where the sled store lives (when there is no `TIDINGS_DATABASE_URL`).
     pub fn store_dir(&self) -> PathBuf {
         self.data_dir.join("store")
+    }
+
+    /// The SPF term(s) domains are asked to publish: `TIDINGS_SPF_INCLUDE`, or
+    /// [`DEFAULT_SPF_MECHANISM`] when it is unset.
+    pub fn spf_mechanism(&self) -> &str {
+        self.spf_include.as_deref().unwrap_or(DEFAULT_SPF_MECHANISM)
+    }
+
+    /// Why the SPF term is wrong for how this server delivers, if it is: with relay or MX
+    /// delivery and `TIDINGS_SPF_INCLUDE` unset, domains are asked for the loopback-only
+    /// default, and receivers soft-fail SPF for every message sent for them. Logged at start
+    /// and shown on every domain's SPF record. `None` with the outbox and hold transports
+    /// (nothing reaches a receiver) and whenever the variable is set, even to the default
+    /// (the operator chose it).
+    pub fn spf_warning(&self) -> Option<String> {
+        let how = match self.delivery.mode {
+            Delivery::Relay => "through an SMTP relay (TIDINGS_DELIVERY=relay)",
+            Delivery::Mx => "directly to recipients' mail servers (TIDINGS_DELIVERY=mx)",
+            Delivery::Outbox | Delivery::Hold => return None,
+        };
+        if self.spf_include.is_some() {
+            return None;
+        }
+        Some(format!(
+            "TIDINGS_SPF_INCLUDE is not set on this Tidings server, so the SPF record asks for \
+             {DEFAULT_SPF_MECHANISM}, which authorises only loopback, while mail is delivered {how}: \
+             receivers will soft-fail SPF for this domain's mail. The server's operator must set \
+             TIDINGS_SPF_INCLUDE to the term that authorises the hosts mail leaves from (e.g. \
+             include:_spf.example.net or ip4:192.0.2.1); the record shown follows on the next \
+             verification."
+        ))
     }
 
     /// Where the outbox transport writes messages.

@@ -13,7 +13,9 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod inbound;
+pub mod secret_key;
 pub mod serve;
 pub mod submission;
 pub mod tls;
@@ -51,6 +53,18 @@ pub enum ServerError {
         /// Why.
         reason: String,
     },
+    /// The store's secrets were sealed with another key than the configured one.
+    #[error(
+        "cannot open the store at {store}: its secrets were sealed with another key than {key}. Start with \
+         the key it was sealed with: TIDINGS_SECRET_KEY, TIDINGS_SECRET_KEY_FILE, or the secret.key of the \
+         data dir it was used with"
+    )]
+    WrongSecretKey {
+        /// The store (sled directory or database URL, password masked).
+        store: String,
+        /// Where the key given came from.
+        key: String,
+    },
     /// The listener could not be bound.
     #[error("cannot listen on {addr} (TIDINGS_LISTEN): {source}")]
     Bind {
@@ -83,6 +97,14 @@ pub enum ServerError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// The metrics listener could not be bound.
+    #[error("cannot listen on {addr} (TIDINGS_METRICS_LISTEN): {source}")]
+    MetricsBind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
     /// The webhook sender could not be set up (e.g. no usable TLS root certificates).
     #[error("cannot set up the webhook sender: {0}")]
     WebhookSender(String),
@@ -109,7 +131,7 @@ impl ServerError {
     /// me), everything else with 1.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Config(_) => 2,
+            Self::Config(_) | Self::WrongSecretKey { .. } => 2,
             Self::StoreFailed(_) => 75,
             _ => 1,
         }
@@ -123,6 +145,7 @@ impl ServerError {
 /// bound (with the real port when `TIDINGS_LISTEN` has port 0) and, on a first start
 /// without `TIDINGS_BOOTSTRAP_KEY`, `bootstrap key: tid_…` once on stdout.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+    data_dir::prepare(&config)?;
     let tls = tls::load(&config)?;
     tracing::info!(
         path = %tls.cert_path.display(),
@@ -132,6 +155,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     );
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
+    if let Some(warning) = config.spf_warning() {
+        tracing::warn!("{warning}");
+    }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let bootstrap::OpenStore { store, kind: store_kind, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
@@ -235,6 +261,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         _ => None,
     };
     // SMTP submission, with STARTTLS and with implicit TLS: served until shutdown like the others.
+    // Listeners besides HTTPS (SMTP submission, metrics), stopped with the background loops.
     let mut submission = Vec::new();
     for (addr, implicit_tls) in [(config.submission_listen, false), (config.submission_tls_listen, true)] {
         let Some(addr) = addr else { continue };
@@ -247,10 +274,37 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let http = HttpConfig {
         max_body_bytes: config.max_body_bytes,
         max_send_body_bytes: config.max_send_body_bytes,
+        max_body_bytes_in_flight: config.max_body_bytes_in_flight,
+        trusted_proxies: config.trusted_proxies.clone(),
+        metrics_token: config.metrics_token.clone(),
+        serve_metrics: config.metrics_listen.is_none(),
         ..HttpConfig::default()
     };
+    if config.metrics_token.is_none() && config.metrics_listen.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!(
+            "/metrics is served without a token on {}: set TIDINGS_METRICS_TOKEN or TIDINGS_METRICS_LISTEN",
+            config.listen
+        );
+    }
     let state = ApiState::with_limits(core, http, limits).with_metrics(metrics);
     let drain = state.drain();
+    // `/metrics` on a plain-HTTP listener of its own, served until shutdown like the others.
+    if let Some(addr) = config.metrics_listen {
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::MetricsBind { addr, source })?;
+        let local = listener.local_addr().map_err(|source| ServerError::MetricsBind { addr, source })?;
+        eprintln!("metrics listening on http://{local}");
+        let app = tidings_http::metrics_router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+        let mut stop = stop_rx.clone();
+        submission.push(tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+                tracing::warn!("the metrics listener failed: {e}");
+            }
+        }));
+    }
     let app = router(state);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
@@ -274,7 +328,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             }
         }
     };
-    serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE).await;
+    serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE, &config.connections).await;
 
     let _ = stop_tx.send(true);
     for task in background.into_iter().chain(inbound).chain(submission) {

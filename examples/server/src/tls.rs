@@ -12,6 +12,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
 
 use crate::config::{Config, ConfigError};
+use crate::data_dir;
 
 /// A ready TLS configuration and what to tell the operator about it.
 #[derive(Debug)]
@@ -78,21 +79,12 @@ fn generate(dir: &Path, cert_path: &Path, key_path: &Path, listen: SocketAddr) -
         names.push(ip.to_string());
     }
     let made = rcgen::generate_simple_self_signed(names).map_err(io::Error::other)?;
-    std::fs::create_dir_all(dir)?;
-    write_private(key_path, made.signing_key.serialize_pem().as_bytes())?;
-    std::fs::write(cert_path, made.cert.pem())?;
+    data_dir::create_private_dir(dir)?;
+    // The certificate is no secret, but the data dir is the server's alone: 600 like the rest.
+    data_dir::write_private(key_path, made.signing_key.serialize_pem().as_bytes(), false)?;
+    data_dir::write_private(cert_path, made.cert.pem().as_bytes(), false)?;
     tracing::info!(path = %cert_path.display(), "generated a self-signed TLS certificate");
     Ok(())
-}
-
-/// Writes the key readable by its owner only.
-fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents)
 }
 
 fn fingerprint(cert: &CertificateDer<'_>) -> String {

@@ -15,7 +15,14 @@ fn help_lists_every_setting() {
     let output = server().arg("--help").output().unwrap();
     assert!(output.status.success());
     let help = String::from_utf8(output.stdout).unwrap();
-    for var in ["TIDINGS_LISTEN", "TIDINGS_DATA_DIR", "TIDINGS_SPF_INCLUDE", "TIDINGS_RETURN_PATH_DOMAIN"] {
+    for var in [
+        "TIDINGS_LISTEN",
+        "TIDINGS_DATA_DIR",
+        "TIDINGS_SPF_INCLUDE",
+        "TIDINGS_RETURN_PATH_DOMAIN",
+        "TIDINGS_SECRET_KEY",
+        "TIDINGS_SECRET_KEY_FILE",
+    ] {
         assert!(help.contains(var), "{var} missing from --help");
     }
     assert!(help.contains("workspace") && help.contains("key"));

@@ -308,6 +308,14 @@ pub fn schemas() -> Value {
                     ("status", record_status()),
                     ("lastCheckedAt", timestamp_or_null()),
                     ("error", string_or_null("why the last check failed")),
+                    (
+                        "warning",
+                        string_or_null(
+                            "what is wrong with the value Tidings asks for, whatever the check says; on the SPF \
+                             record when the server delivers by relay or MX and its operator has not set \
+                             TIDINGS_SPF_INCLUDE, so the value authorises only loopback (127.0.0.1)",
+                        ),
+                    ),
                 ],
             ),
         ),

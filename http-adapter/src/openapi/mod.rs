@@ -83,7 +83,8 @@ The tracking endpoints under `/t/` are public (no key) and answer a GIF or a red
 token that is forged, altered or unknown is 404 `not_found` in the envelope.\n\n\
 `GET /healthz` (the process answers) and `GET /readyz` (the store is reachable and the \
 server is not shutting down; 503 `unavailable` when not) need no key and count against no \
-limit, nor does `GET /metrics` (this process's counters in the Prometheus text format).\n\n\
+limit, nor does `GET /metrics` (this process's counters in the Prometheus text format; \
+`Authorization: Bearer <metrics token>` when the operator set one).\n\n\
 Every response carries `X-Request-Id`: the one the request sent, if it was 1–128 printable \
 ASCII characters, else a new ULID. The server logs it with the request.";
 

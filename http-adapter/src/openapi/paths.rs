@@ -69,10 +69,15 @@ fn probes() -> Vec<Op> {
                 "Counters and histograms of this process (messages accepted and their events by type, bounces by \
                  type, delivery latency, webhook attempts by outcome, HTTP requests by route template and \
                  status) and the store's queue depth, in the Prometheus text exposition format 0.0.4. Each node \
-                 exports its own counters. No authentication; see the README for the metric names.",
+                 exports its own counters. No API key: open, unless the operator set `TIDINGS_METRICS_TOKEN`, \
+                 which a scraper then presents as `Authorization: Bearer <token>` (401 `invalid_metrics_token` \
+                 without it, counted as a failed authentication); or served only on `TIDINGS_METRICS_LISTEN`. \
+                 See the README for the metric names.",
             )
             .public()
-            .metrics_response(),
+            .metrics_response()
+            .fails(401, "MetricsTokenRequired")
+            .fails(429, "TooManyAuthFailures"),
     ]
 }
 
@@ -218,7 +223,8 @@ fn messages() -> Vec<Op> {
         op("post", "/v1/messages", "send_message", "messages", "Send an email: stored durably and queued")
             .describe(
                 "Give `html`, `text` or a template. Takes one token of the key's send rate; a rejected \
-                 send or an idempotent replay gives it back. The body may be up to 56 MiB (configurable, \
+                 send or an idempotent replay gives it back, except a send refused by its template \
+                 (`template_render_error`, `template_syntax_error`), which keeps it. The body may be up to 56 MiB (configurable, \
                  `TIDINGS_MAX_SEND_BODY_BYTES`) so that 40 MiB of base64 attachments fit; other routes keep \
                  the general limit.",
             )
@@ -238,7 +244,8 @@ fn messages() -> Vec<Op> {
                  name `[i].field`, and nothing is queued. `permissive` queues the valid items and answers the \
                  others' errors at their index. 201 when every item was queued, 200 when some were refused. \
                  Takes one rate-limit token per item at once (429 if fewer are available; a batch larger than \
-                 the key's `rateLimitPerSec` is a 422); refused items give theirs back. The Idempotency-Key \
+                 the key's `rateLimitPerSec` is a 422); refused items give theirs back, except items whose template \
+                 was rendered (or failed to render), which keep theirs. The Idempotency-Key \
                  covers the whole batch: a replay answers the same results.",
             )
             .parameter(json!({ "$ref": "#/components/parameters/IdempotencyKey" }))
@@ -353,10 +360,17 @@ fn templates() -> Vec<Op> {
             .management()
             .fails(422, "TemplateUnprocessable"),
         op("post", "/v1/templates/{id}/render", "render_template", "templates", "Render without sending")
+            .describe(
+                "Takes one token of the key's send rate, like a send: a render costs what a send's render \
+                 costs. The token is given back only when the request is refused before anything is rendered \
+                 (unknown template or version, bad variables); a template that fails to render keeps it.",
+            )
             .body("RenderTemplateRequest")
             .success(200, "the rendered parts", schema_ref("RenderedTemplate"))
+            .headers(200, rate_limit_headers(false))
             .management()
-            .fails(422, "RenderUnprocessable"),
+            .fails(422, "RenderUnprocessable")
+            .fails(429, "SendTooManyRequests"),
     ]
 }
 

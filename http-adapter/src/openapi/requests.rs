@@ -55,7 +55,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                     (
                         "subject",
                         json!({ "type": ["string", "null"], "maxLength": 998,
-                "description": "required unless sending from a template (then it overrides the template's); no line breaks" }),
+                "description": "required unless sending from a template (then it overrides the template's); no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body (overrides the template's)")),
                     (
@@ -256,7 +256,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                     ),
                     (
                         "subject",
-                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body template")),
                     ("text", string_or_null("plain-text body template")),
@@ -282,7 +282,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 vec![
                     (
                         "subject",
-                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks" }),
+                        json!({ "type": "string", "minLength": 1, "description": "subject template, no line breaks or control characters" }),
                     ),
                     ("html", string_or_null("HTML body template (not inherited from the previous version)")),
                     ("text", string_or_null("plain-text body template (not inherited from the previous version)")),

@@ -58,6 +58,15 @@ pub fn headers() -> Value {
 
 /// `components.responses`: the failures, named for what the operations share.
 pub fn responses() -> Value {
+    let mut unavailable = error_response(
+        503,
+        "storage unreachable, shutting down, the request timed out, or the server's budget of request-body \
+         bytes in flight cannot hold this body now (then with `Retry-After`)",
+        &["unavailable"],
+    );
+    let mut busy_retry_after = retry_after_header();
+    busy_retry_after["required"] = json!(false);
+    unavailable["headers"] = json!({ "Retry-After": busy_retry_after });
     let mut too_many_auth_failures =
         error_response(429, "this client address failed authentication too often", &["too_many_auth_failures"]);
     too_many_auth_failures["headers"] = json!({ "Retry-After": retry_after_header() });
@@ -70,7 +79,17 @@ pub fn responses() -> Value {
     send_headers.insert("Retry-After".into(), retry_after_header());
     send_too_many_requests["headers"] = send_headers.into();
 
+    let mut metrics_token_required = error_response(
+        401,
+        "the server requires a metrics token (`TIDINGS_METRICS_TOKEN`) and the request carried none or another",
+        &["invalid_metrics_token"],
+    );
+    metrics_token_required["headers"] = json!({ "WWW-Authenticate": {
+        "description": "`Bearer realm=\"metrics\"`",
+        "schema": { "type": "string" },
+    } });
     let mut responses: Vec<(&str, Value)> = vec![
+        ("MetricsTokenRequired", metrics_token_required),
         (
             "InvalidJson",
             error_response(
@@ -107,7 +126,13 @@ pub fn responses() -> Value {
         ("Conflict", error_response(409, "it already exists", &["conflict"])),
         (
             "IdempotencyKeyReused",
-            error_response(409, "the Idempotency-Key was used with a different request", &["idempotency_key_reused"]),
+            error_response(
+                409,
+                "the Idempotency-Key was used in this workspace with a different request, or by another API \
+                 key when this one is a `send` key (which may read only the messages it sent); the message \
+                 says which",
+                &["idempotency_key_reused"],
+            ),
         ),
         (
             "PayloadTooLarge",
@@ -162,10 +187,7 @@ pub fn responses() -> Value {
         ("TooManyAuthFailures", too_many_auth_failures),
         ("SendTooManyRequests", send_too_many_requests),
         ("InternalError", error_response(500, "a bug; the cause is logged, never returned", &["internal_error"])),
-        (
-            "Unavailable",
-            error_response(503, "storage unreachable, shutting down, or the request timed out", &["unavailable"]),
-        ),
+        ("Unavailable", unavailable),
     ];
     for (_, response) in &mut responses {
         response["headers"]["X-Request-Id"] = request_id_header();
@@ -188,9 +210,11 @@ pub fn parameters() -> Value {
         },
         "IdempotencyKey": {
             "name": "Idempotency-Key", "in": "header", "required": false,
-            "description": "a retry with the same key and body returns the original message (201, \
-                `Idempotent-Replayed: true`) and queues nothing; with another body it is a 409. \
-                Remembered for 24 hours.",
+            "description": "scoped to the workspace: a retry with the same key and body, from any API key \
+                of the workspace that may read the original message (every `full` key; a `send` key only \
+                for what it sent itself), returns the original message (201, `Idempotent-Replayed: true`) \
+                and queues nothing; with another body, or from a `send` key that did not send the \
+                original, it is a 409 `idempotency_key_reused`. Remembered for 24 hours (configurable).",
             "schema": { "type": "string", "minLength": 1, "maxLength": 256 },
         },
     })

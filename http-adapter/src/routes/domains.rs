@@ -67,6 +67,7 @@ struct DnsRecordResponse {
     status: &'static str,
     last_checked_at: Option<DateTime<Utc>>,
     error: Option<String>,
+    warning: Option<String>,
 }
 
 impl From<DnsRecord> for DnsRecordResponse {
@@ -80,6 +81,7 @@ impl From<DnsRecord> for DnsRecordResponse {
             ttl: r.ttl,
             last_checked_at: r.last_checked_at,
             error: r.error,
+            warning: r.warning,
         }
     }
 }

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::Extension;
+use axum::extract::{RawQuery, State};
 use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -14,6 +15,7 @@ use tidings_core::usecases::{LimitedSend, MessageChange, MessageFilters, RateLim
 
 use super::table::RouteTable;
 use crate::auth::Authed;
+use crate::body::BodyLimit;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
 use crate::query::ListQuery;
@@ -246,8 +248,8 @@ pub async fn cancel_message(
 pub fn routes(send_body_limit: usize) -> RouteTable {
     RouteTable::default()
         .get("/v1/messages", list_messages)
-        .post("/v1/messages", send_message.layer(DefaultBodyLimit::max(send_body_limit)))
-        .post("/v1/messages/batch", super::batch::send_batch.layer(DefaultBodyLimit::max(send_body_limit)))
+        .post("/v1/messages", send_message.layer(Extension(BodyLimit(send_body_limit))))
+        .post("/v1/messages/batch", super::batch::send_batch.layer(Extension(BodyLimit(send_body_limit))))
         .get("/v1/messages/{id}", get_message)
         .patch("/v1/messages/{id}", update_message)
         .post("/v1/messages/{id}/cancel", cancel_message)

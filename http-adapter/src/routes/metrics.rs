@@ -1,18 +1,34 @@
 //! `GET /metrics`: this process's [`Metrics`](crate::Metrics) in the Prometheus text format,
-//! with the queue depth counted in the store (reused for a few seconds). No key, like the
-//! probes: scrapers carry none, and nothing in it names a workspace or an address.
+//! with the queue depth counted in the store (reused for a few seconds). Open like the probes
+//! unless the operator set a token ([`HttpConfig::metrics_token`](crate::HttpConfig)): then
+//! only a scraper presenting it as `Authorization: Bearer` reads it, and a missing or wrong
+//! token is a failed authentication like a bad API key (401, throttled per client address).
 
 use axum::extract::State;
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tidings_core::usecases::AuthRefusal;
 
 use super::table::RouteTable;
-use crate::ApiState;
 use crate::metrics::CONTENT_TYPE;
+use crate::{ApiError, ApiState};
 
 /// `GET /metrics`. A store that cannot be counted leaves the queue gauges out rather than
 /// failing the scrape: the counters are still worth having.
-pub async fn get_metrics(State(state): State<ApiState>) -> Response {
+pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Response {
+    if let Some(token) = &state.config.metrics_token {
+        let client = crate::auth::client_ip(&parts);
+        let presented = crate::auth::bearer(&parts.headers);
+        match state.core.authenticate_metrics_scraper(&*state.limits, client, token, presented).await {
+            Ok(Ok(())) => {}
+            Ok(Err(AuthRefusal::Blocked(wait))) => return ApiError::TooManyAuthFailures(wait).into_response(),
+            Ok(Err(AuthRefusal::Missing | AuthRefusal::Invalid)) => {
+                return ApiError::MetricsTokenRequired.into_response();
+            }
+            Err(e) => return ApiError::from(e).into_response(),
+        }
+    }
     let queue = state.metrics.queue_depth(state.core.pending_messages()).await;
     let body = state.metrics.render(queue);
     (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()

@@ -14,16 +14,19 @@ mod templates;
 mod tracking;
 mod webhooks;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
 
+use crate::body::BodyLimit;
 use crate::{ApiError, ApiState};
 
-/// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`.
-fn table(send_body_limit: usize) -> table::RouteTable {
-    table::RouteTable::default()
+pub use tracking::loggable_path;
+
+/// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`;
+/// `/metrics` only `with_metrics`.
+fn table(send_body_limit: usize, with_metrics: bool) -> table::RouteTable {
+    let table = table::RouteTable::default()
         .merge(keys::routes())
         .merge(messages::routes(send_body_limit))
         .merge(domains::routes())
@@ -32,38 +35,61 @@ fn table(send_body_limit: usize) -> table::RouteTable {
         .merge(webhooks::routes())
         .merge(openapi::routes())
         .merge(tracking::routes())
-        .merge(health::routes())
-        .merge(metrics::routes())
+        .merge(health::routes());
+    if with_metrics { table.merge(metrics::routes()) } else { table }
 }
 
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
-/// (which is OpenAPI's too). A GET route also answers HEAD; that is not listed.
+/// (which is OpenAPI's too). A GET route also answers HEAD; that is not listed. `/metrics` is
+/// listed though a router configured to leave it to [`metrics_router`] does not serve it.
 pub fn served_routes() -> Vec<(Method, &'static str)> {
-    table(0).into_parts().1
+    table(0, true).into_parts().1
 }
 
 /// The whole API under `/v1`, the public tracking endpoints under `/t`, the probes
-/// `/healthz` and `/readyz` and the Prometheus metrics at `/metrics`, with requests counted
+/// `/healthz` and `/readyz` and the Prometheus metrics at `/metrics` (unless
+/// [`HttpConfig::serve_metrics`](crate::HttpConfig) is off), with requests counted
 /// by route, with the envelope on unknown routes (404) and wrong methods (405), the body
-/// limits (413; a larger one for sends, which may carry attachments), the request timeout
-/// (503) and an `X-Request-Id` on every
-/// response.
+/// limits (413; a larger one for sends, which may carry attachments), the budget of body
+/// bytes in flight (503), the URI and header limits (414, 431), the request timeout (503)
+/// and an `X-Request-Id` on every response.
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;
-    let (routes, _) = table(state.config.max_send_body_bytes.max(limit)).into_parts();
+    let (routes, _) = table(state.config.max_send_body_bytes.max(limit), state.config.serve_metrics).into_parts();
     routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(BodyLimit(limit)))
         .layer(axum::middleware::from_fn(move |req, next| time_limited(timeout, req, next)))
+        // Outside the time limit: a body's budget is held until its answer, the 503 included.
+        .layer(axum::middleware::from_fn(crate::body::hold_budget))
+        // Before any handler: an oversized URI or header section is refused as it came.
+        .layer(axum::middleware::from_fn(crate::head::check_head))
         // A panic is a bug, but it must cost one request, not the connection or the process,
         // and the client still gets the envelope.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         // Outside the time limit and the panic catcher, so their 503 and 500 are counted.
         .layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track_requests))
-        // Outermost, so timeouts and panics are answered with the id and logged in its span.
+        // Outside the time limit, so timeouts and panics are answered with the id and logged
+        // in its span.
         .layer(axum::middleware::from_fn(crate::request_id::with_request_id))
+        // Outermost: everything inside, the auth throttle above all, sees the client.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::client_addr::resolve_client))
+        .with_state(state)
+}
+
+/// `/metrics` alone, for a listener of its own (`TIDINGS_METRICS_LISTEN`), with the same
+/// token check, client address, request id and envelope on other paths as [`router`]; build
+/// the main router with [`HttpConfig::serve_metrics`](crate::HttpConfig) off beside it.
+pub fn metrics_router(state: ApiState) -> Router {
+    let (routes, _) = metrics::routes().into_parts();
+    routes
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track_requests))
+        .layer(axum::middleware::from_fn(crate::request_id::with_request_id))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::client_addr::resolve_client))
         .with_state(state)
 }
 

@@ -17,7 +17,7 @@ use crate::auth::Authed;
 use crate::json::ApiJson;
 use crate::path::ApiPath;
 use crate::query::ListQuery;
-use crate::{ApiResult, ApiState, envelope};
+use crate::{ApiError, ApiResult, ApiState, envelope};
 
 /// A template with all its versions, oldest first.
 #[derive(Serialize)]
@@ -144,15 +144,22 @@ pub async fn create_template_version(
     Ok(envelope::success(StatusCode::CREATED, "template version created", TemplateVersionResponse::from(version)))
 }
 
-/// `POST /v1/templates/{id}/render`: `{subject, html, text}`, nothing sent.
+/// `POST /v1/templates/{id}/render`: `{subject, html, text}`, nothing sent. A render takes a
+/// token of the key's rate limit like a send (core decides; 429 when the bucket is empty).
 pub async fn render_template(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<RenderTemplateRequest>,
 ) -> ApiResult<Response> {
-    let rendered = state.core.render_template(&who, &id, req).await?;
-    Ok(envelope::success(StatusCode::OK, "OK", RenderedResponse::from(rendered)))
+    match state.core.render_template_rate_limited(&*state.limits, &who, &id, req).await? {
+        Ok((rendered, limit)) => {
+            let mut response = envelope::success(StatusCode::OK, "OK", RenderedResponse::from(rendered));
+            crate::rate_limit::insert_headers(response.headers_mut(), &limit);
+            Ok(response)
+        }
+        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
+    }
 }
 
 /// The template routes.

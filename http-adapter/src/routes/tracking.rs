@@ -66,7 +66,35 @@ fn user_agent(headers: &HeaderMap) -> Option<String> {
     headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
+/// `path` as it may be logged: a tracking path (`/t/o/…`, `/t/c/…`) becomes its route
+/// template, since its token is a bearer credential and a click token is the base64url of
+/// the destination URL, which may carry a password-reset or login token of its own. Other
+/// paths are returned as they are.
+pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    for (prefix, template) in [("/t/o/", "/t/o/{token}"), ("/t/c/", "/t/c/{token}")] {
+        if path.starts_with(prefix) {
+            return std::borrow::Cow::Borrowed(template);
+        }
+    }
+    std::borrow::Cow::Borrowed(path)
+}
+
 /// The tracking routes.
 pub fn routes() -> RouteTable {
     RouteTable::default().get("/t/o/{token}", get_open_pixel).get("/t/c/{token}", follow_tracked_link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_path;
+
+    #[test]
+    fn tracking_tokens_never_reach_a_logged_path() {
+        assert_eq!(loggable_path("/t/c/aHR0cHM6Ly9leGFtcGxlLmNvbS9yZXNldD90b2tlbj1zM2NyM3Q"), "/t/c/{token}");
+        assert_eq!(loggable_path("/t/o/AQEAAAAA"), "/t/o/{token}");
+        assert_eq!(loggable_path("/t/c/AQEA/https://evil.example/"), "/t/c/{token}", "whatever follows the token");
+        assert_eq!(loggable_path("/t/c/"), "/t/c/{token}");
+        assert_eq!(loggable_path("/v1/messages/01ARZ3NDEKTSV4RRFFQ69G5FAV"), "/v1/messages/01ARZ3NDEKTSV4RRFFQ69G5FAV");
+        assert_eq!(loggable_path("/t/x/abc"), "/t/x/abc");
+    }
 }

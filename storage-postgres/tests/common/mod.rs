@@ -85,6 +85,8 @@ impl Drop for DropSchema {
 pub async fn fresh_store(url: &str) -> (PgStore, DropSchema) {
     let schema = fresh_schema();
     let guard = DropSchema { url: url.to_owned(), schema: schema.clone() };
-    let store = PgStore::connect(url, options(&schema)).await.expect("connect and migrate");
+    let store = PgStore::connect(url, options(&schema), tidings_core::testing::fixtures::sealer())
+        .await
+        .expect("connect and migrate");
     (store, guard)
 }

@@ -2,18 +2,26 @@
 //! `contentId`, as inline parts the HTML refers to with `cid:<contentId>`.
 //!
 //! Rules (each refusal names the field at fault):
-//! - `filename`: 1–255 characters, no `/` or `\`, no control character, not `.` or `..`;
-//!   an executable extension ([`EXECUTABLE_EXTENSIONS`], checked after trailing dots and
-//!   spaces, which Windows drops) is refused.
+//! - `filename`: 1–255 characters, no `/`, `\` or `:` (an NTFS alternate data stream,
+//!   `x.exe::$DATA`), no control or invisible character ([`crate::text_checks`]: `x.exe\u{200B}`,
+//!   `x.ex\u{AD}e`), not only dots and spaces; an executable extension
+//!   ([`EXECUTABLE_EXTENSIONS`], judged by [`windows_extension`]) is refused.
 //! - `contentType`: `type/subtype` of RFC 7230 token characters, without parameters; the
 //!   executable types in [`EXECUTABLE_TYPES`] are refused.
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
-//!   sent, so nothing is re-encoded per read; the MIME builder decodes it.
+//!   sent, so nothing is re-encoded per read; the MIME builder decodes it. The text is an
+//!   [`AttachmentContent`], shared (not copied) between the request, the message and its
+//!   copies, and checked by decoding it a slice at a time (issue #17: a 40 MiB send held
+//!   several copies of its attachments at once).
 //! - `contentId`: 1–250 characters of RFC 5322 `atext`, `.` and `@`, without angle brackets
 //!   (Tidings writes `Content-ID: <id>`).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::text_checks::{is_invisible, is_line_or_control};
 
 /// Most attachments on one message.
 pub const MAX_ATTACHMENTS: usize = 100;
@@ -24,45 +32,126 @@ pub const MAX_FILENAME_CHARS: usize = 255;
 /// Longest content id.
 pub const MAX_CONTENT_ID: usize = 250;
 
-/// Extensions that run code when opened on a common desktop (Postmark's and Gmail's lists,
-/// roughly); compared without case.
+/// Extensions refused because the file runs code, installs something or mounts a disk when
+/// opened on a common desktop: the union of what Gmail and Resend refuse to send and what
+/// Postmark documents as forbidden, less `bin` and `tmp` (plain data that nothing opens by
+/// itself; docs/decisions.md, "Hardening: filenames"). Compared without ASCII case, after
+/// [`windows_extension`] has made the name what Windows would see.
 pub const EXECUTABLE_EXTENSIONS: &[&str] = &[
-    "exe",
+    "ade",
+    "adp",
+    "apk",
+    "app",
+    "application",
+    "appx",
+    "appxbundle",
+    "asp",
+    "bas",
     "bat",
+    "cab",
+    "cer",
+    "chm",
     "cmd",
     "com",
-    "scr",
-    "pif",
-    "vbs",
-    "vbe",
-    "vba",
-    "js",
-    "jse",
-    "wsf",
-    "wsh",
-    "wsc",
-    "msi",
-    "msp",
-    "mst",
     "cpl",
-    "jar",
-    "ps1",
-    "psm1",
-    "hta",
-    "lnk",
-    "reg",
+    "crt",
+    "csh",
+    "der",
+    "diagcab",
+    "diagcfg",
+    "diagpkg",
     "dll",
-    "msc",
-    "chm",
+    "dmg",
+    "ex",
+    "ex_",
+    "exe",
+    "fxp",
+    "gadget",
     "hlp",
+    "hta",
+    "img",
     "inf",
     "ins",
+    "iso",
     "isp",
-    "sct",
-    "shs",
+    "its",
+    "jar",
+    "jnlp",
+    "js",
+    "jse",
+    "ksh",
+    "lib",
+    "lnk",
+    "mad",
+    "maf",
+    "mag",
+    "mam",
+    "maq",
+    "mar",
+    "mas",
+    "mat",
+    "mau",
+    "mav",
+    "maw",
+    "mda",
+    "mdb",
+    "mde",
+    "mdt",
+    "mdw",
+    "mdz",
+    "mjs",
+    "msc",
+    "msh",
+    "msh1",
+    "msh1xml",
+    "msh2",
+    "msh2xml",
+    "mshxml",
+    "msi",
+    "msix",
+    "msixbundle",
+    "msp",
+    "mst",
+    "nsh",
+    "ops",
+    "pcd",
+    "pif",
+    "plg",
+    "prf",
+    "prg",
+    "ps1",
+    "ps1xml",
+    "ps2",
+    "ps2xml",
+    "psc1",
+    "psc2",
+    "psm1",
+    "reg",
     "scf",
-    "gadget",
-    "application",
+    "scr",
+    "sct",
+    "shb",
+    "shs",
+    "sys",
+    "url",
+    "vb",
+    "vba",
+    "vbe",
+    "vbs",
+    "vhd",
+    "vps",
+    "vsmacros",
+    "vss",
+    "vst",
+    "vsw",
+    "vxd",
+    "ws",
+    "wsc",
+    "wsf",
+    "wsh",
+    "wsl",
+    "xll",
+    "xnk",
 ];
 
 /// Content types of executables and scripts; compared without case.
@@ -92,9 +181,10 @@ pub const EXECUTABLE_TYPES: &[&str] = &[
 /// Why an attachment was refused; [`AttachmentError::field`] names the JSON field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttachmentError {
-    /// Empty, too long, a path, or a control character.
+    /// Empty, too long, a path, an NTFS stream (`:`), only dots and spaces, or a control or
+    /// invisible character.
     #[error(
-        "must be 1 to {MAX_FILENAME_CHARS} characters without '/', '\\' or control characters, and not '.' or '..'"
+        "must be 1 to {MAX_FILENAME_CHARS} characters without '/', '\\', ':', control or invisible (format) characters, and not only dots and spaces"
     )]
     Filename,
     /// An executable extension.
@@ -128,13 +218,62 @@ impl AttachmentError {
     }
 }
 
+/// An attachment's base64 text as the client sent it. Cloning shares it; it serialises as a
+/// plain JSON string, and `Debug` shows only its length.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct AttachmentContent(Arc<String>);
+
+impl AttachmentContent {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AttachmentContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AttachmentContent({} bytes)", self.0.len())
+    }
+}
+
+impl From<String> for AttachmentContent {
+    fn from(text: String) -> Self {
+        Self(Arc::new(text))
+    }
+}
+
+impl From<&str> for AttachmentContent {
+    fn from(text: &str) -> Self {
+        Self(Arc::new(text.to_owned()))
+    }
+}
+
+impl From<&String> for AttachmentContent {
+    fn from(text: &String) -> Self {
+        Self::from(text.as_str())
+    }
+}
+
+impl Serialize for AttachmentContent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for AttachmentContent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The decoded `String` is moved in, not copied.
+        String::deserialize(deserializer).map(Self::from)
+    }
+}
+
 /// One attachment, checked; built by [`Attachment::parse`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attachment {
     filename: String,
     content_type: String,
     /// Standard base64, as sent.
-    content: String,
+    content: AttachmentContent,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     content_id: Option<String>,
     /// Decoded size in bytes.
@@ -146,7 +285,7 @@ impl Attachment {
     pub fn parse(
         filename: &str,
         content_type: &str,
-        content: &str,
+        content: impl Into<AttachmentContent>,
         content_id: Option<&str>,
     ) -> Result<Self, AttachmentError> {
         check_filename(filename)?;
@@ -154,11 +293,12 @@ impl Attachment {
         if let Some(id) = content_id {
             check_content_id(id)?;
         }
-        let size = decode(content).map_err(AttachmentError::Base64)?.len() as u64;
+        let content = content.into();
+        let size = decoded_size(content.as_str(), CHECK_SLICE).map_err(AttachmentError::Base64)?;
         Ok(Self {
             filename: filename.to_owned(),
             content_type: content_type.to_owned(),
-            content: content.to_owned(),
+            content,
             content_id: content_id.map(str::to_owned),
             size,
         })
@@ -186,36 +326,68 @@ impl Attachment {
 
     /// Length of the base64 text, the measure of the 40 MiB limit.
     pub fn encoded_len(&self) -> usize {
-        self.content.len()
+        self.content.as_str().len()
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> Result<Vec<u8>, String> {
-        decode(&self.content)
+        base64::engine::general_purpose::STANDARD.decode(self.content.as_str()).map_err(|e| e.to_string())
     }
 }
 
-fn decode(content: &str) -> Result<Vec<u8>, String> {
-    base64::engine::general_purpose::STANDARD.decode(content).map_err(|e| e.to_string())
+/// Base64 characters decoded at a time when checking a content (a multiple of 4).
+const CHECK_SLICE: usize = 64 * 1024;
+
+/// The decoded size of `content`, or why it is not standard padded base64, found by
+/// decoding `slice` characters at a time into one small buffer rather than the whole file
+/// into memory. Invalid text is decoded whole once more, so that the error (offsets
+/// included) is exactly a whole decode's; only the refused pay for that.
+fn decoded_size(content: &str, slice: usize) -> Result<u64, String> {
+    debug_assert!(slice > 0 && slice.is_multiple_of(4));
+    let engine = base64::engine::general_purpose::STANDARD;
+    let whole = || engine.decode(content).map(|d| d.len() as u64).map_err(|e| e.to_string());
+    let bytes = content.as_bytes();
+    let mut out = vec![0u8; slice / 4 * 3];
+    let mut size = 0u64;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + slice).min(bytes.len());
+        let part = &bytes[start..end];
+        // Padding may only end the whole text; in an earlier slice it is misplaced.
+        if end < bytes.len() && part.contains(&b'=') {
+            return whole();
+        }
+        match engine.decode_slice(part, &mut out) {
+            Ok(n) => size += n as u64,
+            Err(_) => return whole(),
+        }
+        start = end;
+    }
+    Ok(size)
 }
 
 fn check_filename(name: &str) -> Result<(), AttachmentError> {
-    let ok = !name.trim().is_empty()
-        && name.chars().count() <= MAX_FILENAME_CHARS
-        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
-        && name != "."
-        && name != "..";
+    // Refused outright rather than stripped: a name that needs cleaning to be judged is not
+    // one a legitimate sender writes, and the recipient would see the uncleaned one.
+    let ok = name.chars().count() <= MAX_FILENAME_CHARS
+        && !name.chars().any(|c| matches!(c, '/' | '\\' | ':') || is_line_or_control(c) || is_invisible(c))
+        && !name.trim_end_matches(['.', ' ']).trim().is_empty();
     if !ok {
         return Err(AttachmentError::Filename);
     }
-    // Windows drops trailing dots and spaces, so `x.exe. ` opens as `x.exe`.
-    let trimmed = name.trim_end_matches(['.', ' ']);
-    if let Some((_, ext)) = trimmed.rsplit_once('.')
-        && EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext))
-    {
-        return Err(AttachmentError::ExecutableFilename(ext.to_ascii_lowercase()));
+    match windows_extension(name) {
+        Some(ext) if EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)) => {
+            Err(AttachmentError::ExecutableFilename(ext.to_ascii_lowercase()))
+        }
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// The extension Windows opens `name` by: after the last `.`, once trailing dots and spaces
+/// (which Windows drops, so `x.exe. ` opens as `x.exe`) are gone. `None` without a `.`.
+/// Names holding `:` (an NTFS stream, `x.exe::$DATA`) never get here.
+pub fn windows_extension(name: &str) -> Option<&str> {
+    name.trim_end_matches(['.', ' ']).rsplit_once('.').map(|(_, ext)| ext)
 }
 
 fn is_token(s: &str) -> bool {
@@ -248,15 +420,38 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
+    proptest::proptest! {
+        /// Checking a slice at a time gives exactly what decoding the whole text gives:
+        /// the size, or the same error message (offsets included).
+        #[test]
+        fn slice_by_slice_checking_agrees_with_a_whole_decode(
+            text in "[A-Za-z0-9+/=\\n .-]{0,64}",
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            cut in 0usize..80,
+            slice in 1usize..6,
+        ) {
+            let encoded = b64(&bytes);
+            let mut spliced = encoded.clone();
+            spliced.insert_str(cut.min(encoded.len()), &text[..text.len().min(3)]);
+            for candidate in [text.clone(), encoded, spliced] {
+                let whole = base64::engine::general_purpose::STANDARD
+                    .decode(&candidate)
+                    .map(|d| d.len() as u64)
+                    .map_err(|e| e.to_string());
+                proptest::prop_assert_eq!(decoded_size(&candidate, slice * 4), whole, "{:?}", candidate);
+            }
+        }
+    }
+
     #[test]
     fn a_good_attachment_keeps_its_parts_and_decodes() {
-        let a = Attachment::parse("Invoice März.pdf", "application/pdf", &b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
+        let a = Attachment::parse("Invoice März.pdf", "application/pdf", b64(b"%PDF-1.7 \x00\xff"), None).unwrap();
         assert_eq!(
             (a.filename(), a.content_type(), a.content_id(), a.size()),
             ("Invoice März.pdf", "application/pdf", None, 11)
         );
         assert_eq!(a.bytes().unwrap(), b"%PDF-1.7 \x00\xff");
-        let inline = Attachment::parse("logo.png", "image/png", &b64(b"png"), Some("logo@acme")).unwrap();
+        let inline = Attachment::parse("logo.png", "image/png", b64(b"png"), Some("logo@acme")).unwrap();
         assert_eq!(inline.content_id(), Some("logo@acme"));
     }
 
@@ -276,6 +471,103 @@ mod tests {
         }
         assert!(Attachment::parse("exe", "text/plain", "", None).is_ok(), "no extension, only the name exe");
         assert!(Attachment::parse("report.exe.pdf", "application/pdf", "", None).is_ok());
+        for name in ["invoice.pdf.exe", "x.SCR", "x.Js", "x.iso", "x.msix", "x.url", "x.cpl", "x.hta", "x.wsf"] {
+            let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
+            assert!(matches!(err, AttachmentError::ExecutableFilename(_)), "{name}: {err:?}");
+        }
+        for name in ["data.bin", "notes.tmp", "Zählerstand März 2026.pdf", "a.b.c.txt", "résumé (final).docx"] {
+            assert!(Attachment::parse(name, "application/octet-stream", "", None).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn names_that_hide_an_executable_extension_are_refused() {
+        let hiding = [
+            "x.exe\u{200B}",
+            "x.ex\u{AD}e",
+            "x.exe::$DATA",
+            "x.exe:stream",
+            "x.exe\u{FEFF}",
+            "x\u{202E}fdp.exe",
+            "invoice\u{202E}exe.pdf",
+            "x.e\u{2060}xe",
+            "x.exe\u{180E}",
+            "x.exe\u{3164}",
+            "x.exe\u{85}",
+            "x.exe\u{2028}",
+            "x.exe\0",
+            ". .",
+            "...",
+        ];
+        for name in hiding {
+            let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
+            assert_eq!(err, AttachmentError::Filename, "{name:?}");
+            assert_eq!(err.field(), "filename");
+        }
+    }
+
+    /// The name as a careless program downstream might see it: characters of categories
+    /// Cc, Cf, Zl and Zp dropped, an NTFS stream cut off, trailing dots and spaces dropped.
+    /// Written from the Unicode categories, not from the checks under test.
+    fn as_windows_might_see_it(name: &str) -> String {
+        use unicode_general_category::{GeneralCategory as G, get_general_category};
+        let kept: String = name
+            .chars()
+            .filter(|&c| {
+                !matches!(get_general_category(c), G::Control | G::Format | G::LineSeparator | G::ParagraphSeparator)
+            })
+            .collect();
+        let before_stream = kept.split(':').next().unwrap_or_default();
+        before_stream.trim_end_matches(['.', ' ']).to_owned()
+    }
+
+    fn blocked_extension_of(name: &str) -> Option<String> {
+        let (_, ext) = name.rsplit_once('.')?;
+        EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)).then(|| ext.to_owned())
+    }
+
+    fn hazard() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            prop::sample::select(vec![
+                "\u{200B}", "\u{200C}", "\u{200D}", "\u{200E}", "\u{200F}", "\u{AD}", "\u{2060}", "\u{2061}",
+                "\u{2062}", "\u{2063}", "\u{2064}", "\u{FEFF}", "\u{202A}", "\u{202B}", "\u{202C}", "\u{202D}",
+                "\u{202E}", "\u{2066}", "\u{2067}", "\u{2068}", "\u{2069}", "\u{85}", "\u{2028}", "\u{2029}", "\0",
+                "\x0b", "\t",
+            ])
+            .prop_map(str::to_owned),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A name whose extension, once invisible and control characters, a stream suffix and
+        /// trailing dots and spaces are gone, is a blocked one never passes.
+        #[test]
+        fn no_name_showing_a_blocked_extension_passes(
+            stem in "[A-Za-z0-9 ._-]{0,20}",
+            ext in prop::sample::select(EXECUTABLE_EXTENSIONS),
+            upper in prop::collection::vec(any::<bool>(), 16),
+            (h1, h2, h3) in (hazard(), hazard(), hazard()),
+            at in 0usize..16,
+            tail in "[. ]{0,4}",
+            stream in prop_oneof![Just(""), Just("::$DATA"), Just(":x"), Just(":Zone.Identifier:$DATA")],
+        ) {
+            let ext: String = ext.chars().zip(upper).map(|(c, up)| if up { c.to_ascii_uppercase() } else { c }).collect();
+            let split = at.min(ext.len());
+            let name = format!("{stem}{h1}.{}{h2}{}{h3}{tail}{stream}", &ext[..split], &ext[split..]);
+            prop_assert!(blocked_extension_of(&as_windows_might_see_it(&name)).is_some(), "generator: {name:?}");
+            prop_assert!(Attachment::parse(&name, "application/octet-stream", "", None).is_err(), "{name:?} passed");
+        }
+
+        /// Whatever the name, an accepted one shows no blocked extension to such a program.
+        #[test]
+        fn accepted_names_show_no_blocked_extension(name in "(.|[\u{AD}\u{200B}-\u{206F}\u{FEFF}:]){0,12}(\\.[a-zA-Z]{1,4})?[\u{1}-\u{3000}.: ]{0,3}") {
+            if Attachment::parse(&name, "application/octet-stream", "", None).is_ok() {
+                prop_assert_eq!(blocked_extension_of(&as_windows_might_see_it(&name)), None, "{:?}", name);
+            }
+        }
     }
 
     #[test]

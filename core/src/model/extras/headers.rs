@@ -3,12 +3,14 @@
 //!
 //! A name is RFC 5322 `field-name` (printable ASCII 33–126 except `:`), at most 76 octets
 //! (lettre's limit, and what fits a line beside a value). A value is at most 998 characters
-//! and holds no control character other than tab: no CR, LF or NUL, so nothing a client sends
-//! can end the header line. Names Tidings writes, or that only relays may write, are
-//! [reserved](is_reserved); `List-Unsubscribe` and `List-Unsubscribe-Post` are allowed, as
-//! Postmark and Resend allow them.
+//! and holds no control character other than tab (no CR, LF, NUL, U+0085, U+2028 or U+2029),
+//! so nothing a client sends can end the header line. Names Tidings writes, or that only
+//! relays may write, are [reserved](is_reserved); `List-Unsubscribe` and
+//! `List-Unsubscribe-Post` are allowed, as Postmark and Resend allow them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::text_checks::is_line_or_control;
 
 /// Most custom headers one message may carry.
 pub const MAX_HEADERS: usize = 50;
@@ -81,8 +83,10 @@ pub fn is_reserved(name: &str) -> bool {
             .any(|p| name.len() >= p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes()))
 }
 
-/// One custom header, name and value checked; built only by [`CustomHeader::parse`] (also
-/// when read back from a store, so a stored document cannot smuggle a line break either).
+/// One custom header, name and value checked; built only by [`CustomHeader::parse`], or when
+/// read back from a store by the same checks as earlier versions made (U+2028/U+2029, now
+/// refused, were accepted then, and a stored message must stay readable; a stored document
+/// still cannot smuggle a CR, LF or other control character).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "RawHeader")]
 pub struct CustomHeader {
@@ -99,18 +103,22 @@ struct RawHeader {
 impl TryFrom<RawHeader> for CustomHeader {
     type Error = HeaderError;
     fn try_from(raw: RawHeader) -> Result<Self, Self::Error> {
-        Self::parse(&raw.name, &raw.value)
+        Self::checked(&raw.name, &raw.value, char::is_control)
     }
 }
 
 impl CustomHeader {
     /// Checks `name` and `value` (see the module docs).
     pub fn parse(name: &str, value: &str) -> Result<Self, HeaderError> {
+        Self::checked(name, value, is_line_or_control)
+    }
+
+    fn checked(name: &str, value: &str, forbidden: fn(char) -> bool) -> Result<Self, HeaderError> {
         check_name(name)?;
         if is_reserved(name) {
             return Err(HeaderError::Reserved(name.to_owned()));
         }
-        if value.chars().any(|c| c.is_control() && c != '\t') {
+        if value.chars().any(|c| c != '\t' && forbidden(c)) {
             return Err(HeaderError::ValueControl);
         }
         if value.chars().count() > MAX_HEADER_VALUE {
@@ -148,6 +156,16 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn unicode_line_separators_are_refused_in_values_but_a_stored_one_still_loads() {
+        for sep in ["\u{2028}", "\u{2029}", "\u{85}"] {
+            assert_eq!(CustomHeader::parse("X-A", &format!("1{sep}Bcc: x@y.z")), Err(HeaderError::ValueControl));
+        }
+        let stored: CustomHeader = serde_json::from_str(r#"{"name":"X-A","value":"1\u2028 2"}"#).unwrap();
+        assert_eq!(stored.value(), "1\u{2028} 2");
+        assert!(serde_json::from_str::<CustomHeader>(r#"{"name":"X-A","value":"1\r\nBcc: x"}"#).is_err());
+    }
 
     #[test]
     fn ordinary_headers_and_list_unsubscribe_are_accepted() {

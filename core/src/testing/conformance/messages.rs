@@ -219,6 +219,61 @@ pub(super) async fn record_event_checks_the_expected_status<S: Store + 'static>(
     assert_eq!(types, [EventType::Queued, EventType::Sent], "the timeline after one winning write");
 }
 
+/// `expected_last_event_id`: of two writes that read the same message, whatever their
+/// events, the second fails once the first recorded anything, also when neither changes the
+/// status (two opens); a write expecting the current last event succeeds, and the tracking
+/// tally it carries is stored with the message.
+pub(super) async fn record_event_checks_the_expected_last_event<S: Store + 'static>(s: Arc<S>) {
+    use crate::tracking::{Engagement, TrackedUrl};
+
+    let (a, key, dom) = ids();
+    let m = message(a, key, dom);
+    put(&*s, &m).await;
+    let delivered = advance(&*s, &advance(&*s, &m, EventType::Sent).await, EventType::Delivered).await;
+
+    let open = |read: &Message| {
+        let mut write = event_write(read, EventType::Opened, plus_secs(read.updated_at, 1), None);
+        write.expected_last_event_id = Some(read.last_event_id);
+        write.message.tracking_tally = read.tracking_tally.keep(Engagement::Open).expect("room for an open");
+        write
+    };
+    let first = open(&delivered);
+    let second = open(&delivered);
+    let after = first.message.clone();
+    s.record_event(first).await.must("the first open");
+    assert_conflict(s.record_event(second).await, "a second open read before the first was recorded");
+    let stored = s.get_message(a, m.id).await.must("get").expect("the message");
+    assert_eq!(stored, after, "the message is as the first open wrote it");
+    assert_eq!(stored.tracking_tally.opens, 1, "the tally is stored with the message");
+
+    let url = TrackedUrl::parse("https://shop.example/a").expect("a URL");
+    let mut click = event_write(&stored, EventType::Clicked, plus_secs(stored.updated_at, 1), None);
+    click.expected_last_event_id = Some(stored.last_event_id);
+    click.message.tracking_tally = stored.tracking_tally.keep(Engagement::Click(&url)).expect("room for a click");
+    let expected = click.message.clone();
+    s.record_event(click).await.must("a click expecting the current last event");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(expected), "the tally holds the open and the link");
+
+    // A write that does not ask (a delivery outcome) is not held to it.
+    let mut late = event_write(&delivered, EventType::Complained, plus_secs(delivered.updated_at, 5), None);
+    late.expected_last_event_id = None;
+    s.record_event(late).await.must("a write without expected_last_event_id");
+    let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+    let types: Vec<EventType> = events.items.iter().map(|e| e.event_type).collect();
+    assert_eq!(
+        types,
+        [
+            EventType::Queued,
+            EventType::Sent,
+            EventType::Delivered,
+            EventType::Opened,
+            EventType::Clicked,
+            EventType::Complained
+        ],
+        "the refused open is not appended"
+    );
+}
+
 pub(super) async fn events_page_oldest_first<S: Store + 'static>(s: Arc<S>) {
     let (a, key, dom) = ids();
     let (m, other) = (message(a, key, dom), message(a, key, dom));

@@ -105,6 +105,10 @@ enum Twist {
     Stale,
     /// Naming another workspace.
     Foreign,
+    /// Expecting the stored `last_event_id`, as an open or click does.
+    SameLastEvent,
+    /// Expecting a `last_event_id` that is not the stored one (an event came in between).
+    StaleLastEvent,
 }
 
 /// One step of a case. Indexes pick among the things made so far; `ws` up to `WORKSPACES`
@@ -237,7 +241,13 @@ fn op() -> impl Strategy<Value = Op> {
     let to = || 0..ADDRESSES.len();
     let limit = || 1usize..=5;
     let reason = || prop::sample::select(vec![SuppressionReason::Manual, SuppressionReason::HardBounce]);
-    let twist = prop_oneof![8 => Just(Twist::None), 1 => Just(Twist::Stale), 1 => Just(Twist::Foreign)];
+    let twist = prop_oneof![
+        8 => Just(Twist::None),
+        1 => Just(Twist::Stale),
+        1 => Just(Twist::Foreign),
+        1 => Just(Twist::SameLastEvent),
+        1 => Just(Twist::StaleLastEvent),
+    ];
     let event = prop::sample::select(EventType::ALL.to_vec());
     prop_oneof![
         3 => secs().prop_map(|secs| Op::Tick { secs }),
@@ -441,6 +451,7 @@ impl World {
                 let mut write = EventWrite {
                     expected_status: current.status,
                     expected_next_attempt_at: None,
+                    expected_last_event_id: None,
                     message: after,
                     event,
                     webhook_deliveries: vec![],
@@ -455,6 +466,8 @@ impl World {
                         let i = self.workspaces.iter().position(|w| *w == current.workspace_id).unwrap_or(0);
                         write.message.workspace_id = self.workspaces[(i + 1) % self.workspaces.len()];
                     }
+                    Twist::SameLastEvent => write.expected_last_event_id = Some(current.last_event_id),
+                    Twist::StaleLastEvent => write.expected_last_event_id = Some(EventId(ulid())),
                 }
                 let (a, b) = both!(sut, model, |st| st.record_event(write.clone()));
                 same("record_event", &a, &b)?;

@@ -5,43 +5,54 @@ use super::*;
 #[async_trait]
 impl DomainStore for MemoryStore {
     async fn insert_domain(&self, domain: &Domain) -> StoreResult<()> {
+        let sealed = self.seal(domain)?;
         let mut st = self.state();
         if st.domains.contains_key(&domain.id) {
             return Err(conflict("domain id exists"));
         }
-        if st.domains.values().any(|d| d.workspace_id == domain.workspace_id && d.name == domain.name) {
+        if st
+            .domains
+            .values()
+            .map(Sealed::unopened)
+            .any(|d| d.workspace_id == domain.workspace_id && d.name == domain.name)
+        {
             return Err(StoreError::Conflict(format!("domain {} exists", domain.name)));
         }
-        st.domains.insert(domain.id, domain.clone());
+        st.domains.insert(domain.id, sealed);
         Ok(())
     }
 
     async fn get_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<Option<Domain>> {
-        Ok(self.state().domains.get(&id).filter(|d| d.workspace_id == workspace).cloned())
+        let st = self.state();
+        st.domains.get(&id).filter(|d| d.unopened().workspace_id == workspace).map(|d| self.open(d)).transpose()
     }
 
     async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
-        Ok(self.state().domains.values().find(|d| d.workspace_id == workspace && d.name == *name).cloned())
+        let st = self.state();
+        let found = st.domains.values().find(|d| d.unopened().workspace_id == workspace && d.unopened().name == *name);
+        found.map(|d| self.open(d)).transpose()
     }
 
     async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
-        Ok(newest_first(&self.state().domains, &page, |d| d.workspace_id == workspace))
+        self.open_page(newest_first(&self.state().domains, &page, |d| d.unopened().workspace_id == workspace))
     }
 
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
+        let sealed = self.seal(domain)?;
         let mut st = self.state();
-        let stored = st.domains.get_mut(&domain.id).filter(|d| d.workspace_id == domain.workspace_id);
+        let stored = st.domains.get_mut(&domain.id).filter(|d| d.unopened().workspace_id == domain.workspace_id);
         let stored = stored.ok_or(StoreError::NotFound)?;
-        if stored.name != domain.name || stored.dkim != domain.dkim {
+        let old = self.open(stored)?;
+        if old.name != domain.name || old.dkim != domain.dkim {
             return Err(conflict("a domain's name and keys cannot change"));
         }
-        *stored = domain.clone();
+        *stored = sealed;
         Ok(())
     }
 
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()> {
         let mut st = self.state();
-        if st.domains.get(&id).filter(|d| d.workspace_id == workspace).is_none() {
+        if st.domains.get(&id).filter(|d| d.unopened().workspace_id == workspace).is_none() {
             return Err(StoreError::NotFound);
         }
         st.domains.remove(&id);
@@ -51,18 +62,21 @@ impl DomainStore for MemoryStore {
 
     async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
         let st = self.state();
-        let mut due: Vec<&Domain> = st
+        let mut due: Vec<&Sealed<Domain>> = st
             .domains
             .values()
-            .filter(|d| d.status != DomainStatus::Verified && d.checked_or_created_at() < checked_before)
+            .filter(|d| {
+                let d = d.unopened();
+                d.status != DomainStatus::Verified && d.checked_or_created_at() < checked_before
+            })
             .collect();
-        due.sort_by_key(|d| (d.checked_or_created_at(), d.id));
-        Ok(due.into_iter().take(limit).cloned().collect())
+        due.sort_by_key(|d| (d.unopened().checked_or_created_at(), d.unopened().id));
+        due.into_iter().take(limit).map(|d| self.open(d)).collect()
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {
         let mut st = self.state();
-        if st.domains.get(&sender.domain_id).filter(|d| d.workspace_id == sender.workspace_id).is_none() {
+        if st.domains.get(&sender.domain_id).filter(|d| d.unopened().workspace_id == sender.workspace_id).is_none() {
             return Err(StoreError::NotFound);
         }
         if st.senders.contains_key(&sender.id) {

@@ -113,6 +113,11 @@ impl MessageStore for MemoryStore {
         {
             return Err(conflict("message is no longer under this lease"));
         }
+        if let Some(expected) = write.expected_last_event_id
+            && stored.last_event_id != expected
+        {
+            return Err(conflict("an event was recorded since the message was read"));
+        }
         if st.events.get(&id).is_some_and(|events| events.contains_key(&write.event.id)) {
             return Err(conflict("event id exists"));
         }

@@ -13,6 +13,10 @@
 //! - Inserting a record whose id exists is a `Conflict`; `update_domain` that changes the
 //!   name or keys is a `Conflict`.
 //! - Claims and lease releases with equal due times take the lower id first.
+//!
+//! Like the persistent stores, it keeps domains, webhooks and secrets sealed
+//! ([`crate::sealing`]), under a key of its own, so that core's tests go through sealing and
+//! opening on every read and write of a secret.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -36,6 +40,7 @@ use crate::ports::{
     NewTemplateVersion, Page, PageRequest, PendingMessages, SecretStore, StoreError, StoreResult, SuppressionStore,
     TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
+use crate::sealing::{Sealed, Sealer, SealingKey, SecretFields, secret_label};
 use crate::secret::{Secret, SecretName};
 
 #[cfg(doc)]
@@ -48,9 +53,16 @@ mod webhooks;
 
 /// The reference in-memory [`Store`]. Cheap to create; share it as `Arc<MemoryStore>` or
 /// `Arc<dyn Store>`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    sealer: Sealer,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self { state: Mutex::default(), sealer: Sealer::new(&SealingKey::generate(&crate::ports::SystemRandom)) }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -62,19 +74,36 @@ struct State {
     /// Messages written since their last purge (see `purge_message_content`).
     purge_pending: std::collections::BTreeSet<MessageId>,
     idempotency: BTreeMap<(WorkspaceId, IdempotencyKey), IdempotencyRecord>,
-    domains: BTreeMap<DomainId, Domain>,
+    domains: BTreeMap<DomainId, Sealed<Domain>>,
     senders: BTreeMap<SenderId, Sender>,
     templates: BTreeMap<TemplateId, Template>,
     suppressions: BTreeMap<SuppressionId, Suppression>,
-    webhooks: BTreeMap<WebhookId, WebhookEndpoint>,
+    webhooks: BTreeMap<WebhookId, Sealed<WebhookEndpoint>>,
     deliveries: BTreeMap<DeliveryId, WebhookDelivery>,
-    secrets: BTreeMap<SecretName, Secret<Vec<u8>>>,
+    /// Sealed.
+    secrets: BTreeMap<SecretName, Vec<u8>>,
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// `record` sealed, as it is kept.
+    fn seal<R: SecretFields + Clone>(&self, record: &R) -> StoreResult<Sealed<R>> {
+        self.sealer.seal_record(record).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    /// A kept record, opened.
+    fn open<R: SecretFields + Clone>(&self, stored: &Sealed<R>) -> StoreResult<R> {
+        self.sealer.open_record(stored.clone()).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    /// A page of kept records, opened.
+    fn open_page<R: SecretFields + Clone>(&self, page: Page<Sealed<R>>) -> StoreResult<Page<R>> {
+        let items = page.items.iter().map(|s| self.open(s)).collect::<StoreResult<_>>()?;
+        Ok(Page { items, has_more: page.has_more })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -130,7 +159,7 @@ impl State {
     }
 
     fn endpoint_exists(&self, ws: WorkspaceId, id: WebhookId) -> bool {
-        self.webhooks.get(&id).is_some_and(|w| w.workspace_id == ws)
+        self.webhooks.get(&id).is_some_and(|w| w.unopened().workspace_id == ws)
     }
 
     /// Queues deliveries written with a message or an event; those of deleted endpoints are

@@ -5,16 +5,18 @@ use super::*;
 #[async_trait]
 impl WebhookStore for MemoryStore {
     async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
+        let sealed = self.seal(endpoint)?;
         let mut st = self.state();
         if st.webhooks.contains_key(&endpoint.id) {
             return Err(conflict("webhook id exists"));
         }
-        st.webhooks.insert(endpoint.id, endpoint.clone());
+        st.webhooks.insert(endpoint.id, sealed);
         Ok(())
     }
 
     async fn get_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<Option<WebhookEndpoint>> {
-        Ok(self.state().webhooks.get(&id).filter(|w| w.workspace_id == workspace).cloned())
+        let st = self.state();
+        st.webhooks.get(&id).filter(|w| w.unopened().workspace_id == workspace).map(|w| self.open(w)).transpose()
     }
 
     async fn list_webhooks(
@@ -22,18 +24,20 @@ impl WebhookStore for MemoryStore {
         workspace: WorkspaceId,
         page: PageRequest<WebhookId>,
     ) -> StoreResult<Page<WebhookEndpoint>> {
-        Ok(newest_first(&self.state().webhooks, &page, |w| w.workspace_id == workspace))
+        self.open_page(newest_first(&self.state().webhooks, &page, |w| w.unopened().workspace_id == workspace))
     }
 
     async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
         let st = self.state();
-        Ok(st.webhooks.values().filter(|w| w.workspace_id == workspace && w.enabled).cloned().collect())
+        let enabled = st.webhooks.values().filter(|w| w.unopened().workspace_id == workspace && w.unopened().enabled);
+        enabled.map(|w| self.open(w)).collect()
     }
 
     async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
+        let sealed = self.seal(endpoint)?;
         let mut st = self.state();
-        let stored = st.webhooks.get_mut(&endpoint.id).filter(|w| w.workspace_id == endpoint.workspace_id);
-        *stored.ok_or(StoreError::NotFound)? = endpoint.clone();
+        let stored = st.webhooks.get_mut(&endpoint.id).filter(|w| w.unopened().workspace_id == endpoint.workspace_id);
+        *stored.ok_or(StoreError::NotFound)? = sealed;
         Ok(())
     }
 

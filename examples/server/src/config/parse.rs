@@ -28,6 +28,14 @@ pub(super) fn pool_size(text: &str) -> Result<usize, String> {
     }
 }
 
+/// A count from 1 to `max`.
+pub(super) fn count(text: &str, max: usize) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number from 1 to {max}")),
+    }
+}
+
 pub(super) fn boolean(text: &str) -> Result<bool, String> {
     match text.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),

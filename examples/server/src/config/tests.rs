@@ -15,7 +15,8 @@ fn defaults_follow_the_contract() {
     assert_eq!(config.max_body_bytes, 10 * 1024 * 1024);
     assert_eq!(config.max_send_body_bytes, 56 * 1024 * 1024);
     assert_eq!(config.idempotency_window, Duration::from_secs(86_400));
-    assert_eq!(config.spf_include, DEFAULT_SPF_MECHANISM);
+    assert_eq!(config.spf_mechanism(), DEFAULT_SPF_MECHANISM);
+    assert_eq!(config.spf_warning(), None, "no warning with the outbox transport");
     assert_eq!(config.delivery.mode, Delivery::Outbox);
     assert_eq!(config.delivery.mx_port, 25);
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
@@ -156,13 +157,34 @@ fn values_parse() {
         [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(90)]
     );
     assert_eq!(config.delivery.mode, Delivery::Relay);
-    assert_eq!(config.spf_include, "include:_spf.example.net ip4:192.0.2.0/24");
+    assert_eq!(config.spf_mechanism(), "include:_spf.example.net ip4:192.0.2.0/24");
     assert!(config.webhook_allow_private);
     assert_eq!(config.webhook_retry_schedule.delays(), [Duration::from_secs(1), Duration::from_secs(3)]);
     assert_eq!(config.lease_margin, Duration::from_secs(5));
     assert!(config.inbound_smtp_listen.is_none() && config.public_url.is_none());
     assert!(config.submission_listen.is_none());
     assert!(config.tls.is_none(), "an empty value counts as unset");
+}
+
+#[test]
+fn the_spf_warning_is_for_relay_and_mx_delivery_with_the_spf_term_unset() {
+    let relay = ("TIDINGS_SMTP_RELAY", "smtp://relay.example:25");
+    for mode in ["relay", "mx"] {
+        let warning = load(&[("TIDINGS_DELIVERY", mode), relay]).unwrap().spf_warning();
+        let warning = warning.unwrap_or_else(|| panic!("{mode}: a warning"));
+        assert!(warning.contains("TIDINGS_SPF_INCLUDE") && warning.contains("ip4:127.0.0.1"), "{warning}");
+        assert!(warning.contains(&format!("TIDINGS_DELIVERY={mode}")), "{warning}");
+        // Set, even to the default, it is the operator's choice.
+        for term in ["include:_spf.example.net", DEFAULT_SPF_MECHANISM] {
+            let config = load(&[("TIDINGS_DELIVERY", mode), relay, ("TIDINGS_SPF_INCLUDE", term)]).unwrap();
+            assert_eq!(config.spf_warning(), None, "{mode} with {term}");
+            assert_eq!(config.spf_mechanism(), term);
+        }
+    }
+    assert!(load(&[relay]).unwrap().spf_warning().is_some(), "a relay URL alone means relay delivery");
+    for mode in ["outbox", "hold"] {
+        assert_eq!(load(&[("TIDINGS_DELIVERY", mode)]).unwrap().spf_warning(), None, "{mode}");
+    }
 }
 
 #[test]
@@ -213,4 +235,103 @@ fn the_inbound_listener_and_public_url_parse() {
 fn delivery_can_be_put_on_hold() {
     let config = load(&[("TIDINGS_DELIVERY", "HOLD")]).unwrap();
     assert_eq!(config.delivery.mode, Delivery::Hold);
+}
+
+#[test]
+fn the_secret_key_is_base64_of_32_bytes_from_one_source_and_never_echoed() {
+    let key = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+    let config = load(&[("TIDINGS_SECRET_KEY", key)]).unwrap();
+    assert_eq!(config.secret_key, Some(SealingKey::from_base64(key).unwrap()));
+    assert!(config.secret_key_file.is_none());
+    assert!(!format!("{config:?}").contains(key), "Debug hides the key");
+    let config = load(&[("TIDINGS_SECRET_KEY_FILE", "/run/secrets/tidings")]).unwrap();
+    assert_eq!(config.secret_key_file, Some(PathBuf::from("/run/secrets/tidings")));
+    assert!(config.secret_key.is_none());
+
+    let short = load(&[("TIDINGS_SECRET_KEY", "c2VjcmV0LXRleHQ=")]).unwrap_err();
+    assert_eq!(short.var, "TIDINGS_SECRET_KEY");
+    assert!(short.message.contains("11 bytes") && !short.to_string().contains("c2VjcmV0"), "{short}");
+    let both = load(&[("TIDINGS_SECRET_KEY", key), ("TIDINGS_SECRET_KEY_FILE", "/k")]).unwrap_err();
+    assert!(both.message.contains("not both"), "{both}");
+}
+
+#[test]
+fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
+    let config = load(&[]).unwrap();
+    assert_eq!(config.max_body_bytes_in_flight, 128 << 20);
+    assert_eq!(config.connections, ConnectionConfig::default());
+    assert_eq!(config.connections.idle_timeout, Duration::from_secs(60));
+    assert_eq!(config.connections.handshake_timeout, Duration::from_secs(10));
+    assert_eq!((config.connections.max_connections, config.connections.max_connections_per_ip), (4096, 128));
+    assert_eq!(config.connections.http2_max_streams, 100);
+
+    let config = load(&[
+        ("TIDINGS_MAX_CONNECTIONS", "50"),
+        ("TIDINGS_MAX_CONNECTIONS_PER_IP", "5"),
+        ("TIDINGS_IDLE_TIMEOUT", "2s"),
+        ("TIDINGS_HANDSHAKE_TIMEOUT", "500ms"),
+        ("TIDINGS_HTTP2_MAX_STREAMS", "10"),
+        ("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", "1GiB"),
+    ])
+    .unwrap();
+    assert_eq!(
+        config.connections,
+        ConnectionConfig {
+            max_connections: 50,
+            max_connections_per_ip: 5,
+            idle_timeout: Duration::from_secs(2),
+            handshake_timeout: Duration::from_millis(500),
+            http2_max_streams: 10,
+        }
+    );
+    assert_eq!(config.max_body_bytes_in_flight, 1 << 30);
+
+    for (var, value) in [
+        ("TIDINGS_MAX_CONNECTIONS", "0"),
+        ("TIDINGS_MAX_CONNECTIONS_PER_IP", "many"),
+        ("TIDINGS_IDLE_TIMEOUT", "0s"),
+        ("TIDINGS_HANDSHAKE_TIMEOUT", "soon"),
+        ("TIDINGS_HTTP2_MAX_STREAMS", "100000"),
+        // Smaller than the largest send: such a send could never be served.
+        ("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", "10MiB"),
+    ] {
+        let err = load(&[(var, value)]).unwrap_err();
+        assert_eq!(err.var, var, "{value}: {err}");
+    }
+}
+
+#[test]
+fn trusted_proxies_and_the_metrics_settings_parse_and_default_to_none() {
+    let config = load(&[]).unwrap();
+    assert!(config.trusted_proxies.is_empty());
+    assert!(config.metrics_token.is_none() && config.metrics_listen.is_none());
+
+    let config = load(&[
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7,fd00::/8"),
+        ("TIDINGS_METRICS_TOKEN", "scrape-me-if-you-can-0123456789"),
+        ("TIDINGS_METRICS_LISTEN", "127.0.0.1:9090"),
+    ])
+    .unwrap();
+    assert!(config.trusted_proxies.contains("10.20.30.40".parse().unwrap()));
+    assert!(config.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
+    assert!(!config.trusted_proxies.contains("192.0.2.8".parse().unwrap()));
+    assert!(config.metrics_token.as_ref().is_some_and(|t| t.matches("scrape-me-if-you-can-0123456789")));
+    assert_eq!(config.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
+}
+
+#[test]
+fn bad_proxies_and_metrics_settings_name_the_variable_and_never_echo_the_token() {
+    for (var, value) in [
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/8,lb.internal"),
+        ("TIDINGS_TRUSTED_PROXIES", "10.0.0.0/40"),
+        ("TIDINGS_METRICS_LISTEN", "localhost:9090"),
+        ("TIDINGS_METRICS_TOKEN", "tooshort"),
+        ("TIDINGS_METRICS_TOKEN", "has spaces in the token text"),
+    ] {
+        let e = load(&[(var, value)]).unwrap_err();
+        assert_eq!(e.var, var, "{e}");
+        if var == "TIDINGS_METRICS_TOKEN" {
+            assert!(!e.to_string().contains(value), "the token leaked: {e}");
+        }
+    }
 }

@@ -1,0 +1,143 @@
+use chrono::Utc;
+
+use super::*;
+use crate::dkim_keys::test_keys;
+use crate::dns_records::{RecordPolicy, records_for};
+use crate::domain_name::DomainName;
+use crate::ids::{DomainId, WebhookId, WorkspaceId};
+use crate::model::{DomainStatus, WebhookSecret, WebhookUrl};
+use crate::ports::SystemRandom;
+use crate::secret::SecretName;
+
+fn sealer() -> Sealer {
+    Sealer::new(&SealingKey::generate(&SystemRandom))
+}
+
+fn domain() -> Domain {
+    let name = DomainName::parse("example.com").unwrap();
+    let keys = test_keys().clone();
+    Domain {
+        id: DomainId::new_at(Utc::now(), &SystemRandom),
+        workspace_id: WorkspaceId::new_at(Utc::now(), &SystemRandom),
+        records: records_for(&name, &keys, &RecordPolicy::default()).unwrap(),
+        name,
+        status: DomainStatus::Pending,
+        dkim: keys,
+        open_tracking: false,
+        click_tracking: false,
+        created_at: Utc::now(),
+        verified_at: None,
+        last_checked_at: None,
+    }
+}
+
+fn webhook() -> WebhookEndpoint {
+    WebhookEndpoint {
+        id: WebhookId::new_at(Utc::now(), &SystemRandom),
+        workspace_id: WorkspaceId::new_at(Utc::now(), &SystemRandom),
+        url: WebhookUrl::parse("https://hooks.example.com/x", false).unwrap(),
+        event_types: Vec::new(),
+        enabled: true,
+        secret: WebhookSecret::generate(&SystemRandom),
+        previous_secret: Some((WebhookSecret::generate(&SystemRandom), Utc::now())),
+        disabled_reason: None,
+        failing_since: None,
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn a_sealed_value_opens_with_its_key_and_label_only() {
+    let (a, b) = (sealer(), sealer());
+    let sealed = a.seal("secret x", b"tracking key bytes").unwrap();
+    assert!(is_sealed(&sealed) && !contains(&sealed, b"tracking key bytes"));
+    assert_eq!(a.open("secret x", &sealed).unwrap(), b"tracking key bytes");
+    assert_ne!(a.seal("secret x", b"tracking key bytes").unwrap(), sealed, "a fresh nonce each time");
+    assert!(matches!(b.open("secret x", &sealed), Err(SealError::DoesNotOpen { .. })));
+    assert!(matches!(a.open("secret y", &sealed), Err(SealError::DoesNotOpen { .. })));
+    let mut altered = sealed.clone();
+    *altered.last_mut().unwrap() ^= 1;
+    assert!(matches!(a.open("secret x", &altered), Err(SealError::DoesNotOpen { .. })));
+    assert!(matches!(a.open("secret x", &sealed[..20]), Err(SealError::Malformed { .. })));
+    // Written before sealing existed: read as it is.
+    assert_eq!(a.open("secret x", b"\x30\x82plain").unwrap(), b"\x30\x82plain");
+}
+
+#[test]
+fn the_key_check_tells_the_right_key_from_another() {
+    let (a, b) = (sealer(), sealer());
+    let check = a.key_check().unwrap();
+    a.verify_key_check(&check).unwrap();
+    assert!(matches!(b.verify_key_check(&check), Err(SealError::DoesNotOpen { .. })));
+    let other = a.seal("key check", b"something else").unwrap();
+    assert!(a.verify_key_check(&other).is_err());
+    assert!(a.verify_key_check(b"plain").is_err());
+}
+
+#[test]
+fn sealed_records_hold_no_secret_and_open_to_the_record() {
+    let s = sealer();
+    let domain = domain();
+    let sealed = s.seal_record(&domain).unwrap();
+    assert!(sealed.is_sealed());
+    let json = serde_json::to_vec(&sealed).unwrap();
+    for key in [&domain.dkim.rsa_private_pkcs8, &domain.dkim.ed25519_private_pkcs8] {
+        assert!(!contains(&json, BASE64.encode(key.expose()).as_bytes()));
+        assert!(!contains(&json, &key.expose()[..40]));
+    }
+    assert!(contains(&json, br#""rsa_private_pkcs8":"tdsealv1"#), "{}", String::from_utf8_lossy(&json));
+    let decoded: Sealed<Domain> = serde_json::from_slice(&json).unwrap();
+    assert_eq!(decoded.unopened().name, domain.name);
+    assert_eq!(s.open_record(decoded).unwrap(), domain);
+
+    let hook = webhook();
+    let sealed = s.seal_record(&hook).unwrap();
+    assert!(sealed.is_sealed());
+    let json = serde_json::to_string(&sealed).unwrap();
+    assert!(!json.contains(hook.secret.expose()) && !json.contains(hook.previous_secret.as_ref().unwrap().0.expose()));
+    let decoded: Sealed<WebhookEndpoint> = serde_json::from_str(&json).unwrap();
+    assert_eq!(s.open_record(decoded).unwrap(), hook);
+}
+
+#[test]
+fn plaintext_records_of_older_stores_read_and_are_told_apart() {
+    let s = sealer();
+    let domain = domain();
+    let old: Sealed<Domain> = serde_json::from_value(serde_json::to_value(&domain).unwrap()).unwrap();
+    assert!(!old.is_sealed());
+    assert_eq!(s.open_record(old).unwrap(), domain);
+    let hook = webhook();
+    let old: Sealed<WebhookEndpoint> = serde_json::from_value(serde_json::to_value(&hook).unwrap()).unwrap();
+    assert!(!old.is_sealed());
+    assert_eq!(s.open_record(old).unwrap(), hook);
+}
+
+#[test]
+fn a_sealed_secret_moved_to_another_record_does_not_open() {
+    let s = sealer();
+    let (a, b) = (domain(), domain());
+    let sealed_a = serde_json::to_value(s.seal_record(&a).unwrap()).unwrap();
+    let mut sealed_b = serde_json::to_value(s.seal_record(&b).unwrap()).unwrap();
+    sealed_b["dkim"]["rsa_private_pkcs8"] = sealed_a["dkim"]["rsa_private_pkcs8"].clone();
+    let moved: Sealed<Domain> = serde_json::from_value(sealed_b).unwrap();
+    assert!(matches!(s.open_record(moved), Err(SealError::DoesNotOpen { .. })));
+    assert!(matches!(sealer().open_record(s.seal_record(&a).unwrap()), Err(SealError::DoesNotOpen { .. })));
+}
+
+#[test]
+fn keys_read_from_base64_and_never_show() {
+    let key = SealingKey::generate(&SystemRandom);
+    let text = key.to_base64();
+    assert_eq!(SealingKey::from_base64(&format!(" {}\n", text.expose())).unwrap(), key);
+    assert_eq!(format!("{key:?}"), "SealingKey(***)");
+    assert_eq!(format!("{:?}", Sealer::new(&key)), "Sealer(***)");
+    assert_eq!(SealingKey::from_base64("not base64!"), Err(SealingKeyError::NotBase64));
+    assert_eq!(SealingKey::from_base64("AAAA"), Err(SealingKeyError::WrongLength(3)));
+    assert_eq!(secret_label(SecretName::new("tracking_key").as_str()), "secret tracking_key");
+    assert_eq!(BASE64.encode(MAGIC), SEALED_TEXT_PREFIX);
+}

@@ -1,0 +1,186 @@
+//! How many opens and clicks a message keeps (issue #17): every pixel load and every
+//! followed link is answered, but only these become `Opened`/`Clicked` events (and webhook
+//! deliveries), so replaying a link cannot grow the store without limit.
+//!
+//! - Opens: the first [`MAX_OPENS_KEPT`] per message.
+//! - Clicks: the first click on each distinct link (destination URL), for up to
+//!   [`MAX_LINKS_KEPT`] links, and besides those [`MAX_REPEAT_CLICKS_KEPT`] repeat clicks
+//!   (a link clicked again) per message.
+//!
+//! So a message holds at most 10 + 100 + 10 tracking events however often its links are
+//! fetched, and the first open and the first click on every link (up to 100 links) are
+//! always among them. What is not kept is a repeat: a mail client re-fetching the pixel, a
+//! recipient clicking a link again, or someone replaying a link they were given.
+//!
+//! The tally lives on the message record, and a tracking event is written only if the
+//! message did not change since it was read (`EventWrite::expected_last_event_id`), so
+//! concurrent requests cannot each see room under the cap and all write.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::TrackedUrl;
+
+/// Most `Opened` events one message keeps.
+pub const MAX_OPENS_KEPT: u32 = 10;
+/// Most distinct links of one message whose first click is kept.
+pub const MAX_LINKS_KEPT: usize = 100;
+/// Most repeat clicks (on a link already clicked) one message keeps.
+pub const MAX_REPEAT_CLICKS_KEPT: u32 = 10;
+
+/// What a message's timeline holds of opens and clicks, for [`MAX_OPENS_KEPT`] and its
+/// siblings. Empty for messages stored before the tally existed; their old events are not
+/// counted, which lets each such message keep up to the caps once more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrackingTally {
+    /// `Opened` events kept.
+    #[serde(default)]
+    pub opens: u32,
+    /// The links clicked at least once, as [`link_digest`]s, in the order of their first click.
+    #[serde(default)]
+    pub clicked_links: Vec<u64>,
+    /// `Clicked` events kept for links already in `clicked_links`.
+    #[serde(default)]
+    pub repeat_clicks: u32,
+}
+
+/// An open or a click on a link, as [`TrackingTally`] counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engagement<'a> {
+    /// The pixel was loaded.
+    Open,
+    /// A link to this URL was followed.
+    Click(&'a TrackedUrl),
+}
+
+impl TrackingTally {
+    /// Whether nothing was kept yet.
+    pub fn is_empty(&self) -> bool {
+        self.opens == 0 && self.clicked_links.is_empty() && self.repeat_clicks == 0
+    }
+
+    /// The tally after keeping `engagement` as an event, or `None` when the message already
+    /// holds as many of its kind as it keeps.
+    pub fn keep(&self, engagement: Engagement<'_>) -> Option<Self> {
+        let mut next = self.clone();
+        match engagement {
+            Engagement::Open => {
+                if self.opens >= MAX_OPENS_KEPT {
+                    return None;
+                }
+                next.opens += 1;
+            }
+            Engagement::Click(url) => {
+                let digest = link_digest(url);
+                if self.clicked_links.contains(&digest) {
+                    if self.repeat_clicks >= MAX_REPEAT_CLICKS_KEPT {
+                        return None;
+                    }
+                    next.repeat_clicks += 1;
+                } else {
+                    if self.clicked_links.len() >= MAX_LINKS_KEPT {
+                        return None;
+                    }
+                    next.clicked_links.push(digest);
+                }
+            }
+        }
+        Some(next)
+    }
+}
+
+/// The first 8 bytes of the SHA-256 of a link's URL: enough to tell a message's links apart
+/// (a collision only makes a first click count as a repeat) without storing the URLs again.
+pub fn link_digest(url: &TrackedUrl) -> u64 {
+    let hash = Sha256::digest(url.as_str().as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&hash[..8]);
+    u64::from_be_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn url(n: usize) -> TrackedUrl {
+        TrackedUrl::parse(&format!("https://shop.example/item/{n}")).unwrap()
+    }
+
+    #[test]
+    fn opens_are_kept_up_to_the_cap() {
+        let mut tally = TrackingTally::default();
+        for _ in 0..MAX_OPENS_KEPT {
+            tally = tally.keep(Engagement::Open).expect("room for another open");
+        }
+        assert_eq!(tally.opens, MAX_OPENS_KEPT);
+        assert_eq!(tally.keep(Engagement::Open), None);
+    }
+
+    #[test]
+    fn the_first_click_on_each_link_is_kept_after_repeats_ran_out() {
+        let mut tally = TrackingTally::default();
+        let first = url(0);
+        for _ in 0..=MAX_REPEAT_CLICKS_KEPT {
+            tally = tally.keep(Engagement::Click(&first)).expect("first click and repeats");
+        }
+        assert_eq!(tally.keep(Engagement::Click(&first)), None, "repeats are used up");
+        tally = tally.keep(Engagement::Click(&url(1))).expect("another link's first click is kept");
+        assert_eq!(tally.clicked_links.len(), 2);
+        assert_eq!(tally.keep(Engagement::Open).map(|t| t.opens), Some(1), "opens are counted apart");
+    }
+
+    #[test]
+    fn first_clicks_stop_at_the_link_cap() {
+        let mut tally = TrackingTally::default();
+        for n in 0..MAX_LINKS_KEPT {
+            tally = tally.keep(Engagement::Click(&url(n))).expect("a new link");
+        }
+        assert_eq!(tally.keep(Engagement::Click(&url(MAX_LINKS_KEPT))), None);
+        assert!(tally.keep(Engagement::Click(&url(0))).is_some(), "a repeat still has room");
+    }
+
+    #[test]
+    fn an_empty_tally_is_left_out_of_a_stored_message_and_reads_back() {
+        let tally = TrackingTally::default().keep(Engagement::Click(&url(3))).unwrap();
+        let json = serde_json::to_string(&tally).unwrap();
+        assert_eq!(serde_json::from_str::<TrackingTally>(&json).unwrap(), tally);
+        assert_eq!(serde_json::from_str::<TrackingTally>("{}").unwrap(), TrackingTally::default());
+    }
+
+    proptest! {
+        /// Whatever the sequence, a tally never admits more than the caps, admits every
+        /// link's first click while under the link cap, and admits the first open.
+        #[test]
+        fn no_sequence_keeps_more_than_the_caps(seq in proptest::collection::vec(proptest::option::of(0usize..150), 0..600)) {
+            let mut tally = TrackingTally::default();
+            let (mut opens, mut clicks) = (0u32, 0usize);
+            let mut seen = std::collections::HashSet::new();
+            for step in seq {
+                let target = step.map(url);
+                let engagement = match &target {
+                    None => Engagement::Open,
+                    Some(u) => Engagement::Click(u),
+                };
+                let first_of_link = step.is_some_and(|n| !seen.contains(&n));
+                match tally.keep(engagement) {
+                    Some(next) => {
+                        tally = next;
+                        match step {
+                            None => opens += 1,
+                            Some(n) => { clicks += 1; seen.insert(n); }
+                        }
+                    }
+                    None => {
+                        prop_assert!(step.is_some() || opens == MAX_OPENS_KEPT, "an open refused under the cap");
+                        prop_assert!(!first_of_link || seen.len() == MAX_LINKS_KEPT, "a first click refused under the cap");
+                    }
+                }
+            }
+            prop_assert!(opens <= MAX_OPENS_KEPT);
+            prop_assert!(clicks <= MAX_LINKS_KEPT + MAX_REPEAT_CLICKS_KEPT as usize);
+        }
+    }
+}
