@@ -28,8 +28,9 @@ try:
     import dns.query
     import dns.rcode
     import dns.rdatatype
+    import nacl.signing  # dkimpy verifies ed25519-sha256 with PyNaCl, and says "unknown algorithm" without it
 except ImportError as missing:
-    print(f"verify_dkim.py: missing Python module {missing.name}: pip install dkimpy dnspython", file=sys.stderr)
+    print(f"verify_dkim.py: missing Python module {missing.name}: pip install dkimpy dnspython pynacl", file=sys.stderr)
     sys.exit(3)
 
 ALGORITHMS = ("rsa-sha256", "ed25519-sha256")
