@@ -180,7 +180,13 @@ impl MessageStore for PgStore {
         let changed = execute(
             &tx,
             // `purge_pending`: retention purges it (again) once it is old, this event included.
-            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6, doc = $7,
+            // Only a write that checked the last event (an open or a click) may change the
+            // tracking tally; any other keeps the stored one (`EventWrite::expected_last_event_id`).
+            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6,
+                 doc = CASE WHEN $10::text IS NULL AND doc ? 'tracking_tally'
+                            THEN jsonb_set($7::jsonb, '{tracking_tally}', doc->'tracking_tally')
+                            WHEN $10::text IS NULL THEN $7::jsonb - 'tracking_tally'
+                            ELSE $7::jsonb END,
                  purge_pending = true
              WHERE id = $1 AND workspace_id = $2 AND status = $8
                AND ($9::timestamptz IS NULL OR next_attempt_at = $9)

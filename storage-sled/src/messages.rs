@@ -369,7 +369,15 @@ impl MessageStore for SledStore {
                 if due_moved && let Some(at) = new.next_attempt_at {
                     batch.insert(new.due_key(at), &[]);
                 }
-                batch.insert(message_key, message_value);
+                // Only writes that checked the last event (opens, clicks) may change the tally;
+                // another write keeps the stored one (`EventWrite::expected_last_event_id`).
+                if write.expected_last_event_id.is_none() && old.tracking_tally != new.tracking_tally {
+                    let mut kept = new.clone();
+                    kept.tracking_tally = old.tracking_tally.clone();
+                    batch.insert(message_key, encode(&kept)?);
+                } else {
+                    batch.insert(message_key, message_value);
+                }
                 for (old_bucket, _) in &moved {
                     batch.remove(entry(old_bucket, old.id));
                 }

@@ -178,7 +178,10 @@ pub struct EventWrite {
     /// When set, the write also fails with `Conflict` unless the stored message's
     /// `last_event_id` is exactly this: no event at all was recorded since the caller read
     /// it. Opens and clicks pass it, because what they may record depends on the message's
-    /// tracking tally, which another open or click may have just changed.
+    /// tracking tally, which another open or click may have just changed. A write without
+    /// it keeps the stored message's `tracking_tally` whatever `message` carries: a status
+    /// write (`Delivered`, a bounce) that read the message before an open was recorded must
+    /// not undo that open's count.
     pub expected_last_event_id: Option<EventId>,
     /// The message after the event (same id and workspace).
     pub message: Message,
@@ -285,7 +288,8 @@ pub trait MessageStore: Send + Sync {
     /// status index and the queue entry (`message.next_attempt_at`), queues the webhook
     /// deliveries. `NotFound` if the message is gone; `Conflict` if its stored status is not
     /// `expected_status`, or `expected_next_attempt_at` or `expected_last_event_id` is set and
-    /// differs from the stored one.
+    /// differs from the stored one. Without `expected_last_event_id` the stored tracking tally
+    /// is kept (see [`EventWrite::expected_last_event_id`]).
     async fn record_event(&self, write: EventWrite) -> StoreResult<()>;
     /// Claims up to `limit` messages whose `next_attempt_at` is at or before `now`, earliest
     /// due first, across workspaces, and moves their `next_attempt_at` to `lease_until` so

@@ -252,12 +252,21 @@ pub(super) async fn record_event_checks_the_expected_last_event<S: Store + 'stat
     click.message.tracking_tally = stored.tracking_tally.keep(Engagement::Click(&url)).expect("room for a click");
     let expected = click.message.clone();
     s.record_event(click).await.must("a click expecting the current last event");
-    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(expected), "the tally holds the open and the link");
+    assert_eq!(
+        s.get_message(a, m.id).await.must("get"),
+        Some(expected.clone()),
+        "the tally holds the open and the link"
+    );
 
     // A write that does not ask (a delivery outcome) is not held to it.
     let mut late = event_write(&delivered, EventType::Complained, plus_secs(delivered.updated_at, 5), None);
     late.expected_last_event_id = None;
     s.record_event(late).await.must("a write without expected_last_event_id");
+    let stored = s.get_message(a, m.id).await.must("get").expect("the message");
+    assert_eq!(
+        stored.tracking_tally, expected.tracking_tally,
+        "a write without expected_last_event_id keeps the stored tally, not the one it read"
+    );
     let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
     let types: Vec<EventType> = events.items.iter().map(|e| e.event_type).collect();
     assert_eq!(

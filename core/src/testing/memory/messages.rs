@@ -124,7 +124,13 @@ impl MessageStore for MemoryStore {
         if let Some(e) = st.deliveries_conflict(&write.webhook_deliveries) {
             return Err(e);
         }
-        st.messages.insert(id, write.message);
+        let mut message = write.message;
+        if write.expected_last_event_id.is_none()
+            && let Some(stored) = st.messages.get(&id)
+        {
+            message.tracking_tally = stored.tracking_tally.clone();
+        }
+        st.messages.insert(id, message);
         st.purge_pending.insert(id);
         st.events.entry(id).or_default().insert(write.event.id, write.event);
         st.queue_deliveries(&write.webhook_deliveries);
