@@ -76,7 +76,7 @@ async fn secrets_are_sealed_in_the_files_and_read_back_with_the_key() {
         assert!(!contains(&raw, &secret), "a secret in the clear: {:?}", String::from_utf8_lossy(&secret));
     }
 
-    let store = SledStore::open(dir.path(), sealer()).unwrap();
+    let store = once_unlocked(|| SledStore::open(dir.path(), sealer())).await.unwrap();
     assert_eq!(store.sealed_at_open(), 0);
     assert_eq!(store.get_domain(ws.id, dom.id).await.unwrap(), Some(dom.clone()));
     assert_eq!(store.find_domain_by_name(ws.id, &dom.name).await.unwrap(), Some(dom.clone()));
@@ -95,11 +95,11 @@ async fn another_key_does_not_open_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (ws, dom, hook) = records();
     fill(&SledStore::open(dir.path(), sealer()).unwrap(), &ws, &dom, &hook).await;
-    let err = SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32]))).unwrap_err();
+    let err = once_unlocked(|| SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32])))).await.unwrap_err();
     assert!(err.is_wrong_key(), "{err}");
     assert!(err.to_string().contains("sealed with another key"), "{err}");
     // Nothing was changed: the right key still opens it.
-    let store = SledStore::open(dir.path(), sealer()).unwrap();
+    let store = once_unlocked(|| SledStore::open(dir.path(), sealer())).await.unwrap();
     assert_eq!(store.get_webhook(ws.id, hook.id).await.unwrap(), Some(hook));
 }
 
@@ -111,7 +111,7 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     // As a version before sealing wrote it: the records' serde form in the clear, the secret
     // as its bytes, no key check, no redo record (the layout's tags: storage-sled/src/layout.rs).
     {
-        let db = open_sled(dir.path()).unwrap();
+        let db = once_unlocked(|| open_sled(dir.path())).await.unwrap();
         let tree = db.open_tree("tidings").unwrap();
         for entry in tree.iter() {
             let (key, _) = entry.unwrap();
@@ -132,7 +132,7 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
         db.flush().unwrap();
     }
 
-    let store = SledStore::open(dir.path(), sealer()).unwrap();
+    let store = once_unlocked(|| SledStore::open(dir.path(), sealer())).await.unwrap();
     assert_eq!(store.sealed_at_open(), 3, "the domain, the webhook and the secret");
     assert_eq!(store.get_domain(ws.id, dom.id).await.unwrap(), Some(dom.clone()));
     assert_eq!(store.get_webhook(ws.id, hook.id).await.unwrap(), Some(hook.clone()));
@@ -140,14 +140,30 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
     drop(store);
 
     // The live records are sealed now, and the key check is there: another key is refused.
-    let db = open_sled(dir.path()).unwrap();
+    let db = once_unlocked(|| open_sled(dir.path())).await.unwrap();
     let live: Vec<u8> = db.open_tree("tidings").unwrap().iter().flat_map(|e| e.unwrap().1.to_vec()).collect();
     drop(db);
     for secret in secrets_of(&dom, &hook) {
         assert!(!contains(&live, &secret), "a secret left in the clear: {:?}", String::from_utf8_lossy(&secret));
     }
-    assert!(SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32]))).unwrap_err().is_wrong_key());
-    assert_eq!(SledStore::open(dir.path(), sealer()).unwrap().sealed_at_open(), 0);
+    let other_key = once_unlocked(|| SledStore::open(dir.path(), Sealer::new(&sealing_key([1; 32])))).await;
+    assert!(other_key.unwrap_err().is_wrong_key());
+    assert_eq!(once_unlocked(|| SledStore::open(dir.path(), sealer())).await.unwrap().sealed_at_open(), 0);
+}
+
+/// `open()`, tried again (for up to 10 s) while a database dropped just before still holds
+/// the directory's lock: sled releases it from a background thread after the last handle
+/// goes, which once took long enough here to fail an immediate open.
+async fn once_unlocked<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open() {
+            Err(e) if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Opens a sled database directly, without sled's own flusher thread, whose late exit could
