@@ -509,10 +509,22 @@ impl TestServer {
     /// `POST /v1/messages` with the bootstrap key and an Idempotency-Key: status, the
     /// `Idempotent-Replayed` header, and the envelope.
     pub async fn send_with_key(&self, body: &Value, idempotency_key: &str) -> (u16, Option<String>, Value) {
+        self.post_idempotent("/v1/messages", self.key(), body, idempotency_key).await
+    }
+
+    /// `POST path` with `key`, `body` and an Idempotency-Key: the status, the
+    /// `Idempotent-Replayed` header, and the envelope.
+    pub async fn post_idempotent(
+        &self,
+        path: &str,
+        key: &str,
+        body: &Value,
+        idempotency_key: &str,
+    ) -> (u16, Option<String>, Value) {
         let response = self
             .client
-            .post(self.url("/v1/messages"))
-            .bearer_auth(self.key())
+            .post(self.url(path))
+            .bearer_auth(key)
             .header("idempotency-key", idempotency_key)
             .json(body)
             .send()

@@ -262,17 +262,7 @@ async fn post_with_key(
     body: &Value,
     idem: &str,
 ) -> (u16, Option<String>, Value) {
-    let response = server
-        .request(Method::POST, path)
-        .bearer_auth(key)
-        .header("idempotency-key", idem)
-        .json(body)
-        .send()
-        .await
-        .expect("an HTTPS response");
-    let replayed = response.headers().get("idempotent-replayed").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let (status, body) = into_parts(response).await;
-    (status, replayed, body)
+    server.post_idempotent(path, key, body, idem).await
 }
 
 /// What a `send` key is told when it repeats an Idempotency-Key that another key used.

@@ -364,27 +364,7 @@ fn is_invisible(c: char) -> bool {
 /// `;`) and numeric ones, which HTML reads as Windows-1252 in 128–159 and as U+FFFD when out
 /// of range, a surrogate or NUL. Anything else is kept as written.
 pub(crate) fn decode(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains('&') {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('&') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        match reference(rest) {
-            Some((c, len)) => {
-                out.push(c);
-                rest = &rest[len..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    std::borrow::Cow::Owned(out)
+    crate::tracking::html::decode_references(text, reference)
 }
 
 /// The character `text` (starting with `&`) refers to, and the reference's length.

@@ -106,6 +106,14 @@ fn pixel(src: &str) -> String {
 /// reference without its `;` (which HTML does not decode inside attribute values either when
 /// it looks like `&copy=2` in a query string), is kept as written.
 pub fn decode_entities(text: &str) -> Cow<'_, str> {
+    decode_references(text, reference)
+}
+
+/// `text` with every `&` that `reference` recognizes replaced by the character it names;
+/// `reference` gets the rest of the text from that `&` and answers the character and how many
+/// bytes the reference takes, or `None` to keep the `&` as written. Shared with the text part
+/// made from HTML (`outbound::html_text`), which knows more references than an attribute does.
+pub(crate) fn decode_references(text: &str, reference: impl Fn(&str) -> Option<(char, usize)>) -> Cow<'_, str> {
     if !text.contains('&') {
         return Cow::Borrowed(text);
     }

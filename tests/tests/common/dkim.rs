@@ -11,14 +11,7 @@ use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Paramete
 /// Both signatures must pass, one `rsa-sha256` and one `ed25519-sha256`, by `domain`,
 /// relaxed/relaxed, covering the headers issue #4 names.
 pub async fn assert_signed_by(raw: &[u8], dns: SocketAddr, domain: &str) {
-    let mut udp = ConnectionConfig::udp();
-    udp.port = dns.port();
-    let mut tcp = ConnectionConfig::tcp();
-    tcp.port = dns.port();
-    let servers = vec![NameServerConfig::new(dns.ip(), true, vec![udp, tcp])];
-    let verifier =
-        MessageAuthenticator::new(ResolverConfig::from_parts(None, vec![], servers), ResolverOpts::default())
-            .expect("mail-auth's resolver");
+    let verifier = verifier_asking(dns);
     let message = AuthenticatedMessage::parse(raw).expect("mail-auth parses the message");
     let outputs = verifier.verify_dkim(Parameters::new(&message)).await;
     let mut algorithms = Vec::new();
@@ -36,4 +29,15 @@ pub async fn assert_signed_by(raw: &[u8], dns: SocketAddr, domain: &str) {
     }
     algorithms.sort_unstable();
     assert_eq!(algorithms, ["ed25519-sha256", "rsa-sha256"], "one signature with each key of the domain");
+}
+
+/// mail-auth's verifier with its resolver asking only `dns` (UDP and TCP).
+pub fn verifier_asking(dns: SocketAddr) -> MessageAuthenticator {
+    let mut udp = ConnectionConfig::udp();
+    udp.port = dns.port();
+    let mut tcp = ConnectionConfig::tcp();
+    tcp.port = dns.port();
+    let servers = vec![NameServerConfig::new(dns.ip(), true, vec![udp, tcp])];
+    MessageAuthenticator::new(ResolverConfig::from_parts(None, vec![], servers), ResolverOpts::default())
+        .expect("mail-auth's resolver")
 }

@@ -18,6 +18,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod corpus;
+#[path = "../common/dkim.rs"]
+#[allow(dead_code)]
+mod dkim;
 mod verifiers;
 
 use std::path::PathBuf;
@@ -196,16 +199,8 @@ impl Setup {
 /// mail-auth's verdicts on `raw` (the library that signs, for comparison): one per
 /// algorithm, as `mail-auth <algorithm>`, its keys asked of `dns`.
 async fn mail_auth_verdicts(raw: &[u8], dns: std::net::SocketAddr) -> Vec<(String, Verdict)> {
-    use mail_auth::hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
-    use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters};
-    let mut udp = ConnectionConfig::udp();
-    udp.port = dns.port();
-    let mut tcp = ConnectionConfig::tcp();
-    tcp.port = dns.port();
-    let servers = vec![NameServerConfig::new(dns.ip(), true, vec![udp, tcp])];
-    let verifier =
-        MessageAuthenticator::new(ResolverConfig::from_parts(None, vec![], servers), ResolverOpts::default())
-            .expect("mail-auth's resolver");
+    use mail_auth::{AuthenticatedMessage, DkimResult, Parameters};
+    let verifier = dkim::verifier_asking(dns);
     let Some(message) = AuthenticatedMessage::parse(raw) else {
         let failed = || Verdict { ok: false, reason: "mail-auth cannot parse the message".to_owned() };
         return vec![("mail-auth rsa-sha256".to_owned(), failed()), ("mail-auth ed25519-sha256".to_owned(), failed())];
