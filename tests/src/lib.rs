@@ -22,6 +22,8 @@
 //! fresh PostgreSQL database of its [`DataDir`], made through `TIDINGS_TEST_DATABASE_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped with the data dir.
 
+pub mod browser;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
