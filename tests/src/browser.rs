@@ -262,6 +262,37 @@ impl Browser {
         }
     }
 
+    /// Scrolls the element matching `css` into view (which also starts loading a lazy
+    /// iframe or image); the element.
+    pub async fn scroll_to(&self, css: &str) -> Element {
+        let element = self.find(css).await;
+        let reference = serde_json::to_value(&element).expect("an element reference");
+        self.execute("arguments[0].scrollIntoView({block: 'center'});", vec![reference]).await;
+        element
+    }
+
+    /// Scrolls the iframe matching `css` into view, waits until its document has loaded
+    /// something other than `about:blank`, and makes it the context of what follows
+    /// (until [`Self::leave_frame`]).
+    pub async fn enter_frame(&self, css: &str) {
+        let frame = self.scroll_to(css).await;
+        frame.enter_frame().await.unwrap_or_else(|e| panic!("enter {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let state = self.execute("return [location.href, document.readyState];", vec![]).await;
+            if state[0] != "about:blank" && state[1] == "complete" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{css} did not load within {WAIT:?}: {state}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Back from a frame to the page.
+    pub async fn leave_frame(&self) {
+        self.client.enter_parent_frame().await.expect("back to the page");
+    }
+
     /// The visible text of the page's body.
     pub async fn page_text(&self) -> String {
         match self.client.find(Locator::Css("body")).await {
@@ -337,9 +368,9 @@ impl Browser {
     }
 
     /// The focused element, described as `a[href="…"]` for a link, else `tag#id`, else
-    /// `tag[name=…]`, else `tag:text`.
+    /// `tag[name=…]`, else `tag:text`; `body` when nothing has the focus.
     pub async fn focused(&self) -> String {
-        let script = "const e = document.activeElement; if (!e) return '';
+        let script = "const e = document.activeElement; if (!e || e === document.body) return 'body';
             if (e.tagName === 'A' && e.getAttribute('href')) return 'a[href=\"' + e.getAttribute('href') + '\"]';
             if (e.id) return e.tagName.toLowerCase() + '#' + e.id;
             if (e.name) return e.tagName.toLowerCase() + '[name=' + e.name + ']';

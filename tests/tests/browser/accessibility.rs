@@ -9,11 +9,15 @@ use crate::dashboard::{NAV, Setup, browser, sign_in};
 /// How many Tab presses a walk through a page may take.
 const MAX_TABS: usize = 40;
 
-/// From the top of the page, Tab by Tab: what takes the focus, in order, until `done` has
-/// seen what it needs or [`MAX_TABS`] presses.
+/// From a freshly loaded page, Tab by Tab: what has the focus (first what the page focused
+/// itself, if anything), in order, until `done` has seen what it needs or [`MAX_TABS`]
+/// presses.
 async fn tab_through(browser: &Browser, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-    browser.execute("if (document.activeElement) document.activeElement.blur(); window.scrollTo(0, 0);", vec![]).await;
     let mut seen = Vec::new();
+    let first = browser.focused().await;
+    if first != "body" {
+        seen.push(first);
+    }
     for _ in 0..MAX_TABS {
         browser.press(Key::Tab).await;
         seen.push(browser.focused().await);

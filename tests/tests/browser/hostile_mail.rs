@@ -66,10 +66,12 @@ fn a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing() {
         let title = browser.client().title().await.unwrap();
         browser.goto(&setup.url(&format!("/messages/{id}"))).await;
         let title_on_page = browser.client().title().await.unwrap();
-        let preview = browser.find("iframe#preview").await;
-        preview.enter_frame().await.expect("enter the preview");
+        let sandbox = browser.find("iframe#preview").await.attr("sandbox").await.unwrap();
+        let sandbox = sandbox.expect("the preview iframe is sandboxed");
+        assert!(!sandbox.contains("allow-scripts") && !sandbox.contains("allow-same-origin"), "sandbox={sandbox:?}");
+        browser.enter_frame("iframe#preview").await;
         assert_eq!(browser.wait_for("#hello").await.text().await.unwrap(), "Hello, reader.", "the HTML is shown");
-        browser.client().enter_parent_frame().await.expect("back to the page");
+        browser.leave_frame().await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_no_requests(&listener, "the message page");
         let now = browser.client().title().await.unwrap();

@@ -18,6 +18,7 @@ mod receiver;
 mod dashboard;
 
 mod accessibility;
+mod harness;
 mod hostile_mail;
 mod keys_and_domains;
 mod messages;

@@ -39,10 +39,10 @@ fn send_a_test_email_from_the_form_and_see_it_delivered() {
         let preview = browser.find("iframe#preview").await;
         let sandbox = preview.attr("sandbox").await.unwrap().expect("the preview is sandboxed");
         assert!(!sandbox.contains("allow-scripts") && !sandbox.contains("allow-same-origin"), "sandbox={sandbox:?}");
-        preview.enter_frame().await.expect("enter the preview");
+        browser.enter_frame("iframe#preview").await;
         let heading = browser.wait_for("#greeting").await.text().await.unwrap();
         assert_eq!(heading, "The HTML part", "the preview shows the HTML");
-        browser.client().enter_parent_frame().await.expect("back to the page");
+        browser.leave_frame().await;
 
         let message = setup.wait_for_status(&id, "Delivered").await;
         assert_eq!(message["subject"], "Hello from the dashboard", "{message}");

@@ -86,10 +86,9 @@ fn screenshots() {
                 browser.goto(&setup.url(path)).await;
                 assert_eq!(browser.response_status().await, 200, "{path}:\n{}", browser.page_text().await);
                 if *name == "message" {
-                    let preview = browser.find("iframe#preview").await;
-                    preview.enter_frame().await.expect("enter the preview");
+                    browser.enter_frame("iframe#preview").await;
                     browser.wait_for("h1").await;
-                    browser.client().enter_parent_frame().await.expect("back to the page");
+                    browser.leave_frame().await;
                 }
                 check(&browser, name, width, &dir, &mut too_wide).await;
             }
