@@ -2,12 +2,10 @@
 //! gives it and a page saying what went wrong in words a person can act on. A 5xx says
 //! nothing of its cause, which is logged once.
 
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 use tidings_core::Error;
-use tidings_core::usecases::RetryAfter;
 
 use crate::layout::{error_box, page};
 use crate::session::Viewer;
@@ -18,7 +16,6 @@ pub(crate) struct PageError {
     status: StatusCode,
     title: &'static str,
     lines: Vec<String>,
-    retry_after: Option<RetryAfter>,
     /// The signed-in person's navigation and CSRF token; rendered without when absent.
     nav: Option<NavOwner>,
 }
@@ -33,7 +30,7 @@ struct NavOwner {
 impl PageError {
     /// A page with this status, title and explanation.
     pub(crate) fn status(status: StatusCode, title: &'static str, line: impl Into<String>) -> Self {
-        Self { status, title, lines: vec![line.into()], retry_after: None, nav: None }
+        Self { status, title, lines: vec![line.into()], nav: None }
     }
 
     /// 403: the form's CSRF token is missing or wrong, or the POST came from another site.
@@ -43,11 +40,6 @@ impl PageError {
             "Request refused",
             format!("{why} Nothing was changed. Go back, reload the page and try again."),
         )
-    }
-
-    /// 429 with `Retry-After`.
-    pub(crate) fn too_many(title: &'static str, line: String, retry_after: RetryAfter) -> Self {
-        Self { retry_after: Some(retry_after), ..Self::status(StatusCode::TOO_MANY_REQUESTS, title, line) }
     }
 
     /// The same page with `viewer`'s navigation.
@@ -104,10 +96,14 @@ impl From<Error> for PageError {
             }
             Error::Internal(_) => {
                 tracing::error!(error = %e, "dashboard request failed");
-                (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", vec!["An internal error happened; it was logged.".to_owned()])
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Something went wrong",
+                    vec!["An internal error happened; it was logged.".to_owned()],
+                )
             }
         };
-        Self { status, title, lines, retry_after: None, nav: None }
+        Self { status, title, lines, nav: None }
     }
 }
 
@@ -121,11 +117,7 @@ impl IntoResponse for PageError {
             Some(nav) => crate::layout::page_with_nav(nav.scope, &nav.csrf, self.title, body),
             None => page(None, self.title, body),
         };
-        let mut response = (self.status, markup).into_response();
-        if let Some(wait) = self.retry_after {
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(wait.seconds));
-        }
-        response
+        (self.status, markup).into_response()
     }
 }
 

@@ -80,7 +80,8 @@ impl<const LIMIT: usize> FromRequest<DashboardState> for Posted<LIMIT> {
             Ok(None) => return Err(session_ended(session_token(&parts.headers).is_some())),
             Err(e) => return Err(e.into_response()),
         };
-        let fields = read_fields(&parts.headers, body, LIMIT).await.map_err(|e| e.with_viewer(&viewer).into_response())?;
+        let fields =
+            read_fields(&parts.headers, body, LIMIT).await.map_err(|e| e.with_viewer(&viewer).into_response())?;
         if !fields.get("csrf").is_some_and(|token| viewer.csrf_matches(token)) {
             let refused = PageError::forbidden_form("The form's security token is missing or out of date.");
             return Err(refused.with_viewer(&viewer).into_response());

@@ -64,7 +64,10 @@ impl Outbox {
     /// The outbox at `dir`, whose file for a message is `file_name(message)` (`None` when the
     /// message has no file, e.g. it was never handed to the transport). Only names without a
     /// path separator or a leading dot are ever opened.
-    pub fn new(dir: impl Into<PathBuf>, file_name: impl Fn(&Message) -> Option<String> + Send + Sync + 'static) -> Self {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        file_name: impl Fn(&Message) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
         Self { dir: dir.into(), file_name: Arc::new(file_name) }
     }
 

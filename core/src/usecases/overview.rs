@@ -142,7 +142,8 @@ impl Tidings {
         let at = self.clock.now();
         let day_ago = at - Duration::hours(24);
         let week_ago = at - Duration::days(7);
-        let first_hour = at.duration_trunc(Duration::hours(1)).unwrap_or(at) - Duration::hours(OVERVIEW_HOURS as i64 - 1);
+        let first_hour =
+            at.duration_trunc(Duration::hours(1)).unwrap_or(at) - Duration::hours(OVERVIEW_HOURS as i64 - 1);
         let mut hours: Vec<HourCounts> = (0..OVERVIEW_HOURS)
             .map(|i| HourCounts { start: first_hour + Duration::hours(i as i64), counts: OutcomeCounts::default() })
             .collect();
@@ -198,7 +199,9 @@ impl Tidings {
             let page = self.store.list_webhooks(who.workspace_id, PageRequest { limit: PAGE, cursor }).await?;
             cursor = page.items.last().map(|w| w.id);
             found.extend(
-                page.items.into_iter().filter(|w| w.disabled_reason.is_some() || (w.enabled && w.failing_since.is_some())),
+                page.items
+                    .into_iter()
+                    .filter(|w| w.disabled_reason.is_some() || (w.enabled && w.failing_since.is_some())),
             );
             if !page.has_more {
                 break;

@@ -90,11 +90,8 @@ pub(crate) async fn show(
 ) -> PageResult<Response> {
     let who = viewer.principal();
     let domain = state.core.get_domain(who, &id).await.or_page(&viewer)?;
-    let senders = state
-        .core
-        .list_senders(who, &id, ListParams { limit: Some(200), cursor: None })
-        .await
-        .or_page(&viewer)?;
+    let senders =
+        state.core.list_senders(who, &id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
     Ok(render(&viewer, &domain, &senders).into_response())
 }
 
@@ -213,7 +210,8 @@ pub(crate) async fn tracking(
         open_tracking: Some(posted.fields.checked("open")),
         click_tracking: Some(posted.fields.checked("click")),
     };
-    let domain = state.core.update_domain_tracking(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    let domain =
+        state.core.update_domain_tracking(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
@@ -233,7 +231,8 @@ pub(crate) async fn add_sender(
     PagePath(id): PagePath<String>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let req = AddSenderRequest { username: posted.fields.text("username"), display_name: posted.fields.text("display_name") };
+    let req =
+        AddSenderRequest { username: posted.fields.text("username"), display_name: posted.fields.text("display_name") };
     state.core.add_sender(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", segment(&id))))
 }

@@ -246,7 +246,8 @@ pub(crate) async fn reschedule(
 ) -> PageResult<Response> {
     let at = posted.fields.text("send_at").map(|text| as_rfc3339_utc(&text));
     let change = MessageChange { scheduled_at: Some(at) };
-    let message = state.core.reschedule_message(posted.viewer.principal(), &id, change).await.or_page(&posted.viewer)?;
+    let message =
+        state.core.reschedule_message(posted.viewer.principal(), &id, change).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 

@@ -1,9 +1,9 @@
 //! The pages, one module per resource, each a set of handlers that call a use case with the
 //! signed-in key and render what it returns. [`table`] is every route.
 
-pub mod message;
 mod domains;
 mod keys;
+pub mod message;
 mod messages;
 mod overview;
 mod sign_in;

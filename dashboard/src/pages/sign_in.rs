@@ -65,10 +65,11 @@ pub(crate) async fn sign_out(State(state): State<DashboardState>, req: Request) 
     }
     // A live session: the same checks as every other form.
     let req = Request::from_parts(parts, body);
-    let posted = match <crate::form::Posted as axum::extract::FromRequest<DashboardState>>::from_request(req, &state).await {
-        Ok(posted) => posted,
-        Err(refused) => return refused,
-    };
+    let posted =
+        match <crate::form::Posted as axum::extract::FromRequest<DashboardState>>::from_request(req, &state).await {
+            Ok(posted) => posted,
+            Err(refused) => return refused,
+        };
     if let Err(e) = state.core.sign_out(posted.viewer.token()).await {
         return PageError::from(e).with_viewer(&posted.viewer).into_response();
     }

@@ -97,7 +97,11 @@ fn secret_box(title: &str, secret: &str) -> Markup {
 /// `POST /webhooks` (`url`, `event_types`): the new endpoint's page with its secret, once.
 pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
-    let req = CreateWebhookRequest { url: fields.text("url"), event_types: Some(fields.all("event_types")), enabled: Some(true) };
+    let req = CreateWebhookRequest {
+        url: fields.text("url"),
+        event_types: Some(fields.all("event_types")),
+        enabled: Some(true),
+    };
     let endpoint = state.core.create_webhook(viewer.principal(), req).await.or_page(&viewer)?;
     let deliveries = Listed { items: Vec::new(), limit: 50, has_more: false, next_cursor: None };
     let shown = secret_box("The endpoint's signing secret.", endpoint.secret.expose());
@@ -118,7 +122,12 @@ pub(crate) async fn show(
     Ok(render(&viewer, &endpoint, &deliveries, None).into_response())
 }
 
-fn render(viewer: &Viewer, w: &WebhookEndpoint, deliveries: &Listed<WebhookDelivery>, secret: Option<Markup>) -> Markup {
+fn render(
+    viewer: &Viewer,
+    w: &WebhookEndpoint,
+    deliveries: &Listed<WebhookDelivery>,
+    secret: Option<Markup>,
+) -> Markup {
     let id = w.id.to_string();
     let body = html! {
         @if let Some(secret) = secret { (secret) }
@@ -213,7 +222,10 @@ pub(crate) async fn rotate(
     let who = viewer.principal();
     let endpoint = state.core.rotate_webhook_secret(who, &id).await.or_page(&viewer)?;
     let deliveries = state.core.list_webhook_deliveries(who, &id, Default::default()).await.or_page(&viewer)?;
-    let shown = secret_box("The new signing secret. The old one keeps signing beside it for 24 hours.", endpoint.secret.expose());
+    let shown = secret_box(
+        "The new signing secret. The old one keeps signing beside it for 24 hours.",
+        endpoint.secret.expose(),
+    );
     Ok(render(&viewer, &endpoint, &deliveries, Some(shown)).into_response())
 }
 
@@ -233,7 +245,10 @@ pub(crate) async fn retry(
     PagePath((id, delivery_id)): PagePath<(String, String)>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let delivery =
-        state.core.retry_webhook_delivery(posted.viewer.principal(), &id, &delivery_id).await.or_page(&posted.viewer)?;
+    let delivery = state
+        .core
+        .retry_webhook_delivery(posted.viewer.principal(), &id, &delivery_id)
+        .await
+        .or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))
 }

@@ -4,7 +4,7 @@
 
 use axum::http::StatusCode;
 use tidings_core::model::EventType;
-use tidings_core::ports::Store;
+use tidings_core::ports::MessageStore;
 use tidings_core::testing::fixtures;
 use tidings_core::usecases::{SendRequest, TagRequest};
 use tidings_dashboard::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
@@ -40,7 +40,9 @@ async fn markup_in_a_message_is_shown_as_text_everywhere() {
 
     let browser = app.sign_in(&app.key).await;
     let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
-    for path in [format!("/messages/{}", message.id), "/messages".to_owned(), format!("/messages?to=victim%40example.com")] {
+    for path in
+        [format!("/messages/{}", message.id), "/messages".to_owned(), format!("/messages?to=victim%40example.com")]
+    {
         let page = browser.get(&path).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
         assert!(!page.body.contains(SCRIPT), "{path} holds the raw script: {}", page.body);
@@ -48,7 +50,11 @@ async fn markup_in_a_message_is_shown_as_text_everywhere() {
         assert!(page.body.contains(escaped), "{path} shows it as text");
     }
     let page = browser.get(&format!("/messages/{}", message.id)).await;
-    assert!(page.body.matches(escaped).count() >= 6, "subject, from (twice), text, header, metadata, event: {}", page.body);
+    assert!(
+        page.body.matches(escaped).count() >= 6,
+        "subject, from (twice), text, header, metadata, event: {}",
+        page.body
+    );
     assert!(page.body.contains("&lt;b&gt;bold&lt;/b&gt;") && page.body.contains("&lt;i&gt;key&lt;/i&gt;"));
     // The HTML is not in the page at all, only in the frame.
     assert!(!page.body.contains("tracker.example"), "the message's HTML is not inlined");
@@ -80,7 +86,9 @@ async fn the_message_html_is_a_sandboxed_document_that_loads_nothing_unless_aske
     for directive in ["default-src 'none'", "img-src data:;", "sandbox", "frame-ancestors 'self'"] {
         assert!(policy.contains(directive), "{directive} in {policy}");
     }
-    assert!(!policy.contains("allow-scripts") && !policy.contains("allow-same-origin") && !policy.contains("script-src"));
+    assert!(
+        !policy.contains("allow-scripts") && !policy.contains("allow-same-origin") && !policy.contains("script-src")
+    );
     assert_eq!(doc.header("x-frame-options"), "SAMEORIGIN", "framable by the dashboard only");
     // The HTML as accepted: with open tracking asked for, still no pixel (tracking is added on
     // the way out), and never a tracking URL.
@@ -89,7 +97,9 @@ async fn the_message_html_is_a_sandboxed_document_that_loads_nothing_unless_aske
 
     let with_images = browser.get(&format!("/messages/{}/html?images=1", message.id)).await;
     assert_eq!(with_images.header("content-security-policy"), MESSAGE_HTML_IMAGES_CSP);
-    assert!(MESSAGE_HTML_IMAGES_CSP.contains("img-src data: https: http:") && MESSAGE_HTML_IMAGES_CSP.contains("sandbox"));
+    assert!(
+        MESSAGE_HTML_IMAGES_CSP.contains("img-src data: https: http:") && MESSAGE_HTML_IMAGES_CSP.contains("sandbox")
+    );
     let page = browser.get(&format!("/messages/{}?images=1", message.id)).await;
     assert!(page.body.contains(&format!(r#"src="/messages/{}/html?images=1""#, message.id)));
 

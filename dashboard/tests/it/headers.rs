@@ -37,11 +37,8 @@ async fn every_page_carries_the_policy_and_no_inline_code() {
     let domain = app.verified_domain("headers.example").await;
     let world = World::build(&app.core, app.principal.clone(), app.key.clone(), "hdr", domain).await;
     let browser = app.sign_in(&app.key).await;
-    let gets: Vec<&str> = tidings_dashboard::served_routes()
-        .into_iter()
-        .filter(|(m, _)| *m == Method::GET)
-        .map(|(_, p)| p)
-        .collect();
+    let gets: Vec<&str> =
+        tidings_dashboard::served_routes().into_iter().filter(|(m, _)| *m == Method::GET).map(|(_, p)| p).collect();
     for route in gets {
         let path = world.fill(route, &world.messages[&Kind::Full]);
         let page = browser.get(&path).await;
@@ -60,7 +57,11 @@ async fn every_page_carries_the_policy_and_no_inline_code() {
             "/assets/dashboard.js" | "/assets/dashboard.css" => {
                 assert_eq!(page.status, StatusCode::OK, "{what}");
                 assert_headers(&what, &page, PAGE_CSP);
-                assert!(page.header("content-type").starts_with(if route.ends_with(".js") { "text/javascript" } else { "text/css" }));
+                assert!(page.header("content-type").starts_with(if route.ends_with(".js") {
+                    "text/javascript"
+                } else {
+                    "text/css"
+                }));
             }
             "/" => {
                 assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/overview"), "{what}");

@@ -52,7 +52,8 @@ async fn a_wrong_key_gets_401_with_the_form_and_no_cookie() {
 
 /// An API call with a wrong key from `peer`, through the same router.
 async fn failed_api_call(app: &TestApp, peer: &str, forwarded: Option<&str>) -> StatusCode {
-    let mut req = Request::get("/v1/domains").header("authorization", "Bearer tid_nopenopenopenopenopenopenopenopenopenope");
+    let mut req =
+        Request::get("/v1/domains").header("authorization", "Bearer tid_nopenopenopenopenopenopenopenopenopenope");
     if let Some(xff) = forwarded {
         req = req.header("x-forwarded-for", xff);
     }

@@ -121,7 +121,8 @@ impl TestApp {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(TestClock::new());
         let dns = Arc::new(FakeDns::default());
-        let core = Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), CoreConfig::default());
+        let core =
+            Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), CoreConfig::default());
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
         let key = created.plaintext.expose().to_owned();
         let principal = core.authenticate(&key).await.unwrap();
@@ -159,7 +160,13 @@ impl TestApp {
     }
 
     /// A form POST of `fields` from `peer`, with `cookie` if given.
-    pub async fn post_form(&self, path: &str, cookie: Option<&str>, fields: &[(&str, &str)], peer: Option<&str>) -> Page {
+    pub async fn post_form(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+        fields: &[(&str, &str)],
+        peer: Option<&str>,
+    ) -> Page {
         let mut req = Request::post(path).header("content-type", "application/x-www-form-urlencoded");
         if let Some(cookie) = cookie {
             req = req.header("cookie", format!("tidings_session={cookie}"));
@@ -215,6 +222,25 @@ impl TestApp {
         let checked = self.core.verify_domain(&self.principal, &id).await.unwrap();
         assert!(checked.is_sendable(), "{:?}", checked.status);
         id
+    }
+
+    /// The clock's time.
+    pub fn clock_now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// `method path` with the session `token` (if any); a POST carries `fields` as a form.
+    pub async fn call(&self, method: &str, path: &str, token: Option<&str>, fields: &[(&str, &str)]) -> Page {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            req = req.header("cookie", format!("tidings_session={token}"));
+        }
+        let req = if method == "POST" {
+            req.header("content-type", "application/x-www-form-urlencoded").body(Body::from(encode(fields)))
+        } else {
+            req.body(Body::empty())
+        };
+        self.send(req.unwrap()).await
     }
 
     /// The bootstrap key's workspace.

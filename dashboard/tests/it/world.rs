@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use tidings_core::ids::ApiKeyId;
 use tidings_core::ports::{MessageQuery, PageRequest, Store};
 use tidings_core::usecases::{
-    AddSenderRequest, AddSuppressionRequest, CreateApiKeyRequest, CreateTemplateRequest, CreateWebhookRequest, Principal,
-    SendRequest, Tidings,
+    AddSenderRequest, AddSuppressionRequest, CreateApiKeyRequest, CreateTemplateRequest, CreateWebhookRequest,
+    Principal, SendRequest, Tidings,
 };
 
 /// Who sends or signs in.
@@ -173,7 +173,9 @@ impl World {
                 "{delivery_id}" => &self.delivery,
                 "{username}" => &self.sender,
                 "{email}" => &self.suppressed,
-                s if s.starts_with('{') => panic!("{path}: the parameter {s} is unknown to this test; say in `fill` what it takes"),
+                s if s.starts_with('{') => {
+                    panic!("{path}: the parameter {s} is unknown to this test; say in `fill` what it takes")
+                }
                 s => s,
             };
             filled.push('/');
@@ -191,11 +193,15 @@ impl World {
             "/domains/{id}/tracking" => vec![("open", "on".into())],
             "/domains/{id}/senders" => vec![("username", format!("new{n}"))],
             "/templates" => vec![("name", format!("t{n}")), ("subject", "s".into()), ("text", "t".into())],
-            "/templates/{id}/versions" => vec![("subject", "s2".into()), ("text", "t2".into()), ("make_current", "on".into())],
+            "/templates/{id}/versions" => {
+                vec![("subject", "s2".into()), ("text", "t2".into()), ("make_current", "on".into())]
+            }
             "/templates/{id}/current" => vec![("version_id", self.version.clone())],
             "/templates/{id}/preview" => vec![("variables", r#"{"x": "1"}"#.into())],
             "/suppressions" => vec![("email", format!("new{n}@example.com"))],
-            "/webhooks" => vec![("url", format!("https://hooks.example.com/new{n}")), ("event_types", "Bounced".into())],
+            "/webhooks" => {
+                vec![("url", format!("https://hooks.example.com/new{n}")), ("event_types", "Bounced".into())]
+            }
             "/keys" => vec![("name", format!("k{n}")), ("scope", "send".into())],
             _ => Vec::new(),
         };
@@ -208,30 +214,29 @@ impl World {
 pub async fn fingerprint(store: &dyn Store, who: &Principal) -> String {
     let ws = who.workspace_id;
     let mut out = String::new();
-    let page = |limit| PageRequest { limit, cursor: None };
-    let messages = store.list_messages(ws, &MessageQuery::page(page(200))).await.unwrap();
+    let messages = store.list_messages(ws, &MessageQuery::page(PageRequest::first(200))).await.unwrap();
     for m in &messages.items {
         let _ = writeln!(out, "message {} {:?} {:?} {:?}", m.id, m.status, m.next_attempt_at, m.last_event_id);
     }
-    for d in store.list_domains(ws, page(200)).await.unwrap().items {
+    for d in store.list_domains(ws, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "domain {} {:?} {} {}", d.id, d.status, d.open_tracking, d.click_tracking);
-        for s in store.list_senders(ws, d.id, page(200)).await.unwrap().items {
+        for s in store.list_senders(ws, d.id, PageRequest::first(200)).await.unwrap().items {
             let _ = writeln!(out, "  sender {}", s.username);
         }
     }
-    for t in store.list_templates(ws, page(200)).await.unwrap().items {
+    for t in store.list_templates(ws, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "template {} {} {} {}", t.id, t.name, t.current_version_id, t.versions.len());
     }
-    for s in store.list_suppressions(ws, None, page(200)).await.unwrap().items {
+    for s in store.list_suppressions(ws, None, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "suppression {}", s.email);
     }
-    for w in store.list_webhooks(ws, page(200)).await.unwrap().items {
+    for w in store.list_webhooks(ws, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "webhook {} {} {}", w.id, w.enabled, w.secret.expose());
-        for d in store.list_webhook_deliveries(ws, w.id, page(200)).await.unwrap().items {
+        for d in store.list_webhook_deliveries(ws, w.id, PageRequest::first(200)).await.unwrap().items {
             let _ = writeln!(out, "  delivery {} {:?} {:?}", d.id, d.status, d.next_attempt_at);
         }
     }
-    for k in store.list_api_keys(ws, page(200)).await.unwrap().items {
+    for k in store.list_api_keys(ws, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "key {} {}", k.id, k.name);
     }
     out
