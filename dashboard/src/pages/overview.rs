@@ -92,7 +92,7 @@ fn counts(window: &str, counts: &OutcomeCounts, complete: bool) -> Markup {
             @for outcome in Outcome::ALL {
                 div.count data-outcome=(outcome.as_str()) {
                     span.n { @if !complete { "≥ " } (counts.get(outcome)) }
-                    span.w { span class={ "swatch o-" (outcome.as_str()) } {} (label(outcome)) }
+                    span.w title=(label(outcome)) { span class={ "swatch o-" (outcome.as_str()) } {} (outcome.as_str()) }
                 }
             }
         }
