@@ -240,6 +240,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
     let mut background = vec![
         tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
+        tokio::spawn(workers::purge_sessions(core.clone(), stop_rx.clone())),
         tokio::spawn(workers::purge_limits(limits.clone(), core.clone(), stop_rx.clone())),
         tokio::spawn(workers::purge_message_content(core.clone(), config.retention_interval, stop_rx.clone())),
         tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
