@@ -14,6 +14,7 @@ mod keys;
 mod messages;
 mod metrics_access;
 mod operations;
+mod overview;
 mod pagination;
 mod rate_limited_send;
 mod render_pool;
@@ -21,6 +22,7 @@ mod scheduling;
 mod send_fields;
 mod send_turns;
 mod senders;
+mod sessions;
 mod submission;
 mod submitted_message;
 mod suppressions;
@@ -47,6 +49,7 @@ pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use metrics_access::*;
+pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
 pub use render_pool::default_render_threads;
@@ -54,6 +57,7 @@ pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE}
 pub use send_fields::{AttachmentRequest, TagRequest};
 pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;
+pub use sessions::*;
 pub use submission::*;
 pub use submitted_message::*;
 pub use suppressions::*;
@@ -89,6 +93,8 @@ pub struct CoreConfig {
     /// (see [`default_render_threads`]; issue #17): the rest wait their turn without holding
     /// up the async executor.
     pub render_threads: usize,
+    /// How long dashboard sessions last.
+    pub sessions: SessionPolicy,
 }
 
 impl Default for CoreConfig {
@@ -103,6 +109,7 @@ impl Default for CoreConfig {
             tracking: None,
             message_retention: Some(Duration::days(30)),
             render_threads: default_render_threads(),
+            sessions: SessionPolicy::default(),
         }
     }
 }

@@ -167,6 +167,12 @@ pub async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<bool>) 
     purge_periodically("expired Idempotency-Keys", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 
+/// Every [`PURGE_EVERY`], deletes expired dashboard sessions in batches until none are left.
+pub async fn purge_sessions(core: Tidings, stop: watch::Receiver<bool>) {
+    let purge = || core.purge_expired_sessions(PURGE_BATCH);
+    purge_periodically("expired dashboard sessions", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
+}
+
 /// Every `every`, purges the bodies and timelines of messages past retention (core's
 /// `purge_expired_message_content`), in batches of [`RETENTION_BATCH`] until none are left.
 /// Does nothing when retention is off.
