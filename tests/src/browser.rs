@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -337,6 +336,13 @@ impl Browser {
     pub async fn navigating<T>(&self, action: impl std::future::Future<Output = T>) -> T {
         self.execute("window.__tidingsOldPage = true;", vec![]).await;
         let result = action.await;
+        self.wait_for_new_page().await;
+        result
+    }
+
+    /// Waits until the document marked by [`Self::navigating`] is replaced by one that has
+    /// finished loading.
+    async fn wait_for_new_page(&self) {
         let deadline = Instant::now() + WAIT;
         loop {
             // While the navigation runs, scripts may fail; that is waiting too.
@@ -344,11 +350,26 @@ impl Browser {
                 self.client.execute("return [!!window.__tidingsOldPage, document.readyState];", vec![]).await
                 && state == json!([false, "complete"])
             {
-                return result;
+                return;
             }
             assert!(Instant::now() < deadline, "no new page within {WAIT:?} (still {})", self.url().await);
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    /// Clicks the element matching `css`, accepts the confirmation dialog that asks first
+    /// (`window.confirm`), and waits until the page it then loads has loaded.
+    pub async fn click_and_confirm(&self, css: &str) {
+        let element = self.find(css).await;
+        self.execute("window.__tidingsOldPage = true;", vec![]).await;
+        element.click().await.unwrap_or_else(|e| panic!("click {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        while self.client.get_alert_text().await.is_err() {
+            assert!(Instant::now() < deadline, "clicking {css} asked nothing within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        self.client.accept_alert().await.expect("accept the confirmation");
+        self.wait_for_new_page().await;
     }
 
     /// The HTTP status of the response that loaded the current page (Navigation Timing).
@@ -358,13 +379,11 @@ impl Browser {
         status.as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or_else(|| panic!("no response status: {status}"))
     }
 
-    /// Presses a key (see [`fantoccini::key::Key`]) on whatever has the focus.
+    /// Presses a key (see [`fantoccini::key::Key`]) on whatever has the focus (the body
+    /// when nothing has), as typing does.
     pub async fn press(&self, key: fantoccini::key::Key) {
-        let key = char::from(key);
-        let actions = KeyActions::new("keyboard".to_owned())
-            .then(KeyAction::Down { value: key })
-            .then(KeyAction::Up { value: key });
-        self.client.perform_actions(actions).await.expect("press a key");
+        let focused = self.client.active_element().await.expect("the focused element");
+        focused.send_keys(&char::from(key).to_string()).await.expect("press a key");
     }
 
     /// The focused element, described as `a[href="…"]` for a link, else `tag#id`, else

@@ -19,11 +19,11 @@ async fn tab_through(browser: &Browser, done: impl Fn(&[String]) -> bool) -> Vec
         seen.push(first);
     }
     for _ in 0..MAX_TABS {
-        browser.press(Key::Tab).await;
-        seen.push(browser.focused().await);
         if done(&seen) {
             break;
         }
+        browser.press(Key::Tab).await;
+        seen.push(browser.focused().await);
     }
     seen
 }
@@ -55,6 +55,7 @@ fn keyboard_reaches_the_sign_in_field_the_submit_button_and_the_nav_links_in_ord
         assert!(in_order(&seen, &wanted), "Tab reaches the key field; focus went {seen:?}");
         let active = browser.client().active_element().await.expect("the focused element");
         active.send_keys(&setup.key).await.expect("type the key");
+
         let mut reached = false;
         for _ in 0..5 {
             browser.press(Key::Tab).await;
@@ -64,6 +65,7 @@ fn keyboard_reaches_the_sign_in_field_the_submit_button_and_the_nav_links_in_ord
             }
         }
         assert!(reached, "Tab goes on from the key field to the submit button");
+
         browser.navigating(browser.press(Key::Enter)).await;
         assert_eq!(browser.path().await, "/overview", "Enter on the button signs in:\n{}", browser.page_text().await);
 

@@ -46,7 +46,7 @@ fn send_a_test_email_from_the_form_and_see_it_delivered() {
 
         let message = setup.wait_for_status(&id, "Delivered").await;
         assert_eq!(message["subject"], "Hello from the dashboard", "{message}");
-        assert_eq!(message["from"], FROM, "{message}");
+        assert_eq!(message["fromAddress"], FROM, "{message}");
         let outbox: Vec<_> = std::fs::read_dir(setup.server.data_dir().path().join("outbox"))
             .expect("the outbox")
             .flatten()

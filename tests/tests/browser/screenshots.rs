@@ -36,7 +36,6 @@ async fn populate(setup: &Setup) -> (String, String) {
     }
     let (status, body) = setup.server.post("/v1/suppressions", key, json!({"email": "bounced@example.com"})).await;
     assert_ok(status, &body, 201, "a suppression");
-    setup.send_plain(key, "bounced@example.com", "Your invoice").await;
     setup.wait_for_status(&welcome, "Delivered").await;
 
     let (status, body) = setup.server.post("/v1/domains", key, json!({"domain": "news.example"})).await;

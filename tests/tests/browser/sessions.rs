@@ -78,7 +78,10 @@ fn sign_out_ends_the_session_and_the_old_cookie_is_refused() {
         assert!(session_cookie(&browser).await.is_none(), "the cookie is cleared");
 
         let mut replayed = Cookie::new(COOKIE, old);
+        replayed.set_domain("127.0.0.1");
         replayed.set_path("/");
+        replayed.set_secure(true);
+        replayed.set_http_only(true);
         browser.client().add_cookie(replayed).await.expect("put the old cookie back");
         for path in ["/overview", "/messages", "/keys"] {
             browser.goto(&setup.url(path)).await;
