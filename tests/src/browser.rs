@@ -168,19 +168,33 @@ impl Browser {
     /// Resizes the window so that the viewport (`innerWidth` × `innerHeight`) is exactly
     /// `width` × `height`.
     pub async fn set_viewport(&self, width: u32, height: u32) {
-        let (mut w, mut h) = (width, height);
-        for _ in 0..3 {
-            self.client.set_window_size(w, h).await.expect("set the window size");
-            let inner = self.execute("return [window.innerWidth, window.innerHeight];", vec![]).await;
-            let (iw, ih) = (inner[0].as_u64().unwrap_or(0) as u32, inner[1].as_u64().unwrap_or(0) as u32);
-            if (iw, ih) == (width, height) {
+        let wanted = (i64::from(width), i64::from(height));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let inner = self.inner_size().await;
+            if inner == wanted {
                 return;
             }
-            w = (w + width).saturating_sub(iw);
-            h = (h + height).saturating_sub(ih);
+            assert!(Instant::now() < deadline, "the viewport is {inner:?} after asking for {wanted:?}");
+            // The window is the viewport plus whatever frame it has: measured, not assumed.
+            let (outer_w, outer_h) = self.client.get_window_size().await.expect("the window size");
+            let outer = (outer_w as i64 + wanted.0 - inner.0, outer_h as i64 + wanted.1 - inner.1);
+            let outer = (u32::try_from(outer.0).unwrap_or(width), u32::try_from(outer.1).unwrap_or(height));
+            self.client.set_window_size(outer.0, outer.1).await.expect("set the window size");
+            // A resize reaches the page a little later (more so on a busy machine).
+            for _ in 0..20 {
+                if self.inner_size().await != inner {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
+    }
+
+    /// The viewport's size in CSS pixels (`innerWidth`, `innerHeight`).
+    async fn inner_size(&self) -> (i64, i64) {
         let inner = self.execute("return [window.innerWidth, window.innerHeight];", vec![]).await;
-        panic!("the viewport is {inner} after asking for {width}x{height}");
+        (inner[0].as_i64().unwrap_or(0), inner[1].as_i64().unwrap_or(0))
     }
 
     /// Navigates to `url` and waits for the load.
