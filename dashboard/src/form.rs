@@ -140,7 +140,7 @@ pub(crate) fn cross_site(headers: &HeaderMap, authority: Option<&str>) -> Option
         };
     }
     let origin = headers.get(ORIGIN)?.to_str().unwrap_or("null");
-    let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()).or(authority) else { return None };
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).or(authority)?;
     let origin_host = origin.strip_prefix("https://").or_else(|| origin.strip_prefix("http://"));
     match origin_host {
         Some(origin_host) if origin_host.eq_ignore_ascii_case(host) => None,

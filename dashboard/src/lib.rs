@@ -57,8 +57,11 @@ pub use session::{SESSION_COOKIE, session_cookie};
 #[derive(Clone)]
 pub struct Outbox {
     dir: PathBuf,
-    file_name: Arc<dyn Fn(&Message) -> Option<String> + Send + Sync>,
+    file_name: Arc<FileNameRule>,
 }
+
+/// The rule that names a message's file in the outbox (`None`: it has none).
+type FileNameRule = dyn Fn(&Message) -> Option<String> + Send + Sync;
 
 impl Outbox {
     /// The outbox at `dir`, whose file for a message is `file_name(message)` (`None` when the

@@ -72,10 +72,8 @@ fn refused_to_sign_in(page: &Page, get: bool) -> bool {
 fn let_through(route: &str, page: &Page) -> bool {
     let hidden =
         page.status == StatusCode::NOT_FOUND && !(route.ends_with("/eml") && page.body.contains("no .eml file"));
-    page.status != StatusCode::FORBIDDEN
-        && !hidden
-        && !(page.status == StatusCode::SEE_OTHER && page.location() == "/")
-        && !page.status.is_server_error()
+    let to_sign_in = page.status == StatusCode::SEE_OTHER && page.location() == "/";
+    !(page.status == StatusCode::FORBIDDEN || hidden || to_sign_in || page.status.is_server_error())
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ async fn markup_in_a_message_is_shown_as_text_everywhere() {
     let browser = app.sign_in(&app.key).await;
     let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
     for path in
-        [format!("/messages/{}", message.id), "/messages".to_owned(), format!("/messages?to=victim%40example.com")]
+        [format!("/messages/{}", message.id), "/messages".to_owned(), "/messages?to=victim%40example.com".to_owned()]
     {
         let page = browser.get(&path).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
