@@ -8,8 +8,9 @@
 //! Sessions share nothing (cookies, cache, storage), so two browsers are two people.
 //!
 //! Chromium is `/usr/bin/chromium` (`TIDINGS_CHROMIUM` overrides it), chromedriver the one on
-//! `PATH` (`TIDINGS_CHROMEDRIVER` overrides it). Without them [`Browser::start`] panics saying
-//! what to install: a browser test never passes without a browser.
+//! `PATH` (`TIDINGS_CHROMEDRIVER` overrides it). A test first asks [`available`]: without
+//! them, plain `cargo test` skips it saying what to install, and `./test` fails it
+//! ([`crate::tool_available`]); [`Browser::start`] itself panics without them.
 //!
 //! The server's certificate is self-signed: the session accepts insecure certificates
 //! (`acceptInsecureCerts`), which is what makes `https://127.0.0.1:<port>` load at all.
@@ -32,8 +33,15 @@ pub const WAIT: Duration = Duration::from_secs(15);
 const DRIVER_START: Duration = Duration::from_secs(20);
 
 /// What to install when Chromium or chromedriver is missing.
-const INSTALL: &str = "the browser tests need Chromium and chromedriver: \
-                       apt-get install chromium chromium-driver (Debian; .ci/run does)";
+const INSTALL: &str = "install Chromium and its WebDriver (Debian: apt-get install chromium chromium-driver)";
+
+/// Whether Chromium and chromedriver run, for the test named `test`: when they do not, it
+/// says so and returns `false` (the test returns early), or under `./test` fails
+/// ([`crate::tool_available`]).
+pub fn available(test: &str) -> bool {
+    crate::tool_available(test, Command::new(chromium_binary()).arg("--version"), INSTALL)
+        && crate::tool_available(test, Command::new(chromedriver_binary()).arg("--version"), INSTALL)
+}
 
 /// The Chromium executable.
 fn chromium_binary() -> PathBuf {

@@ -1,6 +1,7 @@
 //! Signing in and out, the session cookie, CSRF.
 
 use serde_json::json;
+use tidings_e2e::browser::available;
 use tidings_e2e::browser::fantoccini::cookies::Cookie;
 
 use crate::common::block_on;
@@ -10,6 +11,9 @@ use crate::dashboard::{COOKIE, NAV, Setup, browser, on_sign_in_page, session_coo
 /// signs in to the overview with its navigation; `/` then leads to the overview.
 #[test]
 fn sign_in_with_the_bootstrap_key_and_not_with_a_wrong_one() {
+    if !available("sign_in_with_the_bootstrap_key_and_not_with_a_wrong_one") {
+        return;
+    }
     block_on(async {
         let setup = Setup::start().await;
         let browser = browser().await;
@@ -42,6 +46,9 @@ fn sign_in_with_the_bootstrap_key_and_not_with_a_wrong_one() {
 /// `SameSite=Strict`, on `/`, and ends with the browser (no expiry of its own).
 #[test]
 fn the_session_cookie_is_httponly_secure_and_samesite_strict() {
+    if !available("the_session_cookie_is_httponly_secure_and_samesite_strict") {
+        return;
+    }
     block_on(async {
         let setup = Setup::start().await;
         let browser = browser().await;
@@ -66,6 +73,9 @@ fn the_session_cookie_is_httponly_secure_and_samesite_strict() {
 /// back into the browser, opens nothing: the server session is gone.
 #[test]
 fn sign_out_ends_the_session_and_the_old_cookie_is_refused() {
+    if !available("sign_out_ends_the_session_and_the_old_cookie_is_refused") {
+        return;
+    }
     block_on(async {
         let setup = Setup::start().await;
         let browser = browser().await;
@@ -95,6 +105,9 @@ fn sign_out_ends_the_session_and_the_old_cookie_is_refused() {
 /// and change nothing; the same forms with it work (so the refusal is about the token).
 #[test]
 fn a_form_without_the_csrf_token_is_refused_and_nothing_changes() {
+    if !available("a_form_without_the_csrf_token_is_refused_and_nothing_changes") {
+        return;
+    }
     block_on(async {
         let setup = Setup::start().await;
         let browser = browser().await;
