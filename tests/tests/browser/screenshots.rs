@@ -1,5 +1,6 @@
 //! The main pages at a desktop and a phone width: each renders (200, `main#content` with an
-//! `<h1>`) and fits the width without scrolling sideways; with `TIDINGS_SCREENSHOTS=<dir>`
+//! `<h1>`, a CSRF field in every form that posts) and fits the width without scrolling
+//! sideways; with `TIDINGS_SCREENSHOTS=<dir>`
 //! (relative to the workspace root) each is saved as `<dir>/<page>-<width>.png`: the
 //! viewport, as the browser drew it. The committed ones in docs/screenshots/ were made with
 //! `TIDINGS_SCREENSHOTS=docs/screenshots` and then `pngquant --quality=80-100 --strip`
@@ -55,10 +56,11 @@ async fn populate(setup: &Setup) -> (String, String) {
     (welcome, setup.domain_id.clone())
 }
 
-/// Renders every main page at both widths; saves screenshots when asked.
+/// Renders every main page at both widths, each with its heading, the width of the
+/// viewport and a CSRF field in every form that posts; saves screenshots when asked.
 #[test]
-fn screenshots() {
-    if !available("screenshots") {
+fn main_pages_render_at_1280_and_390_px() {
+    if !available("main_pages_render_at_1280_and_390_px") {
         return;
     }
     block_on(async {
@@ -110,6 +112,10 @@ fn screenshots() {
 async fn check(browser: &Browser, name: &str, width: u32, dir: &Option<PathBuf>, too_wide: &mut Vec<String>) {
     let heading = browser.find("main#content h1").await.text().await.unwrap();
     assert!(!heading.trim().is_empty(), "{name}: the h1 names the page");
+    let script = "return [...document.querySelectorAll('form[method=post]:not(#sign-in)')]
+        .filter(f => !f.querySelector('input[type=hidden][name=csrf]')).map(f => f.getAttribute('action'));";
+    let unguarded = browser.execute(script, vec![]).await;
+    assert_eq!(unguarded, serde_json::json!([]), "{name}: forms that post without a csrf field");
     let scroll = browser.execute("return document.documentElement.scrollWidth;", vec![]).await;
     if scroll.as_u64().is_some_and(|w| w > u64::from(width)) {
         too_wide.push(format!("{name} at {width}: {scroll} px"));
