@@ -321,6 +321,14 @@ pub trait MessageStore: Send + Sync {
     /// release lost in a crash leaves the leases, which the next start releases again. May
     /// cost O(messages due after `now`), retry times included: it runs once per start.
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+    /// Whether no other process can use this store while this one has it open (sled locks
+    /// its directory; an in-memory store is the process's own). Only then was every lease
+    /// found in it at start taken by a run that is gone, so that
+    /// [`Self::release_message_leases`] and its webhook twin may be called. `false`, the
+    /// default, for a store that several processes or nodes may share.
+    fn is_exclusive(&self) -> bool {
+        false
+    }
     /// How many messages have a next attempt, and how many of those are due at `now`
     /// ([`PendingMessages`]). For the queue-depth gauge, read every few seconds at most: it
     /// may cost O(messages waiting) (a count over the due index), never O(messages).
