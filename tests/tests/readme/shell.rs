@@ -74,7 +74,8 @@ impl Workspace {
     /// with it.
     pub fn run_section(&self, blocks: &[(Block, Vec<String>)]) -> Result<String, String> {
         let mut script = String::from(". ./.prelude.sh\n");
-        let mut line = 1;
+        // The README line the next script line stands for.
+        let mut line = 2;
         for (block, lines) in blocks {
             while line < block.fence_line + 1 {
                 script.push('\n');
