@@ -18,11 +18,13 @@ const SECTION_TIMEOUT: Duration = Duration::from_secs(60);
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `set -euo pipefail` for every command; the DEBUG trap tells the wrappers the README line
-/// of the command they run; the ERR trap names the line that failed.
+/// of the command they run; the ERR trap names the line that failed; on the way out, the
+/// jobs left in the background are listed for the harness to check and stop.
 const PRELUDE: &str = r#"set -euo pipefail
 shopt -s expand_aliases
 trap 'export README_LINE=$LINENO' DEBUG
 trap 'echo "README.md:$LINENO: failed with exit status $?" >&2' ERR
+trap 'jobs -p > .background' EXIT
 "#;
 
 /// Where the blocks run: a working directory with the fixtures they read, and the
@@ -115,27 +117,37 @@ impl Workspace {
             std::thread::sleep(Duration::from_millis(20));
         };
         let transcript = std::fs::read_to_string(&out).unwrap_or_default();
-        let servers = self.stop_servers();
-        match (status, servers) {
-            (Some(status), Ok(())) if status.success() => Ok(transcript),
-            (Some(status), servers) => {
-                Err(format!("bash {status}:\n{transcript}{}", servers.err().unwrap_or_default()))
-            }
-            (None, _) => Err(format!("still running after {SECTION_TIMEOUT:?}:\n{transcript}")),
+        let (servers, problems) = self.stop_servers();
+        match status {
+            Some(status) if status.success() && problems.is_empty() => Ok(format!("{transcript}\n{servers}")),
+            Some(status) => Err(format!("bash {status}:\n{}\n{problems}", tail(&transcript))),
+            None => Err(format!("still running after {SECTION_TIMEOUT:?}:\n{}\n{problems}", tail(&transcript))),
         }
     }
 
-    /// Every server a block started (`servers/<pid>.line`): it must print its listening
-    /// line; then it gets SIGTERM and is waited for.
-    fn stop_servers(&self) -> Result<(), String> {
+    /// Every job the blocks left in the background (`.background`): a server (the wrapper
+    /// writes `servers/<pid>.line` before it becomes one) must print its listening line; then
+    /// each gets SIGTERM and is waited for. What each did, and what went wrong.
+    fn stop_servers(&self) -> (String, String) {
         let dir = self.path().join("servers");
-        let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(()) };
-        let mut problems = String::new();
-        let pids: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".line").map(str::to_owned))
-            .collect();
+        let (mut notes, mut problems) = (String::new(), String::new());
+        let jobs = std::fs::read_to_string(self.path().join(".background")).unwrap_or_default();
+        let _ = std::fs::remove_file(self.path().join(".background"));
+        let pids: Vec<String> = jobs.split_whitespace().map(str::to_owned).collect();
         for pid in &pids {
+            // The wrapper may not have got as far as writing its file when bash left.
+            let marked = dir.join(format!("{pid}.line"));
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !marked.exists() && alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !marked.exists() {
+                if alive(pid) {
+                    notes.push_str(&format!("a background job ({pid}) that is no tidings-server: stopped\n"));
+                    let _ = Command::new("kill").args(["-TERM", pid]).status();
+                }
+                continue;
+            }
             let line = std::fs::read_to_string(dir.join(format!("{pid}.line"))).unwrap_or_default();
             let log = dir.join(format!("{pid}.log"));
             let deadline = Instant::now() + LISTEN_TIMEOUT;
@@ -149,10 +161,13 @@ impl Workspace {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             };
-            if !listening {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                problems
-                    .push_str(&format!("README.md:{line}: the tidings-server it started never listened:\n{text}\n"));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            match text.lines().find_map(|l| l.strip_prefix("listening on ")).filter(|_| listening) {
+                Some(url) => {
+                    notes.push_str(&format!("README.md:{line}: its tidings-server listened on {url}; stopped\n"))
+                }
+                None => problems
+                    .push_str(&format!("README.md:{line}: the tidings-server it started never listened:\n{text}\n")),
             }
             let _ = Command::new("kill").args(["-TERM", pid]).status();
         }
@@ -166,8 +181,18 @@ impl Workspace {
             }
             let _ = std::fs::remove_file(dir.join(format!("{pid}.line")));
         }
-        if problems.is_empty() { Ok(()) } else { Err(problems) }
+        (notes, problems)
     }
+}
+
+/// The end of a long transcript (each response is a line of JSON).
+fn tail(transcript: &str) -> &str {
+    const KEEP: usize = 6000;
+    let mut start = transcript.len().saturating_sub(KEEP);
+    while !transcript.is_char_boundary(start) {
+        start += 1;
+    }
+    &transcript[start..]
 }
 
 fn alive(pid: &str) -> bool {
@@ -275,6 +300,30 @@ mod tests {
             r#"{"scheduledAt":"2026-09-02T09:00:00Z"} then "2026-09-03T09:00:00Z""#
         );
         assert_eq!(future_dates("no dates 2026-12", at("2030-01-01T00:00:00Z")), "no dates 2026-12");
+    }
+
+    #[test]
+    fn each_command_runs_at_its_readme_line() {
+        let work = Workspace::new(BTreeMap::new());
+        let block = |fence_line: usize, lines: &[&str]| {
+            let lines: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+            let block = Block {
+                lang: "sh".into(),
+                fence_line,
+                lines: lines.clone(),
+                section: String::new(),
+                directives: Default::default(),
+            };
+            (block, lines)
+        };
+        let section = [
+            block(3, &["[ \"$LINENO\" -eq 4 ]", "echo one \\", "  two; [ \"$LINENO\" -eq 6 ]"]),
+            block(9, &["[ \"$LINENO\" -eq 10 ]"]),
+        ];
+        work.run_section(&section).expect("every line where the README has it");
+        let failing = [block(20, &["true", "false", "true"])];
+        let error = work.run_section(&failing).expect_err("false fails");
+        assert!(error.contains("README.md:22: failed with exit status 1"), "{error}");
     }
 
     #[test]
