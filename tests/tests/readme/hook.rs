@@ -61,11 +61,6 @@ impl Hook {
         format!("http://{}", self.addr)
     }
 
-    /// The id last recorded for `name` (`messageId`, …).
-    pub fn id(&self, name: &str) -> Option<String> {
-        self.book.lock().unwrap().ids.get(name).cloned()
-    }
-
     /// Every command judged so far, one line each.
     pub fn log(&self) -> Vec<String> {
         self.book.lock().unwrap().log.clone()
