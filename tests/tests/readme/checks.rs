@@ -30,7 +30,7 @@ pub fn metrics_sample(block: &Block, actual: &str) -> Vec<String> {
             actual.iter().any(|l| l.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))
         };
         if !found {
-            failures.push(format!("README.md:{number}: `{line}` is not in the server's /metrics"));
+            failures.push(format!("README.md:{number}: `{line}` is not in the server's /metrics (a `text` block is read as a Prometheus sample)"));
         }
     }
     failures
