@@ -19,7 +19,9 @@
 //!     printed its listening line, and it is stopped. The block's own `TIDINGS_*` win.
 //!   - `cargo`: `cargo run … -p tidings-server` is the harness's server (no second build),
 //!     `cargo test …` is what runs this test; anything else fails.
-//!   - `swaks` is the real one (installed by `.ci/run`).
+//!   - `./test` (the README's test command) is a stand-in that says it runs this test.
+//!   - `swaks` is the real one (`./test` installs it; plain `cargo test` skips a block that
+//!     calls it when it is missing, saying so, as `tool_available` does for every test).
 //! - `text`: a Prometheus sample: every `# HELP`/`# TYPE` line and every sample's series
 //!   (values aside; `...` lines skipped) must be in the server's real `/metrics` after the
 //!   blocks ran (it has delivered mail; one message is also read by id, as in the sample).
@@ -69,6 +71,7 @@ mod readme {
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 
 use readme::blocks::{self, Block};
@@ -134,7 +137,16 @@ async fn every_readme_block_runs_or_is_checked() {
     // The sh blocks, a section at a time, in README order.
     let now = chrono::Utc::now();
     let mut sections: Vec<Vec<(Block, Vec<String>)>> = Vec::new();
+    // The programs beyond bash, curl and python3 that blocks call, and where they come from.
+    let tools = [("swaks", "apt-get install swaks")];
     for block in all.iter().filter(|b| b.lang == "sh") {
+        let calls = |tool: &str| block.lines.iter().any(|l| l.trim_start().starts_with(&format!("{tool} ")));
+        if let Some((tool, _)) = tools.iter().find(|(tool, install)| {
+            calls(tool) && !tidings_e2e::tool_available("readme", Command::new(tool).arg("--version"), install)
+        }) {
+            println!("{}: skipped: `{tool}` is not installed", block.at());
+            continue;
+        }
         if block.directives.needs_postgres && scratch.is_none() {
             println!("{}: skipped: it needs PostgreSQL, and none answers at {admin_url}", block.at());
             continue;

@@ -27,6 +27,10 @@ trap 'echo "README.md:$LINENO: failed with exit status $?" >&2' ERR
 trap 'jobs -p > .background' EXIT
 "#;
 
+/// The working directory's `./test`.
+const STAND_IN_TEST: &str = "#!/bin/sh\n\
+    echo \"README.md:$README_LINE: (readme test) ./test${*:+ $*} is what runs this test; not run again\"\n";
+
 /// Where the blocks run: a working directory with the fixtures they read, and the
 /// wrappers' directory.
 pub struct Workspace {
@@ -58,6 +62,10 @@ impl Workspace {
         std::fs::write(dir.path().join("invoice.pdf"), b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n").unwrap();
         std::fs::write(dir.path().join("logo.png"), PNG_1X1).unwrap();
         std::fs::write(dir.path().join("tidings-key"), format!("{}\n", tidings_e2e::SHARED_SECRET_KEY)).unwrap();
+        // `./test`, the README's test command, is what runs this test: its stand-in says so.
+        let test = dir.path().join("test");
+        std::fs::write(&test, STAND_IN_TEST).expect("write ./test");
+        std::fs::set_permissions(&test, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod ./test");
         let real_curl = which("curl").expect("curl on PATH");
         let mut env = env;
         env.insert("README_REAL_CURL".into(), real_curl.display().to_string());
