@@ -16,12 +16,12 @@
 //! and a revoked key ends it at once. What guards the pages (docs/dashboard.md has the
 //! whole model):
 //! - every POST is refused (403) unless its hidden `csrf` field matches the session's token,
-//!   checked before anything else is read from the form ([`form`]); a cross-site POST, told
+//!   checked before anything else is read from the form (`form.rs`); a cross-site POST, told
 //!   by `Sec-Fetch-Site` or `Origin`, is refused too, sign-in included;
 //! - every response carries a `Content-Security-Policy` without inline script or style, and
 //!   the pages load one script and one stylesheet, both compiled in ([`assets`]);
 //! - an email's HTML is shown only in a sandboxed iframe whose document has its own
-//!   policy: no script, no origin, no remote loads unless asked for ([`pages::message`]);
+//!   policy: no script, no origin, no remote loads unless asked for (`pages/message.rs`);
 //! - maud escapes every value written into a page; nothing from a message is written raw;
 //! - form bodies are bounded (64 KiB; 1 MiB for template forms) and every mistake is a page
 //!   naming it, never a 500.
@@ -32,7 +32,7 @@ mod error;
 mod form;
 mod headers;
 mod layout;
-pub mod pages;
+mod pages;
 mod session;
 mod table;
 

@@ -3,7 +3,7 @@
 
 mod domains;
 mod keys;
-pub mod message;
+mod message;
 mod messages;
 mod overview;
 mod sign_in;

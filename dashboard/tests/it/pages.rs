@@ -5,7 +5,7 @@
 
 use axum::http::StatusCode;
 use tidings_core::model::EventType;
-use tidings_core::ports::MessageStore;
+use tidings_core::ports::{MessageStore, WebhookStore};
 use tidings_core::testing::fixtures;
 use tidings_core::usecases::SendRequest;
 
@@ -235,6 +235,18 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(browser.post(&format!("/webhooks/{id}/test"), &[]).await.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/webhooks/{id}")).await;
     assert!(page.body.contains(r#"<table id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
+    // An attempt that failed: its response code and error are in the log, with a retry.
+    let mut delivery =
+        app.core.list_webhook_deliveries(&app.principal, &id, Default::default()).await.unwrap().items.remove(0);
+    (delivery.attempts, delivery.response_code, delivery.last_error) =
+        (1, Some(503), Some("HTTP 503: <b>down</b>".into()));
+    delivery.status = tidings_core::model::DeliveryStatus::Retrying;
+    app.store.update_webhook_delivery(&delivery).await.unwrap();
+    let page = browser.get(&format!("/webhooks/{id}")).await;
+    assert!(page.body.contains(r#"<td class="response-code">503</td>"#), "{}", page.body);
+    assert!(page.body.contains("HTTP 503: &lt;b&gt;down&lt;/b&gt;") && page.body.contains(r#"data-status="Retrying""#));
+    let retried = browser.post(&format!("/webhooks/{id}/deliveries/{}/retry", delivery.id), &[]).await;
+    assert_eq!((retried.status, retried.location()), (StatusCode::SEE_OTHER, format!("/webhooks/{id}").as_str()));
     let rotated = browser.post(&format!("/webhooks/{id}/rotate"), &[]).await;
     assert_eq!(rotated.status, StatusCode::OK);
     assert!(rotated.body.contains(r#"id="new-secret">whsec_"#) && !rotated.body.contains(&secret));
@@ -407,4 +419,34 @@ async fn bad_input_is_a_page_naming_it_never_a_500() {
         )
         .await;
     assert_eq!(raw.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_message_list_pages_with_a_cursor_and_keeps_its_filters() {
+    let app = TestApp::new().await;
+    app.verified_domain("paging.example").await;
+    for i in 0..52 {
+        let to = if i % 2 == 0 { "even@example.com" } else { "odd@example.com" };
+        let req = SendRequest {
+            to: Some(to.into()),
+            subject: Some(format!("n{i}")),
+            text: Some("t".into()),
+            ..SendRequest::default()
+        };
+        app.core.send_message(&app.principal, req, None).await.unwrap();
+    }
+    let browser = app.sign_in(&app.key).await;
+    let first = browser.get("/messages").await;
+    assert_eq!(first.body.matches("<tr data-id=").count(), 50);
+    let at = first.body.find(r#"<a class="next" href=""#).expect("a.next") + r#"<a class="next" href=""#.len();
+    let next = first.body[at..].split('"').next().unwrap().replace("&amp;", "&");
+    assert!(next.starts_with("/messages?cursor="), "{next}");
+    let second = browser.get(&next).await;
+    assert_eq!(second.body.matches("<tr data-id=").count(), 2);
+    assert!(!second.body.contains(r#"class="next""#), "the last page");
+    let queued = browser.get("/messages?status=Queued").await;
+    assert!(queued.body.contains(r#"<a class="next" href="/messages?status=Queued&amp;cursor="#), "the filter stays");
+    let filtered = browser.get("/messages?to=odd%40example.com").await;
+    assert_eq!(filtered.body.matches("<tr data-id=").count(), 26);
+    assert!(!filtered.body.contains("even@example.com"));
 }
