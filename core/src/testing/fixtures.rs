@@ -17,7 +17,7 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::model::{
-    ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainStatus, EventDetails, EventType,
+    ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, EventDetails, EventType,
     IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit, RecordKind,
     RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason, SuppressionSource, Template,
     TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl, Workspace,
@@ -269,6 +269,7 @@ pub fn domain(ws: WorkspaceId, name: &str) -> Domain {
         created_at: now(),
         verified_at: None,
         last_checked_at: None,
+        kind: DomainKind::Customer,
     }
 }
 
