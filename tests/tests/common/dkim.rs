@@ -53,7 +53,7 @@ pub async fn assert_signed_with_records(raw: &[u8], records: &Value, domain: &st
 /// headers issue #4 names.
 fn assert_outputs(outputs: &[DkimOutput<'_>], domain: &str) {
     let mut algorithms = Vec::new();
-    for output in &outputs {
+    for output in outputs {
         let signature = output.signature().expect("a DKIM-Signature that parses");
         let algorithm = signature.a.name();
         assert_eq!(output.result(), &DkimResult::Pass, "the {algorithm} signature verifies");
