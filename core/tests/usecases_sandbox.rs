@@ -47,7 +47,13 @@ fn sandbox_on() -> TestCore {
 /// after a restart with another transport, or a second node.
 fn node(t: &TestCore, on: bool) -> Tidings {
     let config = CoreConfig { sandbox_sending: on, ..CoreConfig::default() };
-    Tidings::new(Arc::clone(&t.store) as _, Arc::clone(&t.clock) as _, Arc::new(SystemRandom), Arc::clone(&t.dns) as _, config)
+    Tidings::new(
+        Arc::clone(&t.store) as _,
+        Arc::clone(&t.clock) as _,
+        Arc::new(SystemRandom),
+        Arc::clone(&t.dns) as _,
+        config,
+    )
 }
 
 /// A Verified customer domain, its id taken at the test clock's time so that lists order it
@@ -98,7 +104,10 @@ async fn with_the_sandbox_on_a_fresh_workspace_sends_without_from() {
     let domains = stored(&t, &who).await;
     assert_eq!(domains.len(), 1, "the send made the sandbox domain: {domains:?}");
     let sandbox = &domains[0];
-    assert_eq!((sandbox.kind, sandbox.status, sandbox.name.as_str()), (DomainKind::Sandbox, DomainStatus::Verified, SANDBOX_DOMAIN));
+    assert_eq!(
+        (sandbox.kind, sandbox.status, sandbox.name.as_str()),
+        (DomainKind::Sandbox, DomainStatus::Verified, SANDBOX_DOMAIN)
+    );
     assert_eq!(sent.domain_id, sandbox.id);
     assert_eq!(sandbox.verified_at, Some(t.now()));
     assert_eq!(sandbox.last_checked_at, None, "never looked up in DNS");
@@ -119,7 +128,10 @@ async fn with_the_sandbox_on_the_first_list_makes_and_shows_it() {
 
     let domains = listed(&t.core, &who).await;
 
-    assert_eq!(domains.iter().map(|d| (d.name.as_str(), d.kind)).collect::<Vec<_>>(), [(SANDBOX_DOMAIN, DomainKind::Sandbox)]);
+    assert_eq!(
+        domains.iter().map(|d| (d.name.as_str(), d.kind)).collect::<Vec<_>>(),
+        [(SANDBOX_DOMAIN, DomainKind::Sandbox)]
+    );
     let by_id = t.core.get_domain(&who, &domains[0].id.to_string()).await.unwrap();
     assert_eq!(by_id, domains[0]);
     assert_eq!(listed(&t.core, &who).await, domains, "listing again makes no second one");
@@ -229,7 +241,11 @@ async fn the_sandbox_cannot_be_deleted_verifying_it_changes_nothing_and_tracking
     assert_eq!(report.checked, 0, "the background re-check never takes it");
     let tracked = t
         .core
-        .update_domain_tracking(&who, &id, UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None })
+        .update_domain_tracking(
+            &who,
+            &id,
+            UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
+        )
         .await
         .unwrap();
     assert!(tracked.open_tracking);
@@ -247,7 +263,8 @@ async fn racing_first_sends_on_two_nodes_make_one_sandbox() {
         let who = who.clone();
         tokio::spawn(async move { core.send_message(&who, text_send("ann@example.com"), None).await })
     });
-    let sent: Vec<_> = futures::future::join_all(sends).await.into_iter().map(|r| r.unwrap().unwrap().message).collect();
+    let sent: Vec<_> =
+        futures::future::join_all(sends).await.into_iter().map(|r| r.unwrap().unwrap().message).collect();
 
     let domains = stored(&t, &who).await;
     assert_eq!(domains.len(), 1, "one sandbox: {domains:?}");
@@ -298,7 +315,11 @@ async fn with_the_sandbox_off_an_existing_sandbox_is_invisible_and_unusable() {
     ] {
         assert_eq!(result, Err(Error::NotFound("domain")));
     }
-    assert_eq!(invalid_fields(off.send_message(&who, text_send("ann@example.com"), None).await), ["from"], "not a default from");
+    assert_eq!(
+        invalid_fields(off.send_message(&who, text_send("ann@example.com"), None).await),
+        ["from"],
+        "not a default from"
+    );
     assert_sandbox_refusal(off.send_message(&who, from_sandbox("ann@example.com"), None).await);
 
     verified_domain(&t, &who, "acme.com").await;
@@ -328,7 +349,10 @@ async fn with_the_sandbox_off_pages_of_domains_skip_it_and_stay_full() {
         let mut cursor = None;
         loop {
             let page = off.list_domains(&who, ListParams { limit: Some(limit), cursor }).await.unwrap();
-            assert!(page.items.len() == limit as usize || !page.has_more, "limit {limit}: a page before the end is full");
+            assert!(
+                page.items.len() == limit as usize || !page.has_more,
+                "limit {limit}: a page before the end is full"
+            );
             seen.extend(page.items.iter().map(|d| d.name.to_string()));
             if !page.has_more {
                 break;

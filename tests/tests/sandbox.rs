@@ -53,7 +53,11 @@ fn a_fresh_server_sends_the_first_email_with_only_to_subject_and_text() {
         let server = TestServer::start().await;
 
         let (status, body) = server
-            .post("/v1/messages", server.key(), json!({"to": "ann@example.com", "subject": "Hello", "text": "It works."}))
+            .post(
+                "/v1/messages",
+                server.key(),
+                json!({"to": "ann@example.com", "subject": "Hello", "text": "It works."}),
+            )
             .await;
 
         assert_ok(status, &body, 201, "the first send");
@@ -131,7 +135,8 @@ fn with_a_relay_the_sandbox_is_unlisted_refused_and_never_relayed() {
         let plain = json!({"to": "ann@example.com", "subject": "Hello", "text": "It works."});
         let (status, body) = relay.post("/v1/messages", &key, plain.clone()).await;
         assert_invalid(status, &body, &["from"], "no from and no verified domain, as before the sandbox");
-        let from_sandbox = json!({"from": format!("noreply@{SANDBOX}"), "to": "ann@example.com", "subject": "Hello", "text": "x"});
+        let from_sandbox =
+            json!({"from": format!("noreply@{SANDBOX}"), "to": "ann@example.com", "subject": "Hello", "text": "x"});
         let (status, body) = relay.post("/v1/messages", &key, from_sandbox).await;
         assert_error(status, &body, 422, "domain_not_verified", "a send from the sandbox");
         let message = body["error"]["message"].as_str().expect("a message");
@@ -197,7 +202,11 @@ fn the_readme_first_screen_sends_one_email_and_shows_it_delivered_in_the_outbox(
         let (send, check) = (&blocks[1], &blocks[2]);
         assert_eq!((send.0.as_str(), check.0.as_str()), ("sh", "sh"));
         assert_eq!(send.1.matches("curl ").count(), 1, "one curl: {}", send.1);
-        assert!(send.1.contains("/v1/messages") && !send.1.contains("\"from\""), "to, subject and text only: {}", send.1);
+        assert!(
+            send.1.contains("/v1/messages") && !send.1.contains("\"from\""),
+            "to, subject and text only: {}",
+            send.1
+        );
 
         let server = TestServer::start_with(Options::default()).await; // the key it prints, as a new user has
         let sent: Value = serde_json::from_str(&run_as_written(&send.1, &server)).expect("the send prints JSON");

@@ -73,7 +73,9 @@ impl Tidings {
         if is_reserved_for_sandbox(&name) {
             return Err(Error::field(
                 "domain",
-                format!("{name} is reserved: {SANDBOX_DOMAIN} and the names under it are Tidings' sandbox sending domain"),
+                format!(
+                    "{name} is reserved: {SANDBOX_DOMAIN} and the names under it are Tidings' sandbox sending domain"
+                ),
             ));
         }
         if self.store.find_domain_by_name(who.workspace_id, &name).await?.is_some() {

@@ -20,9 +20,9 @@ use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::render_pool::OwnedSource;
+use crate::usecases::sandbox::sandbox_off;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
-use crate::usecases::sandbox::sandbox_off;
 use crate::usecases::{
     AttachmentRequest, ListParams, Listed, Principal, SANDBOX_DOMAIN, TagRequest, Tidings, TrackingRequest,
 };

@@ -88,8 +88,13 @@ impl TestApi {
     }
 
     async fn with_configs(config: HttpConfig, core_config: CoreConfig) -> Self {
-        let core =
-            Tidings::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), core_config);
+        let core = Tidings::new(
+            Arc::new(MemoryStore::new()),
+            Arc::new(SystemClock),
+            Arc::new(SystemRandom),
+            Arc::new(NoDns),
+            core_config,
+        );
         let metrics = Arc::new(Metrics::new());
         let core = core.with_observer(metrics.clone());
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
