@@ -152,6 +152,10 @@ typed_id!(
     /// `webhook-id` header).
     DeliveryId
 );
+typed_id!(
+    /// A dashboard session.
+    SessionId
+);
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@ pub mod model;
 pub mod net_policy;
 pub mod outbound;
 pub mod ports;
+pub mod runtime;
 pub mod sealing;
 pub mod secret;
 pub mod state_machine;

@@ -28,6 +28,7 @@ mod queue;
 mod retention;
 mod sealing;
 mod secrets;
+mod sessions;
 mod suppressions;
 mod templates;
 mod webhooks;

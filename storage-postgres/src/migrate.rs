@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_message_labels", include_str!("../migrations/0004_message_labels.sql")),
     ("0005_retention", include_str!("../migrations/0005_retention.sql")),
     ("0006_sealing", include_str!("../migrations/0006_sealing.sql")),
+    ("0007_sessions", include_str!("../migrations/0007_sessions.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

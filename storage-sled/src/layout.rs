@@ -86,6 +86,13 @@ pub const DELIVERY_BY_ENDPOINT: u8 = 0x62;
 /// can skip the deliveries of an endpoint over its quota without reading them (entries
 /// written before the endpoint was kept here have an empty value).
 pub const DELIVERY_DUE: u8 = 0x63;
+/// Dashboard session: `SESSION ‖ token sha256` → `DashboardSession` (global: the cookie
+/// names no workspace).
+pub const SESSION: u8 = 0x80;
+/// Session ids in use: `SESSION_ID ‖ session` → `` (ids are unique).
+pub const SESSION_ID: u8 = 0x81;
+/// Global session expiry index: `SESSION_EXP ‖ time ‖ token sha256` → ``.
+pub const SESSION_EXPIRY: u8 = 0x82;
 
 /// A key under construction: `Key::new(TAG).id(ws).id(msg).0`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,6 +221,21 @@ pub fn message_purge(id: MessageId) -> Key {
 /// Store metadata.
 pub fn meta(name: &str) -> Key {
     Key::new(META).raw(name.as_bytes())
+}
+
+/// `SESSION ‖ token sha256`.
+pub fn session(hash: &tidings_core::model::SessionTokenHash) -> Key {
+    Key::new(SESSION).raw(&hash.0)
+}
+
+/// `SESSION_ID ‖ session`.
+pub fn session_id(id: tidings_core::ids::SessionId) -> Key {
+    Key::new(SESSION_ID).id(id.to_bytes())
+}
+
+/// `SESSION_EXP ‖ time ‖ token sha256`.
+pub fn session_expiry(at: DateTime<Utc>, hash: &tidings_core::model::SessionTokenHash) -> Key {
+    Key::new(SESSION_EXPIRY).time(at).raw(&hash.0)
 }
 
 /// `SECRET ‖ name`.

@@ -195,6 +195,11 @@ fn stage_key(batch: &mut Batch, taken: (Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8
 
 #[async_trait]
 impl MessageStore for SledStore {
+    // sled locks its directory: one process at a time.
+    fn is_exclusive(&self) -> bool {
+        true
+    }
+
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
         let mut enc = encode_new(&new)?;
         let idempotency = enc.idempotency.take();

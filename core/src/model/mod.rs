@@ -7,6 +7,7 @@ pub mod extras;
 mod idempotency;
 mod message;
 mod sender;
+mod session;
 mod suppression;
 mod template;
 mod webhook;
@@ -21,6 +22,8 @@ pub use idempotency::{
 pub use message::MessageTracking;
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
 pub use sender::{Sender, SenderUsername};
+pub(crate) use session::new_csrf_token;
+pub use session::{DashboardSession, SessionToken, SessionTokenHash};
 pub use suppression::{Suppression, SuppressionReason, SuppressionSource};
 pub use template::{Template, TemplateVersion};
 pub use webhook::{DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl};

@@ -25,9 +25,9 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::model::{
-    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus, Sender,
-    SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
-    Workspace,
+    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
+    Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
+    WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use crate::ports::EndpointQuota;
 use crate::secret::{Secret, SecretName};
@@ -321,6 +321,14 @@ pub trait MessageStore: Send + Sync {
     /// release lost in a crash leaves the leases, which the next start releases again. May
     /// cost O(messages due after `now`), retry times included: it runs once per start.
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+    /// Whether no other process can use this store while this one has it open (sled locks
+    /// its directory; an in-memory store is the process's own). Only then was every lease
+    /// found in it at start taken by a run that is gone, so that
+    /// [`Self::release_message_leases`] and its webhook twin may be called. `false`, the
+    /// default, for a store that several processes or nodes may share.
+    fn is_exclusive(&self) -> bool {
+        false
+    }
     /// How many messages have a next attempt, and how many of those are due at `now`
     /// ([`PendingMessages`]). For the queue-depth gauge, read every few seconds at most: it
     /// may cost O(messages waiting) (a count over the due index), never O(messages).
@@ -532,9 +540,43 @@ pub trait SecretStore: Send + Sync {
     async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
 }
 
+/// Dashboard sessions (found by the SHA-256 of their token, across workspaces).
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Stores a new session (durable: a node that did not open it honours it at once).
+    /// `Conflict` if its id or token hash exists.
+    async fn insert_session(&self, session: &DashboardSession) -> StoreResult<()>;
+    /// The session with this token hash, expired or not (the caller decides).
+    async fn find_session(&self, token: &SessionTokenHash) -> StoreResult<Option<DashboardSession>>;
+    /// Sets `last_seen_at` and `expires_at` of the session if `last_seen_at` is later than
+    /// the stored one (not durable, may be coalesced: a lost touch only ends a session a
+    /// little early). An unknown session is ignored.
+    async fn touch_session(
+        &self,
+        token: &SessionTokenHash,
+        last_seen_at: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Deletes the session (durable: from return on no node finds it). `false` if there was
+    /// none.
+    async fn delete_session(&self, token: &SessionTokenHash) -> StoreResult<bool>;
+    /// Deletes up to `limit` sessions whose `expires_at` is at or before `now`, earliest
+    /// first, and returns how many; the caller repeats until that is less than `limit`. Cost
+    /// O(limit) plus, at most, O(sessions) on a store without an index on expiry.
+    async fn delete_expired_sessions(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+}
+
 /// The whole store.
 pub trait Store:
-    WorkspaceStore + KeyStore + MessageStore + DomainStore + TemplateStore + SuppressionStore + WebhookStore + SecretStore
+    WorkspaceStore
+    + KeyStore
+    + MessageStore
+    + DomainStore
+    + TemplateStore
+    + SuppressionStore
+    + WebhookStore
+    + SecretStore
+    + SessionStore
 {
 }
 
@@ -547,5 +589,6 @@ impl<T> Store for T where
         + SuppressionStore
         + WebhookStore
         + SecretStore
+        + SessionStore
 {
 }

@@ -45,6 +45,7 @@ mod queue;
 mod quotas;
 mod retention;
 mod secrets;
+mod sessions;
 mod suppressions;
 mod templates;
 mod webhooks;
@@ -155,6 +156,10 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         webhooks::deleting_a_webhook_deletes_its_deliveries,
         secrets::the_first_secret_stored_is_kept,
         secrets::racing_callers_all_get_one_secret,
+        sessions::sessions_round_trip_by_token_hash,
+        sessions::touches_only_move_sessions_forward,
+        sessions::deleted_sessions_are_gone,
+        sessions::expired_sessions_are_deleted_earliest_first_up_to_the_limit,
     ]
 }
 

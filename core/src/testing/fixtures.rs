@@ -114,6 +114,22 @@ pub fn api_key(ws: WorkspaceId) -> ApiKey {
     }
 }
 
+/// A session of `key`, signed in now, expiring `ttl_secs` from now, with a fresh random
+/// token (hence a unique hash).
+pub fn session(key: &ApiKey, ttl_secs: i64) -> crate::model::DashboardSession {
+    let token = crate::model::SessionToken::generate(&SystemRandom);
+    crate::model::DashboardSession {
+        id: crate::ids::SessionId(ulid()),
+        token_hash: token.hash(),
+        workspace_id: key.workspace_id,
+        api_key_id: key.id,
+        csrf_token: Secret::new(format!("csrf-{}", ulid())),
+        created_at: now(),
+        last_seen_at: now(),
+        expires_at: plus_secs(now(), ttl_secs),
+    }
+}
+
 /// A `Queued` message of `ws` sent with `key` from `domain` to `recipient@example.com`,
 /// created now and due now.
 pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {

@@ -17,8 +17,8 @@ use crate::model::{
 };
 use crate::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
-    NewTemplateVersion, Page, PageRequest, SecretStore, StoreError, StoreResult, SuppressionStore, TemplateChange,
-    TemplateStore, WebhookStore, WorkspaceStore,
+    NewTemplateVersion, Page, PageRequest, SecretStore, SessionStore, StoreError, StoreResult, SuppressionStore,
+    TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
 use crate::secret::{Secret, SecretName};
 
@@ -361,6 +361,33 @@ impl WebhookStore for UnavailableStore {
 #[async_trait]
 impl SecretStore for UnavailableStore {
     async fn ensure_secret(&self, _name: SecretName, _candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>> {
+        down()
+    }
+}
+
+#[async_trait]
+impl SessionStore for UnavailableStore {
+    async fn insert_session(&self, _session: &crate::model::DashboardSession) -> StoreResult<()> {
+        down()
+    }
+    async fn find_session(
+        &self,
+        _token: &crate::model::SessionTokenHash,
+    ) -> StoreResult<Option<crate::model::DashboardSession>> {
+        down()
+    }
+    async fn touch_session(
+        &self,
+        _token: &crate::model::SessionTokenHash,
+        _last_seen_at: DateTime<Utc>,
+        _expires_at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        down()
+    }
+    async fn delete_session(&self, _token: &crate::model::SessionTokenHash) -> StoreResult<bool> {
+        down()
+    }
+    async fn delete_expired_sessions(&self, _now: DateTime<Utc>, _limit: usize) -> StoreResult<usize> {
         down()
     }
 }

@@ -71,13 +71,7 @@ impl Tidings {
         if key.last_used_at.is_none_or(|last| now - last >= LAST_USED_RESOLUTION) {
             let _ = self.store.touch_api_key(key.workspace_id, key.id, now).await;
         }
-        Ok(Principal {
-            workspace_id: key.workspace_id,
-            key_id: key.id,
-            scope: key.scope,
-            sending_domain_id: key.sending_domain_id,
-            rate_limit: key.rate_limit,
-        })
+        Ok(Principal::of_key(&key))
     }
 }
 

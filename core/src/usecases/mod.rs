@@ -22,6 +22,7 @@ mod scheduling;
 mod send_fields;
 mod send_turns;
 mod senders;
+mod sessions;
 mod submission;
 mod submitted_message;
 mod suppressions;
@@ -56,6 +57,7 @@ pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE}
 pub use send_fields::{AttachmentRequest, TagRequest};
 pub use send_turns::{SendTurn, SendTurns};
 pub use senders::*;
+pub use sessions::*;
 pub use submission::*;
 pub use submitted_message::*;
 pub use suppressions::*;
@@ -97,6 +99,8 @@ pub struct CoreConfig {
     /// sandbox is invisible: not listed, not found, never a default `from`, and a send from
     /// it is refused with `domain_not_verified`.
     pub sandbox_sending: bool,
+    /// How long dashboard sessions last.
+    pub sessions: SessionPolicy,
 }
 
 impl Default for CoreConfig {
@@ -112,6 +116,7 @@ impl Default for CoreConfig {
             message_retention: Some(Duration::days(30)),
             render_threads: default_render_threads(),
             sandbox_sending: false,
+            sessions: SessionPolicy::default(),
         }
     }
 }

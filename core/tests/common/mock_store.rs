@@ -14,13 +14,14 @@ use tidings_core::ids::{
     WebhookId, WorkspaceId,
 };
 use tidings_core::model::{
-    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender, SenderUsername,
-    Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
+    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender,
+    SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery,
+    WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
-    NewTemplateVersion, Page, PageRequest, SecretStore, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
-    WebhookStore, WorkspaceStore,
+    NewTemplateVersion, Page, PageRequest, SecretStore, SessionStore, StoreResult, SuppressionStore, TemplateChange,
+    TemplateStore, WebhookStore, WorkspaceStore,
 };
 use tidings_core::secret::{Secret, SecretName};
 
@@ -145,6 +146,19 @@ mock! {
     #[async_trait]
     impl SecretStore for Store {
         async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
+    }
+    #[async_trait]
+    impl SessionStore for Store {
+        async fn insert_session(&self, session: &DashboardSession) -> StoreResult<()>;
+        async fn find_session(&self, token: &SessionTokenHash) -> StoreResult<Option<DashboardSession>>;
+        async fn touch_session(
+            &self,
+            token: &SessionTokenHash,
+            last_seen_at: DateTime<Utc>,
+            expires_at: DateTime<Utc>,
+        ) -> StoreResult<()>;
+        async fn delete_session(&self, token: &SessionTokenHash) -> StoreResult<bool>;
+        async fn delete_expired_sessions(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
     }
     #[async_trait]
     impl WebhookStore for Store {

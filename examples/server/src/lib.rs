@@ -1,11 +1,11 @@
 //! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
 //! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
 //! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
-//! background loops (`workers`: delivery, webhook delivery, domain re-checks, Idempotency-Key
-//! purge, retention), the SMTP listeners for reports (`inbound`) and submission
-//! (`submission`), and serves HTTPS until SIGTERM/SIGINT (`serve`), with `/readyz` answering
-//! 503 from the signal on. The binary's `main` only calls
-//! [`cli::main`]; [`run`] is the server itself, for embedding.
+//! background loops (core's `Runtime`: delivery, webhook delivery, domain re-checks, the
+//! purges, retention), watches the store's health (`workers`), runs the SMTP listeners for
+//! reports (`inbound`) and submission (`submission`), and serves HTTPS until SIGTERM/SIGINT
+//! (`serve`), with `/readyz` answering 503 from the signal on. The binary's `main` only
+//! calls [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
 //! bootstrap key on first start, and the output of the operator subcommands.
@@ -27,9 +27,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::delivery::{
-    DeliverySettings, DeliveryWorker, DispatchSettings, WebhookDispatcher, WebhookSettings, WebhookWorker,
-};
+use tidings_core::delivery::{DeliverySettings, WebhookSettings};
+use tidings_core::runtime::{Runtime, RuntimeSettings};
 use tidings_core::tracking::TrackingConfig;
 use tidings_http::{ApiState, HttpConfig, Metrics, router};
 use tokio::sync::watch;
@@ -159,7 +158,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         tracing::warn!("{warning}");
     }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
-    let bootstrap::OpenStore { store, kind: store_kind, limits, sled } = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, kind: _, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -188,7 +187,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     eprintln!("listening on https://{local}");
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let settings = DeliverySettings {
+    let delivery = DeliverySettings {
         schedule: config.delivery.retry_schedule.clone(),
         // The transports give up on one message after their total timeout; the worker's own
         // cut-off (and with it the lease) must be longer.
@@ -196,29 +195,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         lease_margin: config.lease_margin,
         ..DeliverySettings::default()
     };
-    // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
-    let worker = match mailer {
-        Some(mailer) => {
-            let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings));
-            // Valid only for a store one process alone can open (sled locks its directory, see
-            // `bootstrap::open_store`): every lease in it was then taken by a run that is gone, so
-            // its messages need not wait the lease out (minutes). Done before the delivery loop
-            // starts, which is the one claimer of this process. On PostgreSQL other nodes may hold
-            // those leases right now, for work they are doing: there they are left to expire, and
-            // whichever node claims next after that takes the work over.
-            if store_kind.exclusive() {
-                match worker.release_leases_after_restart(core.clock().now()).await {
-                    Ok(0) => {}
-                    Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
-                    // The leases then end on their own: a reason to warn, not to refuse to start.
-                    Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
-                }
-            }
-            Some(worker)
-        }
-        None => None,
-    };
-    let webhook_settings = WebhookSettings {
+    let webhooks = WebhookSettings {
         schedule: config.webhook_retry_schedule.clone(),
         // The sender gives up after the contract's 10 s itself and says why; core's cut-off
         // is only the backstop, so it must not race the sender's.
@@ -226,28 +203,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         lease_margin: config.lease_margin,
         ..WebhookSettings::default()
     };
-    let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, webhook_settings));
-    // The same single-process reasoning as for messages above, and the same skip.
-    if store_kind.exclusive() {
-        match webhooks.release_leases_after_restart(core.clock().now()).await {
-            Ok(0) => {}
-            Ok(released) => {
-                tracing::info!(released, "webhook deliveries left claimed by the previous run are due again");
-            }
-            Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
-        }
-    }
-    let dispatcher = WebhookDispatcher::new(webhooks, DispatchSettings::default());
-    let mut background = vec![
-        tokio::spawn(workers::purge_idempotency_keys(core.clone(), stop_rx.clone())),
-        tokio::spawn(workers::purge_limits(limits.clone(), core.clone(), stop_rx.clone())),
-        tokio::spawn(workers::purge_message_content(core.clone(), config.retention_interval, stop_rx.clone())),
-        tokio::spawn(workers::deliver_webhooks(dispatcher, core.clone(), stop_rx.clone())),
-        tokio::spawn(workers::recheck_domains(core.clone(), config.delivery.domain_recheck_interval, stop_rx.clone())),
-    ];
-    if let Some(worker) = worker {
-        background.push(tokio::spawn(workers::deliver(worker, core.clone(), stop_rx.clone())));
-    }
+    let settings = RuntimeSettings {
+        delivery,
+        webhooks,
+        retention_interval: config.retention_interval,
+        limits: Some(limits.clone()),
+        ..RuntimeSettings::default()
+    };
+    // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
+    let runtime = Runtime::start(core.clone(), mailer, webhook_sender, settings).await;
     // Bounce and complaint reports: served until shutdown like the HTTPS listener.
     let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
         (Some(addr), Some(domain)) => {
@@ -331,7 +295,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     serve::serve(listener, acceptor, app, stop, SHUTDOWN_GRACE, &config.connections).await;
 
     let _ = stop_tx.send(true);
-    for task in background.into_iter().chain(inbound).chain(submission) {
+    runtime.shutdown().await;
+    for task in inbound.into_iter().chain(submission) {
         let _ = task.await;
     }
     // Every handle on the store (core, router, connection tasks) is gone once the tasks end;

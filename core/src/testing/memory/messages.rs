@@ -4,6 +4,11 @@ use super::*;
 
 #[async_trait]
 impl MessageStore for MemoryStore {
+    // Kept in this process's memory: nobody else can have it.
+    fn is_exclusive(&self) -> bool {
+        true
+    }
+
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
         let mut st = self.state();
         if let Some(record) = &new.idempotency

@@ -49,6 +49,7 @@ use crate::ports::Store;
 mod accounts;
 mod domains;
 mod messages;
+mod sessions;
 mod webhooks;
 
 /// The reference in-memory [`Store`]. Cheap to create; share it as `Arc<MemoryStore>` or
@@ -82,6 +83,7 @@ struct State {
     deliveries: BTreeMap<DeliveryId, WebhookDelivery>,
     /// Sealed.
     secrets: BTreeMap<SecretName, Vec<u8>>,
+    sessions: BTreeMap<crate::model::SessionTokenHash, crate::model::DashboardSession>,
 }
 
 impl MemoryStore {

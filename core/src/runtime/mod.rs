@@ -1,0 +1,155 @@
+//! [`Runtime`]: every background loop a Tidings service needs, started with one call.
+//!
+//! The use cases accept and record; the loops make things happen afterwards: delivery of due
+//! messages through a [`Mailer`], webhook deliveries through a [`WebhookSender`], re-checks of
+//! domains not yet verified, and the purges of expired Idempotency-Keys, limits, dashboard
+//! sessions and message content past retention. The server and an embedding application
+//! start them the same way:
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use tidings_core::runtime::{Runtime, RuntimeSettings};
+//! # async fn example(
+//! #     core: tidings_core::usecases::Tidings,
+//! #     mailer: Arc<dyn tidings_core::ports::Mailer>,
+//! #     webhooks: Arc<dyn tidings_core::ports::WebhookSender>,
+//! # ) {
+//! let runtime = Runtime::start(core, Some(mailer), webhooks, RuntimeSettings::default()).await;
+//! // ... serve requests ...
+//! runtime.shutdown().await; // waits for every loop (in-flight sends get a few seconds)
+//! # }
+//! ```
+//!
+//! [`Mailer`]: crate::ports::Mailer
+//! [`WebhookSender`]: crate::ports::WebhookSender
+
+mod loops;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::delivery::{
+    DeliverySettings, DeliveryWorker, DispatchSettings, WebhookDispatcher, WebhookSettings, WebhookWorker,
+};
+use crate::ports::{Limits, Mailer, WebhookSender};
+use crate::usecases::Tidings;
+
+/// How the loops run.
+#[derive(Clone)]
+pub struct RuntimeSettings {
+    /// Delivery: retry schedule, batch, concurrency, timeouts, lease.
+    pub delivery: DeliverySettings,
+    /// Webhook deliveries: retry schedule, timeouts, lease.
+    pub webhooks: WebhookSettings,
+    /// How many webhook POSTs run at once, in all and per endpoint.
+    pub dispatch: DispatchSettings,
+    /// How often message content past retention is purged (when the core's retention is
+    /// set).
+    pub retention_interval: Duration,
+    /// Shared limits whose stale entries are purged periodically (the PostgreSQL limits
+    /// keep rows; in-memory limits purge themselves). `None` purges none.
+    pub limits: Option<Arc<dyn Limits>>,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        Self {
+            delivery: DeliverySettings::default(),
+            webhooks: WebhookSettings::default(),
+            dispatch: DispatchSettings::default(),
+            retention_interval: Duration::from_secs(600),
+            limits: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RuntimeSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeSettings")
+            .field("delivery", &self.delivery)
+            .field("webhooks", &self.webhooks)
+            .field("dispatch", &self.dispatch)
+            .field("retention_interval", &self.retention_interval)
+            .field("limits", &self.limits.is_some())
+            .finish()
+    }
+}
+
+/// The running background loops. Dropping it without [`Runtime::shutdown`] leaves them
+/// running until the Tokio runtime ends.
+#[derive(Debug)]
+pub struct Runtime {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Starts every loop on the current Tokio runtime. `mailer` `None` delivers nothing
+    /// (messages are accepted and stay queued: the server's `hold` mode).
+    ///
+    /// On a store that only this process can have open ([`MessageStore::is_exclusive`]),
+    /// messages and webhook deliveries that a previous run left leased are made due at once
+    /// first, instead of waiting for their leases to end; on a shared store other processes
+    /// may hold those leases for work they are doing, so they are left to expire.
+    ///
+    /// [`MessageStore::is_exclusive`]: crate::ports::MessageStore::is_exclusive
+    pub async fn start(
+        core: Tidings,
+        mailer: Option<Arc<dyn Mailer>>,
+        webhook_sender: Arc<dyn WebhookSender>,
+        settings: RuntimeSettings,
+    ) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let exclusive = core.store().is_exclusive();
+        let mut tasks = Vec::new();
+        if let Some(mailer) = mailer {
+            let worker = Arc::new(DeliveryWorker::new(core.clone(), mailer, settings.delivery.clone()));
+            if exclusive {
+                match worker.release_leases_after_restart(core.clock().now()).await {
+                    Ok(0) => {}
+                    Ok(released) => tracing::info!(released, "messages left claimed by the previous run are due again"),
+                    // The leases then end on their own: a reason to warn, not to refuse to start.
+                    Err(e) => tracing::warn!("could not release the delivery leases of the previous run: {e}"),
+                }
+            }
+            tasks.push(tokio::spawn(loops::deliver(worker, core.clone(), stopped.clone())));
+        }
+        let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, settings.webhooks.clone()));
+        if exclusive {
+            match webhooks.release_leases_after_restart(core.clock().now()).await {
+                Ok(0) => {}
+                Ok(released) => {
+                    tracing::info!(released, "webhook deliveries left claimed by the previous run are due again");
+                }
+                Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+            }
+        }
+        let dispatcher = WebhookDispatcher::new(webhooks, settings.dispatch);
+        let recheck_every = core.config().domain_recheck_interval.to_std().unwrap_or(Duration::from_secs(600));
+        tasks.extend([
+            tokio::spawn(loops::deliver_webhooks(dispatcher, core.clone(), stopped.clone())),
+            tokio::spawn(loops::recheck_domains(core.clone(), recheck_every, stopped.clone())),
+            tokio::spawn(loops::purge_idempotency_keys(core.clone(), stopped.clone())),
+            tokio::spawn(loops::purge_sessions(core.clone(), stopped.clone())),
+            tokio::spawn(loops::purge_message_content(core.clone(), settings.retention_interval, stopped.clone())),
+        ]);
+        if let Some(limits) = settings.limits {
+            tasks.push(tokio::spawn(loops::purge_limits(limits, core, stopped)));
+        }
+        Self { stop, tasks }
+    }
+
+    /// Asks every loop to stop and waits until all have: in-flight sends and webhook POSTs
+    /// get a few seconds to finish; what they leave stays leased and is done again after the
+    /// next start.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            // A loop that panicked has stopped too; there is nothing left to wait for.
+            let _ = task.await;
+        }
+    }
+}
