@@ -148,6 +148,12 @@ impl ApiState {
         self
     }
 
+    /// The limits this state counts failed authentications and send tokens in, for another
+    /// front end on the same listener (the dashboard) to count in the same ones.
+    pub fn limits(&self) -> Arc<dyn Limits> {
+        Arc::clone(&self.limits)
+    }
+
     /// The drain flag of this state's routers: start it when shutting down.
     pub fn drain(&self) -> Drain {
         self.drain.clone()

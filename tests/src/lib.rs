@@ -131,6 +131,25 @@ fn dep_info_sources(dep_info: &str) -> Vec<PathBuf> {
     paths
 }
 
+/// Whether the outside program a test needs runs: `probe` (a harmless invocation, e.g. a
+/// version query) exits 0. When it does not, under `TIDINGS_TEST_REQUIRE_ALL=1` (which
+/// `./test` sets) this panics saying what to install; otherwise it prints
+/// `skipped: <test>: …` to stderr and returns `false`, and the test returns early. So plain
+/// `cargo test` on a machine without the tool says what it skipped instead of failing, and the
+/// full run never skips silently.
+pub fn tool_available(test: &str, probe: &mut Command, install: &str) -> bool {
+    let runs = probe.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if runs {
+        return true;
+    }
+    let program = probe.get_program().to_string_lossy().into_owned();
+    if std::env::var_os("TIDINGS_TEST_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("{test}: `{program}` is missing or broken: {install} (./test installs it)");
+    }
+    eprintln!("skipped: {test}: `{program}` is missing or broken: {install} (./test installs it)");
+    false
+}
+
 /// A well-formed API key that no other test uses: `tid_` and 40 base62 characters.
 pub fn fresh_key() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

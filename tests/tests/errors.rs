@@ -99,7 +99,10 @@ async fn unknown_routes_and_wrong_methods_get_the_envelope() {
         }
     };
 
-    for path in ["/", "/v1", "/v2/keys", "/v1/key", "/v1/messages/x/y/z", "/v1/domains/%FF", "/v1/suppressions/%FF"] {
+    // `/` is the dashboard's sign-in page (docs/dashboard.md); other unknown paths are the API's.
+    for path in
+        ["/no-such-page", "/v1", "/v2/keys", "/v1/key", "/v1/messages/x/y/z", "/v1/domains/%FF", "/v1/suppressions/%FF"]
+    {
         for authed in [true, false] {
             let what = format!("GET {path} (authenticated: {authed})");
             let (status, headers, body) = send(Method::GET, path, authed).await;

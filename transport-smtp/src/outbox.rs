@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tidings_core::ids::MessageId;
 use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 
 use crate::config::ConfigError;
@@ -59,6 +60,18 @@ impl OutboxMailer {
     pub fn path_for(&self, email: &OutboundEmail) -> PathBuf {
         self.dir.join(file_name(email))
     }
+
+    /// The name of the file of the message `message_id` whose `Message-ID` on the wire is
+    /// `provider_message_id` (the message's `providerMessageId`): for readers of the outbox,
+    /// such as the dashboard's `.eml` download, which must find exactly the file written.
+    pub fn file_name(message_id: MessageId, provider_message_id: &str) -> String {
+        let id = provider_message_id;
+        let safe = !id.is_empty()
+            && id.len() <= 200
+            && !id.starts_with('.')
+            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@+=".contains(&b));
+        if safe { format!("{id}.eml") } else { format!("{message_id}.eml") }
+    }
 }
 
 #[async_trait]
@@ -90,12 +103,7 @@ impl Mailer for OutboxMailer {
 
 /// `<provider message id>.eml` when that id is a plain file name, else `<message id>.eml`.
 fn file_name(email: &OutboundEmail) -> String {
-    let id = email.provider_message_id.as_str();
-    let safe = !id.is_empty()
-        && id.len() <= 200
-        && !id.starts_with('.')
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@+=".contains(&b));
-    if safe { format!("{id}.eml") } else { format!("{}.eml", email.message_id) }
+    OutboxMailer::file_name(email.message_id, &email.provider_message_id)
 }
 
 /// Writes `bytes` to `dir/name` so that the file is either absent or complete and durable,

@@ -115,6 +115,8 @@ environment wins over the file):
   TIDINGS_METRICS_LISTEN       unset           ip:port of a plain-HTTP listener serving only /metrics
                                                (e.g. 127.0.0.1:9090 for a local scraper); the HTTPS
                                                listener then no longer serves it
+  TIDINGS_DASHBOARD            on              the web dashboard at https://<listen>/ (sign in with an
+                                               API key); off: the HTTPS listener serves the API only
 ";
 
 /// Where a setting's text came from, for error messages.
@@ -363,6 +365,8 @@ pub struct Config {
     /// `TIDINGS_METRICS_LISTEN`: a plain-HTTP listener of its own for `/metrics`, which the
     /// HTTPS listener then does not serve.
     pub metrics_listen: Option<SocketAddr>,
+    /// `TIDINGS_DASHBOARD`: whether the HTTPS listener serves the web dashboard beside the API.
+    pub dashboard: bool,
     /// Delivery.
     pub delivery: DeliveryConfig,
 }
@@ -417,6 +421,7 @@ const KEYS: &[&str] = &[
     "TIDINGS_TRUSTED_PROXIES",
     "TIDINGS_METRICS_TOKEN",
     "TIDINGS_METRICS_LISTEN",
+    "TIDINGS_DASHBOARD",
 ];
 
 /// The variable naming the config file, for its own errors.
@@ -569,6 +574,7 @@ impl Config {
         // The error describes the token's shape and never quotes it.
         let metrics_token = s.parse("TIDINGS_METRICS_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
         let metrics_listen = s.parse("TIDINGS_METRICS_LISTEN", socket_addr)?;
+        let dashboard = s.parse("TIDINGS_DASHBOARD", boolean)?.unwrap_or(true);
 
         let smtp_relay = s.parse("TIDINGS_SMTP_RELAY", smtp_url)?;
         let delivery = s.parse("TIDINGS_DELIVERY", delivery)?;
@@ -646,6 +652,7 @@ impl Config {
             trusted_proxies,
             metrics_token,
             metrics_listen,
+            dashboard,
             delivery,
             public_url,
         })

@@ -250,6 +250,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             config.listen
         );
     }
+    let core_for_dashboard = core.clone();
     let state = ApiState::with_limits(core, http, limits).with_metrics(metrics);
     let drain = state.drain();
     // `/metrics` on a plain-HTTP listener of its own, served until shutdown like the others.
@@ -269,7 +270,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             }
         }));
     }
-    let app = router(state);
+    let app = if config.dashboard {
+        router(state.clone()).merge(dashboard_router(&config, &state, core_for_dashboard))
+    } else {
+        router(state)
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
     // From the signal on `/readyz` answers 503; load balancers notice within their probe
@@ -308,6 +313,24 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The web dashboard (`TIDINGS_DASHBOARD`), counting failed sign-ins and sends in the API's
+/// own limits, seeing clients through the same trusted proxies, and offering each message's
+/// `.eml` when the transport is the outbox.
+fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecases::Tidings) -> axum::Router {
+    let outbox = (config.delivery.mode == config::Delivery::Outbox).then(|| {
+        tidings_dashboard::Outbox::new(config.outbox_dir(), |message| {
+            let provider_id = message.provider_message_id.as_deref()?;
+            Some(tidings_transport_smtp::OutboxMailer::file_name(message.id, provider_id))
+        })
+    });
+    let settings = tidings_dashboard::DashboardConfig {
+        trusted_proxies: config.trusted_proxies.clone(),
+        outbox,
+        ..tidings_dashboard::DashboardConfig::default()
+    };
+    tidings_dashboard::router(tidings_dashboard::DashboardState::new(core, api.limits(), settings))
 }
 
 /// Registers for SIGTERM and SIGINT now (so a signal that arrives while starting is not

@@ -8,9 +8,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// What to install when a verifier is missing (`.ci/run` does).
+/// What to install when a verifier is missing (`./test` does).
 pub const INSTALL: &str = "install the interop verifiers: `pip install dkimpy==1.1.8 dnspython==2.9.2 checkdmarc==6.0.4` \
-     and `apt-get install libmail-dkim-perl libnet-dns-perl` (.ci/run does)";
+     and `apt-get install libmail-dkim-perl libnet-dns-perl`";
 
 /// The columns of the message table, in order, as the scripts name them (mail-auth's, the
 /// signing library's own verdict, are the test's).
@@ -41,6 +41,17 @@ pub struct Verdict {
 
 /// Verdicts by item, then by check.
 pub type Verdicts = BTreeMap<String, BTreeMap<String, Verdict>>;
+
+/// Whether every verifier can run (see [`tidings_e2e::tool_available`]).
+pub fn installed(test: &str) -> bool {
+    let python = "import dkim, dns.resolver, nacl, checkdmarc";
+    tidings_e2e::tool_available(test, Command::new("python3").args(["-c", python]), INSTALL)
+        && tidings_e2e::tool_available(
+            test,
+            Command::new("perl").args(["-MMail::DKIM::Verifier", "-MNet::DNS::Resolver", "-e", "1"]),
+            INSTALL,
+        )
+}
 
 /// `tests/interop/<script>`.
 fn script(name: &str) -> PathBuf {

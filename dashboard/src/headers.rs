@@ -1,0 +1,63 @@
+//! The headers every dashboard response carries, and the request time limit.
+//!
+//! Pages get [`PAGE_CSP`]: scripts, styles, images and frames from this origin only, no
+//! inline script or style (the pages have none), no plugins, no `<base>`, forms posting only
+//! here, and no framing of the dashboard by anyone (clickjacking). The message-HTML
+//! document sets its own, stricter policy ([`MESSAGE_HTML_CSP`]) before this layer runs,
+//! which keeps it.
+
+use axum::extract::Request;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+/// The policy of every page.
+pub const PAGE_CSP: &str =
+    "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+
+/// The policy of a message's HTML shown in the preview iframe: nothing loads, nothing runs,
+/// the document has no origin (`sandbox`), inline styles of the mail apply, images only
+/// from `data:` URLs. Only the dashboard itself may frame it.
+pub const MESSAGE_HTML_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'self'; sandbox";
+
+/// [`MESSAGE_HTML_CSP`] once the person asked to load remote images.
+pub const MESSAGE_HTML_IMAGES_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data: https: http:; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox";
+
+/// Middleware: the security headers on every response (a policy already set is kept), and
+/// `Cache-Control: no-store` on everything but the compiled-in assets.
+pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
+    let asset = req.uri().path().starts_with("/assets/");
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    if !headers.contains_key(CONTENT_SECURITY_POLICY) {
+        headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+        // For browsers without `frame-ancestors`.
+        headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    } else {
+        headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("SAMEORIGIN"));
+    }
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    if !asset {
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// Answers 503 with a page when a request takes longer than `limit`.
+pub(crate) async fn time_limited(limit: std::time::Duration, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => crate::error::PageError::status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "The server took too long to answer. Try again in a moment.",
+        )
+        .into_response(),
+    }
+}

@@ -1,0 +1,154 @@
+//! The page shell every page shares (head, navigation, sign-out form, `main#content` with
+//! the page's `h1`), and small pieces the pages reuse.
+
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+
+use crate::session::Viewer;
+
+/// The navigation: path and label.
+const NAV: [(&str, &str); 7] = [
+    ("/overview", "Overview"),
+    ("/messages", "Messages"),
+    ("/domains", "Domains"),
+    ("/templates", "Templates"),
+    ("/suppressions", "Suppressions"),
+    ("/webhooks", "Webhooks"),
+    ("/keys", "API keys"),
+];
+
+/// A whole page titled `title` (also its `h1`), with the navigation when someone is signed
+/// in.
+pub(crate) fn page(viewer: Option<&Viewer>, title: &str, body: Markup) -> Markup {
+    shell(viewer.map(|v| (v.scope_word(), v.csrf())), title, body)
+}
+
+/// [`page`] with the navigation of a session of `scope` whose CSRF token is `csrf`.
+pub(crate) fn page_with_nav(scope: &str, csrf: &str, title: &str, body: Markup) -> Markup {
+    shell(Some((scope, csrf)), title, body)
+}
+
+fn shell(nav: Option<(&str, &str)>, title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (title) " · Tidings" }
+                link rel="stylesheet" href=(crate::assets::CSS_PATH);
+                script src=(crate::assets::JS_PATH) defer {}
+            }
+            body {
+                a.skip href="#content" { "Skip to content" }
+                header.top {
+                    a.brand href=(if nav.is_some() { "/overview" } else { "/" }) { "Tidings" }
+                    @if let Some((scope, csrf)) = nav {
+                        nav #nav aria-label="Main" {
+                            ul {
+                                @for (path, label) in NAV {
+                                    li { a href=(path) { (label) } }
+                                }
+                            }
+                        }
+                        div.who {
+                            span.scope title="The scope of the API key this session signed in with" {
+                                (scope) " key"
+                            }
+                            form #sign-out method="post" action="/sign-out" {
+                                input type="hidden" name="csrf" value=(csrf);
+                                button type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                }
+                main #content {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden CSRF field every state-changing form carries.
+pub(crate) fn csrf_field(viewer: &Viewer) -> Markup {
+    html! { input type="hidden" name="csrf" value=(viewer.csrf()); }
+}
+
+/// A POST form to `action` with the CSRF field and one submit button, for one-click actions
+/// (revoke, delete, retry). `class` names the form for styling and tests.
+pub(crate) fn action_button(viewer: &Viewer, action: &str, class: &str, label: &str) -> Markup {
+    html! {
+        form class=(class) method="post" action=(action) {
+            (csrf_field(viewer))
+            button type="submit" { (label) }
+        }
+    }
+}
+
+/// A time as people read it, in UTC, with the machine-readable value.
+pub(crate) fn time(at: DateTime<Utc>) -> Markup {
+    html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S UTC")) } }
+}
+
+/// A time or a dash.
+pub(crate) fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
+    match at {
+        Some(at) => time(at),
+        None => html! { span.none { "—" } },
+    }
+}
+
+/// A status word as a badge; `kind` picks its colour (`ok`, `bad`, `wait`).
+pub(crate) fn badge(word: &str, kind: &str) -> Markup {
+    html! { span class={ "badge " (kind) } { (word) } }
+}
+
+/// The colour of a message status.
+pub(crate) fn status_kind(status: &str) -> &'static str {
+    match status {
+        "Delivered" | "Verified" => "ok",
+        "Bounced" | "Complained" | "Failed" | "Suppressed" => "bad",
+        _ => "wait",
+    }
+}
+
+/// The error box of a page (`#error`), with one line per message.
+pub(crate) fn error_box(lines: &[String]) -> Markup {
+    html! {
+        div #error.error role="alert" {
+            @for line in lines { p { (line) } }
+        }
+    }
+}
+
+/// A "next page" link (`a.next`) to `path` with `query` and the cursor, when there is one.
+pub(crate) fn next_link(path: &str, query: &[(&str, String)], cursor: Option<&str>) -> Markup {
+    html! {
+        @if let Some(cursor) = cursor {
+            p.paging { a.next href=(with_query(path, query, Some(cursor))) rel="next" { "Next page →" } }
+        }
+    }
+}
+
+/// `path?name=value&…&cursor=…`, every part percent-encoded; empty values left out.
+pub(crate) fn with_query(path: &str, query: &[(&str, String)], cursor: Option<&str>) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in query {
+        if !value.is_empty() {
+            out.append_pair(name, value);
+        }
+    }
+    if let Some(cursor) = cursor {
+        out.append_pair("cursor", cursor);
+    }
+    let encoded = out.finish();
+    if encoded.is_empty() { path.to_owned() } else { format!("{path}?{encoded}") }
+}
+
+/// One path segment, percent-encoded (an address in `/suppressions/{email}/delete`).
+pub(crate) fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}

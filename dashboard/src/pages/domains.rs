@@ -1,0 +1,248 @@
+//! `/domains`: the list and the add form; a domain's page with the DNS records to publish
+//! (copy buttons, per-record status and the reason a check failed), verify now, senders,
+//! tracking switches and deletion.
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::model::{Domain, DomainStatus, RecordStatus, Sender};
+use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Listed, UpdateDomainTrackingRequest};
+
+use crate::DashboardState;
+use crate::error::{OrPage, PageResult};
+use crate::form::Posted;
+use crate::layout::{action_button, badge, csrf_field, maybe_time, next_link, page, segment, status_kind, time};
+use crate::pages::{PagePath, list_params, query_pairs};
+use crate::session::{Signed, Viewer, see_other};
+
+/// The API's word for a domain status.
+pub(crate) fn domain_status(status: DomainStatus) -> &'static str {
+    match status {
+        DomainStatus::Pending => "Pending",
+        DomainStatus::Verified => "Verified",
+        DomainStatus::PartiallyVerified => "PartiallyVerified",
+        DomainStatus::Failed => "Failed",
+    }
+}
+
+fn record_status(status: RecordStatus) -> &'static str {
+    match status {
+        RecordStatus::Pending => "Pending",
+        RecordStatus::Verified => "Verified",
+        RecordStatus::Failed => "Failed",
+    }
+}
+
+/// `GET /domains`.
+pub(crate) async fn list(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let listed = state.core.list_domains(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
+    Ok(render_list(&viewer, &listed).into_response())
+}
+
+fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
+    let body = html! {
+        section {
+            form #add-domain method="post" action="/domains" {
+                (csrf_field(viewer))
+                label for="name" { "Add a domain" }
+                input #name type="text" name="name" placeholder="mail.example.com" required autocomplete="off";
+                div.actions { button type="submit" { "Add" } }
+            }
+        }
+        div.scroll {
+            table #domains {
+                thead { tr { th { "Domain" } th { "Status" } th.hide-narrow { "Added" } th.hide-narrow { "Verified" } } }
+                tbody {
+                    @for d in &listed.items {
+                        tr data-id=(d.id) {
+                            td { a href={ "/domains/" (d.id) } { (d.name.to_string()) } }
+                            td { (badge(domain_status(d.status), status_kind(domain_status(d.status)))) }
+                            td.hide-narrow { (time(d.created_at)) }
+                            td.hide-narrow { (maybe_time(d.verified_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if listed.items.is_empty() { p.none { "No domains yet. Add the domain you send from, then publish its DNS records." } }
+        (next_link("/domains", &[], listed.next_cursor.as_deref()))
+    };
+    page(Some(viewer), "Domains", body)
+}
+
+/// `POST /domains` (`name`): 303 to the new domain's page.
+pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
+    let req = AddDomainRequest { domain: posted.fields.text("name") };
+    let domain = state.core.add_domain(posted.viewer.principal(), req).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", domain.id)))
+}
+
+/// `GET /domains/{id}`.
+pub(crate) async fn show(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PagePath(id): PagePath<String>,
+) -> PageResult<Response> {
+    let who = viewer.principal();
+    let domain = state.core.get_domain(who, &id).await.or_page(&viewer)?;
+    let senders =
+        state.core.list_senders(who, &id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
+    Ok(render(&viewer, &domain, &senders).into_response())
+}
+
+/// A domain's page.
+pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> Markup {
+    let id = d.id.to_string();
+    let status = domain_status(d.status);
+    let body = html! {
+        section {
+            dl.fields {
+                dt { "Domain" } dd.mono #domain-name { (d.name.to_string()) }
+                dt { "Status" } dd { span #domain-status data-status=(status) { (badge(status, status_kind(status))) } }
+                dt { "Verified" } dd { (maybe_time(d.verified_at)) }
+                dt { "Last checked" } dd { (maybe_time(d.last_checked_at)) }
+            }
+            div.actions {
+                (action_button(viewer, &format!("/domains/{id}/verify"), "action verify", "Verify now"))
+            }
+        }
+        h2 { "DNS records to publish" }
+        p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
+        div.scroll {
+            table #records {
+                thead { tr { th { "Record" } th { "Name" } th { "Value" } th { "Status" } } }
+                tbody {
+                    @for r in &d.records {
+                        tr data-kind=(r.kind.label()) {
+                            td { (r.purpose()) br; span.muted { "TTL " (r.ttl) } }
+                            td {
+                                span.record-name.mono { (r.name) } " "
+                                button.copy type="button" data-copy=(r.name) hidden aria-label={ "Copy the name of the " (r.kind.label()) " record" } { "Copy" }
+                            }
+                            td {
+                                div.record-value.mono { (r.value) }
+                                button.copy type="button" data-copy=(r.value) hidden aria-label={ "Copy the value of the " (r.kind.label()) " record" } { "Copy" }
+                            }
+                            td {
+                                span.record-status data-status=(record_status(r.status)) {
+                                    (badge(record_status(r.status), status_kind(record_status(r.status))))
+                                }
+                                @if let Some(error) = &r.error { p.record-error { (error) } }
+                                @if let Some(warning) = &r.warning { p.record-warning.muted { (warning) } }
+                                p.muted { "checked " (maybe_time(r.last_checked_at)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Tracking" }
+        section {
+            form #tracking method="post" action={ "/domains/" (id) "/tracking" } {
+                (csrf_field(viewer))
+                label.check for="open" { input #open type="checkbox" name="open" value="on" checked[d.open_tracking]; "Open tracking (a pixel in the HTML)" }
+                label.check for="click" { input #click type="checkbox" name="click" value="on" checked[d.click_tracking]; "Click tracking (links go through a redirect)" }
+                div.actions { button type="submit" { "Save tracking" } }
+            }
+        }
+        h2 { "Senders" }
+        section {
+            @if senders.items.is_empty() {
+                p.none { "No senders registered. Any local part of a verified domain may send; a sender adds a display name." }
+            } @else {
+                table #senders {
+                    thead { tr { th { "Address" } th { "Display name" } th {} } }
+                    tbody {
+                        @for s in &senders.items {
+                            tr data-username=(s.username.as_str()) {
+                                td.mono { (s.address.to_string()) }
+                                td { @if let Some(name) = &s.display_name { (name.as_str()) } @else { span.none { "—" } } }
+                                td { (action_button(viewer, &format!("/domains/{id}/senders/{}/delete", segment(s.username.as_str())), "action danger", "Remove")) }
+                            }
+                        }
+                    }
+                }
+            }
+            form #add-sender method="post" action={ "/domains/" (id) "/senders" } {
+                (csrf_field(viewer))
+                label for="username" { "Username (the part before @)" }
+                input #username type="text" name="username" required autocomplete="off";
+                label for="display_name" { "Display name (optional)" }
+                input #display_name type="text" name="display_name" autocomplete="off";
+                div.actions { button type="submit" { "Add sender" } }
+            }
+        }
+        h2 { "Delete" }
+        section {
+            form.danger #delete-domain method="post" action={ "/domains/" (id) "/delete" }
+                data-confirm={ "Delete " (d.name.to_string()) "? Queued messages from it will fail." } {
+                (csrf_field(viewer))
+                p { "Deleting the domain removes its keys and senders; messages from it still queued fail." }
+                button type="submit" { "Delete this domain" }
+            }
+        }
+    };
+    page(Some(viewer), &d.name.to_string(), body)
+}
+
+/// `POST /domains/{id}/verify`: checks the records now; 303 back to the domain.
+pub(crate) async fn verify(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let domain = state.core.verify_domain(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", domain.id)))
+}
+
+/// `POST /domains/{id}/tracking` (`open`, `click` checkboxes).
+pub(crate) async fn tracking(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let req = UpdateDomainTrackingRequest {
+        open_tracking: Some(posted.fields.checked("open")),
+        click_tracking: Some(posted.fields.checked("click")),
+    };
+    let domain =
+        state.core.update_domain_tracking(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", domain.id)))
+}
+
+/// `POST /domains/{id}/delete`: 303 to the list.
+pub(crate) async fn delete(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    state.core.delete_domain(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    Ok(see_other("/domains"))
+}
+
+/// `POST /domains/{id}/senders` (`username`, `display_name`).
+pub(crate) async fn add_sender(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let req =
+        AddSenderRequest { username: posted.fields.text("username"), display_name: posted.fields.text("display_name") };
+    state.core.add_sender(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", segment(&id))))
+}
+
+/// `POST /domains/{id}/senders/{username}/delete`.
+pub(crate) async fn delete_sender(
+    State(state): State<DashboardState>,
+    PagePath((id, username)): PagePath<(String, String)>,
+    posted: Posted,
+) -> PageResult<Response> {
+    state.core.delete_sender(posted.viewer.principal(), &id, &username).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", segment(&id))))
+}

@@ -1,0 +1,157 @@
+//! `/keys`: the workspace's API keys (scope, domain, rate limit, last use), the create form
+//! (the plaintext is shown once, in `#new-key`, on the page answering the create) and
+//! revocation. Revoking the key a session signed in with ends that session at once.
+
+use std::collections::HashMap;
+
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::model::{ApiKey, KeyScope};
+use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed};
+
+use crate::DashboardState;
+use crate::error::{OrPage, PageResult};
+use crate::form::Posted;
+use crate::layout::{csrf_field, maybe_time, next_link, page, time};
+use crate::pages::{PagePath, list_params, query_pairs};
+use crate::session::{Signed, Viewer, see_other};
+
+/// What the keys page shows.
+struct KeysView {
+    keys: Listed<ApiKey>,
+    /// Domain id to name, for the keys restricted to one and the create form.
+    domains: Vec<(String, String)>,
+}
+
+async fn load(state: &DashboardState, viewer: &Viewer, params: ListParams) -> PageResult<KeysView> {
+    let who = viewer.principal();
+    let keys = state.core.list_api_keys(who, params).await.or_page(viewer)?;
+    let domains = state.core.list_domains(who, ListParams { limit: Some(200), cursor: None }).await.or_page(viewer)?;
+    let domains = domains.items.iter().map(|d| (d.id.to_string(), d.name.to_string())).collect();
+    Ok(KeysView { keys, domains })
+}
+
+/// `GET /keys`.
+pub(crate) async fn list(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let view = load(&state, &viewer, list_params(&pairs)).await?;
+    Ok(render(&viewer, &view, None).into_response())
+}
+
+fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) -> Markup {
+    let names: HashMap<&str, &str> = view.domains.iter().map(|(id, name)| (id.as_str(), name.as_str())).collect();
+    let body = html! {
+        @if let Some((key, plaintext)) = new_key {
+            div.notice role="status" {
+                p { strong { "Key " (key.name) " created." } " Copy it now: it is not shown again." }
+                code.secret #new-key { (plaintext) }
+                button.copy type="button" data-copy=(plaintext) hidden { "Copy" }
+            }
+        }
+        div.scroll {
+            table #keys {
+                thead { tr {
+                    th { "Name" } th { "Prefix" } th { "Scope" } th.hide-narrow { "Domain" } th.hide-narrow { "Rate limit" }
+                    th.hide-narrow { "Created" } th { "Last used" } th {}
+                } }
+                tbody {
+                    @for k in &view.keys.items {
+                        tr data-id=(k.id) {
+                            td { (k.name) }
+                            td.mono { (k.prefix) "…" }
+                            td { (scope_word(k.scope)) }
+                            td.hide-narrow {
+                                @match k.sending_domain_id {
+                                    Some(d) => { (names.get(d.to_string().as_str()).copied().unwrap_or("(deleted domain)")) },
+                                    None => span.none { "any" },
+                                }
+                            }
+                            td.hide-narrow { (k.rate_limit.per_sec()) "/s" }
+                            td.hide-narrow { (time(k.created_at)) }
+                            td { (maybe_time(k.last_used_at)) }
+                            td {
+                                form.revoke method="post" action={ "/keys/" (k.id) "/revoke" }
+                                    data-confirm={ "Revoke " (k.name) "? It stops working at once, and sessions signed in with it end." } {
+                                    (csrf_field(viewer))
+                                    button type="submit" { "Revoke" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (next_link("/keys", &[], view.keys.next_cursor.as_deref()))
+        h2 { "New key" }
+        section {
+            form #create-key method="post" action="/keys" {
+                (csrf_field(viewer))
+                label for="name" { "Name" }
+                input #name type="text" name="name" placeholder="web app" autocomplete="off";
+                label for="scope" { "Scope" }
+                select #scope name="scope" {
+                    option value="full" { "full: everything" }
+                    option value="send" { "send: send, and read what it sent" }
+                }
+                label for="domain_id" { "Sending domain" }
+                select #domain_id name="domain_id" {
+                    option value="" { "Any domain" }
+                    @for (id, name) in &view.domains { option value=(id) { (name) } }
+                }
+                label for="rate_limit_per_sec" { "Rate limit (sends per second, 1–10,000)" }
+                input #rate_limit_per_sec type="number" name="rate_limit_per_sec" min="1" max="10000" value="10";
+                div.actions { button type="submit" { "Create key" } }
+            }
+        }
+    };
+    page(Some(viewer), "API keys", body)
+}
+
+fn scope_word(scope: KeyScope) -> &'static str {
+    match scope {
+        KeyScope::Full => "full",
+        KeyScope::Send => "send",
+    }
+}
+
+/// `POST /keys` (`name`, `scope`, `domain_id`, `rate_limit_per_sec`): the keys page with the
+/// plaintext of the new key, once.
+pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let rate = fields.text("rate_limit_per_sec");
+    let rate_limit_per_sec = match rate.as_deref().map(str::parse::<i64>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            let e = tidings_core::Error::field("rate_limit_per_sec", "must be a whole number between 1 and 10000");
+            return Err(e).or_page(&viewer);
+        }
+    };
+    let req = CreateApiKeyRequest {
+        name: fields.text("name"),
+        scope: fields.text("scope"),
+        sending_domain_id: fields.text("domain_id"),
+        rate_limit_per_sec,
+    };
+    let created = state.core.create_api_key(viewer.principal(), req).await.or_page(&viewer)?;
+    let view = load(&state, &viewer, ListParams::default()).await?;
+    let page = render(&viewer, &view, Some((&created.key, created.plaintext.expose())));
+    Ok((StatusCode::OK, page).into_response())
+}
+
+/// `POST /keys/{id}/revoke`: 303 to the list (to the sign-in page, through it, when the key
+/// was the session's own).
+pub(crate) async fn revoke(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    state.core.revoke_api_key(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    Ok(see_other("/keys"))
+}

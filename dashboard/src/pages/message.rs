@@ -1,0 +1,275 @@
+//! One message: `GET /messages/{id}` (fields, timeline, preview, text, headers, `.eml`
+//! link, cancel and reschedule), `GET /messages/{id}/html` (the document the preview iframe
+//! shows), `GET /messages/{id}/eml` and the two POSTs.
+//!
+//! The HTML a message carries is hostile until proven otherwise: it is served only as its
+//! own document, framed by the message page in `<iframe sandbox>` (no script, no origin, no
+//! forms, no popups) and with a policy ([`crate::MESSAGE_HTML_CSP`]) that repeats the
+//! sandbox and lets nothing load but `data:` images, remote images only once the person
+//! asks (`?images=1`). It is the HTML as the message was accepted: open and click tracking
+//! are added only when a message is built for the wire, so the open pixel is never in it.
+
+use axum::extract::{RawQuery, State};
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::model::{EventDetails, Message, MessageEvent};
+use tidings_core::usecases::{ListParams, MessageChange};
+
+use crate::error::{OrPage, PageError, PageResult};
+use crate::form::Posted;
+use crate::layout::{action_button, badge, csrf_field, page, status_kind, time};
+use crate::pages::{PagePath, query_pairs, query_value};
+use crate::session::{Signed, Viewer, see_other};
+use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
+
+/// Most timeline events the page shows.
+const TIMELINE_LIMIT: i64 = 200;
+
+/// `GET /messages/{id}` (`?images=1` loads remote images in the preview).
+pub(crate) async fn show(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PagePath(id): PagePath<String>,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let who = viewer.principal();
+    let message = state.core.get_message(who, &id).await.or_page(&viewer)?;
+    let params = ListParams { limit: Some(TIMELINE_LIMIT), cursor: None };
+    let events = state.core.list_message_events(who, &id, params).await.or_page(&viewer)?;
+    let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
+    let eml = match state.config.outbox.as_ref().and_then(|outbox| outbox.path_for(&message)) {
+        Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
+        None => false,
+    };
+    let view = View { message: &message, events: &events.items, more_events: events.has_more, images, eml };
+    Ok(render(&viewer, &view).into_response())
+}
+
+/// What the message page shows.
+pub(crate) struct View<'a> {
+    /// The message.
+    pub(crate) message: &'a Message,
+    /// Its timeline, oldest first.
+    pub(crate) events: &'a [MessageEvent],
+    /// Whether the timeline goes on past what is shown.
+    pub(crate) more_events: bool,
+    /// Whether the preview loads remote images.
+    pub(crate) images: bool,
+    /// Whether its `.eml` is in the outbox.
+    pub(crate) eml: bool,
+}
+
+/// The message page.
+pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
+    let m = view.message;
+    let status = m.status.as_str();
+    let id = m.id.to_string();
+    let body = html! {
+        section {
+            dl.fields {
+                dt { "Status" } dd { span #status data-status=(status) { (badge(status, status_kind(status))) } }
+                dt { "Id" } dd.mono { (id) }
+                dt { "To" } dd.mono { (m.to.to_string()) }
+                dt { "From" } dd.mono { (m.from.to_string()) }
+                dt { "Subject" } dd #subject { (m.subject) }
+                dt { "Created" } dd { (time(m.created_at)) }
+                @if let Some(at) = m.scheduled_at { dt { "Scheduled for" } dd { (time(at)) } }
+                dt { "Attempts" } dd { (m.attempts) }
+                @if let Some(bounce) = m.bounce_type { dt { "Bounce" } dd { (format!("{bounce:?}")) } }
+                @if let Some(version) = m.template_version_id { dt { "Template version" } dd.mono { (version) } }
+                dt { "Tracking" } dd { "opens " (on_off(m.tracking.opens)) ", clicks " (on_off(m.tracking.clicks)) }
+                @if !m.extras.tags.is_empty() {
+                    dt { "Tags" }
+                    dd #tags { @for tag in &m.extras.tags { code { (tag.name()) @if !tag.value().is_empty() { ":" (tag.value()) } } " " } }
+                }
+                @if !m.extras.metadata.is_empty() {
+                    dt { "Metadata" }
+                    dd { table #metadata { @for (key, value) in m.extras.metadata.iter() { tr { th.mono { (key) } td.mono { (value) } } } } }
+                }
+                @if !m.extras.attachments.is_empty() {
+                    dt { "Attachments" }
+                    dd { ul { @for a in &m.extras.attachments {
+                        li { (a.filename()) " " span.muted { (a.content_type()) ", " (a.size()) " bytes"
+                            @if let Some(cid) = a.content_id() { ", inline as cid:" (cid) } } }
+                    } } }
+                }
+            }
+            div.actions {
+                @if view.eml {
+                    a #eml href={ "/messages/" (id) "/eml" } download={ (id) ".eml" } { "Download the signed .eml" }
+                }
+            }
+        }
+        @if m.status.is_cancelable() {
+            h2 { "Cancel or reschedule" }
+            section #schedule {
+                p { "Not attempted yet: it can still be canceled, or sent at another time." }
+                (action_button(viewer, &format!("/messages/{id}/cancel"), "action cancel", "Cancel this message"))
+                form #reschedule method="post" action={ "/messages/" (id) "/reschedule" } {
+                    (csrf_field(viewer))
+                    label for="send_at" { "Send at (UTC; empty: now)" }
+                    input #send_at type="datetime-local" name="send_at" step="1";
+                    div.actions { button type="submit" { "Reschedule" } }
+                }
+            }
+        }
+        h2 { "Timeline" }
+        ol #timeline {
+            @for event in view.events {
+                li data-event=(event.event_type.as_str()) {
+                    (time(event.occurred_at)) " " strong { (event.event_type.as_str()) }
+                    (details(&event.details))
+                }
+            }
+        }
+        @if view.events.is_empty() { p.none { "No events (the timeline may have been purged by retention)." } }
+        @if view.more_events { p.muted { "Only the first " (TIMELINE_LIMIT) " events are shown." } }
+        h2 { "HTML" }
+        @if m.html.is_some() {
+            @let frame = if view.images { format!("/messages/{id}/html?images=1") } else { format!("/messages/{id}/html") };
+            @if !view.images {
+                p.muted {
+                    "Remote images are blocked. "
+                    a #load-images href={ "/messages/" (id) "?images=1" } data-frame-src={ "/messages/" (id) "/html?images=1" } { "Load remote images" }
+                }
+            }
+            iframe #preview sandbox="" src=(frame) title="The message's HTML, without scripts" referrerpolicy="no-referrer" loading="lazy" {}
+        } @else {
+            p.none { "This message has no HTML part." }
+        }
+        h2 { "Text" }
+        @match &m.text {
+            Some(text) => pre #text-body { (text) },
+            None => p.none #text-body { "This message has no text part." },
+        }
+        h2 { "Headers" }
+        div.scroll {
+            table #headers {
+                tr { th { "From" } td.mono { (m.from.to_string()) } }
+                tr { th { "To" } td.mono { (m.to.to_string()) } }
+                tr { th { "Subject" } td { (m.subject) } }
+                @if !m.extras.reply_to.is_empty() {
+                    tr { th { "Reply-To" } td.mono { (m.extras.reply_to.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) } }
+                }
+                @if let Some(pmid) = &m.provider_message_id { tr { th { "Message-ID" } td.mono { "<" (pmid) ">" } } }
+                @for header in &m.extras.headers { tr { th.mono { (header.name()) } td.mono { (header.value()) } } }
+            }
+        }
+    };
+    page(Some(viewer), "Message", body)
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+/// What an event's details hold, in words.
+fn details(d: &EventDetails) -> Markup {
+    html! {
+        @if d.smtp_code.is_some() || d.enhanced_code.is_some() || d.response.is_some() {
+            " " span.mono {
+                @if let Some(code) = d.smtp_code { (code) " " }
+                @if let Some(code) = &d.enhanced_code { (code) " " }
+                @if let Some(response) = &d.response { (response) }
+            }
+        }
+        @if let Some(attempt) = d.attempt { " · attempt " (attempt) }
+        @if let Some(next) = d.next_attempt_at { " · next attempt " (time(next)) }
+        @if let Some(bounce) = d.bounce_type { " · " (format!("{bounce:?}")) " bounce" }
+        @if let Some(at) = d.scheduled_at { " · send at " (time(at)) }
+        @if let Some(url) = &d.url { " · " span.mono { (url) } }
+        @if let Some(agent) = &d.user_agent { " · " span.muted { (agent) } }
+    }
+}
+
+/// `GET /messages/{id}/html`: the message's HTML as a document of its own, sandboxed and
+/// under [`MESSAGE_HTML_CSP`] (or [`MESSAGE_HTML_IMAGES_CSP`] with `?images=1`).
+pub(crate) async fn html(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PagePath(id): PagePath<String>,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let message = state.core.get_message(viewer.principal(), &id).await.or_page(&viewer)?;
+    let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
+    let body = message.html.unwrap_or_default();
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    let policy = if images { MESSAGE_HTML_IMAGES_CSP } else { MESSAGE_HTML_CSP };
+    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
+    Ok(response)
+}
+
+/// `GET /messages/{id}/eml`: the signed message as the outbox transport wrote it. The file
+/// is named from the stored message, never from the request.
+pub(crate) async fn eml(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PagePath(id): PagePath<String>,
+) -> PageResult<Response> {
+    let message = state.core.get_message(viewer.principal(), &id).await.or_page(&viewer)?;
+    let not_there = || {
+        PageError::status(StatusCode::NOT_FOUND, "Not found", "This message has no .eml file in the outbox.")
+            .with_viewer(&viewer)
+    };
+    let path = state.config.outbox.as_ref().and_then(|o| o.path_for(&message)).ok_or_else(not_there)?;
+    let bytes = tokio::fs::read(&path).await.map_err(|_| not_there())?;
+    let mut response = bytes.into_response();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("message/rfc822"));
+    let disposition = format!("attachment; filename=\"{}.eml\"", message.id);
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        headers.insert(CONTENT_DISPOSITION, value);
+    }
+    Ok(response)
+}
+
+/// `POST /messages/{id}/cancel`.
+pub(crate) async fn cancel(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let message = state.core.cancel_message(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/messages/{}", message.id)))
+}
+
+/// `POST /messages/{id}/reschedule` (`send_at`: a time in UTC, RFC 3339 or as a
+/// `datetime-local` field sends it; empty: now).
+pub(crate) async fn reschedule(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let at = posted.fields.text("send_at").map(|text| as_rfc3339_utc(&text));
+    let change = MessageChange { scheduled_at: Some(at) };
+    let message =
+        state.core.reschedule_message(posted.viewer.principal(), &id, change).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/messages/{}", message.id)))
+}
+
+/// A `datetime-local` value (`2026-01-31T09:00` or with seconds), which has no zone, read as
+/// UTC; anything else is passed on as typed, for core to judge.
+fn as_rfc3339_utc(text: &str) -> String {
+    let local = |fmt| chrono::NaiveDateTime::parse_from_str(text, fmt).ok();
+    match local("%Y-%m-%dT%H:%M:%S").or_else(|| local("%Y-%m-%dT%H:%M")) {
+        Some(at) => at.and_utc().to_rfc3339(),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_rfc3339_utc;
+
+    #[test]
+    fn datetime_local_values_are_read_as_utc() {
+        assert_eq!(as_rfc3339_utc("2026-01-31T09:00"), "2026-01-31T09:00:00+00:00");
+        assert_eq!(as_rfc3339_utc("2026-01-31T09:00:05"), "2026-01-31T09:00:05+00:00");
+        assert_eq!(as_rfc3339_utc("2026-01-31T09:00:00+02:00"), "2026-01-31T09:00:00+02:00");
+        assert_eq!(as_rfc3339_utc("tomorrow"), "tomorrow");
+    }
+}

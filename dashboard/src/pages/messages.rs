@@ -1,0 +1,179 @@
+//! `GET /messages` (the list, filtered and paged like `GET /v1/messages`) and the test send
+//! (`GET /messages/new`, `POST /messages`, under the key's send rate like the API).
+
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::Error;
+use tidings_core::model::{Message, MessageStatus};
+use tidings_core::usecases::{Listed, MessageFilters, SendRequest};
+
+use crate::DashboardState;
+use crate::error::{OrPage, PageError, PageResult};
+use crate::form::Posted;
+use crate::layout::{badge, csrf_field, error_box, next_link, page, status_kind, time};
+use crate::pages::{list_params, query_pairs, query_value};
+use crate::session::{Signed, Viewer, see_other};
+
+/// `GET /messages?status&to&tag&metadata=key:value&cursor`.
+pub(crate) async fn list(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let shown = Shown {
+        status: query_value(&pairs, "status").unwrap_or_default(),
+        to: query_value(&pairs, "to").unwrap_or_default(),
+        tag: query_value(&pairs, "tag").unwrap_or_default(),
+        metadata: query_value(&pairs, "metadata").unwrap_or_default(),
+    };
+    let mut filters = MessageFilters {
+        status: (!shown.status.is_empty()).then(|| shown.status.clone()),
+        to: (!shown.to.is_empty()).then(|| shown.to.clone()),
+        ..MessageFilters::default()
+    };
+    if !shown.tag.is_empty() {
+        filters.tags.push(shown.tag.clone());
+    }
+    let mut errors = Vec::new();
+    if !shown.metadata.is_empty() {
+        match shown.metadata.split_once(':') {
+            Some((key, value)) => filters.metadata.push((key.trim().to_owned(), value.trim().to_owned())),
+            None => errors.push("metadata: write the filter as key:value".to_owned()),
+        }
+    }
+    let listed = if errors.is_empty() {
+        match state.core.list_messages(viewer.principal(), list_params(&pairs), &filters).await {
+            Ok(listed) => Some(listed),
+            Err(Error::Validation { fields }) => {
+                errors.extend(fields.iter().map(|f| format!("{}: {}", f.field, f.message)));
+                None
+            }
+            Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
+        }
+    } else {
+        None
+    };
+    let status = if errors.is_empty() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    Ok((status, render_list(&viewer, &shown, listed.as_ref(), &errors)).into_response())
+}
+
+/// The filters as typed, to show them again.
+struct Shown {
+    status: String,
+    to: String,
+    tag: String,
+    metadata: String,
+}
+
+fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>, errors: &[String]) -> Markup {
+    let query = [
+        ("status", shown.status.clone()),
+        ("to", shown.to.clone()),
+        ("tag", shown.tag.clone()),
+        ("metadata", shown.metadata.clone()),
+    ];
+    let body = html! {
+        div.actions { a href="/messages/new" { "Send a test email" } }
+        form #filters.filters method="get" action="/messages" {
+            div {
+                label for="status" { "Status" }
+                select #status name="status" {
+                    option value="" { "Any" }
+                    @for s in MessageStatus::ALL {
+                        option value=(s.as_str()) selected[shown.status == s.as_str()] { (s.as_str()) }
+                    }
+                }
+            }
+            div { label for="to" { "Recipient" } input #to type="text" name="to" value=(shown.to) inputmode="email"; }
+            div { label for="tag" { "Tag" } input #tag type="text" name="tag" value=(shown.tag) placeholder="name or name:value"; }
+            div { label for="metadata" { "Metadata" } input #metadata type="text" name="metadata" value=(shown.metadata) placeholder="key:value"; }
+            div { button type="submit" { "Filter" } }
+        }
+        @if !errors.is_empty() { (error_box(errors)) }
+        @if let Some(listed) = listed {
+            div.scroll {
+                table #messages {
+                    thead { tr { th { "Created" } th { "To" } th.hide-narrow { "From" } th { "Subject" } th { "Status" } } }
+                    tbody {
+                        @for m in &listed.items {
+                            tr data-id=(m.id) {
+                                td { (time(m.created_at)) }
+                                td.mono { (m.to.to_string()) }
+                                td.mono.hide-narrow { (m.from.address.to_string()) }
+                                td { a href={ "/messages/" (m.id) } { @if m.subject.is_empty() { "(no subject)" } @else { (m.subject) } } }
+                                td { (badge(m.status.as_str(), status_kind(m.status.as_str()))) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if listed.items.is_empty() { p.none { "No messages match." } }
+            (next_link("/messages", &query, listed.next_cursor.as_deref()))
+        }
+    };
+    page(Some(viewer), "Messages", body)
+}
+
+/// `GET /messages/new`: the test-send form.
+pub(crate) async fn new_form(Signed(viewer): Signed) -> Response {
+    send_page(&viewer, &SendRequest::default(), &[]).into_response()
+}
+
+/// `POST /messages` (`to`, `subject`, `text`, `html`, `from`): sends as the signed-in key,
+/// under its rate limit; 303 to the new message, or the form again with what was wrong.
+pub(crate) async fn send(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let req = SendRequest {
+        to: fields.text("to"),
+        from: fields.text("from"),
+        subject: fields.text("subject"),
+        text: fields.body("text"),
+        html: fields.body("html"),
+        ..SendRequest::default()
+    };
+    let refused = |status: StatusCode, lines: Vec<String>| (status, send_page(&viewer, &req, &lines)).into_response();
+    match state.core.send_rate_limited(&*state.limits, viewer.principal(), req.clone(), None).await {
+        Ok(Ok(sent)) => Ok(see_other(&format!("/messages/{}", sent.outcome.message.id))),
+        Ok(Err(wait)) => {
+            let line = format!("This key's send rate is used up; try again in {} s.", wait.seconds);
+            Ok(refused(StatusCode::TOO_MANY_REQUESTS, vec![line]))
+        }
+        Err(Error::Validation { fields }) => Ok(refused(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
+        )),
+        Err(e @ (Error::DomainNotVerified(_) | Error::RecipientSuppressed(_) | Error::DomainNotAllowed { .. })) => {
+            let status = PageError::from(e.clone()).status_code();
+            Ok(refused(status, vec![e.to_string()]))
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
+}
+
+/// The send form, filled with `req` and showing `errors`.
+fn send_page(viewer: &Viewer, req: &SendRequest, errors: &[String]) -> Markup {
+    let value = |v: &Option<String>| v.clone().unwrap_or_default();
+    let body = html! {
+        @if !errors.is_empty() { (error_box(errors)) }
+        section {
+            form #send-test method="post" action="/messages" {
+                (csrf_field(viewer))
+                label for="to" { "To" }
+                input #to type="text" name="to" inputmode="email" autocomplete="off" required value=(value(&req.to));
+                label for="from" { "From " span.muted { "(optional: an address on a verified domain; empty uses the default sender)" } }
+                input #from type="text" name="from" autocomplete="off" value=(value(&req.from));
+                label for="subject" { "Subject" }
+                input #subject type="text" name="subject" required value=(value(&req.subject));
+                label for="text" { "Text" }
+                textarea #text name="text" { (value(&req.text)) }
+                label for="html" { "HTML " span.muted { "(optional)" } }
+                textarea #html name="html" { (value(&req.html)) }
+                div.actions { button type="submit" { "Send" } }
+            }
+        }
+    };
+    page(Some(viewer), "Send a test email", body)
+}

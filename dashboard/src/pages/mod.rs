@@ -1,0 +1,123 @@
+//! The pages, one module per resource, each a set of handlers that call a use case with the
+//! signed-in key and render what it returns. [`table`] is every route.
+
+mod domains;
+mod keys;
+mod message;
+mod messages;
+mod overview;
+mod sign_in;
+mod suppressions;
+mod templates;
+mod webhooks;
+
+use axum::extract::{FromRequestParts, Path};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tidings_core::usecases::ListParams;
+
+use crate::error::PageError;
+use crate::table::RouteTable;
+
+/// Every route of the dashboard.
+pub(crate) fn table() -> RouteTable {
+    RouteTable::default()
+        .get("/", sign_in::home)
+        .post("/sign-in", sign_in::sign_in)
+        .post("/sign-out", sign_in::sign_out)
+        .get("/overview", overview::show)
+        .get("/messages", messages::list)
+        .post("/messages", messages::send)
+        .get("/messages/new", messages::new_form)
+        .get("/messages/{id}", message::show)
+        .get("/messages/{id}/html", message::html)
+        .get("/messages/{id}/eml", message::eml)
+        .post("/messages/{id}/cancel", message::cancel)
+        .post("/messages/{id}/reschedule", message::reschedule)
+        .get("/domains", domains::list)
+        .post("/domains", domains::add)
+        .get("/domains/{id}", domains::show)
+        .post("/domains/{id}/verify", domains::verify)
+        .post("/domains/{id}/tracking", domains::tracking)
+        .post("/domains/{id}/delete", domains::delete)
+        .post("/domains/{id}/senders", domains::add_sender)
+        .post("/domains/{id}/senders/{username}/delete", domains::delete_sender)
+        .get("/templates", templates::list)
+        .post("/templates", templates::create)
+        .get("/templates/{id}", templates::show)
+        .post("/templates/{id}/versions", templates::add_version)
+        .post("/templates/{id}/current", templates::make_current)
+        .post("/templates/{id}/preview", templates::preview)
+        .get("/suppressions", suppressions::list)
+        .post("/suppressions", suppressions::add)
+        .post("/suppressions/{email}/delete", suppressions::remove)
+        .get("/webhooks", webhooks::list)
+        .post("/webhooks", webhooks::create)
+        .get("/webhooks/{id}", webhooks::show)
+        .post("/webhooks/{id}/enable", webhooks::enable)
+        .post("/webhooks/{id}/disable", webhooks::disable)
+        .post("/webhooks/{id}/rotate", webhooks::rotate)
+        .post("/webhooks/{id}/test", webhooks::test)
+        .post("/webhooks/{id}/deliveries/{delivery_id}/retry", webhooks::retry)
+        .get("/keys", keys::list)
+        .post("/keys", keys::create)
+        .post("/keys/{id}/revoke", keys::revoke)
+        .get(crate::assets::JS_PATH, crate::assets::script)
+        .get(crate::assets::CSS_PATH, crate::assets::stylesheet)
+}
+
+/// Path parameters; one that cannot be decoded (not UTF-8) names nothing: a 404 page, as an
+/// unknown id.
+pub(crate) struct PagePath<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for PagePath<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(Self(value)),
+            Err(_) => Err(PageError::status(StatusCode::NOT_FOUND, "Not found", "No such page.").into_response()),
+        }
+    }
+}
+
+/// The query string's pairs, in order.
+pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
+}
+
+/// The first non-empty value of `name` in `pairs`, trimmed.
+pub(crate) fn query_value(pairs: &[(String, String)], name: &str) -> Option<String> {
+    pairs.iter().find(|(n, v)| n == name && !v.trim().is_empty()).map(|(_, v)| v.trim().to_owned())
+}
+
+/// A list page's paging: the cursor from the query, the default page size.
+pub(crate) fn list_params(pairs: &[(String, String)]) -> ListParams {
+    ListParams { limit: None, cursor: query_value(pairs, "cursor") }
+}
+
+/// A JSON object typed into a form, or the parser's complaint with its line and column.
+pub(crate) fn json_object(field: &str, text: Option<&str>) -> Result<Option<Value>, String> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(None) };
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(Some(value)),
+        Ok(_) => Err(format!("{field}: must be a JSON object, like {{\"name\": \"Ann\"}}")),
+        Err(e) => Err(format!("{field}: not valid JSON: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_errors_name_line_and_column() {
+        assert_eq!(json_object("variables", Some("  ")), Ok(None));
+        assert!(json_object("variables", Some(r#"{"a": 1}"#)).unwrap().is_some());
+        let err = json_object("variables", Some("{\n  \"a\": ,\n}")).unwrap_err();
+        assert!(err.contains("line 2 column"), "{err}");
+        assert!(json_object("variables", Some("[1]")).unwrap_err().contains("JSON object"));
+    }
+}

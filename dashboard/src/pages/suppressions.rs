@@ -1,0 +1,127 @@
+//! `/suppressions`: the list (filtered by address or by reason), add, remove.
+
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::Error;
+use tidings_core::model::{Suppression, SuppressionSource};
+use tidings_core::usecases::AddSuppressionRequest;
+
+use crate::DashboardState;
+use crate::error::{OrPage, PageError, PageResult};
+use crate::form::Posted;
+use crate::layout::{action_button, csrf_field, error_box, next_link, page, segment, time};
+use crate::pages::{PagePath, list_params, query_pairs, query_value};
+use crate::session::{Signed, Viewer, see_other};
+
+/// `GET /suppressions?email&reason&cursor`: one address's entry, or the list.
+pub(crate) async fn list(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let email = query_value(&pairs, "email");
+    let reason = query_value(&pairs, "reason");
+    let who = viewer.principal();
+    let mut errors = Vec::new();
+    let (items, next) = match &email {
+        Some(email) => match state.core.get_suppression(who, email).await {
+            Ok(entry) => (vec![entry], None),
+            Err(Error::NotFound(_)) => (Vec::new(), None),
+            Err(Error::Validation { fields }) => {
+                errors.extend(fields.iter().map(|f| format!("{}: {}", f.field, f.message)));
+                (Vec::new(), None)
+            }
+            Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
+        },
+        None => match state.core.list_suppressions(who, list_params(&pairs), reason.clone()).await {
+            Ok(listed) => (listed.items, listed.next_cursor),
+            Err(Error::Validation { fields }) => {
+                errors.extend(fields.iter().map(|f| format!("{}: {}", f.field, f.message)));
+                (Vec::new(), None)
+            }
+            Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
+        },
+    };
+    let status = if errors.is_empty() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    let shown = (email.unwrap_or_default(), reason.unwrap_or_default());
+    Ok((status, render(&viewer, &shown, &items, next.as_deref(), &errors)).into_response())
+}
+
+fn source_word(source: SuppressionSource) -> &'static str {
+    match source {
+        SuppressionSource::Api => "api",
+        SuppressionSource::Bounce => "bounce",
+        SuppressionSource::Complaint => "complaint",
+    }
+}
+
+fn render(
+    viewer: &Viewer,
+    (email, reason): &(String, String),
+    items: &[Suppression],
+    next: Option<&str>,
+    errors: &[String],
+) -> Markup {
+    let body = html! {
+        section {
+            form #add-suppression method="post" action="/suppressions" {
+                (csrf_field(viewer))
+                label for="add-email" { "Suppress an address (nothing is sent to it any more)" }
+                input #add-email type="text" name="email" inputmode="email" required autocomplete="off";
+                div.actions { button type="submit" { "Add" } }
+            }
+        }
+        form #filters.filters method="get" action="/suppressions" {
+            div { label for="email" { "Address" } input #email type="text" name="email" value=(email) inputmode="email"; }
+            div {
+                label for="reason" { "Reason" }
+                select #reason name="reason" {
+                    option value="" { "Any" }
+                    @for r in ["Manual", "HardBounce", "Complaint"] { option value=(r) selected[reason == r] { (r) } }
+                }
+            }
+            div { button type="submit" { "Filter" } }
+        }
+        @if !errors.is_empty() { (error_box(errors)) }
+        div.scroll {
+            table #suppressions {
+                thead { tr { th { "Address" } th { "Reason" } th.hide-narrow { "Source" } th.hide-narrow { "Message" } th.hide-narrow { "Added" } th {} } }
+                tbody {
+                    @for s in items {
+                        tr data-email=(s.email.to_string()) {
+                            td.mono { (s.email.to_string()) }
+                            td { (s.reason.as_str()) }
+                            td.hide-narrow { (source_word(s.source)) }
+                            td.hide-narrow.mono { @if let Some(m) = s.message_id { a href={ "/messages/" (m) } { (m) } } }
+                            td.hide-narrow { (time(s.created_at)) }
+                            td { (action_button(viewer, &format!("/suppressions/{}/delete", segment(&s.email.to_string())), "action danger", "Remove")) }
+                        }
+                    }
+                }
+            }
+        }
+        @if items.is_empty() && errors.is_empty() { p.none { "No suppressed addresses match." } }
+        (next_link("/suppressions", &[("reason", reason.clone())], next))
+    };
+    page(Some(viewer), "Suppressions", body)
+}
+
+/// `POST /suppressions` (`email`).
+pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
+    let req = AddSuppressionRequest { email: posted.fields.text("email") };
+    state.core.add_suppression(posted.viewer.principal(), req).await.or_page(&posted.viewer)?;
+    Ok(see_other("/suppressions"))
+}
+
+/// `POST /suppressions/{email}/delete`.
+pub(crate) async fn remove(
+    State(state): State<DashboardState>,
+    PagePath(email): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    state.core.delete_suppression(posted.viewer.principal(), &email).await.or_page(&posted.viewer)?;
+    Ok(see_other("/suppressions"))
+}

@@ -1,0 +1,254 @@
+//! `/webhooks`: the list and the create form (the secret is shown once, on the page that
+//! answers the create); an endpoint's page with its deliveries log (response codes and
+//! errors, retry), enable or disable, a test event, and secret rotation (the new secret
+//! shown once).
+
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use tidings_core::model::{EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType};
+use tidings_core::usecases::{CreateWebhookRequest, Listed, UpdateWebhookRequest};
+
+use crate::DashboardState;
+use crate::error::{OrPage, PageResult};
+use crate::form::Posted;
+use crate::layout::{action_button, badge, csrf_field, maybe_time, next_link, page, status_kind, time};
+use crate::pages::{PagePath, list_params, query_pairs};
+use crate::session::{Signed, Viewer, see_other};
+
+/// `GET /webhooks`.
+pub(crate) async fn list(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let listed = state.core.list_webhooks(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
+    Ok(render_list(&viewer, &listed).into_response())
+}
+
+fn state_badge(w: &WebhookEndpoint) -> Markup {
+    if !w.enabled {
+        badge("disabled", "bad")
+    } else if w.failing_since.is_some() {
+        badge("failing", "wait")
+    } else {
+        badge("enabled", "ok")
+    }
+}
+
+fn event_names(w: &WebhookEndpoint) -> String {
+    w.event_types.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>) -> Markup {
+    let body = html! {
+        div.scroll {
+            table #webhooks {
+                thead { tr { th { "URL" } th.hide-narrow { "Events" } th { "State" } } }
+                tbody {
+                    @for w in &listed.items {
+                        tr data-id=(w.id) {
+                            td.mono { a href={ "/webhooks/" (w.id) } { (w.url.as_str()) } }
+                            td.hide-narrow { (event_names(w)) }
+                            td { (state_badge(w)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if listed.items.is_empty() { p.none { "No webhook endpoints yet." } }
+        (next_link("/webhooks", &[], listed.next_cursor.as_deref()))
+        h2 { "New endpoint" }
+        section {
+            form #create-webhook method="post" action="/webhooks" {
+                (csrf_field(viewer))
+                label for="url" { "URL (https)" }
+                input #url type="url" name="url" required placeholder="https://hooks.example.com/tidings" autocomplete="off";
+                fieldset #event-types {
+                    legend { "Events" }
+                    @for t in EventType::ALL {
+                        label.check for={ "event-" (t.as_str()) } {
+                            input id={ "event-" (t.as_str()) } type="checkbox" name="event_types" value=(t.as_str())
+                                checked[matches!(t, EventType::Delivered | EventType::Bounced | EventType::Complained)];
+                            (t.as_str())
+                        }
+                    }
+                }
+                div.actions { button type="submit" { "Create" } }
+            }
+        }
+    };
+    page(Some(viewer), "Webhooks", body)
+}
+
+/// The box that shows a signing secret once.
+fn secret_box(title: &str, secret: &str) -> Markup {
+    html! {
+        div.notice #new-secret-box role="status" {
+            p { strong { (title) } " Copy it now: it is not shown again." }
+            code.secret #new-secret { (secret) }
+            button.copy type="button" data-copy=(secret) hidden { "Copy" }
+        }
+    }
+}
+
+/// `POST /webhooks` (`url`, `event_types`): the new endpoint's page with its secret, once.
+pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let req = CreateWebhookRequest {
+        url: fields.text("url"),
+        event_types: Some(fields.all("event_types")),
+        enabled: Some(true),
+    };
+    let endpoint = state.core.create_webhook(viewer.principal(), req).await.or_page(&viewer)?;
+    let deliveries = Listed { items: Vec::new(), limit: 50, has_more: false, next_cursor: None };
+    let shown = secret_box("The endpoint's signing secret.", endpoint.secret.expose());
+    Ok((StatusCode::OK, render(&viewer, &endpoint, &deliveries, Some(shown))).into_response())
+}
+
+/// `GET /webhooks/{id}?cursor`.
+pub(crate) async fn show(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PagePath(id): PagePath<String>,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let who = viewer.principal();
+    let endpoint = state.core.get_webhook(who, &id).await.or_page(&viewer)?;
+    let deliveries = state.core.list_webhook_deliveries(who, &id, list_params(&pairs)).await.or_page(&viewer)?;
+    Ok(render(&viewer, &endpoint, &deliveries, None).into_response())
+}
+
+fn render(
+    viewer: &Viewer,
+    w: &WebhookEndpoint,
+    deliveries: &Listed<WebhookDelivery>,
+    secret: Option<Markup>,
+) -> Markup {
+    let id = w.id.to_string();
+    let body = html! {
+        @if let Some(secret) = secret { (secret) }
+        section {
+            dl.fields {
+                dt { "URL" } dd.mono #webhook-url { (w.url.as_str()) }
+                dt { "State" } dd #webhook-state data-enabled=(w.enabled) { (state_badge(w)) }
+                @if let Some(reason) = &w.disabled_reason { dt { "Disabled because" } dd { (reason) } }
+                @if w.failing_since.is_some() { dt { "Failing since" } dd { (maybe_time(w.failing_since)) } }
+                dt { "Events" } dd { (event_names(w)) }
+                dt { "Created" } dd { (time(w.created_at)) }
+            }
+            div.actions {
+                @if w.enabled {
+                    (action_button(viewer, &format!("/webhooks/{id}/disable"), "action disable", "Disable"))
+                } @else {
+                    (action_button(viewer, &format!("/webhooks/{id}/enable"), "action enable", "Enable"))
+                }
+                (action_button(viewer, &format!("/webhooks/{id}/test"), "action test", "Send a test event"))
+                form.action.danger #rotate method="post" action={ "/webhooks/" (id) "/rotate" }
+                    data-confirm="Rotate the secret? The old one keeps signing for 24 hours." {
+                    (csrf_field(viewer))
+                    button type="submit" { "Rotate the secret" }
+                }
+            }
+        }
+        h2 { "Deliveries" }
+        div.scroll {
+            table #deliveries {
+                thead { tr {
+                    th { "Created" } th { "Event" } th { "Status" } th { "Attempts" } th { "Response" }
+                    th.hide-narrow { "Error" } th.hide-narrow { "Next attempt" } th {}
+                } }
+                tbody {
+                    @for d in &deliveries.items {
+                        tr data-id=(d.id) data-status=(d.status.to_string()) {
+                            td { (time(d.created_at)) }
+                            td { (event_word(d.event_type)) }
+                            td { (badge(&d.status.to_string(), status_kind(&d.status.to_string()))) }
+                            td { (d.attempts) }
+                            td.response-code { @if let Some(code) = d.response_code { (code) } @else { span.none { "—" } } }
+                            td.hide-narrow.last-error { @if let Some(e) = &d.last_error { span.mono { (e) } } }
+                            td.hide-narrow { (maybe_time(d.next_attempt_at)) }
+                            td { (action_button(viewer, &format!("/webhooks/{id}/deliveries/{}/retry", d.id), "action retry", "Retry")) }
+                        }
+                    }
+                }
+            }
+        }
+        @if deliveries.items.is_empty() { p.none { "No deliveries yet." } }
+        (next_link(&format!("/webhooks/{id}"), &[], deliveries.next_cursor.as_deref()))
+    };
+    page(Some(viewer), "Webhook endpoint", body)
+}
+
+fn event_word(t: WebhookEventType) -> &'static str {
+    t.as_str()
+}
+
+/// Sets `enabled` through the update use case; 303 back.
+async fn set_enabled(state: DashboardState, id: String, posted: Posted, enabled: bool) -> PageResult<Response> {
+    let req = UpdateWebhookRequest { url: None, event_types: None, enabled: Some(enabled) };
+    let endpoint = state.core.update_webhook(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/webhooks/{}", endpoint.id)))
+}
+
+/// `POST /webhooks/{id}/enable`.
+pub(crate) async fn enable(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    set_enabled(state, id, posted, true).await
+}
+
+/// `POST /webhooks/{id}/disable`.
+pub(crate) async fn disable(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    set_enabled(state, id, posted, false).await
+}
+
+/// `POST /webhooks/{id}/rotate`: the endpoint's page with the new secret, once.
+pub(crate) async fn rotate(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let Posted { viewer, .. } = posted;
+    let who = viewer.principal();
+    let endpoint = state.core.rotate_webhook_secret(who, &id).await.or_page(&viewer)?;
+    let deliveries = state.core.list_webhook_deliveries(who, &id, Default::default()).await.or_page(&viewer)?;
+    let shown = secret_box(
+        "The new signing secret. The old one keeps signing beside it for 24 hours.",
+        endpoint.secret.expose(),
+    );
+    Ok(render(&viewer, &endpoint, &deliveries, Some(shown)).into_response())
+}
+
+/// `POST /webhooks/{id}/test`: queues a `Test` event; 303 back.
+pub(crate) async fn test(
+    State(state): State<DashboardState>,
+    PagePath(id): PagePath<String>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let delivery = state.core.test_webhook(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))
+}
+
+/// `POST /webhooks/{id}/deliveries/{delivery_id}/retry`: 303 back.
+pub(crate) async fn retry(
+    State(state): State<DashboardState>,
+    PagePath((id, delivery_id)): PagePath<(String, String)>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let delivery = state
+        .core
+        .retry_webhook_delivery(posted.viewer.principal(), &id, &delivery_id)
+        .await
+        .or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))
+}

@@ -1,0 +1,109 @@
+//! A message whose every field a sender controls holds markup: the pages show it as text,
+//! and its HTML is only ever served as a sandboxed document under its own policy, framed by
+//! `<iframe sandbox>`.
+
+use axum::http::StatusCode;
+use tidings_core::model::EventType;
+use tidings_core::ports::MessageStore;
+use tidings_core::testing::fixtures;
+use tidings_core::usecases::{SendRequest, TagRequest};
+use tidings_dashboard::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
+
+use crate::support::TestApp;
+
+const SCRIPT: &str = "<script>alert(1)</script>";
+
+#[tokio::test]
+async fn markup_in_a_message_is_shown_as_text_everywhere() {
+    let app = TestApp::new().await;
+    app.verified_domain("evil.example").await;
+    let req = SendRequest {
+        to: Some("victim@example.com".into()),
+        from: Some(format!("\"{SCRIPT}\" <mallory@evil.example>")),
+        subject: Some(format!("{SCRIPT} subject")),
+        text: Some(format!("{SCRIPT} text")),
+        html: Some(format!(
+            "<p>hello</p>{SCRIPT}<img src=\"https://tracker.example/pixel.gif\"><a href=\"javascript:alert(2)\">x</a>"
+        )),
+        headers: Some(serde_json::json!({"X-Evil": SCRIPT})),
+        tags: Some(vec![TagRequest { name: "evil".into(), value: "<b>bold</b>".into() }]),
+        metadata: Some(serde_json::json!({"<i>key</i>": SCRIPT})),
+        reply_to: Some(serde_json::json!("reply@evil.example")),
+        ..SendRequest::default()
+    };
+    let sent = app.core.send_message(&app.principal, req, None).await.expect("the hostile send is accepted");
+    let message = sent.message;
+    // An event whose remote answer holds markup too.
+    let mut write = fixtures::event_write(&message, EventType::Sent, fixtures::now(), None);
+    write.event.details.response = Some(SCRIPT.into());
+    app.store.record_event(write).await.unwrap();
+
+    let browser = app.sign_in(&app.key).await;
+    let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
+    for path in
+        [format!("/messages/{}", message.id), "/messages".to_owned(), "/messages?to=victim%40example.com".to_owned()]
+    {
+        let page = browser.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(!page.body.contains(SCRIPT), "{path} holds the raw script: {}", page.body);
+        assert!(!page.body.contains("<b>bold</b>") && !page.body.contains("<i>key</i>"), "{path}");
+        assert!(page.body.contains(escaped), "{path} shows it as text");
+    }
+    let page = browser.get(&format!("/messages/{}", message.id)).await;
+    assert!(
+        page.body.matches(escaped).count() >= 6,
+        "subject, from (twice), text, header, metadata, event: {}",
+        page.body
+    );
+    assert!(page.body.contains("&lt;b&gt;bold&lt;/b&gt;") && page.body.contains("&lt;i&gt;key&lt;/i&gt;"));
+    // The HTML is not in the page at all, only in the frame.
+    assert!(!page.body.contains("tracker.example"), "the message's HTML is not inlined");
+    let frame = format!(r#"<iframe id="preview" sandbox="" src="/messages/{}/html""#, message.id);
+    assert!(page.body.contains(&frame), "a sandboxed frame without allow-*: {}", page.body);
+    assert!(!page.body.contains("allow-scripts") && !page.body.contains("allow-same-origin"));
+}
+
+#[tokio::test]
+async fn the_message_html_is_a_sandboxed_document_that_loads_nothing_unless_asked() {
+    let app = TestApp::new().await;
+    app.verified_domain("frame.example").await;
+    let html = format!("{SCRIPT}<img src=\"https://tracker.example/p.gif\"><img src=\"data:image/gif;base64,R0lGOD\">");
+    let req = SendRequest {
+        to: Some("a@example.com".into()),
+        subject: Some("s".into()),
+        html: Some(html.clone()),
+        tracking: Some(tidings_core::usecases::TrackingRequest { opens: Some(true), clicks: Some(true) }),
+        ..SendRequest::default()
+    };
+    let message = app.core.send_message(&app.principal, req, None).await.unwrap().message;
+    let browser = app.sign_in(&app.key).await;
+
+    let doc = browser.get(&format!("/messages/{}/html", message.id)).await;
+    assert_eq!(doc.status, StatusCode::OK);
+    assert!(doc.header("content-type").starts_with("text/html"));
+    let policy = doc.header("content-security-policy");
+    assert_eq!(policy, MESSAGE_HTML_CSP);
+    for directive in ["default-src 'none'", "img-src data:;", "sandbox", "frame-ancestors 'self'"] {
+        assert!(policy.contains(directive), "{directive} in {policy}");
+    }
+    assert!(
+        !policy.contains("allow-scripts") && !policy.contains("allow-same-origin") && !policy.contains("script-src")
+    );
+    assert_eq!(doc.header("x-frame-options"), "SAMEORIGIN", "framable by the dashboard only");
+    // The HTML as accepted: with open tracking asked for, still no pixel (tracking is added on
+    // the way out), and never a tracking URL.
+    assert_eq!(doc.body, html);
+    assert!(!doc.body.contains("/t/o/"));
+
+    let with_images = browser.get(&format!("/messages/{}/html?images=1", message.id)).await;
+    assert_eq!(with_images.header("content-security-policy"), MESSAGE_HTML_IMAGES_CSP);
+    assert!(
+        MESSAGE_HTML_IMAGES_CSP.contains("img-src data: https: http:") && MESSAGE_HTML_IMAGES_CSP.contains("sandbox")
+    );
+    let page = browser.get(&format!("/messages/{}?images=1", message.id)).await;
+    assert!(page.body.contains(&format!(r#"src="/messages/{}/html?images=1""#, message.id)));
+
+    // Without a session the document is not served at all.
+    let anonymous = app.get(&format!("/messages/{}/html", message.id)).await;
+    assert_eq!((anonymous.status, anonymous.location()), (StatusCode::SEE_OTHER, "/"));
+}

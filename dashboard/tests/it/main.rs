@@ -1,0 +1,13 @@
+//! The dashboard's tests: one binary, one module per concern (STYLE.md). Every test drives
+//! the API and dashboard routers merged as the server merges them, with real HTTP requests
+//! over the in-memory store.
+
+mod access;
+mod csrf;
+mod escaping;
+mod headers;
+mod overview;
+mod pages;
+mod sign_in;
+mod support;
+mod world;
