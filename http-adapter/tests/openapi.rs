@@ -598,3 +598,33 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     let never: Vec<_> = documented_operations(&c.doc).difference(&c.succeeded).cloned().collect();
     assert!(never.is_empty(), "operations never checked with a success: {never:?}");
 }
+
+#[tokio::test]
+async fn the_sandbox_domains_responses_match_the_documented_schemas() {
+    let api = TestApi::with_sandbox().await;
+    let mut c = Checked::new(&api).await;
+    let full = Some(api.key.as_str());
+    let a = &api;
+
+    let plain = json!({"to": "ann@example.net", "subject": "s", "text": "t"});
+    let sent = c.call(a, full, "POST", "/v1/messages", &[], Some(plain)).await;
+    expect(&sent, 201);
+    assert_eq!(sent.data()["fromAddress"], "noreply@sandbox.tidings.invalid");
+    let listed = c.call(a, full, "GET", "/v1/domains", &[], None).await;
+    expect(&listed, 200);
+    let sandbox = &listed.data()[0];
+    assert_eq!((sandbox["sandbox"].as_bool(), sandbox["dnsRecords"][1]["note"].is_string()), (Some(true), true));
+    let id = sandbox["id"].as_str().unwrap().to_owned();
+    let d = [id.as_str()];
+    expect(&c.call(a, full, "GET", "/v1/domains/{id}", &d, None).await, 200);
+    expect(&c.call(a, full, "POST", "/v1/domains/{id}/verify", &d, None).await, 200);
+    expect(&c.call(a, full, "PATCH", "/v1/domains/{id}", &d, Some(json!({"clickTracking": true}))).await, 200);
+    let refused = c.call(a, full, "DELETE", "/v1/domains/{id}", &d, None).await;
+    expect(&refused, 422);
+    assert_eq!(refused.body["error"]["details"][0]["field"], "id");
+    let reserved = json!({"domain": "sandbox.tidings.invalid"});
+    expect(&c.call(a, full, "POST", "/v1/domains", &[], Some(reserved)).await, 422);
+    let customer = c.call(a, full, "POST", "/v1/domains", &[], Some(json!({"domain": "example.com"}))).await;
+    expect(&customer, 201);
+    assert_eq!(customer.data()["sandbox"], false);
+}

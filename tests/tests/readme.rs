@@ -49,8 +49,9 @@
 //! -->
 //! ```
 //! `substitute FROM => TO` replaces text before the harness's own substitutions (TO may use
-//! the harness's variables: `$README_DATABASE_URL`, a scratch database); `needs postgres`
-//! skips the block, saying so, where no PostgreSQL answers.
+//! the harness's variables: `$README_DATABASE_URL`, a scratch database; `$README_DATA_DIR`,
+//! the server's data dir); `needs postgres` skips the block, saying so, where no PostgreSQL
+//! answers.
 //!
 //! # The world outside
 //! Domains are verified against the test DNS server: the records of every domain response
@@ -120,6 +121,7 @@ async fn every_readme_block_runs_or_is_checked() {
         ("README_SERVER_BIN".to_owned(), tidings_e2e::server_binary().display().to_string()),
         ("README_DNS_SERVER".to_owned(), dns.addr().to_string()),
         ("README_CLI_DATA_DIR".to_owned(), cli_data.path().display().to_string()),
+        ("README_DATA_DIR".to_owned(), server.data_dir().path().display().to_string()),
     ]);
     if let Some(url) = cli_data.database_url() {
         env.insert("README_CLI_DATABASE_URL".to_owned(), url);

@@ -319,7 +319,9 @@ async fn a_copied_store_does_not_open_with_another_key_and_says_so() {
     let server = TestServer::start_with(options).await;
     let (status, body) = server.get("/v1/domains", server.key()).await;
     assert_ok(status, &body, 200, "list the domains");
-    assert_eq!(body["data"][0]["domain"], "copied.example", "{body}");
+    // Beside the sandbox sending domain this list makes with the default outbox.
+    let names: Vec<&Value> = body["data"].as_array().unwrap().iter().map(|d| &d["domain"]).collect();
+    assert!(names.contains(&&json!("copied.example")), "{body}");
     assert!(!original.path().join("secret.key").exists(), "no key file is made when the environment has the key");
     let (status, _) = server.stop().await;
     assert!(status.success(), "{status}");

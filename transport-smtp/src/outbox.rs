@@ -94,6 +94,11 @@ impl Mailer for OutboxMailer {
             }
         }
     }
+
+    /// The outbox only writes files: the one transport that may deliver the sandbox domain.
+    fn keeps_mail_local(&self) -> bool {
+        true
+    }
 }
 
 /// `<provider message id>.eml` when that id is a plain file name, else `<message id>.eml`.

@@ -7,6 +7,8 @@
 //!    ends `Failed` with that reason instead.)
 //! 2. Sending domain deleted, or the message cannot be built or signed → `Failed` with the
 //!    reason. (A domain that merely stopped verifying keeps sending: only deletion stops it.)
+//!    So is a message from the sandbox sending domain when the mailer sends mail off the
+//!    machine ([`Mailer::keeps_mail_local`]).
 //! 3. Record `Sent` (attempt number, `providerMessageId`), then hand the message to the
 //!    [`Mailer`]; classify what it reports ([`classify`]) and record `Delivered`,
 //!    `Deferred` (with `nextAttemptAt`), or `Bounced` (`Hard` after suppressing the address,
@@ -55,6 +57,7 @@ use crate::outbound::prepare;
 use crate::ports::{Mailer, OutboundEmail, SendError, SendReceipt};
 use crate::state_machine::Happening;
 use crate::usecases::Tidings;
+use crate::usecases::sandbox::SANDBOX_NOT_DELIVERABLE;
 use crate::{Error, Result};
 
 /// Longest `response` kept in an event's details; SMTP replies can be long.
@@ -263,6 +266,12 @@ impl DeliveryWorker {
             let details = response("the sending domain was deleted");
             return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
         };
+        if domain.is_sandbox() && !self.mailer.keeps_mail_local() {
+            // Queued under the outbox, found after a restart with a relay or MX: it must not
+            // leave the machine, and no later attempt would differ.
+            let details = response(SANDBOX_NOT_DELIVERABLE);
+            return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
+        }
         let email = match self.prepare(message, domain).await? {
             Ok(email) => email,
             Err(reason) => return self.finish(message, EventType::Failed, response(&reason), Outcome::Failed).await,

@@ -58,6 +58,7 @@ fn new_domain() -> Domain {
         created_at: at(0),
         verified_at: None,
         last_checked_at: None,
+        kind: crate::model::DomainKind::Customer,
     }
 }
 

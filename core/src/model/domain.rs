@@ -139,6 +139,18 @@ mod key_bytes {
     }
 }
 
+/// Who made a domain, and so how it becomes sendable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DomainKind {
+    /// Added by the customer (`POST /v1/domains`), sendable once DNS proves its records.
+    #[default]
+    Customer,
+    /// The workspace's sandbox sending domain, made by Tidings itself
+    /// ([`crate::usecases::SANDBOX_DOMAIN`]): Verified from the start, never looked up in
+    /// DNS, and usable only while mail stays on the machine (`CoreConfig::sandbox_sending`).
+    Sandbox,
+}
+
 /// A sending domain of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Domain {
@@ -164,6 +176,9 @@ pub struct Domain {
     pub verified_at: Option<DateTime<Utc>>,
     /// Last verification.
     pub last_checked_at: Option<DateTime<Utc>>,
+    /// Customer or sandbox; domains stored before the sandbox existed read as `Customer`.
+    #[serde(default)]
+    pub kind: DomainKind,
 }
 
 impl Domain {
@@ -172,9 +187,15 @@ impl Domain {
         self.records.iter().find(|r| r.kind == kind).map_or(RecordStatus::Pending, |r| r.status)
     }
 
-    /// Only a Verified domain is sendable.
+    /// Only a Verified domain is sendable. (The sandbox is Verified, but sendable only
+    /// where the service allows it: `Tidings` decides that, not the record.)
     pub fn is_sendable(&self) -> bool {
         self.status == DomainStatus::Verified
+    }
+
+    /// Whether this is the workspace's sandbox sending domain.
+    pub fn is_sandbox(&self) -> bool {
+        self.kind == DomainKind::Sandbox
     }
 
     /// When DNS was last asked about it, or when it was added if never: what the periodic
@@ -205,5 +226,17 @@ mod tests {
         let bad = serde_json::json!({"rsa_selector": "tdr", "rsa_private_pkcs8": "not base64!",
                                      "ed25519_selector": "tde", "ed25519_private_pkcs8": []});
         assert!(serde_json::from_value::<DkimKeys>(bad).is_err());
+    }
+
+    #[test]
+    fn domains_stored_before_the_sandbox_existed_read_as_customer_domains() {
+        let domain = crate::outbound::test_support::signing_domain("old.example.com");
+        let mut old = serde_json::to_value(&domain).unwrap();
+        old.as_object_mut().unwrap().remove("kind");
+        assert_eq!(serde_json::from_value::<Domain>(old).unwrap().kind, DomainKind::Customer);
+        let sandbox = Domain { kind: DomainKind::Sandbox, ..domain };
+        let json = serde_json::to_value(&sandbox).unwrap();
+        assert_eq!(json["kind"], "Sandbox");
+        assert_eq!(serde_json::from_value::<Domain>(json).unwrap(), sandbox);
     }
 }

@@ -14,7 +14,7 @@ mod webhook;
 mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
-pub use domain::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+pub use domain::{DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus};
 pub use extras::MessageExtras;
 pub use idempotency::{
     BatchItemRecord, IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash, StoredError,

@@ -7,7 +7,7 @@ use crate::dns_records::{RecordPolicy, records_for};
 use crate::domain_name::DomainName;
 use crate::email::{DisplayName, EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
-use crate::model::{Domain, DomainStatus, Message, MessageStatus, MessageTracking};
+use crate::model::{Domain, DomainKind, DomainStatus, Message, MessageStatus, MessageTracking};
 use crate::ports::SystemRandom;
 
 /// A Verified domain named `name` with the shared test keys (generated once per process).
@@ -28,6 +28,7 @@ pub(crate) fn signing_domain(name: &str) -> Domain {
         created_at: now,
         verified_at: Some(now),
         last_checked_at: Some(now),
+        kind: DomainKind::Customer,
     }
 }
 

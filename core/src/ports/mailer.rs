@@ -156,6 +156,14 @@ pub trait Mailer: Send + Sync {
     /// contract). Must not take longer than the transport's own timeouts allow: the delivery
     /// worker holds a lease on the message only for a bounded time.
     async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError>;
+
+    /// Whether what this transport accepts stays on this machine (the outbox) instead of
+    /// going to another server. Only such a transport gets mail from the sandbox sending
+    /// domain (`usecases::sandbox`); `false`, the default, is the safe answer for every
+    /// transport that sends.
+    fn keeps_mail_local(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::dkim_keys::test_keys;
 use crate::dns_records::{RecordPolicy, records_for};
 use crate::domain_name::DomainName;
 use crate::ids::{DomainId, WebhookId, WorkspaceId};
-use crate::model::{DomainStatus, WebhookSecret, WebhookUrl};
+use crate::model::{DomainKind, DomainStatus, WebhookSecret, WebhookUrl};
 use crate::ports::SystemRandom;
 use crate::secret::SecretName;
 
@@ -28,6 +28,7 @@ fn domain() -> Domain {
         created_at: Utc::now(),
         verified_at: None,
         last_checked_at: None,
+        kind: DomainKind::Customer,
     }
 }
 

@@ -17,10 +17,11 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::model::{
-    ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainStatus, EventDetails, EventType,
-    IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit, RecordKind,
-    RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason, SuppressionSource, Template,
-    TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl, Workspace,
+    ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, EventDetails,
+    EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit,
+    RecordKind, RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason, SuppressionSource,
+    Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl,
+    Workspace,
 };
 use crate::ports::{EventWrite, NewMessage, NewTemplateVersion, SystemRandom};
 use crate::sealing::{Sealer, SealingKey};
@@ -285,6 +286,7 @@ pub fn domain(ws: WorkspaceId, name: &str) -> Domain {
         created_at: now(),
         verified_at: None,
         last_checked_at: None,
+        kind: DomainKind::Customer,
     }
 }
 

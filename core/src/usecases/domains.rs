@@ -5,6 +5,10 @@
 //! Deleting a domain removes it and its senders at once; messages from it that are still
 //! queued are not touched here: the delivery worker fails them (`Failed`) when it finds
 //! their domain gone, so this use case never has to scan the queue.
+//!
+//! The workspace's sandbox sending domain (`usecases::sandbox`) is a domain too: listed
+//! (made on the first list) and found only while sandbox sending is on, never checked in
+//! DNS (verifying it returns it as it is), never deleted (422), and its name cannot be added.
 
 use std::sync::Arc;
 
@@ -13,10 +17,10 @@ use futures::StreamExt;
 
 use crate::dns_records;
 use crate::domain_name::DomainName;
-use crate::ids::DomainId;
-use crate::model::{Domain, DomainStatus};
-use crate::ports::StoreError;
-use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::ids::{DomainId, WorkspaceId};
+use crate::model::{DkimKeys, Domain, DomainKind, DomainStatus};
+use crate::ports::{Page, PageRequest, StoreError};
+use crate::usecases::{ListParams, Listed, Principal, SANDBOX_DOMAIN, Tidings, is_reserved_for_sandbox};
 use crate::{Error, Result, dkim_keys};
 
 /// Domains re-verified at once by [`Tidings::recheck_domains`]: each costs up to one DNS
@@ -60,21 +64,25 @@ pub(crate) fn parse_domain_id(id: &str) -> Result<DomainId> {
 impl Tidings {
     /// `POST /v1/domains`: adds a domain in status `Pending` with freshly generated DKIM
     /// keys (new selectors every time, so a re-added domain never reuses old records) and
-    /// the four records to publish. Tracking starts off.
+    /// the four records to publish. Tracking starts off. The sandbox domain's name and names
+    /// under it are refused (422 naming `domain`), whether sandbox sending is on or off.
     pub async fn add_domain(&self, who: &Principal, req: AddDomainRequest) -> Result<Domain> {
         who.require_full()?;
         let text = req.domain.as_deref().ok_or_else(|| Error::field("domain", "is required"))?;
         let name = DomainName::parse(text).map_err(|e| Error::field("domain", e.to_string()))?;
+        if is_reserved_for_sandbox(&name) {
+            return Err(Error::field(
+                "domain",
+                format!(
+                    "{name} is reserved: {SANDBOX_DOMAIN} and the names under it are Tidings' sandbox sending domain"
+                ),
+            ));
+        }
         if self.store.find_domain_by_name(who.workspace_id, &name).await?.is_some() {
             return Err(already_added(&name));
         }
 
-        // RSA-2048 generation takes tens of milliseconds of CPU: keep it off the async threads.
-        let random = Arc::clone(&self.random);
-        let keys = tokio::task::spawn_blocking(move || dkim_keys::generate(&*random))
-            .await
-            .map_err(|e| Error::Internal(format!("DKIM key generation did not finish: {e}")))?
-            .map_err(|e| Error::Internal(format!("DKIM key generation failed: {e}")))?;
+        let keys = self.generate_dkim_keys().await?;
         let records = dns_records::records_for(&name, &keys, &self.config.records)
             .map_err(|e| Error::Internal(format!("building DNS records failed: {e}")))?;
 
@@ -91,6 +99,7 @@ impl Tidings {
             created_at: now,
             verified_at: None,
             last_checked_at: None,
+            kind: DomainKind::Customer,
         };
         match self.store.insert_domain(&domain).await {
             Ok(()) => Ok(domain),
@@ -100,12 +109,41 @@ impl Tidings {
         }
     }
 
-    /// `GET /v1/domains`: the workspace's domains, newest first.
+    /// Fresh DKIM keys (RSA-2048 and Ed25519) with new selectors.
+    pub(crate) async fn generate_dkim_keys(&self) -> Result<DkimKeys> {
+        // RSA-2048 generation takes tens of milliseconds of CPU: keep it off the async threads.
+        let random = Arc::clone(&self.random);
+        tokio::task::spawn_blocking(move || dkim_keys::generate(&*random))
+            .await
+            .map_err(|e| Error::Internal(format!("DKIM key generation did not finish: {e}")))?
+            .map_err(|e| Error::Internal(format!("DKIM key generation failed: {e}")))
+    }
+
+    /// `GET /v1/domains`: the workspace's domains, newest first. With sandbox sending on, the
+    /// sandbox domain is among them (made now if the workspace has none yet, so that the
+    /// first list already shows what a send without `from` uses); off, it is left out.
     pub async fn list_domains(&self, who: &Principal, params: ListParams) -> Result<Listed<Domain>> {
         who.require_full()?;
         let page = params.to_page(DomainId::parse)?;
-        let found = self.store.list_domains(who.workspace_id, page).await?;
+        let found = if self.config.sandbox_sending {
+            self.sandbox_domain(who.workspace_id).await?;
+            self.store.list_domains(who.workspace_id, page).await?
+        } else {
+            self.list_customer_domains(who.workspace_id, page).await?
+        };
         Ok(Listed::from_page(found, page.limit, |d| d.id.to_string()))
+    }
+
+    /// A page of the workspace's domains without the sandbox (made under the outbox earlier,
+    /// perhaps). One more is read than asked for, so that a page the sandbox was on still
+    /// holds `limit` domains and `has_more` stays exact.
+    async fn list_customer_domains(&self, ws: WorkspaceId, page: PageRequest<DomainId>) -> Result<Page<Domain>> {
+        let wider = PageRequest { limit: page.limit.saturating_add(1), cursor: page.cursor };
+        let found = self.store.list_domains(ws, wider).await?;
+        let mut items: Vec<Domain> = found.items.into_iter().filter(|d| !d.is_sandbox()).collect();
+        let has_more = found.has_more || items.len() > page.limit;
+        items.truncate(page.limit);
+        Ok(Page { items, has_more })
     }
 
     /// `GET /v1/domains/{id}`: one domain with its records and their last check.
@@ -116,7 +154,9 @@ impl Tidings {
 
     /// `POST /v1/domains/{id}/verify`: looks up every record in DNS now and stores the
     /// outcome (per-record status, overall status, `verifiedAt` on the first success).
-    /// NotFound if the domain is unknown, or was deleted while DNS was being asked.
+    /// NotFound if the domain is unknown, or was deleted while DNS was being asked. The
+    /// sandbox domain is returned as it is: it is Verified by construction, and DNS knows
+    /// nothing of `.invalid` names.
     pub async fn verify_domain(&self, who: &Principal, id: &str) -> Result<Domain> {
         who.require_full()?;
         let before = self.domain_of(who, parse_domain_id(id)?).await?;
@@ -133,6 +173,8 @@ impl Tidings {
         let cutoff = now - self.config.domain_recheck_interval;
         let due = self.store.list_domains_to_recheck(cutoff, limit).await?;
         let mut report = RecheckReport::default();
+        // The sandbox is Verified, so stores never list it; were one to, it is still not checked.
+        let due = due.into_iter().filter(|d| !d.is_sandbox());
         let mut checks = futures::stream::iter(due)
             .map(|domain| async move { (domain.id, self.check_and_store(&domain).await) })
             .buffer_unordered(RECHECK_CONCURRENCY);
@@ -150,8 +192,12 @@ impl Tidings {
     }
 
     /// Looks up every record of `before` in DNS now and stores the outcome; `None` if the
-    /// domain was deleted meanwhile.
+    /// domain was deleted meanwhile. The sandbox domain is never looked up: it is returned as
+    /// it is.
     async fn check_and_store(&self, before: &Domain) -> Result<Option<Domain>> {
+        if before.is_sandbox() {
+            return Ok(Some(before.clone()));
+        }
         let checked = dns_records::verify(before, &self.config.records, &*self.dns, self.clock.now()).await;
         // DNS may take seconds; take the verification outcome onto a fresh read so that a
         // tracking change made meanwhile is not overwritten with the old settings.
@@ -190,17 +236,26 @@ impl Tidings {
 
     /// `DELETE /v1/domains/{id}`: removes the domain and its senders; its records stop
     /// meaning anything (the keys are gone) and the name can be added again with fresh ones.
-    /// Messages from it still waiting in the queue are failed by the delivery worker.
+    /// Messages from it still waiting in the queue are failed by the delivery worker. The
+    /// sandbox domain cannot be deleted (422 naming `id`): it would only be made again, with
+    /// new keys, by the next send, and its queued messages would fail.
     pub async fn delete_domain(&self, who: &Principal, id: &str) -> Result<()> {
         who.require_full()?;
         let id = parse_domain_id(id)?;
-        self.domain_of(who, id).await?;
+        if self.domain_of(who, id).await?.is_sandbox() {
+            return Err(Error::field(
+                "id",
+                format!("{SANDBOX_DOMAIN} is the sandbox sending domain, which cannot be deleted"),
+            ));
+        }
         self.store.delete_domain(who.workspace_id, id).await.map_err(domain_gone)
     }
 
-    /// The caller's domain `id`, or NotFound.
+    /// The caller's domain `id`, or NotFound (also for the sandbox while sandbox sending is
+    /// off).
     pub(crate) async fn domain_of(&self, who: &Principal, id: DomainId) -> Result<Domain> {
-        self.store.get_domain(who.workspace_id, id).await?.ok_or(Error::NotFound("domain"))
+        let found = self.store.get_domain(who.workspace_id, id).await?;
+        found.filter(|d| self.shows(d)).ok_or(Error::NotFound("domain"))
     }
 }
 

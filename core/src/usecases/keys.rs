@@ -173,7 +173,8 @@ impl Tidings {
             None => None,
             Some(text) => {
                 let found = match DomainId::parse(text) {
-                    Some(id) => self.store.get_domain(workspace, id).await?.map(|d| d.id),
+                    // The sandbox is a domain of the workspace only while sandbox sending is on.
+                    Some(id) => self.store.get_domain(workspace, id).await?.filter(|d| self.shows(d)).map(|d| d.id),
                     None => None,
                 };
                 if found.is_none() {

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain_name::DomainName;
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
@@ -19,9 +20,12 @@ use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::render_pool::OwnedSource;
+use crate::usecases::sandbox::sandbox_off;
 use crate::usecases::scheduling::parse_send_time;
 use crate::usecases::send_fields::validate_extras;
-use crate::usecases::{AttachmentRequest, ListParams, Listed, Principal, TagRequest, Tidings, TrackingRequest};
+use crate::usecases::{
+    AttachmentRequest, ListParams, Listed, Principal, SANDBOX_DOMAIN, TagRequest, Tidings, TrackingRequest,
+};
 use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
@@ -289,13 +293,23 @@ impl Tidings {
     /// be on a Verified domain of the workspace (and the key's domain, if restricted); with
     /// none, the key's domain or the workspace's only Verified domain, as `noreply@`. A
     /// registered sender's display name fills in a missing one.
+    ///
+    /// The sandbox domain (`usecases::sandbox`) takes part only while sandbox sending is on:
+    /// then it is the default when the workspace has no Verified domain of its own, and an
+    /// explicit `from` at it works; off, any use of it is refused with what to do instead.
     async fn resolve_from(&self, who: &Principal, from: Option<Mailbox>) -> Result<(Domain, Mailbox)> {
         let ws = who.workspace_id;
         let key_domain = match who.sending_domain_id {
-            Some(id) => Some(self.store.get_domain(ws, id).await?.ok_or_else(|| {
-                // The key's domain was deleted: nothing is allowed any more.
-                Error::DomainNotVerified("the sending domain of this API key no longer exists".into())
-            })?),
+            Some(id) => {
+                let domain = self.store.get_domain(ws, id).await?.ok_or_else(|| {
+                    // The key's domain was deleted: nothing is allowed any more.
+                    Error::DomainNotVerified("the sending domain of this API key no longer exists".into())
+                })?;
+                if !self.shows(&domain) {
+                    return Err(sandbox_off());
+                }
+                Some(domain)
+            }
             None => None,
         };
         let (domain, mut mailbox) = match from {
@@ -308,16 +322,14 @@ impl Tidings {
                 }
                 let domain = match &key_domain {
                     Some(d) => d.clone(),
-                    None => self.store.find_domain_by_name(ws, name).await?.ok_or_else(|| {
-                        Error::DomainNotVerified(format!("domain {name} is not added to this workspace"))
-                    })?,
+                    None => self.domain_named(ws, name).await?,
                 };
                 (domain, mailbox)
             }
             None => {
                 let domain = match key_domain {
                     Some(d) => d,
-                    None => self.only_verified_domain(ws).await?,
+                    None => self.default_domain(ws).await?,
                 };
                 let address = EmailAddress::from_parts(DEFAULT_LOCAL_PART, &domain.name)
                     .map_err(|e| Error::Internal(format!("default sender address: {e}")))?;
@@ -335,13 +347,33 @@ impl Tidings {
         Ok((domain, mailbox))
     }
 
-    async fn only_verified_domain(&self, ws: WorkspaceId) -> Result<Domain> {
+    /// The workspace's domain `name`, for an explicit `from`: the sandbox (made if need be)
+    /// when that is the name and sandbox sending is on, refused when it is off.
+    async fn domain_named(&self, ws: WorkspaceId, name: &DomainName) -> Result<Domain> {
+        if name.as_str() == SANDBOX_DOMAIN {
+            if !self.config.sandbox_sending {
+                return Err(sandbox_off());
+            }
+            if let Some(sandbox) = self.sandbox_domain(ws).await? {
+                return Ok(sandbox);
+            }
+        }
+        self.store
+            .find_domain_by_name(ws, name)
+            .await?
+            .ok_or_else(|| Error::DomainNotVerified(format!("domain {name} is not added to this workspace")))
+    }
+
+    /// The domain of a send without `from`: the workspace's only Verified domain of its own;
+    /// with none, the sandbox while sandbox sending is on. The sandbox never shadows a real
+    /// domain and never counts among "several".
+    async fn default_domain(&self, ws: WorkspaceId) -> Result<Domain> {
         let mut verified = Vec::new();
         let mut cursor: Option<DomainId> = None;
         loop {
             let page = self.store.list_domains(ws, PageRequest { limit: 200, cursor }).await?;
             cursor = page.items.last().map(|d| d.id);
-            verified.extend(page.items.into_iter().filter(Domain::is_sendable));
+            verified.extend(page.items.into_iter().filter(|d| d.is_sendable() && !d.is_sandbox()));
             if verified.len() > 1 {
                 break;
             }
@@ -349,9 +381,11 @@ impl Tidings {
                 break;
             }
         }
+        let none = || Error::field("from", "is required: this workspace has no verified domain");
         match verified.len() {
             1 => Ok(verified.remove(0)),
-            0 => Err(Error::field("from", "is required: this workspace has no verified domain")),
+            0 if self.config.sandbox_sending => self.sandbox_domain(ws).await?.ok_or_else(none),
+            0 => Err(none()),
             _ => Err(Error::field("from", "is required: this workspace has several verified domains")),
         }
     }

@@ -18,6 +18,7 @@ mod overview;
 mod pagination;
 mod rate_limited_send;
 mod render_pool;
+pub(crate) mod sandbox;
 mod scheduling;
 mod send_fields;
 mod send_turns;
@@ -53,6 +54,7 @@ pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
 pub use render_pool::default_render_threads;
+pub use sandbox::{SANDBOX_DOMAIN, SANDBOX_RECORD_NOTE, is_reserved_for_sandbox};
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
 pub use send_fields::{AttachmentRequest, TagRequest};
 pub use send_turns::{SendTurn, SendTurns};
@@ -93,6 +95,12 @@ pub struct CoreConfig {
     /// (see [`default_render_threads`]; issue #17): the rest wait their turn without holding
     /// up the async executor.
     pub render_threads: usize,
+    /// Whether each workspace may send from its sandbox sending domain ([`SANDBOX_DOMAIN`],
+    /// issue #18): set it only when the [`Mailer`](crate::ports::Mailer) keeps mail on the
+    /// machine (the server sets it with `TIDINGS_DELIVERY=outbox`). Off (the default), the
+    /// sandbox is invisible: not listed, not found, never a default `from`, and a send from
+    /// it is refused with `domain_not_verified`.
+    pub sandbox_sending: bool,
     /// How long dashboard sessions last.
     pub sessions: SessionPolicy,
 }
@@ -109,6 +117,7 @@ impl Default for CoreConfig {
             tracking: None,
             message_retention: Some(Duration::days(30)),
             render_threads: default_render_threads(),
+            sandbox_sending: false,
             sessions: SessionPolicy::default(),
         }
     }

@@ -37,6 +37,7 @@ pub struct FakeMailer {
     script: Mutex<VecDeque<Answer>>,
     sent: Mutex<Vec<OutboundEmail>>,
     stall: Option<Duration>,
+    local: bool,
 }
 
 impl FakeMailer {
@@ -48,6 +49,12 @@ impl FakeMailer {
     /// Takes `stall` before answering each send.
     pub fn stalling(stall: Duration) -> Self {
         Self { stall: Some(stall), ..Self::default() }
+    }
+
+    /// Accepts everything and, like the outbox, keeps it on the machine
+    /// ([`Mailer::keeps_mail_local`]).
+    pub fn local() -> Self {
+        Self { local: true, ..Self::default() }
     }
 
     /// Every message handed over, in order.
@@ -65,6 +72,10 @@ impl Mailer for FakeMailer {
         }
         let next = self.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
         next.unwrap_or_else(accepted)
+    }
+
+    fn keeps_mail_local(&self) -> bool {
+        self.local
     }
 }
 

@@ -275,6 +275,8 @@ pub fn core_with_tracking(
         message_retention: config
             .retention
             .map(|keep| chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)),
+        // The sandbox sending domain is for trying Tidings out: only where nothing leaves.
+        sandbox_sending: config.delivery.mode == Delivery::Outbox,
         ..CoreConfig::default()
     };
     Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)

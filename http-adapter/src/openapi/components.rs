@@ -292,6 +292,17 @@ pub fn schemas() -> Value {
                     ("openTracking", json!({ "type": "boolean" })),
                     ("clickTracking", json!({ "type": "boolean" })),
                     ("createdAt", timestamp()),
+                    (
+                        "sandbox",
+                        json!({
+                            "type": "boolean",
+                            "description": "true for the workspace's sandbox sending domain, sandbox.tidings.invalid: \
+                                            made and Verified by Tidings, usable only while the server delivers to \
+                                            its outbox (TIDINGS_DELIVERY=outbox), and listed only then; its records \
+                                            need no publishing. It cannot be deleted (422), and verifying it \
+                                            returns it unchanged. false for every domain you add",
+                        }),
+                    ),
                 ],
             ),
         ),
@@ -314,6 +325,13 @@ pub fn schemas() -> Value {
                             "what is wrong with the value Tidings asks for, whatever the check says; on the SPF \
                              record when the server delivers by relay or MX and its operator has not set \
                              TIDINGS_SPF_INCLUDE, so the value authorises only loopback (127.0.0.1)",
+                        ),
+                    ),
+                    (
+                        "note",
+                        string_or_null(
+                            "on the sandbox domain's records: nothing to publish (the value is shown so that its \
+                             DKIM signatures can be checked); null on the records of the domains you add",
                         ),
                     ),
                 ],

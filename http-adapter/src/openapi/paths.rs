@@ -312,10 +312,15 @@ fn domains() -> Vec<Op> {
             .success(200, "the domain", schema_ref("Domain"))
             .management(),
         op("delete", "/v1/domains/{id}", "delete_domain", "domains", "Delete a domain and its senders")
+            .describe("The sandbox sending domain (`sandbox: true`) cannot be deleted: 422 `validation_error`.")
             .deleted("deleted")
-            .management(),
+            .management()
+            .fails(422, "ValidationError"),
         op("post", "/v1/domains/{id}/verify", "verify_domain", "domains", "Check the DNS records now")
-            .describe("Records that are not found are an outcome (`Failed`), not an error.")
+            .describe(
+                "Records that are not found are an outcome (`Failed`), not an error. The sandbox sending domain \
+                 (`sandbox: true`) is returned unchanged: it is never looked up in DNS.",
+            )
             .success(200, "the domain with the outcome of the check", schema_ref("Domain"))
             .management(),
         op("get", "/v1/domains/{id}/senders", "list_senders", "domains", "List the domain's senders, newest first")

@@ -7,7 +7,7 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tidings_core::model::{DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus, Sender};
-use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, UpdateDomainTrackingRequest};
+use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, SANDBOX_RECORD_NOTE, UpdateDomainTrackingRequest};
 
 use super::table::RouteTable;
 use crate::auth::Authed;
@@ -32,11 +32,14 @@ pub struct DomainResponse {
     open_tracking: bool,
     click_tracking: bool,
     created_at: DateTime<Utc>,
+    /// Whether this is the workspace's sandbox sending domain (issue #18).
+    sandbox: bool,
 }
 
 impl From<Domain> for DomainResponse {
     fn from(d: Domain) -> Self {
         let status_of = |kind| record_status(d.record_status(kind));
+        let note = d.is_sandbox().then_some(SANDBOX_RECORD_NOTE);
         Self {
             id: d.id.to_string(),
             domain: d.name.to_string(),
@@ -49,7 +52,8 @@ impl From<Domain> for DomainResponse {
             open_tracking: d.open_tracking,
             click_tracking: d.click_tracking,
             created_at: d.created_at,
-            dns_records: d.records.into_iter().map(DnsRecordResponse::from).collect(),
+            sandbox: d.is_sandbox(),
+            dns_records: d.records.into_iter().map(|r| DnsRecordResponse::new(r, note)).collect(),
         }
     }
 }
@@ -68,10 +72,12 @@ struct DnsRecordResponse {
     last_checked_at: Option<DateTime<Utc>>,
     error: Option<String>,
     warning: Option<String>,
+    /// Set on the sandbox domain's records, which are shown but not to be published.
+    note: Option<&'static str>,
 }
 
-impl From<DnsRecord> for DnsRecordResponse {
-    fn from(r: DnsRecord) -> Self {
+impl DnsRecordResponse {
+    fn new(r: DnsRecord, note: Option<&'static str>) -> Self {
         Self {
             purpose: r.purpose(),
             status: record_status(r.status),
@@ -82,6 +88,7 @@ impl From<DnsRecord> for DnsRecordResponse {
             last_checked_at: r.last_checked_at,
             error: r.error,
             warning: r.warning,
+            note,
         }
     }
 }

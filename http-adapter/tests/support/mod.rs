@@ -78,12 +78,22 @@ impl TestApi {
 
     /// Given HTTP settings.
     pub async fn with_config(config: HttpConfig) -> Self {
+        Self::with_configs(config, CoreConfig { tracking: Some(tracking_config()), ..CoreConfig::default() }).await
+    }
+
+    /// Default HTTP settings, with sandbox sending on (the server with the outbox).
+    pub async fn with_sandbox() -> Self {
+        let core = CoreConfig { tracking: Some(tracking_config()), sandbox_sending: true, ..CoreConfig::default() };
+        Self::with_configs(HttpConfig::default(), core).await
+    }
+
+    async fn with_configs(config: HttpConfig, core_config: CoreConfig) -> Self {
         let core = Tidings::new(
             Arc::new(MemoryStore::new()),
             Arc::new(SystemClock),
             Arc::new(SystemRandom),
             Arc::new(NoDns),
-            CoreConfig { tracking: Some(tracking_config()), ..CoreConfig::default() },
+            core_config,
         );
         let metrics = Arc::new(Metrics::new());
         let core = core.with_observer(metrics.clone());

@@ -19,7 +19,6 @@
 mod common;
 mod corpus;
 #[path = "../common/dkim.rs"]
-#[allow(dead_code)]
 mod dkim;
 mod verifiers;
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::ids::{DomainId, SenderId, WorkspaceId};
-use crate::model::{Domain, DomainStatus, RecordStatus, Sender};
+use crate::model::{Domain, DomainKind, DomainStatus, RecordStatus, Sender};
 use crate::ports::{PageRequest, Store};
 use crate::testing::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
 
@@ -26,6 +26,12 @@ pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Sto
     s.insert_domain(&in_b).await.must("the same name in another workspace");
     assert_eq!(s.find_domain_by_name(a, &name).await.must("find"), Some(d), "each workspace finds its own");
     assert_eq!(s.find_domain_by_name(b, &name).await.must("find"), Some(in_b), "each workspace finds its own");
+
+    // The sandbox sending domain is an ordinary record whose kind must survive the store.
+    let sandbox = Domain { kind: DomainKind::Sandbox, status: DomainStatus::Verified, ..domain(a, "sandbox.example") };
+    s.insert_domain(&sandbox).await.must("insert a sandbox domain");
+    let read = s.get_domain(a, sandbox.id).await.must("get the sandbox domain");
+    assert_eq!(read.map(|d| d.kind), Some(DomainKind::Sandbox), "the kind round-trips");
 }
 
 pub(super) async fn domain_lists_page_newest_first<S: Store + 'static>(s: Arc<S>) {
