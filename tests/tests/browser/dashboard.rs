@@ -11,7 +11,7 @@ use tidings_e2e::browser::{Browser, WAIT};
 
 use crate::common::{assert_ok, server_with_dns, verified_domain};
 
-/// The sending domain every test server has verified.
+/// The sending domain a [`Setup::start`] server has verified.
 pub const DOMAIN: &str = "app.example";
 /// A sender on it.
 pub const FROM: &str = "hello@app.example";
@@ -23,23 +23,32 @@ pub const DESKTOP: (u32, u32) = (1280, 800);
 pub const NAV: [&str; 7] = ["/overview", "/messages", "/domains", "/templates", "/suppressions", "/webhooks", "/keys"];
 
 /// A server on a fresh store (the default `outbox` transport: every message ends
-/// `Delivered`) whose domain checks ask a DNS server on loopback, with [`DOMAIN`] verified.
+/// `Delivered`) whose domain checks ask a DNS server on loopback, with [`DOMAIN`] verified
+/// unless made by [`Setup::fresh`].
 pub struct Setup {
     // Dropped in this order: the server before the DNS server it asks.
     pub server: TestServer,
     pub dns: TestDnsServer,
     /// The bootstrap (full) key.
     pub key: String,
-    /// The id of [`DOMAIN`].
+    /// The id of [`DOMAIN`]; empty on a [`Setup::fresh`] server.
     pub domain_id: String,
 }
 
 impl Setup {
+    /// With [`DOMAIN`] verified.
     pub async fn start() -> Self {
+        let mut setup = Self::fresh().await;
+        setup.domain_id = verified_domain(&setup.server, &setup.dns, &setup.key, DOMAIN).await;
+        setup
+    }
+
+    /// As the server starts the first time: no domain of the workspace's own, only the
+    /// sandbox sending domain.
+    pub async fn fresh() -> Self {
         let (server, dns) = server_with_dns(&[]).await;
         let key = server.key().to_owned();
-        let domain_id = verified_domain(&server, &dns, &key, DOMAIN).await;
-        Self { server, dns, key, domain_id }
+        Self { server, dns, key, domain_id: String::new() }
     }
 
     /// `https://127.0.0.1:<port>{path}`.

@@ -4,19 +4,21 @@ use serde_json::json;
 
 use tidings_e2e::browser::available;
 
-use crate::common::{block_on, create_key};
-use crate::dashboard::{FROM, Setup, browser, id_in_url, sign_in, submit};
+use crate::common::{block_on, create_key, verified_domain};
+use crate::dashboard::{DOMAIN, FROM, Setup, browser, id_in_url, sign_in, submit};
 
-/// The send form sends: the answer is the new message's page, which shows it `Delivered`
-/// (outbox) with a `Delivered` step in its timeline, the HTML in a sandboxed preview, the
-/// text, the headers and the `.eml` link; the list shows it; the API agrees.
+/// On a fresh server (no domain: the sandbox sending domain), the send form with no `from`
+/// sends: the answer is the new message's page, which shows it `Delivered` (outbox) with a
+/// `Delivered` step in its timeline, the HTML in a sandboxed preview, the text, the headers
+/// and the `.eml` link; the list shows it; the API agrees, and the signed copy is in the
+/// outbox. A second send from a verified domain's address shows its `from`.
 #[test]
 fn send_a_test_email_from_the_form_and_see_it_delivered() {
     if !available("send_a_test_email_from_the_form_and_see_it_delivered") {
         return;
     }
     block_on(async {
-        let setup = Setup::start().await;
+        let setup = Setup::fresh().await;
         let browser = browser().await;
         sign_in(&browser, &setup, &setup.key).await;
 
@@ -26,7 +28,7 @@ fn send_a_test_email_from_the_form_and_see_it_delivered() {
         browser.fill("form#send-test #subject", "Hello from the dashboard").await;
         browser.fill("form#send-test #text", "The text part.").await;
         browser.set_value("form#send-test #html", "<h2 id=\"greeting\">The HTML part</h2><p>Rendered.</p>").await;
-        browser.fill("form#send-test #from", FROM).await;
+        browser.fill("form#send-test #from", "").await;
         submit(&browser, "form#send-test").await;
         let id = id_in_url(&browser, "messages").await;
 
@@ -51,7 +53,8 @@ fn send_a_test_email_from_the_form_and_see_it_delivered() {
 
         let message = setup.wait_for_status(&id, "Delivered").await;
         assert_eq!(message["subject"], "Hello from the dashboard", "{message}");
-        assert_eq!(message["fromAddress"], FROM, "{message}");
+        let from = message["fromAddress"].as_str().unwrap_or_default();
+        assert!(from.ends_with("@sandbox.tidings.invalid"), "sent from the sandbox: {message}");
         let outbox: Vec<_> = std::fs::read_dir(setup.server.data_dir().path().join("outbox"))
             .expect("the outbox")
             .flatten()
@@ -61,6 +64,17 @@ fn send_a_test_email_from_the_form_and_see_it_delivered() {
 
         browser.goto(&setup.url("/messages")).await;
         browser.find(&format!("table#messages tr[data-id=\"{id}\"]")).await;
+
+        verified_domain(&setup.server, &setup.dns, &setup.key, DOMAIN).await;
+        browser.goto(&setup.url("/messages/new")).await;
+        browser.fill("form#send-test #to", "reader@example.com").await;
+        browser.fill("form#send-test #subject", "From our own domain").await;
+        browser.fill("form#send-test #text", "Hello.").await;
+        browser.fill("form#send-test #from", FROM).await;
+        submit(&browser, "form#send-test").await;
+        let id = id_in_url(&browser, "messages").await;
+        browser.reload_until("#status[data-status=Delivered]").await;
+        assert_eq!(setup.wait_for_status(&id, "Delivered").await["fromAddress"], FROM);
         browser.close().await;
     });
 }
