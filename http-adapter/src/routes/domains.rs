@@ -21,10 +21,17 @@ use crate::{ApiResult, ApiState};
 
 /// body of POST /v1/domains
 #[derive(Deserialize, ToSchema)]
-#[schema(as = AddDomainRequest)]
 pub struct AddDomainRequest {
-    /// the domain name, e.g. `example.com`
-    #[schema(required, value_type = String)]
+    /// the domain name, e.g. `example.com`: letters, digits and hyphens in labels of at most 63
+    /// characters, at least two labels, the last not all digits (`xn--` form for international names)
+    // The pattern admits every name `DomainName::parse` accepts (it leaves the lengths of labels to
+    // the server), so that what it refuses is refused by the server too.
+    #[schema(
+        required,
+        value_type = String,
+        max_length = 254,
+        pattern = r"^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+([A-Za-z]|[A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*[A-Za-z0-9])\.?$"
+    )]
     domain: Option<String>,
 }
 

@@ -25,8 +25,15 @@ use crate::{ApiResult, ApiState, query};
 /// body of POST /v1/suppressions
 #[derive(Deserialize, ToSchema)]
 pub struct AddSuppressionRequest {
-    /// the address to suppress
-    #[schema(required, value_type = String)]
+    /// the address to suppress: `local@domain`, the local part dot-atom text (no quoted or non-ASCII
+    /// local parts), the domain as `POST /v1/domains` takes it; surrounding spaces are ignored
+    // The pattern admits every address `EmailAddress::parse` accepts, so that what it refuses is
+    // refused by the server too.
+    #[schema(
+        required,
+        value_type = String,
+        pattern = r"^ *[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+([A-Za-z]|[A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*[A-Za-z0-9])\.? *$"
+    )]
     email: Option<String>,
 }
 
