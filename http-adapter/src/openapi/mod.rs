@@ -54,8 +54,7 @@ pub fn complete(mut api: OpenApi) -> OpenApi {
         Some(TAGS.iter().map(|(name, text)| TagBuilder::new().name(*name).description(Some(*text)).build()).collect());
     api.security =
         Some(vec![SecurityRequirement::new("bearerAuth", [""; 0]), SecurityRequirement::new("apiKeyHeader", [""; 0])]);
-    for item in api.paths.paths.iter_mut() {
-        let (path, item) = item;
+    for (path, item) in api.paths.paths.iter_mut() {
         for operation in operations(item) {
             complete_operation(path, operation);
         }

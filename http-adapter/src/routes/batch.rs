@@ -18,7 +18,8 @@ use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
-use super::messages::{IdempotencyKeyHeader, MessageResponse, SendMessageRequest, idempotency_key};
+use super::messages::{IdempotencyKeyHeader, MessageResponse, idempotency_key};
+use super::send_request::SendMessageRequest;
 use crate::auth::Authed;
 use crate::envelope::{ErrorObject, Success};
 use crate::json::ApiJsonArray;

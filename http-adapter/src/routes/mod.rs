@@ -8,6 +8,7 @@ mod keys;
 mod messages;
 mod metrics;
 mod openapi;
+mod send_request;
 mod suppressions;
 mod table;
 mod templates;
