@@ -4,11 +4,10 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use tidings_core::Error;
 use tidings_core::usecases::{RateLimitState, RetryAfter};
 
-use crate::envelope;
+use crate::envelope::{self, ErrorObject};
 
 /// Everything a request can fail with.
 #[derive(Debug)]
@@ -74,8 +73,8 @@ fn core_status(e: &Error) -> StatusCode {
 }
 
 impl ApiError {
-    /// Status, code, message and details.
-    fn parts(&self) -> (StatusCode, &'static str, String, Option<serde_json::Value>) {
+    /// Status, code, message and the fields at fault.
+    fn parts(&self) -> (StatusCode, &'static str, String, Vec<(String, String)>) {
         match self {
             Self::Core(e) => {
                 let status = core_status(e);
@@ -86,65 +85,65 @@ impl ApiError {
                     other => other.to_string(),
                 };
                 let details = match e {
-                    Error::Validation { fields } => Some(json!(
-                        fields.iter().map(|f| json!({"field": f.field, "message": f.message})).collect::<Vec<_>>()
-                    )),
-                    _ => None,
+                    Error::Validation { fields } => {
+                        fields.iter().map(|f| (f.field.clone(), f.message.clone())).collect()
+                    }
+                    _ => Vec::new(),
                 };
                 (status, e.code(), message, details)
             }
-            Self::InvalidJson(why) => (StatusCode::BAD_REQUEST, "invalid_json", why.clone(), None),
+            Self::InvalidJson(why) => (StatusCode::BAD_REQUEST, "invalid_json", why.clone(), Vec::new()),
             Self::MissingApiKey => (
                 StatusCode::UNAUTHORIZED,
                 "missing_api_key",
                 "send an API key as `Authorization: Bearer <key>` or `X-Api-Key: <key>`".to_owned(),
-                None,
+                Vec::new(),
             ),
-            Self::UnknownRoute => (StatusCode::NOT_FOUND, "not_found", "no such endpoint".to_owned(), None),
+            Self::UnknownRoute => (StatusCode::NOT_FOUND, "not_found", "no such endpoint".to_owned(), Vec::new()),
             Self::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
                 "method not allowed on this path".to_owned(),
-                None,
+                Vec::new(),
             ),
             Self::PayloadTooLarge => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large".to_owned(), None)
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large".to_owned(), Vec::new())
             }
             Self::RateLimited { retry_after, .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_exceeded",
                 format!("this API key's send rate is exceeded; retry in {} s", retry_after.seconds),
-                None,
+                Vec::new(),
             ),
             Self::TooManyAuthFailures(retry_after) => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_auth_failures",
                 format!("too many failed authentications from this address; retry in {} s", retry_after.seconds),
-                None,
+                Vec::new(),
             ),
             Self::Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 format!("the server is busy receiving other large requests; retry in {BUSY_RETRY_AFTER_SECS} s"),
-                None,
+                Vec::new(),
             ),
             Self::UriTooLong => (
                 StatusCode::URI_TOO_LONG,
                 "uri_too_long",
                 format!("the request URI is over {} bytes", crate::MAX_URI_BYTES),
-                None,
+                Vec::new(),
             ),
             Self::HeadersTooLarge => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "headers_too_large",
                 format!("the request headers are over {} bytes", crate::MAX_HEADER_LIST_BYTES),
-                None,
+                Vec::new(),
             ),
             Self::MetricsTokenRequired => (
                 StatusCode::UNAUTHORIZED,
                 "invalid_metrics_token",
                 "send the metrics token (TIDINGS_METRICS_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
-                None,
+                Vec::new(),
             ),
         }
     }
@@ -156,7 +155,7 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %e, "request failed");
         }
         let (status, code, message, details) = self.parts();
-        let mut response = envelope::failure(status, code, &message, details);
+        let mut response = envelope::failure(status, ErrorObject::new(code, message, &details));
         let headers = response.headers_mut();
         match &self {
             Self::RateLimited { retry_after, limit } => {

@@ -5,8 +5,9 @@
 //! cases of `tidings-core` and back; every rule lives in core. Errors become the contract's
 //! envelope in one place (`error.rs`).
 //!
-//! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API; [`served_routes`]
-//! lists what the router serves, so tests can hold the two together.
+//! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API, derived with utoipa
+//! from the request and response types and the handlers (`openapi`); [`served_routes`] lists
+//! what the router serves, so tests can hold the two together.
 //!
 //! `GET /metrics` exports this process's counters in the Prometheus text format ([`metrics`]);
 //! `GET /readyz` answers 503 once the server starts shutting down ([`Drain`]).

@@ -1,10 +1,15 @@
 //! Query strings, parsed by hand so that every mistake is a 422 naming the parameter rather
-//! than the framework's plain-text rejection.
+//! than the framework's plain-text rejection; the extractors document the parameters they
+//! read (`utoipa::IntoParams`).
 
 use std::collections::HashMap;
 
 use tidings_core::Error;
 use tidings_core::usecases::ListParams;
+
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{RefOr, Required};
 
 use crate::ApiError;
 
@@ -38,4 +43,33 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ListQuery {
     async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
         list_params(&params(parts.uri.query())).map(Self)
     }
+}
+
+impl utoipa::IntoParams for ListQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let limit = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(1))
+            .maximum(Some(200))
+            .default(Some(50.into()));
+        vec![
+            query_parameter("limit", "page size", limit),
+            query_parameter(
+                "cursor",
+                "the `pagination.nextCursor` of the previous page",
+                ObjectBuilder::new().schema_type(Type::String),
+            ),
+        ]
+    }
+}
+
+/// An optional query parameter.
+pub fn query_parameter(name: &str, description: &str, schema: impl Into<RefOr<Schema>>) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Query)
+        .required(Required::False)
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
 }

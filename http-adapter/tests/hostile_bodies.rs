@@ -189,7 +189,7 @@ fn hostile_bodies_get_an_envelope_never_a_5xx_and_refused_ones_change_nothing() 
     let operations: Vec<(String, String)> = tidings_http::served_routes()
         .into_iter()
         .filter(|(method, _)| ["POST", "PATCH", "PUT"].contains(&method.as_str()))
-        .map(|(method, path)| (method.as_str().to_owned(), fill(path, &ids)))
+        .map(|(method, path)| (method.as_str().to_owned(), fill(&path, &ids)))
         .collect();
     assert!(operations.len() >= 15, "the router's operations with a body: {operations:?}");
 

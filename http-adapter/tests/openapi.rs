@@ -219,6 +219,50 @@ async fn the_document_is_structurally_sound() {
     }
 }
 
+#[tokio::test]
+async fn links_lead_from_creations_to_every_operation_on_a_resource() {
+    let api = TestApi::new().await;
+    let doc = fetch_document(&api).await;
+    let mut by_id = std::collections::BTreeMap::new();
+    for (method, path) in documented_operations(&doc) {
+        let id = doc["paths"][&path][method.to_lowercase()]["operationId"].as_str().unwrap().to_owned();
+        by_id.insert(id, path);
+    }
+
+    let mut linked = BTreeSet::new();
+    for (method, path) in documented_operations(&doc) {
+        let op = &doc["paths"][&path][method.to_lowercase()];
+        for (status, response) in op["responses"].as_object().unwrap() {
+            for (name, link) in response["links"].as_object().into_iter().flatten() {
+                let what = format!("{method} {path} {status} link {name}");
+                assert!(status.starts_with('2'), "{what}: only an answer with data links");
+                let target = link["operationId"].as_str().unwrap_or_else(|| panic!("{what}: no operationId"));
+                let target_path = by_id.get(target).unwrap_or_else(|| panic!("{what}: no operation {target}"));
+                let wanted: BTreeSet<&str> =
+                    target_path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect();
+                let given: BTreeSet<&str> =
+                    link["parameters"].as_object().unwrap().keys().map(String::as_str).collect();
+                assert_eq!(given, wanted, "{what}: the link gives exactly the path parameters of {target_path}");
+                for value in link["parameters"].as_object().unwrap().values() {
+                    let value = value.as_str().unwrap();
+                    assert!(
+                        value.starts_with("$response.body#/data/") || value.starts_with("$request.path."),
+                        "{what}: {value}"
+                    );
+                }
+                linked.insert(target_path.clone());
+            }
+        }
+    }
+    // Every resource a client can create is reachable from its creation; a tracking token
+    // comes in a sent message, not in an answer.
+    let unlinked: Vec<&String> = by_id
+        .values()
+        .filter(|path| path.contains('{') && !path.starts_with("/t/") && !linked.contains(*path))
+        .collect();
+    assert!(unlinked.is_empty(), "no link leads to {unlinked:?}");
+}
+
 fn collect_refs(value: &Value, refs: &mut Vec<String>) {
     match value {
         Value::Object(map) => {

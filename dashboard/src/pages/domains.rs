@@ -6,6 +6,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::model::{Domain, DomainStatus, RecordStatus, Sender};
+use tidings_core::usecases::SANDBOX_RECORD_NOTE;
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Listed, UpdateDomainTrackingRequest};
 
 use crate::DashboardState;
@@ -60,7 +61,10 @@ fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
                 tbody {
                     @for d in &listed.items {
                         tr data-id=(d.id) {
-                            td { a href={ "/domains/" (d.id) } { (d.name.to_string()) } }
+                            td {
+                                a href={ "/domains/" (d.id) } { (d.name.to_string()) }
+                                @if d.is_sandbox() { " " span.muted.sandbox { "sandbox: outbox only" } }
+                            }
                             td { (badge(domain_status(d.status), status_kind(domain_status(d.status)))) }
                             td.hide-narrow { (time(d.created_at)) }
                             td.hide-narrow { (maybe_time(d.verified_at)) }
@@ -95,6 +99,12 @@ pub(crate) async fn show(
     Ok(render(&viewer, &domain, &senders).into_response())
 }
 
+/// What the page says about the sandbox sending domain instead of the verify and delete
+/// buttons it does not have.
+const SANDBOX_NOTE: &str = "This is the sandbox sending domain: it lets this workspace send at once while the \
+     server writes mail to its outbox (TIDINGS_DELIVERY=outbox) and nothing leaves the machine. With relay or mx \
+     delivery it cannot send: add and verify your own domain.";
+
 /// A domain's page.
 pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> Markup {
     let id = d.id.to_string();
@@ -107,12 +117,20 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
                 dt { "Verified" } dd { (maybe_time(d.verified_at)) }
                 dt { "Last checked" } dd { (maybe_time(d.last_checked_at)) }
             }
-            div.actions {
-                (action_button(viewer, &format!("/domains/{id}/verify"), "action verify", "Verify now"))
+            @if d.is_sandbox() {
+                p #sandbox-note { (SANDBOX_NOTE) }
+            } @else {
+                div.actions {
+                    (action_button(viewer, &format!("/domains/{id}/verify"), "action verify", "Verify now"))
+                }
             }
         }
         h2 { "DNS records to publish" }
-        p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
+        @if d.is_sandbox() {
+            p.muted { (SANDBOX_RECORD_NOTE) }
+        } @else {
+            p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
+        }
         div.scroll {
             table #records {
                 thead { tr { th { "Record" } th { "Name" } th { "Value" } th { "Status" } } }
@@ -177,6 +195,7 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
                 div.actions { button type="submit" { "Add sender" } }
             }
         }
+        @if !d.is_sandbox() {
         h2 { "Delete" }
         section {
             form.danger #delete-domain method="post" action={ "/domains/" (id) "/delete" }
@@ -185,6 +204,7 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
                 p { "Deleting the domain removes its keys and senders; messages from it still queued fail." }
                 button type="submit" { "Delete this domain" }
             }
+        }
         }
     };
     page(Some(viewer), &d.name.to_string(), body)

@@ -126,6 +126,31 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
 }
 
 #[tokio::test]
+async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
+    let app = TestApp::sandboxed().await;
+    let browser = app.sign_in(&app.key).await;
+    let list = browser.get("/domains").await;
+    assert!(
+        list.body.contains("sandbox.tidings.invalid") && list.body.contains("sandbox: outbox only"),
+        "{}",
+        list.body
+    );
+    let sent = browser.post("/messages", &[("to", "ann@example.com"), ("subject", "Hi"), ("text", "Hello")]).await;
+    assert_eq!(sent.status, StatusCode::SEE_OTHER, "a fresh workspace sends from the sandbox: {}", sent.body);
+    let domains = app.core.list_domains(&app.principal, Default::default()).await.unwrap();
+    let sandbox = domains.items.iter().find(|d| d.is_sandbox()).expect("the sandbox domain is listed");
+    let page = browser.get(&format!("/domains/{}", sandbox.id)).await;
+    assert!(page.body.contains(r#"id="sandbox-note""#), "{}", page.body);
+    assert!(page.body.contains("nothing to publish"), "its records say there is nothing to publish");
+    assert!(!page.body.contains(r#"id="delete-domain""#), "no delete form");
+    assert!(!page.body.contains("/verify"), "no verify button");
+    // A forged delete is still refused by core, and the domain stays.
+    let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), &[]).await;
+    assert_ne!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
+    assert!(app.core.get_domain(&app.principal, &sandbox.id.to_string()).await.is_ok());
+}
+
+#[tokio::test]
 async fn a_new_key_is_shown_once_and_works() {
     let app = TestApp::new().await;
     let browser = app.sign_in(&app.key).await;

@@ -116,13 +116,22 @@ impl TestApp {
         Self::with(HttpConfig::default(), TrustedProxies::default()).await
     }
 
+    /// With the sandbox sending domain on, as the server runs with its outbox transport.
+    pub async fn sandboxed() -> Self {
+        let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
+        Self::assemble(HttpConfig::default(), TrustedProxies::default(), config).await
+    }
+
     /// With these API settings and trusted proxies (shared by API and dashboard).
-    pub async fn with(mut http: HttpConfig, proxies: TrustedProxies) -> Self {
+    pub async fn with(http: HttpConfig, proxies: TrustedProxies) -> Self {
+        Self::assemble(http, proxies, CoreConfig::default()).await
+    }
+
+    async fn assemble(mut http: HttpConfig, proxies: TrustedProxies, config: CoreConfig) -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(TestClock::new());
         let dns = Arc::new(FakeDns::default());
-        let core =
-            Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), CoreConfig::default());
+        let core = Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), config);
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
         let key = created.plaintext.expose().to_owned();
         let principal = core.authenticate(&key).await.unwrap();

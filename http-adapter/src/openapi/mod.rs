@@ -1,73 +1,77 @@
 //! The OpenAPI 3.1 document of the whole API, served as it is at `GET /v1/openapi.json`.
 //!
-//! It is built in Rust rather than kept as a JSON file so that what every operation shares
-//! is stated once: an authenticated operation always documents 401, 429, 500 and 503; one
-//! with a path parameter 404 (an unknown or foreign id, or a segment that is not UTF-8); one
-//! with a body 400, 413 and 422; a list `limit`, `cursor` and 422. `paths.rs` then lists
-//! only what is particular to each operation. The tests of `tests/openapi.rs` compare the
-//! document with the routes the router serves and validate real responses against it.
+//! Derived with utoipa: the schemas from the request and response types (`ToSchema`), each
+//! operation from its handler's `#[utoipa::path]`, and the router from the same attributes
+//! (`routes::table`), so that the document names exactly what is served. [`complete`] then
+//! adds, once, what every operation of a kind shares, as the handlers' extractors and the
+//! server's layers make it so:
+//!
+//! - an authenticated operation (no `security(())`) answers 401, 429, 500 and 503; a public
+//!   one is `security: []`;
+//! - one with a path parameter documents it and answers 404 (an unknown or foreign id, or a
+//!   segment that is not UTF-8); one with a body answers 400, 413 and 422; a list 422;
+//! - every response carries `X-Request-Id`; the successes of a rate-limited operation the
+//!   `RateLimit-*` headers, and those of an idempotent one `Idempotent-Replayed`;
+//! - a 2xx of a `POST` that creates a resource links to every operation on it ([`links`]).
+//!
+//! The tests of `tests/openapi.rs` compare the document with the routes the router serves
+//! and validate real responses against it.
 
-mod components;
-mod paths;
-mod requests;
-mod responses;
+pub mod failures;
+pub mod headers;
+mod links;
 
 use std::sync::LazyLock;
 
 use axum::body::Bytes;
-use serde_json::{Map, Value, json};
+use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::tag::TagBuilder;
+use utoipa::openapi::{InfoBuilder, OpenApi, RefOr, Required, Response};
+use utoipa::{PartialSchema, ToResponse, ToSchema};
 
-use components::schema_ref;
+use crate::envelope::Failure;
+use failures::{
+    InternalError, InvalidJson, NotFound, PayloadTooLarge, SendTooManyRequests, TooManyAuthFailures, Unauthorized,
+    Unavailable, ValidationError,
+};
 
 /// The document as served: built once.
-pub static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| Bytes::from(document().to_string()));
+pub static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| {
+    let document = complete(crate::routes::operations());
+    // The document is plain data; serialisation cannot fail.
+    Bytes::from(serde_json::to_vec(&document).unwrap_or_default())
+});
 
-/// The document.
-fn document() -> Value {
-    let mut paths = Map::new();
-    for op in paths::operations() {
-        let (path, method, operation) = op.build();
-        let item = paths.entry(path.clone()).or_insert_with(|| json!({}));
-        // A second description would silently replace the first; every test would see this.
-        assert!(item.get(method).is_none(), "{method} {path} is described twice");
-        item[method] = operation;
+/// `api`, the operations as the handlers describe them, completed into the document.
+pub fn complete(mut api: OpenApi) -> OpenApi {
+    api.info =
+        InfoBuilder::new().title("Tidings").version(env!("CARGO_PKG_VERSION")).description(Some(DESCRIPTION)).build();
+    api.tags =
+        Some(TAGS.iter().map(|(name, text)| TagBuilder::new().name(*name).description(Some(*text)).build()).collect());
+    api.security =
+        Some(vec![SecurityRequirement::new("bearerAuth", [""; 0]), SecurityRequirement::new("apiKeyHeader", [""; 0])]);
+    for (path, item) in api.paths.paths.iter_mut() {
+        for operation in operations(item) {
+            complete_operation(path, operation);
+        }
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Tidings",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": DESCRIPTION,
-        },
-        "tags": [
-            { "name": "keys", "description": "API keys (contract §2)" },
-            { "name": "messages", "description": "sending and the event timeline (contract §3)" },
-            { "name": "domains", "description": "sending domains, their DNS records and senders (contract §4)" },
-            { "name": "templates", "description": "versioned handlebars templates (contract §5)" },
-            { "name": "suppressions", "description": "the suppression list (contract §6)" },
-            { "name": "webhooks", "description": "webhook endpoints and their delivery log (contract §7)" },
-            { "name": "tracking", "description": "the public open pixel and click redirect (contract §8)" },
-            { "name": "meta", "description": "this document" },
-            { "name": "operations", "description": "liveness and readiness probes" },
-        ],
-        "security": [{ "bearerAuth": [] }, { "apiKeyHeader": [] }],
-        "paths": paths,
-        "components": {
-            "securitySchemes": {
-                "bearerAuth": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "`Authorization: Bearer tid_…`. When this header is present it is the one \
-                        used, even if `X-Api-Key` is sent too.",
-                },
-                "apiKeyHeader": { "type": "apiKey", "in": "header", "name": "X-Api-Key" },
-            },
-            "schemas": components::schemas(),
-            "responses": responses::responses(),
-            "headers": responses::headers(),
-            "parameters": responses::parameters(),
-        },
-    })
+    links::add(&mut api);
+    let components = api.components.get_or_insert_with(Default::default);
+    components.security_schemes.insert("bearerAuth".into(), bearer().into());
+    components
+        .security_schemes
+        .insert("apiKeyHeader".into(), SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))).into());
+    components.responses.extend(failures::all().into_iter().map(|(name, response)| (name.to_owned(), response)));
+    // What the failure responses refer to.
+    let mut schemas = vec![(Failure::name().into_owned(), Failure::schema())];
+    Failure::schemas(&mut schemas);
+    components.schemas.extend(schemas);
+    components.headers.extend(headers::components().into_iter().map(|(name, header)| (name.to_owned(), header.into())));
+    api
 }
 
 const DESCRIPTION: &str = "Transactional email over HTTPS with JSON bodies.\n\n\
@@ -88,155 +92,107 @@ limit, nor does `GET /metrics` (this process's counters in the Prometheus text f
 Every response carries `X-Request-Id`: the one the request sent, if it was 1–128 printable \
 ASCII characters, else a new ULID. The server logs it with the request.";
 
-/// One operation as [`paths::operations`] describes it; [`Op::build`] adds what operations
-/// of its kind share.
-pub struct Op {
-    method: &'static str,
-    path: &'static str,
-    operation: Map<String, Value>,
-    parameters: Vec<Value>,
-    responses: Map<String, Value>,
-    authenticated: bool,
-    has_body: bool,
+const TAGS: [(&str, &str); 9] = [
+    ("keys", "API keys (contract §2)"),
+    ("messages", "sending and the event timeline (contract §3)"),
+    ("domains", "sending domains, their DNS records and senders (contract §4)"),
+    ("templates", "versioned handlebars templates (contract §5)"),
+    ("suppressions", "the suppression list (contract §6)"),
+    ("webhooks", "webhook endpoints and their delivery log (contract §7)"),
+    ("tracking", "the public open pixel and click redirect (contract §8)"),
+    ("meta", "this document"),
+    ("operations", "liveness and readiness probes"),
+];
+
+fn bearer() -> SecurityScheme {
+    let http = HttpBuilder::new()
+        .scheme(HttpAuthScheme::Bearer)
+        .description(Some(
+            "`Authorization: Bearer tid_…`. When this header is present it is the one used, even if `X-Api-Key` is \
+             sent too.",
+        ))
+        .build();
+    SecurityScheme::Http(http)
 }
 
-/// An authenticated operation.
-pub fn op(method: &'static str, path: &'static str, id: &'static str, tag: &'static str, summary: &str) -> Op {
-    let mut operation = Map::new();
-    operation.insert("operationId".into(), id.into());
-    operation.insert("tags".into(), json!([tag]));
-    operation.insert("summary".into(), summary.into());
-    Op { method, path, operation, parameters: Vec::new(), responses: Map::new(), authenticated: true, has_body: false }
+/// The operations of a path item.
+fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+        &mut item.head,
+        &mut item.options,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .filter_map(Option::as_mut)
 }
 
-impl Op {
-    /// A longer description.
-    pub fn describe(mut self, text: &str) -> Self {
-        self.operation.insert("description".into(), text.into());
-        self
+/// Adds to the operation at `path` what operations of its kind share.
+fn complete_operation(path: &str, op: &mut Operation) {
+    // `security(())` in the attribute is utoipa's `[{}]` ("optional"); the API's public
+    // operations need no key at all, which OpenAPI writes `[]`.
+    let public = op.security.as_ref().is_some_and(|s| s.iter().all(|r| *r == SecurityRequirement::default()));
+    if public {
+        op.security = Some(Vec::new());
     }
-
-    /// No authentication (`security: []`).
-    pub fn public(mut self) -> Self {
-        self.authenticated = false;
-        self.operation.insert("security".into(), json!([]));
-        self
+    let parameters = op.parameters.get_or_insert_with(Vec::new);
+    let names = path_parameter_names(path);
+    let has_path_parameters = !names.is_empty();
+    for (i, name) in names.into_iter().enumerate() {
+        parameters.insert(i, path_parameter(name).into());
     }
-
-    /// A query or header parameter.
-    pub fn parameter(mut self, parameter: Value) -> Self {
-        self.parameters.push(parameter);
-        self
+    let is_list = parameters.iter().any(|p| matches!(p, RefOr::T(p) if p.name == "limit"));
+    let is_idempotent = parameters.iter().any(|p| matches!(p, RefOr::T(p) if p.name == "Idempotency-Key"));
+    if parameters.is_empty() {
+        op.parameters = None;
     }
+    let is_rate_limited = op.responses.responses.get("429") == Some(&shared::<SendTooManyRequests>());
 
-    /// A required JSON body of the schema `schema`.
-    pub fn body(mut self, schema: &str) -> Self {
-        self.has_body = true;
-        let content = json!({ "application/json": { "schema": schema_ref(schema) } });
-        self.operation.insert("requestBody".into(), json!({ "required": true, "content": content }));
-        self
+    let mut shared_responses = Vec::new();
+    if op.request_body.is_some() {
+        shared_responses.extend([("400", shared::<InvalidJson>()), ("413", shared::<PayloadTooLarge>())]);
     }
-
-    /// A success answering the envelope with `data` of `data` (a schema).
-    pub fn success(mut self, status: u16, description: &str, data: Value) -> Self {
-        let schema = json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["success", "message", "statusCode", "data"],
-            "properties": {
-                "success": { "const": true },
-                "message": { "type": "string" },
-                "statusCode": { "const": status },
-                "data": data,
-            },
-        });
-        let response = json!({ "description": description, "content": { "application/json": { "schema": schema } } });
-        self.responses.insert(status.to_string(), response);
-        self
+    if op.request_body.is_some() || is_list {
+        shared_responses.push(("422", shared::<ValidationError>()));
     }
-
-    /// A page of `item`s: `limit` and `cursor` (422 when malformed), and the list envelope.
-    pub fn list(mut self, item: &str) -> Self {
-        self.parameters.push(json!({ "$ref": "#/components/parameters/Limit" }));
-        self.parameters.push(json!({ "$ref": "#/components/parameters/Cursor" }));
-        let schema = json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["success", "message", "statusCode", "data", "pagination"],
-            "properties": {
-                "success": { "const": true },
-                "message": { "type": "string" },
-                "statusCode": { "const": 200 },
-                "data": { "type": "array", "items": schema_ref(item) },
-                "pagination": schema_ref("Pagination"),
-            },
-        });
-        let response = json!({ "description": "a page", "content": { "application/json": { "schema": schema } } });
-        self.responses.insert("200".into(), response);
-        self.fails(422, "ValidationError")
+    if has_path_parameters {
+        shared_responses.push(("404", shared::<NotFound>()));
     }
-
-    /// A success whose `data` is null (deletes).
-    pub fn deleted(self, description: &str) -> Self {
-        self.success(200, description, json!({ "type": "null" }))
+    if !public {
+        shared_responses.extend([
+            ("401", shared::<Unauthorized>()),
+            ("429", shared::<TooManyAuthFailures>()),
+            ("500", shared::<InternalError>()),
+            ("503", shared::<Unavailable>()),
+        ]);
     }
-
-    /// Headers of the success response `status` (which must already be described).
-    pub fn headers(mut self, status: u16, headers: Map<String, Value>) -> Self {
-        if let Some(response) = self.responses.get_mut(&status.to_string()) {
-            response["headers"] = headers.into();
+    let responses = &mut op.responses.responses;
+    for (status, response) in shared_responses {
+        responses.entry(status.to_owned()).or_insert(response);
+    }
+    for (status, response) in responses.iter_mut() {
+        let RefOr::T(response) = response else { continue };
+        response.headers.insert("X-Request-Id".into(), RefOr::Ref(headers::request_id()));
+        if status.starts_with('2') {
+            if is_rate_limited {
+                response.headers.insert("RateLimit-Limit".into(), headers::rate_limit_limit().into());
+                response.headers.insert("RateLimit-Remaining".into(), headers::rate_limit_remaining().into());
+                response.headers.insert("RateLimit-Reset".into(), headers::rate_limit_reset().into());
+            }
+            if is_idempotent {
+                response.headers.insert("Idempotent-Replayed".into(), headers::idempotent_replayed().into());
+            }
         }
-        self
-    }
-
-    /// The failure `status` answers the shared response `components.responses.<name>`.
-    pub fn fails(mut self, status: u16, name: &str) -> Self {
-        self.responses.insert(status.to_string(), response_ref(name));
-        self
-    }
-
-    /// A management operation: a `send` key gets 403.
-    pub fn management(self) -> Self {
-        self.fails(403, "InsufficientScope")
-    }
-
-    /// The path, the method's lowercase name and the operation object.
-    pub fn build(mut self) -> (String, &'static str, Value) {
-        let path_parameters: Vec<Value> = path_parameter_names(self.path).into_iter().map(path_parameter).collect();
-        let mut shared = Vec::new();
-        if self.has_body {
-            shared.extend([(400, "InvalidJson"), (413, "PayloadTooLarge"), (422, "ValidationError")]);
-        }
-        if !path_parameters.is_empty() {
-            shared.push((404, "NotFound"));
-        }
-        if self.authenticated {
-            shared.extend([
-                (401, "Unauthorized"),
-                (429, "TooManyAuthFailures"),
-                (500, "InternalError"),
-                (503, "Unavailable"),
-            ]);
-        }
-        for (status, name) in shared {
-            self.responses.entry(status.to_string()).or_insert_with(|| response_ref(name));
-        }
-        // Shared responses carry it already (`responses::responses`).
-        for response in self.responses.values_mut().filter(|r| r.get("$ref").is_none()) {
-            response["headers"]["X-Request-Id"] = responses::request_id_header();
-        }
-        let mut parameters = path_parameters;
-        parameters.append(&mut self.parameters);
-        if !parameters.is_empty() {
-            self.operation.insert("parameters".into(), parameters.into());
-        }
-        self.operation.insert("responses".into(), self.responses.into());
-        (self.path.to_owned(), self.method, self.operation.into())
     }
 }
 
-fn response_ref(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/responses/{name}") })
+/// A reference to the shared response `R`.
+fn shared<'r, R: ToResponse<'r>>() -> RefOr<Response> {
+    RefOr::Ref(utoipa::openapi::Ref::from_response_name(R::response().0))
 }
 
 /// The `{name}` segments of `path`.
@@ -244,7 +200,7 @@ fn path_parameter_names(path: &str) -> Vec<&str> {
     path.split('/').filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}')).collect()
 }
 
-fn path_parameter(name: &str) -> Value {
+fn path_parameter(name: &str) -> Parameter {
     let description = match name {
         "email" => "the address, URL-encoded (`a%2Bb@example.com` names `a+b@example.com`); matched case-insensitively",
         "username" => "the sender's local part, matched case-insensitively",
@@ -252,5 +208,11 @@ fn path_parameter(name: &str) -> Value {
         "token" => "the signed token of a pixel or link, as the message carries it",
         _ => "id of the resource (an id that is not a ULID is simply not found)",
     };
-    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": { "type": "string" } })
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(Some(description))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .build()
 }

@@ -2,48 +2,111 @@
 //! (spec §4, contract §4 and §8).
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::Response;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use tidings_core::model::{DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus, Sender};
-use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, SANDBOX_RECORD_NOTE, UpdateDomainTrackingRequest};
+use serde::{Deserialize, Serialize};
+use tidings_core::model::{DnsRecord, Domain, RecordKind, Sender};
+use tidings_core::usecases::{self, SANDBOX_RECORD_NOTE};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use super::table::RouteTable;
+use super::wire::{DomainStatus, RecordStatus, Ulid};
 use crate::auth::Authed;
+use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
+use crate::openapi::failures::{Conflict, InsufficientScope, SenderUnprocessable, ValidationError};
 use crate::path::ApiPath;
 use crate::query::ListQuery;
-use crate::{ApiResult, ApiState, envelope};
+use crate::{ApiResult, ApiState};
 
-/// A domain as every response shows it: statuses, the records to publish and tracking.
-#[derive(Serialize)]
+/// body of POST /v1/domains
+#[derive(Deserialize, ToSchema)]
+pub struct AddDomainRequest {
+    /// the domain name, e.g. `example.com`: letters, digits and hyphens in labels of at most 63
+    /// characters, at least two labels, the last not all digits (`xn--` form for international names)
+    // The pattern admits every name `DomainName::parse` accepts (it leaves the lengths of labels to
+    // the server), so that what it refuses is refused by the server too.
+    #[schema(
+        required,
+        value_type = String,
+        max_length = 254,
+        pattern = r"^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+([A-Za-z]|[A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*[A-Za-z0-9])\.?$"
+    )]
+    domain: Option<String>,
+}
+
+impl From<AddDomainRequest> for usecases::AddDomainRequest {
+    fn from(r: AddDomainRequest) -> Self {
+        Self { domain: r.domain }
+    }
+}
+
+/// body of PATCH /v1/domains/{id}; an absent field is kept
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = UpdateDomainRequest)]
+pub struct UpdateDomainRequest {
+    /// track opens of messages from this domain
+    open_tracking: Option<bool>,
+    /// track clicks of messages from this domain
+    click_tracking: Option<bool>,
+}
+
+impl From<UpdateDomainRequest> for usecases::UpdateDomainTrackingRequest {
+    fn from(r: UpdateDomainRequest) -> Self {
+        Self { open_tracking: r.open_tracking, click_tracking: r.click_tracking }
+    }
+}
+
+/// body of POST /v1/domains/{id}/senders
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddSenderRequest {
+    /// the local part, e.g. `billing`
+    #[schema(required, value_type = String)]
+    username: Option<String>,
+    /// friendly name used when a send's `from` has none; empty means none
+    display_name: Option<String>,
+}
+
+impl From<AddSenderRequest> for usecases::AddSenderRequest {
+    fn from(r: AddSenderRequest) -> Self {
+        Self { username: r.username, display_name: r.display_name }
+    }
+}
+
+/// a sending domain with the records to publish
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = Domain)]
 pub struct DomainResponse {
-    id: String,
+    id: Ulid,
+    /// the domain name
     domain: String,
-    overall_status: &'static str,
-    spf_status: &'static str,
-    dkim_status: &'static str,
-    dkim2_status: &'static str,
-    dmarc_status: &'static str,
+    overall_status: DomainStatus,
+    spf_status: RecordStatus,
+    dkim_status: RecordStatus,
+    dkim2_status: RecordStatus,
+    dmarc_status: RecordStatus,
     dns_records: Vec<DnsRecordResponse>,
+    #[schema(required)]
     verified_at: Option<DateTime<Utc>>,
     open_tracking: bool,
     click_tracking: bool,
     created_at: DateTime<Utc>,
-    /// Whether this is the workspace's sandbox sending domain (issue #18).
+    /// whether this is the workspace's sandbox sending domain (`sandbox.tidings.invalid`): usable only
+    /// while the server writes mail to its outbox, never verified or deleted
     sandbox: bool,
 }
 
 impl From<Domain> for DomainResponse {
     fn from(d: Domain) -> Self {
-        let status_of = |kind| record_status(d.record_status(kind));
+        let status_of = |kind| d.record_status(kind).into();
         let note = d.is_sandbox().then_some(SANDBOX_RECORD_NOTE);
         Self {
-            id: d.id.to_string(),
+            id: Ulid::of(d.id),
             domain: d.name.to_string(),
-            overall_status: domain_status(d.status),
+            overall_status: d.status.into(),
             spf_status: status_of(RecordKind::Spf),
             dkim_status: status_of(RecordKind::Dkim),
             dkim2_status: status_of(RecordKind::Dkim2),
@@ -58,21 +121,34 @@ impl From<Domain> for DomainResponse {
     }
 }
 
-/// One DNS record to publish, with its last check.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// a DNS record to publish, with its last check
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = DnsRecord)]
 struct DnsRecordResponse {
+    /// e.g. `DKIM (TXT)`
     purpose: String,
+    /// DNS record type, e.g. TXT
     #[serde(rename = "type")]
     record_type: String,
+    /// fully qualified name, without a trailing dot
     name: String,
+    /// value to publish
     value: String,
     ttl: u32,
-    status: &'static str,
+    status: RecordStatus,
+    #[schema(required)]
     last_checked_at: Option<DateTime<Utc>>,
+    /// why the last check failed
+    #[schema(required)]
     error: Option<String>,
+    /// what is wrong with the value Tidings asks for, whatever the check says; on the SPF record when the
+    /// server delivers by relay or MX and its operator has not set TIDINGS_SPF_INCLUDE, so the value
+    /// authorises only loopback (127.0.0.1)
+    #[schema(required)]
     warning: Option<String>,
-    /// Set on the sandbox domain's records, which are shown but not to be published.
+    /// set on the sandbox domain's records, which are shown but not to be published; null otherwise
+    #[schema(required, value_type = Option<String>)]
     note: Option<&'static str>,
 }
 
@@ -80,7 +156,7 @@ impl DnsRecordResponse {
     fn new(r: DnsRecord, note: Option<&'static str>) -> Self {
         Self {
             purpose: r.purpose(),
-            status: record_status(r.status),
+            status: r.status.into(),
             record_type: r.record_type,
             name: r.name,
             value: r.value,
@@ -93,12 +169,17 @@ impl DnsRecordResponse {
     }
 }
 
-/// A registered sender.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// a registered sender of a domain
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = Sender)]
 pub struct SenderResponse {
+    /// local part
     username: String,
+    /// friendly name
+    #[schema(required)]
     display_name: Option<String>,
+    /// username@domain
     address: String,
     created_at: DateTime<Utc>,
 }
@@ -114,129 +195,215 @@ impl From<Sender> for SenderResponse {
     }
 }
 
-// The wire names are spelled out here rather than taken from the model's serde derive, so
-// that a rename inside core cannot silently change the API.
-fn domain_status(s: DomainStatus) -> &'static str {
-    match s {
-        DomainStatus::Pending => "Pending",
-        DomainStatus::Verified => "Verified",
-        DomainStatus::PartiallyVerified => "PartiallyVerified",
-        DomainStatus::Failed => "Failed",
-    }
-}
-
-fn record_status(s: RecordStatus) -> &'static str {
-    match s {
-        RecordStatus::Pending => "Pending",
-        RecordStatus::Verified => "Verified",
-        RecordStatus::Failed => "Failed",
-    }
-}
+type DomainCreated = Success<201, DomainResponse>;
+type DomainOk = Success<200, DomainResponse>;
+type DomainPage = Page<DomainResponse>;
+type SenderCreated = Success<201, SenderResponse>;
+type SenderPage = Page<SenderResponse>;
+type Deleted = Success<200, Null>;
 
 /// `POST /v1/domains`: the domain in status `Pending` with the four records to publish.
+#[utoipa::path(
+    post,
+    path = "/v1/domains",
+    tag = "domains",
+    summary = "Add a domain: Pending, with the records to publish",
+    request_body = AddDomainRequest,
+    responses(
+        (status = 201, description = "the domain", body = inline(DomainCreated)),
+        (status = 403, response = InsufficientScope),
+        (status = 409, response = Conflict),
+    )
+)]
 pub async fn create_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiJson(req): ApiJson<AddDomainRequest>,
-) -> ApiResult<Response> {
-    let domain = state.core.add_domain(&who, req).await?;
-    Ok(envelope::success(StatusCode::CREATED, "domain added", DomainResponse::from(domain)))
+) -> ApiResult<DomainCreated> {
+    let domain = state.core.add_domain(&who, req.into()).await?;
+    Ok(Success::new("domain added", domain.into()))
 }
 
 /// `GET /v1/domains`: newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/domains",
+    tag = "domains",
+    summary = "List sending domains, newest first",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page", body = inline(DomainPage)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn list_domains(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ListQuery(params): ListQuery,
-) -> ApiResult<Response> {
+) -> ApiResult<DomainPage> {
     let listed = state.core.list_domains(&who, params).await?;
-    Ok(envelope::list(listed, DomainResponse::from))
+    Ok(Page::new(listed, DomainResponse::from))
 }
 
 /// `GET /v1/domains/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/domains/{id}",
+    tag = "domains",
+    summary = "Retrieve a domain with per-record status",
+    responses(
+        (status = 200, description = "the domain", body = inline(DomainOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn get_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<DomainOk> {
     let domain = state.core.get_domain(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "OK", DomainResponse::from(domain)))
+    Ok(Success::new("OK", domain.into()))
 }
 
 /// `PATCH /v1/domains/{id}`: `openTracking`, `clickTracking`.
+#[utoipa::path(
+    patch,
+    path = "/v1/domains/{id}",
+    tag = "domains",
+    summary = "Switch open and click tracking",
+    request_body = UpdateDomainRequest,
+    responses(
+        (status = 200, description = "the domain", body = inline(DomainOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn update_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-    ApiJson(req): ApiJson<UpdateDomainTrackingRequest>,
-) -> ApiResult<Response> {
-    let domain = state.core.update_domain_tracking(&who, &id, req).await?;
-    Ok(envelope::success(StatusCode::OK, "domain updated", DomainResponse::from(domain)))
+    ApiJson(req): ApiJson<UpdateDomainRequest>,
+) -> ApiResult<DomainOk> {
+    let domain = state.core.update_domain_tracking(&who, &id, req.into()).await?;
+    Ok(Success::new("domain updated", domain.into()))
 }
 
 /// `POST /v1/domains/{id}/verify`: checks the records in DNS now. Records that are not
 /// found are an outcome (`Failed`), not an error: 200.
+#[utoipa::path(
+    post,
+    path = "/v1/domains/{id}/verify",
+    tag = "domains",
+    summary = "Check the DNS records now",
+    description = "Records that are not found are an outcome (`Failed`), not an error. The sandbox sending domain \
+                   (`sandbox: true`) is returned unchanged: it is never looked up in DNS.",
+    responses(
+        (status = 200, description = "the domain with the outcome of the check", body = inline(DomainOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn verify_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<DomainOk> {
     let domain = state.core.verify_domain(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "domain checked", DomainResponse::from(domain)))
+    Ok(Success::new("domain checked", domain.into()))
 }
 
 /// `DELETE /v1/domains/{id}`: the domain, its keys and its senders.
+#[utoipa::path(
+    delete,
+    path = "/v1/domains/{id}",
+    tag = "domains",
+    summary = "Delete a domain and its senders",
+    description = "The sandbox sending domain (`sandbox: true`) cannot be deleted: 422 `validation_error`.",
+    responses(
+        (status = 200, description = "deleted", body = inline(Deleted)),
+        (status = 403, response = InsufficientScope),
+        (status = 422, response = ValidationError),
+    )
+)]
 pub async fn delete_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<Deleted> {
     state.core.delete_domain(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "domain deleted", ()))
+    Ok(Success::new("domain deleted", Null))
 }
 
 /// `POST /v1/domains/{id}/senders`: only on a Verified domain.
+#[utoipa::path(
+    post,
+    path = "/v1/domains/{id}/senders",
+    tag = "domains",
+    summary = "Register a sender on a Verified domain",
+    request_body = AddSenderRequest,
+    responses(
+        (status = 201, description = "the sender", body = inline(SenderCreated)),
+        (status = 403, response = InsufficientScope),
+        (status = 409, response = Conflict),
+        (status = 422, response = SenderUnprocessable),
+    )
+)]
 pub async fn create_sender(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<AddSenderRequest>,
-) -> ApiResult<Response> {
-    let sender = state.core.add_sender(&who, &id, req).await?;
-    Ok(envelope::success(StatusCode::CREATED, "sender registered", SenderResponse::from(sender)))
+) -> ApiResult<SenderCreated> {
+    let sender = state.core.add_sender(&who, &id, req.into()).await?;
+    Ok(Success::new("sender registered", sender.into()))
 }
 
 /// `GET /v1/domains/{id}/senders`: newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/domains/{id}/senders",
+    tag = "domains",
+    summary = "List the domain's senders, newest first",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page", body = inline(SenderPage)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn list_senders(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
     ListQuery(params): ListQuery,
-) -> ApiResult<Response> {
+) -> ApiResult<SenderPage> {
     let listed = state.core.list_senders(&who, &id, params).await?;
-    Ok(envelope::list(listed, SenderResponse::from))
+    Ok(Page::new(listed, SenderResponse::from))
 }
 
 /// `DELETE /v1/domains/{id}/senders/{username}`.
+#[utoipa::path(
+    delete,
+    path = "/v1/domains/{id}/senders/{username}",
+    tag = "domains",
+    summary = "Remove a sender",
+    responses(
+        (status = 200, description = "removed", body = inline(Deleted)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn delete_sender(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath((id, username)): ApiPath<(String, String)>,
-) -> ApiResult<Response> {
+) -> ApiResult<Deleted> {
     state.core.delete_sender(&who, &id, &username).await?;
-    Ok(envelope::success(StatusCode::OK, "sender removed", ()))
+    Ok(Success::new("sender removed", Null))
 }
 
 /// The domain and sender routes.
 pub fn routes() -> RouteTable {
     RouteTable::default()
-        .get("/v1/domains", list_domains)
-        .post("/v1/domains", create_domain)
-        .get("/v1/domains/{id}", get_domain)
-        .patch("/v1/domains/{id}", update_domain)
-        .delete("/v1/domains/{id}", delete_domain)
-        .post("/v1/domains/{id}/verify", verify_domain)
-        .get("/v1/domains/{id}/senders", list_senders)
-        .post("/v1/domains/{id}/senders", create_sender)
-        .delete("/v1/domains/{id}/senders/{username}", delete_sender)
+        .routes(routes!(list_domains, create_domain))
+        .routes(routes!(get_domain, update_domain, delete_domain))
+        .routes(routes!(verify_domain))
+        .routes(routes!(list_senders, create_sender))
+        .routes(routes!(delete_sender))
 }

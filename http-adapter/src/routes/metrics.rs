@@ -9,13 +9,34 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tidings_core::usecases::AuthRefusal;
+use utoipa_axum::routes;
 
 use super::table::RouteTable;
 use crate::metrics::CONTENT_TYPE;
+use crate::openapi::failures::{MetricsTokenRequired, TooManyAuthFailures};
 use crate::{ApiError, ApiState};
 
 /// `GET /metrics`. A store that cannot be counted leaves the queue gauges out rather than
 /// failing the scrape: the counters are still worth having.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics of this process",
+    description = "Counters and histograms of this process (messages accepted and their events by type, bounces \
+        by type, delivery latency, webhook attempts by outcome, HTTP requests by route template and status) and \
+        the store's queue depth, in the Prometheus text exposition format 0.0.4. Each node exports its own \
+        counters. No API key: open, unless the operator set `TIDINGS_METRICS_TOKEN`, which a scraper then \
+        presents as `Authorization: Bearer <token>` (401 `invalid_metrics_token` without it, counted as a failed \
+        authentication); or served only on `TIDINGS_METRICS_LISTEN`. See the README for the metric names.",
+    security(()),
+    responses(
+        (status = 200, description = "the metrics, one sample per line (the Prometheus text exposition format \
+            0.0.4)", body = String, content_type = "text/plain; version=0.0.4; charset=utf-8"),
+        (status = 401, response = MetricsTokenRequired),
+        (status = 429, response = TooManyAuthFailures),
+    )
+)]
 pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Response {
     if let Some(token) = &state.config.metrics_token {
         let client = crate::auth::client_ip(&parts);
@@ -36,5 +57,5 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
 
 /// The metrics route.
 pub fn routes() -> RouteTable {
-    RouteTable::default().get("/metrics", get_metrics)
+    RouteTable::default().routes(routes!(get_metrics))
 }

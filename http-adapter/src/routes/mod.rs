@@ -1,5 +1,5 @@
 //! The route table: one module per resource, each with its DTOs and handlers, added through
-//! [`table::RouteTable`] so that the served routes can be listed.
+//! [`table::RouteTable`] so that every route is served as its `#[utoipa::path]` documents it.
 
 mod batch;
 mod domains;
@@ -8,11 +8,13 @@ mod keys;
 mod messages;
 mod metrics;
 mod openapi;
+mod send_request;
 mod suppressions;
 mod table;
 mod templates;
 mod tracking;
 mod webhooks;
+mod wire;
 
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
@@ -42,7 +44,13 @@ fn table(send_body_limit: usize, with_metrics: bool) -> table::RouteTable {
 /// The `(method, path)` pairs [`router`] serves, paths in axum's `{name}` template syntax
 /// (which is OpenAPI's too). A GET route also answers HEAD; that is not listed. `/metrics` is
 /// listed though a router configured to leave it to [`metrics_router`] does not serve it.
-pub fn served_routes() -> Vec<(Method, &'static str)> {
+pub fn served_routes() -> Vec<(Method, String)> {
+    table::operations(&operations())
+}
+
+/// The operations of every route, as their handlers describe them, before
+/// [`crate::openapi`] completes them into the document.
+pub(crate) fn operations() -> utoipa::openapi::OpenApi {
     table(0, true).into_parts().1
 }
 

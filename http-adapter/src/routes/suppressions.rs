@@ -2,101 +2,187 @@
 //! is the URL-decoded segment, so `a%2Bb@example.com` names `a+b@example.com`.
 
 use axum::extract::{RawQuery, State};
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use tidings_core::model::{Suppression, SuppressionSource};
-use tidings_core::usecases::AddSuppressionRequest;
+use serde::{Deserialize, Serialize};
+use tidings_core::model::Suppression;
+use tidings_core::usecases;
+use utoipa::openapi::Ref;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use super::table::RouteTable;
+use super::wire::{SuppressionReason, SuppressionSource, Ulid};
 use crate::auth::Authed;
+use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
+use crate::openapi::failures::InsufficientScope;
 use crate::path::ApiPath;
-use crate::{ApiResult, ApiState, envelope, query};
+use crate::query::{ListQuery, query_parameter};
+use crate::{ApiResult, ApiState, query};
 
-/// A suppression list entry.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// body of POST /v1/suppressions
+#[derive(Deserialize, ToSchema)]
+pub struct AddSuppressionRequest {
+    /// the address to suppress: `local@domain`, the local part dot-atom text (no quoted or non-ASCII
+    /// local parts), the domain as `POST /v1/domains` takes it; surrounding spaces are ignored
+    // The pattern admits every address `EmailAddress::parse` accepts, so that what it refuses is
+    // refused by the server too.
+    #[schema(
+        required,
+        value_type = String,
+        pattern = r"^ *[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+([A-Za-z]|[A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*[A-Za-z0-9])\.? *$"
+    )]
+    email: Option<String>,
+}
+
+impl From<AddSuppressionRequest> for usecases::AddSuppressionRequest {
+    fn from(r: AddSuppressionRequest) -> Self {
+        Self { email: r.email }
+    }
+}
+
+/// a suppressed address
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = Suppression)]
 pub struct SuppressionResponse {
-    id: String,
+    id: Ulid,
+    /// the address as first given (matched case-insensitively)
     email: String,
-    reason: &'static str,
-    source: &'static str,
-    message_id: Option<String>,
+    reason: SuppressionReason,
+    source: SuppressionSource,
+    #[schema(required)]
+    message_id: Option<Ulid>,
     created_at: DateTime<Utc>,
 }
 
 impl From<Suppression> for SuppressionResponse {
     fn from(s: Suppression) -> Self {
         Self {
-            id: s.id.to_string(),
+            id: Ulid::of(s.id),
             email: s.email.to_string(),
-            reason: s.reason.as_str(),
-            source: match s.source {
-                SuppressionSource::Api => "api",
-                SuppressionSource::Bounce => "bounce",
-                SuppressionSource::Complaint => "complaint",
-            },
-            message_id: s.message_id.map(|m| m.to_string()),
+            reason: s.reason.into(),
+            source: s.source.into(),
+            message_id: s.message_id.map(Ulid::of),
             created_at: s.created_at,
         }
     }
 }
 
+type SuppressionCreated = Success<201, SuppressionResponse>;
+type SuppressionOk = Success<200, SuppressionResponse>;
+type SuppressionPage = Page<SuppressionResponse>;
+type Removed = Success<200, Null>;
+
+/// The `reason` filter of `GET /v1/suppressions`, which `list_suppressions` reads from the
+/// raw query.
+struct ReasonQuery;
+
+impl IntoParams for ReasonQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![query_parameter(
+            "reason",
+            "only entries with this reason",
+            Ref::from_schema_name(SuppressionReason::name()),
+        )]
+    }
+}
+
 /// `POST /v1/suppressions`: 201 when added now, 200 with the existing entry when the address
 /// is already on the list (contract §6).
+#[utoipa::path(
+    post,
+    path = "/v1/suppressions",
+    tag = "suppressions",
+    summary = "Suppress an address (reason Manual)",
+    request_body = AddSuppressionRequest,
+    responses(
+        (status = 201, description = "added now", body = inline(SuppressionCreated)),
+        (status = 200, description = "the address was already suppressed: the existing entry", body = inline(SuppressionOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn add_suppression(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiJson(req): ApiJson<AddSuppressionRequest>,
 ) -> ApiResult<Response> {
-    let (entry, created) = state.core.add_suppression(&who, req).await?;
-    let (status, message) = if created {
-        (StatusCode::CREATED, "address suppressed")
+    let (entry, created) = state.core.add_suppression(&who, req.into()).await?;
+    Ok(if created {
+        SuppressionCreated::new("address suppressed", entry.into()).into_response()
     } else {
-        (StatusCode::OK, "address already suppressed")
-    };
-    Ok(envelope::success(status, message, SuppressionResponse::from(entry)))
+        SuppressionOk::new("address already suppressed", entry.into()).into_response()
+    })
 }
 
 /// `GET /v1/suppressions?limit&cursor&reason`.
+#[utoipa::path(
+    get,
+    path = "/v1/suppressions",
+    tag = "suppressions",
+    summary = "List suppressed addresses, newest first",
+    params(ListQuery, ReasonQuery),
+    responses(
+        (status = 200, description = "a page", body = inline(SuppressionPage)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn list_suppressions(
     State(state): State<ApiState>,
     Authed(who): Authed,
     RawQuery(raw): RawQuery,
-) -> ApiResult<Response> {
+) -> ApiResult<SuppressionPage> {
     let q = query::params(raw.as_deref());
     let params = query::list_params(&q)?;
     let listed = state.core.list_suppressions(&who, params, q.get("reason").cloned()).await?;
-    Ok(envelope::list(listed, SuppressionResponse::from))
+    Ok(Page::new(listed, SuppressionResponse::from))
 }
 
 /// `GET /v1/suppressions/{email}`.
+#[utoipa::path(
+    get,
+    path = "/v1/suppressions/{email}",
+    tag = "suppressions",
+    summary = "Retrieve an address's entry",
+    responses(
+        (status = 200, description = "the entry", body = inline(SuppressionOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn get_suppression(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<SuppressionOk> {
     let entry = state.core.get_suppression(&who, &email).await?;
-    Ok(envelope::success(StatusCode::OK, "OK", SuppressionResponse::from(entry)))
+    Ok(Success::new("OK", entry.into()))
 }
 
 /// `DELETE /v1/suppressions/{email}`: the address can be sent to again.
+#[utoipa::path(
+    delete,
+    path = "/v1/suppressions/{email}",
+    tag = "suppressions",
+    summary = "Remove an address",
+    responses(
+        (status = 200, description = "removed; the address can be sent to again", body = inline(Removed)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn delete_suppression(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<Removed> {
     state.core.delete_suppression(&who, &email).await?;
-    Ok(envelope::success(StatusCode::OK, "suppression removed", ()))
+    Ok(Success::new("suppression removed", Null))
 }
 
 /// The suppression routes.
 pub fn routes() -> RouteTable {
     RouteTable::default()
-        .get("/v1/suppressions", list_suppressions)
-        .post("/v1/suppressions", add_suppression)
-        .get("/v1/suppressions/{email}", get_suppression)
-        .delete("/v1/suppressions/{email}", delete_suppression)
+        .routes(routes!(list_suppressions, add_suppression))
+        .routes(routes!(get_suppression, delete_suppression))
 }

@@ -1,68 +1,64 @@
-//! [`RouteTable`]: an axum router that remembers which `(method, path)` pairs it serves.
+//! [`RouteTable`]: the API's routes and their OpenAPI operations, added together.
 //!
-//! axum cannot list a `Router`'s routes, yet the OpenAPI document must name exactly the
-//! operations the router serves. Every route is therefore added through this table, which
-//! records the pair as it registers the handler; [`crate::served_routes`] reads the record and
-//! the tests compare it with the document. One route per method: axum merges method routers
-//! added for the same path (`.route(p, on(GET, a)).route(p, on(POST, b))`), and panics on a
-//! method added twice, so the record cannot hold a pair the router does not serve.
+//! A route is added only as utoipa-axum's `routes!(handler, ...)` of handlers that carry
+//! `#[utoipa::path]`: the router serves each handler at the path and methods its attribute
+//! documents, so the served routes and the document cannot drift apart. The table offers no
+//! way to add a route without its operation (utoipa-axum's `OpenApiRouter::route` would).
+//! [`crate::served_routes`] lists what was added, which the tests compare with the document
+//! as it is served, after `crate::openapi` has completed it.
 
 use axum::Router;
-use axum::handler::Handler;
 use axum::http::Method;
-use axum::routing::{MethodFilter, on};
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::path::PathItem;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
 use crate::ApiState;
 
-/// The routes of the API and the record of what they serve; start from `default()`.
+/// The routes of the API with their operations; start from `default()`.
 #[derive(Default)]
-pub struct RouteTable {
-    router: Router<ApiState>,
-    served: Vec<(Method, &'static str)>,
-}
+pub struct RouteTable(OpenApiRouter<ApiState>);
 
 impl RouteTable {
-    /// Serves `GET path` (and `HEAD`, as axum does for every GET route) with `handler`.
-    pub fn get<H: Handler<T, ApiState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
-        self.add(Method::GET, MethodFilter::GET, path, handler)
-    }
-
-    /// Serves `POST path` with `handler`.
-    pub fn post<H: Handler<T, ApiState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
-        self.add(Method::POST, MethodFilter::POST, path, handler)
-    }
-
-    /// Serves `PATCH path` with `handler`.
-    pub fn patch<H: Handler<T, ApiState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
-        self.add(Method::PATCH, MethodFilter::PATCH, path, handler)
-    }
-
-    /// Serves `DELETE path` with `handler`.
-    pub fn delete<H: Handler<T, ApiState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
-        self.add(Method::DELETE, MethodFilter::DELETE, path, handler)
+    /// Serves the handlers of `routes!(...)`, each at the path and methods of its
+    /// `#[utoipa::path]`, and adds their operations to the document.
+    pub fn routes(self, handlers: UtoipaMethodRouter<ApiState>) -> Self {
+        Self(self.0.routes(handlers))
     }
 
     /// Adds every route of `other`.
-    pub fn merge(mut self, other: Self) -> Self {
-        self.router = self.router.merge(other.router);
-        self.served.extend(other.served);
-        self
+    pub fn merge(self, other: Self) -> Self {
+        Self(self.0.merge(other.0))
     }
 
-    /// The router and the `(method, path)` pairs it serves, in the order they were added.
-    pub fn into_parts(self) -> (Router<ApiState>, Vec<(Method, &'static str)>) {
-        (self.router, self.served)
+    /// The router, and the operations of its routes as their handlers describe them.
+    pub fn into_parts(self) -> (Router<ApiState>, OpenApi) {
+        self.0.split_for_parts()
     }
+}
 
-    fn add<H: Handler<T, ApiState>, T: 'static>(
-        mut self,
-        method: Method,
-        filter: MethodFilter,
-        path: &'static str,
-        handler: H,
-    ) -> Self {
-        self.router = self.router.route(path, on(filter, handler));
-        self.served.push((method, path));
-        self
+/// The `(method, path)` pairs of `api`'s operations.
+pub fn operations(api: &OpenApi) -> Vec<(Method, String)> {
+    let mut pairs = Vec::new();
+    for (path, item) in &api.paths.paths {
+        for (method, operation) in methods(item) {
+            if operation {
+                pairs.push((method, path.clone()));
+            }
+        }
     }
+    pairs
+}
+
+fn methods(item: &PathItem) -> [(Method, bool); 8] {
+    [
+        (Method::GET, item.get.is_some()),
+        (Method::PUT, item.put.is_some()),
+        (Method::POST, item.post.is_some()),
+        (Method::DELETE, item.delete.is_some()),
+        (Method::OPTIONS, item.options.is_some()),
+        (Method::HEAD, item.head.is_some()),
+        (Method::PATCH, item.patch.is_some()),
+        (Method::TRACE, item.trace.is_some()),
+    ]
 }

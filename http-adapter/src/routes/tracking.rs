@@ -9,10 +9,50 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use utoipa::ToResponse;
+use utoipa::openapi::schema::{ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+use utoipa_axum::routes;
 
 use super::table::RouteTable;
+use crate::openapi::failures::{InternalError, Unavailable};
+use crate::openapi::headers;
 use crate::path::ApiPath;
 use crate::{ApiError, ApiResult, ApiState};
+
+const TOKEN: &str = "a tracking token from a sent message; forged, altered and unknown tokens are 404 and record \
+    nothing. HEAD answers the same and records nothing";
+
+/// The 200 of the open pixel: a 43-byte transparent GIF, never cached.
+struct Pixel;
+
+impl<'r> ToResponse<'r> for Pixel {
+    fn response() -> (&'r str, RefOr<utoipa::openapi::Response>) {
+        let gif = ObjectBuilder::new().schema_type(Type::String).content_media_type("image/gif");
+        let response = ResponseBuilder::new()
+            .description("a 1×1 transparent GIF")
+            .header("Cache-Control", headers::no_store("no-store, private"))
+            .content("image/gif", ContentBuilder::new().schema(Some(gif)).build());
+        ("Pixel", response.build().into())
+    }
+}
+
+/// The 302 of a tracked link, to the URL signed in the token; no body.
+struct Redirect;
+
+impl<'r> ToResponse<'r> for Redirect {
+    fn response() -> (&'r str, RefOr<utoipa::openapi::Response>) {
+        let url = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom("uri".into())))
+            .pattern(Some("^https?://"));
+        let response = ResponseBuilder::new()
+            .description("the link's destination, taken only from the signed token")
+            .header("Location", headers::header(url, "the original http(s) URL of the link", true))
+            .header("Cache-Control", headers::no_store("no-store"));
+        ("Redirect", response.build().into())
+    }
+}
 
 /// A 1×1 transparent GIF (GIF89a, one-entry palette, colour 0 transparent): 43 bytes.
 pub const PIXEL_GIF: [u8; 43] = [
@@ -22,6 +62,19 @@ pub const PIXEL_GIF: [u8; 43] = [
 ];
 
 /// `GET /t/o/{token}`: records `Opened` and answers the pixel.
+#[utoipa::path(
+    get,
+    path = "/t/o/{token}",
+    tag = "tracking",
+    summary = "The open pixel: records `Opened`",
+    description = TOKEN,
+    security(()),
+    responses(
+        (status = 200, response = inline(Pixel)),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn get_open_pixel(
     State(state): State<ApiState>,
     method: Method,
@@ -42,6 +95,19 @@ pub async fn get_open_pixel(
 }
 
 /// `GET /t/c/{token}`: records `Clicked` and redirects (302) to the URL signed in the token.
+#[utoipa::path(
+    get,
+    path = "/t/c/{token}",
+    tag = "tracking",
+    summary = "A tracked link: records `Clicked`, redirects",
+    description = TOKEN,
+    security(()),
+    responses(
+        (status = 302, response = inline(Redirect)),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn follow_tracked_link(
     State(state): State<ApiState>,
     method: Method,
@@ -81,7 +147,7 @@ pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
 
 /// The tracking routes.
 pub fn routes() -> RouteTable {
-    RouteTable::default().get("/t/o/{token}", get_open_pixel).get("/t/c/{token}", follow_tracked_link)
+    RouteTable::default().routes(routes!(get_open_pixel)).routes(routes!(follow_tracked_link))
 }
 
 #[cfg(test)]

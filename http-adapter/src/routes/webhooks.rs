@@ -3,29 +3,76 @@
 //! responses.
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::Response;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use tidings_core::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
-use tidings_core::usecases::{CreateWebhookRequest, UpdateWebhookRequest};
+use serde::{Deserialize, Serialize};
+use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
+use tidings_core::usecases;
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use super::table::RouteTable;
+use super::wire::{DeliveryStatus, Ulid, WebhookEventType};
 use crate::auth::Authed;
+use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
+use crate::openapi::failures::InsufficientScope;
 use crate::path::ApiPath;
 use crate::query::ListQuery;
-use crate::{ApiResult, ApiState, envelope};
+use crate::{ApiResult, ApiState};
 
-/// An endpoint as every response but creation and rotation shows it (no secret).
-#[derive(Serialize)]
+/// body of POST /v1/webhooks
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+pub struct CreateWebhookRequest {
+    /// https URL that does not name a non-public address
+    #[schema(required, value_type = String)]
+    url: Option<String>,
+    #[schema(required, value_type = Vec<WebhookEventType>, min_items = 1)]
+    event_types: Option<Vec<String>>,
+    /// default true
+    enabled: Option<bool>,
+}
+
+impl From<CreateWebhookRequest> for usecases::CreateWebhookRequest {
+    fn from(r: CreateWebhookRequest) -> Self {
+        Self { url: r.url, event_types: r.event_types, enabled: r.enabled }
+    }
+}
+
+/// body of PATCH /v1/webhooks/{id}; an absent field is kept
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateWebhookRequest {
+    /// new https URL
+    url: Option<String>,
+    #[schema(value_type = Option<Vec<WebhookEventType>>, min_items = 1)]
+    event_types: Option<Vec<String>>,
+    /// enable or disable
+    enabled: Option<bool>,
+}
+
+impl From<UpdateWebhookRequest> for usecases::UpdateWebhookRequest {
+    fn from(r: UpdateWebhookRequest) -> Self {
+        Self { url: r.url, event_types: r.event_types, enabled: r.enabled }
+    }
+}
+
+/// a webhook endpoint (without its secret)
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = Webhook)]
 pub struct WebhookResponse {
-    id: String,
+    id: Ulid,
+    /// receiving URL
     url: String,
     enabled: bool,
-    event_types: Vec<&'static str>,
+    event_types: Vec<WebhookEventType>,
+    /// why the server disabled the endpoint (e.g. it answered 410 Gone)
+    #[schema(required)]
     disabled_reason: Option<String>,
+    /// when the endpoint's current run of failed attempts began; null while it is healthy. Failing every
+    /// attempt for 5 days (configurable) disables it
+    #[schema(required)]
     failing_since: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -34,10 +81,10 @@ pub struct WebhookResponse {
 impl From<WebhookEndpoint> for WebhookResponse {
     fn from(w: WebhookEndpoint) -> Self {
         Self {
-            id: w.id.to_string(),
+            id: Ulid::of(w.id),
             url: w.url.to_string(),
             enabled: w.enabled,
-            event_types: w.event_types.iter().map(|t| t.as_str()).collect(),
+            event_types: w.event_types.iter().map(|t| (*t).into()).collect(),
             disabled_reason: w.disabled_reason,
             failing_since: w.failing_since,
             created_at: w.created_at,
@@ -46,32 +93,57 @@ impl From<WebhookEndpoint> for WebhookResponse {
     }
 }
 
-/// The creation and rotation response: the endpoint plus its current secret.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WebhookWithSecretResponse {
-    #[serde(flatten)]
-    webhook: WebhookResponse,
+/// a webhook endpoint with its current signing secret
+// Every field of `WebhookResponse` again rather than `#[serde(flatten)]`: utoipa writes a
+// flattened struct as `allOf`, which a closed `Webhook` schema would refuse `secret` in.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = WebhookWithSecret)]
+pub struct WebhookWithSecretResponse {
+    id: Ulid,
+    /// receiving URL
+    url: String,
+    enabled: bool,
+    event_types: Vec<WebhookEventType>,
+    /// why the server disabled the endpoint (e.g. it answered 410 Gone)
+    #[schema(required)]
+    disabled_reason: Option<String>,
+    /// when the endpoint's current run of failed attempts began; null while it is healthy. Failing every
+    /// attempt for 5 days (configurable) disables it
+    #[schema(required)]
+    failing_since: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    /// `whsec_` + base64 of 32 bytes; shown only at creation and rotation
     secret: String,
 }
 
 impl From<WebhookEndpoint> for WebhookWithSecretResponse {
     fn from(w: WebhookEndpoint) -> Self {
-        Self { secret: w.secret.expose().to_owned(), webhook: w.into() }
+        let secret = w.secret.expose().to_owned();
+        let WebhookResponse { id, url, enabled, event_types, disabled_reason, failing_since, created_at, updated_at } =
+            w.into();
+        Self { id, url, enabled, event_types, disabled_reason, failing_since, created_at, updated_at, secret }
     }
 }
 
-/// One entry of an endpoint's delivery log.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// one entry of an endpoint's delivery log
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = WebhookDelivery)]
 pub struct WebhookDeliveryResponse {
-    id: String,
-    event_id: String,
-    event_type: &'static str,
-    status: &'static str,
+    id: Ulid,
+    event_id: Ulid,
+    event_type: WebhookEventType,
+    status: DeliveryStatus,
     attempts: u32,
+    /// HTTP status of the last attempt
+    #[schema(required)]
     response_code: Option<u16>,
+    /// why the last attempt failed
+    #[schema(required)]
     last_error: Option<String>,
+    #[schema(required)]
     next_attempt_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
 }
@@ -79,15 +151,10 @@ pub struct WebhookDeliveryResponse {
 impl From<WebhookDelivery> for WebhookDeliveryResponse {
     fn from(d: WebhookDelivery) -> Self {
         Self {
-            id: d.id.to_string(),
-            event_id: d.event_id.to_string(),
-            event_type: d.event_type.as_str(),
-            status: match d.status {
-                DeliveryStatus::Pending => "Pending",
-                DeliveryStatus::Retrying => "Retrying",
-                DeliveryStatus::Delivered => "Delivered",
-                DeliveryStatus::Failed => "Failed",
-            },
+            id: Ulid::of(d.id),
+            event_id: Ulid::of(d.event_id),
+            event_type: d.event_type.into(),
+            status: d.status.into(),
             attempts: d.attempts,
             response_code: d.response_code,
             last_error: d.last_error,
@@ -97,111 +164,219 @@ impl From<WebhookDelivery> for WebhookDeliveryResponse {
     }
 }
 
+type WebhookCreated = Success<201, WebhookWithSecretResponse>;
+type WebhookOk = Success<200, WebhookResponse>;
+type WebhookPage = Page<WebhookResponse>;
+type Rotated = Success<200, WebhookWithSecretResponse>;
+type DeliveryCreated = Success<201, WebhookDeliveryResponse>;
+type DeliveryOk = Success<200, WebhookDeliveryResponse>;
+type DeliveryPage = Page<WebhookDeliveryResponse>;
+type Deleted = Success<200, Null>;
+
 /// `POST /v1/webhooks`: 201 with the secret, shown here and after a rotation only.
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks",
+    tag = "webhooks",
+    summary = "Create an endpoint; its secret is returned",
+    description = "Each event is POSTed as `{type, createdAt, data: {messageId, eventId, to, from, subject, \
+        providerMessageId, tags, metadata, details}}`, signed per Standard Webhooks; `tags` and `metadata` are the \
+        message's (empty for a `Test` event).",
+    request_body = CreateWebhookRequest,
+    responses(
+        (status = 201, description = "the endpoint with its secret", body = inline(WebhookCreated)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn create_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiJson(req): ApiJson<CreateWebhookRequest>,
-) -> ApiResult<Response> {
-    let endpoint = state.core.create_webhook(&who, req).await?;
-    Ok(envelope::success(StatusCode::CREATED, "webhook created", WebhookWithSecretResponse::from(endpoint)))
+) -> ApiResult<WebhookCreated> {
+    let endpoint = state.core.create_webhook(&who, req.into()).await?;
+    Ok(Success::new("webhook created", endpoint.into()))
 }
 
 /// `GET /v1/webhooks`.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks",
+    tag = "webhooks",
+    summary = "List webhook endpoints, newest first",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page", body = inline(WebhookPage)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn list_webhooks(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ListQuery(params): ListQuery,
-) -> ApiResult<Response> {
+) -> ApiResult<WebhookPage> {
     let listed = state.core.list_webhooks(&who, params).await?;
-    Ok(envelope::list(listed, WebhookResponse::from))
+    Ok(Page::new(listed, WebhookResponse::from))
 }
 
 /// `GET /v1/webhooks/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Retrieve an endpoint",
+    responses(
+        (status = 200, description = "the endpoint", body = inline(WebhookOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn get_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<WebhookOk> {
     let endpoint = state.core.get_webhook(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "OK", WebhookResponse::from(endpoint)))
+    Ok(Success::new("OK", endpoint.into()))
 }
 
 /// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`.
+#[utoipa::path(
+    patch,
+    path = "/v1/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Change the URL, event types or enabled",
+    request_body = UpdateWebhookRequest,
+    responses(
+        (status = 200, description = "the endpoint", body = inline(WebhookOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn update_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<UpdateWebhookRequest>,
-) -> ApiResult<Response> {
-    let endpoint = state.core.update_webhook(&who, &id, req).await?;
-    Ok(envelope::success(StatusCode::OK, "webhook updated", WebhookResponse::from(endpoint)))
+) -> ApiResult<WebhookOk> {
+    let endpoint = state.core.update_webhook(&who, &id, req.into()).await?;
+    Ok(Success::new("webhook updated", endpoint.into()))
 }
 
 /// `DELETE /v1/webhooks/{id}`: removes the endpoint and its delivery log.
+#[utoipa::path(
+    delete,
+    path = "/v1/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Delete an endpoint and its delivery log",
+    responses(
+        (status = 200, description = "deleted", body = inline(Deleted)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn delete_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<Deleted> {
     state.core.delete_webhook(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "webhook deleted", ()))
+    Ok(Success::new("webhook deleted", Null))
 }
 
 /// `POST /v1/webhooks/{id}/test`: queues a `Test` event for this endpoint.
+// 201, not 202: the call creates a delivery resource (listed under `deliveries` at once) and
+// returns it, as an accepted send answers 201 with its queued message (spec §7).
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/{id}/test",
+    tag = "webhooks",
+    summary = "Queue a `Test` event for this endpoint",
+    responses(
+        (status = 201, description = "the queued delivery", body = inline(DeliveryCreated),
+            links(("retry_webhook_delivery" = (
+                operation_id = "retry_webhook_delivery",
+                parameters(("id" = "$request.path.id"), ("deliveryId" = "$response.body#/data/id"))
+            )))),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn test_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<DeliveryCreated> {
     let delivery = state.core.test_webhook(&who, &id).await?;
-    // 201, not 202: the call creates a delivery resource (listed under `deliveries` at once)
-    // and returns it, as an accepted send answers 201 with its queued message (spec §7).
-    Ok(envelope::success(StatusCode::CREATED, "test event queued", WebhookDeliveryResponse::from(delivery)))
+    Ok(Success::new("test event queued", delivery.into()))
 }
 
 /// `POST /v1/webhooks/{id}/rotate-secret`: 200 with the new secret; the old one keeps
 /// signing beside it for the overlap (contract §7: 24 h).
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/{id}/rotate-secret",
+    tag = "webhooks",
+    summary = "Rotate the secret",
+    description = "The old secret keeps signing beside the new one for 24 hours.",
+    responses(
+        (status = 200, description = "the endpoint with its new secret", body = inline(Rotated)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn rotate_webhook_secret(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<Rotated> {
     let endpoint = state.core.rotate_webhook_secret(&who, &id).await?;
-    Ok(envelope::success(StatusCode::OK, "webhook secret rotated", WebhookWithSecretResponse::from(endpoint)))
+    Ok(Success::new("webhook secret rotated", endpoint.into()))
 }
 
 /// `GET /v1/webhooks/{id}/deliveries?limit&cursor`: newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/{id}/deliveries",
+    tag = "webhooks",
+    summary = "The delivery log",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page", body = inline(DeliveryPage)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn list_webhook_deliveries(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath(id): ApiPath<String>,
     ListQuery(params): ListQuery,
-) -> ApiResult<Response> {
+) -> ApiResult<DeliveryPage> {
     let listed = state.core.list_webhook_deliveries(&who, &id, params).await?;
-    Ok(envelope::list(listed, WebhookDeliveryResponse::from))
+    Ok(Page::new(listed, WebhookDeliveryResponse::from))
 }
 
 /// `POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry`: makes the delivery due now.
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+    tag = "webhooks",
+    summary = "Make a delivery due now",
+    responses(
+        (status = 200, description = "the delivery", body = inline(DeliveryOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
 pub async fn retry_webhook_delivery(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath((id, delivery_id)): ApiPath<(String, String)>,
-) -> ApiResult<Response> {
+) -> ApiResult<DeliveryOk> {
     let delivery = state.core.retry_webhook_delivery(&who, &id, &delivery_id).await?;
-    Ok(envelope::success(StatusCode::OK, "delivery retry queued", WebhookDeliveryResponse::from(delivery)))
+    Ok(Success::new("delivery retry queued", delivery.into()))
 }
 
 /// The webhook routes.
 pub fn routes() -> RouteTable {
     RouteTable::default()
-        .get("/v1/webhooks", list_webhooks)
-        .post("/v1/webhooks", create_webhook)
-        .get("/v1/webhooks/{id}", get_webhook)
-        .patch("/v1/webhooks/{id}", update_webhook)
-        .delete("/v1/webhooks/{id}", delete_webhook)
-        .post("/v1/webhooks/{id}/test", test_webhook)
-        .post("/v1/webhooks/{id}/rotate-secret", rotate_webhook_secret)
-        .get("/v1/webhooks/{id}/deliveries", list_webhook_deliveries)
-        .post("/v1/webhooks/{id}/deliveries/{deliveryId}/retry", retry_webhook_delivery)
+        .routes(routes!(list_webhooks, create_webhook))
+        .routes(routes!(get_webhook, update_webhook, delete_webhook))
+        .routes(routes!(test_webhook))
+        .routes(routes!(rotate_webhook_secret))
+        .routes(routes!(list_webhook_deliveries))
+        .routes(routes!(retry_webhook_delivery))
 }

@@ -1,0 +1,293 @@
+//! The wire types several resources share: ids, and the API's enumerations. Each
+//! enumeration serialises as the names the contract fixes and is mapped from core's enum by
+//! an exhaustive match, so that a variant added in core cannot reach the wire unnamed, and a
+//! rename inside core cannot silently change the API. The OpenAPI document takes its
+//! `enum` lists from these types, and their doc comments as descriptions.
+
+use std::fmt::Display;
+
+use serde::Serialize;
+use tidings_core::model;
+use utoipa::ToSchema;
+
+/// a 26-character ULID, sortable by creation time
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(transparent)]
+#[schema(pattern = "^[0-9A-HJKMNP-TV-Z]{26}$")]
+pub struct Ulid(String);
+
+impl Ulid {
+    /// The id as the API writes it.
+    pub fn of(id: impl Display) -> Self {
+        Self(id.to_string())
+    }
+}
+
+/// `full` may do everything; `send` may send and read its own messages
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyScope {
+    Full,
+    Send,
+}
+
+impl From<model::KeyScope> for KeyScope {
+    fn from(s: model::KeyScope) -> Self {
+        match s {
+            model::KeyScope::Full => Self::Full,
+            model::KeyScope::Send => Self::Send,
+        }
+    }
+}
+
+/// where a message is in its life (contract §3)
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum MessageStatus {
+    Queued,
+    Scheduled,
+    Sent,
+    Deferred,
+    Delivered,
+    Bounced,
+    Complained,
+    Failed,
+    Suppressed,
+    Canceled,
+}
+
+impl From<model::MessageStatus> for MessageStatus {
+    fn from(s: model::MessageStatus) -> Self {
+        use model::MessageStatus as S;
+        match s {
+            S::Queued => Self::Queued,
+            S::Scheduled => Self::Scheduled,
+            S::Sent => Self::Sent,
+            S::Deferred => Self::Deferred,
+            S::Delivered => Self::Delivered,
+            S::Bounced => Self::Bounced,
+            S::Complained => Self::Complained,
+            S::Failed => Self::Failed,
+            S::Suppressed => Self::Suppressed,
+            S::Canceled => Self::Canceled,
+        }
+    }
+}
+
+/// type of a timeline event
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum EventType {
+    Queued,
+    Sent,
+    Delivered,
+    Deferred,
+    Bounced,
+    Complained,
+    Opened,
+    Clicked,
+    Failed,
+    Suppressed,
+    Scheduled,
+    Canceled,
+}
+
+impl From<model::EventType> for EventType {
+    fn from(t: model::EventType) -> Self {
+        use model::EventType as T;
+        match t {
+            T::Queued => Self::Queued,
+            T::Sent => Self::Sent,
+            T::Delivered => Self::Delivered,
+            T::Deferred => Self::Deferred,
+            T::Bounced => Self::Bounced,
+            T::Complained => Self::Complained,
+            T::Opened => Self::Opened,
+            T::Clicked => Self::Clicked,
+            T::Failed => Self::Failed,
+            T::Suppressed => Self::Suppressed,
+            T::Scheduled => Self::Scheduled,
+            T::Canceled => Self::Canceled,
+        }
+    }
+}
+
+/// what a webhook endpoint can subscribe to: `Test`, or a message event type
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum WebhookEventType {
+    Test,
+    Queued,
+    Sent,
+    Delivered,
+    Deferred,
+    Bounced,
+    Complained,
+    Opened,
+    Clicked,
+    Failed,
+    Suppressed,
+    Scheduled,
+    Canceled,
+}
+
+impl From<model::WebhookEventType> for WebhookEventType {
+    fn from(t: model::WebhookEventType) -> Self {
+        use model::EventType as T;
+        match t {
+            model::WebhookEventType::Test => Self::Test,
+            model::WebhookEventType::Message(t) => match t {
+                T::Queued => Self::Queued,
+                T::Sent => Self::Sent,
+                T::Delivered => Self::Delivered,
+                T::Deferred => Self::Deferred,
+                T::Bounced => Self::Bounced,
+                T::Complained => Self::Complained,
+                T::Opened => Self::Opened,
+                T::Clicked => Self::Clicked,
+                T::Failed => Self::Failed,
+                T::Suppressed => Self::Suppressed,
+                T::Scheduled => Self::Scheduled,
+                T::Canceled => Self::Canceled,
+            },
+        }
+    }
+}
+
+/// Hard suppresses the address, Soft does not
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BounceType {
+    Hard,
+    Soft,
+}
+
+impl From<model::BounceType> for BounceType {
+    fn from(t: model::BounceType) -> Self {
+        match t {
+            model::BounceType::Hard => Self::Hard,
+            model::BounceType::Soft => Self::Soft,
+        }
+    }
+}
+
+/// overall verification status
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum DomainStatus {
+    Pending,
+    Verified,
+    PartiallyVerified,
+    Failed,
+}
+
+impl From<model::DomainStatus> for DomainStatus {
+    fn from(s: model::DomainStatus) -> Self {
+        match s {
+            model::DomainStatus::Pending => Self::Pending,
+            model::DomainStatus::Verified => Self::Verified,
+            model::DomainStatus::PartiallyVerified => Self::PartiallyVerified,
+            model::DomainStatus::Failed => Self::Failed,
+        }
+    }
+}
+
+/// verification status of one DNS record
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum RecordStatus {
+    Pending,
+    Verified,
+    Failed,
+}
+
+impl From<model::RecordStatus> for RecordStatus {
+    fn from(s: model::RecordStatus) -> Self {
+        match s {
+            model::RecordStatus::Pending => Self::Pending,
+            model::RecordStatus::Verified => Self::Verified,
+            model::RecordStatus::Failed => Self::Failed,
+        }
+    }
+}
+
+/// why an address is suppressed
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum SuppressionReason {
+    Manual,
+    HardBounce,
+    Complaint,
+}
+
+impl From<model::SuppressionReason> for SuppressionReason {
+    fn from(r: model::SuppressionReason) -> Self {
+        match r {
+            model::SuppressionReason::Manual => Self::Manual,
+            model::SuppressionReason::HardBounce => Self::HardBounce,
+            model::SuppressionReason::Complaint => Self::Complaint,
+        }
+    }
+}
+
+/// where the entry came from
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SuppressionSource {
+    Api,
+    Bounce,
+    Complaint,
+}
+
+impl From<model::SuppressionSource> for SuppressionSource {
+    fn from(s: model::SuppressionSource) -> Self {
+        match s {
+            model::SuppressionSource::Api => Self::Api,
+            model::SuppressionSource::Bounce => Self::Bounce,
+            model::SuppressionSource::Complaint => Self::Complaint,
+        }
+    }
+}
+
+/// status of a webhook delivery
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum DeliveryStatus {
+    Pending,
+    Retrying,
+    Delivered,
+    Failed,
+}
+
+impl From<model::DeliveryStatus> for DeliveryStatus {
+    fn from(s: model::DeliveryStatus) -> Self {
+        match s {
+            model::DeliveryStatus::Pending => Self::Pending,
+            model::DeliveryStatus::Retrying => Self::Retrying,
+            model::DeliveryStatus::Delivered => Self::Delivered,
+            model::DeliveryStatus::Failed => Self::Failed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tidings_core::model::{EventType as CoreEvent, MessageStatus as CoreStatus, WebhookEventType as CoreHook};
+
+    use super::*;
+
+    fn wire(value: impl Serialize) -> String {
+        serde_json::to_value(value).unwrap().as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn the_wire_names_are_the_names_core_parses() {
+        for s in CoreStatus::ALL {
+            assert_eq!(wire(MessageStatus::from(s)), s.as_str());
+        }
+        for t in CoreEvent::ALL {
+            assert_eq!(wire(EventType::from(t)), t.as_str());
+            assert_eq!(wire(WebhookEventType::from(CoreHook::Message(t))), t.as_str());
+        }
+        assert_eq!(wire(WebhookEventType::from(CoreHook::Test)), CoreHook::Test.as_str());
+        for r in [
+            model::SuppressionReason::Manual,
+            model::SuppressionReason::HardBounce,
+            model::SuppressionReason::Complaint,
+        ] {
+            assert_eq!(wire(SuppressionReason::from(r)), r.as_str());
+        }
+    }
+}
