@@ -38,12 +38,9 @@ impl DkimCheck {
 /// of `records` (a domain's `records`, as published). Panics if a record's value is not a
 /// DKIM key record or the message does not parse: both are test bugs.
 pub async fn verify_dkim(raw: &[u8], records: &[DnsRecord]) -> Vec<DkimCheck> {
-    let zone = Zone(Mutex::new(HashMap::new()));
+    let zone = KnownKeys::default();
     for record in records.iter().filter(|r| matches!(r.kind, RecordKind::Dkim | RecordKind::Dkim2)) {
-        let key = DomainKey::parse(record.value.as_bytes())
-            .unwrap_or_else(|e| panic!("record {} is not a DKIM key record: {e}", record.name));
-        let valid_until = Instant::now() + Duration::from_secs(3600);
-        zone.insert(format!("{}.", record.name.to_ascii_lowercase()).into_boxed_str(), Txt::from(key), valid_until);
+        zone.add(&record.name, &record.value);
     }
     // A cache miss would ask loopback port 53; with every key in the zone there is none.
     let servers = vec![NameServerConfig::udp(Ipv4Addr::LOCALHOST.into())];
@@ -65,16 +62,27 @@ pub async fn verify_dkim(raw: &[u8], records: &[DnsRecord]) -> Vec<DkimCheck> {
         .collect()
 }
 
-/// mail-auth's TXT cache, pre-filled.
-struct Zone(Mutex<HashMap<Box<str>, Txt>>);
+/// mail-auth's TXT cache holding the DKIM keys a test knows (`Parameters::with_txt_cache`):
+/// a verifier given it never asks a resolver for those names.
+#[derive(Default)]
+pub struct KnownKeys(Mutex<HashMap<Box<str>, Txt>>);
 
-impl Zone {
+impl KnownKeys {
+    /// Adds the DKIM key record `value` published at `name` (e.g.
+    /// `tdr1._domainkey.example.com`). Panics if `value` is not a DKIM key record: a test bug.
+    pub fn add(&self, name: &str, value: &str) {
+        let key = DomainKey::parse(value.as_bytes())
+            .unwrap_or_else(|e| panic!("record {name} is not a DKIM key record: {e}"));
+        let valid_until = Instant::now() + Duration::from_secs(3600);
+        self.insert(format!("{}.", name.to_ascii_lowercase()).into_boxed_str(), Txt::from(key), valid_until);
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Txt>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl ResolverCache<Box<str>, Txt> for Zone {
+impl ResolverCache<Box<str>, Txt> for KnownKeys {
     fn get<Q>(&self, name: &Q) -> Option<Txt>
     where
         Box<str>: Borrow<Q>,
