@@ -7,19 +7,29 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use tidings_core::model::KeyScope;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError, Settings, Sources};
 use crate::{ServerError, bootstrap};
 
 /// Tidings: a transactional email service over HTTPS.
+///
+/// Every setting below is read from its command-line flag, else its TIDINGS_ environment
+/// variable, else its key in the --config file, else its default. A bad value stops the server
+/// at start (exit code 2) with a message naming the variable.
 #[derive(Debug, Parser)]
-#[command(name = "tidings-server", version, after_help = crate::config::HELP)]
+#[command(name = "tidings-server", version)]
 pub struct Cli {
-    /// TOML file with the same keys as the environment (lower case, without TIDINGS_).
+    /// TOML file of settings: the variables' names lower-case without TIDINGS_ (listen =
+    /// "127.0.0.1:8443"; a retry schedule may be an array of strings). Flags and the environment
+    /// win over it.
     #[arg(long, global = true, value_name = "FILE", env = "TIDINGS_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The settings.
+    #[command(flatten)]
+    pub settings: Settings,
     /// What to do; serving is the default.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -82,8 +92,9 @@ pub enum Scope {
 pub fn main() -> ExitCode {
     // Before anything is created: what sled and the rest write later is the user's only.
     crate::data_dir::restrict_new_files();
-    let cli = Cli::parse();
-    let config = match Config::load(cli.config.as_deref(), |k| std::env::var(k).ok()) {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let config = match load_config(&cli, &matches) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("tidings-server: configuration error: {e}");
@@ -115,6 +126,17 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// The configuration from the command line's flags, the environment and the `--config` file.
+fn load_config(cli: &Cli, matches: &clap::ArgMatches) -> Result<Config, ConfigError> {
+    // Only values typed on the command line: the environment and the file are read by
+    // `Sources`, which knows where each value came from.
+    let flag = |id: &str| match matches.value_source(id) {
+        Some(ValueSource::CommandLine) => matches.get_one::<String>(id).cloned(),
+        _ => None,
+    };
+    Config::from_sources(&Sources::load(cli.config.as_deref(), |k| std::env::var(k).ok(), flag)?)
 }
 
 async fn execute(command: Command, config: Config) -> Result<(), ServerError> {

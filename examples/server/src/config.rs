@@ -1,11 +1,11 @@
-//! Configuration: the `TIDINGS_*` settings of contract §9, read from the environment and from
-//! an optional TOML file (same keys, lower-case without the prefix: `listen = "…"`), the
-//! environment winning. Everything is parsed and checked here, once, at start; an error names
-//! the variable and where it came from, and never echoes a secret.
+//! Configuration: the server's `TIDINGS_*` settings, declared once in [`Settings`] (flag,
+//! variable, default, help) and read from the command line, the environment and an optional
+//! TOML file (same keys, lower-case without the prefix: `listen = "…"`), in that order of
+//! precedence. Everything is parsed and checked here, once, at start; an error names the
+//! variable and where its value came from, and never echoes a secret.
 //!
 //! This is the only module that reads the environment (STYLE: no `std::env::var` below it).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,121 +21,16 @@ use tidings_http::TrustedProxies;
 use url::Url;
 
 mod parse;
+mod settings;
+mod sources;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, schedule, smtp_url,
-    socket_addr, spf_terms,
+    boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, retry_schedule,
+    smtp_url, socket_addr, spf_terms,
 };
-
-/// Every key, with its default and meaning, for `--help` (and the README table).
-pub const HELP: &str = "\
-CONFIGURATION (environment variables; a TOML file given by --config or TIDINGS_CONFIG may set
-the same keys in lower case without the prefix, e.g. listen = \"127.0.0.1:8443\"; the
-environment wins over the file):
-
-  TIDINGS_DATA_DIR             ./data          sled store (<dir>/store), generated TLS files (<dir>/tls),
-                                               outbox, secret key file; made 700, files 600 (looser
-                                               permissions are narrowed at start)
-  TIDINGS_SECRET_KEY           unset           base64 of 32 bytes (openssl rand -base64 32): the key
-                                               that seals DKIM private keys, webhook secrets and the
-                                               tracking key in the store; every node and command on
-                                               one store needs the same
-  TIDINGS_SECRET_KEY_FILE      unset           a file holding that key instead; both unset: the file
-                                               <dir>/secret.key, generated on first start (which
-                                               protects only a copy of the store without the data dir)
-  TIDINGS_DATABASE_URL         unset           postgres://user:pass@host:5432/db: keep the data in
-                                               PostgreSQL instead of sled (several nodes may share
-                                               it; migrations run at start or by `migrate`)
-  TIDINGS_DATABASE_POOL        16              most connections this node opens to PostgreSQL
-  TIDINGS_LISTEN               127.0.0.1:8443  HTTPS listener, IP:port (port 0 picks a free one)
-  TIDINGS_TLS_CERT             unset           PEM certificate chain (with TIDINGS_TLS_KEY); unset: a
-  TIDINGS_TLS_KEY              unset             self-signed certificate is made and kept in <dir>/tls
-  TIDINGS_BOOTSTRAP_KEY        unset           first full key of a fresh store (tid_ + 40 letters/digits);
-                                               unset: generated and printed once on stdout
-  TIDINGS_DNS_SERVER           system          ip:port of the resolver used for domain checks
-  TIDINGS_SPF_INCLUDE          ip4:127.0.0.1   SPF term(s) the domains' SPF record must contain,
-                                               e.g. include:_spf.example.net
-  TIDINGS_MAX_BODY_BYTES       10MiB           largest request body (bytes, or with KiB/MiB/GiB)
-  TIDINGS_MAX_SEND_BODY_BYTES  56MiB           largest body of POST /v1/messages (room for 40 MiB of
-                                               base64 attachments); at least TIDINGS_MAX_BODY_BYTES
-  TIDINGS_MAX_BODY_BYTES_IN_FLIGHT 128MiB       most request-body bytes held at once, all requests
-                                               together; a body that does not fit is answered 503
-                                               with Retry-After (at least TIDINGS_MAX_SEND_BODY_BYTES)
-  TIDINGS_MAX_CONNECTIONS      4096            most open HTTPS connections; over it new clients wait
-                                               and idle connections are closed to make room
-  TIDINGS_MAX_CONNECTIONS_PER_IP 128           most open HTTPS connections from one client address
-                                               (more are closed at once; raise it behind a proxy)
-  TIDINGS_IDLE_TIMEOUT         60s             a connection (HTTP/1 or HTTP/2) with no request in
-                                               flight for this long is closed
-  TIDINGS_HANDSHAKE_TIMEOUT    10s             longest a client may take over the TLS handshake
-  TIDINGS_HTTP2_MAX_STREAMS    100             most requests in flight on one HTTP/2 connection
-  TIDINGS_STORE_CACHE          256MiB          sled's page cache: memory grows with the data up to
-                                               about this much, then stays
-  TIDINGS_IDEMPOTENCY_WINDOW   24h             how long Idempotency-Keys are remembered (e.g. 90s, 12h)
-  TIDINGS_WEBHOOK_ALLOW_PRIVATE false          allow webhook URLs on private addresses and plain http
-  TIDINGS_LOG                  info            log filter, RUST_LOG syntax (e.g. info,tidings_http=debug)
-  TIDINGS_DELIVERY             outbox|relay    relay, mx, outbox or hold (default: relay if a relay is
-                                               set, else outbox: .eml files in <dir>/outbox;
-                                               hold: accept and queue, deliver nothing)
-  TIDINGS_SMTP_RELAY           unset           smtp://[user:pass@]host:port (STARTTLS when offered)
-                                               or smtps://... (implicit TLS)
-  TIDINGS_MX_PORT              25              port for direct MX delivery
-  TIDINGS_RETRY_SCHEDULE       contract §3     delivery retry delays, e.g. 1s,2s,4s
-  TIDINGS_RETURN_PATH_DOMAIN   unset           domain of the per-message return path
-                                               (bounces+<messageId>@<domain>); unset: the From address
-  TIDINGS_DOMAIN_RECHECK_INTERVAL 10m          how often unverified domains are checked again
-  TIDINGS_SMTP_TIMEOUT         5m              longest one delivery attempt may take (connect 30s,
-                                               each reply 60s, the message 3m, each capped by it)
-  TIDINGS_WEBHOOK_RETRY_SCHEDULE contract §7   webhook retry delays
-  TIDINGS_LEASE_MARGIN         60s             slack added to the longest an attempt can take to make
-                                               the lease on claimed messages (2 x (TIDINGS_SMTP_TIMEOUT
-                                               + 10s) + this) and webhook deliveries (15s + this): how
-                                               soon other nodes take over a crashed node's work
-  TIDINGS_PUBLIC_URL           https://<listen> base of open/click tracking URLs
-  TIDINGS_INBOUND_SMTP_LISTEN  unset           ip:port of the bounce/complaint SMTP listener
-                                               (needs TIDINGS_RETURN_PATH_DOMAIN)
-  TIDINGS_RETENTION            30d             how long message bodies and timelines are kept (delivered
-                                               or finished messages only; the status stays); off: forever
-  TIDINGS_RETENTION_INTERVAL   10m             how often the retention purge runs
-  TIDINGS_SHUTDOWN_DELAY       0s              after SIGTERM, how long to keep accepting requests with
-                                               /readyz answering 503 before draining (load balancers)
-  TIDINGS_SUBMISSION_LISTEN    unset           ip:port of the SMTP submission listener (e.g.
-                                               0.0.0.0:587): STARTTLS with the HTTPS certificate,
-                                               then AUTH PLAIN/LOGIN with an API key as password
-  TIDINGS_SUBMISSION_TLS_LISTEN unset          ip:port of the same with implicit TLS (e.g.
-                                               0.0.0.0:465)
-  TIDINGS_TRUSTED_PROXIES      unset           load balancers in front of the server: IPs and CIDR
-                                               networks, comma-separated (e.g. 10.0.0.0/8,192.0.2.7);
-                                               from those, the client is the right-most address of
-                                               X-Forwarded-For that is not one of them (failed-auth
-                                               throttle, access log); unset: the TCP peer, header ignored
-  TIDINGS_METRICS_TOKEN        unset           /metrics answers only `Authorization: Bearer <this>`
-                                               (16-256 printable characters); unset: open, like the probes
-  TIDINGS_METRICS_LISTEN       unset           ip:port of a plain-HTTP listener serving only /metrics
-                                               (e.g. 127.0.0.1:9090 for a local scraper); the HTTPS
-                                               listener then no longer serves it
-  TIDINGS_DASHBOARD            on              the web dashboard at https://<listen>/ (sign in with an
-                                               API key); off: the HTTPS listener serves the API only
-";
-
-/// Where a setting's text came from, for error messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// The process environment.
-    Env,
-    /// The TOML file at this path.
-    File(PathBuf),
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Env => f.write_str("environment"),
-            Self::File(path) => write!(f, "config file {}", path.display()),
-        }
-    }
-}
+pub use settings::Settings;
+pub use sources::{Origin, Sources};
 
 /// A setting that cannot be used: which variable, from where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -192,18 +87,6 @@ pub struct ConnectionConfig {
     pub handshake_timeout: Duration,
     /// `TIDINGS_HTTP2_MAX_STREAMS`: most concurrent requests on one HTTP/2 connection.
     pub http2_max_streams: u32,
-}
-
-impl Default for ConnectionConfig {
-    fn default() -> Self {
-        Self {
-            max_connections: 4096,
-            max_connections_per_ip: 128,
-            idle_timeout: Duration::from_secs(60),
-            handshake_timeout: Duration::from_secs(10),
-            http2_max_streams: 100,
-        }
-    }
 }
 
 /// How messages are delivered.
@@ -371,139 +254,18 @@ pub struct Config {
     pub delivery: DeliveryConfig,
 }
 
-/// Raw setting texts: the file's, overridden by the environment's.
-#[derive(Debug, Default)]
-pub struct Sources {
-    values: BTreeMap<&'static str, (String, Origin)>,
-}
-
-/// Every variable the server knows (the file uses them lower-case without `TIDINGS_`).
-const KEYS: &[&str] = &[
-    "TIDINGS_DATA_DIR",
-    "TIDINGS_SECRET_KEY",
-    "TIDINGS_SECRET_KEY_FILE",
-    "TIDINGS_DATABASE_URL",
-    "TIDINGS_DATABASE_POOL",
-    "TIDINGS_LISTEN",
-    "TIDINGS_TLS_CERT",
-    "TIDINGS_TLS_KEY",
-    "TIDINGS_BOOTSTRAP_KEY",
-    "TIDINGS_DNS_SERVER",
-    "TIDINGS_SPF_INCLUDE",
-    "TIDINGS_MAX_BODY_BYTES",
-    "TIDINGS_MAX_SEND_BODY_BYTES",
-    "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
-    "TIDINGS_MAX_CONNECTIONS",
-    "TIDINGS_MAX_CONNECTIONS_PER_IP",
-    "TIDINGS_IDLE_TIMEOUT",
-    "TIDINGS_HANDSHAKE_TIMEOUT",
-    "TIDINGS_HTTP2_MAX_STREAMS",
-    "TIDINGS_IDEMPOTENCY_WINDOW",
-    "TIDINGS_WEBHOOK_ALLOW_PRIVATE",
-    "TIDINGS_LOG",
-    "TIDINGS_SMTP_RELAY",
-    "TIDINGS_DELIVERY",
-    "TIDINGS_MX_PORT",
-    "TIDINGS_RETRY_SCHEDULE",
-    "TIDINGS_WEBHOOK_RETRY_SCHEDULE",
-    "TIDINGS_PUBLIC_URL",
-    "TIDINGS_INBOUND_SMTP_LISTEN",
-    "TIDINGS_SUBMISSION_LISTEN",
-    "TIDINGS_SUBMISSION_TLS_LISTEN",
-    "TIDINGS_RETURN_PATH_DOMAIN",
-    "TIDINGS_DOMAIN_RECHECK_INTERVAL",
-    "TIDINGS_SMTP_TIMEOUT",
-    "TIDINGS_STORE_CACHE",
-    "TIDINGS_LEASE_MARGIN",
-    "TIDINGS_RETENTION",
-    "TIDINGS_RETENTION_INTERVAL",
-    "TIDINGS_SHUTDOWN_DELAY",
-    "TIDINGS_TRUSTED_PROXIES",
-    "TIDINGS_METRICS_TOKEN",
-    "TIDINGS_METRICS_LISTEN",
-    "TIDINGS_DASHBOARD",
-];
-
-/// The variable naming the config file, for its own errors.
-const CONFIG_VAR: &str = "TIDINGS_CONFIG";
-
-impl Sources {
-    /// Reads the TOML file (if any) and then `env` (a lookup such as `std::env::var`).
-    /// Empty values count as unset.
-    pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut sources = Self::default();
-        if let Some(path) = file {
-            sources.read_file(path)?;
-        }
-        for &key in KEYS {
-            if let Some(value) = env(key).filter(|v| !v.trim().is_empty()) {
-                sources.values.insert(key, (value, Origin::Env));
-            }
-        }
-        Ok(sources)
-    }
-
-    fn read_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let fail = |message: String| ConfigError::new(CONFIG_VAR, Some(Origin::File(path.to_owned())), message);
-        let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
-        let table: toml::Table = text.parse().map_err(|e| fail(format!("not valid TOML: {e}")))?;
-        for (name, value) in table {
-            let key = KEYS
-                .iter()
-                .copied()
-                .find(|k| k["TIDINGS_".len()..].eq_ignore_ascii_case(&name))
-                .ok_or_else(|| fail(format!("unknown key `{name}`")))?;
-            let text = match value {
-                toml::Value::String(s) => s,
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Boolean(b) => b.to_string(),
-                toml::Value::Array(items) => {
-                    // Retry schedules read naturally as arrays: ["1s", "2s"].
-                    let parts: Option<Vec<String>> = items.into_iter().map(|v| v.as_str().map(str::to_owned)).collect();
-                    parts.ok_or_else(|| fail(format!("`{name}` must be an array of strings")))?.join(",")
-                }
-                _ => return Err(fail(format!("`{name}` must be a string, number or boolean"))),
-            };
-            if !text.trim().is_empty() {
-                self.values.insert(key, (text, Origin::File(path.to_owned())));
-            }
-        }
-        Ok(())
-    }
-
-    fn get(&self, key: &'static str) -> Option<(&str, &Origin)> {
-        self.values.get(key).map(|(v, o)| (v.trim(), o))
-    }
-
-    /// Parses `key` with `parse` (whose error message is the reason); `None` if unset.
-    fn parse<T>(
-        &self,
-        key: &'static str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<Option<T>, ConfigError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some((text, origin)) => parse(text).map(Some).map_err(|m| ConfigError::new(key, Some(origin.clone()), m)),
-        }
-    }
-
-    fn origin(&self, key: &'static str) -> Option<Origin> {
-        self.get(key).map(|(_, o)| o.clone())
-    }
-}
-
 impl Config {
-    /// Reads and validates the configuration: the file (if any), then the environment.
+    /// Reads and validates the configuration from the environment (`env`, a lookup such as
+    /// `std::env::var`) and the file (if any), the environment winning.
     pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        Self::from_sources(&Sources::load(file, env)?)
+        Self::from_sources(&Sources::load(file, env, |_| None)?)
     }
 
     /// Validates already-read settings.
     pub fn from_sources(s: &Sources) -> Result<Self, ConfigError> {
         let database_url = s.parse("TIDINGS_DATABASE_URL", DatabaseUrl::parse)?;
-        let database_pool = s.parse("TIDINGS_DATABASE_POOL", pool_size)?.unwrap_or(16);
-        let data_dir =
-            s.parse("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?.unwrap_or_else(|| PathBuf::from("./data"));
+        let database_pool = s.value("TIDINGS_DATABASE_POOL", pool_size)?;
+        let data_dir = s.value("TIDINGS_DATA_DIR", |t| Ok(PathBuf::from(t)))?;
         let secret_key =
             s.parse("TIDINGS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
         let secret_key_file = s.parse("TIDINGS_SECRET_KEY_FILE", |t| Ok(PathBuf::from(t)))?;
@@ -514,7 +276,7 @@ impl Config {
                 "set either TIDINGS_SECRET_KEY or TIDINGS_SECRET_KEY_FILE, not both",
             ));
         }
-        let listen = s.parse("TIDINGS_LISTEN", socket_addr)?.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443)));
+        let listen = s.value("TIDINGS_LISTEN", socket_addr)?;
         let cert = s.parse("TIDINGS_TLS_CERT", |t| Ok(PathBuf::from(t)))?;
         let key = s.parse("TIDINGS_TLS_KEY", |t| Ok(PathBuf::from(t)))?;
         let tls = match (cert, key) {
@@ -531,13 +293,10 @@ impl Config {
             ApiKeyPlaintext::parse(t).ok_or_else(|| "must be `tid_` followed by 40 letters or digits".to_owned())
         })?;
         let dns_server = s.parse("TIDINGS_DNS_SERVER", socket_addr)?;
-        let spf_include = s.parse("TIDINGS_SPF_INCLUDE", spf_terms)?;
-        let max_body_bytes = s.parse("TIDINGS_MAX_BODY_BYTES", byte_size)?.unwrap_or(10 * 1024 * 1024);
-        let max_send_body_bytes =
-            s.parse("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?.unwrap_or(tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
-        let max_body_bytes_in_flight = s
-            .parse("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", byte_size)?
-            .unwrap_or(tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT);
+        let spf_include = s.parse_set("TIDINGS_SPF_INCLUDE", spf_terms)?;
+        let max_body_bytes = s.value("TIDINGS_MAX_BODY_BYTES", byte_size)?;
+        let max_send_body_bytes = s.value("TIDINGS_MAX_SEND_BODY_BYTES", byte_size)?;
+        let max_body_bytes_in_flight = s.value("TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", byte_size)?;
         if max_body_bytes_in_flight < max_send_body_bytes.max(max_body_bytes) {
             return Err(ConfigError::new(
                 "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT",
@@ -548,33 +307,25 @@ impl Config {
                 ),
             ));
         }
-        let defaults = ConnectionConfig::default();
         let connections = ConnectionConfig {
-            max_connections: s
-                .parse("TIDINGS_MAX_CONNECTIONS", |t| count(t, 1_000_000))?
-                .unwrap_or(defaults.max_connections),
-            max_connections_per_ip: s
-                .parse("TIDINGS_MAX_CONNECTIONS_PER_IP", |t| count(t, 1_000_000))?
-                .unwrap_or(defaults.max_connections_per_ip),
-            idle_timeout: s.parse("TIDINGS_IDLE_TIMEOUT", duration)?.unwrap_or(defaults.idle_timeout),
-            handshake_timeout: s.parse("TIDINGS_HANDSHAKE_TIMEOUT", duration)?.unwrap_or(defaults.handshake_timeout),
-            http2_max_streams: s
-                .parse("TIDINGS_HTTP2_MAX_STREAMS", |t| count(t, 10_000).map(|n| n as u32))?
-                .unwrap_or(defaults.http2_max_streams),
+            max_connections: s.value("TIDINGS_MAX_CONNECTIONS", |t| count(t, 1_000_000))?,
+            max_connections_per_ip: s.value("TIDINGS_MAX_CONNECTIONS_PER_IP", |t| count(t, 1_000_000))?,
+            idle_timeout: s.value("TIDINGS_IDLE_TIMEOUT", duration)?,
+            handshake_timeout: s.value("TIDINGS_HANDSHAKE_TIMEOUT", duration)?,
+            http2_max_streams: s.value("TIDINGS_HTTP2_MAX_STREAMS", |t| count(t, 10_000).map(|n| n as u32))?,
         };
-        let store_cache_bytes = s.parse("TIDINGS_STORE_CACHE", byte_size)?.map_or(256 << 20, |b| b as u64);
-        let idempotency_window =
-            s.parse("TIDINGS_IDEMPOTENCY_WINDOW", duration)?.unwrap_or(Duration::from_secs(24 * 3600));
-        let webhook_allow_private = s.parse("TIDINGS_WEBHOOK_ALLOW_PRIVATE", boolean)?.unwrap_or(false);
-        let log = s.parse("TIDINGS_LOG", log_filter)?.unwrap_or_else(|| "info".to_owned());
-        let retention = s.parse("TIDINGS_RETENTION", retention)?.unwrap_or(Some(Duration::from_secs(30 * 86_400)));
-        let retention_interval = s.parse("TIDINGS_RETENTION_INTERVAL", duration)?.unwrap_or(Duration::from_secs(600));
-        let shutdown_delay = s.parse("TIDINGS_SHUTDOWN_DELAY", delay)?.unwrap_or(Duration::ZERO);
+        let store_cache_bytes = s.value("TIDINGS_STORE_CACHE", byte_size)? as u64;
+        let idempotency_window = s.value("TIDINGS_IDEMPOTENCY_WINDOW", duration)?;
+        let webhook_allow_private = s.value("TIDINGS_WEBHOOK_ALLOW_PRIVATE", boolean)?;
+        let log = s.value("TIDINGS_LOG", log_filter)?;
+        let retention = s.value("TIDINGS_RETENTION", retention)?;
+        let retention_interval = s.value("TIDINGS_RETENTION_INTERVAL", duration)?;
+        let shutdown_delay = s.value("TIDINGS_SHUTDOWN_DELAY", delay)?;
         let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
         // The error describes the token's shape and never quotes it.
         let metrics_token = s.parse("TIDINGS_METRICS_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
         let metrics_listen = s.parse("TIDINGS_METRICS_LISTEN", socket_addr)?;
-        let dashboard = s.parse("TIDINGS_DASHBOARD", boolean)?.unwrap_or(true);
+        let dashboard = s.value("TIDINGS_DASHBOARD", boolean)?;
 
         let smtp_relay = s.parse("TIDINGS_SMTP_RELAY", smtp_url)?;
         let delivery = s.parse("TIDINGS_DELIVERY", delivery)?;
@@ -593,21 +344,15 @@ impl Config {
         let delivery = DeliveryConfig {
             mode: delivery,
             smtp_relay,
-            mx_port: s.parse("TIDINGS_MX_PORT", port)?.unwrap_or(25),
-            retry_schedule: s
-                .parse("TIDINGS_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
-                .unwrap_or_default(),
+            mx_port: s.value("TIDINGS_MX_PORT", port)?,
+            retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
                 .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
-            domain_recheck_interval: s
-                .parse("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?
-                .unwrap_or(Duration::from_secs(600)),
-            smtp_timeout: s.parse("TIDINGS_SMTP_TIMEOUT", duration)?.unwrap_or(Duration::from_secs(300)),
+            domain_recheck_interval: s.value("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?,
+            smtp_timeout: s.value("TIDINGS_SMTP_TIMEOUT", duration)?,
         };
-        let webhook_retry_schedule = s
-            .parse("TIDINGS_WEBHOOK_RETRY_SCHEDULE", |t| RetrySchedule::new(schedule(t)?).map_err(|e| e.to_string()))?
-            .unwrap_or_else(tidings_core::delivery::webhook_retry_schedule);
-        let lease_margin = s.parse("TIDINGS_LEASE_MARGIN", duration)?.unwrap_or(Duration::from_secs(60));
+        let webhook_retry_schedule = s.value("TIDINGS_WEBHOOK_RETRY_SCHEDULE", retry_schedule)?;
+        let lease_margin = s.value("TIDINGS_LEASE_MARGIN", duration)?;
         let inbound_smtp_listen = s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?;
         if inbound_smtp_listen.is_some() && delivery.return_path_domain.is_none() {
             return Err(ConfigError::new(

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tidings_core::delivery::RetrySchedule;
 use url::Url;
 
 use super::Delivery;
@@ -44,40 +45,24 @@ pub(super) fn boolean(text: &str) -> Result<bool, String> {
     }
 }
 
-/// `90s`, `500ms`, `24h`, `1h30m`, `2d`: one or more number-unit pairs, more than zero in all.
+/// A duration longer than zero in humantime's syntax: `500ms`, `90s`, `15m`, `24h`, `30d`,
+/// `1h30m` (or `1h 30m`, `2 days`).
 pub fn duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration such as 500ms, 90s, 15m, 24h or 1h30m");
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            "d" => Duration::from_secs(86_400),
-            _ => return Err(bad()),
-        };
-        rest = &rest[unit_len..];
-        let part = unit.checked_mul(u32::try_from(number).map_err(|_| bad())?).ok_or_else(bad)?;
-        total = total.checked_add(part).ok_or_else(bad)?;
-    }
+    let total = any_duration(text)?;
     if total.is_zero() {
         return Err(format!("`{text}` must be longer than zero"));
     }
     Ok(total)
 }
 
-/// [`duration`], or `0` for none.
+fn any_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration such as 500ms, 90s, 15m, 24h or 1h30m ({e})"))
+}
+
+/// A duration that may be zero (`0`, `0s`): for a delay that may be none.
 pub(super) fn delay(text: &str) -> Result<Duration, String> {
-    if text.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" { Ok(Duration::ZERO) } else { duration(text) }
+    any_duration(text)
 }
 
 /// A retention period ([`duration`]), or `off` (`None`): keep everything.
@@ -88,27 +73,22 @@ pub(super) fn retention(text: &str) -> Result<Option<Duration>, String> {
     duration(text).map(Some).map_err(|e| format!("{e}, or off"))
 }
 
-/// Comma-separated durations, at least one.
-pub(super) fn schedule(text: &str) -> Result<Vec<Duration>, String> {
-    text.split(',').map(|part| duration(part.trim())).collect()
+/// Comma-separated durations, at least one, each whole seconds.
+pub(super) fn retry_schedule(text: &str) -> Result<RetrySchedule, String> {
+    let delays = text.split(',').map(|part| duration(part.trim())).collect::<Result<_, _>>()?;
+    RetrySchedule::new(delays).map_err(|e| e.to_string())
 }
 
-/// A byte count, optionally with `KiB`, `MiB` or `GiB`.
+/// A size in bytesize's syntax, more than zero: a byte count, or a number with an IEC unit
+/// (`512KiB`, `10MiB`, `1GiB`: powers of 1024) or an SI one (`10MB`: powers of 1000).
 pub(super) fn byte_size(text: &str) -> Result<usize, String> {
-    let bad = || format!("`{text}` is not a size in bytes such as 1048576, 512KiB or 10MiB");
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let number: usize = text[..split].parse().map_err(|_| bad())?;
-    let unit: usize = match text[split..].trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => return Err(bad()),
-    };
-    match number.checked_mul(unit) {
-        Some(0) => Err(format!("`{text}` must be more than zero")),
-        Some(n) => Ok(n),
-        None => Err(bad()),
+    let size: bytesize::ByteSize =
+        text.parse().map_err(|_| format!("`{text}` is not a size in bytes such as 1048576, 512KiB or 10MiB"))?;
+    match usize::try_from(size.as_u64()) {
+        Ok(0) => Err(format!("`{text}` must be more than zero")),
+        Ok(n) if n < usize::MAX => Ok(n),
+        // bytesize saturates instead of failing on overflow.
+        _ => Err(format!("`{text}` is too large")),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Parsing and validation of every setting.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -8,7 +10,7 @@ fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
 }
 
 #[test]
-fn defaults_follow_the_contract() {
+fn defaults_are_the_declared_ones() {
     let config = load(&[]).unwrap();
     assert_eq!(config.listen, "127.0.0.1:8443".parse().unwrap());
     assert_eq!(config.data_dir, PathBuf::from("./data"));
@@ -58,7 +60,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_BOOTSTRAP_KEY", "tid_short"),
         ("TIDINGS_IDEMPOTENCY_WINDOW", "soon"),
         ("TIDINGS_IDEMPOTENCY_WINDOW", "0s"),
-        ("TIDINGS_MAX_BODY_BYTES", "10 MB"),
+        ("TIDINGS_MAX_BODY_BYTES", "10 MX"),
+        ("TIDINGS_MAX_BODY_BYTES", "0MiB"),
         ("TIDINGS_MX_PORT", "0"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,,2s"),
         ("TIDINGS_RETRY_SCHEDULE", "1s,500ms"),
@@ -259,7 +262,6 @@ fn the_secret_key_is_base64_of_32_bytes_from_one_source_and_never_echoed() {
 fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
     let config = load(&[]).unwrap();
     assert_eq!(config.max_body_bytes_in_flight, 128 << 20);
-    assert_eq!(config.connections, ConnectionConfig::default());
     assert_eq!(config.connections.idle_timeout, Duration::from_secs(60));
     assert_eq!(config.connections.handshake_timeout, Duration::from_secs(10));
     assert_eq!((config.connections.max_connections, config.connections.max_connections_per_ip), (4096, 128));
@@ -334,4 +336,111 @@ fn bad_proxies_and_metrics_settings_name_the_variable_and_never_echo_the_token()
             assert!(!e.to_string().contains(value), "the token leaked: {e}");
         }
     }
+}
+
+#[test]
+fn declared_defaults_agree_with_the_libraries_constants() {
+    let config = load(&[]).unwrap();
+    assert_eq!(config.max_send_body_bytes, tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
+    assert_eq!(config.max_body_bytes_in_flight, tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT);
+    assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
+    assert_eq!(config.webhook_retry_schedule, tidings_core::delivery::webhook_retry_schedule());
+    assert_eq!(config.spf_include, None, "the default is not a choice of the operator's");
+}
+
+#[test]
+fn every_setting_is_a_variable_and_a_file_key() {
+    let variables = Settings::variables();
+    assert_eq!(variables.len(), 43, "{variables:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tidings.toml");
+    for var in &variables {
+        assert!(var.starts_with("TIDINGS_"), "{var}");
+        // A value no setting accepts: the error names the variable, read from the file.
+        let key = var["TIDINGS_".len()..].to_ascii_lowercase();
+        std::fs::write(&path, format!("{key} = \"~\"\n")).unwrap();
+        let result = Config::load(Some(&path), |_| None);
+        // Paths accept any text (the TLS pair then misses its other half).
+        const ANY_TEXT: &[&str] =
+            &["TIDINGS_DATA_DIR", "TIDINGS_SECRET_KEY_FILE", "TIDINGS_TLS_CERT", "TIDINGS_TLS_KEY"];
+        if ANY_TEXT.contains(&var.as_str()) {
+            assert!(result.as_ref().err().is_none_or(|e| e.var != "TIDINGS_CONFIG"), "{key}: {result:?}");
+        } else {
+            let e = result.unwrap_err();
+            assert_eq!((e.var.as_str(), e.origin), (var.as_str(), Some(Origin::File(path.clone()))), "{key}");
+        }
+    }
+}
+
+#[test]
+fn a_flag_wins_over_the_environment_which_wins_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tidings.toml");
+    std::fs::write(&path, "idle_timeout = \"5s\"\nhandshake_timeout = \"6s\"\nlease_margin = \"7s\"\n").unwrap();
+    let env = |k: &str| matches!(k, "TIDINGS_HANDSHAKE_TIMEOUT" | "TIDINGS_LEASE_MARGIN").then(|| "8s".to_owned());
+    let flag = |id: &str| (id == "lease_margin").then(|| "9s".to_owned());
+    let config = Config::from_sources(&Sources::load(Some(&path), env, flag).unwrap()).unwrap();
+    assert_eq!(config.connections.idle_timeout, Duration::from_secs(5), "the file over the default");
+    assert_eq!(config.connections.handshake_timeout, Duration::from_secs(8), "the environment over the file");
+    assert_eq!(config.lease_margin, Duration::from_secs(9), "the flag over the environment");
+
+    let env_empty = |k: &str| (k == "TIDINGS_IDLE_TIMEOUT").then(String::new);
+    let config = Config::load(Some(&path), env_empty).unwrap();
+    assert_eq!(config.connections.idle_timeout, Duration::from_secs(5), "an empty variable counts as unset");
+
+    let err =
+        Config::from_sources(&Sources::load(None, |_| None, |id| (id == "listen").then(|| "x".to_owned())).unwrap())
+            .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "TIDINGS_LISTEN (from command line --listen): `x` is not an IP address and port such as 127.0.0.1:8443 or [::1]:8443"
+    );
+}
+
+#[test]
+fn bad_durations_and_sizes_name_the_variable_and_where_it_came_from() {
+    let err = load(&[("TIDINGS_IDEMPOTENCY_WINDOW", "a while")]).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "TIDINGS_IDEMPOTENCY_WINDOW (from environment): `a while` is not a duration such as 500ms, 90s, 15m, 24h or 1h30m"
+        ),
+        "{err}"
+    );
+    let err = load(&[("TIDINGS_STORE_CACHE", "lots")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "TIDINGS_STORE_CACHE (from environment): `lots` is not a size in bytes such as 1048576, 512KiB or 10MiB"
+    );
+    let err = load(&[("TIDINGS_MAX_BODY_BYTES", "0")]).unwrap_err();
+    assert_eq!(err.to_string(), "TIDINGS_MAX_BODY_BYTES (from environment): `0` must be more than zero");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tidings.toml");
+    std::fs::write(&path, "smtp_timeout = \"5 fortnights\"\n").unwrap();
+    let err = Config::load(Some(&path), |_| None).unwrap_err();
+    assert_eq!((err.var.as_str(), err.origin), ("TIDINGS_SMTP_TIMEOUT", Some(Origin::File(path.clone()))));
+}
+
+#[test]
+fn sizes_and_durations_take_the_crates_syntax_and_everything_accepted_before() {
+    for (text, bytes) in [
+        ("1048576", 1 << 20),
+        ("512KiB", 512 << 10),
+        ("10MiB", 10 << 20),
+        ("1KiB", 1 << 10),
+        ("10 MiB", 10 << 20),
+        ("64B", 64),
+    ] {
+        assert_eq!(load(&[("TIDINGS_MAX_BODY_BYTES", text)]).unwrap().max_body_bytes, bytes, "{text}");
+    }
+    // New with bytesize: SI units are powers of 1000, units are case-insensitive.
+    assert_eq!(load(&[("TIDINGS_MAX_BODY_BYTES", "10MB")]).unwrap().max_body_bytes, 10_000_000);
+    assert_eq!(load(&[("TIDINGS_MAX_BODY_BYTES", "2mib")]).unwrap().max_body_bytes, 2 << 20);
+    for (text, secs) in [("500ms", 0), ("90s", 90), ("15m", 900), ("24h", 86_400), ("1h30m", 5_400), ("2d", 172_800)] {
+        let window = load(&[("TIDINGS_IDEMPOTENCY_WINDOW", text)]).unwrap().idempotency_window;
+        assert_eq!(window.as_secs(), secs, "{text}");
+    }
+    // New with humantime: spaces between parts, long unit names, weeks.
+    assert_eq!(load(&[("TIDINGS_IDEMPOTENCY_WINDOW", "1h 30m")]).unwrap().idempotency_window.as_secs(), 5_400);
+    assert_eq!(load(&[("TIDINGS_RETENTION", "1week")]).unwrap().retention, Some(Duration::from_secs(7 * 86_400)));
 }
