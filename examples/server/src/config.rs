@@ -60,7 +60,7 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// How messages leave (contract §9 `TIDINGS_DELIVERY`).
+/// How messages leave (`TIDINGS_DELIVERY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// Through `TIDINGS_SMTP_RELAY`.
@@ -98,7 +98,7 @@ pub struct DeliveryConfig {
     pub smtp_relay: Option<Url>,
     /// `TIDINGS_MX_PORT`.
     pub mx_port: u16,
-    /// `TIDINGS_RETRY_SCHEDULE` (contract §3's by default).
+    /// `TIDINGS_RETRY_SCHEDULE`.
     pub retry_schedule: RetrySchedule,
     /// `TIDINGS_RETURN_PATH_DOMAIN`.
     pub return_path_domain: Option<DomainName>,
@@ -214,7 +214,7 @@ pub struct Config {
     /// `TIDINGS_WEBHOOK_ALLOW_PRIVATE`: checked when endpoints are created and at every
     /// connection the webhook sender opens.
     pub webhook_allow_private: bool,
-    /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE` (contract §7's by default).
+    /// `TIDINGS_WEBHOOK_RETRY_SCHEDULE`.
     pub webhook_retry_schedule: RetrySchedule,
     /// `TIDINGS_LEASE_MARGIN`: added to the longest time the work of a claim can take (the
     /// timeouts) to make the lease on claimed messages and webhook deliveries. A crashed

@@ -27,7 +27,8 @@ fn help_defaults(help: &str) -> BTreeMap<String, Option<String>> {
     while let Some(line) = lines.next() {
         let Some(env) = line.strip_prefix("[env: ") else { continue };
         let var = env.trim_end_matches(']').split('=').next().unwrap().to_owned();
-        let default = lines.peek().and_then(|l| l.strip_prefix("[default: ")).map(|d| d.trim_end_matches(']').to_owned());
+        let default =
+            lines.peek().and_then(|l| l.strip_prefix("[default: ")).map(|d| d.trim_end_matches(']').to_owned());
         assert!(vars.insert(var.clone(), default).is_none(), "{var} twice in --help");
     }
     vars
