@@ -1,10 +1,11 @@
-//! Access under attack (issue #9, "Access"), against the real binary:
+//! Access under attack, against the real binary:
 //!
-//! - [`every_route_answers_every_kind_of_key_as_the_contract_says`]: every route the router
+//! - [`every_route_answers_every_kind_of_key_as_documented`]: every route the router
 //!   serves (read from [`tidings_http::served_routes`], so a route added later is covered or
 //!   the test fails asking to classify it) × seven kinds of key, with two workspaces holding
-//!   one of everything: the status and code of contract §1–§2, and no answer carrying anything
-//!   of the other workspace (nor, to a send key, another key's messages).
+//!   one of everything: the status and code of docs/api.md#errors and #authentication, and no
+//!   answer carrying anything of the other workspace (nor, to a send key, another key's
+//!   messages).
 //! - [`keys_and_webhook_secrets_stay_out_of_logs_responses_and_the_store`]: plaintext keys
 //!   appear in no log line (debug level) and no later response; the store holds only their
 //!   hashes. Webhook secrets are stored sealed (the server opens them to sign): neither their
@@ -13,16 +14,13 @@
 //!   flight, from one address: exactly 20 401s, then only 429 with `Retry-After`; another
 //!   address is not affected.
 
-mod common;
-#[path = "common/raw_store.rs"]
-mod raw_store;
-
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::common::raw_store;
+use crate::common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
 use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -53,7 +51,7 @@ enum Kind {
 const KINDS: [Kind; 7] =
     [Kind::NoKey, Kind::Malformed, Kind::Revoked, Kind::OtherWorkspace, Kind::Send, Kind::ScopedSend, Kind::Full];
 
-/// How a route is guarded (contract §2).
+/// How a route is guarded (docs/api.md#authentication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Guard {
     /// Answers without a key, and the same whatever key is sent.
@@ -78,8 +76,8 @@ fn classify(method: &Method, path: &str) -> Option<Guard> {
         ("GET", "/v1/messages/{id}" | "/v1/messages/{id}/events")
         | ("POST", "/v1/messages/{id}/cancel")
         | ("PATCH", "/v1/messages/{id}") => Guard::OwnMessage,
-        // Contract §2: a send key may do nothing else, so every route of these resources is
-        // management. A new resource family is not assumed to be.
+        // docs/api.md#authentication: a send key may do nothing else, so every route of these
+        // resources is management. A new resource family is not assumed to be.
         (_, p)
             if ["/v1/keys", "/v1/domains", "/v1/templates", "/v1/suppressions", "/v1/webhooks"]
                 .iter()
@@ -391,7 +389,7 @@ async fn run_matrix(
 }
 
 #[tokio::test]
-async fn every_route_answers_every_kind_of_key_as_the_contract_says() {
+async fn every_route_answers_every_kind_of_key_as_documented() {
     let (server, dns, (alpha_id, alpha_key), (beta_id, beta_key)) = two_workspaces().await;
     let alpha = Workspace::populate(&server, &dns, "alpha", alpha_id, alpha_key).await;
     let beta = Workspace::populate(&server, &dns, "beta", beta_id, beta_key).await;

@@ -1,13 +1,12 @@
-//! Batch sends against the real binary (issue #8): a batch of 50 reaches the SMTP sink with
+//! Batch sends against the real binary: a batch of 50 reaches the SMTP sink with
 //! one result per index; a permissive batch queues its valid items and answers the others'
 //! errors; a strict batch with one bad item queues nothing; a replay answers the same ids and
 //! sends nothing twice.
 
-mod common;
-
+use crate::common;
 use std::time::Duration;
 
-use common::{assert_invalid, assert_ok, create_key, server_with_dns, verified_domain};
+use crate::common::{assert_invalid, assert_ok, create_key, server_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;

@@ -1,4 +1,4 @@
-//! The cluster test of issue #7: three `tidings-server` nodes on one fresh PostgreSQL database
+//! The cluster test: three `tidings-server` nodes on one fresh PostgreSQL database
 //! deliver through one relay (an [`SmtpSink`] on loopback) and post `Delivered` events to one
 //! webhook receiver on loopback. A client sends 5,000 messages round-robin across the nodes,
 //! each with its own Idempotency-Key, at most 32 requests in flight; every tenth key is sent a
@@ -27,22 +27,16 @@
 //! Nothing here is timed except the overall deadline; the figures are printed
 //! (`--nocapture`). Skipped, saying why, where PostgreSQL is not reachable.
 
-mod common;
-#[path = "common/database.rs"]
-mod database;
-#[path = "common/receiver.rs"]
-mod receiver;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, create_key, verified_domain};
-use database::Database;
+use crate::common::database::Database;
+use crate::common::receiver::{Hit, Receiver};
+use crate::common::{assert_ok, create_key, verified_domain};
 use futures::StreamExt;
 use mail_parser::MessageParser;
-use receiver::{Hit, Receiver};
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tidings_dns::testing::TestDnsServer;

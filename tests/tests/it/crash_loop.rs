@@ -1,4 +1,4 @@
-//! Crashes and shutdowns under load (issue #9, "Faults: Crash" and "Graceful shutdown"):
+//! Crashes and shutdowns under load:
 //! clients send with Idempotency-Keys while the server is killed with SIGKILL, or stopped
 //! with SIGTERM, at a random moment, round after round, on one data dir (or one database).
 //! Checked at the end:
@@ -16,15 +16,13 @@
 //! random kill points (printed, so a failing run can be repeated). Run with `--nocapture` for
 //! the report: acknowledged, lost, duplicated at the sink.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, create_key, start_with_dns, verified_domain};
+use crate::common::{assert_ok, create_key, start_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};

@@ -1,5 +1,5 @@
 //! The dashboard through the real binary over HTTPS: the sign-in page at `/`, the bootstrap
-//! key exchanged for a session cookie with the contract's flags, the overview behind it, the
+//! key exchanged for a session cookie with the flags of docs/dashboard.md, the overview behind it, the
 //! page policy on the wire; and `TIDINGS_DASHBOARD=off` serving the API alone.
 
 use reqwest::Method;

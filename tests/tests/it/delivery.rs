@@ -1,26 +1,22 @@
-//! Delivery against the real binary (issue #4 "Done means", contract §3, §6, §8, §9): mail
-//! goes through a relay or straight to the recipient's MX (an [`SmtpSink`] on loopback, found
-//! through a [`TestDnsServer`]), or into the outbox. What arrives is parsed back, and its two
-//! DKIM signatures are verified by mail-auth's verifier asking the test DNS for the keys, as a
-//! receiver would. Deferrals, bounces, suppressions, a crash in the middle of delivery and
-//! domain re-checks are observed through the API, polling with a bounded wait.
+//! Delivery against the real binary (docs/api.md#messages, #suppressions and #tracking): mail goes through a relay or straight to the
+//! recipient's MX (an [`SmtpSink`] on loopback, found through a [`TestDnsServer`]), or into the
+//! outbox. What arrives is parsed back, and its two DKIM signatures are verified by mail-auth's
+//! verifier asking the test DNS for the keys, as a receiver would. Deferrals, bounces,
+//! suppressions, a crash in the middle of delivery and domain re-checks are observed through
+//! the API, polling with a bounded wait.
 //!
 //! Tests that only need their own recipients share one relay server ([`Relay::shared`]);
 //! those that need other settings, or kill the server, start their own. Every test runs on
 //! one runtime ([`block_on`]): the shared server's sink and DNS server are tasks, which a
 //! test's own runtime would take down when that test ends.
 
-mod common;
-#[path = "common/dkim.rs"]
-mod dkim;
-
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::common::dkim::assert_signed_by;
+use crate::common::{assert_error, assert_ok, block_on, publish, server_with_dns, start_with_dns, verified_domain};
 use chrono::{DateTime, Utc};
-use common::{assert_error, assert_ok, block_on, publish, server_with_dns, start_with_dns, verified_domain};
-use dkim::assert_signed_by;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
@@ -33,7 +29,7 @@ const WAIT: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(100);
 /// The shared relay server's sending domain.
 const RELAY_DOMAIN: &str = "relay.example";
-/// The shared relay server's return-path domain (contract §8).
+/// The shared relay server's return-path domain (docs/api.md#tracking).
 const RETURN_PATH_DOMAIN: &str = "bounces.example";
 
 /// A server delivering through a relay (its sink) with the retry schedule `1s,1s` (three
@@ -238,7 +234,7 @@ fn each_message_leaves_with_its_own_return_path_on_the_return_path_domain() {
             let mail = received_once(&relay.sink, to);
             assert_eq!(mail.mail_from, return_path(id), "MAIL FROM of {to}");
             let local = mail.mail_from.split('@').next().unwrap_or_default();
-            assert!(local.eq_ignore_ascii_case(&format!("bounces+{id}")), "bounces+<messageId> (contract §8): {local}");
+            assert!(local.eq_ignore_ascii_case(&format!("bounces+{id}")), "bounces+<messageId>: {local}");
             let parsed = MessageParser::default().parse(&mail.data).expect("mail-parser parses the message");
             let from = parsed.from().and_then(|f| f.first()).and_then(|f| f.address());
             assert_eq!(from, Some(&*format!("hello@{RELAY_DOMAIN}")), "the From header is unchanged");

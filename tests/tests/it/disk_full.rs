@@ -1,18 +1,16 @@
-//! The disk fills up under the embedded store (issue #9, "Disk full or store write failure"):
+//! The disk fills up under the embedded store:
 //! the data dir is a small tmpfs of its own. Sends then answer 503 `unavailable` (never a
 //! 500, never a hang), the server stops by itself with exit code 75 so that its supervisor
 //! restarts it (docs/decisions.md, "Storage failures"), a refused send left nothing behind,
 //! and once space is back the restarted server has every acknowledged message and takes new
 //! ones. Mounting needs root, which CI has; elsewhere the test fails and says so.
 
-mod common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
+use crate::common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};

@@ -1,10 +1,8 @@
 //! `/v1/domains` (with senders and tracking) and `/v1/templates` (with versions and render)
-//! against the real binary, domain checks answered by a DNS server on loopback (spec §4, §9;
-//! contract §4, §5, §8).
+//! against the real binary, domain checks answered by a DNS server on loopback
+//! (docs/api.md#domains, #templates and #tracking).
 
-mod common;
-
-use common::{
+use crate::common::{
     assert_error, assert_invalid, assert_ok, field_of_items, ids, publish, server_with_dns, verified_domain,
     walk_pages, walk_pages_by,
 };

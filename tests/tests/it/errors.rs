@@ -1,9 +1,7 @@
 //! Requests the API cannot take as they are: bodies that are not JSON objects or too large,
-//! unknown routes and wrong methods, all answered in the envelope (contract §1).
+//! unknown routes and wrong methods, all answered in the envelope (docs/api.md#errors).
 
-mod common;
-
-use common::{assert_error, assert_invalid, assert_ok};
+use crate::common::{assert_error, assert_invalid, assert_ok};
 use reqwest::Method;
 use serde_json::json;
 use tidings_e2e::{Options, TestServer, fresh_key, into_parts};

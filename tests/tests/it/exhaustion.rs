@@ -1,4 +1,4 @@
-//! No one, with or without a key, can exhaust the server (issue #17), against the real binary:
+//! No one, with or without a key, can exhaust the server, against the real binary:
 //!
 //! - connections: idle HTTP/2 connections (TLS and the preface, nothing more) are closed
 //!   after `TIDINGS_IDLE_TIMEOUT`; one address holds at most
@@ -14,16 +14,14 @@
 //! Connections are made with rustls directly (tokio-rustls), so that a test controls every
 //! byte; fresh clients are the ordinary reqwest client.
 
-mod common;
-
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{assert_error, server_with_dns, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use common::{assert_error, server_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_e2e::{Options, TestServer, fresh_key};
@@ -38,12 +36,12 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 /// What the server's peak resident memory (VmHWM) must stay under while six sends of
 /// 40.5 MB arrive at once, with the smallest budget of body bytes in flight (56 MiB: one
 /// largest send at a time) and a 32 MiB sled cache. Measured here: 607–723 MiB on sled and
-/// 568 MiB on PostgreSQL, against 886–931 MiB (sled) and 1,673 MiB (PostgreSQL) before
-/// issue #17, all six at once. Much of what is left is not the request path (one send alone
-/// peaks at 181 MiB) but grows with the volume written (SECURITY.md). The bound leaves room
-/// for the allocator's and the machine's variance (a tighter one failed now and then); what
-/// shows that the budget works is the 503s this test also requires, which the code before
-/// #17 never gave.
+/// 568 MiB on PostgreSQL, against 886–931 MiB (sled) and 1,673 MiB (PostgreSQL) before the
+/// budget existed, all six at once. Much of what is left is not the request path (one send
+/// alone peaks at 181 MiB) but grows with the volume written (SECURITY.md). The bound leaves
+/// room for the allocator's and the machine's variance (a tighter one failed now and then);
+/// what shows that the budget works is the 503s this test also requires, which the code
+/// before the budget never gave.
 const PEAK_MEMORY_BOUND_MIB: u64 = 1024;
 
 fn ip(last: u8) -> IpAddr {

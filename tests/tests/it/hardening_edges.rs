@@ -1,14 +1,12 @@
-//! Hardening at the edges (issue 17, item 7) against the real binary: attachment names that
+//! Hardening at the edges against the real binary: attachment names that
 //! hide an executable extension and subjects or display names with control characters are
 //! 422 naming the field and store nothing; behind a trusted proxy the failed-auth throttle
 //! and the access log go by the `X-Forwarded-For` client, and an untrusted peer's header is
 //! ignored; `/metrics` behind `TIDINGS_METRICS_TOKEN` or on `TIDINGS_METRICS_LISTEN`.
 
-mod common;
-
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{assert_error, assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
+use crate::common::{assert_error, assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
 use serde_json::{Value, json};
 use tidings_e2e::{Options, TestServer, fresh_key, into_parts};
 

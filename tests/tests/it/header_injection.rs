@@ -1,17 +1,13 @@
-//! Header injection and part break-out (issue #9, "Hostile input"): CR and LF in `to`,
+//! Header injection and part break-out: CR and LF in `to`,
 //! `from`, display names and `subject` are refused with 422 and nothing is queued; and text
 //! that looks like headers or MIME boundaries, arriving through template variables or the
 //! send's own fields, reaches the SMTP sink as content of its part, never as a header or a
 //! part of its own.
 
-mod common;
-#[path = "common/mail.rs"]
-mod mail;
-
 use std::time::Duration;
 
-use common::{assert_error, assert_invalid, assert_ok, server_with_dns, verified_domain};
-use mail::{send_ok, wait_for_status};
+use crate::common::mail::{send_ok, wait_for_status};
+use crate::common::{assert_error, assert_invalid, assert_ok, server_with_dns, verified_domain};
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::json;
 use tidings_transport_smtp::testing::SmtpSink;

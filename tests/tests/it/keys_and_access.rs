@@ -1,9 +1,7 @@
 //! API keys (`/v1/keys`), authentication, scopes and workspace isolation against the real
-//! binary (spec §4–§5, contract §1–§2).
+//! binary (docs/api.md#errors and #authentication).
 
-mod common;
-
-use common::{
+use crate::common::{
     assert_error, assert_invalid, assert_ok, create_key, ids, server_with_dns, two_workspaces, verified_domain,
     walk_pages,
 };
@@ -174,7 +172,7 @@ async fn a_missing_or_invalid_key_is_401_with_its_code() {
 async fn an_authorization_header_without_bearer_is_a_missing_key() {
     let server = TestServer::start().await;
 
-    // Contract §1: `missing_api_key` is "no `Authorization: Bearer` and no `X-Api-Key`".
+    // docs/api.md#errors: `missing_api_key` is "no `Authorization: Bearer` and no `X-Api-Key`".
     for value in ["Basic YXBpOmtleQ==", "Token abc"] {
         let (status, body) = get_keys_with(&server, &[("authorization", value)]).await;
         assert_error(status, &body, 401, "missing_api_key", &format!("Authorization: {value}"));

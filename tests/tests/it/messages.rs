@@ -1,10 +1,11 @@
 //! `/v1/messages` against the real binary: sends (bodies, senders, templates), reads, the
 //! timeline, lists with paging and filters, every refusal, Idempotency-Keys and how refused
-//! sends and replays count against the rate limit (spec §4, contract §1–§3, §5).
+//! sends and replays count against the rate limit (docs/api.md#errors, #authentication,
+//! #messages and #templates).
 
-mod common;
-
-use common::{assert_error, assert_invalid, assert_ok, create_key, ids, server_with_dns, verified_domain, walk_pages};
+use crate::common::{
+    assert_error, assert_invalid, assert_ok, create_key, ids, server_with_dns, verified_domain, walk_pages,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_e2e::{TestServer, into_parts};

@@ -1,15 +1,13 @@
-//! Operations against the real binary (issue #8): `GET /metrics` after a message went through
+//! Operations against the real binary: `GET /metrics` after a message went through
 //! a relay (an [`SmtpSink`]) to Delivered; `/readyz` answering 503 from SIGTERM on while the
 //! server still serves (`TIDINGS_SHUTDOWN_DELAY`); and retention purging a delivered
 //! message's timeline while its status stays and sends go on (`TIDINGS_RETENTION`).
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, server_with_dns, verified_domain};
+use crate::common::{assert_ok, server_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;

@@ -1,21 +1,17 @@
-//! The server on PostgreSQL (issue #7, contract §9 `TIDINGS_DATABASE_URL`): everything it
-//! stores outlives a restart, and two nodes on one database act as one service (keys,
-//! Idempotency-Keys, revocations, rate limits, the failed-auth throttle and the tracking key
-//! are shared; nodes starting together on a fresh database make one default workspace).
+//! The server on PostgreSQL (`TIDINGS_DATABASE_URL`):
+//! everything it stores outlives a restart, and two nodes on one database act as one service
+//! (keys, Idempotency-Keys, revocations, rate limits, the failed-auth throttle and the tracking
+//! key are shared; nodes starting together on a fresh database make one default workspace).
 //!
 //! Each test makes a database of its own, `tidings_e2e_<random>`, through
 //! `TIDINGS_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and
 //! drops it afterwards, also when the test fails. Where no PostgreSQL answers, a test prints
 //! `skipped: PostgreSQL not reachable at …` and passes.
 
-mod common;
-#[path = "common/database.rs"]
-mod database;
-
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
-use database::{Database, connect};
+use crate::common::database::{Database, connect};
+use crate::common::{assert_error, assert_ok, create_key, start_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;

@@ -62,22 +62,19 @@
 //! outbox (the default transport). Files the blocks read (`invoice.pdf`, `logo.png`,
 //! `tidings-key`) are written in their working directory.
 
-mod common;
-mod readme {
-    pub mod blocks;
-    pub mod checks;
-    pub mod hook;
-    pub mod shell;
-}
+mod blocks;
+mod checks;
+mod hook;
+mod shell;
 
+use crate::common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use readme::blocks::{self, Block};
-use readme::hook::Hook;
-use readme::{checks, shell};
+use blocks::Block;
+use hook::Hook;
 use tidings_e2e::{DataDir, Options, ScratchDatabase, on_postgres};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

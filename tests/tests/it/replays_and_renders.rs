@@ -1,4 +1,4 @@
-//! Nobody, with or without a key, can exhaust the server (issue #17), against the real
+//! Nobody, with or without a key, can exhaust the server, against the real
 //! binary on sled or PostgreSQL:
 //!
 //! - replaying a tracking link stores a bounded number of events and webhook deliveries, the
@@ -14,20 +14,14 @@
 //! Every test runs on one runtime ([`block_on`]): the sink and the DNS server are tasks that a
 //! test's own runtime would take down when that test ends.
 
-mod common;
-#[path = "common/mail.rs"]
-mod mail;
-#[path = "common/receiver.rs"]
-mod receiver;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, block_on, create_key, server_with_dns, verified_domain, walk_pages};
+use crate::common::receiver::Receiver;
+use crate::common::{assert_error, assert_ok, block_on, create_key, server_with_dns, verified_domain, walk_pages};
 use futures::StreamExt as _;
 use mail_parser::MessageParser;
-use receiver::Receiver;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;

@@ -1,22 +1,18 @@
-//! Bounce and complaint reports against the real binary (issue #6 "Done means", contract §3,
-//! §6, §8): a message is delivered through a relay (an SMTP sink on loopback), then a report
-//! shaped like those Gmail, Outlook, Yahoo or Postfix send (the fixtures of core's tests) is
-//! sent over SMTP to the server's inbound listener, and what it changed is read through the
-//! API and a webhook receiver.
+//! Bounce and complaint reports against the real binary
+//! (docs/api.md#bounce-and-complaint-reports): a message is delivered through a relay (an SMTP sink on
+//! loopback), then a report shaped like those Gmail, Outlook, Yahoo or Postfix send (the
+//! fixtures of core's tests) is sent over SMTP to the server's inbound listener, and what it
+//! changed is read through the API and a webhook receiver.
 //!
 //! Every test runs on one runtime ([`block_on`]): the sink, the DNS server and the receiver
 //! are tasks that a test's own runtime would take down when that test ends.
-
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
-use receiver::Receiver;
+use crate::common::receiver::Receiver;
+use crate::common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;

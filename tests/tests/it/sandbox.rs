@@ -1,20 +1,16 @@
-//! The first email in one minute (issue #18, part 1) through the real binary: a fresh data dir
+//! The first email in one minute through the real binary: a fresh data dir
 //! with no configuration sends with only `to`, `subject` and `text`, from the workspace's
 //! sandbox sending domain, into `<data>/outbox/` with both DKIM signatures verifying against
 //! the records the API shows. The same data dir served through a relay does not list the
 //! sandbox, refuses to send from it saying why, and fails (never relays) a message the outbox
 //! left waiting. And the README's first screen, run by `sh` as written.
 
-mod common;
-#[path = "common/dkim.rs"]
-mod dkim;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_invalid, assert_ok, block_on};
-use dkim::assert_signed_with_records;
+use crate::common::dkim::assert_signed_with_records;
+use crate::common::{assert_error, assert_invalid, assert_ok, block_on};
 use serde_json::{Value, json};
 use tidings_e2e::{Options, TestServer, fresh_key};
 use tidings_transport_smtp::testing::SmtpSink;

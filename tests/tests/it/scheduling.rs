@@ -1,15 +1,13 @@
-//! Scheduled sending against the real binary (issue #8): a message scheduled a few seconds
+//! Scheduled sending against the real binary: a message scheduled a few seconds
 //! ahead reaches the SMTP sink only after its time, a canceled one never does, a rescheduled
 //! one goes at its new time. "Not yet" is shown by the API (still `Scheduled`) and an empty
 //! sink while a marker message, scheduled in between, has already arrived: no timed
 //! assertions, only the order of events and the server's own timestamps.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::{assert_error, assert_ok, server_with_dns, verified_domain};
 use chrono::{DateTime, SecondsFormat, Utc};
-use common::{assert_error, assert_ok, server_with_dns, verified_domain};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;

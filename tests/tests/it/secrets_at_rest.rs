@@ -1,4 +1,4 @@
-//! Secrets at rest (issue #17, item 5), against the real binary, on sled and on PostgreSQL
+//! Secrets at rest, against the real binary, on sled and on PostgreSQL
 //! (`TIDINGS_E2E_STORE=postgres`):
 //!
 //! - [`the_data_dir_is_the_servers_alone_from_the_first_start_and_after_an_upgrade`]
@@ -16,21 +16,17 @@
 //!   (known DKIM keys, webhook secrets, tracking key) is read with those values and holds
 //!   them sealed after the start.
 
-mod common;
-#[path = "common/raw_store.rs"]
-mod raw_store;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::raw_store::{self, contains, raw_store};
+use crate::common::{assert_ok, start_with_dns, verified_domain};
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::{KeyPair as RsaKeyPair, KeySize};
 use aws_lc_rs::signature::Ed25519KeyPair;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::{assert_ok, start_with_dns, verified_domain};
-use raw_store::{contains, raw_store};
 use serde_json::{Value, json};
 use tidings_core::ids::{DomainId, WebhookId, WorkspaceId};
 use tidings_core::sealing::{Sealer, SealingKey};

@@ -1,4 +1,4 @@
-//! The optional send fields (issue #8) against the real binary: a message with `replyTo`,
+//! The optional send fields against the real binary: a message with `replyTo`,
 //! custom `headers`, `tags`, `metadata`, an attachment and an inline image goes through a
 //! relay to an [`SmtpSink`], and the MIME the sink received is parsed back; the tags and
 //! metadata come back on the message, in webhook payloads (a real receiver on loopback) and
@@ -11,17 +11,13 @@
 //! Every test runs on one runtime ([`block_on`]): the sink, the DNS server and the receiver
 //! are tasks that a test's own runtime would take down when that test ends.
 
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
-
 use std::time::{Duration, Instant};
 
+use crate::common::receiver::Receiver;
+use crate::common::{assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use common::{assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
 use mail_parser::{MessageParser, MimeHeaders, PartType};
-use receiver::Receiver;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;

@@ -1,19 +1,15 @@
-//! The receiving SMTP server misbehaves (issue #9, "SMTP faults at the sink"): a 421
+//! The receiving SMTP server misbehaves: a 421
 //! greeting, a 451 after the data, a connection dropped in the middle of the data, a server
 //! that accepts the connection and never answers, silence after the final dot, and a broken
-//! STARTTLS. Each message ends in the state contract §3 gives it (Deferred then Delivered
-//! when the fault passes, Bounced `Soft` when it never does), nothing waits forever, and a
-//! message refused or cut off before the sink's 250 arrives exactly once.
-
-mod common;
-#[path = "common/mail.rs"]
-mod mail;
+//! STARTTLS. Each message ends in the state docs/api.md#retry-schedule gives it (Deferred then
+//! Delivered when the fault passes, Bounced `Soft` when it never does), nothing waits forever,
+//! and a message refused or cut off before the sink's 250 arrives exactly once.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use common::{server_with_dns, verified_domain};
-use mail::{plain_mail, send_ok, timeline, types, wait_for_status};
+use crate::common::mail::{plain_mail, send_ok, timeline, types, wait_for_status};
+use crate::common::{server_with_dns, verified_domain};
 use serde_json::Value;
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_e2e::TestServer;

@@ -1,18 +1,14 @@
-//! SMTP submission against the real binary (issue #8): an application hands a message to
+//! SMTP submission against the real binary: an application hands a message to
 //! the submission listener with lettre (and with swaks), over STARTTLS with the server's
 //! self-signed certificate and AUTH with an API key as the password. What arrives at the
 //! relay (an [`SmtpSink`]) is parsed back and its DKIM signatures verified; the messages are
 //! read back through the API; and what the API would refuse is refused with its SMTP code.
 
-mod common;
-#[path = "common/dkim.rs"]
-mod dkim;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, create_key, start_with_dns, verified_domain};
-use dkim::assert_signed_by;
+use crate::common::dkim::assert_signed_by;
+use crate::common::{assert_ok, create_key, start_with_dns, verified_domain};
 use lettre::address::Envelope;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};

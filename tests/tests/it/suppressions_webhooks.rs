@@ -1,11 +1,10 @@
-//! `/v1/suppressions` and `/v1/webhooks` against the real binary (spec §4, contract §6–§7).
+//! `/v1/suppressions` and `/v1/webhooks` against the real binary (docs/api.md#suppressions and
+//! #webhooks).
 //!
 //! The webhook delivery worker is not built yet, so these tests check what the API records
 //! (deliveries queued `Pending`), not what a receiver gets.
 
-mod common;
-
-use common::{
+use crate::common::{
     assert_error, assert_invalid, assert_ok, field_of_items, ids, server_with_dns, verified_domain, walk_pages,
 };
 use reqwest::Method;

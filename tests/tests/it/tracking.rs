@@ -1,17 +1,14 @@
-//! Open and click tracking against the real binary (issue #6 "Done means", contract §8): a
-//! tracked message is delivered to an SMTP sink, its HTML is parsed back from what the sink
-//! received, and the pixel and a link are fetched over HTTPS from the server as a mail client
-//! would. Opened and Clicked appear in the timeline; tampered tokens are 404 and record
-//! nothing; links that must not be tracked are left alone.
+//! Open and click tracking against the real binary (docs/api.md#tracking): a tracked message is delivered to an SMTP sink, its HTML is parsed
+//! back from what the sink received, and the pixel and a link are fetched over HTTPS from the
+//! server as a mail client would. Opened and Clicked appear in the timeline; tampered tokens
+//! are 404 and record nothing; links that must not be tracked are left alone.
 //!
 //! Every test runs on one runtime ([`block_on`]): the sink and the DNS server are tasks that a
 //! test's own runtime would take down when that test ends.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
+use crate::common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;

@@ -1,24 +1,20 @@
-//! Webhook delivery against the real binary (issue #5 "Done means", contract §7): events of
-//! sent messages reach a real HTTP receiver on loopback, signed per Standard Webhooks, which
-//! the `standardwebhooks` crate (an implementation that is not ours) verifies. Filtering by
-//! `eventTypes`, disabled endpoints, retries after a 500 and a timeout, `410`, `Retry-After`,
-//! the rotation overlap, manual retry, the delivery log, the SSRF guard at connect time,
-//! isolation from a hanging endpoint, and kill -9 with deliveries pending are each observed
-//! from outside.
+//! Webhook delivery against the real binary (docs/api.md#webhooks):
+//! events of sent messages reach a real HTTP receiver on loopback, signed per Standard
+//! Webhooks, which the `standardwebhooks` crate (an implementation that is not ours) verifies.
+//! Filtering by `eventTypes`, disabled endpoints, retries after a 500 and a timeout, `410`,
+//! `Retry-After`, the rotation overlap, manual retry, the delivery log, the SSRF guard at
+//! connect time, isolation from a hanging endpoint, and kill -9 with deliveries pending are
+//! each observed from outside.
 //!
 //! Every test runs on one runtime ([`block_on`]) because the receiver and the DNS server are
 //! tasks that a test's own runtime would take down when that test ends.
-
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, block_on, create_key, server_with_dns, start_with_dns, verified_domain};
-use receiver::{Hit, Receiver, Reply};
+use crate::common::receiver::{Hit, Receiver, Reply};
+use crate::common::{assert_ok, block_on, create_key, server_with_dns, start_with_dns, verified_domain};
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tidings_dns::testing::{TestDnsServer, TestRecord};
@@ -92,7 +88,7 @@ fn verify(hit: &Hit, secret: &str) -> Result<(), standardwebhooks::WebhookError>
 }
 
 #[test]
-fn events_reach_subscribed_endpoints_signed_in_the_contracts_shape() {
+fn events_reach_subscribed_endpoints_signed_in_the_documented_shape() {
     block_on(async {
         let (server, _dns) = server("1s").await;
         let receiver = Receiver::start().await;

@@ -3,8 +3,8 @@
 use tidings_e2e::browser::fantoccini::key::Key;
 use tidings_e2e::browser::{Browser, available};
 
+use super::dashboard::{NAV, Setup, browser, sign_in};
 use crate::common::block_on;
-use crate::dashboard::{NAV, Setup, browser, sign_in};
 
 /// How many Tab presses a walk through a page may take.
 const MAX_TABS: usize = 40;
@@ -83,7 +83,7 @@ fn keyboard_reaches_the_sign_in_field_the_submit_button_and_the_nav_links_in_ord
 }
 
 /// Every field of the send form and of the sign-in form has an id and a non-empty
-/// `<label for=…>`; the contract's send fields are all there.
+/// `<label for=…>`; the API's send fields are all there.
 #[test]
 fn every_field_of_the_send_form_has_a_label() {
     if !available("every_field_of_the_send_form_has_a_label") {

@@ -15,7 +15,7 @@ use crate::common::{assert_ok, server_with_dns, verified_domain};
 pub const DOMAIN: &str = "app.example";
 /// A sender on it.
 pub const FROM: &str = "hello@app.example";
-/// The session cookie's name (contract: Cookie).
+/// The session cookie's name (docs/dashboard.md).
 pub const COOKIE: &str = "tidings_session";
 /// The viewport the tests use unless they say otherwise.
 pub const DESKTOP: (u32, u32) = (1280, 800);

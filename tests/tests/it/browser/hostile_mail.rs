@@ -8,9 +8,9 @@ use serde_json::json;
 
 use tidings_e2e::browser::available;
 
+use super::dashboard::{FROM, Setup, browser, sign_in};
+use crate::common::receiver::Receiver;
 use crate::common::{assert_ok, block_on};
-use crate::dashboard::{FROM, Setup, browser, sign_in};
-use crate::receiver::Receiver;
 
 /// What the hostile message asks the browser to fetch from the loopback listener.
 const PATHS: [&str; 6] = ["/script", "/onerror", "/x.png", "/bg.png", "/style.css", "/refresh"];

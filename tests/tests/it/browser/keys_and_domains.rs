@@ -3,8 +3,8 @@
 use serde_json::Value;
 use tidings_e2e::browser::{Browser, available};
 
+use super::dashboard::{DESKTOP, Setup, browser, choose, id_in_url, on_sign_in_page, sign_in, submit};
 use crate::common::{block_on, publish};
-use crate::dashboard::{DESKTOP, Setup, browser, choose, id_in_url, on_sign_in_page, sign_in, submit};
 
 /// A domain added in the dashboard shows the records the API gives for it, each with its
 /// name, value, status and a copy button carrying the value; once they are published,

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use tidings_e2e::browser::available;
 
+use super::dashboard::{DOMAIN, FROM, Setup, browser, id_in_url, sign_in, submit};
 use crate::common::{block_on, create_key, verified_domain};
-use crate::dashboard::{DOMAIN, FROM, Setup, browser, id_in_url, sign_in, submit};
 
 /// On a fresh server (no domain: the sandbox sending domain), the send form with no `from`
 /// sends: the answer is the new message's page, which shows it `Delivered` (outbox) with a

@@ -1,7 +1,7 @@
-//! The dashboard in a real browser (issue #18): headless Chromium driven through
+//! The dashboard in a real browser: headless Chromium driven through
 //! chromedriver ([`tidings_e2e::browser`]) against the real `tidings-server` binary, on the
-//! routes and DOM hooks of the shared contract (`dashboard-contract.md`: `form#sign-in`,
-//! `nav#nav`, `#status[data-status]`, `table#records`, `#new-key`, …).
+//! routes and DOM hooks of docs/dashboard.md (`form#sign-in`, `nav#nav`,
+//! `#status[data-status]`, `table#records`, `#new-key`, …).
 //!
 //! Every test starts its own server (outbox transport, a DNS server on loopback for domain
 //! checks) and its own browser, so each stands alone and may run in parallel with the others.
@@ -9,11 +9,6 @@
 //!
 //! `TIDINGS_SCREENSHOTS=<dir>` makes [`screenshots`] write a PNG of every main page at
 //! 1280 and 390 CSS pixels wide into `<dir>` (docs/screenshots/ holds the committed ones).
-
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../common/receiver.rs"]
-mod receiver;
 
 mod dashboard;
 

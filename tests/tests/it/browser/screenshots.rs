@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tidings_e2e::browser::{Browser, available};
 
+use super::dashboard::{FROM, Setup, sign_in};
 use crate::common::{assert_ok, block_on, create_key};
-use crate::dashboard::{FROM, Setup, sign_in};
 
 /// The widths, with a height that suits each.
 const SIZES: [(u32, u32); 2] = [(1280, 800), (390, 844)];

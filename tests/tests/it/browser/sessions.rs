@@ -4,8 +4,8 @@ use serde_json::json;
 use tidings_e2e::browser::available;
 use tidings_e2e::browser::fantoccini::cookies::Cookie;
 
+use super::dashboard::{COOKIE, NAV, Setup, browser, on_sign_in_page, session_cookie, sign_in, submit, submit_sign_in};
 use crate::common::block_on;
-use crate::dashboard::{COOKIE, NAV, Setup, browser, on_sign_in_page, session_cookie, sign_in, submit, submit_sign_in};
 
 /// A wrong key is refused on the sign-in page (with `#error`, no session); the bootstrap key
 /// signs in to the overview with its navigation; `/` then leads to the overview.

@@ -4,7 +4,6 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`) and dropped with its value, also when the
 //! test fails. Where no PostgreSQL answers, [`Database::create`] prints why and the test
 //! skips.
-#![allow(dead_code)]
 
 use std::time::Duration;
 

@@ -1,7 +1,5 @@
 //! Sending and watching messages through the API, for test files without helpers of their own
-//! (delivery.rs keeps its own, bound to its shared relay). Included with
-//! `#[path = "common/mail.rs"] mod mail;` beside `mod common;`.
-#![allow(dead_code)]
+//! (delivery.rs keeps its own, bound to its shared relay).
 
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,13 @@
-//! Helpers shared by the endpoint test files: a server wired to a DNS server on loopback,
-//! verified domains, and the envelope assertions every check goes through.
-//!
-//! Each test binary uses a different subset, hence the `dead_code` allowance.
-#![allow(dead_code)]
+//! Helpers shared by the test modules: a server wired to a DNS server on loopback, verified
+//! domains, and the envelope assertions every check goes through; in submodules, what a few
+//! modules share: scratch PostgreSQL databases, DKIM verification, waiting for mail, a raw
+//! look at the store's bytes, and a webhook receiver.
+
+pub mod database;
+pub mod dkim;
+pub mod mail;
+pub mod raw_store;
+pub mod receiver;
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -12,7 +17,7 @@ use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{DataDir, Options, TestServer, fresh_key};
 use tokio::runtime::Runtime;
 
-/// Runs `future` on the one runtime every test of the binary shares: a test file whose tests
+/// Runs `future` on the one runtime every test of the binary shares: a test module whose tests
 /// share a server (its sink and DNS server are tasks) must not let a test's own runtime take
 /// them down when that test ends.
 pub fn block_on<F: Future>(future: F) -> F::Output {

@@ -1,7 +1,6 @@
 //! The store as an attacker who copied it sees it: every byte of the sled files, or every
 //! row of every table of the PostgreSQL database as text, for tests that search it for what
 //! must not be there.
-#![allow(dead_code)]
 
 use std::path::Path;
 

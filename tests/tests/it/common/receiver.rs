@@ -1,9 +1,7 @@
 //! A webhook receiver on loopback for the end-to-end tests: a real HTTP server (axum on
 //! hyper) that records every request and answers as the script of its path says, then 200.
 //!
-//! Tests share one receiver by giving each endpoint its own path. Each test binary that
-//! includes it uses a different part, hence the `dead_code` allowance.
-#![allow(dead_code)]
+//! Tests share one receiver by giving each endpoint its own path.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! Interop (issue #16): every message shape the server sends verifies with receivers' own
+//! Interop: every message shape the server sends verifies with receivers' own
 //! DKIM verifiers, not only with mail-auth, the library that signs it. The corpus
 //! ([`corpus::shapes`]) goes through the real binary (the API, a template, a batch, a
 //! scheduled send, SMTP submission) to a relay ([`SmtpSink`]); the raw bytes the relay got
@@ -15,18 +15,15 @@
 //! (`NN.eml`, NN the shape's row) for a closer look. A missing verifier skips the test
 //! saying what to install (fails it under `./test`: [`tidings_e2e::tool_available`]).
 
-#[path = "../common/mod.rs"]
-mod common;
 mod corpus;
-#[path = "../common/dkim.rs"]
-mod dkim;
 mod verifiers;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::common::dkim;
+use crate::common::{assert_ok, create_key, start_with_dns, verified_domain};
 use chrono::Utc;
-use common::{assert_ok, create_key, start_with_dns, verified_domain};
 use corpus::{DOMAIN, Shape, Via};
 use lettre::address::Envelope;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
