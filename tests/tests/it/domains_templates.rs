@@ -183,7 +183,7 @@ async fn domains_are_added_checked_verified_and_deleted() {
     let (status, body) = server.get("/v1/domains", &key).await;
     assert_ok(status, &body, 200, "list domains");
     // With the default outbox the workspace's sandbox sending domain is listed too: this
-    // first list made it, so it is the newest (tests/tests/sandbox.rs).
+    // first list made it, so it is the newest (tests/tests/it/sandbox.rs).
     let sandbox = body["data"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(body["data"][0]["sandbox"], true, "{body}");
     assert_eq!(ids(&body), [sandbox.clone(), second.clone(), id.clone()], "newest first: {body}");

@@ -139,7 +139,7 @@ async fn sends_are_queued_and_can_be_read_listed_and_filtered() {
 #[tokio::test]
 async fn refused_sends_name_their_reason_and_queue_nothing() {
     // Not the outbox: there the sandbox sending domain would be the default sender
-    // (tests/tests/sandbox.rs). Nothing here needs delivering.
+    // (tests/tests/it/sandbox.rs). Nothing here needs delivering.
     let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "hold")]).await;
     let key = server.key().to_owned();
     let refuse = |body: Value| {

@@ -58,7 +58,7 @@
 //! are published there as it arrives. Webhook URLs (`https://hooks.acme.com/…`) are
 //! resolved by that server too, which does not know them: the endpoint, its test delivery,
 //! its log, retry and rotation run, the POSTs fail to resolve and nothing leaves the
-//! machine (tests/tests/webhooks.rs covers delivery to a receiver). Mail goes to the
+//! machine (tests/tests/it/webhooks.rs covers delivery to a receiver). Mail goes to the
 //! outbox (the default transport). Files the blocks read (`invoice.pdf`, `logo.png`,
 //! `tidings-key`) are written in their working directory.
 

@@ -9,7 +9,7 @@ use tidings_e2e::{Options, TestServer, fresh_key};
 async fn server_with_dns() -> (TestServer, TestDnsServer) {
     let dns = TestDnsServer::start([]).await.expect("DNS server starts");
     // Delivery on hold: the walkthrough reads messages right after queueing them, and a
-    // running delivery loop would race it (tests/tests/delivery.rs covers delivery).
+    // running delivery loop would race it (tests/tests/it/delivery.rs covers delivery).
     let env = vec![
         ("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()),
         ("TIDINGS_DELIVERY".to_owned(), "hold".to_owned()),

@@ -1,4 +1,4 @@
-# The commands the README's sh blocks call, as the harness runs them (tests/tests/readme.rs).
+# The commands the README's sh blocks call, as the harness runs them (tests/tests/it/readme.rs).
 # Installed on the blocks' PATH as `curl`, `tidings-server` and `cargo`; chooses by the name
 # it is called by. README_LINE is the README line of the command running (bash's DEBUG trap).
 import json
@@ -95,7 +95,7 @@ def cargo(args):
     elif args[:1] == ["test"]:
         print(f"README.md:{LINE}: (readme test) `cargo {' '.join(args)}` is what runs this test; not run again")
     else:
-        sys.exit(f"README.md:{LINE}: the readme test runs no `cargo {' '.join(args)}`; teach tests/tests/readme/wrappers.py")
+        sys.exit(f"README.md:{LINE}: the readme test runs no `cargo {' '.join(args)}`; teach tests/tests/it/readme/wrappers.py")
 
 
 {"curl": curl, "tidings-server": tidings_server, "cargo": cargo}[os.path.basename(sys.argv[0])](sys.argv[1:])
