@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::mail;
 use crate::common::receiver::Receiver;
 use crate::common::{assert_error, assert_ok, block_on, create_key, server_with_dns, verified_domain, walk_pages};
 use futures::StreamExt as _;
