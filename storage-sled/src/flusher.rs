@@ -1,8 +1,9 @@
 //! Group commit: one OS thread makes writes durable for every waiting caller at once.
 //!
-//! sled 0.34's `flush_async` deadlocks when called from concurrent tasks
-//! (https://github.com/spacejam/sled/issues/1308 and /1412), and a blocking `flush()` per write would cap the store at
-//! one fsync per write. So a writer applies its batch, takes a ticket from an atomic counter,
+//! sled 0.34's `flush_async` deadlocks when called from concurrent tasks (sled's bug reports
+//! <https://github.com/spacejam/sled/issues/1308> and
+//! <https://github.com/spacejam/sled/issues/1412>), and a blocking `flush()` per write would
+//! cap the store at one fsync per write. So a writer applies its batch, takes a ticket from an atomic counter,
 //! wakes the flusher thread and awaits (without blocking its runtime thread) until the
 //! flusher publishes a durable ticket at least as large as its own. The flusher loops: read
 //! the counter, blocking `db.flush()`, publish what it read. Every write that took a ticket
