@@ -35,7 +35,7 @@ use tokio::sync::watch;
 pub const IDLE_FLUSH: Duration = Duration::from_millis(500);
 
 /// A flush that has not finished after this long is taken as failed. Far above any healthy
-/// fsync (0.15–2 ms here, see shared/FACTS.md), and under the HTTP request timeout (30 s), so
+/// fsync (0.15–2 ms on the machine the benchmarks ran on), and under the HTTP request timeout (30 s), so
 /// a client hears 503 rather than a timeout.
 pub const STALL_LIMIT: Duration = Duration::from_secs(10);
 
