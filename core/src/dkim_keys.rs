@@ -1,4 +1,4 @@
-//! DKIM keys of a sending domain: generation (RSA-2048 and Ed25519, contract §4) and the
+//! DKIM keys of a sending domain: generation (RSA-2048 and Ed25519, docs/api.md#domains) and the
 //! public halves that go into the `p=` of the published DKIM records.
 //!
 //! Private keys are stored as PKCS#8 DER (`DkimKeys`); the public keys are derived from them

@@ -1,4 +1,4 @@
-//! The DNS records a sending domain must publish (contract §4) and their verification:
+//! The DNS records a sending domain must publish (docs/api.md#domains) and their verification:
 //! what to ask for ([`records_for`]) and whether DNS says it ([`verify`]).
 //!
 //! The checks mirror what receivers do with the records (RFC 7208 SPF, RFC 6376/8463 DKIM,

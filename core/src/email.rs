@@ -43,7 +43,7 @@ pub enum AddressError {
 
 /// One RFC 5321 mailbox address. The domain is lower-cased; the local part keeps its case
 /// (it is the receiving server's to interpret), but [`EmailAddress::normalized`] lower-cases
-/// everything for matching, as contract §6 requires for suppressions.
+/// everything for matching: suppressions match without regard to case.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct EmailAddress {

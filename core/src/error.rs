@@ -1,5 +1,5 @@
-//! The use cases' error: one variant per contract §1 error code that core can decide, so
-//! the HTTP adapter maps each to its status and code without judging anything itself.
+//! The use cases' error: one variant per error code (docs/api.md#errors) that core can decide,
+//! so the HTTP adapter maps each to its status and code without judging anything itself.
 
 use crate::ports::StoreError;
 
@@ -19,8 +19,8 @@ impl FieldError {
     }
 }
 
-/// Why a repeated Idempotency-Key is refused (contract §2–§3; the key is scoped to the
-/// workspace, not to the API key).
+/// Why a repeated Idempotency-Key is refused (docs/api.md#idempotency; the key is scoped to
+/// the workspace, not to the API key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum IdempotencyConflict {
     /// The key was used with another request: another body, another batch mode, or a batch
@@ -94,7 +94,7 @@ impl Error {
         Self::Validation { fields: vec![FieldError::new(field, message)] }
     }
 
-    /// The contract's `error.code` for this error.
+    /// The `error.code` for this error (docs/api.md#errors).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Validation { .. } => "validation_error",

@@ -1,5 +1,5 @@
 //! Which network targets Tidings may call: webhook URL rules and the public-address test
-//! that the webhook sender also applies at connect time (contract §7).
+//! that the webhook sender also applies at connect time (docs/api.md#webhooks).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -202,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn webhook_urls_follow_the_contract() {
+    fn webhook_urls_follow_the_documented_rules() {
         assert!(WebhookUrl::parse("https://hooks.example.com/tidings", false).is_ok());
         assert_eq!(WebhookUrl::parse("http://hooks.example.com/", false), Err(WebhookUrlError::NotHttps));
         assert_eq!(WebhookUrl::parse("https://127.0.0.1/", false), Err(WebhookUrlError::NonPublicAddress));

@@ -1,8 +1,8 @@
-//! The message state machine of contract §3, as a pure function.
+//! The message state machine (docs/api.md#statuses-and-transitions), as a pure function.
 //!
 //! `next_status` decides whether an event may happen to a message in a given status and what
 //! the status becomes; `apply_event` also updates the message and produces the one timeline
-//! event that records the transition. The table is the contract's:
+//! event that records the transition. The table:
 //!
 //! | from | event | to |
 //! |---|---|---|

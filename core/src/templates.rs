@@ -1,5 +1,5 @@
-//! Email templates (contract §5): Handlebars for the `subject`, `html` and `text` parts,
-//! compiled when a template version is created and rendered for each send or preview.
+//! Email templates (docs/api.md#templates): Handlebars for the `subject`, `html` and `text`
+//! parts, compiled when a template version is created and rendered for each send or preview.
 //!
 //! Built on the `handlebars` crate, with rules of our own because template authors are API
 //! clients, not trusted developers:

@@ -1,4 +1,4 @@
-//! Tidings' web dashboard (issue #18): server-rendered HTML pages where a person signs in
+//! Tidings' web dashboard (docs/dashboard.md): server-rendered HTML pages where a person signs in
 //! with an API key and sees and does what that key may do through the API: messages and
 //! their timelines, a test send, domains and their DNS records, templates, suppressions,
 //! webhooks and API keys.

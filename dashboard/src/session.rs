@@ -163,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_has_exactly_the_contract_flags() {
+    fn the_cookie_has_exactly_the_documented_flags() {
         assert_eq!(session_cookie("t0k"), "tidings_session=t0k; Path=/; HttpOnly; Secure; SameSite=Strict");
         assert!(cleared_cookie().ends_with("Max-Age=0"));
     }

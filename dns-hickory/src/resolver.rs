@@ -22,8 +22,8 @@ pub enum Upstream {
     /// options are replaced by [`Settings`], and its search list is never used (lookups are
     /// of fully qualified names).
     System,
-    /// One recursive resolver (or, in tests, an authoritative server) at `ip:port`: contract
-    /// §9 `TIDINGS_DNS_SERVER`. Queried over UDP, falling back to TCP on the same port for
+    /// One recursive resolver (or, in tests, an authoritative server) at `ip:port`
+    /// (`TIDINGS_DNS_SERVER`). Queried over UDP, falling back to TCP on the same port for
     /// truncated answers and when UDP fails.
     Server(SocketAddr),
 }
@@ -78,7 +78,7 @@ pub enum ConfigError {
 /// or an old DKIM key could otherwise stick for the record's TTL, an hour by default). The
 /// lookups are rare (one per check, one per destination domain per delivery) and the
 /// upstream recursive resolver caches anyway; that cache is outside our control, which is
-/// why contract §9 lets the operator point `TIDINGS_DNS_SERVER` at a resolver of their choice.
+/// why the operator may point `TIDINGS_DNS_SERVER` at a resolver of their choice.
 #[derive(Clone)]
 pub struct HickoryDns {
     resolver: TokioResolver,
@@ -101,7 +101,7 @@ impl HickoryDns {
         Self::new(Upstream::System, Settings::default())
     }
 
-    /// One server at `addr` (contract §9 `TIDINGS_DNS_SERVER`) with default [`Settings`].
+    /// One server at `addr` (`TIDINGS_DNS_SERVER`) with default [`Settings`].
     pub fn with_server(addr: SocketAddr) -> crate::Result<Self> {
         Self::new(Upstream::Server(addr), Settings::default())
     }

@@ -32,8 +32,8 @@ impl FromRequestParts<ApiState> for Authed {
 }
 
 /// The key text, if the request carries one: a `Bearer` credential, else `X-Api-Key`. Another
-/// `Authorization` scheme (`Basic`, `Token`) is no key at all (contract §1:
-/// `missing_api_key`); a header that is present but unreadable or empty counts as a (wrong)
+/// `Authorization` scheme (`Basic`, `Token`) is no key at all
+/// (`missing_api_key`); a header that is present but unreadable or empty counts as a (wrong)
 /// key.
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
     bearer(headers).or_else(|| headers.get("x-api-key").map(|v| v.to_str().unwrap_or("").trim()))

@@ -1,5 +1,5 @@
 //! Request bodies: read once into one buffer, within the route's size limit and within the
-//! server-wide budget of body bytes in flight (issue #17).
+//! server-wide budget of body bytes in flight (docs/decisions.md, "Exhaustion").
 //!
 //! - A declared `Content-Length` over the route's limit is a 413 before a byte of the body
 //!   is read (the client is not kept waiting while it uploads, or not at all).

@@ -1,4 +1,4 @@
-//! The response envelope of spec §2 and contract §1 as types: [`Success`] (`success`,
+//! The response envelope (docs/api.md#errors) as types: [`Success`] (`success`,
 //! `message`, `statusCode`, `data`), [`Page`] (a list, with `pagination`) and [`Failure`]
 //! (`data` null and `error`). Each is the type a handler answers with and the type the
 //! OpenAPI document describes it by.
@@ -138,7 +138,7 @@ pub struct Failure {
 #[serde(deny_unknown_fields)]
 #[schema(as = Error)]
 pub struct ErrorObject {
-    /// machine-readable snake_case code (contract §1)
+    /// machine-readable snake_case code
     #[schema(value_type = String)]
     code: Cow<'static, str>,
     /// human text

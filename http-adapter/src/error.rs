@@ -1,5 +1,5 @@
-//! The one place where errors become HTTP responses in the contract's envelope (§1). A 4xx
-//! carries a client-safe message; a 5xx is opaque to the client and logged once with its
+//! The one place where errors become HTTP responses in the envelope (docs/api.md#errors). A
+//! 4xx carries a client-safe message; a 5xx is opaque to the client and logged once with its
 //! cause.
 
 use axum::http::{HeaderValue, StatusCode, header};
@@ -41,7 +41,7 @@ pub enum ApiError {
     /// 431 `headers_too_large`: the header section is over [`crate::MAX_HEADER_LIST_BYTES`].
     HeadersTooLarge,
     /// 401 `invalid_metrics_token`: `/metrics` needs the operator's token, which was missing
-    /// or wrong. Not among contract §1's codes: `/metrics` is outside the API (`/v1`).
+    /// or wrong. Not an API code: `/metrics` is outside the API (`/v1`).
     MetricsTokenRequired,
 }
 

@@ -3,7 +3,7 @@
 //! HTTP/2 alike. hyper's own limits are far larger (HTTP/1: a 65,534-byte URI, a ~400 KB
 //! head; HTTP/2: a header list of [`MAX_HEADER_LIST_BYTES`], which the server sets to the
 //! same figure) and answer without the envelope, so the ordinary oversized request meets
-//! these first (docs/decisions.md, issue #17).
+//! these first (docs/decisions.md, "Exhaustion").
 
 use axum::extract::Request;
 use axum::middleware::Next;

@@ -1,4 +1,4 @@
-//! `ApiJson<T>`: the request-body extractor that answers in the contract's terms — 400
+//! `ApiJson<T>`: the request-body extractor that answers in the API's terms — 400
 //! `invalid_json` for a missing content type, bad syntax or a non-object, 413 for a body
 //! over the limit, 422 `validation_error` naming the field whose type is wrong, 503 when the
 //! server's budget of body bytes in flight is used up (`body`).

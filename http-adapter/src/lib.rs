@@ -1,8 +1,8 @@
-//! Tidings' REST API (spec §4, contract §1–§7) as an axum router over hyper.
+//! Tidings' REST API (docs/api.md) as an axum router over hyper.
 //!
 //! [`router`] returns an `axum::Router` — a `tower::Service` — so an application can serve it
 //! alone or nest it in its own axum/tower/hyper stack. Handlers translate HTTP to the use
-//! cases of `tidings-core` and back; every rule lives in core. Errors become the contract's
+//! cases of `tidings-core` and back; every rule lives in core. Errors become the API's
 //! envelope in one place (`error.rs`).
 //!
 //! `GET /v1/openapi.json` serves the OpenAPI 3.1 document of the whole API, derived with utoipa
@@ -57,7 +57,7 @@ pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// Largest accepted request body (contract §1: 10 MiB).
+    /// Largest accepted request body (10 MiB by default).
     pub max_body_bytes: usize,
     /// Largest body of `POST /v1/messages`, which may carry 40 MiB of base64 attachments
     /// (default 56 MiB: those, 10 MiB of bodies and JSON around them). The larger of this and
@@ -69,7 +69,8 @@ pub struct HttpConfig {
     pub max_body_bytes_in_flight: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
-    /// Failed-auth throttle (contract §2), for the limits [`ApiState::new`] makes.
+    /// Failed-auth throttle (docs/api.md#failed-authentication-throttle), for the limits
+    /// [`ApiState::new`] makes.
     pub auth_throttle: AuthThrottleConfig,
     /// Proxies whose `X-Forwarded-For` names the client (default: none, the TCP peer is the
     /// client).

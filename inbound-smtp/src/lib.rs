@@ -1,8 +1,8 @@
 //! Tidings' SMTP listener, in one of two [`Role`]s:
 //! - **Reports**: it receives delivery status notifications (RFC 3464) and complaint reports
 //!   (RFC 5965) sent to the per-message return path `bounces+<message id>@<return-path
-//!   domain>` (contract §8) and hands each accepted message to an [`InboundHandler`], which
-//!   turns it into events and suppressions.
+//!   domain>` (docs/api.md#bounce-and-complaint-reports) and hands each accepted message to an [`InboundHandler`],
+//!   which turns it into events and suppressions.
 //! - **Submission** (RFC 6409): applications that only speak SMTP hand it mail to send. The
 //!   session offers STARTTLS (RFC 3207), then AUTH PLAIN and LOGIN (RFC 4954) checked by
 //!   [`InboundHandler::authenticate`]; each `RCPT TO` is vetted by

@@ -1,4 +1,5 @@
--- The limits of contract §2, shared by every node on this database (src/limits.rs).
+-- The send rate limits and the failed-authentication throttle (docs/api.md#authentication),
+-- shared by every node on this database (src/limits.rs).
 --
 -- UNLOGGED: changes write no WAL, so the update every send makes costs no fsync. After a
 -- crash PostgreSQL empties these tables, which only means full buckets and fresh throttle

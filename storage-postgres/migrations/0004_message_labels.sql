@@ -1,4 +1,4 @@
--- Tags and metadata of messages (issue #8) are list filters (`?tag=name:value`,
+-- Tags and metadata of messages are list filters (`?tag=name:value`,
 -- `?metadata[key]=value`), answered with JSONB containment on the message document:
 -- `(doc -> 'extras' -> 'tags') @> '[{"name":"plan","value":"pro"}]'`. GIN indexes with
 -- jsonb_path_ops on exactly those expressions let such a filter find its rows without

@@ -1,5 +1,6 @@
-//! `PgLimits`: the send rate limits and the failed-authentication throttle of contract §2,
-//! kept in the database so every node counts against the same limits.
+//! `PgLimits`: the send rate limits and the failed-authentication throttle
+//! (docs/api.md#authentication), kept in the database so every node counts against the same
+//! limits.
 //!
 //! Each operation is one statement on an UNLOGGED table (`migrations/0002_limits.sql`): no
 //! fsync, no transaction held, and the row lock of a key is held only for that statement.
@@ -145,10 +146,10 @@ impl Limits for PgLimits {
 
     async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
         let db = self.store.client().await?;
-        // A window that is over starts afresh at this failure (fixed windows: contract §2,
-        // "until the minute is over"). SET sees the old row on both sides. The upsert locks
-        // the row, so concurrent failures are counted one after the other and each learns
-        // its own rank: those past the allowance are refused (429), exactly as many pass.
+        // A window that is over starts afresh at this failure (fixed windows: the minute that
+        // began with the first failure). SET sees the old row on both sides. The upsert locks
+        // the row, so concurrent failures are counted one after the other and each learns its
+        // own rank: those past the allowance are refused (429), exactly as many pass.
         let statement = db
             .prepare_cached(
                 "INSERT INTO auth_failures AS a (client, started, failures) VALUES ($1, $2, 1)

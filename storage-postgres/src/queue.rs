@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::PgStore;
 use crate::db::{count, db_error, decode, execute, json_time, limit as sql_limit, query, tag, uuid};
 
-/// Rows claimed, in the order the contract wants: earliest due first, then lower id.
+/// Rows claimed, in the order the `Store` trait asks for: earliest due first, then lower id.
 fn in_due_order<T: serde::de::DeserializeOwned>(rows: &[Row], what: &str) -> StoreResult<Vec<T>> {
     let mut keyed = rows
         .iter()

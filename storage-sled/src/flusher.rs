@@ -1,8 +1,9 @@
 //! Group commit: one OS thread makes writes durable for every waiting caller at once.
 //!
-//! sled 0.34's `flush_async` deadlocks when called from concurrent tasks (sled issues #1308
-//! and #1412, see shared/FACTS.md), and a blocking `flush()` per write would cap the store at
-//! one fsync per write. So a writer applies its batch, takes a ticket from an atomic counter,
+//! sled 0.34's `flush_async` deadlocks when called from concurrent tasks (sled's bug reports
+//! <https://github.com/spacejam/sled/issues/1308> and
+//! <https://github.com/spacejam/sled/issues/1412>), and a blocking `flush()` per write would
+//! cap the store at one fsync per write. So a writer applies its batch, takes a ticket from an atomic counter,
 //! wakes the flusher thread and awaits (without blocking its runtime thread) until the
 //! flusher publishes a durable ticket at least as large as its own. The flusher loops: read
 //! the counter, blocking `db.flush()`, publish what it read. Every write that took a ticket
@@ -34,7 +35,7 @@ use tokio::sync::watch;
 pub const IDLE_FLUSH: Duration = Duration::from_millis(500);
 
 /// A flush that has not finished after this long is taken as failed. Far above any healthy
-/// fsync (0.15–2 ms here, see shared/FACTS.md), and under the HTTP request timeout (30 s), so
+/// fsync (0.15–2 ms on the machine the benchmarks ran on), and under the HTTP request timeout (30 s), so
 /// a client hears 503 rather than a timeout.
 pub const STALL_LIMIT: Duration = Duration::from_secs(10);
 

@@ -117,7 +117,7 @@ impl SledStore {
             .mode(sled::Mode::HighThroughput)
             // Our flusher thread is the only one that flushes: sled's periodic flusher would
             // flush concurrently with it, and concurrent flushing is what deadlocks in sled
-            // 0.34 (shared/FACTS.md).
+            // 0.34 (see flusher.rs).
             .flush_every_ms(None)
             .open()?;
         let tree = db.open_tree("tidings")?;

@@ -138,7 +138,7 @@ impl PoolSettings {
 /// Settings of [`MxMailer`](crate::MxMailer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MxConfig {
-    /// Port of every MX host (contract §9 `TIDINGS_MX_PORT`). Default 25.
+    /// Port of every MX host (`TIDINGS_MX_PORT`). Default 25.
     pub port: u16,
     /// Name sent with EHLO; `None`: this machine's host name. Receivers check it against
     /// the connecting address's reverse DNS, so production should set the sending host's

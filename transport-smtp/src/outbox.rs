@@ -1,6 +1,5 @@
 //! [`OutboxMailer`]: writes each message to `<dir>/<id>.eml` instead of sending it, which is
-//! what a new installation does until real delivery is configured (contract §9
-//! `TIDINGS_DELIVERY=outbox`).
+//! what a new installation does until real delivery is configured (`TIDINGS_DELIVERY=outbox`).
 
 use std::fs::{self, File};
 use std::io::{self, Write};

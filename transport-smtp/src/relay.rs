@@ -1,5 +1,4 @@
-//! [`RelayMailer`]: every message through one configured relay (contract §9
-//! `TIDINGS_SMTP_RELAY`), over pooled connections.
+//! [`RelayMailer`]: every message through one configured relay (`TIDINGS_SMTP_RELAY`), over pooled connections.
 
 use async_trait::async_trait;
 use lettre::transport::smtp::authentication::Credentials;

@@ -1,4 +1,4 @@
-//! [`RelayConfig`]: where the relay is (contract §9 `TIDINGS_SMTP_RELAY`), how to secure the
+//! [`RelayConfig`]: where the relay is (`TIDINGS_SMTP_RELAY`), how to secure the
 //! connection to it, and the credentials, parsed from `smtp[s]://[user:pass@]host[:port]`.
 
 use std::fmt;

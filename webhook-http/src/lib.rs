@@ -1,5 +1,6 @@
 //! The [`WebhookSender`](tidings_core::ports::WebhookSender) port on hyper + rustls:
-//! [`HttpWebhookSender`] POSTs one signed request and reports what it observed (contract §7).
+//! [`HttpWebhookSender`] POSTs one signed request and reports what it observed
+//! (docs/api.md#webhooks).
 //!
 //! Decisions:
 //! - **SSRF guard at connect time.** The connector (`guard.rs`) resolves the host itself (an
@@ -16,7 +17,7 @@
 //!   head, the outcome is `Failed { "timeout after 10s" }`. When the head arrived in time but
 //!   the body is still trickling, the outcome is `Answered` with the status and the part of
 //!   the prefix read so far: the receiver did answer within the deadline, and the status is
-//!   what the contract judges. A body that fails mid-way is treated the same way.
+//!   what decides (docs/api.md#webhook-retries). A body that fails mid-way is treated the same way.
 //! - **At most [`MAX_BODY_PREFIX`](tidings_core::ports::MAX_BODY_PREFIX) bytes are read**;
 //!   the rest of the body is dropped unread (closing that connection rather than draining it).
 //! - **No redirects** (hyper's client never follows them), **https only** unless

@@ -22,7 +22,7 @@ use crate::ResolveHost;
 use crate::guard::GuardedConnector;
 use crate::outcome::{failure_reason, human_duration, retry_after};
 
-/// How the sender behaves. Contract §7 and §9 give the defaults.
+/// How the sender behaves. The defaults are those of docs/api.md#webhook-retries.
 #[derive(Debug, Clone)]
 pub struct SenderSettings {
     /// The whole request: DNS, connect, TLS, response head and body prefix. Default 10 s.

@@ -1,5 +1,5 @@
 //! queue-memory: does the server's memory stay flat with a large queue and the SMTP server
-//! down (issue #4)?
+//! down?
 //!
 //! Starts the release `tidings-server` delivering through a relay on a loopback port where
 //! nothing listens, queues `--messages` sends over HTTPS,

@@ -1,5 +1,5 @@
 //! webhook-load: how many signed webhook deliveries per second does the server make to a
-//! local receiver (issue #5)?
+//! local receiver?
 //!
 //! Starts the release `tidings-server` (outbox delivery, private webhook targets allowed),
 //! creates `--endpoints` endpoints subscribed to every message event on one in-process HTTP

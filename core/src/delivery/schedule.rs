@@ -1,7 +1,7 @@
-//! The delivery retry schedule (contract §3): the delays between attempts after a temporary
-//! failure. A schedule of n delays allows n + 1 attempts; when they are used up the message
-//! ends `Bounced` with `bounceType: Soft` (no suppression). `TIDINGS_RETRY_SCHEDULE` sets it
-//! as comma-separated whole numbers with a unit, e.g. `1s,2s,4s` or `1m,5m,1h,1d`.
+//! The delivery retry schedule (docs/api.md#retry-schedule): the delays between attempts after
+//! a temporary failure. A schedule of n delays allows n + 1 attempts; when they are used up the
+//! message ends `Bounced` with `bounceType: Soft` (no suppression). `TIDINGS_RETRY_SCHEDULE`
+//! sets it as comma-separated whole numbers with a unit, e.g. `1s,2s,4s` or `1m,5m,1h,1d`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -39,8 +39,8 @@ pub struct RetrySchedule {
 }
 
 impl RetrySchedule {
-    /// The schedule of contract §3: 1m, 5m, 15m, 30m, 1h, 2h, 4h, 8h, then 12h five times
-    /// (about three days).
+    /// The default schedule (docs/api.md#retry-schedule): 1m, 5m, 15m, 30m, 1h, 2h, 4h, 8h,
+    /// then 12h five times (about three days).
     pub fn contract_default() -> Self {
         let minutes = [1, 5, 15, 30, 60, 120, 240, 480, 720, 720, 720, 720, 720];
         Self { delays: minutes.into_iter().map(|m| Duration::from_secs(m * 60)).collect() }
@@ -152,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_the_contracts() {
+    fn the_default_is_the_documented_one() {
         let schedule = RetrySchedule::default();
         assert_eq!(schedule.to_string(), "1m,5m,15m,30m,1h,2h,4h,8h,12h,12h,12h,12h,12h");
         let total: u64 = schedule.delays().iter().map(Duration::as_secs).sum();

@@ -1,5 +1,5 @@
 //! The delivery worker's step function: claim due messages under a lease, and for each
-//! decide, build, sign, hand off and record the outcome (contract §3).
+//! decide, build, sign, hand off and record the outcome (docs/api.md#messages).
 //!
 //! Per message, in order:
 //! 1. Recipient suppressed now → `Suppressed`, unsent. (A message found in `Sent`, whose

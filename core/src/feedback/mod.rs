@@ -1,6 +1,6 @@
-//! Inbound reports about mail we sent (contract §8): RFC 3464 delivery status notifications
-//! (bounces, delays) and RFC 5965 abuse reports (complaints), parsed from raw bytes into
-//! [`Report`]. Pure: no I/O, never panics, and anything it does not understand is
+//! Inbound reports about mail we sent (docs/api.md#tracking): RFC 3464 delivery status
+//! notifications (bounces, delays) and RFC 5965 abuse reports (complaints), parsed from raw
+//! bytes into [`Report`]. Pure: no I/O, never panics, and anything it does not understand is
 //! [`Report::Other`], not an error, because whoever hands us a report can only drop it.
 //!
 //! MIME is mail-parser's job; the machine-readable part of a report (`message/delivery-status`,

@@ -10,11 +10,11 @@ use crate::secret::Secret;
 
 const KEY_PREFIX: &str = "tid_";
 const KEY_RANDOM_CHARS: usize = 40;
-/// Length of the displayable prefix (contract §2).
+/// Length of the displayable prefix (docs/api.md#authentication).
 pub const DISPLAY_PREFIX_LEN: usize = 12;
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/// What a key may do (contract §2).
+/// What a key may do (docs/api.md#authentication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyScope {
@@ -24,13 +24,13 @@ pub enum KeyScope {
     Send,
 }
 
-/// A per-key send rate, 1–10,000 per second (contract §2).
+/// A per-key send rate, 1–10,000 per second (docs/api.md#authentication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "u32", into = "u32")]
 pub struct RateLimit(u32);
 
 impl RateLimit {
-    /// The default of the spec.
+    /// The default: 10 sends per second.
     pub const DEFAULT: Self = Self(10);
     /// Allowed range.
     pub const RANGE: std::ops::RangeInclusive<u32> = 1..=10_000;
@@ -149,7 +149,7 @@ mod tests {
     use crate::ports::SystemRandom;
 
     #[test]
-    fn generated_keys_have_the_contract_shape_and_parse_back() {
+    fn generated_keys_have_the_documented_shape_and_parse_back() {
         let key = ApiKeyPlaintext::generate(&SystemRandom);
         assert_eq!(key.expose().len(), 44);
         assert!(key.expose().starts_with("tid_"));

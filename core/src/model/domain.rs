@@ -1,4 +1,4 @@
-//! Sending domains, their DKIM keys and the DNS records to publish (contract §4).
+//! Sending domains, their DKIM keys and the DNS records to publish (docs/api.md#domains).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -7,7 +7,7 @@ use crate::domain_name::DomainName;
 use crate::ids::{DomainId, WorkspaceId};
 use crate::secret::Secret;
 
-/// The verification state of a domain (contract §4).
+/// The verification state of a domain (docs/api.md#domains).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DomainStatus {
     /// Never checked.

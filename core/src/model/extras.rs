@@ -1,4 +1,4 @@
-//! The optional fields of a send that users of Postmark and Resend expect (issue #8):
+//! The optional fields of a send that users of Postmark and Resend expect:
 //! `replyTo`, custom `headers`, `tags`, `metadata` and `attachments`, kept on the message as
 //! one [`MessageExtras`]. Each part is built only by its checked constructor.
 

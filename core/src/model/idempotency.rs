@@ -1,5 +1,5 @@
-//! Idempotency records (contract §3): a workspace-scoped key, the hash of the request it came
-//! with, and the message it created, or for a batch the result of every item.
+//! Idempotency records (docs/api.md#messages): a workspace-scoped key, the hash of the request
+//! it came with, and the message it created, or for a batch the result of every item.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -125,7 +125,7 @@ pub enum BatchItemRecord {
     Refused(StoredError),
 }
 
-/// A client error as the contract's envelope shows it, kept for replays.
+/// A client error as the envelope shows it, kept for replays.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredError {
     /// `error.code`.

@@ -1,4 +1,4 @@
-//! Messages and their event timeline (contract §3).
+//! Messages and their event timeline (docs/api.md#messages).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -8,7 +8,7 @@ use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVer
 use crate::model::MessageExtras;
 use crate::tracking::TrackingTally;
 
-/// Where a message is in its life (contract §3).
+/// Where a message is in its life (docs/api.md#messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum MessageStatus {
     /// Accepted and waiting for the delivery worker.
@@ -100,7 +100,7 @@ impl MessageStatus {
     }
 }
 
-/// The type of a timeline event (contract §3).
+/// The type of a timeline event (docs/api.md#messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EventType {
     /// Accepted by the API.
@@ -174,7 +174,7 @@ pub enum BounceType {
     Soft,
 }
 
-/// What an event type carries (contract §3); absent fields are omitted from JSON.
+/// What an event type carries (docs/api.md#messages); absent fields are omitted from JSON.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventDetails {
@@ -270,10 +270,11 @@ pub struct Message {
     /// the same millisecond.
     pub last_event_id: EventId,
     /// Open and click tracking, resolved at accept time from the send and the domain's
-    /// defaults (contract §8). Messages stored before tracking existed read as untracked.
+    /// defaults (docs/api.md#tracking). Messages stored before tracking existed read as
+    /// untracked.
     #[serde(default)]
     pub tracking: MessageTracking,
-    /// Reply-To, custom headers, tags, metadata and attachments (issue #8); empty for
+    /// Reply-To, custom headers, tags, metadata and attachments; empty for
     /// messages stored before they existed.
     #[serde(default, skip_serializing_if = "MessageExtras::is_empty")]
     pub extras: MessageExtras,

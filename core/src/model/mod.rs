@@ -1,4 +1,4 @@
-//! The domain model of the spec and contract: plain data, validated at construction by the
+//! The domain model of the API (docs/api.md): plain data, validated at construction by the
 //! use cases, persisted by `Store` implementations.
 
 mod api_key;

@@ -1,4 +1,4 @@
-//! Suppression list entries (contract §6).
+//! Suppression list entries (docs/api.md#suppressions).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Templates and their versions (contract §5). Bodies are stored as written; they were
+//! Templates and their versions (docs/api.md#templates). Bodies are stored as written; they were
 //! compiled once at creation to reject syntax errors.
 
 use chrono::{DateTime, Utc};

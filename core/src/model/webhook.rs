@@ -1,4 +1,4 @@
-//! Webhook endpoints and the log of deliveries to them (contract §7).
+//! Webhook endpoints and the log of deliveries to them (docs/api.md#webhooks).
 
 use std::fmt;
 

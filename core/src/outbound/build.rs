@@ -335,9 +335,9 @@ pub fn clean_subject(subject: &str) -> String {
     subject.chars().map(|c| if c.is_control() && c != '\t' { char::REPLACEMENT_CHARACTER } else { c }).collect()
 }
 
-/// The envelope sender (MAIL FROM) of `message` (contract §8): with a return-path domain,
-/// `bounces+<message id>@<that domain>`, so a bounce report names the message it is about;
-/// otherwise the `From` address.
+/// The envelope sender (MAIL FROM) of `message` (docs/api.md#tracking): with a return-path
+/// domain, `bounces+<message id>@<that domain>`, so a bounce report names the message it is
+/// about; otherwise the `From` address.
 ///
 /// The message id is written in lower case: some systems fold local parts to lower case on
 /// the way back, and ULIDs read the same in either case ([`message_id_from_return_path`]

@@ -1,6 +1,6 @@
-//! DKIM signing with both keys of a sending domain (contract §4): `rsa-sha256` with the RSA
-//! key (selector `DKIM`) and `ed25519-sha256` with the Ed25519 key (selector `DKIM2`,
-//! RFC 8463), relaxed/relaxed, through mail-auth on its aws-lc-rs backend.
+//! DKIM signing with both keys of a sending domain (docs/api.md#domains): `rsa-sha256` with the
+//! RSA key (selector `DKIM`) and `ed25519-sha256` with the Ed25519 key (selector `DKIM2`, RFC
+//! 8463), relaxed/relaxed, through mail-auth on its aws-lc-rs backend.
 //!
 //! A [`DomainSigner`] holds the parsed keys of one domain. Parsing is the part that must not
 //! happen per message: creating a signer parses and checks the RSA-2048 and Ed25519 private

@@ -1,8 +1,8 @@
 //! What leaves Tidings for one delivery attempt: the RFC 5322 message ([`build`], with its
 //! parts written by [`bodies`] and the generated text part by [`html_text`]), its two DKIM
-//! signatures ([`dkim`]) and its envelope (contract §3, §4, §8). Pure functions of the
-//! stored message and domain; the delivery worker calls [`prepare`] and hands the result to
-//! a [`Mailer`](crate::ports::Mailer).
+//! signatures ([`dkim`]) and its envelope (docs/api.md#domains,
+//! #bounce-and-complaint-reports). Pure functions of the stored message and domain; the
+//! delivery worker calls [`prepare`] and hands the result to a [`Mailer`](crate::ports::Mailer).
 
 pub mod bodies;
 pub mod build;

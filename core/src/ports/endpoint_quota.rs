@@ -1,5 +1,5 @@
 //! [`EndpointQuota`]: how many deliveries of each webhook endpoint one claim may take, so that
-//! a dead endpoint with a backlog cannot fill every claim (issue #5).
+//! a dead endpoint with a backlog cannot fill every claim.
 
 use std::collections::HashMap;
 

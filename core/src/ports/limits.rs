@@ -1,5 +1,5 @@
 //! The `Limits` port: where the per-key send rate limits and the failed-authentication
-//! throttle of contract §2 keep their counts.
+//! throttle (docs/api.md#rate-limits, #failed-authentication-throttle) keep their counts.
 //!
 //! One process keeps them in memory ([`LocalLimits`](crate::usecases::LocalLimits)); nodes
 //! that share a database share them through it (`tidings-storage-postgres`'s `PgLimits`), so

@@ -153,7 +153,7 @@ pub enum SendError {
 pub trait Mailer: Send + Sync {
     /// Delivers one message. Must be safe to call again for the same `provider_message_id`
     /// after a crash (receivers de-duplicate on Message-ID at best; at-least-once is the
-    /// contract). Must not take longer than the transport's own timeouts allow: the delivery
+    /// promise). Must not take longer than the transport's own timeouts allow: the delivery
     /// worker holds a lease on the message only for a bounded time.
     async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError>;
 

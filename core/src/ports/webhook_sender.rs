@@ -1,7 +1,7 @@
 //! `WebhookSender`: the port through which the webhook worker POSTs one signed request and
-//! learns what happened. The adapter enforces the transport rules of contract §7 (a 10 s
-//! timeout, no redirects, https only, and the SSRF guard at connect time); core decides what
-//! the observed outcome means.
+//! learns what happened. The adapter enforces the transport rules of docs/api.md#webhooks (a
+//! 10 s timeout, no redirects, https only, and the SSRF guard at connect time); core decides
+//! what the observed outcome means.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::model::WebhookUrl;
 
-/// Longest prefix of a response body an adapter reports, in bytes (contract §7 log).
+/// Longest prefix of a response body an adapter reports, in bytes (into `lastError`).
 pub const MAX_BODY_PREFIX: usize = 1_024;
 
 /// One signed POST, ready to send.

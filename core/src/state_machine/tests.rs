@@ -90,7 +90,7 @@ fn retries_then_soft_bounce() {
 }
 
 #[test]
-fn the_contract_table_exactly() {
+fn the_documented_table_exactly() {
     use EventType as E;
     use MessageStatus as S;
     let allowed: &[(S, E, S)] = &[

@@ -20,7 +20,7 @@ use super::{MAX_OUTPUT_BYTES, MAX_SUBJECT_CHARS, TemplateError, TemplatePart, he
 
 /// Work units one render may use, all its parts together: a unit is an element rendered, a
 /// value copied or compared, or 32 bytes of a name looked up. Using it all up takes about half
-/// a second of one core in a debug build (issue #17: it was 20 M per part, ≈ 2 s each); a
+/// a second of one core in a debug build (it was 20 M per part, ≈ 2 s each, before); a
 /// 10,000-row table with five fields per row needs under a quarter of it.
 const RENDER_WORK_BUDGET: u64 = 1_000_000;
 

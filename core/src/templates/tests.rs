@@ -398,7 +398,7 @@ fn object_literals_and_quotes_in_brackets_are_refused() {
 }
 
 #[test]
-fn template_errors_map_to_the_contract_error_codes() {
+fn template_errors_map_to_the_documented_error_codes() {
     let syntax = html_syntax("{{#if}").unwrap_err();
     let too_complex = html_syntax(&"{{#if a}}".repeat(40)).unwrap_err();
     let missing = html("{{x}}", json!({})).unwrap_err();
@@ -567,7 +567,7 @@ fn a_ten_thousand_row_order_renders_within_the_work_budget() {
 
 #[test]
 fn a_loop_bomb_over_a_thousand_keys_stops_at_the_work_limit_before_the_output_limit() {
-    // Issue #17's bomb: 10^9 iterations writing a byte each. Under the old budget (20 M units
+    // The loop bomb that set the budget: 10^9 iterations writing a byte each. Under the old budget (20 M units
     // per part) the 5 MiB output limit stopped it first, after about 2 s of CPU (debug build).
     let keys: Map<String, Value> = (0..1000).map(|i| (format!("k{i}"), json!(i))).collect();
     let src = "{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}";

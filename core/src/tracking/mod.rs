@@ -1,4 +1,4 @@
-//! Open and click tracking (contract §8): signed tokens ([`token`]), the rewriting of a
+//! Open and click tracking (docs/api.md#tracking): signed tokens ([`token`]), the rewriting of a
 //! message's HTML part ([`html`]) that puts them into links and a pixel, and how many opens
 //! and clicks a message keeps ([`tally`]).
 //!

@@ -1,4 +1,4 @@
-//! How many opens and clicks a message keeps (issue #17): every pixel load and every
+//! How many opens and clicks a message keeps: every pixel load and every
 //! followed link is answered, but only these become `Opened`/`Clicked` events (and webhook
 //! deliveries), so replaying a link cannot grow the store without limit.
 //!

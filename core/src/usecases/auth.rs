@@ -1,4 +1,4 @@
-//! Authentication (contract §2, spec §5): turning a presented API key into a [`Principal`],
+//! Authentication (docs/api.md#authentication): turning a presented API key into a [`Principal`],
 //! plus the two in-memory limiters behind [`LocalLimits`]: the failed-authentication
 //! throttle per client ([`AuthThrottle`]) and the per-key send rate limiter
 //! ([`RateLimiter`]).

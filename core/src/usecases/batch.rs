@@ -1,4 +1,4 @@
-//! `POST /v1/messages/batch` (issue #8): up to [`MAX_BATCH`] sends in one request, each
+//! `POST /v1/messages/batch`: up to [`MAX_BATCH`] sends in one request, each
 //! exactly what `POST /v1/messages` takes, answered one result per item at its index.
 //!
 //! Every item goes through the same preparation as a single send

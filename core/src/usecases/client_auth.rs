@@ -1,6 +1,6 @@
-//! Authentication as every front end does it (contract §2): the failed-authentication
-//! throttle per client address around [`Tidings::authenticate`]. The HTTP adapter calls it
-//! with the bearer token, SMTP submission with the AUTH password.
+//! Authentication as every front end does it (docs/api.md#authentication): the
+//! failed-authentication throttle per client address around [`Tidings::authenticate`]. The HTTP
+//! adapter calls it with the bearer token, SMTP submission with the AUTH password.
 
 use std::net::IpAddr;
 

@@ -1,4 +1,4 @@
-//! Sending domains (api-spec §4 "Domains", contract §4 and §8): adding a domain with fresh
+//! Sending domains (docs/api.md#domains and #tracking): adding a domain with fresh
 //! DKIM keys and the records to publish, verifying them through DNS, tracking settings,
 //! listing and deletion, and the periodic re-verification of domains not yet Verified.
 //!
@@ -46,7 +46,7 @@ pub struct AddDomainRequest {
     pub domain: Option<String>,
 }
 
-/// Body of `PATCH /v1/domains/{id}` (contract §8); an absent field is left as it is.
+/// Body of `PATCH /v1/domains/{id}` (docs/api.md#tracking); an absent field is left as it is.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateDomainTrackingRequest {

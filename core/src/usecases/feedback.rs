@@ -1,5 +1,5 @@
-//! Bounce and complaint reports (contract §8): what the inbound SMTP listener calls with
-//! every message it receives, [`Tidings::process_report`].
+//! Bounce and complaint reports (docs/api.md#tracking): what the inbound SMTP listener calls
+//! with every message it receives, [`Tidings::process_report`].
 //!
 //! 1. Parse ([`crate::feedback`]). Not a report → `Ignored`.
 //! 2. Find the message: by the envelope recipient `bounces+<id>@<return-path domain>` (only

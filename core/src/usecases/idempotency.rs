@@ -1,5 +1,5 @@
-//! Who may have what an Idempotency-Key remembers (contract §2–§3). The key is scoped to the
-//! workspace: a repeat with the same body from any key that may read the original message
+//! Who may have what an Idempotency-Key remembers (docs/api.md#idempotency). The key is scoped
+//! to the workspace: a repeat with the same body from any key that may read the original message
 //! gets it back (201, `Idempotent-Replayed: true`). A `full` key reads everything; a `send`
 //! key only the messages it sent, so a `send` key repeating another key's Idempotency-Key is
 //! refused (409, [`IdempotencyConflict::OtherKey`]) without its body being compared: the

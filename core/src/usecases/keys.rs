@@ -1,4 +1,4 @@
-//! API keys and workspaces (spec §4 API keys, contract §2).
+//! API keys and workspaces (docs/api.md#authentication).
 //!
 //! Clients create, list, read and revoke keys of their own workspace with a `full` key.
 //! Operators (no [`Principal`]: the server's command line and first start) create
@@ -14,9 +14,9 @@ use crate::ports::StoreError;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
-/// Name of a key created without one, and of the first key of a workspace (spec §4).
+/// Name of a key created without one, and of the first key of a workspace.
 pub const DEFAULT_KEY_NAME: &str = "default";
-/// Name of the workspace a fresh store gets (contract §2).
+/// Name of the workspace a fresh store gets (docs/api.md#authentication).
 pub const DEFAULT_WORKSPACE_NAME: &str = "default";
 /// Longest key or workspace name, in characters.
 pub const MAX_NAME_CHARS: usize = 100;

@@ -1,4 +1,4 @@
-//! Sending and reading messages (spec §4 Messages, contract §3): validation, `from`
+//! Sending and reading messages (docs/api.md#messages): validation, `from`
 //! resolution, domain-scoped keys, suppression, templates, idempotency; and the one place
 //! where a message's state changes ([`Tidings::record_message_event`]).
 
@@ -60,7 +60,7 @@ pub struct SendRequest {
     /// match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingRequest>,
-    // The fields below (issue #8) are left out of the idempotency hash when absent too.
+    // The optional fields below are left out of the idempotency hash when absent too.
     /// `Reply-To`: one address or an array of up to 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<serde_json::Value>,
@@ -203,8 +203,8 @@ impl Tidings {
         }
         let (subject, html, text) = match &version {
             Some(v) => {
-                // The send's own fields override the template's (contract §5); they are
-                // rendered too, so a send may use placeholders without a stored template.
+                // The send's own fields override the template's (docs/api.md#templates); they
+                // are rendered too, so a send may use placeholders without a stored template.
                 let source = OwnedSource {
                     subject: valid.subject.take().unwrap_or_else(|| v.subject.clone()),
                     html: html_source.cloned(),
@@ -263,11 +263,11 @@ impl Tidings {
     }
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
-    /// (contract §3): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key
-    /// with another body or from a `send` key that did not make it, `Ok(None)` when the key
-    /// is new, expired or absent. Reads only; for
-    /// a caller that must answer replays without doing anything else first (a replay takes
-    /// no rate-limit token, contract §2, so an empty bucket must not hide it).
+    /// (docs/api.md#idempotency): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for
+    /// the same key with another body or from a `send` key that did not make it, `Ok(None)`
+    /// when the key is new, expired or absent. Reads only; for a caller that must answer
+    /// replays without doing anything else first (a replay takes no rate-limit token, so an
+    /// empty bucket must not hide it).
     pub async fn idempotent_replay(
         &self,
         who: &Principal,
@@ -289,8 +289,8 @@ impl Tidings {
         Ok(SendOutcome { message, replayed: true })
     }
 
-    /// The sending domain and the full `From` mailbox (contract §3): an explicit `from` must
-    /// be on a Verified domain of the workspace (and the key's domain, if restricted); with
+    /// The sending domain and the full `From` mailbox (docs/api.md#sending): an explicit `from`
+    /// must be on a Verified domain of the workspace (and the key's domain, if restricted); with
     /// none, the key's domain or the workspace's only Verified domain, as `noreply@`. A
     /// registered sender's display name fills in a missing one.
     ///

@@ -1,7 +1,7 @@
 //! Who may read the metrics export when the operator set a token (`TIDINGS_METRICS_TOKEN`):
 //! a scraper presenting exactly that token, compared in constant time, with the same
-//! failed-authentication throttle per client address as API keys (contract §2), so a short
-//! token cannot be guessed faster than a key.
+//! failed-authentication throttle per client address as API keys (docs/api.md#authentication),
+//! so a short token cannot be guessed faster than a key.
 
 use std::fmt;
 use std::net::IpAddr;

@@ -70,33 +70,34 @@ pub use webhooks::*;
 /// Settings of the rules that operators may change.
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
-    /// How long an Idempotency-Key is remembered (contract §3: 24 h).
+    /// How long an Idempotency-Key is remembered (docs/api.md#idempotency: 24 h).
     pub idempotency_window: Duration,
-    /// Allow webhook URLs on private addresses and plain http (contract §9).
+    /// Allow webhook URLs on private addresses and plain http (README.md#configuration).
     pub allow_private_webhooks: bool,
-    /// How long the old webhook secret keeps signing after a rotation (contract §7: 24 h).
+    /// How long the old webhook secret keeps signing after a rotation (docs/api.md#webhooks:
+    /// 24 h).
     pub webhook_secret_overlap: Duration,
     /// What the generated DNS records say.
     pub records: RecordPolicy,
-    /// Domain of the per-message return path (contract §8, `TIDINGS_RETURN_PATH_DOMAIN`):
-    /// when set, the envelope sender is `bounces+<message id>@<this domain>`; otherwise the
-    /// `From` address.
+    /// Domain of the per-message return path (docs/api.md#tracking,
+    /// `TIDINGS_RETURN_PATH_DOMAIN`): when set, the envelope sender is
+    /// `bounces+<message id>@<this domain>`; otherwise the `From` address.
     pub return_path_domain: Option<DomainName>,
     /// How long after its last check (or its creation) a domain that is not Verified is
     /// checked again by [`Tidings::recheck_domains`].
     pub domain_recheck_interval: Duration,
-    /// Open and click tracking (contract §8, `TIDINGS_PUBLIC_URL`): `None` tracks nothing
-    /// (sends asking for it are accepted; their HTML is sent as written).
+    /// Open and click tracking (docs/api.md#tracking, `TIDINGS_PUBLIC_URL`): `None` tracks
+    /// nothing (sends asking for it are accepted; their HTML is sent as written).
     pub tracking: Option<TrackingConfig>,
     /// How long message bodies and timelines are kept (`TIDINGS_RETENTION`, default 30
     /// days); `None` keeps them forever. See [`Tidings::purge_expired_message_content`].
     pub message_retention: Option<Duration>,
     /// How many template compiles and renders may run at once, each on a blocking thread
-    /// (see [`default_render_threads`]; issue #17): the rest wait their turn without holding
+    /// (see [`default_render_threads`]): the rest wait their turn without holding
     /// up the async executor.
     pub render_threads: usize,
-    /// Whether each workspace may send from its sandbox sending domain ([`SANDBOX_DOMAIN`],
-    /// issue #18): set it only when the [`Mailer`](crate::ports::Mailer) keeps mail on the
+    /// Whether each workspace may send from its sandbox sending domain ([`SANDBOX_DOMAIN`]):
+    /// set it only when the [`Mailer`](crate::ports::Mailer) keeps mail on the
     /// machine (the server sets it with `TIDINGS_DELIVERY=outbox`). Off (the default), the
     /// sandbox is invisible: not listed, not found, never a default `from`, and a send from
     /// it is refused with `domain_not_verified`.
@@ -139,7 +140,7 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Management operations need a `full` key (contract §2).
+    /// Management operations need a `full` key (docs/api.md#authentication).
     pub fn require_full(&self) -> crate::Result<()> {
         match self.scope {
             KeyScope::Full => Ok(()),

@@ -1,4 +1,4 @@
-//! The dashboard's overview (issue #18): what became of the caller's recent messages, by
+//! The dashboard's overview: what became of the caller's recent messages, by
 //! outcome, for the last 24 hours and 7 days and per hour; the queue; and, for a `full` key,
 //! the webhook endpoints that are failing and the domains that are not verified.
 //!

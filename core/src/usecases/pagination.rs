@@ -3,7 +3,7 @@
 use crate::ports::{Page, PageRequest};
 use crate::{Error, Result};
 
-/// Default and bounds of `limit` (contract §1).
+/// Default and bounds of `limit` (docs/api.md#lists-and-pagination).
 pub const DEFAULT_LIMIT: usize = 50;
 /// Largest `limit`.
 pub const MAX_LIMIT: usize = 200;

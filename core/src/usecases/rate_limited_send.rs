@@ -1,9 +1,9 @@
-//! A send under the key's rate limit (contract §2), as every front end does it: one token per
-//! message, taken before the send and given back when the send queues nothing (rejected or
-//! replayed); a replay is answered even with an empty bucket. A batch takes one token per
-//! item at once and gives back those of the items that queued nothing.
+//! A send under the key's rate limit (docs/api.md#rate-limits), as every front end does it:
+//! one token per message, taken before the send and given back when the send queues nothing
+//! (rejected or replayed); a replay is answered even with an empty bucket. A batch takes one
+//! token per item at once and gives back those of the items that queued nothing.
 //!
-//! Except for renders (issue #17): a send refused by its template (`template_render_error`
+//! Except for renders: a send refused by its template (`template_render_error`
 //! or `template_syntax_error`) keeps its token, since rendering is the costly part of a
 //! send and a refused one would otherwise be free, however often it is repeated. So does
 //! every batch item whose template was rendered when the batch is refused, and a template

@@ -1,4 +1,4 @@
-//! Where templates are compiled and rendered (issue #17): on tokio's blocking threads, at
+//! Where templates are compiled and rendered: on tokio's blocking threads, at
 //! most [`CoreConfig::render_threads`] at once, never on the async executor.
 //!
 //! A render is CPU work bounded by the template work budget (`templates` module docs), not

@@ -1,4 +1,4 @@
-//! The sandbox sending domain (issue #18): a domain every workspace gets from Tidings itself,
+//! The sandbox sending domain: a domain every workspace gets from Tidings itself,
 //! so that a fresh install sends its first message without owning a domain or touching DNS.
 //!
 //! It is an ordinary [`Domain`] record of kind [`DomainKind::Sandbox`] named

@@ -1,4 +1,4 @@
-//! Scheduled sending (issue #8): the `scheduledAt` rule, `POST /v1/messages/{id}/cancel` and
+//! Scheduled sending: the `scheduledAt` rule, `POST /v1/messages/{id}/cancel` and
 //! `PATCH /v1/messages/{id}`.
 //!
 //! Both change a message only before its first attempt (`Queued` or `Scheduled`), through

@@ -1,4 +1,4 @@
-//! The optional fields of `POST /v1/messages` (issue #8) as the client sent them, and their
+//! The optional fields of `POST /v1/messages` as the client sent them, and their
 //! validation into [`MessageExtras`]: every bad field is reported at once, named as the
 //! client wrote it (`replyTo[2]`, `headers.X-Foo`, `tags[0].name`, `metadata.orderId`,
 //! `attachments[1].filename`).

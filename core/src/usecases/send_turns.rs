@@ -2,9 +2,9 @@
 //!
 //! Requests that repeat a key while its first send is still being stored would each take a
 //! rate-limit token (the replay is only recognised once the first one is stored), and with
-//! the bucket nearly empty the repeats were refused with 429 although contract §2 says
-//! replays take none. Queued behind the first, each repeat finds it stored and is answered
-//! as a replay. Across nodes the same race is settled by the store (one message) and a
+//! the bucket nearly empty the repeats were refused with 429 although replays take
+//! none (docs/api.md#rate-limits). Queued behind the first, each repeat finds it stored and is
+//! answered as a replay. Across nodes the same race is settled by the store (one message) and a
 //! repeat may still see a 429 if the key's bucket is empty at that instant; its retry is a
 //! replay.
 

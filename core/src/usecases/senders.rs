@@ -1,4 +1,4 @@
-//! Registered senders of a domain (api-spec §4, contract §4): a local part with a display
+//! Registered senders of a domain (docs/api.md#domains): a local part with a display
 //! name, registered only on a Verified domain. The API addresses a sender by its username
 //! under its domain; the internal `SenderId` only orders the list and is its cursor.
 

@@ -1,4 +1,4 @@
-//! SMTP submission (issue #8): applications that only speak SMTP hand a message to the
+//! SMTP submission: applications that only speak SMTP hand a message to the
 //! submission listener, and it becomes one message per envelope recipient through the same
 //! rate-limited send as the API's ([`Tidings::send_rate_limited`]), so the sender checks,
 //! domain-scoped keys, suppressions, DKIM, events and webhooks all apply.

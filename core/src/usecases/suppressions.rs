@@ -1,4 +1,4 @@
-//! The suppression list (spec §4 Suppressions, contract §6): addresses every later send
+//! The suppression list (docs/api.md#suppressions): addresses every later send
 //! skips. Clients add (`Manual`) and remove entries with a `full` key; bounce and
 //! complaint handling adds them through [`Tidings::suppress_automatically`].
 //!

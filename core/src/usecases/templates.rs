@@ -1,8 +1,8 @@
-//! Templates and their versions (api-spec §4 "Templates", §9; contract §5): creation,
+//! Templates and their versions (docs/api.md#templates): creation,
 //! versions, renaming and switching the current version, rendering without sending, and the
 //! lookup the send use case uses to find the version a message is built from.
 //!
-//! Decisions where the spec is open:
+//! Decisions of our own:
 //! - `html` and `text` are both optional, also together: a template may carry only a subject,
 //!   and a send from it must then supply its own `html` or `text` (the send checks the body
 //!   it ends up with). An empty string counts as absent.

@@ -1,5 +1,5 @@
-//! Open and click tracking (contract §8): what a send asks for ([`TrackingRequest`]), and
-//! the public endpoints' use cases: a pixel load records `Opened`, a followed link records
+//! Open and click tracking (docs/api.md#tracking): what a send asks for ([`TrackingRequest`]),
+//! and the public endpoints' use cases: a pixel load records `Opened`, a followed link records
 //! `Clicked` and yields where to redirect.
 //!
 //! Only so many opens and clicks become events ([`crate::tracking::tally`]); the pixel is
@@ -29,7 +29,7 @@ pub const MAX_USER_AGENT_CHARS: usize = 512;
 /// a first open or click is kept unless far more than a burst of replays races it.
 const CONFLICT_RETRIES: usize = 32;
 
-/// `tracking` of a send: each key overrides the sending domain's default (contract §8).
+/// `tracking` of a send: each key overrides the sending domain's default (docs/api.md#tracking).
 /// Only a JSON object is read as one (serde's derive would also take `[true, false]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct TrackingRequest {

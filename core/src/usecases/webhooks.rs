@@ -1,8 +1,8 @@
-//! Webhook endpoints and their delivery log (spec §4 Webhooks, contract §7, Standard
-//! Webhooks), the fan-out rule that turns a message event into deliveries, and the
+//! Webhook endpoints and their delivery log (docs/api.md#webhooks, Standard Webhooks), the
+//! fan-out rule that turns a message event into deliveries, and the
 //! request signature.
 //!
-//! Decisions where the contract is silent:
+//! Decisions of our own:
 //! - `Test` is accepted in `eventTypes` (the model lists it as subscribable) but changes
 //!   nothing: a test event is delivered only by `POST /v1/webhooks/{id}/test`, and always
 //!   to the endpoint being tested, whatever its `eventTypes`.
@@ -157,7 +157,7 @@ impl Tidings {
     }
 
     /// `POST /v1/webhooks/{id}/rotate-secret`: a new secret signs from now on; the old one
-    /// signs beside it until `now + webhook_secret_overlap` (contract: 24 h), so receivers
+    /// signs beside it until `now + webhook_secret_overlap` (24 h by default), so receivers
     /// can switch without dropping requests. Only one previous secret is kept: rotating
     /// twice within the overlap retires the first one at once.
     pub async fn rotate_webhook_secret(&self, who: &Principal, id: &str) -> Result<WebhookEndpoint> {
@@ -243,9 +243,9 @@ impl Tidings {
     }
 
     /// The fan-out rule: one `Pending` delivery, due now, for each enabled endpoint of the
-    /// message's workspace that subscribes to the event's type, carrying the contract §7
-    /// payload. The caller stores them in the same write as the event, so an event is
-    /// never recorded without its deliveries.
+    /// message's workspace that subscribes to the event's type, carrying its payload
+    /// (docs/api.md#signing). The caller stores them in the same write as the event, so an event
+    /// is never recorded without its deliveries.
     pub async fn webhook_deliveries_for(
         &self,
         message: &Message,

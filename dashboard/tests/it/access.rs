@@ -1,4 +1,4 @@
-//! The access matrix of the dashboard, as `tests/tests/access_under_attack.rs` has it for
+//! The access matrix of the dashboard, as `tests/tests/it/access_under_attack.rs` has it for
 //! the API: every route the router serves (read from [`tidings_dashboard::served_routes`], so
 //! a new route fails this test until it is classified here) × six kinds of session: none, a
 //! revoked key's, another workspace's full key, a send key, a send key restricted to a

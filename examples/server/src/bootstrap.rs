@@ -43,7 +43,7 @@ impl StoreKind {
     }
 }
 
-/// The opened store and where the limits of contract §2 count.
+/// The opened store and where the rate limits and the failed-auth throttle count.
 pub struct OpenStore {
     /// The store.
     pub store: Arc<dyn Store>,
@@ -183,12 +183,12 @@ pub fn dns(config: &Config) -> Result<Arc<tidings_dns::HickoryDns>, ServerError>
     Ok(Arc::new(dns))
 }
 
-/// How long one webhook POST may take (contract §7).
+/// How long one webhook POST may take (docs/api.md#webhook-retries).
 pub const WEBHOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The webhook sender: https only and public addresses only (checked on the address each
 /// connection is made to, resolved by the same resolver as domain checks) unless
-/// `TIDINGS_WEBHOOK_ALLOW_PRIVATE`; 10 s per POST (contract §7).
+/// `TIDINGS_WEBHOOK_ALLOW_PRIVATE`; 10 s per POST (docs/api.md#webhook-retries).
 pub fn webhook_sender(
     config: &Config,
     dns: Arc<tidings_dns::HickoryDns>,

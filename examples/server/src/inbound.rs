@@ -1,5 +1,5 @@
-//! The bounce and complaint listener (`TIDINGS_INBOUND_SMTP_LISTEN`, contract §8): the SMTP
-//! server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN` only,
+//! The bounce and complaint listener (`TIDINGS_INBOUND_SMTP_LISTEN`,
+//! docs/api.md#bounce-and-complaint-reports): the SMTP server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN` only,
 //! with each report handed to core's [`Tidings::process_report`].
 //!
 //! A report is answered 250 once core has recorded what it says (or found it is about no

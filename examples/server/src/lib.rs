@@ -197,7 +197,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     };
     let webhooks = WebhookSettings {
         schedule: config.webhook_retry_schedule.clone(),
-        // The sender gives up after the contract's 10 s itself and says why; core's cut-off
+        // The sender gives up after its 10 s itself and says why; core's cut-off
         // is only the backstop, so it must not race the sender's.
         post_timeout: bootstrap::WEBHOOK_TIMEOUT + Duration::from_secs(5),
         lease_margin: config.lease_margin,

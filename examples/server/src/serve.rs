@@ -2,7 +2,7 @@
 //! serves each connection with hyper (HTTP/1.1 and HTTP/2) until shutdown, when it stops
 //! accepting and gives in-flight requests a bounded time to finish.
 //!
-//! No client, with or without a key, can hold the listener down (issue #17):
+//! No client, with or without a key, can hold the listener down (docs/decisions.md, "Exhaustion"):
 //! - a failed or unfinished handshake costs only its own task, dropped after
 //!   `TIDINGS_HANDSHAKE_TIMEOUT`;
 //! - a connection with no request in flight for `TIDINGS_IDLE_TIMEOUT` is closed, HTTP/2
@@ -256,7 +256,7 @@ impl AcceptFailures {
 
 /// The TLS handshake; `None` for a plain-HTTP client, which gets a 400 in the envelope
 /// telling it to use https (a TLS record starts with 0x16; an HTTP request with a letter).
-/// `https_required` is not among contract §1's codes: this answer is outside the API, which
+/// `https_required` is not an API code (docs/api.md#errors): this answer is outside the API, which
 /// exists only over TLS.
 async fn handshake(acceptor: &TlsAcceptor, tcp: TcpStream) -> std::io::Result<Option<TlsStream<TcpStream>>> {
     let mut first = [0u8; 1];

@@ -1,5 +1,5 @@
 //! The SMTP submission listeners (`TIDINGS_SUBMISSION_LISTEN` with STARTTLS,
-//! `TIDINGS_SUBMISSION_TLS_LISTEN` with implicit TLS; issue #8): the SMTP server of
+//! `TIDINGS_SUBMISSION_TLS_LISTEN` with implicit TLS): the SMTP server of
 //! `tidings-inbound-smtp` in its submission role, with TLS on the HTTPS certificate and
 //! `tidings_inbound_smtp::SubmissionHandler`, which sends through core with the same
 //! limits as the HTTP API (one rate-limit budget per key, one failed-auth count per client).

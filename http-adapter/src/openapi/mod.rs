@@ -93,13 +93,13 @@ Every response carries `X-Request-Id`: the one the request sent, if it was 1–1
 ASCII characters, else a new ULID. The server logs it with the request.";
 
 const TAGS: [(&str, &str); 9] = [
-    ("keys", "API keys (contract §2)"),
-    ("messages", "sending and the event timeline (contract §3)"),
-    ("domains", "sending domains, their DNS records and senders (contract §4)"),
-    ("templates", "versioned handlebars templates (contract §5)"),
-    ("suppressions", "the suppression list (contract §6)"),
-    ("webhooks", "webhook endpoints and their delivery log (contract §7)"),
-    ("tracking", "the public open pixel and click redirect (contract §8)"),
+    ("keys", "API keys (docs/api.md#authentication)"),
+    ("messages", "sending and the event timeline (docs/api.md#messages)"),
+    ("domains", "sending domains, their DNS records and senders (docs/api.md#domains)"),
+    ("templates", "versioned handlebars templates (docs/api.md#templates)"),
+    ("suppressions", "the suppression list (docs/api.md#suppressions)"),
+    ("webhooks", "webhook endpoints and their delivery log (docs/api.md#webhooks)"),
+    ("tracking", "the public open pixel and click redirect (docs/api.md#tracking)"),
     ("meta", "this document"),
     ("operations", "liveness and readiness probes"),
 ];

@@ -1,4 +1,4 @@
-//! `POST /v1/messages/batch`: up to 500 sends in one request (issue #8), a JSON array of what
+//! `POST /v1/messages/batch`: up to 500 sends in one request, a JSON array of what
 //! `POST /v1/messages` takes, answered with one result per item at its index. The header
 //! `x-batch-validation` picks `strict` (default, all or nothing) or `permissive`.
 //!

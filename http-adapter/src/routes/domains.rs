@@ -1,5 +1,5 @@
 //! `/v1/domains`: add, list, get, tracking settings, verify, delete, and the domain's senders
-//! (spec §4, contract §4 and §8).
+//! (docs/api.md#domains and #tracking).
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};

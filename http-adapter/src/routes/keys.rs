@@ -1,4 +1,4 @@
-//! `/v1/keys`: create, list, get, revoke (spec §4, contract §2).
+//! `/v1/keys`: create, list, get, revoke (docs/api.md#authentication).
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};

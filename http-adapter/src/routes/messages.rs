@@ -1,5 +1,5 @@
 //! `/v1/messages`: send (with Idempotency-Key and the per-key rate limit), list, get, events
-//! (spec §4, contract §3).
+//! (docs/api.md#messages).
 
 use std::collections::BTreeMap;
 
@@ -299,8 +299,8 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<&str>> {
     }
 }
 
-/// `POST /v1/messages`, under the key's rate limit (contract §2: core takes the token first
-/// and gives it back when the send queues nothing).
+/// `POST /v1/messages`, under the key's rate limit (docs/api.md#rate-limits: core takes the
+/// token first and gives it back when the send queues nothing).
 #[utoipa::path(
     post,
     path = "/v1/messages",

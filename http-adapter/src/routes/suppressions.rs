@@ -1,5 +1,5 @@
-//! `/v1/suppressions`: add, list, get, remove (spec §4, contract §6). The address in the path
-//! is the URL-decoded segment, so `a%2Bb@example.com` names `a+b@example.com`.
+//! `/v1/suppressions`: add, list, get, remove (docs/api.md#suppressions). The address in the
+//! path is the URL-decoded segment, so `a%2Bb@example.com` names `a+b@example.com`.
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -91,7 +91,7 @@ impl IntoParams for ReasonQuery {
 }
 
 /// `POST /v1/suppressions`: 201 when added now, 200 with the existing entry when the address
-/// is already on the list (contract §6).
+/// is already on the list (docs/api.md#suppressions).
 #[utoipa::path(
     post,
     path = "/v1/suppressions",

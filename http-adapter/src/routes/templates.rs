@@ -1,5 +1,5 @@
 //! `/v1/templates`: create, list, get, rename or switch version, delete, add a version, and
-//! render without sending (spec §4 and §9, contract §5).
+//! render without sending (docs/api.md#templates).
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};

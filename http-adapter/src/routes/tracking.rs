@@ -1,7 +1,7 @@
 //! `/t/o/{token}` (the open pixel) and `/t/c/{token}` (the click redirect): public, without
-//! authentication, for mail clients and browsers (contract §8). Their successes are not in
-//! the envelope (a GIF and a redirect); every failure is, as 404 `not_found` whatever was
-//! wrong with the token.
+//! authentication, for mail clients and browsers (docs/api.md#tracking). Their successes are
+//! not in the envelope (a GIF and a redirect); every failure is, as 404 `not_found` whatever
+//! was wrong with the token.
 //!
 //! HEAD answers like GET but records nothing: link scanners and prefetchers probe with it,
 //! and that is neither an open nor a click.

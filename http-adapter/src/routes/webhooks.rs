@@ -1,5 +1,5 @@
 //! `/v1/webhooks`: endpoints, their secret rotation and test event, and their delivery log
-//! (spec §4, contract §7). The signing secret appears only in the create and rotate-secret
+//! (docs/api.md#webhooks). The signing secret appears only in the create and rotate-secret
 //! responses.
 
 use axum::extract::State;
@@ -282,7 +282,7 @@ pub async fn delete_webhook(
 
 /// `POST /v1/webhooks/{id}/test`: queues a `Test` event for this endpoint.
 // 201, not 202: the call creates a delivery resource (listed under `deliveries` at once) and
-// returns it, as an accepted send answers 201 with its queued message (spec §7).
+// returns it, as an accepted send answers 201 with its queued message.
 #[utoipa::path(
     post,
     path = "/v1/webhooks/{id}/test",
@@ -307,7 +307,7 @@ pub async fn test_webhook(
 }
 
 /// `POST /v1/webhooks/{id}/rotate-secret`: 200 with the new secret; the old one keeps
-/// signing beside it for the overlap (contract §7: 24 h).
+/// signing beside it for the overlap (24 h).
 #[utoipa::path(
     post,
     path = "/v1/webhooks/{id}/rotate-secret",

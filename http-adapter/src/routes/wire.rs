@@ -1,5 +1,5 @@
 //! The wire types several resources share: ids, and the API's enumerations. Each
-//! enumeration serialises as the names the contract fixes and is mapped from core's enum by
+//! enumeration serialises as the names the API fixes (docs/api.md) and is mapped from core's enum by
 //! an exhaustive match, so that a variant added in core cannot reach the wire unnamed, and a
 //! rename inside core cannot silently change the API. The OpenAPI document takes its
 //! `enum` lists from these types, and their doc comments as descriptions.
@@ -40,7 +40,7 @@ impl From<model::KeyScope> for KeyScope {
     }
 }
 
-/// where a message is in its life (contract §3)
+/// where a message is in its life
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum MessageStatus {
     Queued,

@@ -1,7 +1,8 @@
-//! What a webhook attempt's outcome means (contract §7), decided in this one place: any 2xx
-//! is delivered, `410 Gone` ends the delivery and disables the endpoint, anything else
-//! (other statuses, redirects, timeouts, refused connections, TLS errors, SSRF refusals) is
-//! retried on the schedule, no earlier than a `Retry-After` of at most [`MAX_RETRY_AFTER`].
+//! What a webhook attempt's outcome means (docs/api.md#webhook-retries), decided in this one
+//! place: any 2xx is delivered, `410 Gone` ends the delivery and disables the endpoint,
+//! anything else (other statuses, redirects, timeouts, refused connections, TLS errors, SSRF
+//! refusals) is retried on the schedule, no earlier than a `Retry-After` of at most
+//! [`MAX_RETRY_AFTER`].
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! [`WebhookDispatcher`]: runs each claimed delivery as its own task, so that no delivery
-//! waits for another (issue #5: one slow or dead endpoint never delays other endpoints or
-//! other workspaces).
+//! waits for another: one slow or dead endpoint never delays other endpoints or other
+//! workspaces.
 //!
 //! [`WebhookWorker::deliver_due`] posts a batch and returns when its slowest POST does: a loop
 //! of steps holds everyone's next events back by up to `post_timeout` whenever a dead

@@ -1,6 +1,6 @@
-//! The webhook worker's step function (contract §7): claim due deliveries under a lease,
-//! and for each load its endpoint, sign, POST through the [`WebhookSender`] and record the
-//! outcome in the delivery log.
+//! The webhook worker's step function (docs/api.md#webhooks): claim due deliveries under a
+//! lease, and for each load its endpoint, sign, POST through the [`WebhookSender`] and record
+//! the outcome in the delivery log.
 //!
 //! Per delivery:
 //! 1. Endpoint deleted → `Failed`, "endpoint deleted" (the stores delete an endpoint's log
@@ -60,12 +60,12 @@ use crate::usecases::Tidings;
 /// Recorded as `disabled_reason` when an endpoint answers 410.
 pub const GONE_REASON: &str = "the endpoint answered 410 Gone";
 
-/// The webhook retry schedule of contract §7: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h
-/// (eight attempts over about 27.5 hours).
+/// The default webhook retry schedule (docs/api.md#webhook-retries): 5 s, 5 min, 30 min, 2 h,
+/// 5 h, 10 h, 10 h (eight attempts over about 27.5 hours).
 pub fn webhook_retry_schedule() -> RetrySchedule {
     let secs = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
     RetrySchedule::new(secs.into_iter().map(Duration::from_secs).collect())
-        .unwrap_or_else(|_| unreachable!("the contract schedule is whole seconds under 30 days"))
+        .unwrap_or_else(|_| unreachable!("the default schedule is whole seconds under 30 days"))
 }
 
 /// How the webhook worker runs.
@@ -80,8 +80,8 @@ pub struct WebhookSettings {
     pub post_timeout: Duration,
     /// Delays between attempts.
     pub schedule: RetrySchedule,
-    /// An endpoint whose every attempt has failed for this long is disabled (issue #5:
-    /// 5 days by default).
+    /// An endpoint whose every attempt has failed for this long is disabled (5 days by
+    /// default).
     pub disable_after_failing: chrono::Duration,
     /// Added to the longest time the POSTs of a claim can take to make its lease: time for
     /// signing and storage (a minute by default). Shorter lets other nodes take over a
@@ -232,7 +232,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_schedule_is_the_contracts() {
+    fn the_default_schedule_is_the_documented_one() {
         assert_eq!(webhook_retry_schedule().to_string(), "5s,5m,30m,2h,5h,10h,10h");
         assert_eq!(WebhookSettings::default().schedule, webhook_retry_schedule());
     }

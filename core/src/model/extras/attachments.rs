@@ -11,7 +11,7 @@
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
 //!   sent, so nothing is re-encoded per read; the MIME builder decodes it. The text is an
 //!   [`AttachmentContent`], shared (not copied) between the request, the message and its
-//!   copies, and checked by decoding it a slice at a time (issue #17: a 40 MiB send held
+//!   copies, and checked by decoding it a slice at a time (a 40 MiB send used to hold
 //!   several copies of its attachments at once).
 //! - `contentId`: 1–250 characters of RFC 5322 `atext`, `.` and `@`, without angle brackets
 //!   (Tidings writes `Content-ID: <id>`).

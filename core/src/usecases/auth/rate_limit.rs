@@ -1,11 +1,12 @@
-//! The per-key send rate limit of contract §2: a token bucket holding `rateLimitPerSec`
-//! tokens, refilled continuously at `rateLimitPerSec` per second; each send takes one.
+//! The per-key send rate limit (docs/api.md#rate-limits): a token bucket holding
+//! `rateLimitPerSec` tokens, refilled continuously at `rateLimitPerSec` per second; each send
+//! takes one.
 //!
 //! Tokens are counted in integer units of 10⁻⁹ token, so refilling `rate` tokens per second
 //! over `n` nanoseconds adds exactly `n * rate` units: no floating point drift, and the
 //! guarantee "at most `capacity + rate * elapsed` sends in any interval" holds exactly.
 //! The front end calls [`RateLimiter::try_acquire`] only for a send that will be queued
-//! (after validation, not for idempotent replays), as the contract requires.
+//! (after validation, not for idempotent replays), as docs/api.md#rate-limits says.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -131,7 +132,7 @@ impl RateLimiter {
     }
 
     /// Gives back the token of a send that turned out not to queue anything (rejected, or
-    /// an idempotent replay): contract §2 says those take none. Never fills past capacity.
+    /// an idempotent replay): those take none. Never fills past capacity.
     pub fn refund(&self, key: ApiKeyId, limit: RateLimit) {
         self.refund_n(key, limit, 1);
     }

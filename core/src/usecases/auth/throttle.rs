@@ -1,9 +1,9 @@
-//! The failed-authentication throttle of contract §2: after `max_failures` 401s from one
-//! client within a window (default 20 per minute), that client is refused with 429
-//! `too_many_auth_failures` until the window is over.
+//! The failed-authentication throttle (docs/api.md#failed-authentication-throttle): after
+//! `max_failures` 401s from one client within a window (default 20 per minute), that client is
+//! refused with 429 `too_many_auth_failures` until the window is over.
 //!
-//! Windows are fixed, starting at a client's first failure, because the contract says
-//! "until the minute is over": a blocked client learns exactly when it may try again. A
+//! Windows are fixed, starting at a client's first failure, because the rule is "until
+//! the minute is over": a blocked client learns exactly when it may try again. A
 //! successful authentication does not reset the count; otherwise anyone holding one valid
 //! key could interleave it with guesses and never be throttled.
 
@@ -19,9 +19,9 @@ use super::{RetryAfter, elapsed_nanos};
 /// Settings of [`AuthThrottle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthThrottleConfig {
-    /// Failures allowed within one window; the next request is refused (contract: 20).
+    /// Failures allowed within one window; the next request is refused (default 20).
     pub max_failures: u32,
-    /// Length of a window, from the client's first failure in it (contract: one minute).
+    /// Length of a window, from the client's first failure in it (default one minute).
     pub window: Duration,
     /// Most clients tracked at once. When full, the client whose window started first is
     /// forgotten: memory stays bounded even when failures come from very many addresses.
@@ -89,8 +89,8 @@ impl<K: Eq + Hash + Clone> AuthThrottle<K> {
     }
 
     /// Records one failed authentication of `client` at `now` (any 401, a missing key as
-    /// much as an invalid one: contract §2) if its window has room for it; `Err` with the
-    /// time until the window ends if the client had used up its failures already, and then
+    /// much as an invalid one) if its window has room for it; `Err` with the time until the
+    /// window ends if the client had used up its failures already, and then
     /// that request is a 429, not a 401. Deciding and counting under one lock is what keeps
     /// a burst of concurrent failures, which all passed [`check`](Self::check) before any
     /// was counted, from getting more than `max_failures` 401s.

@@ -1,4 +1,4 @@
-//! The JSON body of a webhook request (contract §7):
+//! The JSON body of a webhook request (docs/api.md#signing):
 //! `{"type","createdAt","data":{"messageId","eventId","to","from","subject","providerMessageId","tags","metadata","details"}}`.
 //! `tags` (an array of `{name, value}`) and `metadata` (an object) are the message's own, so a
 //! receiver can route an event without looking the message up; empty for a `Test` event.

@@ -1,7 +1,7 @@
-//! Standard Webhooks signatures (contract §7): `webhook-signature` is a space-separated list
-//! of `v1,<base64 HMAC-SHA256(secret bytes, "{id}.{timestamp}.{body}")>`, one per secret
-//! that currently signs, so receivers holding either secret accept a request during a
-//! rotation.
+//! Standard Webhooks signatures (docs/api.md#signing): `webhook-signature` is a
+//! space-separated list of `v1,<base64 HMAC-SHA256(secret bytes, "{id}.{timestamp}.{body}")>`,
+//! one per secret that currently signs, so receivers holding either secret accept a request
+//! during a rotation.
 
 use aws_lc_rs::hmac;
 use base64::Engine as _;

@@ -1,4 +1,4 @@
-//! The contract's envelope on the answers hyper writes itself.
+//! The API's envelope (docs/api.md#errors) on the answers hyper writes itself.
 //!
 //! When an HTTP/1 request head cannot be parsed (an invalid byte in a header, a request line
 //! over hyper's 65,534-byte URI limit, a head over its read buffer or over 100 headers),
