@@ -39,13 +39,6 @@ pub struct RetrySchedule {
 }
 
 impl RetrySchedule {
-    /// The default schedule (docs/api.md#retry-schedule): 1m, 5m, 15m, 30m, 1h, 2h, 4h, 8h,
-    /// then 12h five times (about three days).
-    pub fn contract_default() -> Self {
-        let minutes = [1, 5, 15, 30, 60, 120, 240, 480, 720, 720, 720, 720, 720];
-        Self { delays: minutes.into_iter().map(|m| Duration::from_secs(m * 60)).collect() }
-    }
-
     /// A schedule of exactly these delays, used as given. An empty list allows one attempt
     /// and no retry.
     pub fn new(delays: Vec<Duration>) -> Result<Self, ScheduleError> {
@@ -87,9 +80,12 @@ impl RetrySchedule {
     }
 }
 
+/// The default schedule (docs/api.md#retry-schedule): 1m, 5m, 15m, 30m, 1h, 2h, 4h, 8h,
+/// then 12h five times (about three days).
 impl Default for RetrySchedule {
     fn default() -> Self {
-        Self::contract_default()
+        let minutes = [1, 5, 15, 30, 60, 120, 240, 480, 720, 720, 720, 720, 720];
+        Self { delays: minutes.into_iter().map(|m| Duration::from_secs(m * 60)).collect() }
     }
 }
 

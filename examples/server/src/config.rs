@@ -74,7 +74,7 @@ pub enum Delivery {
     Hold,
 }
 
-/// Limits of the HTTPS listener's connections (issue #17).
+/// Limits of the HTTPS listener's connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionConfig {
     /// `TIDINGS_MAX_CONNECTIONS`: most open connections.

@@ -25,7 +25,7 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
     assert_eq!(config.store_cache_bytes, 256 << 20);
     assert_eq!(config.database_pool, 16);
-    assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
+    assert_eq!(config.delivery.retry_schedule, RetrySchedule::default());
     assert_eq!(config.webhook_retry_schedule.to_string(), "5s,5m,30m,2h,5h,10h,10h");
     assert!(!config.webhook_allow_private);
     assert!(config.tls.is_none() && config.bootstrap_key.is_none());
@@ -343,7 +343,7 @@ fn declared_defaults_agree_with_the_libraries_constants() {
     let config = load(&[]).unwrap();
     assert_eq!(config.max_send_body_bytes, tidings_http::DEFAULT_MAX_SEND_BODY_BYTES);
     assert_eq!(config.max_body_bytes_in_flight, tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT);
-    assert_eq!(config.delivery.retry_schedule, RetrySchedule::contract_default());
+    assert_eq!(config.delivery.retry_schedule, RetrySchedule::default());
     assert_eq!(config.webhook_retry_schedule, tidings_core::delivery::webhook_retry_schedule());
     assert_eq!(config.spf_include, None, "the default is not a choice of the operator's");
 }
