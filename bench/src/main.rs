@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tidings_core::ports::{CreateOutcome, MessageStore};
-use tidings_core::testing::fixtures::{api_key, domain, idempotency, message, new_message, now, plus_secs, workspace};
 use tidings_storage_sled::SledStore;
+use tidings_testing::fixtures::{api_key, domain, idempotency, message, new_message, now, plus_secs, workspace};
 
 /// Errors end the run with a message; a benchmark has nothing to recover.
 type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
@@ -143,7 +143,7 @@ fn main() -> Result<()> {
             Some(dir) => tempfile::tempdir_in(dir)?,
             None => tempfile::tempdir()?,
         };
-        let store = SledStore::open(parent.path(), tidings_core::testing::fixtures::sealer())?;
+        let store = SledStore::open(parent.path(), tidings_testing::fixtures::sealer())?;
         let (creates, elapsed, latencies) =
             runtime.block_on(run(store.clone(), writers, Duration::from_secs(options.seconds), html.clone()))?;
         let figures = Figures { creates, elapsed, latencies, disk_bytes: store.size_on_disk()? };

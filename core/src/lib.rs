@@ -27,7 +27,4 @@ pub mod text_checks;
 pub mod tracking;
 pub mod usecases;
 
-#[cfg(feature = "testing")]
-pub mod testing;
-
 pub use error::{Error, FieldError, IdempotencyConflict, Result};

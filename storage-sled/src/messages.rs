@@ -509,7 +509,7 @@ pub(crate) fn index_every_message(tree: &Tree, marker: &str, index: fn(MessageId
 mod tests {
     use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
     use tidings_core::ports::MessageStore;
-    use tidings_core::testing::fixtures::{message, new_message, ulid};
+    use tidings_testing::fixtures::{message, new_message, ulid};
 
     use super::*;
 
@@ -518,7 +518,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
-            let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
+            let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
             store.create_message(new_message(&old)).await.unwrap();
             // As a store written by a build without the index: no entry, no marker.
             let tree = store.inner.tree().unwrap();
@@ -527,7 +527,7 @@ mod tests {
             assert_eq!(store.find_message(old.id).await.unwrap(), None, "without its entry the message is not found");
             tree.flush().unwrap();
         }
-        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
         assert_eq!(
             store.find_message(old.id).await.unwrap(),
             Some(old.clone()),

@@ -81,7 +81,7 @@ mod tests {
     use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
     use tidings_core::model::EventType;
     use tidings_core::ports::MessageStore;
-    use tidings_core::testing::fixtures::{event_write, message, new_message, plus_secs, ulid};
+    use tidings_testing::fixtures::{event_write, message, new_message, plus_secs, ulid};
 
     use super::*;
     use crate::SledStore;
@@ -91,7 +91,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
-            let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
+            let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
             store.create_message(new_message(&old)).await.unwrap();
             let sent = event_write(&old, EventType::Sent, plus_secs(old.created_at, 1), None);
             let delivered = event_write(&sent.message, EventType::Delivered, plus_secs(old.created_at, 2), None);
@@ -105,7 +105,7 @@ mod tests {
             assert_eq!(store.purge_message_content(later, 10).await.unwrap(), 0, "without its entry it is not seen");
             tree.flush().unwrap();
         }
-        let store = SledStore::open(dir.path(), tidings_core::testing::fixtures::sealer()).unwrap();
+        let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
         assert_eq!(store.purge_message_content(plus_secs(old.created_at, 60), 10).await.unwrap(), 1);
         let kept = store.get_message(old.workspace_id, old.id).await.unwrap().unwrap();
         assert!(!kept.has_content(), "purged after the open built the index");

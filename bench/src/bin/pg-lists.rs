@@ -18,8 +18,8 @@ use tidings_core::email::EmailAddress;
 use tidings_core::ids::{ApiKeyId, MessageId, WorkspaceId};
 use tidings_core::model::MessageStatus;
 use tidings_core::ports::{DomainStore, KeyStore, MessageQuery, MessageStore, PageRequest, WorkspaceStore};
-use tidings_core::testing::fixtures::{api_key, message, new_message, workspace};
 use tidings_storage_postgres::{PgOptions, PgStore};
+use tidings_testing::fixtures::{api_key, message, new_message, workspace};
 use tokio_postgres::NoTls;
 
 type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
@@ -196,13 +196,13 @@ async fn seed(options: &Options, name: &str) -> Result<Seeded> {
     let admin = connect(&options.url).await?;
     admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
     let url = database_url(&options.url, name);
-    let store = PgStore::connect(&url, PgOptions::default(), tidings_core::testing::fixtures::sealer()).await?;
+    let store = PgStore::connect(&url, PgOptions::default(), tidings_testing::fixtures::sealer()).await?;
     let ws = workspace();
     let key = api_key(ws.id);
     store.create_workspace(&ws, &key).await?;
     let other = api_key(ws.id);
     store.insert_api_key(&other).await?;
-    let domain = tidings_core::testing::fixtures::domain(ws.id, "lists.example");
+    let domain = tidings_testing::fixtures::domain(ws.id, "lists.example");
     store.insert_domain(&domain).await?;
     let template = message(ws.id, key.id, domain.id);
     store.create_message(new_message(&template)).await?;

@@ -140,8 +140,3 @@ fn refolded(field: String, algorithm: &'static str) -> String {
         field
     })
 }
-
-// They verify with `testing::dkim`, which needs the `testing` feature.
-#[cfg(all(test, feature = "testing"))]
-#[path = "dkim_tests.rs"]
-mod tests;

@@ -10,9 +10,6 @@ pub mod dkim;
 pub mod html_text;
 #[cfg(test)]
 pub(crate) mod test_support;
-// Verifies DKIM with the `testing` feature's verifier, like `dkim`'s tests.
-#[cfg(all(test, feature = "testing"))]
-mod tracking_tests;
 
 use std::sync::Arc;
 

@@ -32,3 +32,17 @@ pub trait DnsCheck: Send + Sync {
     /// no TXT records is `Ok(vec![])`.
     async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError>;
 }
+
+/// A [`DnsCheck`] for front ends that never look anything up (the server's operator
+/// commands, a test of the API): every lookup fails with [`DnsError::Failed`], so a domain
+/// checked through it gets `Failed` records saying DNS is not used, and no resolver
+/// configuration is needed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDns;
+
+#[async_trait]
+impl DnsCheck for NoDns {
+    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
+        Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
+    }
+}

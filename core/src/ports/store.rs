@@ -3,7 +3,7 @@
 //! The trait is split by resource (`KeyStore`, `MessageStore`, ...) to keep each readable;
 //! `Store` is all of them together and is what the use cases hold (`Arc<dyn Store>`).
 //!
-//! Rules every implementation follows (the conformance suite in `testing` checks them):
+//! Rules every implementation follows (the conformance suite in `tidings-testing` checks them):
 //! - **Isolation**: every read takes the `WorkspaceId`; a record of another workspace is
 //!   reported exactly as a missing one.
 //! - **Lists** are newest first by id (ULIDs sort by creation), except a message's events,

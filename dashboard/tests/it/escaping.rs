@@ -5,9 +5,9 @@
 use axum::http::StatusCode;
 use tidings_core::model::EventType;
 use tidings_core::ports::MessageStore;
-use tidings_core::testing::fixtures;
 use tidings_core::usecases::{SendRequest, TagRequest};
 use tidings_dashboard::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
+use tidings_testing::fixtures;
 
 use crate::support::TestApp;
 

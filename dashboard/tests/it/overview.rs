@@ -7,8 +7,8 @@ use chrono::{DateTime, Duration, Utc};
 use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId};
 use tidings_core::model::MessageStatus;
 use tidings_core::ports::{MessageStore, SystemRandom, WebhookStore};
-use tidings_core::testing::fixtures;
 use tidings_core::usecases::{CreateWebhookRequest, OVERVIEW_READ_CAP};
+use tidings_testing::fixtures;
 
 use crate::support::TestApp;
 

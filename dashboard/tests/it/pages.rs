@@ -6,8 +6,8 @@
 use axum::http::StatusCode;
 use tidings_core::model::EventType;
 use tidings_core::ports::{MessageStore, WebhookStore};
-use tidings_core::testing::fixtures;
 use tidings_core::usecases::SendRequest;
+use tidings_testing::fixtures;
 
 use crate::support::TestApp;
 
@@ -104,7 +104,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert!(page.body.contains(r#"data-status="Failed""#) && page.body.contains(r#"class="record-error""#));
     let domain = app.core.get_domain(&app.principal, &id).await.unwrap();
     for record in &domain.records {
-        app.dns.set_txt(&record.name, &record.value);
+        app.dns.add_txt(&record.name, &record.value);
     }
     browser.post(&format!("/domains/{id}/verify"), &[]).await;
     let page = browser.get(&format!("/domains/{id}")).await;

@@ -4,66 +4,23 @@
 
 #![allow(dead_code)] // each module uses a different part
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
-use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::Message;
-use tidings_core::ports::{Clock, DnsCheck, DnsError, SystemRandom};
-use tidings_core::testing::MemoryStore;
+use tidings_core::ports::{Clock, SystemRandom};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, Principal, Tidings};
 use tidings_dashboard::{DashboardConfig, DashboardState, Outbox};
 use tidings_http::{ApiState, HttpConfig, TrustedProxies};
+use tidings_testing::{FakeDns, FixedClock, MemoryStore};
 use tower::ServiceExt;
-
-/// A DNS holding the TXT records tests publish.
-#[derive(Default)]
-pub struct FakeDns(Mutex<HashMap<String, Vec<String>>>);
-
-impl FakeDns {
-    /// Publishes `value` at `name`.
-    pub fn set_txt(&self, name: &str, value: &str) {
-        self.0.lock().unwrap().insert(name.trim_end_matches('.').to_ascii_lowercase(), vec![value.to_owned()]);
-    }
-}
-
-#[async_trait]
-impl DnsCheck for FakeDns {
-    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
-        let key = name.to_string().trim_end_matches('.').to_ascii_lowercase();
-        self.0.lock().unwrap().get(&key).cloned().ok_or(DnsError::NxDomain(key))
-    }
-}
-
-/// A clock a test moves.
-pub struct TestClock(Mutex<DateTime<Utc>>);
-
-impl TestClock {
-    /// Now, to the millisecond.
-    pub fn new() -> Self {
-        Self(Mutex::new(tidings_core::testing::fixtures::now()))
-    }
-
-    /// Sets the time.
-    pub fn set(&self, at: DateTime<Utc>) {
-        *self.0.lock().unwrap() = at;
-    }
-}
-
-impl Clock for TestClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
 
 /// The client address of requests that do not name one.
 pub const CLIENT: &str = "203.0.113.10";
@@ -77,7 +34,7 @@ pub struct TestApp {
     /// The store under it, for arranging data directly.
     pub store: Arc<MemoryStore>,
     /// Its clock.
-    pub clock: Arc<TestClock>,
+    pub clock: Arc<FixedClock>,
     /// Its DNS.
     pub dns: Arc<FakeDns>,
     /// The bootstrap `full` key.
@@ -129,7 +86,7 @@ impl TestApp {
 
     async fn assemble(mut http: HttpConfig, proxies: TrustedProxies, config: CoreConfig) -> Self {
         let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(TestClock::new());
+        let clock = Arc::new(FixedClock::at(tidings_testing::fixtures::now()));
         let dns = Arc::new(FakeDns::default());
         let core = Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), config);
         let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
@@ -225,7 +182,7 @@ impl TestApp {
             .await
             .unwrap();
         for record in &domain.records {
-            self.dns.set_txt(&record.name, &record.value);
+            self.dns.add_txt(&record.name, &record.value);
         }
         let id = domain.id.to_string();
         let checked = self.core.verify_domain(&self.principal, &id).await.unwrap();

@@ -4,13 +4,11 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tidings_core::delivery::DeliverySettings;
 use tidings_core::dns_records::RecordPolicy;
-use tidings_core::domain_name::DnsName;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
-use tidings_core::ports::{DnsCheck, DnsError, Limits, Mailer, Store, SystemClock, SystemRandom};
+use tidings_core::ports::{DnsCheck, Limits, Mailer, NoDns, Store, SystemClock, SystemRandom};
 use tidings_core::sealing::Sealer;
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{
@@ -311,19 +309,9 @@ fn kept_tracking_key(config: &Config) -> Result<Option<[u8; TRACKING_KEY_BYTES]>
     }
 }
 
-/// The operator commands never look anything up in DNS; this keeps them from needing a
-/// usable resolver configuration.
-struct NoDns;
-
-#[async_trait]
-impl DnsCheck for NoDns {
-    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
-        Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
-    }
-}
-
 /// The service for an operator command: the store (either kind, sealed with the same key as
-/// the server's), no DNS.
+/// the server's), no DNS ([`NoDns`]: the operator commands never look anything up, so they
+/// need no usable resolver configuration).
 pub async fn operator_core(config: &Config) -> Result<Tidings, ServerError> {
     crate::data_dir::prepare(config)?;
     let store = open_store(config).await?.store;

@@ -34,6 +34,9 @@ pub enum LabelError {
     /// A metadata key that is empty, too long, or holds a control character, `[` or `]`.
     #[error("metadata keys must be 1 to {MAX_METADATA_KEY} characters without control characters, '[' or ']'")]
     MetadataKey,
+    /// Metadata whose keys and values together exceed [`MAX_METADATA_BYTES`].
+    #[error("keys and values together must be at most {MAX_METADATA_BYTES} bytes of UTF-8")]
+    MetadataTooLarge,
 }
 
 /// One tag; built by [`Tag::parse`].
@@ -93,6 +96,16 @@ impl Metadata {
         Self(map)
     }
 
+    /// Checks every key ([`check_metadata_key`]) and the total size ([`MAX_METADATA_BYTES`]);
+    /// the error says which rule an entry broke.
+    pub fn parse(map: BTreeMap<String, String>) -> Result<Self, LabelError> {
+        map.keys().try_for_each(|key| check_metadata_key(key))?;
+        if Self::total_bytes(map.iter().map(|(k, v)| (k.as_str(), v.as_str()))) > MAX_METADATA_BYTES {
+            return Err(LabelError::MetadataTooLarge);
+        }
+        Ok(Self(map))
+    }
+
     /// No entries.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -145,5 +158,16 @@ mod tests {
             assert_eq!(check_metadata_key(key), Err(LabelError::MetadataKey), "{key:?}");
         }
         assert_eq!(Metadata::total_bytes([("ab", "cdé")]), 6);
+    }
+
+    #[test]
+    fn metadata_parses_only_when_every_key_and_the_total_size_are_allowed() {
+        let entries = |pairs: &[(&str, String)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        let parsed = Metadata::parse(entries(&[("order_id", "42".to_owned())])).unwrap();
+        assert_eq!(parsed.get("order_id"), Some("42"));
+        assert_eq!(Metadata::parse(entries(&[("a]", String::new())])), Err(LabelError::MetadataKey));
+        let at_limit = "v".repeat(MAX_METADATA_BYTES - 1);
+        assert!(Metadata::parse(entries(&[("k", at_limit.clone())])).is_ok());
+        assert_eq!(Metadata::parse(entries(&[("k", at_limit + "v")])), Err(LabelError::MetadataTooLarge));
     }
 }

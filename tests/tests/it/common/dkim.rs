@@ -8,7 +8,7 @@ use mail_auth::dkim::Canonicalization;
 use mail_auth::hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
 use mail_auth::{AuthenticatedMessage, DkimOutput, DkimResult, MessageAuthenticator, Parameters};
 use serde_json::Value;
-use tidings_core::testing::dkim::KnownKeys;
+use tidings_testing::dkim::KnownKeys;
 
 /// Checks the DKIM signatures of `raw` as a receiver would: mail-auth's verifier, its
 /// resolver asking `dns` (where the test published what the API told it to) for the keys.

@@ -1,0 +1,17 @@
+//! The reference `MemoryStore` passes the Store conformance suite and agrees with itself in
+//! the model test (which checks the suite and the model, more than the store).
+use tidings_testing::{MemoryStore, model_test, run_all};
+
+fn fresh() -> (MemoryStore, ()) {
+    (MemoryStore::new(), ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store_conforms_to_the_store_contract() {
+    run_all(&fresh).await;
+}
+
+#[test]
+fn memory_store_answers_like_the_model() {
+    model_test(&fresh, 32);
+}

@@ -1,0 +1,31 @@
+//! The integration tests of `tidings-core`, one binary: the use cases and the workers driven
+//! through the public API over `tidings-testing`'s in-memory store and fakes, a mockall
+//! store ([`mock_store`]) where a failure must be injected, and the conformance suites run on
+//! the reference implementations.
+
+mod conformance_memory;
+mod delivery_races;
+mod delivery_restart;
+mod delivery_worker;
+mod limits_conformance;
+mod mock_store;
+mod observer;
+mod outbound_dkim;
+mod outbound_tracking;
+mod usecases_batch;
+mod usecases_domain_recheck;
+mod usecases_domains;
+mod usecases_feedback;
+mod usecases_keys;
+mod usecases_messages;
+mod usecases_sandbox;
+mod usecases_scheduling;
+mod usecases_send_fields;
+mod usecases_sessions;
+mod usecases_submission;
+mod usecases_suppressions;
+mod usecases_templates;
+mod usecases_tracking;
+mod usecases_webhooks;
+mod webhook_dispatch;
+mod webhook_worker;

@@ -1,0 +1,176 @@
+//! The `EventObserver` hears of every event core records, once, after it is stored: the
+//! send's `Queued` (not an idempotent replay's), each delivery event with the message as it
+//! became, the acceptance-to-delivery latency, and each webhook attempt's result.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Duration as Span;
+use tidings_core::delivery::{DeliverySettings, DeliveryWorker, WebhookSettings, WebhookWorker};
+use tidings_core::model::{BounceType, EventType, Message, MessageEvent, MessageStatus};
+use tidings_core::ports::{
+    EventObserver, Mailer, WebhookAttemptResult, WebhookRequest, WebhookResponse, WebhookSender, delivery_latency,
+};
+use tidings_core::usecases::{CreateWebhookRequest, SendRequest, Tidings};
+use tidings_testing::delivery::Delivery;
+use tidings_testing::mailer::rejected;
+
+/// What the recorder keeps of one event.
+type Seen = (EventType, MessageStatus, Option<BounceType>, Option<Duration>);
+
+/// Keeps what it hears.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<Seen>>,
+    webhooks: Mutex<Vec<(WebhookAttemptResult, Option<u16>)>>,
+    accepted: Mutex<u32>,
+}
+
+impl Recorder {
+    fn events(&self) -> Vec<Seen> {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+impl EventObserver for Recorder {
+    fn message_accepted(&self, _: &Message) {
+        *self.accepted.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn message_event(&self, message: &Message, event: &MessageEvent) {
+        let latency = delivery_latency(message, event);
+        let row = (event.event_type, message.status, message.bounce_type, latency);
+        self.events.lock().unwrap_or_else(PoisonError::into_inner).push(row);
+    }
+
+    fn webhook_attempt(&self, result: WebhookAttemptResult, response_code: Option<u16>) {
+        self.webhooks.lock().unwrap_or_else(PoisonError::into_inner).push((result, response_code));
+    }
+}
+
+/// The fixture's service, observed, with a delivery worker over the observed service.
+fn observed(d: &Delivery) -> (Tidings, DeliveryWorker, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let core = d.t.core.clone().with_observer(Arc::clone(&recorder) as Arc<dyn EventObserver>);
+    let worker =
+        DeliveryWorker::new(core.clone(), Arc::clone(&d.mailer) as Arc<dyn Mailer>, DeliverySettings::default());
+    (core, worker, recorder)
+}
+
+fn send_request() -> SendRequest {
+    SendRequest {
+        to: Some("user@example.net".into()),
+        from: Some("billing@acme.example.com".into()),
+        subject: Some("Hi".into()),
+        text: Some("Hello".into()),
+        ..SendRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn an_accepted_then_delivered_message_is_observed_at_each_step_with_its_latency() {
+    let d = Delivery::new("1m", vec![]).await;
+    let (core, worker, recorder) = observed(&d);
+
+    core.send_message(&d.who, send_request(), Some("key-1")).await.unwrap();
+    core.send_message(&d.who, send_request(), Some("key-1")).await.unwrap();
+    assert_eq!(recorder.events(), [(EventType::Queued, MessageStatus::Queued, None, None)], "a replay is no event");
+    assert_eq!(*recorder.accepted.lock().unwrap(), 1, "nor an acceptance");
+
+    d.t.clock.advance(Span::seconds(3));
+    worker.deliver_due(d.t.now()).await.unwrap();
+
+    assert_eq!(
+        recorder.events()[1..],
+        [
+            (EventType::Sent, MessageStatus::Sent, None, None),
+            (EventType::Delivered, MessageStatus::Delivered, None, Some(Duration::from_secs(3))),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn deferrals_and_bounces_are_observed_with_the_bounce_type() {
+    let d = Delivery::new("1m", vec![rejected(451, "4.7.1 try later"), rejected(550, "5.1.1 no such user")]).await;
+    let (core, worker, recorder) = observed(&d);
+    core.send_message(&d.who, send_request(), None).await.unwrap();
+
+    worker.deliver_due(d.t.now()).await.unwrap();
+    d.t.clock.advance(Span::minutes(1));
+    worker.deliver_due(d.t.now()).await.unwrap();
+
+    let types: Vec<_> = recorder.events().iter().map(|(t, _, b, _)| (*t, *b)).collect();
+    assert_eq!(
+        types,
+        [
+            (EventType::Queued, None),
+            (EventType::Sent, None),
+            (EventType::Deferred, None),
+            (EventType::Sent, None),
+            (EventType::Bounced, Some(BounceType::Hard)),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_unobserved_service_records_as_before() {
+    let d = Delivery::new("1m", vec![]).await;
+    let (_core, _worker, recorder) = observed(&d);
+
+    d.send("user@example.net").await;
+    d.step().await;
+
+    assert!(recorder.events().is_empty(), "only the observed service reports");
+}
+
+/// Answers 503, then 200.
+struct Flaky(Mutex<u32>);
+
+#[async_trait]
+impl WebhookSender for Flaky {
+    async fn post(&self, _: &WebhookRequest) -> WebhookResponse {
+        let mut calls = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *calls += 1;
+        let status = if *calls == 1 { 503 } else { 200 };
+        WebhookResponse::Answered { status, retry_after: None, body_prefix: String::new() }
+    }
+}
+
+#[tokio::test]
+async fn webhook_attempts_are_observed_with_their_result_and_status() {
+    let d = Delivery::new("1m", vec![]).await;
+    let (core, _worker, recorder) = observed(&d);
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(vec!["Queued".into()]),
+        enabled: None,
+    };
+    core.create_webhook(&d.who, req).await.unwrap();
+    let hooks = WebhookWorker::new(core.clone(), Arc::new(Flaky(Mutex::new(0))), WebhookSettings::default());
+    core.send_message(&d.who, send_request(), None).await.unwrap();
+
+    hooks.deliver_due(d.t.now()).await.unwrap();
+    d.t.clock.advance(Span::hours(1));
+    hooks.deliver_due(d.t.now()).await.unwrap();
+
+    let seen = recorder.webhooks.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(seen, [(WebhookAttemptResult::Retrying, Some(503)), (WebhookAttemptResult::Delivered, Some(200))]);
+}
+
+#[tokio::test]
+async fn every_queued_item_of_a_permissive_batch_is_observed_once_and_a_replay_is_not() {
+    use tidings_core::usecases::BatchValidation;
+    let d = Delivery::new("1m", vec![]).await;
+    let (core, _worker, recorder) = observed(&d);
+    let bad = SendRequest { to: Some("not an address".into()), ..send_request() };
+    let other = SendRequest { to: Some("other@example.net".into()), ..send_request() };
+    let batch = vec![send_request(), bad, other];
+
+    core.send_batch(&d.who, batch.clone(), BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+    core.send_batch(&d.who, batch, BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+
+    assert_eq!(*recorder.accepted.lock().unwrap(), 2, "the two queued items, and not again for the replay");
+    let queued: Vec<_> = recorder.events().into_iter().map(|(t, s, ..)| (t, s)).collect();
+    assert_eq!(queued, [(EventType::Queued, MessageStatus::Queued); 2]);
+}

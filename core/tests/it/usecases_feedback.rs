@@ -1,0 +1,335 @@
+//! Bounce and complaint reports (`Tidings::process_report`) on the in-memory store, with
+//! messages sent through the real delivery worker and the report fixtures of
+//! `tests/fixtures/reports/` addressed to them.
+
+use tidings_core::Error;
+use tidings_core::domain_name::DomainName;
+use tidings_core::email::EmailAddress;
+use tidings_core::feedback::NotAReport;
+use tidings_core::ids::MessageId;
+use tidings_core::model::{BounceType, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use tidings_core::ports::{MessageStore, PageRequest, SuppressionStore, WebhookStore};
+use tidings_core::usecases::{CoreConfig, CreateWebhookRequest, Ignored, ReportOutcome, SendRequest, Unmatched};
+use tidings_testing::delivery::Delivery;
+use tidings_testing::mailer::FakeMailer;
+
+const RETURN_PATH_DOMAIN: &str = "bounces.tidings.example";
+
+/// A service with a return-path domain whose worker delivers everything.
+async fn service() -> Delivery {
+    let config = CoreConfig {
+        return_path_domain: Some(DomainName::parse(RETURN_PATH_DOMAIN).unwrap()),
+        ..CoreConfig::default()
+    };
+    Delivery::with(config, FakeMailer::default(), |_| {}).await
+}
+
+/// Sends a message to `to` and lets the worker deliver it.
+async fn delivered(d: &Delivery, to: &str) -> Message {
+    let queued = d.send(to).await;
+    assert_eq!(d.step().await.delivered, 1);
+    d.message(queued.id).await
+}
+
+fn return_path(id: MessageId) -> String {
+    format!("bounces+{}@{RETURN_PATH_DOMAIN}", id.to_string().to_ascii_lowercase())
+}
+
+/// The fixture with its placeholders naming `message`.
+fn report_about(name: &str, message: &Message) -> Vec<u8> {
+    let provider_id = message.provider_message_id.clone().expect("a sent message");
+    fill(name, &provider_id, &return_path(message.id), &message.to.to_string())
+}
+
+fn fill(name: &str, message_id: &str, return_path: &str, recipient: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/reports/{name}", env!("CARGO_MANIFEST_DIR"));
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    match String::from_utf8(raw) {
+        Ok(text) => text
+            .replace("{{MESSAGE_ID}}", message_id)
+            .replace("{{RETURN_PATH}}", return_path)
+            .replace("{{RECIPIENT}}", recipient)
+            .into_bytes(),
+        Err(binary) => binary.into_bytes(),
+    }
+}
+
+fn addresses(list: &[&str]) -> Vec<EmailAddress> {
+    list.iter().map(|a| EmailAddress::parse(a).unwrap()).collect()
+}
+
+/// Processes the fixture sent to the message's own return path.
+async fn process(d: &Delivery, name: &str, message: &Message) -> ReportOutcome {
+    let envelope = addresses(&[&return_path(message.id)]);
+    d.t.core.process_report(&envelope, &report_about(name, message)).await.unwrap()
+}
+
+fn bounced(outcome: ReportOutcome) -> (Message, bool) {
+    match outcome {
+        ReportOutcome::Bounced { message, hard } => (*message, hard),
+        other => panic!("expected Bounced, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hard_bounce_report_bounces_suppresses_notifies_and_blocks_the_next_send() {
+    let d = service().await;
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(vec!["Bounced".into()]),
+        enabled: None,
+    };
+    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let m = delivered(&d, "no.such.user@gmail.com").await;
+
+    let (after, hard) = bounced(process(&d, "gmail_5_1_1.eml", &m).await);
+
+    assert!(hard);
+    assert_eq!((after.status, after.bounce_type), (MessageStatus::Bounced, Some(BounceType::Hard)));
+    assert_eq!(d.message(m.id).await, after, "stored");
+    let events = d.events(m.id).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.event_type, EventType::Bounced);
+    assert_eq!(last.details.smtp_code, Some(550));
+    assert_eq!(last.details.enhanced_code.as_deref(), Some("5.1.1"));
+    assert_eq!(last.details.bounce_type, Some(BounceType::Hard));
+    let response = last.details.response.as_deref().unwrap();
+    assert!(response.starts_with("The email account that you tried to reach does not exist."), "{response}");
+    let entry = d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap().expect("suppressed");
+    assert_eq!(
+        (entry.reason, entry.source, entry.message_id),
+        (SuppressionReason::HardBounce, SuppressionSource::Bounce, Some(m.id))
+    );
+    let hooks = d.t.store.list_webhook_deliveries(d.who.workspace_id, endpoint.id, PageRequest::first(10)).await;
+    let hooks = hooks.unwrap().items;
+    assert_eq!(hooks.len(), 1, "one webhook delivery queued");
+    let payload: serde_json::Value = serde_json::from_str(&hooks[0].payload).unwrap();
+    assert_eq!(payload["data"]["details"]["bounceType"], "Hard");
+    let again = SendRequest {
+        to: Some("No.Such.User@gmail.com".into()),
+        from: Some("billing@acme.example.com".into()),
+        subject: Some("Again".into()),
+        text: Some("Hello".into()),
+        ..SendRequest::default()
+    };
+    let refused = d.t.core.send_message(&d.who, again, None).await;
+    assert!(matches!(refused, Err(Error::RecipientSuppressed(_))), "{refused:?}");
+}
+
+#[tokio::test]
+async fn soft_bounces_end_the_message_without_suppressing() {
+    for (fixture, code) in
+        [("mailbox_full_5_2_2.eml", "5.2.2"), ("yahoo_5_7_9.eml", "5.7.9"), ("postfix_failed_4_4_1.eml", "4.4.1")]
+    {
+        let d = service().await;
+        let m = delivered(&d, "someone@example.org").await;
+
+        let (after, hard) = bounced(process(&d, fixture, &m).await);
+
+        assert!(!hard, "{fixture}");
+        assert_eq!((after.status, after.bounce_type), (MessageStatus::Bounced, Some(BounceType::Soft)), "{fixture}");
+        let last = d.events(m.id).await.pop().unwrap();
+        assert_eq!(last.details.enhanced_code.as_deref(), Some(code), "{fixture}");
+        assert_eq!(last.details.bounce_type, Some(BounceType::Soft), "{fixture}");
+        assert_eq!(d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap(), None, "{fixture}");
+    }
+}
+
+#[tokio::test]
+async fn a_recipient_not_found_at_outlook_is_hard() {
+    let d = service().await;
+    let m = delivered(&d, "gone@outlook.com").await;
+    let (after, hard) = bounced(process(&d, "outlook_5_1_10.eml", &m).await);
+    assert!(hard);
+    assert_eq!(after.bounce_type, Some(BounceType::Hard));
+    assert!(d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_delay_report_is_recorded_and_the_message_stays_delivered() {
+    let d = service().await;
+    let m = delivered(&d, "greylisted@example.org").await;
+
+    let outcome = process(&d, "postfix_delayed_4_7_0.eml", &m).await;
+
+    let ReportOutcome::Deferred { message } = outcome else { panic!("expected Deferred, got {outcome:?}") };
+    assert_eq!(message.status, MessageStatus::Delivered);
+    assert_eq!(message.next_attempt_at, None, "nothing becomes due");
+    assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
+    assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered", "Deferred"]);
+    let last = d.events(m.id).await.pop().unwrap();
+    assert_eq!((last.details.smtp_code, last.details.enhanced_code.as_deref()), (Some(450), Some("4.7.0")));
+    assert_eq!(last.details.response.as_deref(), Some("Greylisted, please try again in 300 seconds"));
+
+    let again = process(&d, "postfix_delayed_4_7_0.eml", &m).await;
+    assert!(matches!(again, ReportOutcome::Duplicate { .. }), "{again:?}");
+    assert_eq!(d.events(m.id).await.len(), 4, "the same delay report twice records it once");
+}
+
+#[tokio::test]
+async fn a_complaint_moves_the_message_to_complained_and_suppresses() {
+    let d = service().await;
+    let m = delivered(&d, "annoyed@yahoo.com").await;
+
+    let outcome = process(&d, "yahoo_arf_abuse.eml", &m).await;
+
+    let ReportOutcome::Complained { message, recorded } = outcome else { panic!("got {outcome:?}") };
+    assert!(recorded);
+    assert_eq!(message.status, MessageStatus::Complained);
+    let last = d.events(m.id).await.pop().unwrap();
+    assert_eq!(last.event_type, EventType::Complained);
+    assert_eq!(last.details.user_agent.as_deref(), Some("Yahoo!-Mail-Feedback/2.0"));
+    assert_eq!(last.details.response.as_deref(), Some("abuse"));
+    let entry = d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap().expect("suppressed");
+    assert_eq!(
+        (entry.reason, entry.source, entry.message_id),
+        (SuppressionReason::Complaint, SuppressionSource::Complaint, Some(m.id))
+    );
+    let again = process(&d, "yahoo_arf_abuse.eml", &m).await;
+    assert!(matches!(again, ReportOutcome::Duplicate { .. }), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_report_to_another_address_is_matched_by_its_message_id() {
+    let d = service().await;
+    let m = delivered(&d, "someone@hotmail.com").await;
+    let envelope = addresses(&["fbl@acme.example.com"]);
+
+    let outcome = d.t.core.process_report(&envelope, &report_about("outlook_jmrp_abuse.eml", &m)).await.unwrap();
+
+    assert!(matches!(outcome, ReportOutcome::Complained { recorded: true, .. }), "{outcome:?}");
+    assert_eq!(d.message(m.id).await.status, MessageStatus::Complained);
+}
+
+#[tokio::test]
+async fn a_message_id_with_our_id_at_another_domain_matches_nothing() {
+    let d = service().await;
+    let m = delivered(&d, "target@example.org").await;
+    let forged = format!("{}@attacker.example", m.id);
+    let raw = fill("gmail_5_1_1.eml", &forged, "someone@attacker.example", &m.to.to_string());
+
+    let outcome = d.t.core.process_report(&addresses(&["postmaster@acme.example.com"]), &raw).await.unwrap();
+
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::ForeignMessageId(forged) });
+    assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
+    assert_eq!(d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn unknown_ids_match_nothing() {
+    let d = service().await;
+    let m = delivered(&d, "someone@example.org").await;
+    let unknown = MessageId(ulid::Ulid::new());
+    let raw =
+        fill("gmail_5_1_1.eml", &format!("{unknown}@acme.example.com"), &return_path(unknown), "someone@example.org");
+
+    let outcome = d.t.core.process_report(&addresses(&[&return_path(unknown)]), &raw).await.unwrap();
+
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::UnknownMessage(unknown) });
+    let none =
+        d.t.core
+            .process_report(
+                &addresses(&["postmaster@acme.example.com"]),
+                &fill("dsn_without_message_id.eml", "", "", "x@example.org"),
+            )
+            .await;
+    assert_eq!(none.unwrap(), ReportOutcome::Unmatched { reason: Unmatched::NoReference });
+    assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered, "the real message is untouched");
+}
+
+#[tokio::test]
+async fn the_return_path_counts_only_at_the_return_path_domain_in_any_case() {
+    let d = service().await;
+    let m = delivered(&d, "someone@example.org").await;
+    // No Message-ID in this report: only the envelope can match it.
+    let raw = fill("dsn_without_message_id.eml", "", "", &m.to.to_string());
+    let elsewhere = format!("bounces+{}@acme.example.com", m.id);
+
+    let outcome = d.t.core.process_report(&addresses(&[&elsewhere]), &raw).await.unwrap();
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReference });
+
+    let shouted = format!("BOUNCES+{}@BOUNCES.Tidings.Example", m.id);
+    let outcome = d.t.core.process_report(&addresses(&["other@example.net", &shouted]), &raw).await.unwrap();
+    let (after, hard) = bounced(outcome);
+    assert!(hard);
+    assert_eq!(after.id, m.id);
+}
+
+#[tokio::test]
+async fn the_envelope_wins_when_it_and_the_message_id_disagree() {
+    let d = service().await;
+    let named = delivered(&d, "first@example.org").await;
+    let other = delivered(&d, "second@example.org").await;
+    let raw = fill(
+        "gmail_5_1_1.eml",
+        other.provider_message_id.as_deref().unwrap(),
+        &return_path(named.id),
+        "first@example.org",
+    );
+
+    let (after, _) = bounced(d.t.core.process_report(&addresses(&[&return_path(named.id)]), &raw).await.unwrap());
+
+    assert_eq!(after.id, named.id);
+    assert_eq!(d.message(other.id).await.status, MessageStatus::Delivered);
+}
+
+#[tokio::test]
+async fn the_same_bounce_twice_is_a_duplicate() {
+    let d = service().await;
+    let m = delivered(&d, "no.such.user@gmail.com").await;
+    bounced(process(&d, "gmail_5_1_1.eml", &m).await);
+    let events = d.events(m.id).await.len();
+
+    let again = process(&d, "gmail_5_1_1.eml", &m).await;
+
+    let ReportOutcome::Duplicate { message } = again else { panic!("got {again:?}") };
+    assert_eq!(message.status, MessageStatus::Bounced);
+    assert_eq!(d.events(m.id).await.len(), events, "no second event");
+}
+
+#[tokio::test]
+async fn garbage_and_non_reports_are_ignored() {
+    let d = service().await;
+    let m = delivered(&d, "someone@example.org").await;
+    let envelope = addresses(&[&return_path(m.id)]);
+    for (name, why) in [("garbage.bin", None), ("missing_boundary.eml", Some(NotAReport::MissingReportPart))] {
+        let outcome = d.t.core.process_report(&envelope, &report_about(name, &m)).await.unwrap();
+        match (outcome, why) {
+            (ReportOutcome::Ignored { reason: Ignored::NotAReport(got) }, Some(want)) => {
+                assert_eq!(got, want, "{name}")
+            }
+            (ReportOutcome::Ignored { reason: Ignored::NotAReport(_) }, None) => {}
+            (other, _) => panic!("{name}: {other:?}"),
+        }
+    }
+    let autoreply = b"From: a@example.org\r\nSubject: Out of office\r\n\r\nBack on Monday.\r\n";
+    let outcome = d.t.core.process_report(&envelope, autoreply).await.unwrap();
+    assert_eq!(outcome, ReportOutcome::Ignored { reason: Ignored::NotAReport(NotAReport::NotMultipartReport) });
+    assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered"]);
+}
+
+#[tokio::test]
+async fn a_report_about_a_message_never_sent_matches_nothing() {
+    let d = service().await;
+    let queued = d.send("someone@example.org").await;
+    let raw = fill("dsn_without_message_id.eml", "", "", "someone@example.org");
+    let outcome = d.t.core.process_report(&addresses(&[&return_path(queued.id)]), &raw).await.unwrap();
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NotSent(queued.id) });
+    assert_eq!(d.message(queued.id).await.status, MessageStatus::Queued);
+}
+
+#[tokio::test]
+async fn a_complaint_about_a_bounced_message_suppresses_without_an_event() {
+    let d = service().await;
+    let m = delivered(&d, "someone@example.org").await;
+    bounced(process(&d, "mailbox_full_5_2_2.eml", &m).await);
+    let events = d.events(m.id).await.len();
+
+    let outcome = process(&d, "yahoo_arf_abuse.eml", &m).await;
+
+    assert!(matches!(outcome, ReportOutcome::Complained { recorded: false, .. }), "{outcome:?}");
+    assert_eq!(d.events(m.id).await.len(), events);
+    let entry = d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap().expect("suppressed");
+    assert_eq!(entry.reason, SuppressionReason::Complaint);
+    assert_eq!(d.t.store.find_message(m.id).await.unwrap().map(|m| m.status), Some(MessageStatus::Bounced));
+}

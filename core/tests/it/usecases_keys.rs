@@ -1,0 +1,390 @@
+//! Authentication, API keys and workspaces over the in-memory store with a fixed clock;
+//! storage failures through a mock store.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use tidings_core::Error;
+use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
+use tidings_core::ports::{DomainStore, KeyStore, StoreError, SystemRandom, WorkspaceStore};
+use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, ListParams, Principal, Tidings};
+use tidings_testing::fixtures;
+use tidings_testing::service;
+use tidings_testing::service::invalid_fields;
+use tidings_testing::{FakeDns, FixedClock, TestCore};
+
+use crate::mock_store::MockStore;
+
+/// A workspace with its first key, and that key authenticated.
+async fn workspace(t: &TestCore, name: &str) -> (CreatedKey, Principal) {
+    let (_, first) = t.core.create_workspace(name, None).await.unwrap();
+    let who = t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    (first, who)
+}
+
+/// A key of `scope` beside `who`, authenticated.
+async fn key_beside(t: &TestCore, who: &Principal, scope: &str) -> (CreatedKey, Principal) {
+    let req = CreateApiKeyRequest { scope: Some(scope.to_owned()), ..Default::default() };
+    let created = t.core.create_api_key(who, req).await.unwrap();
+    let principal = t.core.authenticate(created.plaintext.expose()).await.unwrap();
+    (created, principal)
+}
+
+#[tokio::test]
+async fn a_new_workspace_gets_a_full_key_that_authenticates() {
+    let t = TestCore::new();
+    let (workspace, first) = t.core.create_workspace("Acme", None).await.unwrap();
+    assert_eq!(workspace.name, "Acme");
+    assert_eq!(first.key.workspace_id, workspace.id);
+    assert_eq!((first.key.name.as_str(), first.key.scope), ("default", KeyScope::Full));
+
+    let who = t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    assert_eq!(
+        who,
+        Principal {
+            workspace_id: workspace.id,
+            key_id: first.key.id,
+            scope: KeyScope::Full,
+            sending_domain_id: None,
+            rate_limit: RateLimit::DEFAULT,
+        }
+    );
+    assert_eq!(t.store.get_workspace(workspace.id).await.unwrap(), Some(workspace));
+}
+
+#[tokio::test]
+async fn a_key_is_created_with_the_defaults_of_the_spec() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let created = t.core.create_api_key(&who, CreateApiKeyRequest::default()).await.unwrap();
+    let key = &created.key;
+    assert_eq!(key.name, "default");
+    assert_eq!(key.scope, KeyScope::Full);
+    assert_eq!(key.rate_limit.per_sec(), 10);
+    assert_eq!(key.sending_domain_id, None);
+    assert_eq!(key.created_at, t.now());
+    assert_eq!(key.last_used_at, None);
+    assert!(created.plaintext.expose().starts_with("tid_"));
+    assert_eq!(key.prefix, created.plaintext.expose()[..12]);
+    // Only the hash is stored.
+    let stored = t.store.get_api_key(who.workspace_id, key.id).await.unwrap().unwrap();
+    assert_eq!(stored.key_hash, created.plaintext.hash());
+    assert!(!format!("{stored:?}").contains(&created.plaintext.expose()[12..]));
+}
+
+#[tokio::test]
+async fn a_key_takes_every_option() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let domain = fixtures::domain(who.workspace_id, "acme.example.com");
+    t.store.insert_domain(&domain).await.unwrap();
+    let req = CreateApiKeyRequest {
+        name: Some("checkout service".into()),
+        scope: Some("send".into()),
+        sending_domain_id: Some(domain.id.to_string()),
+        rate_limit_per_sec: Some(10_000),
+    };
+    let created = t.core.create_api_key(&who, req).await.unwrap();
+    let principal = t.core.authenticate(created.plaintext.expose()).await.unwrap();
+    assert_eq!(created.key.name, "checkout service");
+    assert_eq!(principal.scope, KeyScope::Send);
+    assert_eq!(principal.sending_domain_id, Some(domain.id));
+    assert_eq!(principal.rate_limit.per_sec(), 10_000);
+}
+
+#[tokio::test]
+async fn every_invalid_field_is_reported_at_once() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let req = CreateApiKeyRequest {
+        name: Some("x".repeat(101)),
+        scope: Some("admin".into()),
+        sending_domain_id: Some("not-an-id".into()),
+        rate_limit_per_sec: Some(0),
+    };
+    let fields = invalid_fields(t.core.create_api_key(&who, req).await);
+    assert_eq!(fields, ["name", "scope", "rateLimitPerSec", "sendingDomainId"]);
+    // Nothing was stored.
+    assert_eq!(t.core.list_api_keys(&who, ListParams::default()).await.unwrap().items.len(), 1);
+}
+
+#[tokio::test]
+async fn out_of_range_and_malformed_values_name_their_field() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let cases: Vec<(CreateApiKeyRequest, &str)> = vec![
+        (CreateApiKeyRequest { rate_limit_per_sec: Some(10_001), ..Default::default() }, "rateLimitPerSec"),
+        (CreateApiKeyRequest { rate_limit_per_sec: Some(-1), ..Default::default() }, "rateLimitPerSec"),
+        (CreateApiKeyRequest { rate_limit_per_sec: Some(i64::MAX), ..Default::default() }, "rateLimitPerSec"),
+        (CreateApiKeyRequest { name: Some(String::new()), ..Default::default() }, "name"),
+        (CreateApiKeyRequest { name: Some("line\nbreak".into()), ..Default::default() }, "name"),
+        (CreateApiKeyRequest { scope: Some("Full".into()), ..Default::default() }, "scope"),
+    ];
+    for (req, field) in cases {
+        assert_eq!(invalid_fields(t.core.create_api_key(&who, req.clone()).await), [field], "{req:?}");
+    }
+    for limit in [1, 10_000] {
+        let req = CreateApiKeyRequest { rate_limit_per_sec: Some(limit), ..Default::default() };
+        assert!(t.core.create_api_key(&who, req).await.is_ok(), "{limit}");
+    }
+}
+
+#[tokio::test]
+async fn the_sending_domain_must_belong_to_the_workspace() {
+    let t = TestCore::new();
+    let (_, alice) = workspace(&t, "alice").await;
+    let (_, bob) = workspace(&t, "bob").await;
+    let bobs = fixtures::domain(bob.workspace_id, "bob.example.com");
+    t.store.insert_domain(&bobs).await.unwrap();
+    let unknown = fixtures::domain(alice.workspace_id, "never-added.example.com");
+    for id in [bobs.id.to_string(), unknown.id.to_string()] {
+        let req = CreateApiKeyRequest { sending_domain_id: Some(id), ..Default::default() };
+        assert_eq!(invalid_fields(t.core.create_api_key(&alice, req).await), ["sendingDomainId"]);
+    }
+}
+
+#[tokio::test]
+async fn keys_are_listed_newest_first_with_paging_and_read_one_by_one() {
+    let t = TestCore::new();
+    let (first, who) = workspace(&t, "acme").await;
+    let mut ids = vec![first.key.id];
+    for n in 0..3 {
+        t.clock.advance(Duration::milliseconds(5));
+        let req = CreateApiKeyRequest { name: Some(format!("key {n}")), ..Default::default() };
+        ids.push(t.core.create_api_key(&who, req).await.unwrap().key.id);
+    }
+    ids.reverse();
+    let page = t.core.list_api_keys(&who, ListParams { limit: Some(3), cursor: None }).await.unwrap();
+    assert_eq!(page.items.iter().map(|k| k.id).collect::<Vec<_>>(), ids[..3]);
+    assert!(page.has_more);
+    let next = ListParams { limit: Some(3), cursor: page.next_cursor };
+    let page = t.core.list_api_keys(&who, next).await.unwrap();
+    assert_eq!(page.items.iter().map(|k| k.id).collect::<Vec<_>>(), ids[3..]);
+    assert!(!page.has_more);
+    assert_eq!(page.next_cursor, None);
+
+    let got = t.core.get_api_key(&who, &ids[1].to_string()).await.unwrap();
+    assert_eq!(got.id, ids[1]);
+    assert_eq!(
+        invalid_fields(t.core.list_api_keys(&who, ListParams { limit: Some(0), cursor: None }).await),
+        ["limit"]
+    );
+    let bad_cursor = ListParams { limit: None, cursor: Some("nope".into()) };
+    assert_eq!(invalid_fields(t.core.list_api_keys(&who, bad_cursor).await), ["cursor"]);
+}
+
+#[tokio::test]
+async fn a_revoked_key_stops_working_immediately_and_disappears() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let (victim, _) = key_beside(&t, &who, "send").await;
+    let id = victim.key.id.to_string();
+
+    t.core.revoke_api_key(&who, &id).await.unwrap();
+
+    assert_eq!(t.core.authenticate(victim.plaintext.expose()).await, Err(Error::InvalidApiKey));
+    assert_eq!(t.core.get_api_key(&who, &id).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.revoke_api_key(&who, &id).await, Err(Error::NotFound("API key")));
+    let listed = t.core.list_api_keys(&who, ListParams::default()).await.unwrap();
+    assert!(listed.items.iter().all(|k| k.id != victim.key.id));
+    let stored = t.store.get_api_key(who.workspace_id, victim.key.id).await.unwrap().unwrap();
+    assert_eq!(stored.revoked_at, Some(t.now()));
+}
+
+#[tokio::test]
+async fn a_key_may_revoke_itself() {
+    let t = TestCore::new();
+    let (first, who) = workspace(&t, "acme").await;
+    t.core.revoke_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    assert_eq!(t.core.authenticate(first.plaintext.expose()).await, Err(Error::InvalidApiKey));
+}
+
+#[tokio::test]
+async fn unknown_malformed_and_revoked_keys_get_the_same_answer() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let (revoked, _) = key_beside(&t, &who, "full").await;
+    t.core.revoke_api_key(&who, &revoked.key.id.to_string()).await.unwrap();
+    let unknown = ApiKeyPlaintext::generate(&SystemRandom);
+    for presented in [unknown.expose(), revoked.plaintext.expose(), "", "tid_short", "Bearer tid_x", "tid_/"] {
+        assert_eq!(t.core.authenticate(presented).await, Err(Error::InvalidApiKey), "{presented:?}");
+    }
+}
+
+#[tokio::test]
+async fn authenticating_records_when_the_key_was_last_used() {
+    let t = TestCore::new();
+    let (first, who) = workspace(&t, "acme").await;
+    t.clock.advance(Duration::minutes(3));
+    t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    let touched = t.now();
+    assert_eq!(key.last_used_at, Some(touched));
+
+    // Within the resolution a use is not written again (it would cost a store write per
+    // request); after it, it is.
+    t.clock.advance(Duration::milliseconds(999));
+    t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    assert_eq!(key.last_used_at, Some(touched));
+    t.clock.advance(Duration::milliseconds(1));
+    t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    assert_eq!(key.last_used_at, Some(t.now()));
+}
+
+#[tokio::test]
+async fn a_send_key_cannot_manage_keys() {
+    let t = TestCore::new();
+    let (first, who) = workspace(&t, "acme").await;
+    let (_, sender) = key_beside(&t, &who, "send").await;
+    let id = first.key.id.to_string();
+    let scope = Err::<(), _>(Error::InsufficientScope);
+    assert_eq!(t.core.create_api_key(&sender, CreateApiKeyRequest::default()).await.map(drop), scope);
+    assert_eq!(t.core.list_api_keys(&sender, ListParams::default()).await.map(drop), scope);
+    assert_eq!(t.core.get_api_key(&sender, &id).await.map(drop), scope);
+    assert_eq!(t.core.revoke_api_key(&sender, &id).await, scope);
+    // The full key it tried to revoke still works.
+    assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok());
+}
+
+#[tokio::test]
+async fn workspaces_do_not_see_each_others_keys() {
+    let t = TestCore::new();
+    let (alice_key, alice) = workspace(&t, "alice").await;
+    let (_, bob) = workspace(&t, "bob").await;
+    let id = alice_key.key.id.to_string();
+    assert_eq!(t.core.get_api_key(&bob, &id).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.revoke_api_key(&bob, &id).await, Err(Error::NotFound("API key")));
+    let bobs = t.core.list_api_keys(&bob, ListParams::default()).await.unwrap();
+    assert!(bobs.items.iter().all(|k| k.workspace_id == bob.workspace_id));
+    assert_eq!(bobs.items.len(), 1);
+    // Alice's key survived Bob's attempt.
+    assert_eq!(t.core.authenticate(alice_key.plaintext.expose()).await.unwrap(), alice);
+}
+
+#[tokio::test]
+async fn malformed_key_ids_are_not_found() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    for id in ["", "nope", "01ARZ3NDEKTSV4RRFFQ69G5FAVX"] {
+        assert_eq!(t.core.get_api_key(&who, id).await, Err(Error::NotFound("API key")));
+        assert_eq!(t.core.revoke_api_key(&who, id).await, Err(Error::NotFound("API key")));
+    }
+}
+
+#[tokio::test]
+async fn a_fresh_store_gets_one_default_workspace_and_restarts_change_nothing() {
+    let t = TestCore::new();
+    let (workspace, first) = t.core.ensure_default_workspace(None).await.unwrap().expect("created on a fresh store");
+    assert_eq!(workspace.name, "default");
+    assert_eq!(first.key.scope, KeyScope::Full);
+    assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok());
+
+    assert_eq!(t.core.ensure_default_workspace(None).await.unwrap(), None);
+    assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_bootstrap_key_from_configuration_is_the_first_key() {
+    let t = TestCore::new();
+    let bootstrap = ApiKeyPlaintext::parse("tid_0123456789abcdefghijABCDEFGHIJ0123456789").unwrap();
+    let (_, first) = t.core.ensure_default_workspace(Some(bootstrap.clone())).await.unwrap().unwrap();
+    assert_eq!(first.plaintext, bootstrap);
+    assert_eq!(first.key.prefix, "tid_01234567");
+    let who = t.core.authenticate(bootstrap.expose()).await.unwrap();
+    assert_eq!(who.key_id, first.key.id);
+
+    // The same plaintext cannot become another workspace's key.
+    let reused = t.core.create_workspace("other", Some(bootstrap)).await;
+    assert!(matches!(reused, Err(Error::Conflict(_))), "{reused:?}");
+    assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_starting_together_on_a_fresh_store_make_one_default_workspace() {
+    let t = TestCore::new();
+    let starts: Vec<_> = (0..8)
+        .map(|_| {
+            let core = t.core.clone();
+            tokio::spawn(async move { core.ensure_default_workspace(None).await })
+        })
+        .collect();
+    let mut created = Vec::new();
+    for start in starts {
+        created.extend(start.await.unwrap().unwrap());
+    }
+    assert_eq!(created.len(), 1, "exactly one start makes the workspace");
+    assert_eq!(t.store.list_workspaces().await.unwrap(), vec![created[0].0.clone()]);
+    assert!(t.core.authenticate(created[0].1.plaintext.expose()).await.is_ok(), "its key works");
+}
+
+#[tokio::test]
+async fn a_bootstrap_key_is_ignored_once_the_store_has_a_workspace() {
+    let t = TestCore::new();
+    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    // Even the key of the existing workspace: the store is not empty, so nothing is tried.
+    assert_eq!(t.core.ensure_default_workspace(Some(first.plaintext)).await.unwrap(), None);
+    let fresh = ApiKeyPlaintext::generate(&SystemRandom);
+    assert_eq!(t.core.ensure_default_workspace(Some(fresh.clone())).await.unwrap(), None);
+    assert!(t.core.authenticate(fresh.expose()).await.is_err(), "the unused bootstrap key is not stored");
+    assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_store_fails_the_first_start() {
+    let mut store = MockStore::new();
+    store.expect_create_first_workspace().returning(|_, _| Err(StoreError::Unavailable("disk on fire".into())));
+    let core = core_over(store);
+    assert_eq!(core.ensure_default_workspace(None).await, Err(Error::Unavailable("disk on fire".into())));
+}
+
+#[tokio::test]
+async fn workspace_names_are_validated() {
+    let t = TestCore::new();
+    for bad in ["", "a\tb", &"w".repeat(101)] {
+        assert_eq!(invalid_fields(t.core.create_workspace(bad, None).await), ["name"], "{bad:?}");
+    }
+}
+
+fn core_over(store: MockStore) -> Tidings {
+    let clock = Arc::new(FixedClock::at(fixtures::now()));
+    Tidings::new(Arc::new(store), clock, Arc::new(SystemRandom), Arc::new(FakeDns::default()), CoreConfig::default())
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_unavailable_not_an_invalid_key() {
+    let mut store = MockStore::new();
+    store.expect_find_api_key_by_hash().returning(|_| Err(StoreError::Unavailable("disk on fire".into())));
+    let core = core_over(store);
+    let key = ApiKeyPlaintext::generate(&SystemRandom);
+    assert_eq!(core.authenticate(key.expose()).await, Err(Error::Unavailable("disk on fire".into())));
+}
+
+#[tokio::test]
+async fn failing_to_record_last_use_does_not_fail_authentication() {
+    let plaintext = ApiKeyPlaintext::generate(&SystemRandom);
+    let ws = fixtures::workspace();
+    let key = tidings_core::model::ApiKey {
+        key_hash: plaintext.hash(),
+        prefix: plaintext.prefix(),
+        ..fixtures::api_key(ws.id)
+    };
+    let mut store = MockStore::new();
+    let found = key.clone();
+    store.expect_find_api_key_by_hash().returning(move |_| Ok(Some(found.clone())));
+    store.expect_touch_api_key().times(1).returning(|_, _, _| Err(StoreError::Unavailable("busy".into())));
+    let core = core_over(store);
+    let who = core.authenticate(plaintext.expose()).await.unwrap();
+    assert_eq!((who.workspace_id, who.key_id), (ws.id, key.id));
+}
+
+#[tokio::test]
+async fn a_revocation_lost_to_a_concurrent_one_is_not_found() {
+    let mut store = MockStore::new();
+    store.expect_revoke_api_key().returning(|_, _, _| Err(StoreError::NotFound));
+    let core = core_over(store);
+    let who = service::full_key();
+    let id = fixtures::api_key(who.workspace_id).id.to_string();
+    assert_eq!(core.revoke_api_key(&who, &id).await, Err(Error::NotFound("API key")));
+}

@@ -1,0 +1,165 @@
+//! Every limit in `InboundSettings`, enforced with the reply the settings document.
+
+use std::time::Duration;
+
+use crate::common::{Client, RETURN_PATH, TestServer, settings};
+
+async fn in_transaction(server: &TestServer) -> Client {
+    let mut client = server.greeted_client().await;
+    client.command("MAIL FROM:<>", 250).await;
+    client.command(&format!("RCPT TO:<{RETURN_PATH}>"), 250).await;
+    client
+}
+
+#[tokio::test]
+async fn a_declared_size_over_the_limit_is_refused_at_mail() {
+    let mut settings = settings();
+    settings.max_message_bytes = 1000;
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+
+    let reply = client.command("MAIL FROM:<> SIZE=1001", 552).await;
+
+    assert!(reply.lines[0].starts_with("5.3.4"));
+    client.command("MAIL FROM:<> SIZE=1000", 250).await;
+    assert_eq!(server.stats.snapshot().too_big, 1);
+}
+
+#[tokio::test]
+async fn data_over_the_limit_is_read_to_the_end_refused_and_the_session_goes_on() {
+    let mut settings = settings();
+    settings.max_message_bytes = 1000;
+    let server = TestServer::start(settings).await;
+    let mut client = in_transaction(&server).await;
+    client.command("DATA", 354).await;
+
+    // 2000 bytes, some in lines far over 1000 characters.
+    client.send(format!("{}\r\n{}\r\n.\r\n", "a".repeat(1500), "b".repeat(496))).await;
+
+    client.expect(552).await;
+    client.command("RSET", 250).await;
+    client.command("MAIL FROM:<>", 250).await;
+    client.command(&format!("RCPT TO:<{RETURN_PATH}>"), 250).await;
+    client.command("DATA", 354).await;
+    client.send("small\r\n.\r\n").await;
+    client.expect(250).await;
+    let received = server.handler.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].1, b"small\r\n");
+    assert_eq!(server.stats.snapshot().too_big, 1);
+}
+
+#[tokio::test]
+async fn a_long_line_in_data_under_the_size_limit_is_kept() {
+    let server = TestServer::start(settings()).await;
+    let mut client = in_transaction(&server).await;
+    client.command("DATA", 354).await;
+    let long = "x".repeat(20_000);
+
+    client.send(format!("{long}\r\n.\r\n")).await;
+
+    client.expect(250).await;
+    assert_eq!(server.handler.received()[0].1, format!("{long}\r\n").into_bytes());
+}
+
+#[tokio::test]
+async fn a_command_line_over_the_limit_gets_500_and_the_next_one_works() {
+    let mut settings = settings();
+    settings.max_line_bytes = 64;
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+
+    let reply = client.command(&format!("NOOP {}", "x".repeat(100)), 500).await;
+
+    assert!(reply.lines[0].starts_with("5.5.2"));
+    client.command("NOOP", 250).await;
+}
+
+#[tokio::test]
+async fn recipients_beyond_the_limit_get_452() {
+    let mut settings = settings();
+    settings.max_recipients = 2;
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+    client.command("MAIL FROM:<>", 250).await;
+    client.command("RCPT TO:<bounces+a@bounces.example>", 250).await;
+    client.command("RCPT TO:<bounces+b@bounces.example>", 250).await;
+
+    let reply = client.command("RCPT TO:<bounces+c@bounces.example>", 452).await;
+
+    assert!(reply.lines[0].starts_with("4.5.3"));
+    client.command("DATA", 354).await;
+    client.send("x\r\n.\r\n").await;
+    client.expect(250).await;
+    assert_eq!(server.handler.received()[0].0.recipients.len(), 2);
+    assert_eq!(server.stats.snapshot().rejected_recipients, 1);
+}
+
+#[tokio::test]
+async fn too_many_bad_commands_close_the_session_with_421() {
+    let mut settings = settings();
+    settings.max_errors = 3;
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+    client.command("FROB", 500).await;
+    client.command("MAIL FROM:broken", 501).await;
+
+    client.command("DATA", 503).await;
+
+    client.expect(421).await;
+    client.expect_closed().await;
+}
+
+#[tokio::test]
+async fn an_idle_client_gets_421_and_is_closed() {
+    let mut settings = settings();
+    settings.command_timeout = Duration::from_millis(200);
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+
+    let reply = client.expect(421).await;
+
+    assert!(reply.lines[0].starts_with("4.4.2"));
+    client.expect_closed().await;
+    assert_eq!(server.stats.snapshot().timeouts, 1);
+}
+
+#[tokio::test]
+async fn data_that_stalls_past_the_data_timeout_gets_421() {
+    let mut settings = settings();
+    settings.data_timeout = Duration::from_millis(200);
+    let server = TestServer::start(settings).await;
+    let mut client = in_transaction(&server).await;
+    client.command("DATA", 354).await;
+
+    client.send("partial line").await;
+
+    client.expect(421).await;
+    client.expect_closed().await;
+    assert!(server.handler.received().is_empty());
+    assert_eq!(server.stats.snapshot().timeouts, 1);
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_greeted_with_421_and_closed() {
+    let mut settings = settings();
+    settings.max_connections = 2;
+    let server = TestServer::start(settings).await;
+    let first = server.client().await;
+    let _second = server.client().await;
+
+    let mut third = Client::connect(server.addr).await;
+
+    let reply = third.expect(421).await;
+    assert!(reply.lines[0].starts_with("4.3.2"));
+    third.expect_closed().await;
+    assert_eq!(server.stats.snapshot().refused_connections, 1);
+
+    // A slot frees up when a session ends.
+    let mut first = first;
+    first.command("QUIT", 221).await;
+    first.expect_closed().await;
+    let mut fourth = Client::connect(server.addr).await;
+    fourth.expect(220).await;
+    assert_eq!(server.stats.snapshot().connections, 3);
+}

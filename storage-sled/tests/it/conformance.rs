@@ -1,0 +1,20 @@
+//! The `Store` conformance suite of `tidings_testing`, each check on a fresh store in
+//! its own temp dir.
+
+use tidings_storage_sled::SledStore;
+use tidings_testing::conformance::{model_test, run_all};
+
+fn fresh() -> (SledStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    (SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).expect("open store"), dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conforms_to_the_store_contract() {
+    run_all(&fresh).await;
+}
+
+#[test]
+fn answers_like_the_reference_model() {
+    model_test(&fresh, 32);
+}

@@ -1,0 +1,208 @@
+//! Domains and their senders.
+
+use std::sync::Arc;
+
+use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
+use crate::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
+use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
+use tidings_core::model::{Domain, DomainKind, DomainStatus, RecordStatus, Sender};
+use tidings_core::ports::{PageRequest, Store};
+
+pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let d = domain(a, "mail.example.com");
+    s.insert_domain(&d).await.must("insert_domain");
+    let name = domain_name("mail.example.com");
+    assert_eq!(s.get_domain(a, d.id).await.must("get_domain"), Some(d.clone()), "get_domain round trip");
+    assert_eq!(s.find_domain_by_name(a, &name).await.must("find"), Some(d.clone()), "find_domain_by_name");
+    assert_eq!(s.get_domain(b, d.id).await.must("get from b"), None, "another workspace does not see it by id");
+    assert_eq!(s.find_domain_by_name(b, &name).await.must("find in b"), None, "nor by name");
+    assert_eq!(s.get_domain(a, DomainId(ulid())).await.must("get unknown"), None, "unknown id");
+    let other_name = domain_name("other.example.com");
+    assert_eq!(s.find_domain_by_name(a, &other_name).await.must("find unknown"), None, "unknown name");
+
+    assert_conflict(s.insert_domain(&domain(a, "mail.example.com")).await, "the same name twice in a workspace");
+    let in_b = domain(b, "mail.example.com");
+    s.insert_domain(&in_b).await.must("the same name in another workspace");
+    assert_eq!(s.find_domain_by_name(a, &name).await.must("find"), Some(d), "each workspace finds its own");
+    assert_eq!(s.find_domain_by_name(b, &name).await.must("find"), Some(in_b), "each workspace finds its own");
+
+    // The sandbox sending domain is an ordinary record whose kind must survive the store.
+    let sandbox = Domain { kind: DomainKind::Sandbox, status: DomainStatus::Verified, ..domain(a, "sandbox.example") };
+    s.insert_domain(&sandbox).await.must("insert a sandbox domain");
+    let read = s.get_domain(a, sandbox.id).await.must("get the sandbox domain");
+    assert_eq!(read.map(|d| d.kind), Some(DomainKind::Sandbox), "the kind round-trips");
+}
+
+pub(super) async fn domain_lists_page_newest_first<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let mut expected = Vec::new();
+    for i in 0..5 {
+        let d = domain(a, &format!("d{i}.example.com"));
+        s.insert_domain(&d).await.must("insert_domain");
+        expected.insert(0, d.id);
+        if i % 2 == 0 {
+            s.insert_domain(&domain(b, &format!("d{i}.example.com"))).await.must("insert_domain in b");
+        }
+    }
+    let list = lister!(s, |page| list_domains(a, page));
+    walk_all_sizes("list_domains", &list, |d: &Domain| d.id, &expected).await;
+    let empty = s.list_domains(WorkspaceId(ulid()), PageRequest::first(3)).await.must("list_domains empty");
+    assert!(empty.items.is_empty() && !empty.has_more, "a workspace without domains lists nothing");
+}
+
+pub(super) async fn domain_updates_stay_in_their_workspace<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let d = domain(a, "mail.example.com");
+    s.insert_domain(&d).await.must("insert_domain");
+    let checked = now();
+    let mut verified = d.clone();
+    verified.status = DomainStatus::Verified;
+    verified.verified_at = Some(checked);
+    verified.last_checked_at = Some(checked);
+    verified.open_tracking = true;
+    for record in &mut verified.records {
+        record.status = RecordStatus::Verified;
+        record.last_checked_at = Some(checked);
+    }
+    s.update_domain(&verified).await.must("update_domain");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(verified.clone()), "update_domain replaces the state");
+    let by_name = s.find_domain_by_name(a, &d.name).await.must("find");
+    assert_eq!(by_name, Some(verified.clone()), "find_domain_by_name sees the update");
+
+    let foreign = Domain { workspace_id: b, status: DomainStatus::Failed, ..verified.clone() };
+    assert_not_found(s.update_domain(&foreign).await, "update_domain naming another workspace");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(verified.clone()), "a foreign update changes nothing");
+    assert_eq!(s.get_domain(b, d.id).await.must("get in b"), None, "and creates nothing");
+    assert_not_found(s.update_domain(&domain(a, "new.example.com")).await, "update_domain of an unknown domain");
+    assert_eq!(s.find_domain_by_name(a, &domain_name("new.example.com")).await.must("find"), None, "no upsert");
+
+    s.delete_domain(a, d.id).await.must("delete_domain");
+    assert_not_found(s.update_domain(&verified).await, "update_domain after delete");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), None, "an update does not resurrect a deleted domain");
+}
+
+pub(super) async fn deleting_a_domain_frees_its_name_and_removes_senders<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let d = domain(a, "mail.example.com");
+    let kept = domain(a, "kept.example.com");
+    s.insert_domain(&d).await.must("insert_domain");
+    s.insert_domain(&kept).await.must("insert_domain kept");
+    let (s1, s2, s3) = (sender(&d, "billing"), sender(&d, "support"), sender(&kept, "billing"));
+    for x in [&s1, &s2, &s3] {
+        s.insert_sender(x).await.must("insert_sender");
+    }
+
+    assert_not_found(s.delete_domain(b, d.id).await, "delete_domain from another workspace");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(d.clone()), "a foreign delete changes nothing");
+    assert_not_found(s.delete_domain(a, DomainId(ulid())).await, "delete_domain of an unknown domain");
+
+    s.delete_domain(a, d.id).await.must("delete_domain");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), None, "deleted");
+    assert_eq!(s.find_domain_by_name(a, &d.name).await.must("find"), None, "its name is gone");
+    let senders = s.list_senders(a, d.id, PageRequest::first(10)).await.must("list_senders");
+    assert!(senders.items.is_empty() && !senders.has_more, "its senders are deleted");
+    assert_eq!(s.get_sender(a, d.id, &username("billing")).await.must("get_sender"), None, "sender gone");
+    assert_eq!(
+        s.get_sender(a, kept.id, &username("billing")).await.must("get_sender"),
+        Some(s3.clone()),
+        "senders of other domains stay"
+    );
+    assert_not_found(s.delete_domain(a, d.id).await, "a second delete_domain");
+    assert_not_found(s.insert_sender(&sender(&d, "late")).await, "insert_sender on a deleted domain");
+
+    let again = domain(a, "mail.example.com");
+    s.insert_domain(&again).await.must("the name can be added again");
+    assert_eq!(s.find_domain_by_name(a, &d.name).await.must("find"), Some(again.clone()), "found as the new one");
+    let senders = s.list_senders(a, again.id, PageRequest::first(10)).await.must("list_senders");
+    assert!(senders.items.is_empty(), "a re-added domain starts without senders");
+    assert_eq!(s.get_sender(a, again.id, &username("billing")).await.must("get"), None, "no old sender");
+    s.insert_sender(&sender(&again, "billing")).await.must("a username of the deleted domain is free");
+}
+
+pub(super) async fn senders_match_usernames_case_insensitively<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let (d, d2) = (domain(a, "mail.example.com"), domain(a, "news.example.com"));
+    s.insert_domain(&d).await.must("insert_domain");
+    s.insert_domain(&d2).await.must("insert_domain 2");
+    let support = sender(&d, "Support");
+    s.insert_sender(&support).await.must("insert_sender");
+    for spelled in ["Support", "support", "SUPPORT"] {
+        let found = s.get_sender(a, d.id, &username(spelled)).await.must("get_sender");
+        assert_eq!(found, Some(support.clone()), "get_sender {spelled:?} finds Support");
+    }
+    assert_eq!(s.get_sender(b, d.id, &username("support")).await.must("get from b"), None, "isolated");
+    assert_eq!(s.get_sender(a, d2.id, &username("support")).await.must("get on d2"), None, "per domain");
+    assert_conflict(s.insert_sender(&sender(&d, "sUpPoRt")).await, "a username taken in another case");
+    s.insert_sender(&sender(&d2, "support")).await.must("the same username on another domain");
+
+    let foreign = Sender { workspace_id: b, ..sender(&d, "other") };
+    assert_not_found(s.insert_sender(&foreign).await, "insert_sender on a domain of another workspace");
+    let stray = Sender { domain_id: DomainId(ulid()), ..sender(&d, "other") };
+    assert_not_found(s.insert_sender(&stray).await, "insert_sender on an unknown domain");
+
+    assert_not_found(s.delete_sender(b, d.id, &username("support")).await, "delete_sender from another workspace");
+    s.delete_sender(a, d.id, &username("SUPPORT")).await.must("delete_sender in another case");
+    assert_eq!(s.get_sender(a, d.id, &username("Support")).await.must("get"), None, "deleted");
+    assert_not_found(s.delete_sender(a, d.id, &username("support")).await, "a second delete_sender");
+    assert!(s.get_sender(a, d2.id, &username("support")).await.must("get").is_some(), "d2's sender stays");
+    s.insert_sender(&sender(&d, "support")).await.must("a deleted username is free again");
+}
+
+pub(super) async fn sender_lists_page_newest_first<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let (d, d2) = (domain(a, "mail.example.com"), domain(a, "news.example.com"));
+    s.insert_domain(&d).await.must("insert_domain");
+    s.insert_domain(&d2).await.must("insert_domain 2");
+    let mut expected = Vec::new();
+    for i in 0..5 {
+        let x = sender(&d, &format!("user{i}"));
+        s.insert_sender(&x).await.must("insert_sender");
+        expected.insert(0, x.id);
+        if i % 2 == 1 {
+            s.insert_sender(&sender(&d2, &format!("user{i}"))).await.must("insert_sender on d2");
+        }
+    }
+    let list = lister!(s, |page| list_senders(a, d.id, page));
+    walk_all_sizes("list_senders", &list, |x: &Sender| x.id, &expected).await;
+    let from_b = s.list_senders(b, d.id, PageRequest::first(10)).await.must("list from b");
+    assert!(from_b.items.is_empty() && !from_b.has_more, "another workspace lists no senders of the domain");
+    let unknown: PageRequest<SenderId> = PageRequest::first(10);
+    let none = s.list_senders(a, DomainId(ulid()), unknown).await.must("list unknown domain");
+    assert!(none.items.is_empty() && !none.has_more, "an unknown domain has no senders");
+}
+
+pub(super) async fn domains_to_recheck_are_the_unverified_least_recently_checked<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let t0 = now();
+    let at = |secs| plus_secs(t0, secs);
+    let with = |ws, name: &str, status, created: i64, checked: Option<i64>| Domain {
+        status,
+        created_at: at(created),
+        last_checked_at: checked.map(at),
+        ..domain(ws, name)
+    };
+    let never_checked = with(a, "new.example.com", DomainStatus::Pending, 10, None);
+    let partial = with(b, "partial.example.com", DomainStatus::PartiallyVerified, 0, Some(5));
+    let failed = with(a, "failed.example.com", DomainStatus::Failed, 0, Some(20));
+    let recent = with(a, "recent.example.com", DomainStatus::Failed, 0, Some(100));
+    let verified = with(b, "verified.example.com", DomainStatus::Verified, 0, Some(1));
+    for d in [&never_checked, &partial, &failed, &recent, &verified] {
+        s.insert_domain(d).await.must("insert_domain");
+    }
+    let ids = |found: Vec<Domain>| found.into_iter().map(|d| d.id).collect::<Vec<_>>();
+
+    let due = s.list_domains_to_recheck(at(50), 10).await.must("list_domains_to_recheck");
+    assert_eq!(ids(due), [partial.id, never_checked.id, failed.id], "unverified, checked before t+50, oldest first");
+    let due = s.list_domains_to_recheck(at(50), 2).await.must("list_domains_to_recheck limit 2");
+    assert_eq!(ids(due), [partial.id, never_checked.id], "at most `limit`, the oldest");
+    let due = s.list_domains_to_recheck(at(5), 10).await.must("list_domains_to_recheck at t+5");
+    assert!(due.is_empty(), "a check exactly at the cutoff is not before it: {due:?}");
+    assert!(s.list_domains_to_recheck(at(50), 0).await.must("limit 0").is_empty(), "limit 0");
+
+    let checked = Domain { status: DomainStatus::Verified, last_checked_at: Some(at(30)), ..partial.clone() };
+    s.update_domain(&checked).await.must("update_domain");
+    s.delete_domain(a, failed.id).await.must("delete_domain");
+    let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck after changes");
+    assert_eq!(ids(due), [never_checked.id, recent.id], "verified and deleted domains drop out");
+}

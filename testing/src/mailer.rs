@@ -1,0 +1,69 @@
+//! [`FakeMailer`]: a `Mailer` that answers from a script and keeps what it was handed.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
+
+/// What the mailer answers to one send.
+pub type Answer = Result<SendReceipt, SendError>;
+
+/// 250 with an enhanced code, as a relay says it.
+pub fn accepted() -> Answer {
+    Ok(SendReceipt { reply: SmtpReply::new(250, "2.0.0 Ok: queued as 4Xyz"), remote: "relay.test:587".into() })
+}
+
+/// A refusal with `code` and `text` (which may start with an enhanced code).
+pub fn rejected(code: u16, text: &str) -> Answer {
+    Err(SendError::Rejected { reply: SmtpReply::new(code, text), remote: "mx.example.net[192.0.2.1]:25".into() })
+}
+
+/// A `Mailer` that answers from a script (then accepts everything) and keeps what it got.
+#[derive(Default)]
+pub struct FakeMailer {
+    script: Mutex<VecDeque<Answer>>,
+    sent: Mutex<Vec<OutboundEmail>>,
+    stall: Option<Duration>,
+    local: bool,
+}
+
+impl FakeMailer {
+    /// Answers `script` in order, then accepts.
+    pub fn answering(script: Vec<Answer>) -> Self {
+        Self { script: Mutex::new(script.into()), ..Self::default() }
+    }
+
+    /// Takes `stall` before answering each send.
+    pub fn stalling(stall: Duration) -> Self {
+        Self { stall: Some(stall), ..Self::default() }
+    }
+
+    /// Accepts everything and, like the outbox, keeps it on the machine
+    /// ([`Mailer::keeps_mail_local`]).
+    pub fn local() -> Self {
+        Self { local: true, ..Self::default() }
+    }
+
+    /// Every message handed over, in order.
+    pub fn sent(&self) -> Vec<OutboundEmail> {
+        self.sent.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+#[async_trait]
+impl Mailer for FakeMailer {
+    async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
+        self.sent.lock().unwrap_or_else(PoisonError::into_inner).push(email.clone());
+        if let Some(stall) = self.stall {
+            tokio::time::sleep(stall).await;
+        }
+        let next = self.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+        next.unwrap_or_else(accepted)
+    }
+
+    fn keeps_mail_local(&self) -> bool {
+        self.local
+    }
+}

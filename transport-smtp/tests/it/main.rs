@@ -1,0 +1,9 @@
+//! The integration tests of `tidings-transport-smtp`, one binary: the relay, direct MX and
+//! outbox transports against the SMTP sink, and the sink itself.
+
+mod common;
+mod errors;
+mod mx;
+mod outbox;
+mod relay;
+mod sink;
