@@ -1,4 +1,4 @@
-//! The sandbox sending domain (issue #18) over the in-memory store: with sandbox sending on, a
+//! The sandbox sending domain over the in-memory store: with sandbox sending on, a
 //! workspace sends without a domain of its own, from `noreply@sandbox.tidings.invalid`; off,
 //! everything is as before and any use of the sandbox is refused with what to do. Two services
 //! over one store, one on and one off, stand for a server restarted with another transport.

@@ -1,4 +1,4 @@
-//! The optional send fields (issue #8) through the send use case: what is accepted and kept
+//! The optional send fields through the send use case: what is accepted and kept
 //! on the message, every refusal naming its field, the list filters on tags and metadata,
 //! tags and metadata in webhook payloads, and idempotency hashes unchanged for requests
 //! that do not use them.

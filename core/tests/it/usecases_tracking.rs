@@ -1,4 +1,4 @@
-//! Open and click tracking (contract §8): the choice resolved at send time, the events the
+//! Open and click tracking (docs/api.md#tracking): the choice resolved at send time, the events the
 //! public endpoints record, and every way a token is refused without recording anything.
 
 use std::sync::Arc;

@@ -157,7 +157,7 @@ async fn a_500_is_retried_after_the_first_delay_and_then_delivered() {
     assert_eq!((retrying.status, retrying.attempts), (DeliveryStatus::Retrying, 1));
     assert_eq!(retrying.response_code, Some(500));
     assert_eq!(retrying.last_error.as_deref(), Some("HTTP 500: database on fire"));
-    assert_eq!(retrying.next_attempt_at, Some(first_try + Span::seconds(5)), "contract §7: 5 s first");
+    assert_eq!(retrying.next_attempt_at, Some(first_try + Span::seconds(5)), "docs/api.md#webhook-retries: 5 s first");
     h.d.t.clock.advance(Span::seconds(4));
     assert_eq!(h.step().await.claimed, 0, "not due before the delay");
 

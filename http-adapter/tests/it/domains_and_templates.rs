@@ -1,4 +1,4 @@
-//! Domains, their senders, and templates through the API (contract §4 and §5): status codes,
+//! Domains, their senders, and templates through the API (docs/api.md#domains and #templates): status codes,
 //! the envelope, scopes and workspace isolation.
 
 use crate::support::TestApi;

@@ -1,9 +1,9 @@
-//! Hostile request bodies (issue #9, "Hostile input"): random bytes and random JSON, built
+//! Hostile request bodies: random bytes and random JSON, built
 //! from the field names the API knows and the values that break parsers (line breaks,
 //! control characters, huge numbers, deep nesting, wrong types), sent to every operation
 //! that takes a body, with real ids in the path so the handlers get past their 404s.
 //!
-//! For every request: no 5xx, the answer is the contract's envelope (`statusCode` equal to
+//! For every request: no 5xx, the answer is the error envelope (docs/api.md#errors) (`statusCode` equal to
 //! the status, `success` matching it, an error code on failure), and a refused request
 //! changed nothing (the workspace's resources read the same before and after). The list of
 //! operations is the router's own, so operations added later are covered without edits.

@@ -1,4 +1,4 @@
-//! The optional send fields (issue #8) through the router: what a send with them answers,
+//! The optional send fields through the router: what a send with them answers,
 //! the 422s naming the field at fault, the `tag` and `metadata[key]` list filters, and the
 //! larger body limit of the send route (other routes keep theirs).
 

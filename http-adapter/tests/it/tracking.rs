@@ -1,4 +1,4 @@
-//! Open and click tracking end to end through the router (contract §8): a tracked send, the
+//! Open and click tracking end to end through the router (docs/api.md#tracking): a tracked send, the
 //! pixel and links its MIME really carries, the events they record, and every tampered token
 //! or odd path answered 404 in the envelope without recording anything.
 

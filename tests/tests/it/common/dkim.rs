@@ -13,7 +13,7 @@ use tidings_testing::dkim::KnownKeys;
 /// Checks the DKIM signatures of `raw` as a receiver would: mail-auth's verifier, its
 /// resolver asking `dns` (where the test published what the API told it to) for the keys.
 /// Both signatures must pass, one `rsa-sha256` and one `ed25519-sha256`, by `domain`,
-/// relaxed/relaxed, covering the headers issue #4 names.
+/// relaxed/relaxed, covering From, To, Subject, Date, Message-ID, MIME-Version and Content-Type.
 pub async fn assert_signed_by(raw: &[u8], dns: SocketAddr, domain: &str) {
     let verifier = verifier_asking(dns);
     let message = AuthenticatedMessage::parse(raw).expect("mail-auth parses the message");
@@ -40,7 +40,7 @@ pub async fn assert_signed_with_records(raw: &[u8], records: &Value, domain: &st
 }
 
 /// Both signatures pass, one of each algorithm, by `domain`, relaxed/relaxed, covering the
-/// headers issue #4 names.
+/// headers From, To, Subject, Date, Message-ID, MIME-Version and Content-Type.
 fn assert_outputs(outputs: &[DkimOutput<'_>], domain: &str) {
     let mut algorithms = Vec::new();
     for output in outputs {
