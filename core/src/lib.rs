@@ -30,4 +30,4 @@ pub mod usecases;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use error::{Error, FieldError, IdempotencyConflict, Result};
+pub use error::{Cause, Error, FieldError, IdempotencyConflict, Result};

@@ -14,8 +14,6 @@ pub(crate) mod test_support;
 #[cfg(all(test, feature = "testing"))]
 mod tracking_tests;
 
-use std::sync::Arc;
-
 pub use build::{
     BuildError, BuiltMessage, RETURN_PATH_PREFIX, build_message, clean_subject, envelope_sender,
     message_id_from_return_path, provider_message_id,
@@ -64,6 +62,6 @@ pub fn prepare(
         provider_message_id: built.provider_message_id,
         envelope_from: envelope_sender(message, return_path_domain),
         envelope_to: message.to.clone(),
-        raw: Arc::from(signed),
+        raw: signed.into(),
     })
 }

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
 use tidings_core::domain_name::DnsName;
-use tidings_core::ids::{ApiKeyId, WorkspaceId};
+use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
 use tidings_core::model::Message;
 use tidings_core::ports::{Clock, DnsCheck, DnsError, SystemRandom};
 use tidings_core::testing::MemoryStore;
@@ -228,7 +228,7 @@ impl TestApp {
             self.dns.set_txt(&record.name, &record.value);
         }
         let id = domain.id.to_string();
-        let checked = self.core.verify_domain(&self.principal, &id).await.unwrap();
+        let checked = self.core.verify_domain(&self.principal, DomainId::parse_or_none(&id)).await.unwrap();
         assert!(checked.is_sendable(), "{:?}", checked.status);
         id
     }

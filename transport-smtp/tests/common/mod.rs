@@ -39,7 +39,7 @@ pub fn email_to(n: u8, to: &str) -> OutboundEmail {
         provider_message_id,
         envelope_from: EmailAddress::parse("bounces@acme.test").unwrap(),
         envelope_to: EmailAddress::parse(to).unwrap(),
-        raw: Arc::from(raw.into_bytes()),
+        raw: raw.into_bytes().into(),
     }
 }
 
