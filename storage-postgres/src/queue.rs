@@ -19,8 +19,8 @@ fn in_due_order<T: serde::de::DeserializeOwned>(rows: &[Row], what: &str) -> Sto
     let mut keyed = rows
         .iter()
         .map(|row| {
-            let due: DateTime<Utc> = row.try_get("due_at").map_err(|e| StoreError::corrupt(format!("{what}"), e))?;
-            let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt(format!("{what}"), e))?;
+            let due: DateTime<Utc> = row.try_get("due_at").map_err(|e| StoreError::corrupt(what, e))?;
+            let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt(what, e))?;
             Ok(((due, id), decode(row, what)?))
         })
         .collect::<StoreResult<Vec<((DateTime<Utc>, Uuid), T)>>>()?;

@@ -120,8 +120,6 @@ mod tests {
     #[cfg(feature = "testing")]
     #[tokio::test]
     async fn credentials_never_cross_the_network_in_clear_text() {
-        use std::sync::Arc;
-
         use tidings_core::email::EmailAddress;
         use tidings_core::ids::MessageId;
 

@@ -2,7 +2,6 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tidings_core::email::EmailAddress;
