@@ -108,7 +108,7 @@ async fn run(
                 let idem = format!("bench-{writer}-{n}");
                 new.idempotency = Some(idempotency(ws.id, &idem, m.id, now(), plus_secs(now(), 86_400)));
                 let began = Instant::now();
-                let outcome = store.create_message(new).await?;
+                let outcome = store.create_message(&new).await?;
                 latencies.push(u32::try_from(began.elapsed().as_micros()).unwrap_or(u32::MAX));
                 if outcome != CreateOutcome::Created {
                     return Err(format!("unexpected outcome {outcome:?}").into());

@@ -35,7 +35,8 @@ pub enum DkimKeyError {
         /// `RSA-2048` or `Ed25519`.
         algorithm: &'static str,
         /// What the crypto library rejected.
-        reason: String,
+        #[source]
+        reason: crate::Cause,
     },
 }
 
@@ -65,16 +66,16 @@ pub fn generate(random: &dyn Random) -> Result<DkimKeys, DkimKeyError> {
 /// base64 of the RSA SubjectPublicKeyInfo DER (the `p=` of the DKIM record), as
 /// `openssl rsa -pubout` prints it and as every DKIM verifier accepts.
 pub fn rsa_public_key_base64(keys: &DkimKeys) -> Result<String, DkimKeyError> {
-    let invalid = |reason: String| DkimKeyError::InvalidPrivateKey { algorithm: RSA, reason };
-    let pair = RsaKeyPair::from_pkcs8(keys.rsa_private_pkcs8.expose()).map_err(|e| invalid(e.to_string()))?;
-    let spki = pair.public_key().as_der().map_err(|_| invalid("cannot encode its public key".to_owned()))?;
+    let invalid = |reason: crate::Cause| DkimKeyError::InvalidPrivateKey { algorithm: RSA, reason };
+    let pair = RsaKeyPair::from_pkcs8(keys.rsa_private_pkcs8.expose()).map_err(|e| invalid(crate::Cause::new(e)))?;
+    let spki = pair.public_key().as_der().map_err(|_| invalid("cannot encode its public key".into()))?;
     Ok(BASE64.encode(spki.as_ref()))
 }
 
 /// base64 of the raw 32-byte Ed25519 public key (RFC 8463 `p=`; not SubjectPublicKeyInfo).
 pub fn ed25519_public_key_base64(keys: &DkimKeys) -> Result<String, DkimKeyError> {
     let pair = Ed25519KeyPair::from_pkcs8(keys.ed25519_private_pkcs8.expose())
-        .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: ED25519, reason: e.to_string() })?;
+        .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: ED25519, reason: crate::Cause::new(e) })?;
     Ok(BASE64.encode(pair.public_key().as_ref()))
 }
 

@@ -1,7 +1,77 @@
 //! The use cases' error: one variant per error code (docs/api.md#errors) that core can decide,
 //! so the HTTP adapter maps each to its status and code without judging anything itself.
 
+use std::fmt;
+use std::sync::Arc;
+
 use crate::ports::StoreError;
+
+/// Why something failed, kept whole for the logs: the error itself (its `source()` chain
+/// intact), boxed so that the adapters' error types stay out of core's API. Shared, so the
+/// errors that carry one stay `Clone`; two are equal when they read the same, which is all
+/// a caller can compare. A plain message (`"disk full".into()`) is a cause without a source.
+#[derive(Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// `error` as the cause.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(error))
+    }
+
+    /// `error`, said to have happened while doing `what`: reads `what: error`, and has
+    /// `error` as its source.
+    pub fn context(what: impl Into<String>, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::new(Context { what: what.into(), source: Box::new(error) })
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// Transparent: the wrapped error's own source comes next in the chain.
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}
+
+impl From<String> for Cause {
+    fn from(message: String) -> Self {
+        Self(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(message)))
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(message: &str) -> Self {
+        Self::from(message.to_owned())
+    }
+}
+
+/// What [`Cause::context`] makes.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+struct Context {
+    what: String,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
 
 /// A field at fault, for `error.details`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,10 +152,10 @@ pub enum Error {
     TemplateSyntax(String),
     /// 503 `unavailable`.
     #[error("storage unavailable: {0}")]
-    Unavailable(String),
-    /// 500 `internal_error` (the text is for logs, never for the client).
+    Unavailable(#[source] Cause),
+    /// 500 `internal_error` (the cause is for logs, never for the client).
     #[error("internal error: {0}")]
-    Internal(String),
+    Internal(#[source] Cause),
 }
 
 impl Error {
@@ -122,8 +192,8 @@ impl From<StoreError> for Error {
             // here lost a race with a delete, which the client sees as a missing resource.
             StoreError::NotFound => Self::NotFound("resource"),
             StoreError::Conflict(text) => Self::Conflict(text),
-            StoreError::Unavailable(text) => Self::Unavailable(text),
-            StoreError::Corrupt(text) => Self::Internal(format!("corrupt store: {text}")),
+            StoreError::Unavailable(cause) => Self::Unavailable(cause),
+            e @ StoreError::Corrupt(_) => Self::Internal(Cause::new(e)),
         }
     }
 }

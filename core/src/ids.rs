@@ -22,7 +22,8 @@ fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::
     random.fill(&mut bytes);
     let low = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
     let ms = u64::try_from(at.timestamp_millis().max(0)).unwrap_or(0);
-    let fresh = Ulid::from_parts(ms, low);
+    // The nil ULID is every type's `NONE`, which no resource may have.
+    let fresh = Ulid::from_parts(ms, if ms == 0 { low.max(1) } else { low });
     let mut last = LAST_ULIDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // Newest entries are at the end; a real clock finds its millisecond there at once.
     let id = match last.iter().rposition(|id| Ulid(*id).timestamp_ms() == ms) {
@@ -51,6 +52,17 @@ macro_rules! typed_id {
         pub struct $name(pub Ulid);
 
         impl $name {
+            /// The id no resource has (the nil ULID, which [`Self::new_at`] never makes).
+            /// A front end passes it for a path segment that is not an id at all, so the use
+            /// case answers exactly as for an unknown id, after the same scope checks.
+            pub const NONE: Self = Self(Ulid::nil());
+
+            /// Parses the text a request names the resource by: the id it spells, or
+            /// [`Self::NONE`] if it spells none (such text names nothing, like an unknown id).
+            pub fn parse_or_none(text: &str) -> Self {
+                Self::parse(text).unwrap_or(Self::NONE)
+            }
+
             /// A fresh id for something created at `at` (millisecond precision), with random
             /// low bits.
             pub fn new_at(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Self {
@@ -95,6 +107,12 @@ macro_rules! typed_id {
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "{}({})", stringify!($name), self.0)
+            }
+        }
+
+        impl TypedId for $name {
+            fn parse_or_none(text: &str) -> Self {
+                Self::parse_or_none(text)
             }
         }
 
@@ -157,6 +175,13 @@ typed_id!(
     SessionId
 );
 
+/// What every typed id can do, for front-end code generic over the id types (path
+/// extractors).
+pub trait TypedId: Copy + fmt::Display + Send + 'static {
+    /// See each type's `parse_or_none`.
+    fn parse_or_none(text: &str) -> Self;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +205,17 @@ mod tests {
             EventId::new_at(b, &SystemRandom);
         }
         assert!(made_at_a.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn no_id_made_even_at_the_epoch_with_zero_randomness_is_none() {
+        struct Zeros;
+        impl crate::ports::Random for Zeros {
+            fn fill(&self, bytes: &mut [u8]) {
+                bytes.fill(0);
+            }
+        }
+        assert_ne!(MessageId::new_at(chrono::DateTime::UNIX_EPOCH, &Zeros), MessageId::NONE);
+        assert_eq!(MessageId::parse_or_none("not-a-ulid"), MessageId::NONE);
     }
 }

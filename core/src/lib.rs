@@ -27,4 +27,4 @@ pub mod text_checks;
 pub mod tracking;
 pub mod usecases;
 
-pub use error::{Error, FieldError, IdempotencyConflict, Result};
+pub use error::{Cause, Error, FieldError, IdempotencyConflict, Result};

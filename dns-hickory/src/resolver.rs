@@ -63,10 +63,10 @@ pub enum ConfigError {
     /// The system's resolver configuration (`/etc/resolv.conf`) could not be read or has no
     /// name server; set an explicit server instead.
     #[error("cannot read the system's DNS resolver configuration: {0}")]
-    SystemConfig(String),
+    SystemConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// hickory rejected the configuration.
     #[error("cannot build the DNS resolver: {0}")]
-    Build(String),
+    Build(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The [`DnsCheck`] adapter, and the MX/address lookups direct delivery needs. Cheap to
@@ -116,7 +116,7 @@ impl HickoryDns {
         }
         let mut builder = match upstream {
             Upstream::System => {
-                TokioResolver::builder_tokio().map_err(|error| ConfigError::SystemConfig(error.to_string()))?
+                TokioResolver::builder_tokio().map_err(|error| ConfigError::SystemConfig(error.into()))?
             }
             Upstream::Server(addr) => {
                 let mut udp = ConnectionConfig::udp();
@@ -131,7 +131,7 @@ impl HickoryDns {
             }
         };
         configure(&mut builder, settings);
-        let resolver = builder.build().map_err(|error| ConfigError::Build(error.to_string()))?;
+        let resolver = builder.build().map_err(|error| ConfigError::Build(error.into()))?;
         Ok(Self { resolver, upstream, deadline: settings.deadline() })
     }
 

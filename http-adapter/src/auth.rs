@@ -9,7 +9,7 @@ use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use tidings_core::Error;
-use tidings_core::usecases::{AuthRefusal, Principal};
+use tidings_core::usecases::{AuthOutcome, AuthRefusal, Principal};
 
 use crate::{ApiError, ApiState, ClientIp};
 
@@ -23,10 +23,10 @@ impl FromRequestParts<ApiState> for Authed {
         let client = client_ip(parts);
         let presented = presented_key(&parts.headers);
         match state.core.authenticate_client(&*state.limits, client, presented).await? {
-            Ok(principal) => Ok(Self(principal)),
-            Err(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
-            Err(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
-            Err(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),
+            AuthOutcome::Admitted(principal) => Ok(Self(principal)),
+            AuthOutcome::Refused(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
+            AuthOutcome::Refused(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
+            AuthOutcome::Refused(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),
         }
     }
 }

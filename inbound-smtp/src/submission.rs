@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tidings_core::email::EmailAddress;
 use tidings_core::ports::Limits;
-use tidings_core::usecases::{AuthRefusal, Principal, SubmitError, SubmitFailure, Tidings};
+use tidings_core::usecases::{AuthOutcome, AuthRefusal, Principal, SubmitError, SubmitFailure, Tidings};
 use tidings_core::{Error, IdempotencyConflict};
 
 use crate::handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
@@ -36,9 +36,9 @@ impl SubmissionHandler {
 impl InboundHandler for SubmissionHandler {
     async fn authenticate(&self, client: IpAddr, credentials: Credentials) -> Result<Principal, AuthFailure> {
         match self.core.authenticate_client(&*self.limits, client, Some(&credentials.password)).await {
-            Ok(Ok(principal)) => Ok(principal),
-            Ok(Err(AuthRefusal::Blocked(_))) => Err(AuthFailure::Throttled),
-            Ok(Err(AuthRefusal::Missing | AuthRefusal::Invalid)) => Err(AuthFailure::Invalid),
+            Ok(AuthOutcome::Admitted(principal)) => Ok(principal),
+            Ok(AuthOutcome::Refused(AuthRefusal::Blocked(_))) => Err(AuthFailure::Throttled),
+            Ok(AuthOutcome::Refused(AuthRefusal::Missing | AuthRefusal::Invalid)) => Err(AuthFailure::Invalid),
             Err(error) => {
                 tracing::warn!(%client, "submission AUTH could not be checked: {error}");
                 Err(AuthFailure::Unavailable)

@@ -20,7 +20,7 @@ pub(crate) type Param<'a> = &'a (dyn ToSql + Sync);
 impl PgStore {
     /// A connection from the pool.
     pub(crate) async fn client(&self) -> StoreResult<Object> {
-        self.pool.get().await.map_err(|e| StoreError::Unavailable(format!("no database connection: {e}")))
+        self.pool.get().await.map_err(|e| StoreError::unavailable("no database connection", e))
     }
 }
 
@@ -33,20 +33,20 @@ pub(crate) fn uuid(id: Ulid) -> Uuid {
 /// missing referenced row `NotFound`, anything else `Unavailable`.
 pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
-        return StoreError::Unavailable(format!("database: {e}"));
+        return StoreError::unavailable("database", e);
     };
     match db.code() {
         c if *c == SqlState::UNIQUE_VIOLATION => {
             StoreError::Conflict(db.constraint().map_or_else(|| db.message().to_owned(), |c| format!("{c} exists")))
         }
         c if *c == SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
-        _ => StoreError::Unavailable(format!("database: {db}")),
+        _ => StoreError::unavailable("database", e),
     }
 }
 
 /// The JSONB form of a record.
 pub(crate) fn doc<T: Serialize>(value: &T) -> StoreResult<serde_json::Value> {
-    serde_json::to_value(value).map_err(|e| StoreError::Corrupt(format!("cannot encode a record: {e}")))
+    serde_json::to_value(value).map_err(|e| StoreError::corrupt("cannot encode a record", e))
 }
 
 /// The JSON form of a time, for `jsonb_set` of a record's `next_attempt_at`.
@@ -58,14 +58,14 @@ pub(crate) fn json_time(at: DateTime<Utc>) -> StoreResult<serde_json::Value> {
 pub(crate) fn tag<T: Serialize>(value: &T) -> StoreResult<String> {
     match doc(value)? {
         serde_json::Value::String(text) => Ok(text),
-        other => Err(StoreError::Corrupt(format!("not a unit enum: {other}"))),
+        other => Err(StoreError::Corrupt(format!("not a unit enum: {other}").into())),
     }
 }
 
 /// The record in a row's `doc` column.
 pub(crate) fn decode<T: DeserializeOwned>(row: &Row, what: &str) -> StoreResult<T> {
-    let value: serde_json::Value = row.try_get("doc").map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?;
-    serde_json::from_value(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    let value: serde_json::Value = row.try_get("doc").map_err(|e| StoreError::corrupt(what, e))?;
+    serde_json::from_value(value).map_err(|e| StoreError::corrupt(what, e))
 }
 
 /// Decodes every row.

@@ -53,10 +53,12 @@ pub enum PgError {
     Options(String),
     /// The connection pool could not be built.
     #[error("cannot build the connection pool: {0}")]
-    Pool(String),
-    /// No connection could be made (server down, wrong credentials, timeout).
-    #[error("cannot connect to PostgreSQL: {0}")]
-    Connect(String),
+    Pool(#[source] BoxedCause),
+    /// No connection could be made (server down, wrong credentials, timeout). The message
+    /// carries the causes too: the driver's own text is often only "error connecting to
+    /// server", with the reason (refused, no such role) in a cause.
+    #[error("cannot connect to PostgreSQL: {}", with_causes(.0.as_ref()))]
+    Connect(#[source] BoxedCause),
     /// A migration failed; the schema is as the last successful one left it.
     #[error("migration {version} failed: {source}")]
     Migration {
@@ -74,8 +76,12 @@ pub enum PgError {
     WrongKey(#[source] SealError),
     /// The secrets stored in plaintext by an older version could not be sealed.
     #[error("cannot seal the stored secrets: {0}")]
-    Sealing(String),
+    Sealing(#[source] BoxedCause),
 }
+
+/// The cause of a [`PgError`] whose source types (the pool's, the driver's) are not part of
+/// this crate's API.
+pub type BoxedCause = Box<dyn std::error::Error + Send + Sync>;
 
 impl PgError {
     /// Whether the database's secrets were sealed with another key than the one given.
@@ -147,8 +153,8 @@ impl PgStore {
             .wait_timeout(Some(options.connect_timeout))
             .create_timeout(Some(options.connect_timeout))
             .build()
-            .map_err(|e| PgError::Pool(e.to_string()))?;
-        let mut client = pool.get().await.map_err(|e| PgError::Connect(with_causes(&e)))?;
+            .map_err(|e| PgError::Pool(e.into()))?;
+        let mut client = pool.get().await.map_err(|e| PgError::Connect(e.into()))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
         let sealed_at_connect = sealing::seal_at_connect(&mut client, &sealer).await?;
         Ok(Self { pool, sealer, sealed_at_connect })
@@ -163,7 +169,7 @@ impl PgStore {
 
 /// `error` and its causes, `: `-separated: the driver's own text is often only "db error" or
 /// "error connecting to server", with the reason (refused, no such role) in a cause.
-fn with_causes(error: &dyn std::error::Error) -> String {
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -186,7 +192,7 @@ pub async fn migrate(url: &str, options: PgOptions) -> Result<(), PgError> {
         migrate::check_schema_name(schema)?;
         config.options(format!("-c search_path={schema}"));
     }
-    let (mut client, connection) = config.connect(NoTls).await.map_err(|e| PgError::Connect(with_causes(&e)))?;
+    let (mut client, connection) = config.connect(NoTls).await.map_err(|e| PgError::Connect(e.into()))?;
     let driver = tokio::spawn(connection);
     let result = migrate::run(&mut client, options.schema.as_deref()).await;
     drop(client);

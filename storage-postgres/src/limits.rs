@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::RateLimit;
 use tidings_core::ports::{Limits, StoreResult};
-use tidings_core::usecases::{AuthThrottleConfig, RateLimitState, RetryAfter};
+use tidings_core::usecases::{Admission, AuthThrottleConfig, RateLimitState, RetryAfter};
 
 use crate::PgStore;
 use crate::db::{db_error, uuid};
@@ -68,7 +68,7 @@ impl Limits for PgLimits {
         key: ApiKeyId,
         limit: RateLimit,
         now: DateTime<Utc>,
-    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
+    ) -> StoreResult<Admission<RateLimitState>> {
         self.acquire_sends(key, limit, 1, now).await
     }
 
@@ -82,7 +82,7 @@ impl Limits for PgLimits {
         limit: RateLimit,
         n: u32,
         now: DateTime<Utc>,
-    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
+    ) -> StoreResult<Admission<RateLimitState>> {
         let (now, t, id) = (nanos(now), interval(limit), uuid(key.ulid()));
         // `n` sends advance the theoretical arrival time by `n` intervals at once.
         let cost = t.saturating_mul(i64::from(n.max(1)));
@@ -98,7 +98,7 @@ impl Limits for PgLimits {
             .map_err(db_error)?;
         if let Some(row) = client.query_opt(&statement, &[&id, &now, &cost, &SECOND]).await.map_err(db_error)? {
             let tat: i64 = row.get(0);
-            return Ok(Ok(RateLimitState {
+            return Ok(Admission::Allowed(RateLimitState {
                 limit: limit.per_sec(),
                 remaining: u32::try_from((now + SECOND - tat).max(0) / t).unwrap_or(u32::MAX),
                 reset: (tat - now).max(0).unsigned_abs().div_ceil(SECOND.unsigned_abs()),
@@ -109,7 +109,9 @@ impl Limits for PgLimits {
         let row =
             client.query_opt("SELECT tat FROM send_rate_limits WHERE key_id = $1", &[&id]).await.map_err(db_error)?;
         let tat: i64 = row.map_or(now, |row| row.get(0));
-        Ok(Err(RetryAfter::from_nanos(i128::from(tat.max(now) + cost.min(SECOND) - SECOND - now).max(1))))
+        Ok(Admission::Limited {
+            retry_after: RetryAfter::from_nanos(i128::from(tat.max(now) + cost.min(SECOND) - SECOND - now).max(1)),
+        })
     }
 
     async fn refund_sends(&self, key: ApiKeyId, limit: RateLimit, n: u32, _now: DateTime<Utc>) -> StoreResult<()> {
@@ -125,14 +127,14 @@ impl Limits for PgLimits {
         Ok(())
     }
 
-    async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
+    async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Admission<()>> {
         let db = self.store.client().await?;
         let statement = db
             .prepare_cached("SELECT started, failures FROM auth_failures WHERE client = $1")
             .await
             .map_err(db_error)?;
         let Some(row) = db.query_opt(&statement, &[&client]).await.map_err(db_error)? else {
-            return Ok(Ok(()));
+            return Ok(Admission::Allowed(()));
         };
         let (started, failures): (i64, i32) = (row.get(0), row.get(1));
         let end = started.saturating_add(self.window());
@@ -141,10 +143,14 @@ impl Limits for PgLimits {
         // At most a window: a request that read the clock just before another opened the
         // window must not be told to wait longer.
         let wait = i128::from((end - now).min(self.window()));
-        if used_up && now < end { Ok(Err(RetryAfter::from_nanos(wait))) } else { Ok(Ok(())) }
+        if used_up && now < end {
+            Ok(Admission::Limited { retry_after: RetryAfter::from_nanos(wait) })
+        } else {
+            Ok(Admission::Allowed(()))
+        }
     }
 
-    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Admission<()>> {
         let db = self.store.client().await?;
         // A window that is over starts afresh at this failure (fixed windows: the minute that
         // began with the first failure). SET sees the old row on both sides. The upsert locks
@@ -166,7 +172,11 @@ impl Limits for PgLimits {
         let now = nanos(now);
         let past_allowance = u32::try_from(failures).unwrap_or(u32::MAX) > self.throttle.max_failures;
         let wait = i128::from((end - now).min(self.window()));
-        if past_allowance && now < end { Ok(Err(RetryAfter::from_nanos(wait))) } else { Ok(Ok(())) }
+        if past_allowance && now < end {
+            Ok(Admission::Limited { retry_after: RetryAfter::from_nanos(wait) })
+        } else {
+            Ok(Admission::Allowed(()))
+        }
     }
 
     async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

@@ -45,7 +45,7 @@ async fn take_idempotency_key(
     // The conflicting row is locked by the statement above, so it is still there.
     let sql = "SELECT doc FROM idempotency WHERE workspace_id = $1 AND key = $2";
     let row = query_opt(client, sql, &[&ws, &record.key.as_str()]).await?;
-    let row = row.ok_or_else(|| StoreError::Unavailable("idempotency record vanished; retry".to_owned()))?;
+    let row = row.ok_or_else(|| StoreError::Unavailable("idempotency record vanished; retry".into()))?;
     Ok(Some(decode(&row, "idempotency record")?))
 }
 
@@ -70,7 +70,7 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
 
 #[async_trait]
 impl MessageStore for PgStore {
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
+    async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         if let Some(record) = &new.idempotency
@@ -85,7 +85,7 @@ impl MessageStore for PgStore {
         Ok(CreateOutcome::Created)
     }
 
-    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome> {
+    async fn create_messages(&self, batch: &NewBatch) -> StoreResult<CreateOutcome> {
         // One transaction: a failed insert (an id that exists) rolls back the whole batch.
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
@@ -208,7 +208,7 @@ impl MessageStore for PgStore {
         if changed == 0 {
             let sql = "SELECT status FROM messages WHERE id = $1 AND workspace_id = $2";
             let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
-            let status: String = row.try_get(0).map_err(|e| StoreError::Corrupt(format!("message status: {e}")))?;
+            let status: String = row.try_get(0).map_err(|e| StoreError::corrupt("message status", e))?;
             if status == write.expected_status.as_str() {
                 return Err(StoreError::Conflict(
                     "message is no longer under this lease, or an event was recorded since it was read".to_owned(),

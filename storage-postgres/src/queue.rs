@@ -19,8 +19,8 @@ fn in_due_order<T: serde::de::DeserializeOwned>(rows: &[Row], what: &str) -> Sto
     let mut keyed = rows
         .iter()
         .map(|row| {
-            let due: DateTime<Utc> = row.try_get("due_at").map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?;
-            let id: Uuid = row.try_get("id").map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?;
+            let due: DateTime<Utc> = row.try_get("due_at").map_err(|e| StoreError::corrupt(what, e))?;
+            let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt(what, e))?;
             Ok(((due, id), decode(row, what)?))
         })
         .collect::<StoreResult<Vec<((DateTime<Utc>, Uuid), T)>>>()?;
@@ -158,7 +158,7 @@ pub(crate) async fn claim_due_webhook_deliveries(
             }
         };
         for row in &rows {
-            let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("webhook delivery: {e}"));
+            let corrupt = |e: tokio_postgres::Error| StoreError::corrupt("webhook delivery", e);
             let id: Uuid = row.try_get(0).map_err(corrupt)?;
             let endpoint: Uuid = row.try_get(1).map_err(corrupt)?;
             let due: DateTime<Utc> = row.try_get(2).map_err(corrupt)?;
@@ -193,7 +193,7 @@ pub(crate) async fn claim_due_webhook_deliveries(
     let mut claimed = rows
         .iter()
         .map(|row| {
-            let id: Uuid = row.try_get("id").map_err(|e| StoreError::Corrupt(format!("webhook delivery: {e}")))?;
+            let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt("webhook delivery", e))?;
             Ok((position.get(&id).copied().unwrap_or(usize::MAX), decode(row, "webhook delivery")?))
         })
         .collect::<StoreResult<Vec<(usize, WebhookDelivery)>>>()?;

@@ -28,7 +28,7 @@ pub(crate) async fn count_pending(store: &PgStore, now: DateTime<Utc>) -> StoreR
     .await?
     .ok_or_else(|| StoreError::Corrupt("count returned no row".into()))?;
     let read = |i: usize| -> StoreResult<u64> {
-        let n: i64 = row.try_get(i).map_err(|e| StoreError::Corrupt(format!("pending count: {e}")))?;
+        let n: i64 = row.try_get(i).map_err(|e| StoreError::corrupt("pending count", e))?;
         Ok(u64::try_from(n).unwrap_or(0))
     };
     Ok(PendingMessages { total: read(0)?, due: read(1)? })
@@ -52,7 +52,7 @@ pub(crate) async fn purge(store: &PgStore, created_before: DateTime<Utc>, limit:
     let mut ids = Vec::with_capacity(rows.len());
     let mut docs = Vec::with_capacity(rows.len());
     for row in &rows {
-        let id: Uuid = row.try_get("id").map_err(|e| StoreError::Corrupt(format!("message id: {e}")))?;
+        let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt("message id", e))?;
         let message: Message = decode(row, "message")?;
         ids.push(id);
         docs.push(doc(&message.without_content())?);

@@ -24,7 +24,7 @@ use crate::migrate::LOCK_KEY;
 /// A sealing failure met while reading or writing: after the key check at start, the data
 /// was altered.
 pub(crate) fn seal_error(e: SealError) -> StoreError {
-    StoreError::Corrupt(e.to_string())
+    StoreError::Corrupt(tidings_core::Cause::new(e))
 }
 
 /// The JSONB form of `record` with its secrets sealed.
@@ -59,11 +59,11 @@ pub(crate) fn open_page<R: SecretFields>(sealer: &Sealer, page: Page<Sealed<R>>)
 /// key check if missing; returns how many records and secrets it sealed.
 pub(crate) async fn seal_at_connect(client: &mut Client, sealer: &Sealer) -> Result<usize, PgError> {
     let db = PgError::Sealing;
-    let tx = client.transaction().await.map_err(|e| db(e.to_string()))?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await.map_err(|e| db(e.to_string()))?;
-    let check = tx.query_opt("SELECT key_check FROM sealing", &[]).await.map_err(|e| db(e.to_string()))?;
+    let tx = client.transaction().await.map_err(|e| db(e.into()))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await.map_err(|e| db(e.into()))?;
+    let check = tx.query_opt("SELECT key_check FROM sealing", &[]).await.map_err(|e| db(e.into()))?;
     if let Some(row) = &check {
-        let stored: Vec<u8> = row.try_get(0).map_err(|e| db(e.to_string()))?;
+        let stored: Vec<u8> = row.try_get(0).map_err(|e| db(e.into()))?;
         sealer.verify_key_check(&stored).map_err(PgError::WrongKey)?;
     }
     let prefix = format!("{SEALED_TEXT_PREFIX}%");
@@ -76,22 +76,22 @@ pub(crate) async fn seal_at_connect(client: &mut Client, sealer: &Sealer) -> Res
                     AND COALESCE(doc->'previous_secret'->>0, $1) LIKE $1) FOR UPDATE";
     sealed +=
         reseal::<WebhookEndpoint>(&tx, sealer, webhooks, "UPDATE webhooks SET doc = $2 WHERE id = $1", &prefix).await?;
-    for row in tx.query("SELECT name, value FROM secrets FOR UPDATE", &[]).await.map_err(|e| db(e.to_string()))? {
+    for row in tx.query("SELECT name, value FROM secrets FOR UPDATE", &[]).await.map_err(|e| db(e.into()))? {
         let (name, value): (String, Vec<u8>) =
-            (row.try_get(0).map_err(|e| db(e.to_string()))?, row.try_get(1).map_err(|e| db(e.to_string()))?);
+            (row.try_get(0).map_err(|e| db(e.into()))?, row.try_get(1).map_err(|e| db(e.into()))?);
         if !is_sealed(&value) {
-            let value = sealer.seal(&secret_label(&name), &value).map_err(|e| db(e.to_string()))?;
+            let value = sealer.seal(&secret_label(&name), &value).map_err(|e| db(e.into()))?;
             tx.execute("UPDATE secrets SET value = $2 WHERE name = $1", &[&name, &value])
                 .await
-                .map_err(|e| db(e.to_string()))?;
+                .map_err(|e| db(e.into()))?;
             sealed += 1;
         }
     }
     if check.is_none() {
-        let value = sealer.key_check().map_err(|e| db(e.to_string()))?;
-        tx.execute("INSERT INTO sealing (key_check) VALUES ($1)", &[&value]).await.map_err(|e| db(e.to_string()))?;
+        let value = sealer.key_check().map_err(|e| db(e.into()))?;
+        tx.execute("INSERT INTO sealing (key_check) VALUES ($1)", &[&value]).await.map_err(|e| db(e.into()))?;
     }
-    tx.commit().await.map_err(|e| db(e.to_string()))?;
+    tx.commit().await.map_err(|e| db(e.into()))?;
     Ok(sealed)
 }
 
@@ -106,17 +106,17 @@ async fn reseal<R>(
 where
     R: SecretFields + Clone + Serialize + DeserializeOwned,
 {
-    let db = |e: &dyn std::fmt::Display| PgError::Sealing(e.to_string());
+    let db = PgError::Sealing;
     let mut count = 0;
-    for row in tx.query(select, &[&prefix]).await.map_err(|e| db(&e))? {
-        let id: Uuid = row.try_get("id").map_err(|e| db(&e))?;
-        let stored: Sealed<R> = decode(&row, "record").map_err(|e| db(&e))?;
+    for row in tx.query(select, &[&prefix]).await.map_err(|e| db(e.into()))? {
+        let id: Uuid = row.try_get("id").map_err(|e| db(e.into()))?;
+        let stored: Sealed<R> = decode(&row, "record").map_err(|e| db(e.into()))?;
         if stored.is_sealed() {
             continue;
         }
-        let record = sealer.open_record(stored).map_err(|e| db(&e))?;
-        let value = sealed_doc(sealer, &record).map_err(|e| db(&e))?;
-        tx.execute(update, &[&id, &value]).await.map_err(|e| db(&e))?;
+        let record = sealer.open_record(stored).map_err(|e| db(e.into()))?;
+        let value = sealed_doc(sealer, &record).map_err(|e| db(e.into()))?;
+        tx.execute(update, &[&id, &value]).await.map_err(|e| db(e.into()))?;
         count += 1;
     }
     Ok(count)

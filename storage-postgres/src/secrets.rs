@@ -25,8 +25,9 @@ impl SecretStore for PgStore {
         )
         .await?;
         let row = query_opt(&client, "SELECT value FROM secrets WHERE name = $1", &[&name.as_str()]).await?;
-        let row = row.ok_or_else(|| StoreError::Corrupt(format!("secret {name} vanished after it was stored")))?;
-        let value: Vec<u8> = row.try_get("value").map_err(|e| StoreError::Corrupt(format!("secret {name}: {e}")))?;
+        let row =
+            row.ok_or_else(|| StoreError::Corrupt(format!("secret {name} vanished after it was stored").into()))?;
+        let value: Vec<u8> = row.try_get("value").map_err(|e| StoreError::corrupt(format!("secret {name}"), e))?;
         self.sealer.open(&label, &value).map(Secret::new).map_err(seal_error)
     }
 }

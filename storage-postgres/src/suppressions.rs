@@ -31,7 +31,7 @@ impl SuppressionStore for PgStore {
                 return Ok((decode(&row, "suppression")?, false));
             }
         }
-        Err(StoreError::Unavailable("suppression keeps changing; retry".to_owned()))
+        Err(StoreError::Unavailable("suppression keeps changing; retry".into()))
     }
 
     async fn get_suppression(&self, workspace: WorkspaceId, email: &EmailAddress) -> StoreResult<Option<Suppression>> {

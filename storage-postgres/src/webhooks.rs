@@ -47,7 +47,7 @@ pub(crate) async fn insert_deliveries(
         .iter()
         .map(|row| Ok((row.try_get::<_, Uuid>(0)?, row.try_get::<_, Uuid>(1)?)))
         .collect::<Result<HashSet<(Uuid, Uuid)>, tokio_postgres::Error>>()
-        .map_err(|e| StoreError::Corrupt(format!("webhook: {e}")))?;
+        .map_err(|e| StoreError::corrupt("webhook", e))?;
     let exists = |d: &WebhookDelivery| existing.contains(&(uuid(d.endpoint_id.0), uuid(d.workspace_id.0)));
     if missing == Missing::Refuse && !deliveries.iter().all(exists) {
         return Err(StoreError::NotFound);

@@ -70,7 +70,7 @@ impl Shared {
 
 /// The error every caller gets once the store has failed.
 fn failed_error(reason: &str) -> StoreError {
-    StoreError::Unavailable(format!("the store failed and must be restarted: {reason}"))
+    StoreError::Unavailable(format!("the store failed and must be restarted: {reason}").into())
 }
 
 /// The flusher thread and the handle writers wait on. Dropping it flushes once more and

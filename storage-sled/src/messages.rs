@@ -140,27 +140,43 @@ fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
     })
 }
 
+/// What [`take_key`] found for an idempotency key: free to take (the writes that take it,
+/// staged by [`stage_key`]), or held by a record that has not expired.
+enum KeyClaim {
+    /// The key is free (or held by an expired record, whose expiry entry goes).
+    Free(TakenKey),
+    /// The key is held; nothing was staged.
+    Held(IdempotencyRecord),
+}
+
+/// The writes that take an idempotency key.
+struct TakenKey {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    expiry: Vec<u8>,
+    stale_expiry: Option<Vec<u8>>,
+}
+
 /// Takes the idempotency key for `record` (encoded as `key`, `value`) unless it is held and
-/// unexpired at `at`: `Err(existing)` then, and nothing is staged. Under the writer lock: of
-/// two racing requests with one key, the second sees the first's record.
-#[allow(clippy::type_complexity)]
+/// unexpired at `at`. Under the writer lock: of two racing requests with one key, the second
+/// sees the first's record.
 fn take_key(
     tree: &Tree,
     record: &IdempotencyRecord,
     key: Vec<u8>,
     value: Vec<u8>,
     at: DateTime<Utc>,
-) -> StoreResult<Result<(Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8>>), IdempotencyRecord>> {
+) -> StoreResult<KeyClaim> {
     let mut stale_expiry = None;
     if let Some(existing) = get::<IdempotencyRecord>(tree, &key, "idempotency record")? {
         if existing.expires_at > at {
-            return Ok(Err(existing));
+            return Ok(KeyClaim::Held(existing));
         }
         stale_expiry =
             Some(layout::idempotency_expiry(existing.expires_at, record.workspace_id, record.key.as_str()).0);
     }
     let expiry = layout::idempotency_expiry(record.expires_at, record.workspace_id, record.key.as_str());
-    Ok(Ok((key, value, expiry.0, stale_expiry)))
+    Ok(KeyClaim::Free(TakenKey { key, value, expiry: expiry.0, stale_expiry }))
 }
 
 /// Stages one new message with its event, index and queue entries and webhook deliveries.
@@ -184,8 +200,8 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
 }
 
 /// Stages the idempotency record after the messages it names.
-fn stage_key(batch: &mut Batch, taken: (Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8>>)) {
-    let (key, value, expiry, stale_expiry) = taken;
+fn stage_key(batch: &mut Batch, taken: TakenKey) {
+    let TakenKey { key, value, expiry, stale_expiry } = taken;
     if let Some(stale) = stale_expiry {
         batch.remove(stale);
     }
@@ -200,8 +216,8 @@ impl MessageStore for SledStore {
         true
     }
 
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
-        let mut enc = encode_new(&new)?;
+    async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
+        let mut enc = encode_new(new)?;
         let idempotency = enc.idempotency.take();
         let m = &new.message;
         self.inner
@@ -209,11 +225,11 @@ impl MessageStore for SledStore {
                 let mut taken = None;
                 if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
                     match take_key(tree, record, key, value, m.created_at)? {
-                        Ok(t) => taken = Some(t),
-                        Err(existing) => return Ok(CreateOutcome::Duplicate(existing)),
+                        KeyClaim::Free(t) => taken = Some(t),
+                        KeyClaim::Held(existing) => return Ok(CreateOutcome::Duplicate(existing)),
                     }
                 }
-                stage_message(tree, batch, &new, enc)?;
+                stage_message(tree, batch, new, enc)?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
                 }
@@ -222,7 +238,7 @@ impl MessageStore for SledStore {
             .await
     }
 
-    async fn create_messages(&self, new: NewBatch) -> StoreResult<CreateOutcome> {
+    async fn create_messages(&self, new: &NewBatch) -> StoreResult<CreateOutcome> {
         let encoded = new.messages.iter().map(encode_new).collect::<StoreResult<Vec<_>>>()?;
         let idempotency = match &new.idempotency {
             Some(r) => Some((layout::idempotency(r.workspace_id, r.key.as_str()).0, encode(r)?)),
@@ -234,8 +250,8 @@ impl MessageStore for SledStore {
                 let mut taken = None;
                 if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
                     match take_key(tree, record, key, value, new.accepted_at)? {
-                        Ok(t) => taken = Some(t),
-                        Err(existing) => return Ok(CreateOutcome::Duplicate(existing)),
+                        KeyClaim::Free(t) => taken = Some(t),
+                        KeyClaim::Held(existing) => return Ok(CreateOutcome::Duplicate(existing)),
                     }
                 }
                 let mut ids = std::collections::HashSet::with_capacity(new.messages.len());
@@ -519,7 +535,7 @@ mod tests {
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
             let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
-            store.create_message(new_message(&old)).await.unwrap();
+            store.create_message(&new_message(&old)).await.unwrap();
             // As a store written by a build without the index: no entry, no marker.
             let tree = store.inner.tree().unwrap();
             tree.remove(layout::message_by_id(old.id).0).unwrap();
@@ -535,7 +551,7 @@ mod tests {
         );
         assert_eq!(build_id_index(store.inner.tree().unwrap()).unwrap(), 0, "the marker makes the build happen once");
         let newer = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
-        store.create_message(new_message(&newer)).await.unwrap();
+        store.create_message(&new_message(&newer)).await.unwrap();
         assert_eq!(store.find_message(newer.id).await.unwrap(), Some(newer), "create_message keeps the index");
     }
 }

@@ -92,7 +92,7 @@ mod tests {
         let old = message(WorkspaceId(ulid()), ApiKeyId(ulid()), DomainId(ulid()));
         {
             let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
-            store.create_message(new_message(&old)).await.unwrap();
+            store.create_message(&new_message(&old)).await.unwrap();
             let sent = event_write(&old, EventType::Sent, plus_secs(old.created_at, 1), None);
             let delivered = event_write(&sent.message, EventType::Delivered, plus_secs(old.created_at, 2), None);
             store.record_event(sent).await.unwrap();

@@ -10,6 +10,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sled::Tree;
+use tidings_core::Cause;
 use tidings_core::model::{Domain, WebhookEndpoint};
 use tidings_core::ports::StoreError;
 use tidings_core::sealing::{SealError, Sealed, Sealer, SecretFields, is_sealed, secret_label};
@@ -24,7 +25,7 @@ const KEY_CHECK: &str = "sealing-key-check";
 /// A sealing failure met while reading or writing: the store's data is not what this key
 /// sealed, which after the key check at open means it was altered.
 pub fn seal_error(e: SealError) -> StoreError {
-    StoreError::Corrupt(e.to_string())
+    StoreError::Corrupt(Cause::new(e))
 }
 
 /// `record` encoded with its secrets sealed.

@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::RateLimit;
 use tidings_core::ports::Limits;
-use tidings_core::usecases::{AuthThrottleConfig, RateLimitState, RetryAfter};
+use tidings_core::usecases::{Admission, AuthThrottleConfig, RateLimitState, RetryAfter};
 
 /// Makes a fresh `Limits` with these throttle settings, and a guard dropped after it.
 pub trait LimitsFactory {
@@ -76,16 +76,16 @@ async fn acquire(
     key: ApiKeyId,
     limit: RateLimit,
     at: DateTime<Utc>,
-) -> Result<RateLimitState, RetryAfter> {
+) -> Admission<RateLimitState> {
     limits.acquire_send(key, limit, at).await.expect("limits reachable")
 }
 
-fn state(limit: u32, remaining: u32, reset: u64) -> Result<RateLimitState, RetryAfter> {
-    Ok(RateLimitState { limit, remaining, reset })
+fn state(limit: u32, remaining: u32, reset: u64) -> Admission<RateLimitState> {
+    Admission::Allowed(RateLimitState { limit, remaining, reset })
 }
 
-fn wait(seconds: u64) -> Result<RateLimitState, RetryAfter> {
-    Err(RetryAfter { seconds })
+fn wait(seconds: u64) -> Admission<RateLimitState> {
+    Admission::Limited { retry_after: RetryAfter { seconds } }
 }
 
 /// Capacity = the rate; the headers count down; the next send waits.
@@ -106,14 +106,14 @@ async fn a_bucket_holds_one_second_of_sends(limits: &impl Limits) {
 async fn a_bucket_refills_continuously(limits: &impl Limits) {
     let (k, r) = (key(1), rate(3));
     for _ in 0..3 {
-        assert!(acquire(limits, k, r, t0()).await.is_ok());
+        assert!(acquire(limits, k, r, t0()).await.is_allowed());
     }
     assert_eq!(acquire(limits, k, r, t0() + ms(333)).await, wait(1), "0.999 of a token");
     assert_eq!(acquire(limits, k, r, t0() + ms(334)).await, state(3, 0, 1), "a whole token");
     assert_eq!(acquire(limits, k, r, t0() + ms(334)).await, wait(1));
     let (k, r) = (key(2), rate(10));
     for _ in 0..10 {
-        assert!(acquire(limits, k, r, t0()).await.is_ok());
+        assert!(acquire(limits, k, r, t0()).await.is_allowed());
     }
     assert_eq!(acquire(limits, k, r, t0() + ms(99)).await, wait(1));
     assert_eq!(acquire(limits, k, r, t0() + ms(100)).await, state(10, 0, 1));
@@ -139,32 +139,32 @@ async fn a_batch_takes_all_its_tokens_or_none(limits: &impl Limits) {
 
 async fn refunds_give_back_tokens_up_to_capacity(limits: &impl Limits) {
     let (k, r) = (key(1), rate(2));
-    assert!(acquire(limits, k, r, t0()).await.is_ok());
-    assert!(acquire(limits, k, r, t0()).await.is_ok());
+    assert!(acquire(limits, k, r, t0()).await.is_allowed());
+    assert!(acquire(limits, k, r, t0()).await.is_allowed());
     assert_eq!(acquire(limits, k, r, t0()).await, wait(1));
     limits.refund_send(k, r, t0()).await.expect("refund");
     assert_eq!(acquire(limits, k, r, t0()).await, state(2, 0, 1), "the refunded token");
     assert_eq!(acquire(limits, k, r, t0()).await, wait(1));
     // Refunds on a full bucket do not make it hold more than its capacity.
     let (k, r) = (key(2), rate(2));
-    assert!(acquire(limits, k, r, t0()).await.is_ok());
+    assert!(acquire(limits, k, r, t0()).await.is_allowed());
     for _ in 0..5 {
         limits.refund_send(k, r, t0()).await.expect("refund");
     }
     let later = t0() + ms(10);
     let granted =
         [acquire(limits, k, r, later).await, acquire(limits, k, r, later).await, acquire(limits, k, r, later).await];
-    assert_eq!(granted.iter().filter(|g| g.is_ok()).count(), 2, "capacity stays 2: {granted:?}");
+    assert_eq!(granted.iter().filter(|g| g.is_allowed()).count(), 2, "capacity stays 2: {granted:?}");
 }
 
 async fn keys_have_their_own_buckets_and_a_clock_stepped_back_refills_nothing(limits: &impl Limits) {
     let r = rate(1);
-    assert!(acquire(limits, key(1), r, t0()).await.is_ok());
-    assert!(acquire(limits, key(2), r, t0()).await.is_ok(), "another key is not limited by the first");
+    assert!(acquire(limits, key(1), r, t0()).await.is_allowed());
+    assert!(acquire(limits, key(2), r, t0()).await.is_allowed(), "another key is not limited by the first");
     assert_eq!(acquire(limits, key(1), r, t0()).await, wait(1));
     // How long it says to wait then is measured on one clock or the other; either is fine.
-    assert!(acquire(limits, key(1), r, t0() - ms(5_000)).await.is_err(), "clock stepped back");
-    assert!(acquire(limits, key(1), r, t0() + ms(1_000)).await.is_ok());
+    assert!(acquire(limits, key(1), r, t0() - ms(5_000)).await.is_limited(), "clock stepped back");
+    assert!(acquire(limits, key(1), r, t0() + ms(1_000)).await.is_allowed());
 }
 
 /// The property nodes rely on: however many ask at once, the capacity is granted once.
@@ -173,7 +173,7 @@ async fn racing_sends_get_exactly_the_capacity<L: Limits + 'static>(limits: Arc<
     let tasks: Vec<_> = (0..40)
         .map(|_| {
             let limits = Arc::clone(&limits);
-            tokio::spawn(async move { acquire(&*limits, k, r, t0()).await.is_ok() })
+            tokio::spawn(async move { acquire(&*limits, k, r, t0()).await.is_allowed() })
         })
         .collect();
     let mut granted = 0;
@@ -188,20 +188,28 @@ async fn failures_block_a_client_until_its_window_ends(limits: &impl Limits) {
     let fail = |client, at| async move { limits.record_auth_failure(client, at).await.expect("limits reachable") };
     let (a, b) = (ip(1), ip(2));
     for i in 0..3 {
-        assert_eq!(check(a, t0() + ms(i * 1_000)).await, Ok(()), "before failure {i}");
-        assert_eq!(fail(a, t0() + ms(i * 1_000)).await, Ok(()), "failure {i} is within the allowance");
+        assert_eq!(check(a, t0() + ms(i * 1_000)).await, Admission::Allowed(()), "before failure {i}");
+        assert_eq!(fail(a, t0() + ms(i * 1_000)).await, Admission::Allowed(()), "failure {i} is within the allowance");
     }
-    assert_eq!(check(a, t0() + ms(3_000)).await, Err(RetryAfter { seconds: 57 }), "blocked until t0 + 60 s");
-    assert_eq!(fail(a, t0() + ms(3_000)).await, Err(RetryAfter { seconds: 57 }), "a failure past the allowance");
-    assert_eq!(check(a, t0() + ms(59_500)).await, Err(RetryAfter { seconds: 1 }));
-    assert_eq!(check(b, t0() + ms(3_000)).await, Ok(()), "another client is not blocked");
-    assert_eq!(check(a, t0() + ms(60_000)).await, Ok(()), "the window is over");
+    assert_eq!(
+        check(a, t0() + ms(3_000)).await,
+        Admission::Limited { retry_after: RetryAfter { seconds: 57 } },
+        "blocked until t0 + 60 s"
+    );
+    assert_eq!(
+        fail(a, t0() + ms(3_000)).await,
+        Admission::Limited { retry_after: RetryAfter { seconds: 57 } },
+        "a failure past the allowance"
+    );
+    assert_eq!(check(a, t0() + ms(59_500)).await, Admission::Limited { retry_after: RetryAfter { seconds: 1 } });
+    assert_eq!(check(b, t0() + ms(3_000)).await, Admission::Allowed(()), "another client is not blocked");
+    assert_eq!(check(a, t0() + ms(60_000)).await, Admission::Allowed(()), "the window is over");
     // A failure after the window starts a new one, counting from 1.
-    assert_eq!(fail(a, t0() + ms(61_000)).await, Ok(()), "a new window");
-    assert_eq!(fail(a, t0() + ms(62_000)).await, Ok(()));
-    assert_eq!(check(a, t0() + ms(62_000)).await, Ok(()), "two failures in the new window");
-    assert_eq!(fail(a, t0() + ms(63_000)).await, Ok(()));
-    assert_eq!(check(a, t0() + ms(63_000)).await, Err(RetryAfter { seconds: 58 }));
+    assert_eq!(fail(a, t0() + ms(61_000)).await, Admission::Allowed(()), "a new window");
+    assert_eq!(fail(a, t0() + ms(62_000)).await, Admission::Allowed(()));
+    assert_eq!(check(a, t0() + ms(62_000)).await, Admission::Allowed(()), "two failures in the new window");
+    assert_eq!(fail(a, t0() + ms(63_000)).await, Admission::Allowed(()));
+    assert_eq!(check(a, t0() + ms(63_000)).await, Admission::Limited { retry_after: RetryAfter { seconds: 58 } });
 }
 
 async fn racing_failures_all_count<L: Limits + 'static>(limits: Arc<L>) {
@@ -217,22 +225,27 @@ async fn racing_failures_all_count<L: Limits + 'static>(limits: Arc<L>) {
     let mut allowed = 0;
     for task in tasks {
         match task.await.expect("task") {
-            Ok(()) => allowed += 1,
-            Err(wait) => assert_eq!(wait, RetryAfter { seconds: 60 }, "refused until the window ends"),
+            Admission::Allowed(()) => allowed += 1,
+            Admission::Limited { retry_after } => {
+                assert_eq!(retry_after, RetryAfter { seconds: 60 }, "refused until the window ends")
+            }
         }
     }
     assert_eq!(allowed, 3, "exactly the allowance of racing failures passes");
     let answer = limits.check_auth(client, t0()).await.expect("limits reachable");
-    assert_eq!(answer, Err(RetryAfter { seconds: 60 }), "three racing failures block");
+    assert_eq!(answer, Admission::Limited { retry_after: RetryAfter { seconds: 60 } }, "three racing failures block");
 }
 
 async fn purging_changes_no_answer(limits: &impl Limits) {
     let r = rate(1);
-    assert!(acquire(limits, key(1), r, t0()).await.is_ok());
-    assert!(acquire(limits, key(2), r, t0() + ms(60_000)).await.is_ok());
+    assert!(acquire(limits, key(1), r, t0()).await.is_allowed());
+    assert!(acquire(limits, key(2), r, t0() + ms(60_000)).await.is_allowed());
     for i in 0..3 {
-        assert_eq!(limits.record_auth_failure(ip(1), t0()).await.expect("fail"), Ok(()));
-        assert_eq!(limits.record_auth_failure(ip(2), t0() + ms(30_000 + i)).await.expect("fail"), Ok(()));
+        assert_eq!(limits.record_auth_failure(ip(1), t0()).await.expect("fail"), Admission::Allowed(()));
+        assert_eq!(
+            limits.record_auth_failure(ip(2), t0() + ms(30_000 + i)).await.expect("fail"),
+            Admission::Allowed(())
+        );
     }
     // At `now`, key 1's bucket is full and ip 1's window over: those may go. Key 2's bucket
     // and ip 2's window still count.
@@ -240,6 +253,9 @@ async fn purging_changes_no_answer(limits: &impl Limits) {
     limits.purge(now, 100).await.expect("purge");
     assert_eq!(acquire(limits, key(2), r, now).await, wait(1));
     assert_eq!(acquire(limits, key(1), r, now).await, state(1, 0, 1));
-    assert_eq!(limits.check_auth(ip(2), now).await.expect("check"), Err(RetryAfter { seconds: 30 }));
-    assert_eq!(limits.check_auth(ip(1), now).await.expect("check"), Ok(()));
+    assert_eq!(
+        limits.check_auth(ip(2), now).await.expect("check"),
+        Admission::Limited { retry_after: RetryAfter { seconds: 30 } }
+    );
+    assert_eq!(limits.check_auth(ip(1), now).await.expect("check"), Admission::Allowed(()));
 }

@@ -81,11 +81,11 @@ impl KeyStore for UnavailableStore {
 
 #[async_trait]
 impl MessageStore for UnavailableStore {
-    async fn create_message(&self, _new: NewMessage) -> StoreResult<CreateOutcome> {
+    async fn create_message(&self, _new: &NewMessage) -> StoreResult<CreateOutcome> {
         down()
     }
 
-    async fn create_messages(&self, _batch: NewBatch) -> StoreResult<CreateOutcome> {
+    async fn create_messages(&self, _batch: &NewBatch) -> StoreResult<CreateOutcome> {
         down()
     }
 

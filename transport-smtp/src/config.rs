@@ -15,14 +15,15 @@ pub enum ConfigError {
     RelayUrl(String),
     /// The extra CA certificate given for the relay is not PEM, or holds no certificate.
     #[error("invalid CA certificate for the SMTP relay: {0}")]
-    CaCertificate(String),
+    CaCertificate(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// rustls refused the TLS settings (should not happen with the built-in ones).
-    #[error("cannot set up TLS for {host}: {reason}")]
+    #[error("cannot set up TLS for {host}: {source}")]
     Tls {
         /// The server the settings were for.
         host: String,
-        /// rustls' complaint.
-        reason: String,
+        /// rustls' complaint, through lettre.
+        #[source]
+        source: lettre::transport::smtp::Error,
     },
     /// The EHLO name is empty or holds spaces or control characters.
     #[error("invalid EHLO name {0:?}: it must be a host name or an address literal such as [192.0.2.1]")]

@@ -78,7 +78,7 @@ impl Mailer for OutboxMailer {
     async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
         let name = file_name(email);
         let dir = Arc::clone(&self.dir);
-        let raw = Arc::clone(&email.raw);
+        let raw = email.raw.clone();
         let target = name.clone();
         let written = tokio::task::spawn_blocking(move || write_atomically(&dir, &target, &raw)).await;
         let path = self.dir.join(&name);
@@ -133,7 +133,7 @@ mod tests {
             provider_message_id: provider_message_id.to_owned(),
             envelope_from: EmailAddress::parse("bounces@acme.test").unwrap(),
             envelope_to: EmailAddress::parse("to@example.com").unwrap(),
-            raw: Arc::from(&b"Subject: hi\r\n\r\nhello\r\n"[..]),
+            raw: (&b"Subject: hi\r\n\r\nhello\r\n"[..]).into(),
         }
     }
 

@@ -84,17 +84,17 @@ fn tls_parameters(host: &str, extra_pem: Option<&str>) -> Result<TlsParameters, 
     if let Some(pem) = extra_pem {
         let certificates = CertificateDer::pem_slice_iter(pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| ConfigError::CaCertificate(error.to_string()))?;
+            .map_err(|error| ConfigError::CaCertificate(error.into()))?;
         if certificates.is_empty() {
-            return Err(ConfigError::CaCertificate("the PEM text holds no CERTIFICATE block".to_owned()));
+            return Err(ConfigError::CaCertificate("the PEM text holds no CERTIFICATE block".into()));
         }
         for der in certificates {
             let certificate =
-                Certificate::from_der(der.to_vec()).map_err(|error| ConfigError::CaCertificate(error.to_string()))?;
+                Certificate::from_der(der.to_vec()).map_err(|error| ConfigError::CaCertificate(error.into()))?;
             builder = builder.add_root_certificate(certificate);
         }
     }
-    builder.build_rustls().map_err(|error| ConfigError::Tls { host: host.to_owned(), reason: error.to_string() })
+    builder.build_rustls().map_err(|source| ConfigError::Tls { host: host.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -119,8 +119,6 @@ mod tests {
     #[cfg(feature = "testing")]
     #[tokio::test]
     async fn credentials_never_cross_the_network_in_clear_text() {
-        use std::sync::Arc;
-
         use tidings_core::email::EmailAddress;
         use tidings_core::ids::MessageId;
 
@@ -137,7 +135,7 @@ mod tests {
             provider_message_id: "1@acme.test".to_owned(),
             envelope_from: EmailAddress::parse("from@acme.test").unwrap(),
             envelope_to: EmailAddress::parse("to@example.com").unwrap(),
-            raw: Arc::from(&b"Subject: x\r\n\r\nx\r\n"[..]),
+            raw: (&b"Subject: x\r\n\r\nx\r\n"[..]).into(),
         };
 
         let error = mailer.send(&email).await.unwrap_err();

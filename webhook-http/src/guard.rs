@@ -47,7 +47,11 @@ pub(crate) enum ConnectError {
     NotPublic(#[from] NotPublic),
     /// TCP connect (or reading the connected socket's peer address) failed.
     #[error("{}", describe_io(.addr, .error))]
-    Io { addr: SocketAddr, error: io::Error },
+    Io {
+        addr: SocketAddr,
+        #[source]
+        error: io::Error,
+    },
 }
 
 fn describe_io(addr: &SocketAddr, error: &io::Error) -> String {

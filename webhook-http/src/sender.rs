@@ -61,10 +61,10 @@ pub enum BuildError {
     InvalidUserAgent(String),
     /// One of [`SenderSettings::extra_roots`] is not a usable CA certificate.
     #[error("invalid extra root certificate: {0}")]
-    InvalidRoot(rustls::Error),
+    InvalidRoot(#[source] rustls::Error),
     /// rustls refused the client configuration.
     #[error("cannot configure TLS for webhooks: {0}")]
-    Tls(rustls::Error),
+    Tls(#[source] rustls::Error),
 }
 
 /// The [`WebhookSender`] adapter. Cheap to clone: clones share the connection pool.

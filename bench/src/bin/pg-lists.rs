@@ -205,7 +205,7 @@ async fn seed(options: &Options, name: &str) -> Result<Seeded> {
     let domain = tidings_testing::fixtures::domain(ws.id, "lists.example");
     store.insert_domain(&domain).await?;
     let template = message(ws.id, key.id, domain.id);
-    store.create_message(new_message(&template)).await?;
+    store.create_message(&new_message(&template)).await?;
     let db = connect(&url).await?;
     // The template row sorts above every seeded one (its ULID has a timestamp); it is one row.
     Ok(Seeded { store, admin, db, workspace: ws.id, other_key: other.id, template: template.id, rows: 0 })

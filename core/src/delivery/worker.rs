@@ -222,7 +222,8 @@ impl DeliveryWorker {
     }
 
     async fn deliver_one(&self, claimed: Message, lease_until: DateTime<Utc>) -> Result<Outcome> {
-        let mut message = claimed;
+        // Shared with the blocking task that builds and signs it, instead of copied there.
+        let mut message = Arc::new(claimed);
         let mut reread = false;
         let (sent, email) = loop {
             match self.start_attempt(&message).await? {
@@ -231,7 +232,7 @@ impl DeliveryWorker {
                 Start::Conflict if !reread => {
                     reread = true;
                     match self.core.store().get_message(message.workspace_id, message.id).await? {
-                        Some(fresh) if fresh.next_attempt_at == Some(lease_until) => message = fresh,
+                        Some(fresh) if fresh.next_attempt_at == Some(lease_until) => message = Arc::new(fresh),
                         _ => return Ok(Outcome::Skipped),
                     }
                 }
@@ -248,7 +249,7 @@ impl DeliveryWorker {
     }
 
     /// Steps 1–3 of the module docs, up to and including the `Sent` event.
-    async fn start_attempt(&self, message: &Message) -> Result<Start> {
+    async fn start_attempt(&self, message: &Arc<Message>) -> Result<Start> {
         use MessageStatus as S;
         if !matches!(message.status, S::Queued | S::Scheduled | S::Deferred | S::Sent) {
             return Ok(Start::Done(Outcome::Skipped));
@@ -286,9 +287,13 @@ impl DeliveryWorker {
 
     /// Builds and signs off the async executor (an RSA signature, and a key parse on a cache
     /// miss). The inner error is the reason the message fails.
-    async fn prepare(&self, message: &Message, domain: Domain) -> Result<std::result::Result<OutboundEmail, String>> {
+    async fn prepare(
+        &self,
+        message: &Arc<Message>,
+        domain: Domain,
+    ) -> Result<std::result::Result<OutboundEmail, String>> {
         let signers = Arc::clone(&self.signers);
-        let message = message.clone();
+        let message = Arc::clone(message);
         let return_path = self.core.config().return_path_domain.clone();
         let tracking = self.core.config().tracking.clone();
         tokio::task::spawn_blocking(move || {
@@ -296,7 +301,7 @@ impl DeliveryWorker {
             prepare(&message, &domain, &signer, return_path.as_ref(), tracking.as_ref()).map_err(|e| e.to_string())
         })
         .await
-        .map_err(|e| Error::Internal(format!("building the message did not finish: {e}")))
+        .map_err(|e| Error::Internal(crate::Cause::context("building the message did not finish", e)))
     }
 
     async fn record_outcome(

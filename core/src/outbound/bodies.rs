@@ -56,9 +56,9 @@ pub fn text_part(content_type: ContentType, text: &str) -> SinglePart {
 }
 
 /// The body of a file or inline part: `bytes` in base64.
-pub fn file_body(bytes: &[u8]) -> Body {
+pub fn file_body(bytes: Vec<u8>) -> Body {
     // Base64 accepts any input, so this is never the fallback.
-    Body::new_with_encoding(bytes.to_vec(), ContentTransferEncoding::Base64).unwrap_or_else(Body::new)
+    Body::new_with_encoding(bytes, ContentTransferEncoding::Base64).unwrap_or_else(Body::new)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@
 //! encodes every word that is not printable ASCII, so nothing a client sends can end a
 //! header line.
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use lettre::message::header::{ContentType, HeaderName, HeaderValue, MessageId as MessageIdHeader};
@@ -38,6 +39,7 @@ use lettre::message::{
     Attachment as LettreAttachment, Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart,
 };
 
+use crate::Cause;
 use crate::email::{EmailAddress, Mailbox};
 use crate::model::extras::{Attachment, CustomHeader};
 use crate::model::{Domain, Message};
@@ -67,7 +69,8 @@ pub enum BuildError {
         /// The address.
         address: String,
         /// lettre's reason.
-        reason: String,
+        #[source]
+        reason: Cause,
     },
     /// A stored attachment's content is not base64 (the API checks it; a stored one is corrupt).
     #[error("the attachment {filename} cannot be decoded: {reason}")]
@@ -79,7 +82,7 @@ pub enum BuildError {
     },
     /// lettre could not assemble the message.
     #[error("the message cannot be assembled: {0}")]
-    Assemble(String),
+    Assemble(#[source] Cause),
 }
 
 /// The unsigned bytes of a message and the Message-ID they carry.
@@ -121,11 +124,11 @@ pub fn build_message(
     let text = text_body(message)?;
     let html = match (&message.html, tracking) {
         (Some(html), Some(config)) => {
-            Some(rewrite_html(html, config, message.workspace_id, message.id, message.tracking))
+            Some(Cow::Owned(rewrite_html(html, config, message.workspace_id, message.id, message.tracking)))
         }
-        (html, _) => html.clone(),
+        (html, _) => html.as_deref().map(Cow::Borrowed),
     };
-    let files = Files::decode(&message.extras.attachments)?;
+    let mut files = Files::decode(&message.extras.attachments)?;
     let boundaries = Boundaries::new(message, [text.as_deref(), html.as_deref()], &files);
     let html = html.map(|html| files.related(&boundaries, text_part(ContentType::TEXT_HTML, &html)));
     let body = match (text, html) {
@@ -142,7 +145,7 @@ pub fn build_message(
         Node::Single(part) => builder.singlepart(part),
         Node::Multi(part) => builder.multipart(part),
     };
-    let mut built = assembled.map_err(|e| BuildError::Assemble(e.to_string()))?;
+    let mut built = assembled.map_err(|e| BuildError::Assemble(Cause::new(e)))?;
     if subject.split([' ', '\t']).any(|word| word.len() > LONG_WORD) {
         // lettre folds only between words: one this long would make a line over RFC 5322's
         // 998 octets. Encoded words can be split anywhere, so encode the whole subject.
@@ -160,12 +163,12 @@ pub fn build_message(
 /// none (`None` too if the HTML shows no text); none when the send's text is empty beside
 /// HTML, which is how a client opts out of the generated part. An empty text without HTML
 /// is the body as sent.
-fn text_body(message: &Message) -> Result<Option<String>, BuildError> {
+fn text_body(message: &Message) -> Result<Option<Cow<'_, str>>, BuildError> {
     Ok(match (&message.text, &message.html) {
         (None, None) => return Err(BuildError::NoBody),
         (Some(text), Some(_)) if text.is_empty() => None,
-        (Some(text), _) => Some(text.clone()),
-        (None, Some(html)) => text_from_html(html),
+        (Some(text), _) => Some(Cow::Borrowed(text)),
+        (None, Some(html)) => text_from_html(html).map(Cow::Owned),
     })
 }
 
@@ -175,7 +178,7 @@ fn text_body(message: &Message) -> Result<Option<String>, BuildError> {
 /// fold is written as encoded words, like a long subject.
 fn custom_header(header: &CustomHeader) -> Result<HeaderValue, BuildError> {
     let name = HeaderName::new_from_ascii(header.name().to_owned())
-        .map_err(|_| BuildError::Assemble(format!("header name {:?} cannot be written", header.name())))?;
+        .map_err(|_| BuildError::Assemble(format!("header name {:?} cannot be written", header.name()).into()))?;
     let value = header.value().to_owned();
     if value.split([' ', '\t']).any(|word| word.len() + header.name().len() > LONG_WORD) {
         let encoded = encoded_words(&value);
@@ -209,42 +212,44 @@ impl Node {
 }
 
 /// The message's attachments, decoded once: inline parts (with a content id) and files.
-struct Files {
-    inline: Vec<(Attachment, Vec<u8>)>,
-    attached: Vec<(Attachment, Vec<u8>)>,
+/// Each decoded buffer moves into its MIME part, so an attachment is never copied whole.
+struct Files<'m> {
+    inline: Vec<(&'m Attachment, Vec<u8>)>,
+    attached: Vec<(&'m Attachment, Vec<u8>)>,
 }
 
-impl Files {
-    fn decode(attachments: &[Attachment]) -> Result<Self, BuildError> {
+impl<'m> Files<'m> {
+    fn decode(attachments: &'m [Attachment]) -> Result<Self, BuildError> {
         let mut files = Self { inline: Vec::new(), attached: Vec::new() };
         for a in attachments {
             let bytes =
                 a.bytes().map_err(|e| BuildError::Attachment { filename: a.filename().to_owned(), reason: e })?;
             let list = if a.content_id().is_some() { &mut files.inline } else { &mut files.attached };
-            list.push((a.clone(), bytes));
+            list.push((a, bytes));
         }
         Ok(files)
     }
 
-    /// The HTML part, inside `multipart/related` with the inline parts when there are any.
-    fn related(&self, boundaries: &Boundaries, html: SinglePart) -> Node {
+    /// The HTML part, inside `multipart/related` with the inline parts when there are any
+    /// (which move into it).
+    fn related(&mut self, boundaries: &Boundaries, html: SinglePart) -> Node {
         if self.inline.is_empty() {
             return Node::Single(html);
         }
         let mut related = boundaries.start(MultiPart::related(), "rel").singlepart(html);
-        for (a, bytes) in &self.inline {
+        for (a, bytes) in std::mem::take(&mut self.inline) {
             related = related.singlepart(part(a, bytes));
         }
         Node::Multi(related)
     }
 
     /// `body`, inside `multipart/mixed` with the attached files when there are any.
-    fn mixed(&self, boundaries: &Boundaries, body: Node) -> Node {
+    fn mixed(self, boundaries: &Boundaries, body: Node) -> Node {
         if self.attached.is_empty() {
             return body;
         }
         let mut mixed = body.first_in(boundaries.start(MultiPart::mixed(), "mix"));
-        for (a, bytes) in &self.attached {
+        for (a, bytes) in self.attached {
             mixed = mixed.singlepart(part(a, bytes));
         }
         Node::Multi(mixed)
@@ -254,7 +259,7 @@ impl Files {
 /// One attachment's part: `Content-Disposition: attachment; filename=...`, or for an inline
 /// part `inline; filename=...` with `Content-ID: <id>`, always base64; lettre encodes a
 /// non-ASCII filename per RFC 2231.
-fn part(a: &Attachment, bytes: &[u8]) -> SinglePart {
+fn part(a: &Attachment, bytes: Vec<u8>) -> SinglePart {
     // The content type was checked as `type/subtype` of token characters, which lettre's
     // parser accepts; octet-stream is the safe reading should a stored one not parse.
     let content_type = ContentType::parse(a.content_type())
@@ -323,7 +328,7 @@ fn encoded_words(text: &str) -> String {
 fn wire_mailbox(field: &'static str, mailbox: &Mailbox) -> Result<WireMailbox, BuildError> {
     let address = &mailbox.address;
     let email = lettre::Address::new(address.local_part(), address.domain().as_str())
-        .map_err(|e| BuildError::Address { field, address: address.to_string(), reason: e.to_string() })?;
+        .map_err(|e| BuildError::Address { field, address: address.to_string(), reason: Cause::new(e) })?;
     Ok(WireMailbox::new(mailbox.display_name.as_ref().map(|n| n.as_str().to_owned()), email))
 }
 

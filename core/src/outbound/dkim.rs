@@ -23,6 +23,7 @@ use mail_auth::common::headers::HeaderWriter;
 use mail_auth::dkim::{Canonicalization, DkimSigner, Done};
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use crate::Cause;
 use crate::dkim_keys::DkimKeyError;
 use crate::ids::DomainId;
 use crate::model::Domain;
@@ -56,7 +57,8 @@ pub struct SignError {
     /// `rsa-sha256` or `ed25519-sha256`.
     pub algorithm: &'static str,
     /// What mail-auth reported.
-    pub reason: String,
+    #[source]
+    pub reason: Cause,
 }
 
 /// The two DKIM signers of one sending domain, keys parsed once. `Send + Sync`; share it
@@ -80,9 +82,9 @@ impl DomainSigner {
         let keys = &domain.dkim;
         let rsa_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(keys.rsa_private_pkcs8.expose().as_slice()));
         let rsa = RsaKey::<Sha256>::from_key_der(rsa_der)
-            .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: "RSA-2048", reason: e.to_string() })?;
+            .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: "RSA-2048", reason: Cause::new(e) })?;
         let ed25519 = Ed25519Key::from_pkcs8_der(keys.ed25519_private_pkcs8.expose())
-            .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: "Ed25519", reason: e.to_string() })?;
+            .map_err(|e| DkimKeyError::InvalidPrivateKey { algorithm: "Ed25519", reason: Cause::new(e) })?;
         let name = domain.name.as_str();
         // Relaxed header canonicalization is what lets `fold` re-fold the field (and
         // mail-auth's default); it is set here so that it cannot change underneath.
@@ -115,12 +117,12 @@ impl DomainSigner {
         let rsa = self
             .rsa
             .sign(message)
-            .map_err(|e| SignError { algorithm: "rsa-sha256", reason: e.to_string() })?
+            .map_err(|e| SignError { algorithm: "rsa-sha256", reason: Cause::new(e) })?
             .to_header();
         let ed25519 = self
             .ed25519
             .sign(message)
-            .map_err(|e| SignError { algorithm: "ed25519-sha256", reason: e.to_string() })?
+            .map_err(|e| SignError { algorithm: "ed25519-sha256", reason: Cause::new(e) })?
             .to_header();
         let (rsa, ed25519) = (refolded(rsa, "rsa-sha256"), refolded(ed25519, "ed25519-sha256"));
         let mut signed = Vec::with_capacity(rsa.len() + ed25519.len() + message.len());

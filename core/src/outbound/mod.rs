@@ -11,8 +11,6 @@ pub mod html_text;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-use std::sync::Arc;
-
 pub use build::{
     BuildError, BuiltMessage, RETURN_PATH_PREFIX, build_message, clean_subject, envelope_sender,
     message_id_from_return_path, provider_message_id,
@@ -61,6 +59,6 @@ pub fn prepare(
         provider_message_id: built.provider_message_id,
         envelope_from: envelope_sender(message, return_path_domain),
         envelope_to: message.to.clone(),
-        raw: Arc::from(signed),
+        raw: signed.into(),
     })
 }

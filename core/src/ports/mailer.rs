@@ -5,9 +5,8 @@
 //! (`delivery::classify`), so relay, MX, the SMTP submission front end and bounce reports all
 //! share one table.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use crate::email::EmailAddress;
 use crate::ids::MessageId;
@@ -24,8 +23,8 @@ pub struct OutboundEmail {
     /// Envelope recipient (RCPT TO).
     pub envelope_to: EmailAddress,
     /// The full message, CRLF line endings. Shared so that retries and pooled transports do
-    /// not copy it.
-    pub raw: Arc<[u8]>,
+    /// not copy it, and made from the signer's buffer without copying it.
+    pub raw: Bytes,
 }
 
 /// An RFC 3463 enhanced status code such as `5.1.1`.

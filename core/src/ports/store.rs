@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain_name::DomainName;
 use crate::email::EmailAddress;
+use crate::error::Cause;
 use crate::ids::{
     ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
     WebhookId, WorkspaceId,
@@ -44,10 +45,22 @@ pub enum StoreError {
     /// The store cannot be reached or written (disk full, I/O error, connection lost). The
     /// operation had no effect; retrying later may succeed.
     #[error("storage unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Cause),
     /// Stored data could not be decoded: a bug or corruption, never the caller's fault.
     #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
+    Corrupt(#[source] Cause),
+}
+
+impl StoreError {
+    /// [`StoreError::Unavailable`] because of `error`, which happened while doing `what`.
+    pub fn unavailable(what: impl Into<String>, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Unavailable(Cause::context(what, error))
+    }
+
+    /// [`StoreError::Corrupt`] because of `error`, met while reading or writing `what`.
+    pub fn corrupt(what: impl Into<String>, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Corrupt(Cause::context(what, error))
+    }
 }
 
 /// Result alias for store calls.
@@ -261,13 +274,13 @@ pub trait MessageStore: Send + Sync {
     /// If the idempotency key is taken and unexpired, writes nothing and returns
     /// `Duplicate`; of two racing calls with one key exactly one is `Created`. `Conflict` if
     /// the message id exists.
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
+    async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome>;
     /// Accepts several messages at once (durable, one write): every message with its event,
     /// queue entry and webhook deliveries, and the batch's idempotency record, are written
     /// together or not at all. If the idempotency key is taken and unexpired at
     /// `accepted_at`, writes nothing and returns `Duplicate`. `Conflict` (nothing written)
     /// if any message id exists. An empty `messages` with a record writes just the record.
-    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome>;
+    async fn create_messages(&self, batch: &NewBatch) -> StoreResult<CreateOutcome>;
     /// One message.
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
     /// The message with this id in whichever workspace holds it. For inbound bounce and

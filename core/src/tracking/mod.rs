@@ -78,10 +78,10 @@ impl TrackingKey {
             );
         }
         let bytes: [u8; TRACKING_KEY_BYTES] = stored.expose().as_slice().try_into().map_err(|_| {
-            StoreError::Corrupt(format!(
-                "the stored tracking key holds {} bytes, not {TRACKING_KEY_BYTES}",
-                stored.expose().len()
-            ))
+            StoreError::Corrupt(
+                format!("the stored tracking key holds {} bytes, not {TRACKING_KEY_BYTES}", stored.expose().len())
+                    .into(),
+            )
         })?;
         Ok(Self::from_bytes(bytes))
     }

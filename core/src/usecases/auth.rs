@@ -48,6 +48,58 @@ impl fmt::Display for RetryAfter {
     }
 }
 
+/// What a rate limit or the failed-authentication throttle answers: go ahead with `T`, or
+/// wait. Being limited is an outcome a front end answers (429), not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Admission<T> {
+    /// Let through; `T` is what the caller gets (the bucket's state, the send it made).
+    Allowed(T),
+    /// Refused for now; nothing was taken or done.
+    Limited {
+        /// When to ask again.
+        retry_after: RetryAfter,
+    },
+}
+
+impl<T> Admission<T> {
+    /// What was let through, if it was.
+    pub fn allowed(self) -> Option<T> {
+        match self {
+            Self::Allowed(value) => Some(value),
+            Self::Limited { .. } => None,
+        }
+    }
+
+    /// Whether it was let through.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allowed(_))
+    }
+
+    /// Whether it was refused for now.
+    pub fn is_limited(&self) -> bool {
+        matches!(self, Self::Limited { .. })
+    }
+
+    /// `Allowed(f(value))`, or the same limit.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Admission<U> {
+        match self {
+            Self::Allowed(value) => Admission::Allowed(f(value)),
+            Self::Limited { retry_after } => Admission::Limited { retry_after },
+        }
+    }
+}
+
+/// The in-process limiters answer `Err(wait)` when limited.
+impl<T> From<Result<T, RetryAfter>> for Admission<T> {
+    fn from(answer: Result<T, RetryAfter>) -> Self {
+        match answer {
+            Ok(value) => Self::Allowed(value),
+            Err(retry_after) => Self::Limited { retry_after },
+        }
+    }
+}
+
 impl Tidings {
     /// Authenticates a presented key (the bearer token or `X-Api-Key` value).
     ///

@@ -155,25 +155,27 @@ impl Tidings {
         }
         *rendered_refused =
             u32::try_from(prepared.iter().filter(|p| p.is_err() && rendered(p)).count()).unwrap_or(u32::MAX);
-        let mut items = Vec::with_capacity(prepared.len());
+        // Each item's refusal, or `None` where its message is (in `messages`, in order).
+        let mut refusals = Vec::with_capacity(prepared.len());
         let mut records = Vec::with_capacity(prepared.len());
         let mut messages = Vec::new();
         for p in prepared {
             match p {
                 Ok(new) => {
                     records.push(BatchItemRecord::Created(new.message.id));
-                    items.push(BatchItem::Queued(Box::new(new.message.clone())));
+                    refusals.push(None);
                     messages.push(new);
                 }
                 Err(e) => {
                     let stored = stored_error(&e);
                     records.push(BatchItemRecord::Refused(stored.clone()));
-                    items.push(BatchItem::Refused(stored));
+                    refusals.push(Some(stored));
                 }
             }
         }
         if messages.is_empty() {
             // Nothing was accepted: like a refused single send, nothing is remembered.
+            let items = refusals.into_iter().flatten().map(BatchItem::Refused).collect();
             return Ok(BatchOutcome { items, replayed: false });
         }
         let idempotency = match key {
@@ -188,19 +190,22 @@ impl Tidings {
             }),
             None => None,
         };
-        // The queued items already hold each message (with its attachments): keep only the
-        // events for the observer, in the same order.
-        let events: Vec<_> = messages.iter().map(|new| new.event.clone()).collect();
-        match self.store.create_messages(NewBatch { messages, idempotency, accepted_at: now }).await? {
+        let batch = NewBatch { messages, idempotency, accepted_at: now };
+        match self.store.create_messages(&batch).await? {
             CreateOutcome::Created => {
-                let queued = items.iter().filter_map(|item| match item {
-                    BatchItem::Queued(message) => Some(&**message),
-                    BatchItem::Refused(_) => None,
-                });
-                for (message, event) in queued.zip(&events) {
-                    self.observer.message_accepted(message);
-                    self.observer.message_event(message, event);
-                }
+                // The stored messages move into the answer (with their attachments), not copies.
+                let mut queued = batch.messages.into_iter();
+                let items = refusals
+                    .into_iter()
+                    .filter_map(|refusal| match refusal {
+                        Some(stored) => Some(BatchItem::Refused(stored)),
+                        None => queued.next().map(|new| {
+                            self.observer.message_accepted(&new.message);
+                            self.observer.message_event(&new.message, &new.event);
+                            BatchItem::Queued(Box::new(new.message))
+                        }),
+                    })
+                    .collect();
                 Ok(BatchOutcome { items, replayed: false })
             }
             CreateOutcome::Duplicate(record) => self.replay_batch(who, &record, &reqs, mode).await,
@@ -244,10 +249,9 @@ impl Tidings {
             items.push(match result {
                 BatchItemRecord::Created(id) if *id == first.id => BatchItem::Queued(Box::new(first.clone())),
                 BatchItemRecord::Created(id) => {
-                    let message =
-                        self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
-                            Error::Internal(format!("idempotency record points to missing message {id}"))
-                        })?;
+                    let message = self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
+                        Error::Internal(format!("idempotency record points to missing message {id}").into())
+                    })?;
                     BatchItem::Queued(Box::new(message))
                 }
                 BatchItemRecord::Refused(error) => BatchItem::Refused(error.clone()),

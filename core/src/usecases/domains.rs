@@ -56,11 +56,6 @@ pub struct UpdateDomainTrackingRequest {
     pub click_tracking: Option<bool>,
 }
 
-/// A path id that is not a ULID names no domain: 404, like an unknown one.
-pub(crate) fn parse_domain_id(id: &str) -> Result<DomainId> {
-    DomainId::parse(id).ok_or(Error::NotFound("domain"))
-}
-
 impl Tidings {
     /// `POST /v1/domains`: adds a domain in status `Pending` with freshly generated DKIM
     /// keys (new selectors every time, so a re-added domain never reuses old records) and
@@ -84,7 +79,7 @@ impl Tidings {
 
         let keys = self.generate_dkim_keys().await?;
         let records = dns_records::records_for(&name, &keys, &self.config.records)
-            .map_err(|e| Error::Internal(format!("building DNS records failed: {e}")))?;
+            .map_err(|e| Error::Internal(crate::Cause::context("building DNS records failed", e)))?;
 
         let now = self.clock.now();
         let domain = Domain {
@@ -115,8 +110,8 @@ impl Tidings {
         let random = Arc::clone(&self.random);
         tokio::task::spawn_blocking(move || dkim_keys::generate(&*random))
             .await
-            .map_err(|e| Error::Internal(format!("DKIM key generation did not finish: {e}")))?
-            .map_err(|e| Error::Internal(format!("DKIM key generation failed: {e}")))
+            .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation did not finish", e)))?
+            .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation failed", e)))
     }
 
     /// `GET /v1/domains`: the workspace's domains, newest first. With sandbox sending on, the
@@ -147,9 +142,9 @@ impl Tidings {
     }
 
     /// `GET /v1/domains/{id}`: one domain with its records and their last check.
-    pub async fn get_domain(&self, who: &Principal, id: &str) -> Result<Domain> {
+    pub async fn get_domain(&self, who: &Principal, id: DomainId) -> Result<Domain> {
         who.require_full()?;
-        self.domain_of(who, parse_domain_id(id)?).await
+        self.domain_of(who, id).await
     }
 
     /// `POST /v1/domains/{id}/verify`: looks up every record in DNS now and stores the
@@ -157,9 +152,9 @@ impl Tidings {
     /// NotFound if the domain is unknown, or was deleted while DNS was being asked. The
     /// sandbox domain is returned as it is: it is Verified by construction, and DNS knows
     /// nothing of `.invalid` names.
-    pub async fn verify_domain(&self, who: &Principal, id: &str) -> Result<Domain> {
+    pub async fn verify_domain(&self, who: &Principal, id: DomainId) -> Result<Domain> {
         who.require_full()?;
-        let before = self.domain_of(who, parse_domain_id(id)?).await?;
+        let before = self.domain_of(who, id).await?;
         self.check_and_store(&before).await?.ok_or(Error::NotFound("domain"))
     }
 
@@ -219,11 +214,11 @@ impl Tidings {
     pub async fn update_domain_tracking(
         &self,
         who: &Principal,
-        id: &str,
+        id: DomainId,
         req: UpdateDomainTrackingRequest,
     ) -> Result<Domain> {
         who.require_full()?;
-        let mut domain = self.domain_of(who, parse_domain_id(id)?).await?;
+        let mut domain = self.domain_of(who, id).await?;
         if let Some(on) = req.open_tracking {
             domain.open_tracking = on;
         }
@@ -239,9 +234,8 @@ impl Tidings {
     /// Messages from it still waiting in the queue are failed by the delivery worker. The
     /// sandbox domain cannot be deleted (422 naming `id`): it would only be made again, with
     /// new keys, by the next send, and its queued messages would fail.
-    pub async fn delete_domain(&self, who: &Principal, id: &str) -> Result<()> {
+    pub async fn delete_domain(&self, who: &Principal, id: DomainId) -> Result<()> {
         who.require_full()?;
-        let id = parse_domain_id(id)?;
         if self.domain_of(who, id).await?.is_sandbox() {
             return Err(Error::field(
                 "id",

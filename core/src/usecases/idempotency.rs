@@ -36,14 +36,14 @@ impl Tidings {
         kind: RequestKind,
         hash_as: impl FnOnce(ApiKeyId) -> Result<RequestHash>,
     ) -> Result<Message> {
-        let id = record
-            .original_message_id()
-            .ok_or_else(|| Error::Internal(format!("idempotency record {:?} names no message", record.key.as_str())))?;
+        let id = record.original_message_id().ok_or_else(|| {
+            Error::Internal(format!("idempotency record {:?} names no message", record.key.as_str()).into())
+        })?;
         let original = self
             .store
             .get_message(who.workspace_id, id)
             .await?
-            .ok_or_else(|| Error::Internal(format!("idempotency record points to missing message {id}")))?;
+            .ok_or_else(|| Error::Internal(format!("idempotency record points to missing message {id}").into()))?;
         if who.scope == KeyScope::Send && original.api_key_id != who.key_id {
             return Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherKey));
         }
@@ -59,7 +59,8 @@ impl Tidings {
 /// come in a fixed order, so neither key order nor white space in the client's JSON matter)
 /// with the id of the key that made the record, the stored form (see the module docs).
 pub(crate) fn hash_with_key(canonical: &impl serde::Serialize, maker: ApiKeyId) -> Result<RequestHash> {
-    RequestHash::of_json(canonical, &maker.to_bytes()).map_err(|e| Error::Internal(format!("hashing request: {e}")))
+    RequestHash::of_json(canonical, &maker.to_bytes())
+        .map_err(|e| Error::Internal(crate::Cause::context("hashing request", e)))
 }
 
 #[cfg(test)]

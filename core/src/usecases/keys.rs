@@ -77,9 +77,8 @@ impl Tidings {
     }
 
     /// `GET /v1/keys/{id}`: one key. Revoked keys are not found: to the API they are gone.
-    pub async fn get_api_key(&self, who: &Principal, id: &str) -> Result<ApiKey> {
+    pub async fn get_api_key(&self, who: &Principal, id: ApiKeyId) -> Result<ApiKey> {
         who.require_full()?;
-        let id = ApiKeyId::parse(id).ok_or(Error::NotFound("API key"))?;
         match self.store.get_api_key(who.workspace_id, id).await? {
             Some(key) if key.revoked_at.is_none() => Ok(key),
             _ => Err(Error::NotFound("API key")),
@@ -89,9 +88,8 @@ impl Tidings {
     /// `DELETE /v1/keys/{id}`: revokes a key; it fails authentication from the moment this
     /// returns. Not found if absent or already revoked. A key may revoke itself (the
     /// request that does so still completes).
-    pub async fn revoke_api_key(&self, who: &Principal, id: &str) -> Result<()> {
+    pub async fn revoke_api_key(&self, who: &Principal, id: ApiKeyId) -> Result<()> {
         who.require_full()?;
-        let id = ApiKeyId::parse(id).ok_or(Error::NotFound("API key"))?;
         self.store
             .revoke_api_key(who.workspace_id, id, self.clock.now())
             .await

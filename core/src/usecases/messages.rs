@@ -158,12 +158,11 @@ impl Tidings {
             }),
             None => None,
         };
-        let (message, event) = (new.message.clone(), new.event.clone());
-        match self.store.create_message(new).await? {
+        match self.store.create_message(&new).await? {
             CreateOutcome::Created => {
-                self.observer.message_accepted(&message);
-                self.observer.message_event(&message, &event);
-                Ok(SendOutcome { message, replayed: false })
+                self.observer.message_accepted(&new.message);
+                self.observer.message_event(&new.message, &new.event);
+                Ok(SendOutcome { message: new.message, replayed: false })
             }
             // Lost a race with an identical key: answer like a replay.
             CreateOutcome::Duplicate(record) => self.replay(who, &record, &req).await,
@@ -332,7 +331,7 @@ impl Tidings {
                     None => self.default_domain(ws).await?,
                 };
                 let address = EmailAddress::from_parts(DEFAULT_LOCAL_PART, &domain.name)
-                    .map_err(|e| Error::Internal(format!("default sender address: {e}")))?;
+                    .map_err(|e| Error::Internal(crate::Cause::context("default sender address", e)))?;
                 (domain, Mailbox { display_name: None, address })
             }
         };
@@ -425,8 +424,7 @@ impl Tidings {
     }
 
     /// `GET /v1/messages/{id}`.
-    pub async fn get_message(&self, who: &Principal, id: &str) -> Result<Message> {
-        let id = MessageId::parse(id).ok_or(Error::NotFound("message"))?;
+    pub async fn get_message(&self, who: &Principal, id: MessageId) -> Result<Message> {
         let message = self.store.get_message(who.workspace_id, id).await?.ok_or(Error::NotFound("message"))?;
         if who.scope == KeyScope::Send && message.api_key_id != who.key_id {
             return Err(Error::NotFound("message"));
@@ -438,7 +436,7 @@ impl Tidings {
     pub async fn list_message_events(
         &self,
         who: &Principal,
-        id: &str,
+        id: MessageId,
         params: ListParams,
     ) -> Result<Listed<MessageEvent>> {
         let page = params.to_page(EventId::parse)?;

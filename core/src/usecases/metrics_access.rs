@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Result;
 use crate::ports::Limits;
-use crate::usecases::{AuthRefusal, Tidings};
+use crate::usecases::{Admission, AuthOutcome, AuthRefusal, Tidings};
 
 /// Shortest metrics token, in characters.
 pub const MIN_METRICS_TOKEN_CHARS: usize = 16;
@@ -64,19 +64,19 @@ impl Tidings {
         client: IpAddr,
         token: &MetricsToken,
         presented: Option<&str>,
-    ) -> Result<std::result::Result<(), AuthRefusal>> {
+    ) -> Result<AuthOutcome<()>> {
         let now = self.clock.now();
-        if let Err(wait) = limits.check_auth(client, now).await? {
-            return Ok(Err(AuthRefusal::Blocked(wait)));
+        if let Admission::Limited { retry_after } = limits.check_auth(client, now).await? {
+            return Ok(AuthOutcome::Refused(AuthRefusal::Blocked(retry_after)));
         }
         let refusal = match presented {
-            Some(text) if token.matches(text) => return Ok(Ok(())),
+            Some(text) if token.matches(text) => return Ok(AuthOutcome::Admitted(())),
             Some(_) => AuthRefusal::Invalid,
             None => AuthRefusal::Missing,
         };
         match limits.record_auth_failure(client, now).await? {
-            Ok(()) => Ok(Err(refusal)),
-            Err(wait) => Ok(Err(AuthRefusal::Blocked(wait))),
+            Admission::Allowed(()) => Ok(AuthOutcome::Refused(refusal)),
+            Admission::Limited { retry_after } => Ok(AuthOutcome::Refused(AuthRefusal::Blocked(retry_after))),
         }
     }
 }

@@ -13,6 +13,7 @@ mod idempotency;
 mod keys;
 mod messages;
 mod metrics_access;
+mod named;
 mod operations;
 mod overview;
 mod pagination;
@@ -50,6 +51,7 @@ pub use feedback::*;
 pub use keys::*;
 pub use messages::*;
 pub use metrics_access::*;
+pub use named::Named;
 pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
@@ -230,7 +232,7 @@ impl Tidings {
     pub async fn check_ready(&self) -> crate::Result<()> {
         match self.store.get_workspace(WorkspaceId::from_bytes([0; 16])).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(crate::Error::Unavailable(format!("readiness check: {e}"))),
+            Err(e) => Err(crate::Error::Unavailable(crate::Cause::context("readiness check", e))),
         }
     }
 }

@@ -11,10 +11,11 @@
 //! come before the render (a bad field, a suppressed recipient, an unknown template) still
 //! give it back.
 
+use crate::ids::TemplateId;
 use crate::ports::Limits;
 use crate::templates::Rendered;
 use crate::usecases::{
-    BatchOutcome, BatchValidation, Principal, RateLimitState, RenderTemplateRequest, RetryAfter, SendOutcome,
+    Admission, BatchOutcome, BatchValidation, Principal, RateLimitState, RenderTemplateRequest, SendOutcome,
     SendRequest, Tidings,
 };
 use crate::{Error, Result};
@@ -30,7 +31,7 @@ pub struct LimitedSend {
 }
 
 impl Tidings {
-    /// [`Tidings::send_message`] with the key's rate limit kept in `limits`: `Ok(Err(wait))`
+    /// [`Tidings::send_message`] with the key's rate limit kept in `limits`: `Limited`
     /// when the key's bucket is empty, and then nothing was queued. Repeats of an
     /// Idempotency-Key in this process wait for the first (see [`Tidings::take_send_turn`]),
     /// so they are answered as replays and take no token instead of racing it for the bucket.
@@ -40,14 +41,14 @@ impl Tidings {
         who: &Principal,
         req: SendRequest,
         idempotency_key: Option<&str>,
-    ) -> Result<Result<LimitedSend, RetryAfter>> {
+    ) -> Result<Admission<LimitedSend>> {
         let _turn = self.take_send_turn(who, idempotency_key).await;
         let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
-            Ok(limit) => limit,
-            Err(wait) => {
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => {
                 return Ok(match self.idempotent_replay(who, &req, idempotency_key).await? {
-                    Some(outcome) => Ok(LimitedSend { outcome, limit: None }),
-                    None => Err(wait),
+                    Some(outcome) => Admission::Allowed(LimitedSend { outcome, limit: None }),
+                    None => Admission::Limited { retry_after },
                 });
             }
         };
@@ -59,13 +60,13 @@ impl Tidings {
         if give_back {
             self.refund_send(limits, who).await;
         }
-        Ok(Ok(LimitedSend { outcome: outcome?, limit: Some(limit) }))
+        Ok(Admission::Allowed(LimitedSend { outcome: outcome?, limit: Some(limit) }))
     }
 
     /// [`Tidings::send_batch`] with the key's rate limit kept in `limits`: a replay is
     /// answered first and takes no tokens (`limit` is then `None`); a batch larger than the
     /// key's whole bucket is refused ([`Tidings::check_batch_size`]); otherwise one token per
-    /// item is taken at once (`Ok(Err(wait))` when the bucket lacks them, and nothing was
+    /// item is taken at once (`Limited` when the bucket lacks them, and nothing was
     /// queued) and the tokens of refused items are given back.
     pub async fn send_batch_rate_limited(
         &self,
@@ -74,16 +75,16 @@ impl Tidings {
         reqs: Vec<SendRequest>,
         mode: BatchValidation,
         idempotency_key: Option<&str>,
-    ) -> Result<Result<(BatchOutcome, Option<RateLimitState>), RetryAfter>> {
+    ) -> Result<Admission<(BatchOutcome, Option<RateLimitState>)>> {
         let _turn = self.take_send_turn(who, idempotency_key).await;
         if let Some(outcome) = self.idempotent_batch_replay(who, &reqs, mode, idempotency_key).await? {
-            return Ok(Ok((outcome, None)));
+            return Ok(Admission::Allowed((outcome, None)));
         }
         self.check_batch_size(who, reqs.len())?;
         let n = u32::try_from(reqs.len()).unwrap_or(u32::MAX);
         let limit = match limits.acquire_sends(who.key_id, who.rate_limit, n, self.clock.now()).await? {
-            Ok(limit) => limit,
-            Err(wait) => return Ok(Err(wait)),
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
         };
         let mut rendered_refused = 0;
         let outcome = match self.send_batch_counted(who, reqs, mode, idempotency_key, &mut rendered_refused).await {
@@ -99,27 +100,27 @@ impl Tidings {
             u32::try_from(outcome.refused()).unwrap_or(n).saturating_sub(rendered_refused)
         };
         self.refund_sends(limits, who, unused).await;
-        Ok(Ok((outcome, Some(limit))))
+        Ok(Admission::Allowed((outcome, Some(limit))))
     }
 
     /// [`Tidings::render_template`] under the key's rate limit: a preview renders like a send
-    /// and takes a token like one (`Ok(Err(wait))` when the bucket is empty, and nothing
+    /// and takes a token like one (`Limited` when the bucket is empty, and nothing
     /// was rendered). The token is given back only when the request was refused before
     /// anything was rendered (an unknown template or version, bad variables).
     pub async fn render_template_rate_limited(
         &self,
         limits: &dyn Limits,
         who: &Principal,
-        id: &str,
+        id: TemplateId,
         req: RenderTemplateRequest,
-    ) -> Result<Result<(Rendered, RateLimitState), RetryAfter>> {
+    ) -> Result<Admission<(Rendered, RateLimitState)>> {
         who.require_full()?;
         let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
-            Ok(limit) => limit,
-            Err(wait) => return Ok(Err(wait)),
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
         };
         match self.render_template(who, id, req).await {
-            Ok(rendered) => Ok(Ok((rendered, limit))),
+            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
             Err(e) => {
                 if !is_render_refusal(&e) {
                     self.refund_send(limits, who).await;

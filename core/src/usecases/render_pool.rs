@@ -52,7 +52,7 @@ impl RenderPool {
             work()
         })
         .await
-        .map_err(|e| Error::Internal(format!("a template render did not finish: {e}")))
+        .map_err(|e| Error::Internal(crate::Cause::context("a template render did not finish", e)))
     }
 }
 

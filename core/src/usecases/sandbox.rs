@@ -103,7 +103,7 @@ impl Tidings {
         // No SPF warning: it is about publishing the SPF term, and nothing here is published.
         let policy = RecordPolicy { spf_warning: None, ..self.config.records.clone() };
         let mut records = dns_records::records_for(&SANDBOX_NAME, &keys, &policy)
-            .map_err(|e| Error::Internal(format!("building the sandbox domain's records failed: {e}")))?;
+            .map_err(|e| Error::Internal(crate::Cause::context("building the sandbox domain's records failed", e)))?;
         for record in &mut records {
             record.status = RecordStatus::Verified;
         }

@@ -9,7 +9,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::ids::EventId;
+use crate::ids::{EventId, MessageId};
 use crate::model::{EventDetails, EventType, Message, MessageStatus};
 use crate::state_machine::Happening;
 use crate::usecases::{Principal, Tidings};
@@ -52,7 +52,7 @@ impl Tidings {
     /// `POST /v1/messages/{id}/cancel`: a `Queued` or `Scheduled` message becomes `Canceled`
     /// (terminal) and is never sent. Anything else is a `Conflict`: an attempt has started
     /// (or it ended otherwise). A `send` key may cancel only its own messages.
-    pub async fn cancel_message(&self, who: &Principal, id: &str) -> Result<Message> {
+    pub async fn cancel_message(&self, who: &Principal, id: MessageId) -> Result<Message> {
         self.change_before_first_attempt(who, id, |_| Ok((EventType::Canceled, None))).await
     }
 
@@ -61,7 +61,7 @@ impl Tidings {
     /// `Scheduled` one now (it becomes `Queued`). The same limits as a send apply; a time not
     /// after now means now. Records a `Scheduled` (or `Queued`) event. Anything but `Queued`
     /// or `Scheduled` is a `Conflict`.
-    pub async fn reschedule_message(&self, who: &Principal, id: &str, change: MessageChange) -> Result<Message> {
+    pub async fn reschedule_message(&self, who: &Principal, id: MessageId, change: MessageChange) -> Result<Message> {
         // Another workspace's (or key's) message is a 404 whatever the body says, as on every
         // other route: the body is judged only for a message the caller may see.
         self.get_message(who, id).await?;
@@ -89,7 +89,7 @@ impl Tidings {
     async fn change_before_first_attempt(
         &self,
         who: &Principal,
-        id: &str,
+        id: MessageId,
         decide: impl Fn(&Message) -> std::result::Result<(EventType, Option<DateTime<Utc>>), Option<Error>>,
     ) -> Result<Message> {
         let mut last_conflict = None;

@@ -6,8 +6,7 @@ use crate::email::{AddressError, DisplayName, EmailAddress};
 use crate::ids::{DomainId, SenderId, WorkspaceId};
 use crate::model::{Domain, Sender, SenderUsername};
 use crate::ports::StoreError;
-use crate::usecases::domains::parse_domain_id;
-use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::usecases::{ListParams, Listed, Named, Principal, Tidings};
 use crate::{Error, FieldError, Result};
 
 /// Body of `POST /v1/domains/{id}/senders`.
@@ -24,9 +23,9 @@ impl Tidings {
     /// `POST /v1/domains/{id}/senders`: registers `username@domain`. The domain must exist
     /// (404) and be Verified (422 `domain_not_verified`); a username already registered on
     /// it, compared case-insensitively, is a 409.
-    pub async fn add_sender(&self, who: &Principal, domain_id: &str, req: AddSenderRequest) -> Result<Sender> {
+    pub async fn add_sender(&self, who: &Principal, domain_id: DomainId, req: AddSenderRequest) -> Result<Sender> {
         who.require_full()?;
-        let domain = self.domain_of(who, parse_domain_id(domain_id)?).await?;
+        let domain = self.domain_of(who, domain_id).await?;
         let (username, display_name, address) = validate(&req, &domain)?;
         if !domain.is_sendable() {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
@@ -53,9 +52,14 @@ impl Tidings {
     }
 
     /// `GET /v1/domains/{id}/senders`: the domain's senders, newest first.
-    pub async fn list_senders(&self, who: &Principal, domain_id: &str, params: ListParams) -> Result<Listed<Sender>> {
+    pub async fn list_senders(
+        &self,
+        who: &Principal,
+        domain_id: DomainId,
+        params: ListParams,
+    ) -> Result<Listed<Sender>> {
         who.require_full()?;
-        let domain = self.domain_of(who, parse_domain_id(domain_id)?).await?;
+        let domain = self.domain_of(who, domain_id).await?;
         let page = params.to_page(SenderId::parse)?;
         let found = self.store.list_senders(who.workspace_id, domain.id, page).await?;
         Ok(Listed::from_page(found, page.limit, |s| s.id.to_string()))
@@ -63,10 +67,15 @@ impl Tidings {
 
     /// `DELETE /v1/domains/{id}/senders/{username}`: removes a sender (username matched
     /// case-insensitively). 404 if the domain or the sender does not exist.
-    pub async fn delete_sender(&self, who: &Principal, domain_id: &str, username: &str) -> Result<()> {
+    pub async fn delete_sender(
+        &self,
+        who: &Principal,
+        domain_id: DomainId,
+        username: Named<SenderUsername>,
+    ) -> Result<()> {
         who.require_full()?;
-        let domain = self.domain_of(who, parse_domain_id(domain_id)?).await?;
-        let username = SenderUsername::parse(username).map_err(|_| Error::NotFound("sender"))?;
+        let domain = self.domain_of(who, domain_id).await?;
+        let username = username.or_not_found("sender")?;
         self.store
             .delete_sender(who.workspace_id, domain.id, &username)
             .await

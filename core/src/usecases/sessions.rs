@@ -13,7 +13,7 @@ use crate::Result;
 use crate::ids::SessionId;
 use crate::model::{DashboardSession, SessionToken, new_csrf_token};
 use crate::ports::Limits;
-use crate::usecases::{AuthRefusal, Principal, Tidings};
+use crate::usecases::{AuthOutcome, Principal, Tidings};
 
 /// How long sessions last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +75,12 @@ impl Tidings {
         limits: &dyn Limits,
         client: IpAddr,
         presented_key: &str,
-    ) -> Result<std::result::Result<SignedIn, AuthRefusal>> {
+    ) -> Result<AuthOutcome<SignedIn>> {
         // An empty form field is "no key", not a malformed one: both count as a failure.
         let presented = Some(presented_key.trim()).filter(|k| !k.is_empty());
         let principal = match self.authenticate_client(limits, client, presented).await? {
-            Ok(principal) => principal,
-            Err(refusal) => return Ok(Err(refusal)),
+            AuthOutcome::Admitted(principal) => principal,
+            AuthOutcome::Refused(refusal) => return Ok(AuthOutcome::Refused(refusal)),
         };
         let now = self.clock.now();
         let token = SessionToken::generate(self.random.as_ref());
@@ -95,7 +95,7 @@ impl Tidings {
             expires_at: self.session_expiry(now, now),
         };
         self.store.insert_session(&session).await?;
-        Ok(Ok(SignedIn { token, session }))
+        Ok(AuthOutcome::Admitted(SignedIn { token, session }))
     }
 
     /// The live session named by a cookie's `token`, with the caller it acts as; `None` if

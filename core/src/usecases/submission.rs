@@ -12,7 +12,7 @@
 
 use crate::email::EmailAddress;
 use crate::ports::Limits;
-use crate::usecases::{LimitedSend, Principal, RetryAfter, SendOutcome, SubmittedMessage, Tidings};
+use crate::usecases::{Admission, LimitedSend, Principal, RetryAfter, SendOutcome, SubmittedMessage, Tidings};
 use crate::{Error, Result};
 
 /// Why a submitted message was not (wholly) queued.
@@ -70,8 +70,8 @@ impl Tidings {
             let key = message.idempotency_key(to);
             let stop = |reason| SubmitError { queued: queued.len(), reason };
             match self.send_rate_limited(limits, who, req, key.as_deref()).await {
-                Ok(Ok(LimitedSend { outcome, .. })) => queued.push(outcome),
-                Ok(Err(wait)) => return Err(stop(SubmitFailure::RateLimited(wait))),
+                Ok(Admission::Allowed(LimitedSend { outcome, .. })) => queued.push(outcome),
+                Ok(Admission::Limited { retry_after }) => return Err(stop(SubmitFailure::RateLimited(retry_after))),
                 Err(error) => return Err(stop(SubmitFailure::Send(error))),
             }
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::email::EmailAddress;
 use crate::ids::{MessageId, SuppressionId, WorkspaceId};
 use crate::model::{Suppression, SuppressionReason, SuppressionSource};
+use crate::usecases::Named;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
@@ -58,18 +59,18 @@ impl Tidings {
     }
 
     /// The entry for an address (the path segment, already URL-decoded). An address that
-    /// cannot be parsed cannot be on the list: not found.
-    pub async fn get_suppression(&self, who: &Principal, email: &str) -> Result<Suppression> {
+    /// cannot be parsed ([`Named::Malformed`]) cannot be on the list: not found.
+    pub async fn get_suppression(&self, who: &Principal, email: Named<EmailAddress>) -> Result<Suppression> {
         who.require_full()?;
-        let email = EmailAddress::parse(email).map_err(|_| Error::NotFound("suppression"))?;
+        let email = email.or_not_found("suppression")?;
         self.store.get_suppression(who.workspace_id, &email).await?.ok_or(Error::NotFound("suppression"))
     }
 
     /// `DELETE /v1/suppressions/{email}`: the address can be sent to again. Not found if it
     /// is not on the list (or is not an address at all).
-    pub async fn delete_suppression(&self, who: &Principal, email: &str) -> Result<()> {
+    pub async fn delete_suppression(&self, who: &Principal, email: Named<EmailAddress>) -> Result<()> {
         who.require_full()?;
-        let email = EmailAddress::parse(email).map_err(|_| Error::NotFound("suppression"))?;
+        let email = email.or_not_found("suppression")?;
         self.store.delete_suppression(who.workspace_id, &email).await.map_err(crate::error::missing("suppression"))?;
         Ok(())
     }

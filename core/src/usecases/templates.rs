@@ -134,16 +134,15 @@ impl Tidings {
     }
 
     /// `GET /v1/templates/{id}`: a template with all its versions.
-    pub async fn get_template(&self, who: &Principal, id: &str) -> Result<Template> {
+    pub async fn get_template(&self, who: &Principal, id: TemplateId) -> Result<Template> {
         who.require_full()?;
         self.template_of(who.workspace_id, id).await
     }
 
     /// `DELETE /v1/templates/{id}`: deletes the template and its versions. Messages already
     /// sent keep the version id they recorded.
-    pub async fn delete_template(&self, who: &Principal, id: &str) -> Result<()> {
+    pub async fn delete_template(&self, who: &Principal, id: TemplateId) -> Result<()> {
         who.require_full()?;
-        let id = parse_template_id(id)?;
         self.store.delete_template(who.workspace_id, id).await.map_err(template_gone)
     }
 
@@ -152,7 +151,7 @@ impl Tidings {
     pub async fn add_template_version(
         &self,
         who: &Principal,
-        id: &str,
+        id: TemplateId,
         req: AddTemplateVersionRequest,
     ) -> Result<TemplateVersion> {
         who.require_full()?;
@@ -179,7 +178,12 @@ impl Tidings {
     /// `PATCH /v1/templates/{id}`: renames the template or makes another of its versions
     /// current. A version id that is not one of this template's is a 422 naming
     /// `currentVersionId`.
-    pub async fn update_template(&self, who: &Principal, id: &str, req: UpdateTemplateRequest) -> Result<Template> {
+    pub async fn update_template(
+        &self,
+        who: &Principal,
+        id: TemplateId,
+        req: UpdateTemplateRequest,
+    ) -> Result<Template> {
         who.require_full()?;
         let template = self.template_of(who.workspace_id, id).await?;
         let mut faults = Vec::new();
@@ -211,7 +215,12 @@ impl Tidings {
     /// `POST /v1/templates/{id}/render`: renders the current version, or `versionId`, with
     /// `variables`, without sending anything. A missing variable is a 422
     /// `template_render_error` naming it.
-    pub async fn render_template(&self, who: &Principal, id: &str, req: RenderTemplateRequest) -> Result<Rendered> {
+    pub async fn render_template(
+        &self,
+        who: &Principal,
+        id: TemplateId,
+        req: RenderTemplateRequest,
+    ) -> Result<Rendered> {
         who.require_full()?;
         let template = self.template_of(who.workspace_id, id).await?;
         let mut faults = Vec::new();
@@ -258,14 +267,9 @@ impl Tidings {
         template.current_version().cloned().map(Some).ok_or_else(|| inconsistent(&template))
     }
 
-    async fn template_of(&self, workspace: WorkspaceId, id: &str) -> Result<Template> {
-        let id = parse_template_id(id)?;
+    async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {
         self.store.get_template(workspace, id).await?.ok_or(Error::NotFound("template"))
     }
-}
-
-fn parse_template_id(id: &str) -> Result<TemplateId> {
-    TemplateId::parse(id).ok_or(Error::NotFound("template"))
 }
 
 fn template_gone(e: StoreError) -> Error {
@@ -324,5 +328,5 @@ fn unknown(field: &str, what: &str) -> Error {
 }
 
 fn inconsistent(template: &Template) -> Error {
-    Error::Internal(format!("template {} has no current version", template.id))
+    Error::Internal(format!("template {} has no current version", template.id).into())
 }

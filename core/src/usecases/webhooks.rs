@@ -105,7 +105,7 @@ impl Tidings {
     }
 
     /// `GET /v1/webhooks/{id}`.
-    pub async fn get_webhook(&self, who: &Principal, id: &str) -> Result<WebhookEndpoint> {
+    pub async fn get_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
         who.require_full()?;
         self.find_webhook(who, id).await
     }
@@ -115,7 +115,7 @@ impl Tidings {
     pub async fn update_webhook(
         &self,
         who: &Principal,
-        id: &str,
+        id: WebhookId,
         req: UpdateWebhookRequest,
     ) -> Result<WebhookEndpoint> {
         who.require_full()?;
@@ -149,9 +149,8 @@ impl Tidings {
     }
 
     /// `DELETE /v1/webhooks/{id}`: removes the endpoint and its delivery log.
-    pub async fn delete_webhook(&self, who: &Principal, id: &str) -> Result<()> {
+    pub async fn delete_webhook(&self, who: &Principal, id: WebhookId) -> Result<()> {
         who.require_full()?;
-        let id = WebhookId::parse(id).ok_or(Error::NotFound("webhook"))?;
         self.store.delete_webhook(who.workspace_id, id).await.map_err(crate::error::missing("webhook"))?;
         Ok(())
     }
@@ -160,7 +159,7 @@ impl Tidings {
     /// signs beside it until `now + webhook_secret_overlap` (24 h by default), so receivers
     /// can switch without dropping requests. Only one previous secret is kept: rotating
     /// twice within the overlap retires the first one at once.
-    pub async fn rotate_webhook_secret(&self, who: &Principal, id: &str) -> Result<WebhookEndpoint> {
+    pub async fn rotate_webhook_secret(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
         who.require_full()?;
         let mut endpoint = self.find_webhook(who, id).await?;
         let now = self.clock.now();
@@ -177,7 +176,7 @@ impl Tidings {
     /// `POST /v1/webhooks/{id}/test`: queues one `Test` event for this endpoint, due now,
     /// whatever its `eventTypes`, and returns the queued delivery. A disabled endpoint is
     /// queued too; the delivery worker applies its rule for disabled endpoints.
-    pub async fn test_webhook(&self, who: &Principal, id: &str) -> Result<WebhookDelivery> {
+    pub async fn test_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookDelivery> {
         who.require_full()?;
         let endpoint = self.find_webhook(who, id).await?;
         let now = self.clock.now();
@@ -208,7 +207,7 @@ impl Tidings {
     pub async fn list_webhook_deliveries(
         &self,
         who: &Principal,
-        webhook_id: &str,
+        webhook_id: WebhookId,
         params: ListParams,
     ) -> Result<Listed<WebhookDelivery>> {
         who.require_full()?;
@@ -226,13 +225,12 @@ impl Tidings {
     pub async fn retry_webhook_delivery(
         &self,
         who: &Principal,
-        webhook_id: &str,
-        delivery_id: &str,
+        webhook_id: WebhookId,
+        delivery_id: DeliveryId,
     ) -> Result<WebhookDelivery> {
         who.require_full()?;
         let endpoint = self.find_webhook(who, webhook_id).await?;
-        let id = DeliveryId::parse(delivery_id).ok_or(Error::NotFound("webhook delivery"))?;
-        let mut delivery = match self.store.get_webhook_delivery(who.workspace_id, id).await? {
+        let mut delivery = match self.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
             Some(d) if d.endpoint_id == endpoint.id => d,
             _ => return Err(Error::NotFound("webhook delivery")),
         };
@@ -278,8 +276,7 @@ impl Tidings {
             .collect())
     }
 
-    async fn find_webhook(&self, who: &Principal, id: &str) -> Result<WebhookEndpoint> {
-        let id = WebhookId::parse(id).ok_or(Error::NotFound("webhook"))?;
+    async fn find_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
         self.store.get_webhook(who.workspace_id, id).await?.ok_or(Error::NotFound("webhook"))
     }
 

@@ -42,8 +42,8 @@ mock! {
     }
     #[async_trait]
     impl MessageStore for Store {
-        async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome>;
-        async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome>;
+        async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome>;
+        async fn create_messages(&self, batch: &NewBatch) -> StoreResult<CreateOutcome>;
         async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>>;
         async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>>;
         async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>>;

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::Duration;
 use tidings_core::Error;
 use tidings_core::ids::{DomainId, WorkspaceId};
-use tidings_core::model::{Domain, DomainStatus, KeyScope, RecordKind, RecordStatus};
+use tidings_core::model::{Domain, DomainStatus, KeyScope, RecordKind, RecordStatus, SenderUsername};
 use tidings_core::ports::{DnsCheck, DnsError, DomainStore};
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Principal, UpdateDomainTrackingRequest};
 use tidings_testing::MemoryStore;
@@ -76,7 +76,7 @@ async fn adding_a_domain_makes_it_pending_with_the_four_records_to_publish() {
     assert!(domain.records[2].value.starts_with("v=DKIM1; k=ed25519; p="));
     assert!(domain.records[3].value.starts_with("v=DMARC1;"));
 
-    assert_eq!(t.core.get_domain(&who, &domain.id.to_string()).await.unwrap(), domain);
+    assert_eq!(t.core.get_domain(&who, domain.id).await.unwrap(), domain);
 }
 
 #[tokio::test]
@@ -110,10 +110,10 @@ async fn a_deleted_domain_can_be_added_again_with_new_selectors_and_keys() {
     let who = full_key();
     let first = t.core.add_domain(&who, add("example.com")).await.unwrap();
 
-    t.core.delete_domain(&who, &first.id.to_string()).await.unwrap();
+    t.core.delete_domain(&who, first.id).await.unwrap();
     let second = t.core.add_domain(&who, add("example.com")).await.unwrap();
 
-    assert_eq!(t.core.get_domain(&who, &first.id.to_string()).await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.get_domain(&who, first.id).await, Err(Error::NotFound("domain")));
     assert_ne!(second.id, first.id);
     assert_ne!(second.dkim.rsa_selector, first.dkim.rsa_selector);
     assert_ne!(second.dkim.ed25519_selector, first.dkim.ed25519_selector);
@@ -131,12 +131,12 @@ async fn deleting_an_unknown_domain_is_not_found() {
     let who = full_key();
 
     assert_eq!(
-        t.core.delete_domain(&who, &DomainId(tidings_testing::fixtures::ulid()).to_string()).await,
+        t.core.delete_domain(&who, DomainId(tidings_testing::fixtures::ulid())).await,
         Err(Error::NotFound("domain"))
     );
-    assert_eq!(t.core.delete_domain(&who, "not-an-id").await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.get_domain(&who, "").await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.verify_domain(&who, "../etc").await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.delete_domain(&who, DomainId::parse_or_none("not-an-id")).await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.get_domain(&who, DomainId::parse_or_none("")).await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.verify_domain(&who, DomainId::parse_or_none("../etc")).await, Err(Error::NotFound("domain")));
 }
 
 // --- listing --------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ async fn a_domain_whose_records_are_all_published_verifies() {
     t.dns.publish_all(&domain);
     t.clock.advance(Duration::minutes(3));
 
-    let verified = t.core.verify_domain(&who, &domain.id.to_string()).await.unwrap();
+    let verified = t.core.verify_domain(&who, domain.id).await.unwrap();
 
     let failures: Vec<_> = verified.records.iter().filter_map(|r| r.error.as_deref()).collect();
     assert_eq!(failures, Vec::<&str>::new());
@@ -190,7 +190,7 @@ async fn a_domain_whose_records_are_all_published_verifies() {
         assert_eq!(record.status, RecordStatus::Verified, "{:?}", record.kind);
         assert_eq!(record.last_checked_at, Some(t.now()));
     }
-    assert_eq!(t.core.get_domain(&who, &domain.id.to_string()).await.unwrap(), verified);
+    assert_eq!(t.core.get_domain(&who, domain.id).await.unwrap(), verified);
 }
 
 #[tokio::test]
@@ -200,15 +200,15 @@ async fn a_domain_with_some_records_published_is_partially_verified_and_not_send
     let domain = t.core.add_domain(&who, add("example.com")).await.unwrap();
     t.dns.publish(&domain, &[RecordKind::Spf]);
 
-    let checked = t.core.verify_domain(&who, &domain.id.to_string()).await.unwrap();
+    let checked = t.core.verify_domain(&who, domain.id).await.unwrap();
 
     assert_eq!(checked.status, DomainStatus::PartiallyVerified);
     assert_eq!(checked.verified_at, None);
     assert_eq!(checked.record_status(RecordKind::Spf), RecordStatus::Verified);
     assert_eq!(checked.record_status(RecordKind::Dkim), RecordStatus::Failed);
     assert!(checked.records[1].error.is_some());
-    assert_eq!(t.core.get_domain(&who, &domain.id.to_string()).await.unwrap().status, DomainStatus::PartiallyVerified);
-    let refused = t.core.add_sender(&who, &domain.id.to_string(), sender("billing", None)).await;
+    assert_eq!(t.core.get_domain(&who, domain.id).await.unwrap().status, DomainStatus::PartiallyVerified);
+    let refused = t.core.add_sender(&who, domain.id, sender("billing", None)).await;
     assert_eq!(refused, Err(Error::DomainNotVerified("domain example.com is not verified".to_owned())));
 }
 
@@ -218,7 +218,7 @@ async fn a_domain_with_nothing_published_fails_verification() {
     let who = full_key();
     let domain = t.core.add_domain(&who, add("example.com")).await.unwrap();
 
-    let checked = t.core.verify_domain(&who, &domain.id.to_string()).await.unwrap();
+    let checked = t.core.verify_domain(&who, domain.id).await.unwrap();
 
     assert_eq!(checked.status, DomainStatus::Failed);
     assert!(checked.records.iter().all(|r| r.status == RecordStatus::Failed && r.error.is_some()));
@@ -233,11 +233,14 @@ async fn verified_at_keeps_the_first_success_when_records_later_disappear() {
     let id = domain.id.to_string();
     t.dns.publish_all(&domain);
     let first_success = t.now();
-    assert_eq!(t.core.verify_domain(&who, &id).await.unwrap().verified_at, Some(first_success));
+    assert_eq!(
+        t.core.verify_domain(&who, DomainId::parse_or_none(&id)).await.unwrap().verified_at,
+        Some(first_success)
+    );
 
     t.dns.clear();
     t.clock.advance(Duration::hours(1));
-    let later = t.core.verify_domain(&who, &id).await.unwrap();
+    let later = t.core.verify_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
 
     assert_eq!(later.status, DomainStatus::Failed);
     assert_eq!(later.verified_at, Some(first_success));
@@ -295,7 +298,7 @@ async fn verifying_a_domain_deleted_during_the_dns_lookups_is_not_found() {
     let (t, dns, who, domain) = meddled(true).await;
     t.dns.publish_all(&domain);
 
-    let result = t.core.verify_domain(&who, &domain.id.to_string()).await;
+    let result = t.core.verify_domain(&who, domain.id).await;
 
     assert!(dns.done.load(Ordering::SeqCst));
     assert_eq!(result, Err(Error::NotFound("domain")));
@@ -307,12 +310,12 @@ async fn a_tracking_change_made_during_verification_is_kept() {
     let (t, dns, who, domain) = meddled(false).await;
     t.dns.publish(&domain, &[RecordKind::Spf]);
 
-    let checked = t.core.verify_domain(&who, &domain.id.to_string()).await.unwrap();
+    let checked = t.core.verify_domain(&who, domain.id).await.unwrap();
 
     assert!(dns.done.load(Ordering::SeqCst));
     assert!(checked.click_tracking);
     assert_eq!(checked.record_status(RecordKind::Spf), RecordStatus::Verified);
-    assert_eq!(t.core.get_domain(&who, &domain.id.to_string()).await.unwrap(), checked);
+    assert_eq!(t.core.get_domain(&who, domain.id).await.unwrap(), checked);
 }
 
 // --- tracking -------------------------------------------------------------------------------
@@ -328,7 +331,7 @@ async fn tracking_is_switched_per_field() {
         .core
         .update_domain_tracking(
             &who,
-            &id,
+            DomainId::parse_or_none(&id),
             UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
         )
         .await
@@ -337,19 +340,29 @@ async fn tracking_is_switched_per_field() {
         .core
         .update_domain_tracking(
             &who,
-            &id,
+            DomainId::parse_or_none(&id),
             UpdateDomainTrackingRequest { open_tracking: None, click_tracking: Some(true) },
         )
         .await
         .unwrap();
-    let unchanged = t.core.update_domain_tracking(&who, &id, UpdateDomainTrackingRequest::default()).await.unwrap();
+    let unchanged = t
+        .core
+        .update_domain_tracking(&who, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
+        .await
+        .unwrap();
 
     assert!(opened.open_tracking && !opened.click_tracking);
     assert!(clicked.open_tracking && clicked.click_tracking);
     assert_eq!(unchanged, clicked);
-    assert_eq!(t.core.get_domain(&who, &id).await.unwrap(), clicked);
+    assert_eq!(t.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap(), clicked);
     assert_eq!(
-        t.core.update_domain_tracking(&who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", UpdateDomainTrackingRequest::default()).await,
+        t.core
+            .update_domain_tracking(
+                &who,
+                DomainId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+                UpdateDomainTrackingRequest::default()
+            )
+            .await,
         Err(Error::NotFound("domain"))
     );
 }
@@ -362,25 +375,34 @@ async fn another_workspace_sees_nothing_and_may_add_the_same_name() {
     let alice = full_key();
     let bob = full_key();
     let domain = verified_domain(&t, &alice, "example.com").await;
-    t.core.add_sender(&alice, &domain.id.to_string(), sender("billing", None)).await.unwrap();
+    t.core.add_sender(&alice, domain.id, sender("billing", None)).await.unwrap();
     let id = domain.id.to_string();
 
-    assert_eq!(t.core.get_domain(&bob, &id).await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.verify_domain(&bob, &id).await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.get_domain(&bob, DomainId::parse_or_none(&id)).await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.verify_domain(&bob, DomainId::parse_or_none(&id)).await, Err(Error::NotFound("domain")));
     assert_eq!(
-        t.core.update_domain_tracking(&bob, &id, UpdateDomainTrackingRequest::default()).await,
+        t.core.update_domain_tracking(&bob, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default()).await,
         Err(Error::NotFound("domain"))
     );
-    assert_eq!(t.core.delete_domain(&bob, &id).await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.add_sender(&bob, &id, sender("x", None)).await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.list_senders(&bob, &id, ListParams::default()).await, Err(Error::NotFound("domain")));
-    assert_eq!(t.core.delete_sender(&bob, &id, "billing").await, Err(Error::NotFound("domain")));
+    assert_eq!(t.core.delete_domain(&bob, DomainId::parse_or_none(&id)).await, Err(Error::NotFound("domain")));
+    assert_eq!(
+        t.core.add_sender(&bob, DomainId::parse_or_none(&id), sender("x", None)).await,
+        Err(Error::NotFound("domain"))
+    );
+    assert_eq!(
+        t.core.list_senders(&bob, DomainId::parse_or_none(&id), ListParams::default()).await,
+        Err(Error::NotFound("domain"))
+    );
+    assert_eq!(
+        t.core.delete_sender(&bob, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into()).await,
+        Err(Error::NotFound("domain"))
+    );
     assert_eq!(t.core.find_sender(bob.workspace_id, domain.id, "billing").await, Ok(None));
     assert!(t.core.list_domains(&bob, ListParams::default()).await.unwrap().items.is_empty());
 
     let bobs = t.core.add_domain(&bob, add("example.com")).await.unwrap();
     assert_ne!(bobs.id, domain.id);
-    assert_eq!(t.core.get_domain(&alice, &id).await.unwrap(), domain);
+    assert_eq!(t.core.get_domain(&alice, DomainId::parse_or_none(&id)).await.unwrap(), domain);
 }
 
 #[tokio::test]
@@ -394,19 +416,33 @@ async fn a_send_key_may_not_manage_domains_or_senders() {
 
     assert_eq!(t.core.add_domain(&sender_key, add("other.com")).await.map(drop), denied);
     assert_eq!(t.core.list_domains(&sender_key, ListParams::default()).await.map(drop), denied);
-    assert_eq!(t.core.get_domain(&sender_key, &id).await.map(drop), denied);
-    assert_eq!(t.core.verify_domain(&sender_key, &id).await.map(drop), denied);
+    assert_eq!(t.core.get_domain(&sender_key, DomainId::parse_or_none(&id)).await.map(drop), denied);
+    assert_eq!(t.core.verify_domain(&sender_key, DomainId::parse_or_none(&id)).await.map(drop), denied);
     assert_eq!(
-        t.core.update_domain_tracking(&sender_key, &id, UpdateDomainTrackingRequest::default()).await.map(drop),
+        t.core
+            .update_domain_tracking(&sender_key, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
+            .await
+            .map(drop),
         denied
     );
-    assert_eq!(t.core.delete_domain(&sender_key, &id).await, denied);
-    assert_eq!(t.core.add_sender(&sender_key, &id, sender("billing", None)).await.map(drop), denied);
-    assert_eq!(t.core.list_senders(&sender_key, &id, ListParams::default()).await.map(drop), denied);
-    assert_eq!(t.core.delete_sender(&sender_key, &id, "billing").await, denied);
+    assert_eq!(t.core.delete_domain(&sender_key, DomainId::parse_or_none(&id)).await, denied);
+    assert_eq!(
+        t.core.add_sender(&sender_key, DomainId::parse_or_none(&id), sender("billing", None)).await.map(drop),
+        denied
+    );
+    assert_eq!(
+        t.core.list_senders(&sender_key, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        denied
+    );
+    assert_eq!(
+        t.core.delete_sender(&sender_key, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into()).await,
+        denied
+    );
     // Nothing happened.
-    assert_eq!(t.core.get_domain(&who, &id).await.unwrap(), domain);
-    assert!(t.core.list_senders(&who, &id, ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(t.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap(), domain);
+    assert!(
+        t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap().items.is_empty()
+    );
 }
 
 // --- senders --------------------------------------------------------------------------------
@@ -417,8 +453,7 @@ async fn a_sender_is_registered_on_a_verified_domain() {
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
 
-    let added =
-        t.core.add_sender(&who, &domain.id.to_string(), sender("Billing", Some(" Acme Billing "))).await.unwrap();
+    let added = t.core.add_sender(&who, domain.id, sender("Billing", Some(" Acme Billing "))).await.unwrap();
 
     assert_eq!(added.username.as_str(), "Billing");
     assert_eq!(added.address.to_string(), "Billing@example.com");
@@ -438,14 +473,17 @@ async fn senders_are_refused_on_pending_and_unknown_domains() {
     let pending = t.core.add_domain(&who, add("example.com")).await.unwrap();
 
     assert_eq!(
-        t.core.add_sender(&who, &pending.id.to_string(), sender("billing", None)).await,
+        t.core.add_sender(&who, pending.id, sender("billing", None)).await,
         Err(Error::DomainNotVerified("domain example.com is not verified".to_owned()))
     );
     assert_eq!(
-        t.core.add_sender(&who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", sender("billing", None)).await,
+        t.core.add_sender(&who, DomainId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), sender("billing", None)).await,
         Err(Error::NotFound("domain"))
     );
-    assert_eq!(t.core.add_sender(&who, "nope", sender("billing", None)).await, Err(Error::NotFound("domain")));
+    assert_eq!(
+        t.core.add_sender(&who, DomainId::parse_or_none("nope"), sender("billing", None)).await,
+        Err(Error::NotFound("domain"))
+    );
 }
 
 #[tokio::test]
@@ -454,12 +492,15 @@ async fn a_username_registered_twice_is_a_conflict_ignoring_case() {
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
     let id = domain.id.to_string();
-    t.core.add_sender(&who, &id, sender("billing", None)).await.unwrap();
+    t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("billing", None)).await.unwrap();
 
-    let again = t.core.add_sender(&who, &id, sender("BILLING", Some("Other"))).await;
+    let again = t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("BILLING", Some("Other"))).await;
 
     assert_eq!(again, Err(Error::Conflict("sender BILLING is already registered on example.com".to_owned())));
-    assert_eq!(t.core.list_senders(&who, &id, ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(
+        t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap().items.len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -469,20 +510,33 @@ async fn sender_fields_are_validated_together() {
     let domain = verified_domain(&t, &who, "example.com").await;
     let id = domain.id.to_string();
 
-    assert_eq!(invalid_fields(t.core.add_sender(&who, &id, AddSenderRequest::default()).await), ["username"]);
+    assert_eq!(
+        invalid_fields(t.core.add_sender(&who, DomainId::parse_or_none(&id), AddSenderRequest::default()).await),
+        ["username"]
+    );
     for bad in ["", "bill ing", "bill@ing", ".billing", "a..b", "bïlling", &"a".repeat(65), "billing\r\n"] {
-        assert_eq!(invalid_fields(t.core.add_sender(&who, &id, sender(bad, None)).await), ["username"], "{bad:?}");
+        assert_eq!(
+            invalid_fields(t.core.add_sender(&who, DomainId::parse_or_none(&id), sender(bad, None)).await),
+            ["username"],
+            "{bad:?}"
+        );
     }
     assert_eq!(
-        invalid_fields(t.core.add_sender(&who, &id, sender("billing", Some("Acme\r\nBcc: x@y.com"))).await),
+        invalid_fields(
+            t.core
+                .add_sender(&who, DomainId::parse_or_none(&id), sender("billing", Some("Acme\r\nBcc: x@y.com")))
+                .await
+        ),
         ["displayName"]
     );
     assert_eq!(
-        invalid_fields(t.core.add_sender(&who, &id, sender("bill ing", Some(&"n".repeat(257)))).await),
+        invalid_fields(
+            t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("bill ing", Some(&"n".repeat(257)))).await
+        ),
         ["username", "displayName"]
     );
     // An empty display name means none.
-    let plain = t.core.add_sender(&who, &id, sender("plain", Some(""))).await.unwrap();
+    let plain = t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("plain", Some(""))).await.unwrap();
     assert_eq!(plain.display_name, None);
 }
 
@@ -494,25 +548,42 @@ async fn senders_are_listed_newest_first_and_deleted_by_username() {
     let id = domain.id.to_string();
     let mut added = Vec::new();
     for name in ["a", "b", "c"] {
-        added.push(t.core.add_sender(&who, &id, sender(name, None)).await.unwrap());
+        added.push(t.core.add_sender(&who, DomainId::parse_or_none(&id), sender(name, None)).await.unwrap());
         // Ids made in one millisecond have no order among themselves.
         t.clock.advance(Duration::milliseconds(1));
     }
 
-    let first = t.core.list_senders(&who, &id, ListParams { limit: Some(2), cursor: None }).await.unwrap();
-    let rest =
-        t.core.list_senders(&who, &id, ListParams { limit: Some(2), cursor: first.next_cursor.clone() }).await.unwrap();
+    let first = t
+        .core
+        .list_senders(&who, DomainId::parse_or_none(&id), ListParams { limit: Some(2), cursor: None })
+        .await
+        .unwrap();
+    let rest = t
+        .core
+        .list_senders(
+            &who,
+            DomainId::parse_or_none(&id),
+            ListParams { limit: Some(2), cursor: first.next_cursor.clone() },
+        )
+        .await
+        .unwrap();
     assert_eq!(first.items, [added[2].clone(), added[1].clone()]);
     assert_eq!(first.next_cursor, Some(added[1].id.to_string()));
     assert_eq!(rest.items, [added[0].clone()]);
     assert!(!rest.has_more);
 
-    t.core.delete_sender(&who, &id, "B").await.unwrap();
+    t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("B").into()).await.unwrap();
 
-    let left = t.core.list_senders(&who, &id, ListParams::default()).await.unwrap();
+    let left = t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap();
     assert_eq!(left.items, [added[2].clone(), added[0].clone()]);
-    assert_eq!(t.core.delete_sender(&who, &id, "b").await, Err(Error::NotFound("sender")));
-    assert_eq!(t.core.delete_sender(&who, &id, "not valid").await, Err(Error::NotFound("sender")));
+    assert_eq!(
+        t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("b").into()).await,
+        Err(Error::NotFound("sender"))
+    );
+    assert_eq!(
+        t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("not valid").into()).await,
+        Err(Error::NotFound("sender"))
+    );
 }
 
 #[tokio::test]
@@ -520,19 +591,19 @@ async fn deleting_a_domain_removes_its_senders() {
     let t = TestCore::new();
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
-    t.core.add_sender(&who, &domain.id.to_string(), sender("billing", None)).await.unwrap();
+    t.core.add_sender(&who, domain.id, sender("billing", None)).await.unwrap();
 
-    t.core.delete_domain(&who, &domain.id.to_string()).await.unwrap();
+    t.core.delete_domain(&who, domain.id).await.unwrap();
 
     assert_eq!(t.core.find_sender(who.workspace_id, domain.id, "billing").await, Ok(None));
     let again = verified_domain(&t, &who, "example.com").await;
-    assert!(t.core.list_senders(&who, &again.id.to_string(), ListParams::default()).await.unwrap().items.is_empty());
-    t.core.add_sender(&who, &again.id.to_string(), sender("billing", None)).await.unwrap();
+    assert!(t.core.list_senders(&who, again.id, ListParams::default()).await.unwrap().items.is_empty());
+    t.core.add_sender(&who, again.id, sender("billing", None)).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_send_key_in_another_workspace_is_still_refused_before_lookup() {
     let t = TestCore::new();
     let stranger = key_in(WorkspaceId(tidings_testing::fixtures::ulid()), KeyScope::Send);
-    assert_eq!(t.core.get_domain(&stranger, "nope").await, Err(Error::InsufficientScope));
+    assert_eq!(t.core.get_domain(&stranger, DomainId::parse_or_none("nope")).await, Err(Error::InsufficientScope));
 }

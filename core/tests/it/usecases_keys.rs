@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::Duration;
 use tidings_core::Error;
+use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::ports::{DomainStore, KeyStore, StoreError, SystemRandom, WorkspaceStore};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, ListParams, Principal, Tidings};
@@ -163,7 +164,7 @@ async fn keys_are_listed_newest_first_with_paging_and_read_one_by_one() {
     assert!(!page.has_more);
     assert_eq!(page.next_cursor, None);
 
-    let got = t.core.get_api_key(&who, &ids[1].to_string()).await.unwrap();
+    let got = t.core.get_api_key(&who, ids[1]).await.unwrap();
     assert_eq!(got.id, ids[1]);
     assert_eq!(
         invalid_fields(t.core.list_api_keys(&who, ListParams { limit: Some(0), cursor: None }).await),
@@ -180,11 +181,11 @@ async fn a_revoked_key_stops_working_immediately_and_disappears() {
     let (victim, _) = key_beside(&t, &who, "send").await;
     let id = victim.key.id.to_string();
 
-    t.core.revoke_api_key(&who, &id).await.unwrap();
+    t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await.unwrap();
 
     assert_eq!(t.core.authenticate(victim.plaintext.expose()).await, Err(Error::InvalidApiKey));
-    assert_eq!(t.core.get_api_key(&who, &id).await, Err(Error::NotFound("API key")));
-    assert_eq!(t.core.revoke_api_key(&who, &id).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.get_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
     let listed = t.core.list_api_keys(&who, ListParams::default()).await.unwrap();
     assert!(listed.items.iter().all(|k| k.id != victim.key.id));
     let stored = t.store.get_api_key(who.workspace_id, victim.key.id).await.unwrap().unwrap();
@@ -195,7 +196,7 @@ async fn a_revoked_key_stops_working_immediately_and_disappears() {
 async fn a_key_may_revoke_itself() {
     let t = TestCore::new();
     let (first, who) = workspace(&t, "acme").await;
-    t.core.revoke_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    t.core.revoke_api_key(&who, first.key.id).await.unwrap();
     assert_eq!(t.core.authenticate(first.plaintext.expose()).await, Err(Error::InvalidApiKey));
 }
 
@@ -204,7 +205,7 @@ async fn unknown_malformed_and_revoked_keys_get_the_same_answer() {
     let t = TestCore::new();
     let (_, who) = workspace(&t, "acme").await;
     let (revoked, _) = key_beside(&t, &who, "full").await;
-    t.core.revoke_api_key(&who, &revoked.key.id.to_string()).await.unwrap();
+    t.core.revoke_api_key(&who, revoked.key.id).await.unwrap();
     let unknown = ApiKeyPlaintext::generate(&SystemRandom);
     for presented in [unknown.expose(), revoked.plaintext.expose(), "", "tid_short", "Bearer tid_x", "tid_/"] {
         assert_eq!(t.core.authenticate(presented).await, Err(Error::InvalidApiKey), "{presented:?}");
@@ -217,7 +218,7 @@ async fn authenticating_records_when_the_key_was_last_used() {
     let (first, who) = workspace(&t, "acme").await;
     t.clock.advance(Duration::minutes(3));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
     let touched = t.now();
     assert_eq!(key.last_used_at, Some(touched));
 
@@ -225,11 +226,11 @@ async fn authenticating_records_when_the_key_was_last_used() {
     // request); after it, it is.
     t.clock.advance(Duration::milliseconds(999));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
     assert_eq!(key.last_used_at, Some(touched));
     t.clock.advance(Duration::milliseconds(1));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, &first.key.id.to_string()).await.unwrap();
+    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
     assert_eq!(key.last_used_at, Some(t.now()));
 }
 
@@ -242,8 +243,8 @@ async fn a_send_key_cannot_manage_keys() {
     let scope = Err::<(), _>(Error::InsufficientScope);
     assert_eq!(t.core.create_api_key(&sender, CreateApiKeyRequest::default()).await.map(drop), scope);
     assert_eq!(t.core.list_api_keys(&sender, ListParams::default()).await.map(drop), scope);
-    assert_eq!(t.core.get_api_key(&sender, &id).await.map(drop), scope);
-    assert_eq!(t.core.revoke_api_key(&sender, &id).await, scope);
+    assert_eq!(t.core.get_api_key(&sender, ApiKeyId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(t.core.revoke_api_key(&sender, ApiKeyId::parse_or_none(&id)).await, scope);
     // The full key it tried to revoke still works.
     assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok());
 }
@@ -254,8 +255,8 @@ async fn workspaces_do_not_see_each_others_keys() {
     let (alice_key, alice) = workspace(&t, "alice").await;
     let (_, bob) = workspace(&t, "bob").await;
     let id = alice_key.key.id.to_string();
-    assert_eq!(t.core.get_api_key(&bob, &id).await, Err(Error::NotFound("API key")));
-    assert_eq!(t.core.revoke_api_key(&bob, &id).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.get_api_key(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.revoke_api_key(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
     let bobs = t.core.list_api_keys(&bob, ListParams::default()).await.unwrap();
     assert!(bobs.items.iter().all(|k| k.workspace_id == bob.workspace_id));
     assert_eq!(bobs.items.len(), 1);
@@ -268,8 +269,8 @@ async fn malformed_key_ids_are_not_found() {
     let t = TestCore::new();
     let (_, who) = workspace(&t, "acme").await;
     for id in ["", "nope", "01ARZ3NDEKTSV4RRFFQ69G5FAVX"] {
-        assert_eq!(t.core.get_api_key(&who, id).await, Err(Error::NotFound("API key")));
-        assert_eq!(t.core.revoke_api_key(&who, id).await, Err(Error::NotFound("API key")));
+        assert_eq!(t.core.get_api_key(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
+        assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
     }
 }
 
@@ -386,5 +387,5 @@ async fn a_revocation_lost_to_a_concurrent_one_is_not_found() {
     let core = core_over(store);
     let who = service::full_key();
     let id = fixtures::api_key(who.workspace_id).id.to_string();
-    assert_eq!(core.revoke_api_key(&who, &id).await, Err(Error::NotFound("API key")));
+    assert_eq!(core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
 }

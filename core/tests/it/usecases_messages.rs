@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use chrono::Duration;
 use tidings_core::ids::EventId;
-use tidings_core::model::{Domain, DomainStatus, EventDetails, EventType, KeyScope, MessageStatus};
+use tidings_core::model::{Domain, DomainStatus, EventDetails, EventType, IdempotencyKey, KeyScope, MessageStatus};
 use tidings_core::ports::{DomainStore, MessageStore, SuppressionStore};
 use tidings_core::state_machine::Happening;
 use tidings_core::usecases::{
@@ -55,9 +55,9 @@ async fn a_send_from_a_verified_domain_is_queued_with_one_event() {
     assert_eq!((m.status, m.attempts, m.provider_message_id.as_deref()), (MessageStatus::Queued, 0, None));
     assert_eq!(m.from.to_string(), "\"Acme\" <billing@acme.com>");
     assert_eq!(m.next_attempt_at, Some(t.now()));
-    let stored = t.core.get_message(&who, &m.id.to_string()).await.unwrap();
+    let stored = t.core.get_message(&who, m.id).await.unwrap();
     assert_eq!(stored, m);
-    let events = t.core.list_message_events(&who, &m.id.to_string(), ListParams::default()).await.unwrap();
+    let events = t.core.list_message_events(&who, m.id, ListParams::default()).await.unwrap();
     assert_eq!(events.items.iter().map(|e| e.event_type).collect::<Vec<_>>(), [EventType::Queued]);
     assert_eq!(events.items[0].provider_message_id, None);
 }
@@ -400,13 +400,13 @@ async fn a_send_key_sees_only_its_own_messages() {
 
     let listed = t.core.list_messages(&sender, ListParams::default(), &MessageFilters::default()).await.unwrap();
     assert_eq!(listed.items.iter().map(|m| m.id).collect::<Vec<_>>(), [mine.id]);
-    assert_eq!(t.core.get_message(&sender, &theirs.id.to_string()).await.unwrap_err(), Error::NotFound("message"));
-    let events = t.core.list_message_events(&sender, &theirs.id.to_string(), ListParams::default()).await;
+    assert_eq!(t.core.get_message(&sender, theirs.id).await.unwrap_err(), Error::NotFound("message"));
+    let events = t.core.list_message_events(&sender, theirs.id, ListParams::default()).await;
     assert_eq!(events.unwrap_err(), Error::NotFound("message"));
     let all = t.core.list_messages(&admin, ListParams::default(), &MessageFilters::default()).await.unwrap();
     assert_eq!(all.items.len(), 2);
     // Another workspace's full key sees nothing.
-    assert_eq!(t.core.get_message(&full_key(), &mine.id.to_string()).await.unwrap_err(), Error::NotFound("message"));
+    assert_eq!(t.core.get_message(&full_key(), mine.id).await.unwrap_err(), Error::NotFound("message"));
 }
 
 #[tokio::test]
@@ -495,7 +495,7 @@ async fn recorded_events_move_the_message_and_reach_subscribed_webhooks() {
         events.items.iter().map(|e| e.event_type).collect::<Vec<_>>(),
         [EventType::Queued, EventType::Sent, EventType::Delivered]
     );
-    let deliveries = t.core.list_webhook_deliveries(&who, &hook.id.to_string(), ListParams::default()).await.unwrap();
+    let deliveries = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     assert_eq!(deliveries.items.len(), 1, "only the Delivered event is subscribed");
     let payload: serde_json::Value = serde_json::from_str(&deliveries.items[0].payload).unwrap();
     assert_eq!(payload["type"], "Delivered");
@@ -514,7 +514,7 @@ async fn expired_idempotency_keys_are_purged_and_live_ones_kept() {
     t.clock.advance(Duration::hours(2));
 
     assert_eq!(t.core.purge_expired_idempotency_keys(100).await.unwrap(), 1);
-    let key = |k: &str| tidings_core::model::IdempotencyKey::parse(k).unwrap();
+    let key = |k: &str| IdempotencyKey::parse(k).unwrap();
     assert!(t.store.get_idempotency(who.workspace_id, &key("old")).await.unwrap().is_none());
     assert!(t.store.get_idempotency(who.workspace_id, &key("young")).await.unwrap().is_some());
     assert!(t.core.send_message(&who, text_send("u@example.com"), Some("young")).await.unwrap().replayed);

@@ -128,7 +128,7 @@ async fn with_the_sandbox_on_the_first_list_makes_and_shows_it() {
         domains.iter().map(|d| (d.name.as_str(), d.kind)).collect::<Vec<_>>(),
         [(SANDBOX_DOMAIN, DomainKind::Sandbox)]
     );
-    let by_id = t.core.get_domain(&who, &domains[0].id.to_string()).await.unwrap();
+    let by_id = t.core.get_domain(&who, domains[0].id).await.unwrap();
     assert_eq!(by_id, domains[0]);
     assert_eq!(listed(&t.core, &who).await, domains, "listing again makes no second one");
 }
@@ -229,17 +229,17 @@ async fn the_sandbox_cannot_be_deleted_verifying_it_changes_nothing_and_tracking
     let sandbox = listed(&t.core, &who).await.remove(0);
     let id = sandbox.id.to_string();
 
-    assert_eq!(invalid_fields(t.core.delete_domain(&who, &id).await), ["id"]);
+    assert_eq!(invalid_fields(t.core.delete_domain(&who, DomainId::parse_or_none(&id)).await), ["id"]);
     t.clock.advance(Duration::hours(1));
     // The fake DNS publishes nothing: a real check would fail every record.
-    assert_eq!(t.core.verify_domain(&who, &id).await.unwrap(), sandbox, "returned as it is");
+    assert_eq!(t.core.verify_domain(&who, DomainId::parse_or_none(&id)).await.unwrap(), sandbox, "returned as it is");
     let report = t.core.recheck_domains(t.now() + Duration::days(1), 100).await.unwrap();
     assert_eq!(report.checked, 0, "the background re-check never takes it");
     let tracked = t
         .core
         .update_domain_tracking(
             &who,
-            &id,
+            DomainId::parse_or_none(&id),
             UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
         )
         .await
@@ -303,11 +303,13 @@ async fn with_the_sandbox_off_an_existing_sandbox_is_invisible_and_unusable() {
 
     assert!(listed(&off, &who).await.is_empty(), "not listed");
     for result in [
-        off.get_domain(&who, &id).await.map(drop),
-        off.verify_domain(&who, &id).await.map(drop),
-        off.delete_domain(&who, &id).await,
-        off.update_domain_tracking(&who, &id, UpdateDomainTrackingRequest::default()).await.map(drop),
-        off.list_senders(&who, &id, ListParams::default()).await.map(drop),
+        off.get_domain(&who, DomainId::parse_or_none(&id)).await.map(drop),
+        off.verify_domain(&who, DomainId::parse_or_none(&id)).await.map(drop),
+        off.delete_domain(&who, DomainId::parse_or_none(&id)).await,
+        off.update_domain_tracking(&who, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
+            .await
+            .map(drop),
+        off.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
     ] {
         assert_eq!(result, Err(Error::NotFound("domain")));
     }

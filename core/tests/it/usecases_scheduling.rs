@@ -4,6 +4,7 @@
 
 use chrono::{Duration, SecondsFormat};
 use tidings_core::Error;
+use tidings_core::ids::MessageId;
 use tidings_core::model::{EventType, Message, MessageStatus};
 use tidings_core::ports::MessageStore;
 use tidings_core::usecases::{MessageChange, SendRequest};
@@ -77,10 +78,10 @@ async fn a_canceled_message_is_never_sent_and_cannot_be_canceled_twice() {
     let queued = d.send("queued@example.net").await;
 
     for m in [&scheduled, &queued] {
-        let canceled = d.t.core.cancel_message(&d.who, &m.id.to_string()).await.unwrap();
+        let canceled = d.t.core.cancel_message(&d.who, m.id).await.unwrap();
         assert_eq!((canceled.status, canceled.next_attempt_at), (MessageStatus::Canceled, None));
         assert_eq!(d.event_types(m.id).await.last(), Some(&"Canceled"));
-        let again = d.t.core.cancel_message(&d.who, &m.id.to_string()).await;
+        let again = d.t.core.cancel_message(&d.who, m.id).await;
         assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     }
     d.t.clock.advance(Duration::minutes(10));
@@ -95,8 +96,11 @@ async fn a_message_already_attempted_cannot_be_canceled_or_rescheduled() {
     d.step().await;
     assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
     let id = m.id.to_string();
-    assert!(matches!(d.t.core.cancel_message(&d.who, &id).await, Err(Error::Conflict(_))));
-    let moved = d.t.core.reschedule_message(&d.who, &id, reschedule(Some(at(&d, Duration::hours(1))))).await;
+    assert!(matches!(d.t.core.cancel_message(&d.who, MessageId::parse_or_none(&id)).await, Err(Error::Conflict(_))));
+    let moved =
+        d.t.core
+            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
+            .await;
     assert!(matches!(moved, Err(Error::Conflict(_))), "{moved:?}");
     assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered"], "nothing recorded");
 }
@@ -107,26 +111,29 @@ async fn rescheduling_moves_the_send_time_and_null_sends_now() {
     let m = schedule(&d, Duration::minutes(5)).await;
     let id = m.id.to_string();
 
-    let later = d.t.core.reschedule_message(&d.who, &id, reschedule(Some(at(&d, Duration::hours(2))))).await.unwrap();
+    let later =
+        d.t.core
+            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(2)))))
+            .await
+            .unwrap();
     assert_eq!((later.status, later.scheduled_at), (MessageStatus::Scheduled, Some(d.t.now() + Duration::hours(2))));
     assert_eq!(later.next_attempt_at, later.scheduled_at);
     d.t.clock.advance(Duration::minutes(10));
     assert_eq!(d.step().await.claimed, 0, "the old time no longer applies");
 
-    let now = d.t.core.reschedule_message(&d.who, &id, reschedule(None)).await.unwrap();
+    let now = d.t.core.reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(None)).await.unwrap();
     assert_eq!((now.status, now.scheduled_at, now.next_attempt_at), (MessageStatus::Queued, None, Some(d.t.now())));
     assert_eq!(d.step().await.delivered, 1);
     assert_eq!(d.event_types(m.id).await, ["Scheduled", "Scheduled", "Queued", "Sent", "Delivered"]);
 
     // A Queued message can be given a time.
     let q = d.send("q@example.net").await;
-    let s = d.t.core.reschedule_message(&d.who, &q.id.to_string(), reschedule(Some(at(&d, Duration::hours(1))))).await;
+    let s = d.t.core.reschedule_message(&d.who, q.id, reschedule(Some(at(&d, Duration::hours(1))))).await;
     assert_eq!(s.unwrap().status, MessageStatus::Scheduled);
     // The field is required; its limits are a send's.
-    let missing = d.t.core.reschedule_message(&d.who, &q.id.to_string(), MessageChange::default()).await;
+    let missing = d.t.core.reschedule_message(&d.who, q.id, MessageChange::default()).await;
     assert_eq!(invalid_fields(missing), ["scheduledAt"]);
-    let far =
-        d.t.core.reschedule_message(&d.who, &q.id.to_string(), reschedule(Some(at(&d, Duration::days(31))))).await;
+    let far = d.t.core.reschedule_message(&d.who, q.id, reschedule(Some(at(&d, Duration::days(31))))).await;
     assert_eq!(invalid_fields(far), ["scheduledAt"]);
 }
 
@@ -141,7 +148,11 @@ async fn a_reschedule_after_the_claim_keeps_the_worker_from_sending() {
 
     // The client moves it meanwhile; the status stays Scheduled.
     let id = m.id.to_string();
-    let moved = d.t.core.reschedule_message(&d.who, &id, reschedule(Some(at(&d, Duration::hours(1))))).await.unwrap();
+    let moved =
+        d.t.core
+            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
+            .await
+            .unwrap();
     assert_eq!(moved.status, MessageStatus::Scheduled);
     // The worker's Sent under the old lease is refused.
     let sent = tidings_core::state_machine::Happening {
@@ -165,7 +176,7 @@ async fn a_cancel_after_the_claim_makes_the_worker_skip_the_message() {
     let now = d.t.now();
     let claimed = d.t.store.claim_due_messages(now, now + Duration::minutes(5), 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    let canceled = d.t.core.cancel_message(&d.who, &m.id.to_string()).await.unwrap();
+    let canceled = d.t.core.cancel_message(&d.who, m.id).await.unwrap();
     assert_eq!(canceled.status, MessageStatus::Canceled, "claimed but unsent: still cancelable");
     // A second worker step after the lease: nothing is due; the canceled message stays.
     d.t.clock.advance(Duration::minutes(6));
@@ -180,9 +191,12 @@ async fn a_send_key_cancels_only_its_own_messages() {
     let m = schedule(&d, Duration::minutes(5)).await;
     let other = send_key_beside(&d.who);
     let id = m.id.to_string();
-    assert_eq!(d.t.core.cancel_message(&other, &id).await, Err(Error::NotFound("message")));
-    let moved = d.t.core.reschedule_message(&other, &id, reschedule(None)).await;
+    assert_eq!(d.t.core.cancel_message(&other, MessageId::parse_or_none(&id)).await, Err(Error::NotFound("message")));
+    let moved = d.t.core.reschedule_message(&other, MessageId::parse_or_none(&id), reschedule(None)).await;
     assert_eq!(moved, Err(Error::NotFound("message")));
     assert_eq!(d.message(m.id).await.status, MessageStatus::Scheduled);
-    assert_eq!(d.t.core.cancel_message(&d.who, "not-an-id").await, Err(Error::NotFound("message")));
+    assert_eq!(
+        d.t.core.cancel_message(&d.who, MessageId::parse_or_none("not-an-id")).await,
+        Err(Error::NotFound("message"))
+    );
 }

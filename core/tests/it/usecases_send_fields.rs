@@ -83,7 +83,7 @@ async fn every_field_is_kept_on_the_message() {
     let files: Vec<(&str, Option<&str>, u64)> =
         extras.attachments.iter().map(|a| (a.filename(), a.content_id(), a.size())).collect();
     assert_eq!(files, [("invoice.pdf", None, 8), ("logo.png", Some("logo"), 3)]);
-    let stored = t.core.get_message(&who, &m.id.to_string()).await.unwrap();
+    let stored = t.core.get_message(&who, m.id).await.unwrap();
     assert_eq!(stored, m);
 }
 
@@ -300,7 +300,7 @@ async fn webhook_payloads_carry_the_tags_and_metadata() {
 
     t.core.send_message(&who, full_send("u@example.com"), None).await.unwrap();
 
-    let deliveries = t.core.list_webhook_deliveries(&who, &hook.id.to_string(), ListParams::default()).await.unwrap();
+    let deliveries = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let payload: serde_json::Value = serde_json::from_str(&deliveries.items[0].payload).unwrap();
     assert_eq!(payload["data"]["tags"], json!([{"name": "plan", "value": "pro"}, {"name": "beta", "value": ""}]));
     assert_eq!(payload["data"]["metadata"], json!({"orderId": "A-17", "region": "eu"}));

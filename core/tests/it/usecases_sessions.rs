@@ -7,8 +7,8 @@ use chrono::Duration;
 use tidings_core::model::SessionToken;
 use tidings_core::ports::SessionStore;
 use tidings_core::usecases::{
-    AuthRefusal, AuthThrottleConfig, CoreConfig, CreateApiKeyRequest, LocalLimits, SESSION_TOUCH_RESOLUTION,
-    SessionPolicy,
+    AuthOutcome, AuthRefusal, AuthThrottleConfig, CoreConfig, CreateApiKeyRequest, LocalLimits,
+    SESSION_TOUCH_RESOLUTION, SessionPolicy,
 };
 use tidings_testing::TestCore;
 
@@ -24,7 +24,8 @@ async fn a_key_signs_in_and_the_session_acts_as_that_key() {
     let t = TestCore::new();
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
-    let signed_in = t.core.sign_in(&limits, CLIENT, &format!("  {key}\n")).await.unwrap().expect("signed in");
+    let signed_in =
+        t.core.sign_in(&limits, CLIENT, &format!("  {key}\n")).await.unwrap().admitted().expect("signed in");
     let as_api = t.core.authenticate(&key).await.unwrap();
 
     let active = t.core.resume_session(signed_in.token.expose()).await.unwrap().expect("the session is live");
@@ -48,15 +49,18 @@ async fn failed_sign_ins_count_in_the_api_throttle() {
     let limits = LocalLimits::new(AuthThrottleConfig { max_failures: 3, ..AuthThrottleConfig::default() });
     for bad in ["", "   ", "tid_notakey", "tid_0000000000000000000000000000000000000000"] {
         let refused = t.core.sign_in(&limits, CLIENT, bad).await.unwrap();
-        assert!(refused.is_err(), "{bad:?} is refused");
+        assert!(refused.admitted().is_none(), "{bad:?} is refused");
     }
     // The throttle is the API's: after those failures the API refuses this client too.
     let api = t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap();
-    assert!(matches!(api, Err(AuthRefusal::Blocked(_))), "got {api:?}");
+    assert!(matches!(api, AuthOutcome::Refused(AuthRefusal::Blocked(_))), "got {api:?}");
     let again = t.core.sign_in(&limits, CLIENT, &key).await.unwrap();
-    assert!(matches!(again, Err(AuthRefusal::Blocked(_))), "a right key during a block is refused too");
+    assert!(
+        matches!(again, AuthOutcome::Refused(AuthRefusal::Blocked(_))),
+        "a right key during a block is refused too"
+    );
     let elsewhere = t.core.sign_in(&limits, IpAddr::V4(Ipv4Addr::LOCALHOST), &key).await.unwrap();
-    assert!(elsewhere.is_ok(), "another client is not blocked");
+    assert!(elsewhere.admitted().is_some(), "another client is not blocked");
 }
 
 #[tokio::test]
@@ -66,7 +70,7 @@ async fn sessions_end_when_idle_and_after_their_lifetime() {
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
 
-    let idle = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().unwrap();
+    let idle = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(Duration::minutes(29));
     assert!(t.core.resume_session(idle.token.expose()).await.unwrap().is_some(), "used within the idle time");
     t.clock.advance(Duration::minutes(29));
@@ -75,7 +79,7 @@ async fn sessions_end_when_idle_and_after_their_lifetime() {
     assert!(t.core.resume_session(idle.token.expose()).await.unwrap().is_none(), "idle for 30 minutes: ended");
     assert!(t.store.find_session(&idle.token.hash()).await.unwrap().is_none(), "and deleted");
 
-    let busy = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().unwrap();
+    let busy = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     for _ in 0..7 {
         t.clock.advance(Duration::minutes(15));
         assert!(t.core.resume_session(busy.token.expose()).await.unwrap().is_some());
@@ -91,7 +95,7 @@ async fn sessions_end_when_idle_and_after_their_lifetime() {
 async fn touches_are_kept_to_the_resolution() {
     let t = TestCore::new();
     let key = first_key(&t).await;
-    let signed_in = t.core.sign_in(&LocalLimits::default(), CLIENT, &key).await.unwrap().unwrap();
+    let signed_in = t.core.sign_in(&LocalLimits::default(), CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(SESSION_TOUCH_RESOLUTION - Duration::seconds(1));
     t.core.resume_session(signed_in.token.expose()).await.unwrap().unwrap();
     let stored = t.store.find_session(&signed_in.token.hash()).await.unwrap().unwrap();
@@ -111,11 +115,11 @@ async fn revoking_the_key_ends_its_sessions_and_scope_changes_apply_at_once() {
     let admin = t.core.authenticate(&key).await.unwrap();
     let req = CreateApiKeyRequest { scope: Some("send".into()), ..Default::default() };
     let send = t.core.create_api_key(&admin, req).await.unwrap();
-    let session = t.core.sign_in(&limits, CLIENT, send.plaintext.expose()).await.unwrap().unwrap();
+    let session = t.core.sign_in(&limits, CLIENT, send.plaintext.expose()).await.unwrap().admitted().unwrap();
     let active = t.core.resume_session(session.token.expose()).await.unwrap().unwrap();
     assert_eq!(active.principal.scope, tidings_core::model::KeyScope::Send, "a send key's session is a send session");
 
-    t.core.revoke_api_key(&admin, &send.key.id.to_string()).await.unwrap();
+    t.core.revoke_api_key(&admin, send.key.id).await.unwrap();
     assert!(t.core.resume_session(session.token.expose()).await.unwrap().is_none(), "revoked: the session ends");
     assert!(t.store.find_session(&session.token.hash()).await.unwrap().is_none(), "and is deleted");
 }
@@ -126,8 +130,8 @@ async fn sign_out_ends_the_session_and_malformed_tokens_find_nothing() {
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
     let (a, b) = (
-        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().unwrap(),
-        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().unwrap(),
+        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
+        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
     );
     t.core.sign_out(a.token.expose()).await.unwrap();
     assert!(t.core.resume_session(a.token.expose()).await.unwrap().is_none());
@@ -148,7 +152,7 @@ async fn expired_sessions_are_purged() {
     let limits = LocalLimits::default();
     let old: Vec<_> = sign_in_times(&t, &limits, &key, 3).await;
     t.clock.advance(Duration::minutes(20));
-    let fresh = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().unwrap();
+    let fresh = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(Duration::minutes(15));
     assert_eq!(t.core.purge_expired_sessions(100).await.unwrap(), 3);
     for s in &old {
@@ -166,7 +170,7 @@ async fn sign_in_times(
 ) -> Vec<tidings_core::usecases::SignedIn> {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(t.core.sign_in(limits, CLIENT, key).await.unwrap().unwrap());
+        out.push(t.core.sign_in(limits, CLIENT, key).await.unwrap().admitted().unwrap());
     }
     out
 }

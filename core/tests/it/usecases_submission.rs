@@ -7,11 +7,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use chrono::Duration;
 use tidings_core::Error;
 use tidings_core::email::EmailAddress;
+use tidings_core::ids::TemplateId;
 use tidings_core::model::DomainStatus;
 use tidings_core::ports::{DomainStore, SuppressionStore};
 use tidings_core::usecases::{
-    AuthRefusal, AuthThrottleConfig, BatchValidation, CreateApiKeyRequest, CreateTemplateRequest, LimitedSend,
-    ListParams, LocalLimits, MessageFilters, Principal, RenderTemplateRequest, SendRequest, SubmitFailure,
+    Admission, AuthOutcome, AuthRefusal, AuthThrottleConfig, BatchValidation, CreateApiKeyRequest,
+    CreateTemplateRequest, LimitedSend, ListParams, LocalLimits, MessageFilters, Principal, RenderTemplateRequest,
+    SendRequest, SubmitFailure,
 };
 use tidings_testing::TestCore;
 use tidings_testing::fixtures;
@@ -155,7 +157,7 @@ async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
     assert!(matches!(refused(no_subject).await, SubmitFailure::Send(Error::Validation { .. })));
 
     let who = key_with_rate(&t, &admin, 10).await;
-    t.core.revoke_api_key(&admin, &who.key_id.to_string()).await.unwrap();
+    t.core.revoke_api_key(&admin, who.key_id).await.unwrap();
     let error = t.core.submit_message(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
     assert_eq!(error.reason, SubmitFailure::Send(Error::InvalidApiKey));
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 0);
@@ -181,17 +183,20 @@ async fn authentication_counts_failures_and_blocks_even_a_good_key() {
     let limits = LocalLimits::new(throttle);
     let (who, key) = workspace(&t).await;
 
-    assert_eq!(t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap(), Ok(who));
-    assert_eq!(t.core.authenticate_client(&limits, CLIENT, None).await.unwrap(), Err(AuthRefusal::Missing));
+    assert_eq!(t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap(), AuthOutcome::Admitted(who));
+    assert_eq!(
+        t.core.authenticate_client(&limits, CLIENT, None).await.unwrap(),
+        AuthOutcome::Refused(AuthRefusal::Missing)
+    );
     assert_eq!(
         t.core.authenticate_client(&limits, CLIENT, Some("tid_wrong")).await.unwrap(),
-        Err(AuthRefusal::Invalid)
+        AuthOutcome::Refused(AuthRefusal::Invalid)
     );
 
     let blocked = t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap();
-    assert!(matches!(blocked, Err(AuthRefusal::Blocked(_))), "{blocked:?}");
+    assert!(matches!(blocked, AuthOutcome::Refused(AuthRefusal::Blocked(_))), "{blocked:?}");
     let elsewhere = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
-    assert!(t.core.authenticate_client(&limits, elsewhere, Some(&key)).await.unwrap().is_ok());
+    assert!(t.core.authenticate_client(&limits, elsewhere, Some(&key)).await.unwrap().admitted().is_some());
 }
 
 #[tokio::test]
@@ -210,7 +215,7 @@ async fn a_refused_send_gives_its_token_back_and_a_replay_needs_none() {
 
     let refused = t.core.send_rate_limited(&limits, &who, send(None), None).await;
     assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
-    let Ok(LimitedSend { outcome, limit: Some(limit) }) =
+    let Admission::Allowed(LimitedSend { outcome, limit: Some(limit) }) =
         t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap()
     else {
         panic!("the refused send's token was not given back");
@@ -218,8 +223,8 @@ async fn a_refused_send_gives_its_token_back_and_a_replay_needs_none() {
     assert_eq!((limit.limit, limit.remaining), (1, 0));
 
     let empty = t.core.send_rate_limited(&limits, &who, send(Some("t")), None).await.unwrap();
-    assert!(matches!(empty, Err(wait) if wait.seconds == 1), "{empty:?}");
-    let replay = t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap().unwrap();
+    assert!(matches!(empty, Admission::Limited { retry_after } if retry_after.seconds == 1), "{empty:?}");
+    let replay = t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap().allowed().unwrap();
     assert!(replay.outcome.replayed && replay.limit.is_none());
     assert_eq!(replay.outcome.message.id, outcome.message.id);
 }
@@ -263,7 +268,7 @@ async fn a_send_refused_by_its_template_keeps_its_token() {
     let refused = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({})), None).await;
     assert!(matches!(refused, Err(Error::TemplateRender(_))), "{refused:?}");
     let next = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({"name": "Ann"})), None).await;
-    assert!(matches!(next, Ok(Err(_))), "the bucket is empty: {next:?}");
+    assert!(matches!(next, Ok(Admission::Limited { .. })), "the bucket is empty: {next:?}");
 }
 
 #[tokio::test]
@@ -292,6 +297,7 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
         .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()
+        .allowed()
         .expect("one token left");
     assert_eq!(limit.map(|l| l.remaining), Some(0), "two of three tokens went to the refused batch");
 
@@ -305,6 +311,7 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
         .send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Permissive, None)
         .await
         .unwrap()
+        .allowed()
         .expect("tokens");
     assert_eq!(outcome.refused(), 2);
     let (_, limit) = t
@@ -312,6 +319,7 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
         .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()
+        .allowed()
         .expect("the unaddressed item's token came back");
     assert_eq!(limit.map(|l| l.remaining), Some(0));
 }
@@ -327,23 +335,53 @@ async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
 
     let unknown = t
         .core
-        .render_template_rate_limited(&limits, &who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", with(serde_json::json!({})))
+        .render_template_rate_limited(
+            &limits,
+            &who,
+            TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+            with(serde_json::json!({})),
+        )
         .await;
     assert_eq!(unknown.map(drop), Err(Error::NotFound("template")), "refused before rendering: given back");
     let (rendered, limit) = t
         .core
-        .render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"})))
+        .render_template_rate_limited(
+            &limits,
+            &who,
+            TemplateId::parse_or_none(&id),
+            with(serde_json::json!({"name": "Ann"})),
+        )
         .await
         .unwrap()
+        .allowed()
         .unwrap();
     assert_eq!((rendered.subject.as_str(), limit.remaining), ("Hi Ann", 1));
-    let failed = t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({}))).await;
+    let failed = t
+        .core
+        .render_template_rate_limited(&limits, &who, TemplateId::parse_or_none(&id), with(serde_json::json!({})))
+        .await;
     assert!(matches!(failed, Err(Error::TemplateRender(_))), "{failed:?}");
-    let empty = t.core.render_template_rate_limited(&limits, &who, &id, with(serde_json::json!({"name": "Ann"}))).await;
-    assert!(matches!(empty, Ok(Err(_))), "the failed render kept its token: {empty:?}");
+    let empty = t
+        .core
+        .render_template_rate_limited(
+            &limits,
+            &who,
+            TemplateId::parse_or_none(&id),
+            with(serde_json::json!({"name": "Ann"})),
+        )
+        .await;
+    assert!(matches!(empty, Ok(Admission::Limited { .. })), "the failed render kept its token: {empty:?}");
     let send_key = service::send_key_beside(&who);
     assert_eq!(
-        t.core.render_template_rate_limited(&limits, &send_key, &id, with(serde_json::json!({}))).await.map(drop),
+        t.core
+            .render_template_rate_limited(
+                &limits,
+                &send_key,
+                TemplateId::parse_or_none(&id),
+                with(serde_json::json!({}))
+            )
+            .await
+            .map(drop),
         Err(Error::InsufficientScope)
     );
 }

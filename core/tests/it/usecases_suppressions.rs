@@ -2,6 +2,7 @@
 
 use chrono::Duration;
 use tidings_core::Error;
+use tidings_core::email::EmailAddress;
 use tidings_core::ids::MessageId;
 use tidings_core::model::{SuppressionReason, SuppressionSource};
 use tidings_core::usecases::{AddSuppressionRequest, ListParams};
@@ -24,7 +25,7 @@ async fn an_added_address_is_manual_from_the_api() {
     assert_eq!(entry.workspace_id, who.workspace_id);
     assert_eq!(entry.message_id, None);
     assert_eq!(entry.created_at, t.now());
-    assert_eq!(t.core.get_suppression(&who, "jane.doe@example.com").await.unwrap(), entry);
+    assert_eq!(t.core.get_suppression(&who, EmailAddress::parse("jane.doe@example.com").into()).await.unwrap(), entry);
 }
 
 #[tokio::test]
@@ -54,9 +55,15 @@ async fn a_deleted_address_can_be_sent_to_again() {
     let t = TestCore::new();
     let who = full_key();
     t.core.add_suppression(&who, add("jane@example.com")).await.unwrap();
-    t.core.delete_suppression(&who, "Jane@Example.com").await.unwrap();
-    assert_eq!(t.core.get_suppression(&who, "jane@example.com").await, Err(Error::NotFound("suppression")));
-    assert_eq!(t.core.delete_suppression(&who, "jane@example.com").await, Err(Error::NotFound("suppression")));
+    t.core.delete_suppression(&who, EmailAddress::parse("Jane@Example.com").into()).await.unwrap();
+    assert_eq!(
+        t.core.get_suppression(&who, EmailAddress::parse("jane@example.com").into()).await,
+        Err(Error::NotFound("suppression"))
+    );
+    assert_eq!(
+        t.core.delete_suppression(&who, EmailAddress::parse("jane@example.com").into()).await,
+        Err(Error::NotFound("suppression"))
+    );
     let (_, created) = t.core.add_suppression(&who, add("jane@example.com")).await.unwrap();
     assert!(created);
 }
@@ -66,8 +73,16 @@ async fn absent_and_malformed_addresses_are_not_found() {
     let t = TestCore::new();
     let who = full_key();
     for email in ["nobody@example.com", "not an address", ""] {
-        assert_eq!(t.core.delete_suppression(&who, email).await, Err(Error::NotFound("suppression")), "{email:?}");
-        assert_eq!(t.core.get_suppression(&who, email).await, Err(Error::NotFound("suppression")), "{email:?}");
+        assert_eq!(
+            t.core.delete_suppression(&who, EmailAddress::parse(email).into()).await,
+            Err(Error::NotFound("suppression")),
+            "{email:?}"
+        );
+        assert_eq!(
+            t.core.get_suppression(&who, EmailAddress::parse(email).into()).await,
+            Err(Error::NotFound("suppression")),
+            "{email:?}"
+        );
     }
 }
 
@@ -93,7 +108,7 @@ async fn automatic_entries_carry_reason_source_and_message() {
         (entry.reason, entry.source, entry.message_id),
         (SuppressionReason::HardBounce, SuppressionSource::Bounce, Some(message))
     );
-    assert_eq!(t.core.get_suppression(&who, "bounced@example.com").await.unwrap(), entry);
+    assert_eq!(t.core.get_suppression(&who, EmailAddress::parse("bounced@example.com").into()).await.unwrap(), entry);
 }
 
 #[tokio::test]
@@ -173,9 +188,9 @@ async fn a_send_key_cannot_touch_the_list() {
     let scope = Err::<(), _>(Error::InsufficientScope);
     assert_eq!(t.core.add_suppression(&sender, add("x@example.com")).await.map(drop), scope);
     assert_eq!(t.core.list_suppressions(&sender, ListParams::default(), None).await.map(drop), scope);
-    assert_eq!(t.core.get_suppression(&sender, "jane@example.com").await.map(drop), scope);
-    assert_eq!(t.core.delete_suppression(&sender, "jane@example.com").await, scope);
-    assert!(t.core.get_suppression(&who, "jane@example.com").await.is_ok());
+    assert_eq!(t.core.get_suppression(&sender, EmailAddress::parse("jane@example.com").into()).await.map(drop), scope);
+    assert_eq!(t.core.delete_suppression(&sender, EmailAddress::parse("jane@example.com").into()).await, scope);
+    assert!(t.core.get_suppression(&who, EmailAddress::parse("jane@example.com").into()).await.is_ok());
 }
 
 #[tokio::test]
@@ -184,11 +199,17 @@ async fn workspaces_have_separate_lists() {
     let alice = full_key();
     let bob = full_key();
     let (alices, _) = t.core.add_suppression(&alice, add("jane@example.com")).await.unwrap();
-    assert_eq!(t.core.get_suppression(&bob, "jane@example.com").await, Err(Error::NotFound("suppression")));
-    assert_eq!(t.core.delete_suppression(&bob, "jane@example.com").await, Err(Error::NotFound("suppression")));
+    assert_eq!(
+        t.core.get_suppression(&bob, EmailAddress::parse("jane@example.com").into()).await,
+        Err(Error::NotFound("suppression"))
+    );
+    assert_eq!(
+        t.core.delete_suppression(&bob, EmailAddress::parse("jane@example.com").into()).await,
+        Err(Error::NotFound("suppression"))
+    );
     assert!(t.core.list_suppressions(&bob, ListParams::default(), None).await.unwrap().items.is_empty());
     let (bobs, created) = t.core.add_suppression(&bob, add("jane@example.com")).await.unwrap();
     assert!(created);
     assert_ne!(bobs.id, alices.id);
-    assert_eq!(t.core.get_suppression(&alice, "jane@example.com").await.unwrap(), alices);
+    assert_eq!(t.core.get_suppression(&alice, EmailAddress::parse("jane@example.com").into()).await.unwrap(), alices);
 }

@@ -4,6 +4,7 @@
 use chrono::Duration;
 use serde_json::json;
 use tidings_core::Error;
+use tidings_core::ids::TemplateId;
 use tidings_core::model::{Template, TemplateVersion};
 use tidings_core::usecases::{
     AddTemplateVersionRequest, CreateTemplateRequest, ListParams, Principal, RenderTemplateRequest,
@@ -46,10 +47,11 @@ async fn welcome(t: &TestCore, who: &Principal) -> Template {
 async fn three_versions(t: &TestCore, who: &Principal) -> (Template, [TemplateVersion; 3]) {
     let template = welcome(t, who).await;
     let id = template.id.to_string();
-    let v2 = t.core.add_template_version(who, &id, version("Second", None)).await.unwrap();
-    let v3 = t.core.add_template_version(who, &id, version("Third", Some(false))).await.unwrap();
+    let v2 = t.core.add_template_version(who, TemplateId::parse_or_none(&id), version("Second", None)).await.unwrap();
+    let v3 =
+        t.core.add_template_version(who, TemplateId::parse_or_none(&id), version("Third", Some(false))).await.unwrap();
     let v1 = template.versions[0].clone();
-    (t.core.get_template(who, &id).await.unwrap(), [v1, v2, v3])
+    (t.core.get_template(who, TemplateId::parse_or_none(&id)).await.unwrap(), [v1, v2, v3])
 }
 
 // --- creation -------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ async fn creating_a_template_makes_its_first_version_current() {
     assert_eq!(first.html.as_deref(), Some("<p>Hi {{name}}</p>"));
     assert_eq!(first.text.as_deref(), Some("Hi {{name}}"));
     assert_eq!(first.created_at, t.now());
-    assert_eq!(t.core.get_template(&who, &template.id.to_string()).await.unwrap(), template);
+    assert_eq!(t.core.get_template(&who, template.id).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -109,8 +111,7 @@ async fn a_template_without_bodies_is_allowed_and_empty_bodies_count_as_absent()
 
     assert_eq!(template.versions[0].html, None);
     assert_eq!(template.versions[0].text, None);
-    let rendered =
-        t.core.render_template(&who, &template.id.to_string(), RenderTemplateRequest::default()).await.unwrap();
+    let rendered = t.core.render_template(&who, template.id, RenderTemplateRequest::default()).await.unwrap();
     assert_eq!(rendered.subject, "Hello");
     assert_eq!(rendered.html, None);
     assert_eq!(rendered.text, None);
@@ -154,11 +155,8 @@ async fn rendering_escapes_variables_in_html_only() {
         .await
         .unwrap();
 
-    let rendered = t
-        .core
-        .render_template(&who, &template.id.to_string(), render_with(json!({"thing": "<b>Tom & Jerry</b>"})))
-        .await
-        .unwrap();
+    let rendered =
+        t.core.render_template(&who, template.id, render_with(json!({"thing": "<b>Tom & Jerry</b>"}))).await.unwrap();
 
     assert_eq!(rendered.subject, "Re: <b>Tom & Jerry</b>");
     assert_eq!(
@@ -174,11 +172,11 @@ async fn a_missing_variable_is_a_render_error_naming_it() {
     let who = full_key();
     let template = welcome(&t, &who).await;
 
-    let result = t.core.render_template(&who, &template.id.to_string(), render_with(json!({"other": 1}))).await;
+    let result = t.core.render_template(&who, template.id, render_with(json!({"other": 1}))).await;
 
     let Err(Error::TemplateRender(message)) = result else { panic!("expected a render error, got {result:?}") };
     assert!(message.contains("name"), "{message}");
-    let absent = t.core.render_template(&who, &template.id.to_string(), RenderTemplateRequest::default()).await;
+    let absent = t.core.render_template(&who, template.id, RenderTemplateRequest::default()).await;
     assert!(matches!(absent, Err(Error::TemplateRender(_))), "{absent:?}");
 }
 
@@ -190,19 +188,38 @@ async fn render_requests_are_validated() {
     let other = welcome(&t, &who).await;
     let id = template.id.to_string();
 
-    assert_eq!(invalid_fields(t.core.render_template(&who, &id, render_with(json!(["name"]))).await), ["variables"]);
-    assert_eq!(invalid_fields(t.core.render_template(&who, &id, render_with(json!("Tom"))).await), ["variables"]);
+    assert_eq!(
+        invalid_fields(
+            t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!(["name"]))).await
+        ),
+        ["variables"]
+    );
+    assert_eq!(
+        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!("Tom"))).await),
+        ["variables"]
+    );
     let foreign_version = RenderTemplateRequest {
         variables: Some(json!({"name": "Tom"})),
         version_id: Some(other.current_version_id.to_string()),
     };
-    assert_eq!(invalid_fields(t.core.render_template(&who, &id, foreign_version).await), ["versionId"]);
-    let both = RenderTemplateRequest { variables: Some(json!(3)), version_id: Some("nope".to_owned()) };
-    assert_eq!(invalid_fields(t.core.render_template(&who, &id, both).await), ["variables", "versionId"]);
-    let null = RenderTemplateRequest { variables: Some(serde_json::Value::Null), version_id: None };
-    assert!(matches!(t.core.render_template(&who, &id, null).await, Err(Error::TemplateRender(_))));
     assert_eq!(
-        t.core.render_template(&who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", render_with(json!({}))).await,
+        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), foreign_version).await),
+        ["versionId"]
+    );
+    let both = RenderTemplateRequest { variables: Some(json!(3)), version_id: Some("nope".to_owned()) };
+    assert_eq!(
+        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), both).await),
+        ["variables", "versionId"]
+    );
+    let null = RenderTemplateRequest { variables: Some(serde_json::Value::Null), version_id: None };
+    assert!(matches!(
+        t.core.render_template(&who, TemplateId::parse_or_none(&id), null).await,
+        Err(Error::TemplateRender(_))
+    ));
+    assert_eq!(
+        t.core
+            .render_template(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), render_with(json!({})))
+            .await,
         Err(Error::NotFound("template"))
     );
 }
@@ -233,16 +250,25 @@ async fn a_new_version_needs_a_subject_and_valid_syntax() {
     let id = template.id.to_string();
 
     assert_eq!(
-        invalid_fields(t.core.add_template_version(&who, &id, AddTemplateVersionRequest::default()).await),
+        invalid_fields(
+            t.core
+                .add_template_version(&who, TemplateId::parse_or_none(&id), AddTemplateVersionRequest::default())
+                .await
+        ),
         ["subject"]
     );
     let broken = AddTemplateVersionRequest { text: Some("{{/if}}".to_owned()), ..version("Hi", None) };
-    assert!(matches!(t.core.add_template_version(&who, &id, broken).await, Err(Error::TemplateSyntax(_))));
+    assert!(matches!(
+        t.core.add_template_version(&who, TemplateId::parse_or_none(&id), broken).await,
+        Err(Error::TemplateSyntax(_))
+    ));
     assert_eq!(
-        t.core.add_template_version(&who, "01ARZ3NDEKTSV4RRFFQ69G5FAV", version("Hi", None)).await,
+        t.core
+            .add_template_version(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), version("Hi", None))
+            .await,
         Err(Error::NotFound("template"))
     );
-    assert_eq!(t.core.get_template(&who, &id).await.unwrap(), template);
+    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -254,14 +280,18 @@ async fn the_current_version_can_be_switched_and_the_template_renamed() {
 
     let switched = t
         .core
-        .update_template(&who, &id, UpdateTemplateRequest { name: None, current_version_id: Some(v1.id.to_string()) })
+        .update_template(
+            &who,
+            TemplateId::parse_or_none(&id),
+            UpdateTemplateRequest { name: None, current_version_id: Some(v1.id.to_string()) },
+        )
         .await
         .unwrap();
     let renamed = t
         .core
         .update_template(
             &who,
-            &id,
+            TemplateId::parse_or_none(&id),
             UpdateTemplateRequest { name: Some(" Hello ".to_owned()), current_version_id: None },
         )
         .await
@@ -270,10 +300,14 @@ async fn the_current_version_can_be_switched_and_the_template_renamed() {
     assert_eq!(switched.current_version_id, v1.id);
     assert_eq!(renamed.name, "Hello");
     assert_eq!(renamed.current_version_id, v1.id);
-    assert_eq!(t.core.get_template(&who, &id).await.unwrap(), renamed);
+    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), renamed);
     let rendered = t
         .core
-        .render_template(&who, &id, RenderTemplateRequest { variables: None, version_id: Some(v3.id.to_string()) })
+        .render_template(
+            &who,
+            TemplateId::parse_or_none(&id),
+            RenderTemplateRequest { variables: None, version_id: Some(v3.id.to_string()) },
+        )
         .await
         .unwrap();
     assert_eq!(rendered.subject, "Third");
@@ -289,13 +323,23 @@ async fn switching_to_a_version_of_another_template_is_a_validation_error() {
     let to = |v: &str| UpdateTemplateRequest { name: None, current_version_id: Some(v.to_owned()) };
 
     assert_eq!(
-        invalid_fields(t.core.update_template(&who, &id, to(&other.current_version_id.to_string())).await),
+        invalid_fields(
+            t.core
+                .update_template(&who, TemplateId::parse_or_none(&id), to(&other.current_version_id.to_string()))
+                .await
+        ),
         ["currentVersionId"]
     );
-    assert_eq!(invalid_fields(t.core.update_template(&who, &id, to("v1")).await), ["currentVersionId"]);
+    assert_eq!(
+        invalid_fields(t.core.update_template(&who, TemplateId::parse_or_none(&id), to("v1")).await),
+        ["currentVersionId"]
+    );
     let both = UpdateTemplateRequest { name: Some(String::new()), current_version_id: Some("v1".to_owned()) };
-    assert_eq!(invalid_fields(t.core.update_template(&who, &id, both).await), ["name", "currentVersionId"]);
-    assert_eq!(t.core.get_template(&who, &id).await.unwrap(), template);
+    assert_eq!(
+        invalid_fields(t.core.update_template(&who, TemplateId::parse_or_none(&id), both).await),
+        ["name", "currentVersionId"]
+    );
+    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 // --- the send use case's lookup -------------------------------------------------------------
@@ -358,19 +402,22 @@ async fn a_deleted_template_and_its_versions_are_gone() {
     let id = template.id.to_string();
     let version_id = template.current_version_id.to_string();
 
-    t.core.delete_template(&who, &id).await.unwrap();
+    t.core.delete_template(&who, TemplateId::parse_or_none(&id)).await.unwrap();
 
-    assert_eq!(t.core.get_template(&who, &id).await, Err(Error::NotFound("template")));
-    assert_eq!(t.core.delete_template(&who, &id).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.delete_template(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
     assert_eq!(
-        t.core.render_template(&who, &id, render_with(json!({"name": "x"}))).await,
+        t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"}))).await,
         Err(Error::NotFound("template"))
     );
     assert_eq!(
         invalid_fields(t.core.resolve_template_version(who.workspace_id, None, Some(&version_id)).await),
         ["templateVersionId"]
     );
-    assert_eq!(t.core.delete_template(&who, "bad id").await, Err(Error::NotFound("template")));
+    assert_eq!(
+        t.core.delete_template(&who, TemplateId::parse_or_none("bad id")).await,
+        Err(Error::NotFound("template"))
+    );
 }
 
 #[tokio::test]
@@ -407,18 +454,28 @@ async fn another_workspace_cannot_see_or_touch_a_template() {
     let template = welcome(&t, &owner).await;
     let id = template.id.to_string();
 
-    assert_eq!(t.core.get_template(&other, &id).await, Err(Error::NotFound("template")));
-    assert_eq!(t.core.delete_template(&other, &id).await, Err(Error::NotFound("template")));
-    assert_eq!(t.core.add_template_version(&other, &id, version("x", None)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.get_template(&other, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.delete_template(&other, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(
+        t.core.add_template_version(&other, TemplateId::parse_or_none(&id), version("x", None)).await,
+        Err(Error::NotFound("template"))
+    );
     assert_eq!(
         t.core
-            .update_template(&other, &id, UpdateTemplateRequest { name: Some("x".into()), current_version_id: None })
+            .update_template(
+                &other,
+                TemplateId::parse_or_none(&id),
+                UpdateTemplateRequest { name: Some("x".into()), current_version_id: None }
+            )
             .await,
         Err(Error::NotFound("template"))
     );
-    assert_eq!(t.core.render_template(&other, &id, render_with(json!({}))).await, Err(Error::NotFound("template")));
+    assert_eq!(
+        t.core.render_template(&other, TemplateId::parse_or_none(&id), render_with(json!({}))).await,
+        Err(Error::NotFound("template"))
+    );
     assert!(t.core.list_templates(&other, ListParams::default()).await.unwrap().items.is_empty());
-    assert_eq!(t.core.get_template(&owner, &id).await.unwrap(), template);
+    assert_eq!(t.core.get_template(&owner, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -432,10 +489,19 @@ async fn a_send_key_may_not_manage_or_render_templates() {
 
     assert_eq!(t.core.create_template(&key, create("x", "y", None, None)).await.map(drop), denied);
     assert_eq!(t.core.list_templates(&key, ListParams::default()).await.map(drop), denied);
-    assert_eq!(t.core.get_template(&key, &id).await.map(drop), denied);
-    assert_eq!(t.core.delete_template(&key, &id).await, denied);
-    assert_eq!(t.core.add_template_version(&key, &id, version("x", None)).await.map(drop), denied);
-    assert_eq!(t.core.update_template(&key, &id, UpdateTemplateRequest::default()).await.map(drop), denied);
-    assert_eq!(t.core.render_template(&key, &id, render_with(json!({"name": "x"}))).await.map(drop), denied);
-    assert_eq!(t.core.get_template(&who, &id).await.unwrap(), template);
+    assert_eq!(t.core.get_template(&key, TemplateId::parse_or_none(&id)).await.map(drop), denied);
+    assert_eq!(t.core.delete_template(&key, TemplateId::parse_or_none(&id)).await, denied);
+    assert_eq!(
+        t.core.add_template_version(&key, TemplateId::parse_or_none(&id), version("x", None)).await.map(drop),
+        denied
+    );
+    assert_eq!(
+        t.core.update_template(&key, TemplateId::parse_or_none(&id), UpdateTemplateRequest::default()).await.map(drop),
+        denied
+    );
+    assert_eq!(
+        t.core.render_template(&key, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"}))).await.map(drop),
+        denied
+    );
+    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }

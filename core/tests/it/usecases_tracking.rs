@@ -80,7 +80,7 @@ async fn sent_message(t: &TestCore, who: &Principal) -> Message {
 }
 
 async fn events(t: &TestCore, who: &Principal, message: &Message) -> Vec<MessageEvent> {
-    t.core.list_message_events(who, &message.id.to_string(), ListParams::default()).await.unwrap().items
+    t.core.list_message_events(who, message.id, ListParams::default()).await.unwrap().items
 }
 
 async fn event_types(t: &TestCore, who: &Principal, message: &Message) -> Vec<EventType> {
@@ -102,7 +102,7 @@ async fn a_send_takes_each_tracking_choice_it_makes_and_the_domain_default_for_t
     for (request, (opens, clicks)) in cases {
         let sent = t.core.send_message(&who, html_send(request), None).await.unwrap().message;
         assert_eq!(sent.tracking, MessageTracking { opens, clicks }, "{request:?}");
-        let stored = t.core.get_message(&who, &sent.id.to_string()).await.unwrap();
+        let stored = t.core.get_message(&who, sent.id).await.unwrap();
         assert_eq!(stored.tracking, sent.tracking, "{request:?}");
     }
 }
@@ -134,7 +134,7 @@ async fn an_open_records_opened_with_the_user_agent_and_keeps_the_status() {
     assert_eq!(opened.event_type, EventType::Opened);
     assert_eq!(opened.details, EventDetails { user_agent: Some("Mozilla/5.0".into()), ..EventDetails::default() });
     assert_eq!(opened.provider_message_id.as_deref(), Some("x@acme.com"));
-    assert_eq!(t.core.get_message(&who, &sent.id.to_string()).await.unwrap().status, MessageStatus::Sent);
+    assert_eq!(t.core.get_message(&who, sent.id).await.unwrap().status, MessageStatus::Sent);
 }
 
 #[tokio::test]
@@ -150,7 +150,7 @@ async fn a_click_records_clicked_and_answers_the_signed_url() {
     let clicked = events(&t, &who, &sent).await.pop().unwrap();
     assert_eq!(clicked.event_type, EventType::Clicked);
     assert_eq!(clicked.details, EventDetails { url: Some(TARGET.into()), ..EventDetails::default() });
-    assert_eq!(t.core.get_message(&who, &sent.id.to_string()).await.unwrap().status, delivered.status);
+    assert_eq!(t.core.get_message(&who, sent.id).await.unwrap().status, delivered.status);
 }
 
 #[tokio::test]
@@ -168,7 +168,7 @@ async fn opens_and_clicks_fan_out_to_webhooks() {
     t.core.record_open(&key().sign_open(sent.workspace_id, sent.id), None).await.unwrap();
     t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, &target()), None).await.unwrap();
 
-    let log = t.core.list_webhook_deliveries(&who, &hook.id.to_string(), ListParams::default()).await.unwrap();
+    let log = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let mut types: Vec<String> = log.items.iter().map(|d| format!("{:?}", d.event_type)).collect();
     types.sort();
     assert_eq!(types, ["Message(Clicked)", "Message(Opened)"]);
@@ -346,7 +346,7 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
     assert_eq!(clicked.len(), 1 + MAX_REPEAT_CLICKS_KEPT as usize + 1, "first, repeats, the other link's first");
     assert_eq!(clicked[0].details.user_agent.as_deref(), Some("first"));
     assert_eq!(clicked.last().unwrap().details.url.as_deref(), Some("https://shop.example.com/x"));
-    let log = t.core.list_webhook_deliveries(&who, &hook.id.to_string(), ListParams::default()).await.unwrap();
+    let log = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     assert_eq!(log.items.len(), opened.len() + clicked.len(), "a delivery per kept event only");
 }
 
@@ -367,7 +367,7 @@ async fn concurrent_replays_cannot_slip_past_the_cap_together() {
     }
     let opened = event_types(&t, &who, &sent).await.into_iter().filter(|e| *e == EventType::Opened).count();
     assert_eq!(opened, MAX_OPENS_KEPT as usize, "64 racing opens keep exactly the cap");
-    let stored = t.core.get_message(&who, &sent.id.to_string()).await.unwrap();
+    let stored = t.core.get_message(&who, sent.id).await.unwrap();
     assert_eq!(stored.tracking_tally.opens, MAX_OPENS_KEPT);
 }
 

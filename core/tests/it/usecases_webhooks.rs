@@ -7,7 +7,7 @@ use base64::Engine as _;
 use chrono::Duration;
 use serde_json::{Value, json};
 use tidings_core::Error;
-use tidings_core::ids::{ApiKeyId, DomainId, EventId};
+use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, EventId, WebhookId};
 use tidings_core::model::{
     DeliveryStatus, EventDetails, EventType, Message, MessageEvent, WebhookEndpoint, WebhookEventType,
 };
@@ -70,7 +70,7 @@ async fn an_endpoint_is_created_enabled_with_a_fresh_secret() {
     assert_eq!(base64::engine::general_purpose::STANDARD.decode(secret).unwrap().len(), 32);
     assert_eq!((created.previous_secret.clone(), created.disabled_reason.clone()), (None, None));
     assert_eq!(created.created_at, t.now());
-    assert_eq!(t.core.get_webhook(&who, &created.id.to_string()).await.unwrap(), created);
+    assert_eq!(t.core.get_webhook(&who, created.id).await.unwrap(), created);
 
     let other = endpoint(&t, &who, &["Delivered"]).await;
     assert_ne!(other.secret, created.secret);
@@ -130,17 +130,17 @@ async fn an_update_changes_only_what_it_names() {
     t.clock.advance(Duration::seconds(10));
     let req =
         UpdateWebhookRequest { event_types: Some(vec!["Bounced".into(), "Complained".into()]), ..Default::default() };
-    let after = t.core.update_webhook(&who, &before.id.to_string(), req).await.unwrap();
+    let after = t.core.update_webhook(&who, before.id, req).await.unwrap();
     assert_eq!(
         after.event_types,
         [WebhookEventType::Message(EventType::Bounced), WebhookEventType::Message(EventType::Complained)]
     );
     assert_eq!((&after.url, after.enabled, &after.secret), (&before.url, before.enabled, &before.secret));
     assert_eq!(after.updated_at, t.now());
-    assert_eq!(t.core.get_webhook(&who, &before.id.to_string()).await.unwrap(), after);
+    assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), after);
 
     let req = UpdateWebhookRequest { url: Some("https://other.example.com/in".into()), ..Default::default() };
-    let moved = t.core.update_webhook(&who, &before.id.to_string(), req).await.unwrap();
+    let moved = t.core.update_webhook(&who, before.id, req).await.unwrap();
     assert_eq!(moved.url.as_str(), "https://other.example.com/in");
     assert_eq!(moved.event_types, after.event_types);
 }
@@ -155,8 +155,8 @@ async fn an_invalid_update_changes_nothing() {
         event_types: Some(vec![]),
         enabled: Some(false),
     };
-    assert_eq!(invalid_fields(t.core.update_webhook(&who, &before.id.to_string(), req).await), ["url", "eventTypes"]);
-    assert_eq!(t.core.get_webhook(&who, &before.id.to_string()).await.unwrap(), before);
+    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes"]);
+    assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), before);
 }
 
 #[tokio::test]
@@ -173,12 +173,12 @@ async fn re_enabling_clears_the_automatic_disable() {
     t.store.update_webhook(&disabled).await.unwrap();
 
     let req = UpdateWebhookRequest { enabled: Some(true), ..Default::default() };
-    let enabled = t.core.update_webhook(&who, &created.id.to_string(), req).await.unwrap();
+    let enabled = t.core.update_webhook(&who, created.id, req).await.unwrap();
     assert!(enabled.enabled);
     assert_eq!((enabled.disabled_reason, enabled.failing_since), (None, None));
 
     let req = UpdateWebhookRequest { enabled: Some(false), ..Default::default() };
-    assert!(!t.core.update_webhook(&who, &created.id.to_string(), req).await.unwrap().enabled);
+    assert!(!t.core.update_webhook(&who, created.id, req).await.unwrap().enabled);
 }
 
 #[tokio::test]
@@ -186,9 +186,9 @@ async fn a_deleted_endpoint_is_gone() {
     let t = TestCore::new();
     let who = full_key();
     let id = endpoint(&t, &who, &["Delivered"]).await.id.to_string();
-    t.core.delete_webhook(&who, &id).await.unwrap();
-    assert_eq!(t.core.get_webhook(&who, &id).await, Err(Error::NotFound("webhook")));
-    assert_eq!(t.core.delete_webhook(&who, &id).await, Err(Error::NotFound("webhook")));
+    t.core.delete_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
+    assert_eq!(t.core.get_webhook(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
+    assert_eq!(t.core.delete_webhook(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
     assert!(t.core.list_webhooks(&who, ListParams::default()).await.unwrap().items.is_empty());
 }
 
@@ -211,11 +211,11 @@ async fn a_rotated_secret_keeps_the_old_one_signing_for_the_overlap() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
-    let rotated = t.core.rotate_webhook_secret(&who, &created.id.to_string()).await.unwrap();
+    let rotated = t.core.rotate_webhook_secret(&who, created.id).await.unwrap();
     assert_ne!(rotated.secret, created.secret);
     assert!(rotated.secret.expose().starts_with("whsec_"));
     assert_eq!(rotated.previous_secret, Some((created.secret.clone(), t.now() + Duration::hours(24))));
-    assert_eq!(t.core.get_webhook(&who, &created.id.to_string()).await.unwrap(), rotated);
+    assert_eq!(t.core.get_webhook(&who, created.id).await.unwrap(), rotated);
 
     let body = br#"{"type":"Delivered"}"#;
     let signed = sign_webhook(&signing_secrets(&rotated, t.now()), "msg_1", 1_700_000_000, body);
@@ -234,7 +234,7 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Bounced"]).await;
-    let delivery = t.core.test_webhook(&who, &created.id.to_string()).await.unwrap();
+    let delivery = t.core.test_webhook(&who, created.id).await.unwrap();
     assert_eq!(delivery.endpoint_id, created.id);
     assert_eq!(delivery.workspace_id, who.workspace_id);
     assert_eq!(delivery.event_type, WebhookEventType::Test);
@@ -254,7 +254,7 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
     assert_eq!(data["details"]["webhookId"], created.id.to_string());
     assert_eq!((&data["tags"], &data["metadata"]), (&json!([]), &json!({})), "no message, no labels");
 
-    let log = t.core.list_webhook_deliveries(&who, &created.id.to_string(), ListParams::default()).await.unwrap();
+    let log = t.core.list_webhook_deliveries(&who, created.id, ListParams::default()).await.unwrap();
     assert_eq!(log.items, std::slice::from_ref(&delivery));
     let due = t
         .store
@@ -342,7 +342,7 @@ async fn a_delivery_can_be_retried_now_whatever_its_status() {
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
     let webhook_id = created.id.to_string();
-    let queued = t.core.test_webhook(&who, &webhook_id).await.unwrap();
+    let queued = t.core.test_webhook(&who, WebhookId::parse_or_none(&webhook_id)).await.unwrap();
 
     for (status, attempts, expected) in [
         (DeliveryStatus::Failed, 7, DeliveryStatus::Retrying),
@@ -359,7 +359,8 @@ async fn a_delivery_can_be_retried_now_whatever_its_status() {
         t.store.update_webhook_delivery(&finished).await.unwrap();
         t.clock.advance(Duration::minutes(1));
 
-        let retried = t.core.retry_webhook_delivery(&who, &webhook_id, &queued.id.to_string()).await.unwrap();
+        let retried =
+            t.core.retry_webhook_delivery(&who, WebhookId::parse_or_none(&webhook_id), queued.id).await.unwrap();
         assert_eq!((retried.status, retried.attempts), (expected, attempts));
         assert_eq!(retried.next_attempt_at, Some(t.now()));
         assert_eq!((retried.id, retried.response_code), (queued.id, Some(500)));
@@ -378,16 +379,16 @@ async fn a_delivery_is_retried_only_through_its_own_endpoint() {
     let who = full_key();
     let a = endpoint(&t, &who, &["Delivered"]).await;
     let b = endpoint(&t, &who, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&who, &a.id.to_string()).await.unwrap();
+    let delivery = t.core.test_webhook(&who, a.id).await.unwrap();
     let id = delivery.id.to_string();
-    let retried = t.core.retry_webhook_delivery(&who, &b.id.to_string(), &id).await;
+    let retried = t.core.retry_webhook_delivery(&who, b.id, DeliveryId::parse_or_none(&id)).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
-    let retried = t.core.retry_webhook_delivery(&who, &a.id.to_string(), "garbage").await;
+    let retried = t.core.retry_webhook_delivery(&who, a.id, DeliveryId::parse_or_none("garbage")).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
     let missing = fixtures::delivery(who.workspace_id, a.id).id.to_string();
-    let retried = t.core.retry_webhook_delivery(&who, &a.id.to_string(), &missing).await;
+    let retried = t.core.retry_webhook_delivery(&who, a.id, DeliveryId::parse_or_none(&missing)).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
-    let b_log = t.core.list_webhook_deliveries(&who, &b.id.to_string(), ListParams::default()).await.unwrap();
+    let b_log = t.core.list_webhook_deliveries(&who, b.id, ListParams::default()).await.unwrap();
     assert!(b_log.items.is_empty());
 }
 
@@ -396,16 +397,23 @@ async fn the_delivery_log_pages_newest_first() {
     let t = TestCore::new();
     let who = full_key();
     let id = endpoint(&t, &who, &["Delivered"]).await.id.to_string();
-    let first = t.core.test_webhook(&who, &id).await.unwrap();
+    let first = t.core.test_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
     t.clock.advance(Duration::milliseconds(5));
-    let second = t.core.test_webhook(&who, &id).await.unwrap();
+    let second = t.core.test_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
     assert_ne!(first.event_id, second.event_id);
-    let page = t.core.list_webhook_deliveries(&who, &id, ListParams { limit: Some(1), cursor: None }).await.unwrap();
+    let page = t
+        .core
+        .list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), ListParams { limit: Some(1), cursor: None })
+        .await
+        .unwrap();
     assert_eq!((page.items, page.has_more), (vec![second], true));
     let next = ListParams { limit: Some(1), cursor: page.next_cursor };
-    assert_eq!(t.core.list_webhook_deliveries(&who, &id, next).await.unwrap().items, [first]);
+    assert_eq!(t.core.list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), next).await.unwrap().items, [first]);
     let bad = ListParams { limit: Some(0), cursor: None };
-    assert_eq!(invalid_fields(t.core.list_webhook_deliveries(&who, &id, bad).await), ["limit"]);
+    assert_eq!(
+        invalid_fields(t.core.list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), bad).await),
+        ["limit"]
+    );
 }
 
 #[tokio::test]
@@ -413,20 +421,32 @@ async fn a_send_key_cannot_manage_webhooks() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&who, &created.id.to_string()).await.unwrap();
+    let delivery = t.core.test_webhook(&who, created.id).await.unwrap();
     let sender = send_key_beside(&who);
     let (id, did) = (created.id.to_string(), delivery.id.to_string());
     let scope = Err::<(), _>(Error::InsufficientScope);
     assert_eq!(t.core.create_webhook(&sender, create(URL, &["Sent"])).await.map(drop), scope);
     assert_eq!(t.core.list_webhooks(&sender, ListParams::default()).await.map(drop), scope);
-    assert_eq!(t.core.get_webhook(&sender, &id).await.map(drop), scope);
-    assert_eq!(t.core.update_webhook(&sender, &id, UpdateWebhookRequest::default()).await.map(drop), scope);
-    assert_eq!(t.core.rotate_webhook_secret(&sender, &id).await.map(drop), scope);
-    assert_eq!(t.core.test_webhook(&sender, &id).await.map(drop), scope);
-    assert_eq!(t.core.list_webhook_deliveries(&sender, &id, ListParams::default()).await.map(drop), scope);
-    assert_eq!(t.core.retry_webhook_delivery(&sender, &id, &did).await.map(drop), scope);
-    assert_eq!(t.core.delete_webhook(&sender, &id).await, scope);
-    assert_eq!(t.core.get_webhook(&who, &id).await.unwrap(), created);
+    assert_eq!(t.core.get_webhook(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(
+        t.core.update_webhook(&sender, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default()).await.map(drop),
+        scope
+    );
+    assert_eq!(t.core.rotate_webhook_secret(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(t.core.test_webhook(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(
+        t.core.list_webhook_deliveries(&sender, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        scope
+    );
+    assert_eq!(
+        t.core
+            .retry_webhook_delivery(&sender, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
+            .await
+            .map(drop),
+        scope
+    );
+    assert_eq!(t.core.delete_webhook(&sender, WebhookId::parse_or_none(&id)).await, scope);
+    assert_eq!(t.core.get_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap(), created);
 }
 
 #[tokio::test]
@@ -435,18 +455,30 @@ async fn another_workspaces_endpoint_is_not_found() {
     let alice = full_key();
     let bob = full_key();
     let created = endpoint(&t, &alice, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&alice, &created.id.to_string()).await.unwrap();
+    let delivery = t.core.test_webhook(&alice, created.id).await.unwrap();
     let (id, did) = (created.id.to_string(), delivery.id.to_string());
     let missing = Err::<(), _>(Error::NotFound("webhook"));
-    assert_eq!(t.core.get_webhook(&bob, &id).await.map(drop), missing);
-    assert_eq!(t.core.update_webhook(&bob, &id, UpdateWebhookRequest::default()).await.map(drop), missing);
-    assert_eq!(t.core.rotate_webhook_secret(&bob, &id).await.map(drop), missing);
-    assert_eq!(t.core.test_webhook(&bob, &id).await.map(drop), missing);
-    assert_eq!(t.core.list_webhook_deliveries(&bob, &id, ListParams::default()).await.map(drop), missing);
-    assert_eq!(t.core.retry_webhook_delivery(&bob, &id, &did).await.map(drop), missing);
-    assert_eq!(t.core.delete_webhook(&bob, &id).await, missing);
+    assert_eq!(t.core.get_webhook(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(
+        t.core.update_webhook(&bob, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default()).await.map(drop),
+        missing
+    );
+    assert_eq!(t.core.rotate_webhook_secret(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(t.core.test_webhook(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(
+        t.core.list_webhook_deliveries(&bob, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        missing
+    );
+    assert_eq!(
+        t.core
+            .retry_webhook_delivery(&bob, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
+            .await
+            .map(drop),
+        missing
+    );
+    assert_eq!(t.core.delete_webhook(&bob, WebhookId::parse_or_none(&id)).await, missing);
     assert!(t.core.list_webhooks(&bob, ListParams::default()).await.unwrap().items.is_empty());
-    assert_eq!(t.core.get_webhook(&alice, &id).await.unwrap(), created);
+    assert_eq!(t.core.get_webhook(&alice, WebhookId::parse_or_none(&id)).await.unwrap(), created);
     // Alice's endpoint does not receive Bob's events.
     let message = message_of(&bob);
     assert!(t.core.webhook_deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap().is_empty());
@@ -457,9 +489,21 @@ async fn malformed_ids_are_not_found() {
     let t = TestCore::new();
     let who = full_key();
     for id in ["", "webhook", "01ARZ3NDEKTSV4RRFFQ69G5FA"] {
-        assert_eq!(t.core.get_webhook(&who, id).await, Err(Error::NotFound("webhook")), "{id:?}");
-        assert_eq!(t.core.delete_webhook(&who, id).await, Err(Error::NotFound("webhook")), "{id:?}");
-        assert_eq!(t.core.test_webhook(&who, id).await.map(drop), Err(Error::NotFound("webhook")), "{id:?}");
+        assert_eq!(
+            t.core.get_webhook(&who, WebhookId::parse_or_none(id)).await,
+            Err(Error::NotFound("webhook")),
+            "{id:?}"
+        );
+        assert_eq!(
+            t.core.delete_webhook(&who, WebhookId::parse_or_none(id)).await,
+            Err(Error::NotFound("webhook")),
+            "{id:?}"
+        );
+        assert_eq!(
+            t.core.test_webhook(&who, WebhookId::parse_or_none(id)).await.map(drop),
+            Err(Error::NotFound("webhook")),
+            "{id:?}"
+        );
     }
 }
 
@@ -496,5 +540,8 @@ async fn an_endpoint_deleted_during_an_update_is_not_found() {
         CoreConfig::default(),
     );
     let id = created.id.to_string();
-    assert_eq!(core.rotate_webhook_secret(&who, &id).await.map(drop), Err(Error::NotFound("webhook")));
+    assert_eq!(
+        core.rotate_webhook_secret(&who, WebhookId::parse_or_none(&id)).await.map(drop),
+        Err(Error::NotFound("webhook"))
+    );
 }

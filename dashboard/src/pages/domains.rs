@@ -5,7 +5,8 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use tidings_core::model::{Domain, DomainStatus, RecordStatus, Sender};
+use tidings_core::ids::DomainId;
+use tidings_core::model::{Domain, DomainStatus, RecordStatus, Sender, SenderUsername};
 use tidings_core::usecases::SANDBOX_RECORD_NOTE;
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Listed, UpdateDomainTrackingRequest};
 
@@ -13,7 +14,7 @@ use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
 use crate::layout::{action_button, badge, csrf_field, maybe_time, next_link, page, segment, status_kind, time};
-use crate::pages::{PagePath, list_params, query_pairs};
+use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
 /// The API's word for a domain status.
@@ -90,12 +91,12 @@ pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> 
 pub(crate) async fn show(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<DomainId>,
 ) -> PageResult<Response> {
     let who = viewer.principal();
-    let domain = state.core.get_domain(who, &id).await.or_page(&viewer)?;
+    let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
     let senders =
-        state.core.list_senders(who, &id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
+        state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
     Ok(render(&viewer, &domain, &senders).into_response())
 }
 
@@ -213,48 +214,47 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
 /// `POST /domains/{id}/verify`: checks the records now; 303 back to the domain.
 pub(crate) async fn verify(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let domain = state.core.verify_domain(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    let domain = state.core.verify_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
 /// `POST /domains/{id}/tracking` (`open`, `click` checkboxes).
 pub(crate) async fn tracking(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
     let req = UpdateDomainTrackingRequest {
         open_tracking: Some(posted.fields.checked("open")),
         click_tracking: Some(posted.fields.checked("click")),
     };
-    let domain =
-        state.core.update_domain_tracking(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    let domain = state.core.update_domain_tracking(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
 /// `POST /domains/{id}/delete`: 303 to the list.
 pub(crate) async fn delete(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    state.core.delete_domain(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    state.core.delete_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/domains"))
 }
 
 /// `POST /domains/{id}/senders` (`username`, `display_name`).
 pub(crate) async fn add_sender(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
     let req =
         AddSenderRequest { username: posted.fields.text("username"), display_name: posted.fields.text("display_name") };
-    state.core.add_sender(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
-    Ok(see_other(&format!("/domains/{}", segment(&id))))
+    state.core.add_sender(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{id}")))
 }
 
 /// `POST /domains/{id}/senders/{username}/delete`.
@@ -263,6 +263,7 @@ pub(crate) async fn delete_sender(
     PagePath((id, username)): PagePath<(String, String)>,
     posted: Posted,
 ) -> PageResult<Response> {
-    state.core.delete_sender(posted.viewer.principal(), &id, &username).await.or_page(&posted.viewer)?;
-    Ok(see_other(&format!("/domains/{}", segment(&id))))
+    let (id, username) = (DomainId::parse_or_none(&id), SenderUsername::parse(&username).into());
+    state.core.delete_sender(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{id}")))
 }

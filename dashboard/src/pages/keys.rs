@@ -8,6 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKey, KeyScope};
 use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed};
 
@@ -15,7 +16,7 @@ use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
 use crate::layout::{csrf_field, maybe_time, next_link, page, time};
-use crate::pages::{PagePath, list_params, query_pairs};
+use crate::pages::{PageId, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
 /// What the keys page shows.
@@ -149,9 +150,9 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
 /// was the session's own).
 pub(crate) async fn revoke(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<ApiKeyId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    state.core.revoke_api_key(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    state.core.revoke_api_key(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/keys"))
 }

@@ -14,13 +14,14 @@ use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_T
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::ids::MessageId;
 use tidings_core::model::{EventDetails, Message, MessageEvent};
 use tidings_core::usecases::{ListParams, MessageChange};
 
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
 use crate::layout::{action_button, badge, csrf_field, page, status_kind, time};
-use crate::pages::{PagePath, query_pairs, query_value};
+use crate::pages::{PageId, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
 
@@ -31,13 +32,13 @@ const TIMELINE_LIMIT: i64 = 200;
 pub(crate) async fn show(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<MessageId>,
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let who = viewer.principal();
-    let message = state.core.get_message(who, &id).await.or_page(&viewer)?;
+    let message = state.core.get_message(who, id).await.or_page(&viewer)?;
     let params = ListParams { limit: Some(TIMELINE_LIMIT), cursor: None };
-    let events = state.core.list_message_events(who, &id, params).await.or_page(&viewer)?;
+    let events = state.core.list_message_events(who, id, params).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
     let eml = match state.config.outbox.as_ref().and_then(|outbox| outbox.path_for(&message)) {
         Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
@@ -189,10 +190,10 @@ fn details(d: &EventDetails) -> Markup {
 pub(crate) async fn html(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<MessageId>,
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), &id).await.or_page(&viewer)?;
+    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
     let body = message.html.unwrap_or_default();
     let mut response = body.into_response();
@@ -208,9 +209,9 @@ pub(crate) async fn html(
 pub(crate) async fn eml(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<MessageId>,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), &id).await.or_page(&viewer)?;
+    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
     let not_there = || {
         PageError::status(StatusCode::NOT_FOUND, "Not found", "This message has no .eml file in the outbox.")
             .with_viewer(&viewer)
@@ -230,10 +231,10 @@ pub(crate) async fn eml(
 /// `POST /messages/{id}/cancel`.
 pub(crate) async fn cancel(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<MessageId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let message = state.core.cancel_message(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    let message = state.core.cancel_message(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 
@@ -241,13 +242,12 @@ pub(crate) async fn cancel(
 /// `datetime-local` field sends it; empty: now).
 pub(crate) async fn reschedule(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<MessageId>,
     posted: Posted,
 ) -> PageResult<Response> {
     let at = posted.fields.text("send_at").map(|text| as_rfc3339_utc(&text));
     let change = MessageChange { scheduled_at: Some(at) };
-    let message =
-        state.core.reschedule_message(posted.viewer.principal(), &id, change).await.or_page(&posted.viewer)?;
+    let message = state.core.reschedule_message(posted.viewer.principal(), id, change).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 

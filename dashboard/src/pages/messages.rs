@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
 use tidings_core::model::{Message, MessageStatus};
-use tidings_core::usecases::{Listed, MessageFilters, SendRequest};
+use tidings_core::usecases::{Admission, Listed, MessageFilters, SendRequest};
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageError, PageResult};
@@ -136,9 +136,9 @@ pub(crate) async fn send(State(state): State<DashboardState>, posted: Posted) ->
     };
     let refused = |status: StatusCode, lines: Vec<String>| (status, send_page(&viewer, &req, &lines)).into_response();
     match state.core.send_rate_limited(&*state.limits, viewer.principal(), req.clone(), None).await {
-        Ok(Ok(sent)) => Ok(see_other(&format!("/messages/{}", sent.outcome.message.id))),
-        Ok(Err(wait)) => {
-            let line = format!("This key's send rate is used up; try again in {} s.", wait.seconds);
+        Ok(Admission::Allowed(sent)) => Ok(see_other(&format!("/messages/{}", sent.outcome.message.id))),
+        Ok(Admission::Limited { retry_after }) => {
+            let line = format!("This key's send rate is used up; try again in {} s.", retry_after.seconds);
             Ok(refused(StatusCode::TOO_MANY_REQUESTS, vec![line]))
         }
         Err(Error::Validation { fields }) => Ok(refused(

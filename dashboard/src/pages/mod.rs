@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use tidings_core::ids::TypedId;
 use tidings_core::usecases::ListParams;
 
 use crate::error::PageError;
@@ -80,6 +81,19 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> 
             Ok(Path(value)) => Ok(Self(value)),
             Err(_) => Err(PageError::status(StatusCode::NOT_FOUND, "Not found", "No such page.").into_response()),
         }
+    }
+}
+
+/// One path parameter that is a typed id; text that is no id becomes the type's `NONE`, which
+/// the use case answers as an unknown id. Rejected only as [`PagePath`] rejects.
+pub(crate) struct PageId<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: TypedId> FromRequestParts<S> for PageId<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let PagePath(text) = PagePath::<String>::from_request_parts(parts, state).await?;
+        Ok(Self(T::parse_or_none(&text)))
     }
 }
 

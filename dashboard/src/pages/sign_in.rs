@@ -6,7 +6,7 @@ use axum::http::header::SET_COOKIE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use tidings_core::usecases::{AuthRefusal, SignedIn};
+use tidings_core::usecases::{AuthOutcome, AuthRefusal, SignedIn};
 
 use crate::DashboardState;
 use crate::error::{PageError, PageResult};
@@ -31,18 +31,18 @@ pub(crate) async fn home(State(state): State<DashboardState>, req: Request) -> P
 /// again for a key that is not valid; 429 once the client failed too often.
 pub(crate) async fn sign_in(State(state): State<DashboardState>, form: SignInForm) -> PageResult {
     match state.core.sign_in(&*state.limits, form.client, &form.key).await? {
-        Ok(SignedIn { token, .. }) => {
+        AuthOutcome::Admitted(SignedIn { token, .. }) => {
             let mut response = see_other("/overview");
             let cookie = HeaderValue::from_str(&session_cookie(token.expose()))
                 .map_err(|_| PageError::from(tidings_core::Error::Internal("session token is not a header".into())))?;
             response.headers_mut().insert(SET_COOKIE, cookie);
             Ok(response)
         }
-        Err(AuthRefusal::Missing | AuthRefusal::Invalid) => {
+        AuthOutcome::Refused(AuthRefusal::Missing | AuthRefusal::Invalid) => {
             let why = "That is not a valid API key. Keys start with tid_; a revoked key no longer signs in.";
             Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(why.to_owned())).into_response())
         }
-        Err(AuthRefusal::Blocked(wait)) => {
+        AuthOutcome::Refused(AuthRefusal::Blocked(wait)) => {
             let why = format!("Too many failed attempts from your address. Try again in {} s.", wait.seconds);
             let mut response = sign_in_page(StatusCode::TOO_MANY_REQUESTS, Some(why)).into_response();
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(wait.seconds));

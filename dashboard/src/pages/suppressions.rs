@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
+use tidings_core::email::EmailAddress;
 use tidings_core::model::{Suppression, SuppressionSource};
 use tidings_core::usecases::AddSuppressionRequest;
 
@@ -27,7 +28,7 @@ pub(crate) async fn list(
     let who = viewer.principal();
     let mut errors = Vec::new();
     let (items, next) = match &email {
-        Some(email) => match state.core.get_suppression(who, email).await {
+        Some(email) => match state.core.get_suppression(who, EmailAddress::parse(email).into()).await {
             Ok(entry) => (vec![entry], None),
             Err(Error::NotFound(_)) => (Vec::new(), None),
             Err(Error::Validation { fields }) => {
@@ -122,6 +123,10 @@ pub(crate) async fn remove(
     PagePath(email): PagePath<String>,
     posted: Posted,
 ) -> PageResult<Response> {
-    state.core.delete_suppression(posted.viewer.principal(), &email).await.or_page(&posted.viewer)?;
+    state
+        .core
+        .delete_suppression(posted.viewer.principal(), EmailAddress::parse(&email).into())
+        .await
+        .or_page(&posted.viewer)?;
     Ok(see_other("/suppressions"))
 }

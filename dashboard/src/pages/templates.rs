@@ -8,17 +8,18 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
+use tidings_core::ids::TemplateId;
 use tidings_core::model::Template;
 use tidings_core::templates::Rendered;
 use tidings_core::usecases::{
-    AddTemplateVersionRequest, CreateTemplateRequest, Listed, RenderTemplateRequest, UpdateTemplateRequest,
+    AddTemplateVersionRequest, Admission, CreateTemplateRequest, Listed, RenderTemplateRequest, UpdateTemplateRequest,
 };
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::{Posted, TEMPLATE_BODY_LIMIT};
 use crate::layout::{badge, csrf_field, error_box, next_link, page, time};
-use crate::pages::{PagePath, json_object, list_params, query_pairs};
+use crate::pages::{PageId, json_object, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
 /// `GET /templates`.
@@ -137,9 +138,9 @@ struct Extras {
 pub(crate) async fn show(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<TemplateId>,
 ) -> PageResult<Response> {
-    let template = state.core.get_template(viewer.principal(), &id).await.or_page(&viewer)?;
+    let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
     Ok(render(&viewer, &template, &Extras::default()).into_response())
 }
 
@@ -250,7 +251,7 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
 /// `POST /templates/{id}/versions` (`subject`, `html`, `text`, `make_current`).
 pub(crate) async fn add_version(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<TemplateId>,
     posted: Posted<TEMPLATE_BODY_LIMIT>,
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
@@ -260,11 +261,11 @@ pub(crate) async fn add_version(
         text: fields.body("text"),
         make_current: Some(fields.checked("make_current")),
     };
-    match state.core.add_template_version(viewer.principal(), &id, req.clone()).await {
-        Ok(_) => Ok(see_other(&format!("/templates/{}", crate::layout::segment(&id)))),
+    match state.core.add_template_version(viewer.principal(), id, req.clone()).await {
+        Ok(_) => Ok(see_other(&format!("/templates/{id}"))),
         Err(e) => {
             let (status, lines) = form_errors(e, &viewer)?;
-            let template = state.core.get_template(viewer.principal(), &id).await.or_page(&viewer)?;
+            let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
             let extras = Extras { draft: Some(req), version_errors: lines, ..Extras::default() };
             Ok((status, render(&viewer, &template, &extras)).into_response())
         }
@@ -274,11 +275,11 @@ pub(crate) async fn add_version(
 /// `POST /templates/{id}/current` (`version_id`).
 pub(crate) async fn make_current(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<TemplateId>,
     posted: Posted,
 ) -> PageResult<Response> {
     let req = UpdateTemplateRequest { name: None, current_version_id: posted.fields.text("version_id") };
-    let template = state.core.update_template(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    let template = state.core.update_template(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/templates/{}", template.id)))
 }
 
@@ -287,23 +288,23 @@ pub(crate) async fn make_current(
 /// the key's send tokens, as `POST /v1/templates/{id}/render` does.
 pub(crate) async fn preview(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<TemplateId>,
     posted: Posted<TEMPLATE_BODY_LIMIT>,
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let who = viewer.principal();
-    let template = state.core.get_template(who, &id).await.or_page(&viewer)?;
+    let template = state.core.get_template(who, id).await.or_page(&viewer)?;
     let typed = fields.get("variables").unwrap_or("").to_owned();
     let version_id = fields.text("version_id");
     let (status, preview) = match json_object("variables", Some(&typed)) {
         Err(line) => (StatusCode::UNPROCESSABLE_ENTITY, Err(vec![line])),
         Ok(variables) => {
             let req = RenderTemplateRequest { variables, version_id: version_id.clone() };
-            match state.core.render_template_rate_limited(&*state.limits, who, &id, req).await {
-                Ok(Ok((rendered, _))) => (StatusCode::OK, Ok(rendered)),
-                Ok(Err(wait)) => (
+            match state.core.render_template_rate_limited(&*state.limits, who, id, req).await {
+                Ok(Admission::Allowed((rendered, _))) => (StatusCode::OK, Ok(rendered)),
+                Ok(Admission::Limited { retry_after }) => (
                     StatusCode::TOO_MANY_REQUESTS,
-                    Err(vec![format!("This key's send rate is used up; try again in {} s.", wait.seconds)]),
+                    Err(vec![format!("This key's send rate is used up; try again in {} s.", retry_after.seconds)]),
                 ),
                 Err(e) => {
                     let (status, lines) = form_errors(e, &viewer)?;

@@ -7,6 +7,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::ids::{DeliveryId, WebhookId};
 use tidings_core::model::{EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType};
 use tidings_core::usecases::{CreateWebhookRequest, Listed, UpdateWebhookRequest};
 
@@ -14,7 +15,7 @@ use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
 use crate::layout::{action_button, badge, csrf_field, maybe_time, next_link, page, status_kind, time};
-use crate::pages::{PagePath, list_params, query_pairs};
+use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
 /// `GET /webhooks`.
@@ -112,13 +113,13 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
 pub(crate) async fn show(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<WebhookId>,
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let who = viewer.principal();
-    let endpoint = state.core.get_webhook(who, &id).await.or_page(&viewer)?;
-    let deliveries = state.core.list_webhook_deliveries(who, &id, list_params(&pairs)).await.or_page(&viewer)?;
+    let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
+    let deliveries = state.core.list_webhook_deliveries(who, id, list_params(&pairs)).await.or_page(&viewer)?;
     Ok(render(&viewer, &endpoint, &deliveries, None).into_response())
 }
 
@@ -188,16 +189,16 @@ fn event_word(t: WebhookEventType) -> &'static str {
 }
 
 /// Sets `enabled` through the update use case; 303 back.
-async fn set_enabled(state: DashboardState, id: String, posted: Posted, enabled: bool) -> PageResult<Response> {
+async fn set_enabled(state: DashboardState, id: WebhookId, posted: Posted, enabled: bool) -> PageResult<Response> {
     let req = UpdateWebhookRequest { url: None, event_types: None, enabled: Some(enabled) };
-    let endpoint = state.core.update_webhook(posted.viewer.principal(), &id, req).await.or_page(&posted.viewer)?;
+    let endpoint = state.core.update_webhook(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", endpoint.id)))
 }
 
 /// `POST /webhooks/{id}/enable`.
 pub(crate) async fn enable(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<WebhookId>,
     posted: Posted,
 ) -> PageResult<Response> {
     set_enabled(state, id, posted, true).await
@@ -206,7 +207,7 @@ pub(crate) async fn enable(
 /// `POST /webhooks/{id}/disable`.
 pub(crate) async fn disable(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<WebhookId>,
     posted: Posted,
 ) -> PageResult<Response> {
     set_enabled(state, id, posted, false).await
@@ -215,13 +216,13 @@ pub(crate) async fn disable(
 /// `POST /webhooks/{id}/rotate`: the endpoint's page with the new secret, once.
 pub(crate) async fn rotate(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<WebhookId>,
     posted: Posted,
 ) -> PageResult<Response> {
     let Posted { viewer, .. } = posted;
     let who = viewer.principal();
-    let endpoint = state.core.rotate_webhook_secret(who, &id).await.or_page(&viewer)?;
-    let deliveries = state.core.list_webhook_deliveries(who, &id, Default::default()).await.or_page(&viewer)?;
+    let endpoint = state.core.rotate_webhook_secret(who, id).await.or_page(&viewer)?;
+    let deliveries = state.core.list_webhook_deliveries(who, id, Default::default()).await.or_page(&viewer)?;
     let shown = secret_box(
         "The new signing secret. The old one keeps signing beside it for 24 hours.",
         endpoint.secret.expose(),
@@ -232,10 +233,10 @@ pub(crate) async fn rotate(
 /// `POST /webhooks/{id}/test`: queues a `Test` event; 303 back.
 pub(crate) async fn test(
     State(state): State<DashboardState>,
-    PagePath(id): PagePath<String>,
+    PageId(id): PageId<WebhookId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let delivery = state.core.test_webhook(posted.viewer.principal(), &id).await.or_page(&posted.viewer)?;
+    let delivery = state.core.test_webhook(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))
 }
 
@@ -247,7 +248,11 @@ pub(crate) async fn retry(
 ) -> PageResult<Response> {
     let delivery = state
         .core
-        .retry_webhook_delivery(posted.viewer.principal(), &id, &delivery_id)
+        .retry_webhook_delivery(
+            posted.viewer.principal(),
+            WebhookId::parse_or_none(&id),
+            DeliveryId::parse_or_none(&delivery_id),
+        )
         .await
         .or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))

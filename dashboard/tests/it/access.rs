@@ -89,7 +89,7 @@ async fn every_route_answers_every_kind_of_session_as_the_api_would() {
 
     // One session per kind; the revoked one is made, then its key revoked.
     let revoked = app.sign_in(&world.revoked.0).await;
-    app.core.revoke_api_key(&app.principal, &world.revoked.1.to_string()).await.unwrap();
+    app.core.revoke_api_key(&app.principal, world.revoked.1).await.unwrap();
     let sessions = [
         (Kind::NoSession, None),
         (Kind::Revoked, Some((revoked.token.clone(), revoked.csrf.clone()))),

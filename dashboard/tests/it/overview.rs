@@ -25,7 +25,7 @@ async fn message(app: &TestApp, key: ApiKeyId, ago: Duration, status: MessageSta
     m.last_event_id = EventId::new_at(at, &SystemRandom);
     (m.created_at, m.updated_at, m.status) = (at, at, status);
     m.next_attempt_at = matches!(status, MessageStatus::Queued | MessageStatus::Deferred).then_some(at);
-    app.store.create_message(fixtures::new_message(&m)).await.unwrap();
+    app.store.create_message(&fixtures::new_message(&m)).await.unwrap();
     m.id
 }
 

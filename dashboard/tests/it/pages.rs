@@ -4,6 +4,7 @@
 //! what a send key sees.
 
 use axum::http::StatusCode;
+use tidings_core::ids::{DomainId, TemplateId, WebhookId};
 use tidings_core::model::EventType;
 use tidings_core::ports::{MessageStore, WebhookStore};
 use tidings_core::usecases::SendRequest;
@@ -102,7 +103,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert_eq!(verified.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/domains/{id}")).await;
     assert!(page.body.contains(r#"data-status="Failed""#) && page.body.contains(r#"class="record-error""#));
-    let domain = app.core.get_domain(&app.principal, &id).await.unwrap();
+    let domain = app.core.get_domain(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
     for record in &domain.records {
         app.dns.add_txt(&record.name, &record.value);
     }
@@ -111,7 +112,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert!(page.body.contains(r#"<span id="domain-status" data-status="Verified">"#), "{}", page.body);
     // Tracking switches, a sender, then deletion.
     browser.post(&format!("/domains/{id}/tracking"), &[("click", "on")]).await;
-    let domain = app.core.get_domain(&app.principal, &id).await.unwrap();
+    let domain = app.core.get_domain(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
     assert!((domain.click_tracking, domain.open_tracking) == (true, false));
     let added = browser
         .post(&format!("/domains/{id}/senders"), &[("username", "billing"), ("display_name", "Acme Billing")])
@@ -147,7 +148,7 @@ async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
     // A forged delete is still refused by core, and the domain stays.
     let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), &[]).await;
     assert_ne!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
-    assert!(app.core.get_domain(&app.principal, &sandbox.id.to_string()).await.is_ok());
+    assert!(app.core.get_domain(&app.principal, sandbox.id).await.is_ok());
 }
 
 #[tokio::test]
@@ -219,14 +220,22 @@ async fn templates_preview_with_typed_variables_and_name_line_and_column_of_erro
 
     let v2 = browser.post(&format!("/templates/{id}/versions"), &[("subject", "v2 {{order}}"), ("text", "t")]).await;
     assert_eq!(v2.status, StatusCode::SEE_OTHER, "{}", v2.body);
-    let template = app.core.get_template(&app.principal, &id).await.unwrap();
+    let template = app.core.get_template(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
     assert_eq!(template.versions.len(), 2);
     let first = template.versions.iter().find(|v| v.version_no == 1).unwrap();
     assert_eq!(template.current_version_id, first.id, "added without make_current");
     let v2_id = template.versions.iter().find(|v| v.version_no == 2).unwrap().id.to_string();
     let made = browser.post(&format!("/templates/{id}/current"), &[("version_id", &v2_id)]).await;
     assert_eq!(made.status, StatusCode::SEE_OTHER);
-    assert_eq!(app.core.get_template(&app.principal, &id).await.unwrap().current_version_id.to_string(), v2_id);
+    assert_eq!(
+        app.core
+            .get_template(&app.principal, TemplateId::parse_or_none(&id))
+            .await
+            .unwrap()
+            .current_version_id
+            .to_string(),
+        v2_id
+    );
 
     // Template forms take bodies up to 1 MiB; other forms 64 KiB.
     let big = "x".repeat(200 * 1024);
@@ -261,8 +270,13 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     let page = browser.get(&format!("/webhooks/{id}")).await;
     assert!(page.body.contains(r#"<table id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
     // An attempt that failed: its response code and error are in the log, with a retry.
-    let mut delivery =
-        app.core.list_webhook_deliveries(&app.principal, &id, Default::default()).await.unwrap().items.remove(0);
+    let mut delivery = app
+        .core
+        .list_webhook_deliveries(&app.principal, WebhookId::parse_or_none(&id), Default::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
     (delivery.attempts, delivery.response_code, delivery.last_error) =
         (1, Some(503), Some("HTTP 503: <b>down</b>".into()));
     delivery.status = tidings_core::model::DeliveryStatus::Retrying;
@@ -276,9 +290,9 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(rotated.status, StatusCode::OK);
     assert!(rotated.body.contains(r#"id="new-secret">whsec_"#) && !rotated.body.contains(&secret));
     assert_eq!(browser.post(&format!("/webhooks/{id}/disable"), &[]).await.status, StatusCode::SEE_OTHER);
-    assert!(!app.core.get_webhook(&app.principal, &id).await.unwrap().enabled);
+    assert!(!app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     browser.post(&format!("/webhooks/{id}/enable"), &[]).await;
-    assert!(app.core.get_webhook(&app.principal, &id).await.unwrap().enabled);
+    assert!(app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     let bad = browser.post("/webhooks", &[("url", "http://127.0.0.1/x"), ("event_types", "Delivered")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
 }

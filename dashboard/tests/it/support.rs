@@ -13,7 +13,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
-use tidings_core::ids::{ApiKeyId, WorkspaceId};
+use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
 use tidings_core::model::Message;
 use tidings_core::ports::{Clock, SystemRandom};
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, Principal, Tidings};
@@ -185,7 +185,7 @@ impl TestApp {
             self.dns.add_txt(&record.name, &record.value);
         }
         let id = domain.id.to_string();
-        let checked = self.core.verify_domain(&self.principal, &id).await.unwrap();
+        let checked = self.core.verify_domain(&self.principal, DomainId::parse_or_none(&id)).await.unwrap();
         assert!(checked.is_sendable(), "{:?}", checked.status);
         id
     }

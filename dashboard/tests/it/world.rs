@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use tidings_core::ids::ApiKeyId;
+use tidings_core::ids::{ApiKeyId, DomainId};
 use tidings_core::ports::{MessageQuery, PageRequest, Store};
 use tidings_core::usecases::{
     AddSenderRequest, AddSuppressionRequest, CreateApiKeyRequest, CreateTemplateRequest, CreateWebhookRequest,
@@ -64,11 +64,15 @@ impl World {
     /// verifies its domain (the caller's DNS).
     pub async fn build(core: &Tidings, principal: Principal, full: String, tag: &str, domain: String) -> Self {
         let who = &principal;
-        let domain_name = core.get_domain(who, &domain).await.unwrap().name.to_string();
+        let domain_name = core.get_domain(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
         let sender = format!("{tag}-billing");
-        core.add_sender(who, &domain, AddSenderRequest { username: Some(sender.clone()), display_name: None })
-            .await
-            .unwrap();
+        core.add_sender(
+            who,
+            DomainId::parse_or_none(&domain),
+            AddSenderRequest { username: Some(sender.clone()), display_name: None },
+        )
+        .await
+        .unwrap();
         let template_name = format!("{tag}-template");
         let template = core
             .create_template(
@@ -94,7 +98,7 @@ impl World {
             )
             .await
             .unwrap();
-        let delivery = core.test_webhook(who, &webhook.id.to_string()).await.unwrap();
+        let delivery = core.test_webhook(who, webhook.id).await.unwrap();
         let suppressed = format!("{tag}-suppressed@example.com");
         core.add_suppression(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
 

@@ -56,7 +56,7 @@ async fn main() -> Result<(), Error> {
     for record in &domain.records {
         dns_server.set_txt(&record.name, &[record.value.as_str()]).await;
     }
-    core.verify_domain(&who, &domain.id.to_string()).await?;
+    core.verify_domain(&who, domain.id).await?;
 
     // The application's own routes, with the Tidings API mounted under /mail.
     let api = tidings_http::router(ApiState::new(core.clone(), HttpConfig::default()));
@@ -74,12 +74,12 @@ async fn main() -> Result<(), Error> {
         ..SendRequest::default()
     };
     let sent = core.send_message(&who, request, Some("welcome-ann")).await?;
-    let id = sent.message.id.to_string();
+    let id = sent.message.id;
 
     // The runtime delivers it in the background.
     let delivered = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
-            let message = core.get_message(&who, &id).await?;
+            let message = core.get_message(&who, id).await?;
             if message.status == MessageStatus::Delivered {
                 return Ok::<_, Error>(message);
             }

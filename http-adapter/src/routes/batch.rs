@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tidings_core::usecases::{BatchItem, BatchOutcome, BatchValidation, RateLimitState};
+use tidings_core::usecases::{Admission, BatchItem, BatchOutcome, BatchValidation, RateLimitState};
 use utoipa::openapi::Required;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -136,8 +136,10 @@ pub async fn send_batch(
     let mode = BatchValidation::parse(headers.get("x-batch-validation").and_then(|v| v.to_str().ok()))?;
     let reqs = reqs.into_iter().map(Into::into).collect();
     match state.core.send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
-        Ok((outcome, limit)) => Ok(batch_response(outcome, limit.as_ref())),
-        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
+        Admission::Allowed((outcome, limit)) => Ok(batch_response(outcome, limit.as_ref())),
+        Admission::Limited { retry_after } => {
+            Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })
+        }
     }
 }
 

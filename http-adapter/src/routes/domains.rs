@@ -4,7 +4,8 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tidings_core::model::{DnsRecord, Domain, RecordKind, Sender};
+use tidings_core::ids::DomainId;
+use tidings_core::model::{DnsRecord, Domain, RecordKind, Sender, SenderUsername};
 use tidings_core::usecases::{self, SANDBOX_RECORD_NOTE};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
@@ -15,7 +16,7 @@ use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
 use crate::openapi::failures::{Conflict, InsufficientScope, SenderUnprocessable, ValidationError};
-use crate::path::ApiPath;
+use crate::path::{ApiPath, IdPath};
 use crate::query::ListQuery;
 use crate::{ApiResult, ApiState};
 
@@ -259,9 +260,9 @@ pub async fn list_domains(
 pub async fn get_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.get_domain(&who, &id).await?;
+    let domain = state.core.get_domain(&who, id).await?;
     Ok(Success::new("OK", domain.into()))
 }
 
@@ -280,10 +281,10 @@ pub async fn get_domain(
 pub async fn update_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
     ApiJson(req): ApiJson<UpdateDomainRequest>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.update_domain_tracking(&who, &id, req.into()).await?;
+    let domain = state.core.update_domain_tracking(&who, id, req.into()).await?;
     Ok(Success::new("domain updated", domain.into()))
 }
 
@@ -304,9 +305,9 @@ pub async fn update_domain(
 pub async fn verify_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.verify_domain(&who, &id).await?;
+    let domain = state.core.verify_domain(&who, id).await?;
     Ok(Success::new("domain checked", domain.into()))
 }
 
@@ -326,9 +327,9 @@ pub async fn verify_domain(
 pub async fn delete_domain(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_domain(&who, &id).await?;
+    state.core.delete_domain(&who, id).await?;
     Ok(Success::new("domain deleted", Null))
 }
 
@@ -349,10 +350,10 @@ pub async fn delete_domain(
 pub async fn create_sender(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
     ApiJson(req): ApiJson<AddSenderRequest>,
 ) -> ApiResult<SenderCreated> {
-    let sender = state.core.add_sender(&who, &id, req.into()).await?;
+    let sender = state.core.add_sender(&who, id, req.into()).await?;
     Ok(Success::new("sender registered", sender.into()))
 }
 
@@ -371,10 +372,10 @@ pub async fn create_sender(
 pub async fn list_senders(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<DomainId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<SenderPage> {
-    let listed = state.core.list_senders(&who, &id, params).await?;
+    let listed = state.core.list_senders(&who, id, params).await?;
     Ok(Page::new(listed, SenderResponse::from))
 }
 
@@ -394,7 +395,8 @@ pub async fn delete_sender(
     Authed(who): Authed,
     ApiPath((id, username)): ApiPath<(String, String)>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_sender(&who, &id, &username).await?;
+    let username = SenderUsername::parse(&username).into();
+    state.core.delete_sender(&who, DomainId::parse_or_none(&id), username).await?;
     Ok(Success::new("sender removed", Null))
 }
 

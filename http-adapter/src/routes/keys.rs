@@ -3,6 +3,7 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tidings_core::ids::ApiKeyId;
 use tidings_core::model::ApiKey;
 use tidings_core::usecases;
 use utoipa::ToSchema;
@@ -14,7 +15,7 @@ use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
 use crate::openapi::failures::InsufficientScope;
-use crate::path::ApiPath;
+use crate::path::IdPath;
 use crate::query::ListQuery;
 use crate::{ApiResult, ApiState};
 
@@ -175,9 +176,9 @@ pub async fn list_api_keys(
 pub async fn get_api_key(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<ApiKeyId>,
 ) -> ApiResult<KeyOk> {
-    let key = state.core.get_api_key(&who, &id).await?;
+    let key = state.core.get_api_key(&who, id).await?;
     Ok(Success::new("OK", key.into()))
 }
 
@@ -195,9 +196,9 @@ pub async fn get_api_key(
 pub async fn revoke_api_key(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<ApiKeyId>,
 ) -> ApiResult<Revoked> {
-    state.core.revoke_api_key(&who, &id).await?;
+    state.core.revoke_api_key(&who, id).await?;
     Ok(Success::new("API key revoked", Null))
 }
 

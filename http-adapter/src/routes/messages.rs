@@ -10,8 +10,9 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tidings_core::ids::MessageId;
 use tidings_core::model::{EventDetails, Message, MessageEvent};
-use tidings_core::usecases::{LimitedSend, MessageChange, MessageFilters, RateLimitState, SendOutcome};
+use tidings_core::usecases::{Admission, LimitedSend, MessageChange, MessageFilters, RateLimitState, SendOutcome};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn, ParameterStyle};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use utoipa::openapi::{Ref, Required};
@@ -29,7 +30,7 @@ use crate::json::ApiJson;
 use crate::openapi::failures::{
     Conflict, DomainNotAllowed, IdempotencyKeyReused, SendBadRequest, SendTooManyRequests, SendUnprocessable,
 };
-use crate::path::ApiPath;
+use crate::path::IdPath;
 use crate::query::{ListQuery, query_parameter};
 use crate::{ApiError, ApiResult, ApiState, query, rate_limit};
 
@@ -330,8 +331,10 @@ pub async fn send_message(
 ) -> ApiResult<Response> {
     let key = idempotency_key(&headers)?;
     match state.core.send_rate_limited(&*state.limits, &who, req.into(), key).await? {
-        Ok(LimitedSend { outcome, limit }) => Ok(send_response(outcome, limit.as_ref())),
-        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
+        Admission::Allowed(LimitedSend { outcome, limit }) => Ok(send_response(outcome, limit.as_ref())),
+        Admission::Limited { retry_after } => {
+            Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })
+        }
     }
 }
 
@@ -391,9 +394,9 @@ pub async fn list_messages(
 pub async fn get_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<MessageId>,
 ) -> ApiResult<MessageOk> {
-    let message = state.core.get_message(&who, &id).await?;
+    let message = state.core.get_message(&who, id).await?;
     Ok(Success::new("OK", message.into()))
 }
 
@@ -409,10 +412,10 @@ pub async fn get_message(
 pub async fn list_message_events(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<MessageId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<EventPage> {
-    let listed = state.core.list_message_events(&who, &id, params).await?;
+    let listed = state.core.list_message_events(&who, id, params).await?;
     Ok(Page::new(listed, EventResponse::from))
 }
 
@@ -451,11 +454,11 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 pub async fn update_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<MessageId>,
     ApiJson(req): ApiJson<UpdateMessageRequest>,
 ) -> ApiResult<MessageOk> {
     let change = MessageChange { scheduled_at: req.scheduled_at };
-    let message = state.core.reschedule_message(&who, &id, change).await?;
+    let message = state.core.reschedule_message(&who, id, change).await?;
     Ok(Success::new("message rescheduled", message.into()))
 }
 
@@ -476,9 +479,9 @@ pub async fn update_message(
 pub async fn cancel_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<MessageId>,
 ) -> ApiResult<MessageOk> {
-    let message = state.core.cancel_message(&who, &id).await?;
+    let message = state.core.cancel_message(&who, id).await?;
     Ok(Success::new("message canceled", message.into()))
 }
 

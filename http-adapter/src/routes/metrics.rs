@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tidings_core::usecases::AuthRefusal;
+use tidings_core::usecases::{AuthOutcome, AuthRefusal};
 use utoipa_axum::routes;
 
 use super::table::RouteTable;
@@ -42,9 +42,11 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
         let client = crate::auth::client_ip(&parts);
         let presented = crate::auth::bearer(&parts.headers);
         match state.core.authenticate_metrics_scraper(&*state.limits, client, token, presented).await {
-            Ok(Ok(())) => {}
-            Ok(Err(AuthRefusal::Blocked(wait))) => return ApiError::TooManyAuthFailures(wait).into_response(),
-            Ok(Err(AuthRefusal::Missing | AuthRefusal::Invalid)) => {
+            Ok(AuthOutcome::Admitted(())) => {}
+            Ok(AuthOutcome::Refused(AuthRefusal::Blocked(wait))) => {
+                return ApiError::TooManyAuthFailures(wait).into_response();
+            }
+            Ok(AuthOutcome::Refused(AuthRefusal::Missing | AuthRefusal::Invalid)) => {
                 return ApiError::MetricsTokenRequired.into_response();
             }
             Err(e) => return ApiError::from(e).into_response(),

@@ -5,6 +5,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tidings_core::email::EmailAddress;
 use tidings_core::model::Suppression;
 use tidings_core::usecases;
 use utoipa::openapi::Ref;
@@ -156,7 +157,7 @@ pub async fn get_suppression(
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
 ) -> ApiResult<SuppressionOk> {
-    let entry = state.core.get_suppression(&who, &email).await?;
+    let entry = state.core.get_suppression(&who, EmailAddress::parse(&email).into()).await?;
     Ok(Success::new("OK", entry.into()))
 }
 
@@ -176,7 +177,7 @@ pub async fn delete_suppression(
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
 ) -> ApiResult<Removed> {
-    state.core.delete_suppression(&who, &email).await?;
+    state.core.delete_suppression(&who, EmailAddress::parse(&email).into()).await?;
     Ok(Success::new("suppression removed", Null))
 }
 

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tidings_core::ids::TemplateId;
 use tidings_core::model::{Template, TemplateVersion};
 use tidings_core::templates::Rendered;
 use tidings_core::usecases;
@@ -18,7 +19,7 @@ use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
 use crate::openapi::failures::{InsufficientScope, RenderUnprocessable, SendTooManyRequests, TemplateUnprocessable};
-use crate::path::ApiPath;
+use crate::path::IdPath;
 use crate::query::ListQuery;
 use crate::{ApiError, ApiResult, ApiState};
 
@@ -239,9 +240,9 @@ pub async fn list_templates(
 pub async fn get_template(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<TemplateId>,
 ) -> ApiResult<TemplateOk> {
-    let template = state.core.get_template(&who, &id).await?;
+    let template = state.core.get_template(&who, id).await?;
     Ok(Success::new("OK", template.into()))
 }
 
@@ -260,10 +261,10 @@ pub async fn get_template(
 pub async fn update_template(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<UpdateTemplateRequest>,
 ) -> ApiResult<TemplateOk> {
-    let template = state.core.update_template(&who, &id, req.into()).await?;
+    let template = state.core.update_template(&who, id, req.into()).await?;
     Ok(Success::new("template updated", template.into()))
 }
 
@@ -282,9 +283,9 @@ pub async fn update_template(
 pub async fn delete_template(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<TemplateId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_template(&who, &id).await?;
+    state.core.delete_template(&who, id).await?;
     Ok(Success::new("template deleted", Null))
 }
 
@@ -304,10 +305,10 @@ pub async fn delete_template(
 pub async fn create_template_version(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<AddTemplateVersionRequest>,
 ) -> ApiResult<VersionCreated> {
-    let version = state.core.add_template_version(&who, &id, req.into()).await?;
+    let version = state.core.add_template_version(&who, id, req.into()).await?;
     Ok(Success::new("template version created", version.into()))
 }
 
@@ -332,16 +333,18 @@ pub async fn create_template_version(
 pub async fn render_template(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<RenderTemplateRequest>,
 ) -> ApiResult<Response> {
-    match state.core.render_template_rate_limited(&*state.limits, &who, &id, req.into()).await? {
-        Ok((rendered, limit)) => {
+    match state.core.render_template_rate_limited(&*state.limits, &who, id, req.into()).await? {
+        usecases::Admission::Allowed((rendered, limit)) => {
             let mut response = RenderedOk::new("OK", rendered.into()).into_response();
             crate::rate_limit::insert_headers(response.headers_mut(), &limit);
             Ok(response)
         }
-        Err(retry_after) => Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }),
+        usecases::Admission::Limited { retry_after } => {
+            Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })
+        }
     }
 }
 

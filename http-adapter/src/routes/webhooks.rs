@@ -5,6 +5,7 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tidings_core::ids::{DeliveryId, WebhookId};
 use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
 use tidings_core::usecases;
 use utoipa::ToSchema;
@@ -16,7 +17,7 @@ use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
 use crate::openapi::failures::InsufficientScope;
-use crate::path::ApiPath;
+use crate::path::{ApiPath, IdPath};
 use crate::query::ListQuery;
 use crate::{ApiResult, ApiState};
 
@@ -232,9 +233,9 @@ pub async fn list_webhooks(
 pub async fn get_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<WebhookOk> {
-    let endpoint = state.core.get_webhook(&who, &id).await?;
+    let endpoint = state.core.get_webhook(&who, id).await?;
     Ok(Success::new("OK", endpoint.into()))
 }
 
@@ -253,10 +254,10 @@ pub async fn get_webhook(
 pub async fn update_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
     ApiJson(req): ApiJson<UpdateWebhookRequest>,
 ) -> ApiResult<WebhookOk> {
-    let endpoint = state.core.update_webhook(&who, &id, req.into()).await?;
+    let endpoint = state.core.update_webhook(&who, id, req.into()).await?;
     Ok(Success::new("webhook updated", endpoint.into()))
 }
 
@@ -274,9 +275,9 @@ pub async fn update_webhook(
 pub async fn delete_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_webhook(&who, &id).await?;
+    state.core.delete_webhook(&who, id).await?;
     Ok(Success::new("webhook deleted", Null))
 }
 
@@ -300,9 +301,9 @@ pub async fn delete_webhook(
 pub async fn test_webhook(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<DeliveryCreated> {
-    let delivery = state.core.test_webhook(&who, &id).await?;
+    let delivery = state.core.test_webhook(&who, id).await?;
     Ok(Success::new("test event queued", delivery.into()))
 }
 
@@ -322,9 +323,9 @@ pub async fn test_webhook(
 pub async fn rotate_webhook_secret(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<Rotated> {
-    let endpoint = state.core.rotate_webhook_secret(&who, &id).await?;
+    let endpoint = state.core.rotate_webhook_secret(&who, id).await?;
     Ok(Success::new("webhook secret rotated", endpoint.into()))
 }
 
@@ -343,10 +344,10 @@ pub async fn rotate_webhook_secret(
 pub async fn list_webhook_deliveries(
     State(state): State<ApiState>,
     Authed(who): Authed,
-    ApiPath(id): ApiPath<String>,
+    IdPath(id): IdPath<WebhookId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<DeliveryPage> {
-    let listed = state.core.list_webhook_deliveries(&who, &id, params).await?;
+    let listed = state.core.list_webhook_deliveries(&who, id, params).await?;
     Ok(Page::new(listed, WebhookDeliveryResponse::from))
 }
 
@@ -366,7 +367,8 @@ pub async fn retry_webhook_delivery(
     Authed(who): Authed,
     ApiPath((id, delivery_id)): ApiPath<(String, String)>,
 ) -> ApiResult<DeliveryOk> {
-    let delivery = state.core.retry_webhook_delivery(&who, &id, &delivery_id).await?;
+    let (id, delivery_id) = (WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&delivery_id));
+    let delivery = state.core.retry_webhook_delivery(&who, id, delivery_id).await?;
     Ok(Success::new("delivery retry queued", delivery.into()))
 }
 

@@ -121,3 +121,68 @@ async fn a_path_segment_that_is_not_utf8_is_a_404_in_the_envelope() {
     let r = api.get("/v1/suppressions/%FF").await;
     assert_eq!((r.status, r.error_code()), (StatusCode::NOT_FOUND, "not_found"));
 }
+
+/// A path segment that is not an id (or not an address, or not a username) names nothing:
+/// the answer is the one a well-formed id that names nothing gets, byte for byte: the same
+/// 404 `not_found` with the same message, and for a `send` key on a management route the
+/// same 403, since the scope is judged before the id.
+#[tokio::test]
+async fn a_malformed_path_id_is_answered_exactly_as_an_unknown_one() {
+    const UNKNOWN: &str = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    let api = TestApi::new().await;
+    let send_key =
+        api.post("/v1/keys", json!({ "scope": "send" })).await.data()["plaintextKey"].as_str().unwrap().to_owned();
+    let routes = [
+        ("GET", "/v1/messages/{id}", None),
+        ("GET", "/v1/messages/{id}/events", None),
+        ("POST", "/v1/messages/{id}/cancel", None),
+        ("PATCH", "/v1/messages/{id}", Some(json!({ "scheduledAt": null }))),
+        ("GET", "/v1/domains/{id}", None),
+        ("PATCH", "/v1/domains/{id}", Some(json!({ "openTracking": true }))),
+        ("POST", "/v1/domains/{id}/verify", None),
+        ("DELETE", "/v1/domains/{id}", None),
+        ("POST", "/v1/domains/{id}/senders", Some(json!({ "username": "x" }))),
+        ("GET", "/v1/domains/{id}/senders", None),
+        ("DELETE", "/v1/domains/{id}/senders/x", None),
+        ("GET", "/v1/templates/{id}", None),
+        ("PATCH", "/v1/templates/{id}", Some(json!({ "name": "n" }))),
+        ("DELETE", "/v1/templates/{id}", None),
+        ("POST", "/v1/templates/{id}/versions", Some(json!({ "subject": "s" }))),
+        ("POST", "/v1/templates/{id}/render", Some(json!({}))),
+        ("GET", "/v1/webhooks/{id}", None),
+        ("PATCH", "/v1/webhooks/{id}", Some(json!({ "enabled": false }))),
+        ("DELETE", "/v1/webhooks/{id}", None),
+        ("POST", "/v1/webhooks/{id}/test", None),
+        ("POST", "/v1/webhooks/{id}/rotate-secret", None),
+        ("GET", "/v1/webhooks/{id}/deliveries", None),
+        ("POST", "/v1/webhooks/{id}/deliveries/{id}/retry", None),
+        ("GET", "/v1/keys/{id}", None),
+        ("DELETE", "/v1/keys/{id}", None),
+    ];
+    for (method, route, body) in routes {
+        for key in [api.key.as_str(), send_key.as_str()] {
+            let unknown = api.call(method, &route.replace("{id}", UNKNOWN), Some(key), body.clone()).await;
+            let malformed = api.call(method, &route.replace("{id}", "not-an-id"), Some(key), body.clone()).await;
+            let expected = if key == api.key || route.starts_with("/v1/messages") {
+                (StatusCode::NOT_FOUND, "not_found")
+            } else {
+                (StatusCode::FORBIDDEN, "insufficient_scope")
+            };
+            assert_eq!((unknown.status, unknown.error_code()), expected, "{method} {route}");
+            assert_eq!((malformed.status, &malformed.body), (unknown.status, &unknown.body), "{method} {route}");
+        }
+    }
+    // Names: an address or a username that cannot be one is on no list.
+    let domain =
+        api.post("/v1/domains", json!({ "domain": "example.com" })).await.data()["id"].as_str().unwrap().to_owned();
+    for (method, unknown, malformed) in [
+        ("GET", "/v1/suppressions/nobody@example.com".to_owned(), "/v1/suppressions/not-an-address".to_owned()),
+        ("DELETE", "/v1/suppressions/nobody@example.com".to_owned(), "/v1/suppressions/not-an-address".to_owned()),
+        ("DELETE", format!("/v1/domains/{domain}/senders/nobody"), format!("/v1/domains/{domain}/senders/no%20body")),
+    ] {
+        let unknown = api.call(method, &unknown, Some(&api.key), None).await;
+        let malformed = api.call(method, &malformed, Some(&api.key), None).await;
+        assert_eq!((unknown.status, unknown.error_code()), (StatusCode::NOT_FOUND, "not_found"), "{method}");
+        assert_eq!((malformed.status, &malformed.body), (unknown.status, &unknown.body), "{method}");
+    }
+}

@@ -8,6 +8,7 @@ use crate::support::TestApi;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::json;
+use tidings_core::ids::DomainId;
 use tidings_core::model::DomainStatus;
 
 /// The scrape's text, checked to be 200 with the exposition format's content type.
@@ -113,7 +114,8 @@ async fn send_one(api: &TestApi) -> String {
     let domain = api.post("/v1/domains", json!({"domain": "example.com"})).await;
     assert_eq!(domain.status, StatusCode::CREATED, "{}", domain.body);
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, domain.data()["id"].as_str().unwrap()).await.unwrap();
+    let mut domain =
+        api.core.get_domain(&who, DomainId::parse_or_none(domain.data()["id"].as_str().unwrap())).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

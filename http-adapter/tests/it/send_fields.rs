@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
+use tidings_core::ids::DomainId;
 use tidings_core::model::DomainStatus;
 use tidings_http::{DEFAULT_MAX_SEND_BODY_BYTES, HttpConfig};
 
@@ -16,7 +17,7 @@ async fn verified_domain(api: &TestApi) {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let id = r.data()["id"].as_str().unwrap().to_owned();
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, &id).await.unwrap();
+    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

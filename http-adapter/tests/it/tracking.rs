@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
-use tidings_core::ids::{EventId, MessageId};
+use tidings_core::ids::{DomainId, EventId, MessageId};
 use tidings_core::model::{DomainStatus, EventDetails, EventType, Message};
 use tidings_core::outbound::build_message;
 use tidings_core::ports::SystemRandom;
@@ -28,7 +28,7 @@ async fn verified_domain(api: &TestApi) -> String {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let id = r.data()["id"].as_str().unwrap().to_owned();
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, &id).await.unwrap();
+    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();
@@ -47,7 +47,7 @@ async fn send(api: &TestApi, mut body: Value) -> Value {
 
 async fn stored_message(api: &TestApi, id: &str) -> Message {
     let who = api.core.authenticate(&api.key).await.unwrap();
-    api.core.get_message(&who, id).await.unwrap()
+    api.core.get_message(&who, MessageId::parse_or_none(id)).await.unwrap()
 }
 
 /// The message as the delivery worker would build it, marked Sent; returns the paths (under
@@ -55,7 +55,7 @@ async fn stored_message(api: &TestApi, id: &str) -> Message {
 async fn send_out(api: &TestApi, id: &str) -> Vec<String> {
     let message = stored_message(api, id).await;
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let domain = api.core.get_domain(&who, &message.domain_id.to_string()).await.unwrap();
+    let domain = api.core.get_domain(&who, message.domain_id).await.unwrap();
     let built = build_message(&message, &domain, api.core.config().tracking.as_ref()).unwrap();
     let sent = Happening {
         event_id: EventId::new_at(api.core.clock().now(), &SystemRandom),

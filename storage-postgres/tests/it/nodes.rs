@@ -39,7 +39,7 @@ async fn concurrent_claims_on_several_nodes_take_each_message_once() {
     for _ in 0..150 {
         let m = message(ws, ApiKeyId(ulid()), DomainId(ulid()));
         ids.insert(m.id);
-        nodes[0].create_message(new_message(&m)).await.expect("create_message");
+        nodes[0].create_message(&new_message(&m)).await.expect("create_message");
     }
     let claim_at = plus_secs(now(), 1);
     let mut claimers = tokio::task::JoinSet::new();
@@ -123,7 +123,7 @@ async fn racing_sends_with_one_key_on_several_nodes_create_one_message() {
                 let key = format!("race-{round}");
                 new.idempotency = Some(idempotency(ws, &key, m.id, m.created_at, plus_secs(m.created_at, 3600)));
                 barrier.wait().await;
-                node.create_message(new).await.expect("create_message")
+                node.create_message(&new).await.expect("create_message")
             });
         }
         let mut created = 0;

@@ -93,7 +93,7 @@ fn child_writer_for_the_sigkill_test() {
                     let idem_key = format!("task{task}-{n}");
                     let mut new = new_message(&m);
                     new.idempotency = Some(idempotency(ws.id, &idem_key, m.id, now(), plus_secs(now(), 86_400)));
-                    if store.create_message(new).await.unwrap() == CreateOutcome::Created {
+                    if store.create_message(&new).await.unwrap() == CreateOutcome::Created {
                         let mut out = std::io::stdout().lock();
                         writeln!(out, "ACK {} {} {idem_key}", ws.id, m.id).unwrap();
                         out.flush().unwrap();

@@ -37,7 +37,7 @@ async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
             m.to = email("Rare@Example.com");
             rare.push(m.clone());
         }
-        store.create_message(new_message(&m)).await.unwrap();
+        store.create_message(&new_message(&m)).await.unwrap();
     }
     // Some of the rare ones move on to Sent.
     for m in rare.iter().step_by(2) {

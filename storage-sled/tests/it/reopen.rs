@@ -36,8 +36,8 @@ async fn every_resource_and_index_survives_a_reopen() {
         store.insert_suppression(&sup).await.unwrap();
         store.insert_webhook(&hook).await.unwrap();
         store.insert_webhook_deliveries(std::slice::from_ref(&dlv)).await.unwrap();
-        store.create_message(with_key).await.unwrap();
-        store.create_message(new_message(&sent)).await.unwrap();
+        store.create_message(&with_key).await.unwrap();
+        store.create_message(&new_message(&sent)).await.unwrap();
         store.record_event(sent_write.clone()).await.unwrap();
     }
 
@@ -95,8 +95,8 @@ async fn leases_of_the_previous_run_are_released_after_reopening() {
     let t0 = queued.created_at.max(sent.created_at);
     {
         let store = SledStore::open(dir.path(), tidings_testing::fixtures::sealer()).unwrap();
-        store.create_message(new_message(&queued)).await.unwrap();
-        store.create_message(new_message(&sent)).await.unwrap();
+        store.create_message(&new_message(&queued)).await.unwrap();
+        store.create_message(&new_message(&sent)).await.unwrap();
         let claimed = store.claim_due_messages(t0, plus_secs(t0, 660), 10).await.unwrap();
         assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [queued.id, sent.id]);
         store.record_event(event_write(&claimed[1], EventType::Sent, t0, None)).await.unwrap();

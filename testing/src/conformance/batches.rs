@@ -39,7 +39,7 @@ pub(super) async fn batches_are_all_or_nothing<S: Store + 'static>(s: Arc<S>) {
     let ws = WorkspaceId(ulid());
     let t0 = now();
     let made: Vec<Message> = (0..5).map(|_| message_at(ws, t0)).collect();
-    let outcome = s.create_messages(batch_of(&made, Some("batch-1"))).await.must("create_messages");
+    let outcome = s.create_messages(&batch_of(&made, Some("batch-1"))).await.must("create_messages");
     assert_eq!(outcome, CreateOutcome::Created);
     for m in &made {
         assert_eq!(
@@ -61,7 +61,7 @@ pub(super) async fn batches_are_all_or_nothing<S: Store + 'static>(s: Arc<S>) {
 
     // The same key again: nothing of the second batch is written.
     let again: Vec<Message> = (0..3).map(|_| message_at(ws, plus_secs(t0, 1))).collect();
-    match s.create_messages(batch_of(&again, Some("batch-1"))).await.must("a second batch with the key") {
+    match s.create_messages(&batch_of(&again, Some("batch-1"))).await.must("a second batch with the key") {
         CreateOutcome::Duplicate(existing) => assert_eq!(existing.batch, record.batch, "the first batch's record"),
         other => panic!("a reused key must be Duplicate, got {other:?}"),
     }
@@ -72,7 +72,7 @@ pub(super) async fn batches_are_all_or_nothing<S: Store + 'static>(s: Arc<S>) {
     // One message id that exists: the whole batch is refused, nothing written.
     let mut clash: Vec<Message> = (0..3).map(|_| message_at(ws, plus_secs(t0, 2))).collect();
     clash.push(made[2].clone());
-    assert_conflict(s.create_messages(batch_of(&clash, Some("batch-2"))).await, "a batch reusing a message id");
+    assert_conflict(s.create_messages(&batch_of(&clash, Some("batch-2"))).await, "a batch reusing a message id");
     for m in &clash[..3] {
         assert_eq!(s.get_message(ws, m.id).await.must("get"), None, "a refused batch creates none");
     }
@@ -89,7 +89,7 @@ pub(super) async fn batches_are_all_or_nothing<S: Store + 'static>(s: Arc<S>) {
 
     // A batch without a key, and a due claim takes its messages like any others.
     let plain: Vec<Message> = (0..2).map(|_| message_at(ws, plus_secs(t0, 3))).collect();
-    assert_eq!(s.create_messages(batch_of(&plain, None)).await.must("keyless batch"), CreateOutcome::Created);
+    assert_eq!(s.create_messages(&batch_of(&plain, None)).await.must("keyless batch"), CreateOutcome::Created);
     let claimed = s.claim_due_messages(plus_secs(t0, 3), plus_secs(t0, 60), 100).await.must("claim");
     assert_eq!(claimed.len(), 7, "all seven batch messages are due");
 }
@@ -114,7 +114,7 @@ pub(super) async fn scheduled_messages_wait_for_their_time<S: Store + 'static>(s
     let mut new = new_message(&later);
     new.event.event_type = EventType::Scheduled;
     new.event.details = EventDetails { scheduled_at: later.scheduled_at, ..EventDetails::default() };
-    s.create_message(new).await.must("create a scheduled message");
+    s.create_message(&new).await.must("create a scheduled message");
     assert_eq!(s.get_message(ws, later.id).await.must("get"), Some(later.clone()), "round trip with scheduled_at");
     assert!(s.claim_due_messages(plus_secs(t0, 99), plus_secs(t0, 200), 10).await.must("claim").is_empty(), "not due");
     assert_eq!(s.release_message_leases(plus_secs(t0, 1), 10).await.must("release"), 0, "a send time is no lease");
@@ -128,7 +128,7 @@ pub(super) async fn scheduled_messages_wait_for_their_time<S: Store + 'static>(s
 
     // Canceled: never due again.
     let other = scheduled_at(ws, t0, plus_secs(t0, 50));
-    s.create_message(new_message(&other)).await.must("create");
+    s.create_message(&new_message(&other)).await.must("create");
     let canceled = event_write(&other, EventType::Canceled, plus_secs(t0, 1), None);
     s.record_event(canceled.clone()).await.must("cancel");
     assert_eq!(canceled.message.status, MessageStatus::Canceled);
@@ -140,7 +140,7 @@ pub(super) async fn record_event_checks_the_expected_lease<S: Store + 'static>(s
     let ws = WorkspaceId(ulid());
     let t0 = now();
     let m = scheduled_at(ws, t0, plus_secs(t0, 10));
-    s.create_message(new_message(&m)).await.must("create");
+    s.create_message(&new_message(&m)).await.must("create");
     let claimed = s.claim_due_messages(plus_secs(t0, 10), plus_secs(t0, 70), 10).await.must("claim");
     let claimed = claimed.into_iter().next().expect("claimed");
     // The client moves it meanwhile (the status stays Scheduled).

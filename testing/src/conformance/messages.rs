@@ -16,7 +16,7 @@ fn ids() -> (WorkspaceId, ApiKeyId, DomainId) {
 
 /// Stores `m` with its `Queued` event and checks it was created.
 pub(super) async fn put<S: Store>(s: &S, m: &Message) {
-    let outcome = s.create_message(new_message(m)).await.must("create_message");
+    let outcome = s.create_message(&new_message(m)).await.must("create_message");
     assert_eq!(outcome, CreateOutcome::Created, "create_message of a new message without a key");
 }
 
@@ -56,7 +56,7 @@ pub(super) async fn messages_round_trip_with_their_queued_event<S: Store + 'stat
     m.to = email("Mixed.Case@Example.com");
     let new = new_message(&m);
     let queued = new.event.clone();
-    assert_eq!(s.create_message(new).await.must("create_message"), CreateOutcome::Created, "create_message");
+    assert_eq!(s.create_message(&new).await.must("create_message"), CreateOutcome::Created, "create_message");
 
     assert_eq!(s.get_message(a, m.id).await.must("get_message"), Some(m.clone()), "get_message round trip");
     assert_eq!(s.get_message(b, m.id).await.must("get from b"), None, "another workspace does not see the message");
@@ -69,7 +69,7 @@ pub(super) async fn messages_round_trip_with_their_queued_event<S: Store + 'stat
 
     let mut again = new_message(&m);
     again.message.subject = "changed".to_owned();
-    assert_conflict(s.create_message(again).await, "create_message with an existing id");
+    assert_conflict(s.create_message(&again).await, "create_message with an existing id");
     assert_eq!(s.get_message(a, m.id).await.must("get"), Some(m.clone()), "a refused create changes nothing");
     let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
     assert_eq!(events.items.len(), 1, "a refused create appends no event");
@@ -286,7 +286,7 @@ pub(super) async fn events_page_oldest_first<S: Store + 'static>(s: Arc<S>) {
     let (m, other) = (message(a, key, dom), message(a, key, dom));
     let new = new_message(&m);
     let mut expected: Vec<EventId> = vec![new.event.id];
-    s.create_message(new).await.must("create_message");
+    s.create_message(&new).await.must("create_message");
     put(&*s, &other).await;
     let mut current = m.clone();
     let steps = [
@@ -333,7 +333,7 @@ pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'sta
     let mut new = new_message(&m);
     new.webhook_deliveries = vec![d1.clone()];
     new.idempotency = Some(idempotency(a, "k1", m.id, m.created_at, plus_secs(m.created_at, 3600)));
-    s.create_message(new).await.must("create_message with a delivery");
+    s.create_message(&new).await.must("create_message with a delivery");
     assert_eq!(s.get_webhook_delivery(a, d1.id).await.must("get d1"), Some(d1.clone()), "created with the message");
 
     let dup = message(a, key, dom);
@@ -341,7 +341,7 @@ pub(super) async fn events_and_messages_queue_webhook_deliveries<S: Store + 'sta
     let mut new = new_message(&dup);
     new.webhook_deliveries = vec![d_dup.clone()];
     new.idempotency = Some(idempotency(a, "k1", dup.id, dup.created_at, plus_secs(dup.created_at, 3600)));
-    let outcome = s.create_message(new).await.must("duplicate create_message");
+    let outcome = s.create_message(&new).await.must("duplicate create_message");
     assert!(matches!(outcome, CreateOutcome::Duplicate(_)), "a reused key is a Duplicate, got {outcome:?}");
     assert_eq!(s.get_webhook_delivery(a, d_dup.id).await.must("get"), None, "a Duplicate queues no delivery");
 

@@ -431,7 +431,7 @@ impl World {
                     idempotency(workspace, &format!("key-{k}"), m.id, self.clock, self.at(i64::from(ttl)))
                 });
                 self.messages.push(m);
-                let (a, b) = both!(sut, model, |st| st.create_message(new.clone()));
+                let (a, b) = both!(sut, model, |st| st.create_message(&new));
                 same("create_message", &a, &b)?;
             }
             Op::Record { msg, event, twist, retry_secs } => {

@@ -25,7 +25,7 @@ pub(super) fn message_at(ws: WorkspaceId, at: DateTime<Utc>) -> Message {
 async fn create_keyed<S: Store>(s: &S, m: &Message, key: &str, ttl_secs: i64) -> CreateOutcome {
     let mut new = new_message(m);
     new.idempotency = Some(idempotency(m.workspace_id, key, m.id, m.created_at, plus_secs(m.created_at, ttl_secs)));
-    s.create_message(new).await.must("create_message with an idempotency key")
+    s.create_message(&new).await.must("create_message with an idempotency key")
 }
 
 async fn message_ids<S: Store>(s: &S, ws: WorkspaceId) -> Vec<MessageId> {
@@ -50,7 +50,7 @@ pub(super) async fn idempotency_keys_deduplicate_within_a_workspace<S: Store + '
     let mut other_request = idempotency(a, "order-1", m2.id, m2.created_at, plus_secs(m2.created_at, 3600));
     other_request.request_hash = tidings_core::model::RequestHash::of(b"another body");
     new.idempotency = Some(other_request);
-    let outcome = s.create_message(new).await.must("create_message with a used key");
+    let outcome = s.create_message(&new).await.must("create_message with a used key");
     assert_eq!(outcome, CreateOutcome::Duplicate(record.clone()), "a used key answers Duplicate with its record");
     assert_eq!(s.get_message(a, m2.id).await.must("get m2"), None, "a Duplicate stores no message");
     assert_not_found(s.list_events(a, m2.id, PageRequest::first(5)).await, "a Duplicate stores no event");
@@ -110,7 +110,7 @@ pub(super) async fn racing_duplicates_create_exactly_one_message<S: Store + 'sta
                 let mut new = new_message(&m);
                 new.idempotency = Some(idempotency(a, &key, m.id, m.created_at, plus_secs(m.created_at, 3600)));
                 barrier.wait().await;
-                (m.id, s.create_message(new).await)
+                (m.id, s.create_message(&new).await)
             });
         }
         let mut winners = Vec::new();

@@ -109,9 +109,12 @@ impl SuppressionStore for MemoryStore {
 impl SecretStore for MemoryStore {
     async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>> {
         let label = secret_label(name.as_str());
-        let sealed = self.sealer.seal(&label, candidate.expose()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let sealed = self
+            .sealer
+            .seal(&label, candidate.expose())
+            .map_err(|e| StoreError::Corrupt(tidings_core::Cause::new(e)))?;
         let stored = self.state().secrets.entry(name).or_insert(sealed).clone();
-        self.sealer.open(&label, &stored).map(Secret::new).map_err(|e| StoreError::Corrupt(e.to_string()))
+        self.sealer.open(&label, &stored).map(Secret::new).map_err(|e| StoreError::Corrupt(tidings_core::Cause::new(e)))
     }
 }
 

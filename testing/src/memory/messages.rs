@@ -9,7 +9,7 @@ impl MessageStore for MemoryStore {
         true
     }
 
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreateOutcome> {
+    async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
         let mut st = self.state();
         if let Some(record) = &new.idempotency
             && let Some(existing) = st.idempotency.get(&(record.workspace_id, record.key.clone()))
@@ -24,17 +24,17 @@ impl MessageStore for MemoryStore {
             return Err(e);
         }
         let id = new.message.id;
-        st.events.entry(id).or_default().insert(new.event.id, new.event);
-        st.messages.insert(id, new.message);
+        st.events.entry(id).or_default().insert(new.event.id, new.event.clone());
+        st.messages.insert(id, new.message.clone());
         st.purge_pending.insert(id);
-        if let Some(record) = new.idempotency {
-            st.idempotency.insert((record.workspace_id, record.key.clone()), record);
+        if let Some(record) = &new.idempotency {
+            st.idempotency.insert((record.workspace_id, record.key.clone()), record.clone());
         }
         st.queue_deliveries(&new.webhook_deliveries);
         Ok(CreateOutcome::Created)
     }
 
-    async fn create_messages(&self, batch: NewBatch) -> StoreResult<CreateOutcome> {
+    async fn create_messages(&self, batch: &NewBatch) -> StoreResult<CreateOutcome> {
         let mut st = self.state();
         if let Some(record) = &batch.idempotency
             && let Some(existing) = st.idempotency.get(&(record.workspace_id, record.key.clone()))
@@ -54,13 +54,13 @@ impl MessageStore for MemoryStore {
         if let Some(e) = st.deliveries_conflict(&deliveries) {
             return Err(e);
         }
-        for new in batch.messages {
+        for new in &batch.messages {
             let id = new.message.id;
-            st.events.entry(id).or_default().insert(new.event.id, new.event);
-            st.messages.insert(id, new.message);
+            st.events.entry(id).or_default().insert(new.event.id, new.event.clone());
+            st.messages.insert(id, new.message.clone());
         }
-        if let Some(record) = batch.idempotency {
-            st.idempotency.insert((record.workspace_id, record.key.clone()), record);
+        if let Some(record) = &batch.idempotency {
+            st.idempotency.insert((record.workspace_id, record.key.clone()), record.clone());
         }
         st.queue_deliveries(&deliveries);
         Ok(CreateOutcome::Created)

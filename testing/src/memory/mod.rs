@@ -94,12 +94,12 @@ impl MemoryStore {
 
     /// `record` sealed, as it is kept.
     fn seal<R: SecretFields + Clone>(&self, record: &R) -> StoreResult<Sealed<R>> {
-        self.sealer.seal_record(record).map_err(|e| StoreError::Corrupt(e.to_string()))
+        self.sealer.seal_record(record).map_err(|e| StoreError::Corrupt(tidings_core::Cause::new(e)))
     }
 
     /// A kept record, opened.
     fn open<R: SecretFields + Clone>(&self, stored: &Sealed<R>) -> StoreResult<R> {
-        self.sealer.open_record(stored.clone()).map_err(|e| StoreError::Corrupt(e.to_string()))
+        self.sealer.open_record(stored.clone()).map_err(|e| StoreError::Corrupt(tidings_core::Cause::new(e)))
     }
 
     /// A page of kept records, opened.

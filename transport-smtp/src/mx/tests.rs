@@ -92,7 +92,7 @@ async fn mx_hosts_without_addresses_leave_the_message_undelivered_but_retryable(
         provider_message_id: "id@acme.test".to_owned(),
         envelope_from: tidings_core::email::EmailAddress::parse("from@acme.test").unwrap(),
         envelope_to: tidings_core::email::EmailAddress::parse("to@acme.test").unwrap(),
-        raw: Arc::from(&b"\r\n"[..]),
+        raw: (&b"\r\n"[..]).into(),
     };
     let error = mailer.send(&email).await.unwrap_err();
     let SendError::Unreachable { reason } = error else { panic!("{error:?}") };

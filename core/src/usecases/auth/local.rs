@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{AuthThrottle, AuthThrottleConfig, RateLimitState, RateLimiter, RetryAfter};
+use super::{Admission, AuthThrottle, AuthThrottleConfig, RateLimitState, RateLimiter};
 use crate::ids::ApiKeyId;
 use crate::model::RateLimit;
 use crate::ports::{Limits, StoreResult};
@@ -39,8 +39,8 @@ impl Limits for LocalLimits {
         key: ApiKeyId,
         limit: RateLimit,
         now: DateTime<Utc>,
-    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
-        Ok(self.rate.try_acquire(key, limit, now))
+    ) -> StoreResult<Admission<RateLimitState>> {
+        Ok(self.rate.try_acquire(key, limit, now).into())
     }
 
     async fn refund_send(&self, key: ApiKeyId, limit: RateLimit, _now: DateTime<Utc>) -> StoreResult<()> {
@@ -54,8 +54,8 @@ impl Limits for LocalLimits {
         limit: RateLimit,
         n: u32,
         now: DateTime<Utc>,
-    ) -> StoreResult<Result<RateLimitState, RetryAfter>> {
-        Ok(self.rate.try_acquire_n(key, limit, n, now))
+    ) -> StoreResult<Admission<RateLimitState>> {
+        Ok(self.rate.try_acquire_n(key, limit, n, now).into())
     }
 
     async fn refund_sends(&self, key: ApiKeyId, limit: RateLimit, n: u32, _now: DateTime<Utc>) -> StoreResult<()> {
@@ -63,12 +63,12 @@ impl Limits for LocalLimits {
         Ok(())
     }
 
-    async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
-        Ok(self.throttle.check(&client, now))
+    async fn check_auth(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Admission<()>> {
+        Ok(self.throttle.check(&client, now).into())
     }
 
-    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Result<(), RetryAfter>> {
-        Ok(self.throttle.record_failure(client, now))
+    async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Admission<()>> {
+        Ok(self.throttle.record_failure(client, now).into())
     }
 
     /// Nothing to do: both tables bound themselves as they go.

@@ -49,7 +49,7 @@ struct TestDetails {
 }
 
 fn render<D: Serialize>(payload: &Payload<'_, D>) -> Result<String> {
-    serde_json::to_string(payload).map_err(|e| Error::Internal(format!("webhook payload: {e}")))
+    serde_json::to_string(payload).map_err(|e| Error::Internal(crate::Cause::context("webhook payload", e)))
 }
 
 /// The body announcing `event` of `message`.

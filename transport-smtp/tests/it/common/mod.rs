@@ -1,6 +1,5 @@
 //! Helpers shared by the transport tests: messages, mailers pointed at a sink, short timeouts.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tidings_core::email::EmailAddress;
@@ -37,7 +36,7 @@ pub fn email_to(n: u8, to: &str) -> OutboundEmail {
         provider_message_id,
         envelope_from: EmailAddress::parse("bounces@acme.test").unwrap(),
         envelope_to: EmailAddress::parse(to).unwrap(),
-        raw: Arc::from(raw.into_bytes()),
+        raw: raw.into_bytes().into(),
     }
 }
 
