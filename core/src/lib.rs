@@ -5,6 +5,53 @@
 //! the HTTP adapter (and any other front end) call, and delivery: building, DKIM-signing and
 //! handing messages to a transport, and classifying what it reports. No sockets, no files:
 //! storage, DNS, mail transport, time and randomness come in through the traits in [`ports`].
+//!
+//! The service is [`usecases::Tidings`], built from those ports; every front end calls its
+//! methods. Here over the in-memory store of `tidings-testing` and a workspace's sandbox
+//! domain, which needs no DNS (an application uses `tidings-storage-sled` or
+//! `tidings-storage-postgres`, and a domain of its own):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tidings_core::model::MessageStatus;
+//! use tidings_core::ports::{NoDns, SystemClock, SystemRandom};
+//! use tidings_core::usecases::{CoreConfig, SendRequest, Tidings};
+//! use tidings_testing::MemoryStore;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
+//! let core = Tidings::new(
+//!     Arc::new(MemoryStore::new()),
+//!     Arc::new(SystemClock),
+//!     Arc::new(SystemRandom),
+//!     Arc::new(NoDns),
+//!     config,
+//! );
+//! let (_, first_key) = core.create_workspace("acme", None).await?;
+//! let who = core.authenticate(first_key.plaintext.expose()).await?;
+//! let request = SendRequest {
+//!     to: Some("ann@example.net".into()),
+//!     subject: Some("Welcome".into()),
+//!     text: Some("Hello.".into()),
+//!     ..SendRequest::default()
+//! };
+//! let sent = core.send_message(&who, request, Some("welcome-ann")).await?;
+//! assert_eq!(sent.message.status, MessageStatus::Queued);
+//! assert_eq!(sent.message.from.address.domain().as_str(), "sandbox.tidings.invalid");
+//! // The same Idempotency-Key answers with the same message, and sends nothing more.
+//! let again = SendRequest {
+//!     to: Some("ann@example.net".into()),
+//!     subject: Some("Welcome".into()),
+//!     text: Some("Hello.".into()),
+//!     ..SendRequest::default()
+//! };
+//! let replayed = core.send_message(&who, again, Some("welcome-ann")).await?;
+//! assert_eq!(replayed.message.id, sent.message.id);
+//! # Ok::<(), tidings_core::Error>(())
+//! # }).unwrap();
+//! ```
+//!
+//! What happens afterwards (delivery, webhooks, re-checks, purges) is the [`runtime`].
 
 pub mod delivery;
 pub mod dkim_keys;

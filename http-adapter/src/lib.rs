@@ -19,6 +19,37 @@
 //! throttle sees client addresses; without it all clients share one throttle bucket. Behind
 //! a load balancer, name it in [`HttpConfig::trusted_proxies`] so that the client is read
 //! from `X-Forwarded-For` ([`ClientIp`]).
+//!
+//! Mounted under a path of the application's, and called like any tower service:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use axum::body::Body;
+//! use axum::http::{Request, StatusCode};
+//! use tidings_core::ports::{NoDns, SystemClock, SystemRandom};
+//! use tidings_core::usecases::{CoreConfig, Tidings};
+//! use tidings_http::{ApiState, HttpConfig};
+//! use tower::ServiceExt as _;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let store = Arc::new(tidings_testing::MemoryStore::new()); // or sled, or PostgreSQL
+//! let core = Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), CoreConfig::default());
+//! let (_, key) = core.create_workspace("acme", None).await.unwrap();
+//! let api = tidings_http::router(ApiState::new(core, HttpConfig::default()));
+//! let app = axum::Router::new().nest_service("/mail", api);
+//!
+//! let request = Request::get("/mail/v1/domains")
+//!     .header("authorization", format!("Bearer {}", key.plaintext.expose()))
+//!     .body(Body::empty())
+//!     .unwrap();
+//! let response = app.clone().oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::OK);
+//!
+//! // Without a key: 401 in the API's error envelope.
+//! let response = app.oneshot(Request::get("/mail/v1/domains").body(Body::empty()).unwrap()).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+//! # });
+//! ```
 
 mod auth;
 mod body;

@@ -23,6 +23,34 @@
 //!
 //! sled calls are made directly from the async methods: they work in memory and sled's log
 //! buffers and take microseconds; waiting for the disk is the flusher thread's job.
+//!
+//! Open one in a directory of the application's and hand it to the service; a second open
+//! of the same directory sees everything the first wrote:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tidings_core::ports::{NoDns, SystemClock, SystemRandom};
+//! use tidings_core::sealing::{Sealer, SealingKey};
+//! use tidings_core::usecases::{CoreConfig, Tidings};
+//! use tidings_storage_sled::SledStore;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! // The key that seals the store's secrets: keep it apart from the store, and reuse it.
+//! let key = SealingKey::generate(&SystemRandom);
+//! let open = |key: &SealingKey| -> Result<Tidings, Box<dyn std::error::Error>> {
+//!     let store = Arc::new(SledStore::open(dir.path().join("store"), Sealer::new(key))?);
+//!     Ok(Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), CoreConfig::default()))
+//! };
+//! let core = open(&key)?;
+//! let (workspace, first_key) = core.create_workspace("acme", None).await?;
+//! drop(core); // sled admits one process, and one open store, per directory
+//! let reopened = open(&key)?;
+//! let who = reopened.authenticate(first_key.plaintext.expose()).await?;
+//! assert_eq!(who.workspace_id, workspace.id);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 mod api_keys;
 mod codec;

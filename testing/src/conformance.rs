@@ -11,7 +11,7 @@
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
 //!
 //! A storage crate wires both up in a few lines (sled keeps each store in a temp dir):
-//! ```ignore
+//! ```text
 //! use tidings_testing::conformance::{model_test, run_all};
 //!
 //! fn fresh() -> (SledStore, tempfile::TempDir) {

@@ -17,6 +17,7 @@ mod memory;
 pub mod service;
 pub mod signing;
 mod unavailable;
+pub mod webhooks;
 
 pub use clock::FixedClock;
 pub use conformance::{StoreFactory, model_test, run_all};
@@ -24,3 +25,4 @@ pub use dns::FakeDns;
 pub use memory::MemoryStore;
 pub use service::TestCore;
 pub use unavailable::UnavailableStore;
+pub use webhooks::FakeWebhooks;

@@ -7,17 +7,42 @@
 //! start them the same way:
 //!
 //! ```
-//! # use std::sync::Arc;
-//! # use tidings_core::runtime::{Runtime, RuntimeSettings};
-//! # async fn example(
-//! #     core: tidings_core::usecases::Tidings,
-//! #     mailer: Arc<dyn tidings_core::ports::Mailer>,
-//! #     webhooks: Arc<dyn tidings_core::ports::WebhookSender>,
-//! # ) {
-//! let runtime = Runtime::start(core, Some(mailer), webhooks, RuntimeSettings::default()).await;
-//! // ... serve requests ...
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use tidings_core::model::MessageStatus;
+//! use tidings_core::ports::{NoDns, SystemClock, SystemRandom};
+//! use tidings_core::runtime::{Runtime, RuntimeSettings};
+//! use tidings_core::usecases::{CoreConfig, SendRequest, Tidings};
+//! use tidings_testing::MemoryStore;
+//! use tidings_testing::mailer::FakeMailer;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
+//! let store = Arc::new(MemoryStore::new());
+//! let core = Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), config);
+//! // A mailer that keeps mail on this machine (an application's is the SMTP relay of
+//! // `tidings-transport-smtp`), and a webhook sender (`tidings-webhook-http`'s in a service).
+//! let mailer = Arc::new(FakeMailer::local());
+//! let webhooks = Arc::new(tidings_testing::FakeWebhooks::default());
+//! let runtime = Runtime::start(core.clone(), Some(mailer.clone()), webhooks, RuntimeSettings::default()).await;
+//!
+//! let (_, key) = core.create_workspace("acme", None).await?;
+//! let who = core.authenticate(key.plaintext.expose()).await?;
+//! let request = SendRequest {
+//!     to: Some("ann@example.net".into()),
+//!     subject: Some("Welcome".into()),
+//!     text: Some("Hello.".into()),
+//!     ..SendRequest::default()
+//! };
+//! let id = core.send_message(&who, request, None).await?.message.id;
+//! // The delivery loop picks it up in the background.
+//! while core.get_message(&who, id).await?.status != MessageStatus::Delivered {
+//!     tokio::time::sleep(Duration::from_millis(10)).await;
+//! }
+//! assert_eq!(mailer.sent().len(), 1);
 //! runtime.shutdown().await; // waits for every loop (in-flight sends get a few seconds)
-//! # }
+//! # Ok::<(), tidings_core::Error>(())
+//! # }).unwrap();
 //! ```
 //!
 //! [`Mailer`]: crate::ports::Mailer

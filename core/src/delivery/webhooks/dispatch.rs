@@ -20,7 +20,7 @@
 //! leaves its delivery leased the same way.
 //!
 //! A driver loop, roughly:
-//! ```ignore
+//! ```text
 //! loop {
 //!     let pass = dispatcher.dispatch_due(clock.now()).await?;
 //!     if pass.free_slots_before == 0 {
