@@ -152,6 +152,12 @@ enum Start {
     Conflict,
 }
 
+/// A message built and signed, or the reason it cannot be (it then fails, never retried).
+enum Prepared {
+    Ready(OutboundEmail),
+    Unsendable(String),
+}
+
 /// Delivers due messages through a [`Mailer`]. Cheap to share behind an `Arc`; steps may
 /// run concurrently (the store's claims keep them apart).
 pub struct DeliveryWorker {
@@ -274,8 +280,10 @@ impl DeliveryWorker {
             return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
         }
         let email = match self.prepare(message, domain).await? {
-            Ok(email) => email,
-            Err(reason) => return self.finish(message, EventType::Failed, response(&reason), Outcome::Failed).await,
+            Prepared::Ready(email) => email,
+            Prepared::Unsendable(reason) => {
+                return self.finish(message, EventType::Failed, response(&reason), Outcome::Failed).await;
+            }
         };
         let details = EventDetails { attempt: Some(message.attempts.saturating_add(1)), ..EventDetails::default() };
         let sent = happening(&self.core, EventType::Sent, details, Some(email.provider_message_id.clone()), None);
@@ -286,19 +294,20 @@ impl DeliveryWorker {
     }
 
     /// Builds and signs off the async executor (an RSA signature, and a key parse on a cache
-    /// miss). The inner error is the reason the message fails.
-    async fn prepare(
-        &self,
-        message: &Arc<Message>,
-        domain: Domain,
-    ) -> Result<std::result::Result<OutboundEmail, String>> {
+    /// miss).
+    async fn prepare(&self, message: &Arc<Message>, domain: Domain) -> Result<Prepared> {
         let signers = Arc::clone(&self.signers);
         let message = Arc::clone(message);
         let return_path = self.core.config().return_path_domain.clone();
         let tracking = self.core.config().tracking.clone();
         tokio::task::spawn_blocking(move || {
-            let signer = signers.get_or_create(&domain).map_err(|e| e.to_string())?;
-            prepare(&message, &domain, &signer, return_path.as_ref(), tracking.as_ref()).map_err(|e| e.to_string())
+            let built = signers.get_or_create(&domain).map_err(|e| e.to_string()).and_then(|signer| {
+                prepare(&message, &domain, &signer, return_path.as_ref(), tracking.as_ref()).map_err(|e| e.to_string())
+            });
+            match built {
+                Ok(email) => Prepared::Ready(email),
+                Err(reason) => Prepared::Unsendable(reason),
+            }
         })
         .await
         .map_err(|e| Error::Internal(crate::Cause::context("building the message did not finish", e)))

@@ -158,8 +158,8 @@ impl Tidings {
             Report::Other(why) => return Ok(ReportOutcome::Ignored { reason: Ignored::NotAReport(why.clone()) }),
         };
         let mut message = match self.reported_message(recipients, original).await? {
-            Ok(message) => message,
-            Err(reason) => return Ok(ReportOutcome::Unmatched { reason }),
+            Reported::Found(message) => *message,
+            Reported::Unmatched(reason) => return Ok(ReportOutcome::Unmatched { reason }),
         };
         let finding = match finding(&report, &message.to) {
             Ok(finding) => finding,
@@ -178,11 +178,7 @@ impl Tidings {
     }
 
     /// Step 2 of the module docs.
-    async fn reported_message(
-        &self,
-        recipients: &[EmailAddress],
-        original: Option<&str>,
-    ) -> Result<std::result::Result<Message, Unmatched>> {
+    async fn reported_message(&self, recipients: &[EmailAddress], original: Option<&str>) -> Result<Reported> {
         let by_envelope = self.config.return_path_domain.as_ref().and_then(|domain| {
             recipients.iter().filter(|r| r.domain() == domain).find_map(message_id_from_return_path)
         });
@@ -200,15 +196,15 @@ impl Tidings {
                 None => unmatched = Unmatched::UnknownMessage(id),
             }
         }
-        let Some(original) = original else { return Ok(Err(unmatched)) };
+        let Some(original) = original else { return Ok(Reported::Unmatched(unmatched)) };
         let Some(id) = original.rsplit_once('@').and_then(|(local, _)| MessageId::parse(local)) else {
-            return Ok(Err(unmatched));
+            return Ok(Reported::Unmatched(unmatched));
         };
         Ok(match self.store.find_message(id).await? {
             Some(message) if message.provider_message_id.as_deref() == Some(original) => sent(message),
-            Some(_) => Err(Unmatched::ForeignMessageId(original.to_owned())),
-            None if by_envelope.is_some() => Err(unmatched),
-            None => Err(Unmatched::UnknownMessage(id)),
+            Some(_) => Reported::Unmatched(Unmatched::ForeignMessageId(original.to_owned())),
+            None if by_envelope.is_some() => Reported::Unmatched(unmatched),
+            None => Reported::Unmatched(Unmatched::UnknownMessage(id)),
         })
     }
 
@@ -325,6 +321,18 @@ impl Tidings {
     }
 }
 
-fn sent(message: Message) -> std::result::Result<Message, Unmatched> {
-    if message.provider_message_id.is_some() { Ok(message) } else { Err(Unmatched::NotSent(message.id)) }
+/// The message a report is about, or why none is.
+enum Reported {
+    Found(Box<Message>),
+    Unmatched(Unmatched),
+}
+
+/// `message` if it was ever handed to a transport (a report about mail never sent is forged
+/// or misdirected).
+fn sent(message: Message) -> Reported {
+    if message.provider_message_id.is_some() {
+        Reported::Found(Box::new(message))
+    } else {
+        Reported::Unmatched(Unmatched::NotSent(message.id))
+    }
 }
