@@ -1,5 +1,6 @@
 //! Shared by the unit tests of `outbound` and `delivery`: a Verified domain with real DKIM
-//! keys and messages from it.
+//! keys and messages from it. (`tidings_testing::signing` is the same for integration tests;
+//! core's unit tests cannot depend on that crate, whose core is another copy of this one.)
 
 use chrono::{DateTime, Utc};
 
