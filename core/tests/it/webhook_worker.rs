@@ -3,11 +3,9 @@
 //! after `Retry-After`, given up when the schedule ends; 410 disables the endpoint; rotation
 //! signs with both secrets; disabled and deleted endpoints get nothing.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use aws_lc_rs::hmac;
 use base64::Engine as _;
 use chrono::Duration as Span;
@@ -16,6 +14,7 @@ use tidings_core::delivery::{RetrySchedule, WebhookReport, WebhookSettings, Webh
 use tidings_core::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use tidings_core::ports::{EndpointQuota, PageRequest, WebhookRequest, WebhookResponse, WebhookSender, WebhookStore};
 use tidings_core::usecases::{CreateWebhookRequest, UpdateWebhookRequest};
+use tidings_testing::FakeWebhooks;
 use tidings_testing::delivery::Delivery;
 
 fn answered(status: u16, retry_after_secs: Option<u64>, body: &str) -> WebhookResponse {
@@ -26,33 +25,11 @@ fn answered(status: u16, retry_after_secs: Option<u64>, body: &str) -> WebhookRe
     }
 }
 
-/// Answers from a script (then 200) and keeps every request.
-#[derive(Default)]
-struct FakeSender {
-    script: Mutex<VecDeque<WebhookResponse>>,
-    requests: Mutex<Vec<WebhookRequest>>,
-}
-
-impl FakeSender {
-    fn requests(&self) -> Vec<WebhookRequest> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-}
-
-#[async_trait]
-impl WebhookSender for FakeSender {
-    async fn post(&self, request: &WebhookRequest) -> WebhookResponse {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).push(request.clone());
-        let next = self.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
-        next.unwrap_or_else(|| answered(200, None, "ok"))
-    }
-}
-
 /// A workspace that can send, one endpoint subscribed to `Queued`, and the worker.
 struct Hooks {
     d: Delivery,
     endpoint: WebhookEndpoint,
-    sender: Arc<FakeSender>,
+    sender: Arc<FakeWebhooks>,
     worker: WebhookWorker,
 }
 
@@ -65,7 +42,7 @@ impl Hooks {
             enabled: None,
         };
         let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
-        let sender = Arc::new(FakeSender { script: Mutex::new(script.into()), ..FakeSender::default() });
+        let sender = Arc::new(FakeWebhooks::answering(script));
         let mut settings = WebhookSettings::default();
         if let Some(schedule) = schedule {
             settings.schedule = RetrySchedule::parse(schedule).unwrap();
