@@ -37,7 +37,8 @@ impl SledStore {
     /// The domain stored under `key`, its keys opened.
     fn domain(&self, key: &[u8]) -> StoreResult<Option<Domain>> {
         let Some(bytes) = self.inner.tree()?.get(key).map_err(sled_error)? else { return Ok(None) };
-        decode_sealed(&self.sealer, &bytes, "domain").map(Some)
+        let decode = |bytes: &[u8]| decode_sealed(&self.sealer, bytes, "domain");
+        self.domains.get_or_decode(key, bytes, decode).map(Some)
     }
 }
 

@@ -31,7 +31,7 @@ pub const API_KEY: u8 = 0x02;
 pub const API_KEY_HASH: u8 = 0x03;
 /// Unrevoked keys, for listing: `KEY_ACTIVE ‖ ws ‖ key` → ``.
 pub const API_KEY_ACTIVE: u8 = 0x04;
-/// Message record: `MSG ‖ ws ‖ msg` → `Message`.
+/// Message record: `MSG ‖ ws ‖ msg` → `Message` without its content (see `content.rs`).
 pub const MESSAGE: u8 = 0x10;
 /// Timeline: `EVT ‖ ws ‖ msg ‖ event` → `MessageEvent`.
 pub const EVENT: u8 = 0x11;
@@ -50,6 +50,9 @@ pub const MESSAGE_BY_ID: u8 = 0x17;
 /// `MSG_PURGE ‖ msg` → ws, global like the id index and in id (= creation) order. Built once
 /// for stores made before it (see `retention.rs`).
 pub const MESSAGE_PURGE: u8 = 0x18;
+/// What a message said: `MSG_CONTENT ‖ ws ‖ msg` → `MessageContent`, absent when it has
+/// none or retention removed it (see `content.rs`).
+pub const MESSAGE_CONTENT: u8 = 0x19;
 /// Idempotency record: `IDEM ‖ ws ‖ key text` → `IdempotencyRecord`.
 pub const IDEMPOTENCY: u8 = 0x20;
 /// Global expiry index: `IDEM_EXP ‖ time ‖ ws ‖ key text` → ``.
@@ -205,6 +208,11 @@ pub fn api_key_active(ws: WorkspaceId, id: ApiKeyId) -> Key {
 /// `MSG ‖ ws ‖ msg`.
 pub fn message(ws: WorkspaceId, id: MessageId) -> Key {
     Key::new(MESSAGE).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `MSG_CONTENT ‖ ws ‖ msg`.
+pub fn message_content(ws: WorkspaceId, id: MessageId) -> Key {
+    Key::new(MESSAGE_CONTENT).id(ws.to_bytes()).id(id.to_bytes())
 }
 
 /// `MSG_ID ‖ msg`.

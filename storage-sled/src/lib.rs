@@ -54,7 +54,9 @@
 
 mod api_keys;
 mod codec;
+mod content;
 mod db;
+mod domain_cache;
 mod domains;
 mod flusher;
 mod layout;
@@ -125,6 +127,7 @@ pub struct SledStore {
     inner: Arc<Inner>,
     sealer: Sealer,
     sealed_at_open: usize,
+    domains: Arc<domain_cache::DomainCache>,
 }
 
 impl SledStore {
@@ -150,12 +153,13 @@ impl SledStore {
             .open()?;
         let tree = db.open_tree("tidings")?;
         db::recover(&tree)?;
+        content::move_content_apart(&tree)?;
         messages::build_id_index(&tree)?;
         retention::build_purge_index(&tree)?;
         let flusher = Flusher::start(db.clone())?;
         let inner = Arc::new(Inner::new(db, tree, flusher));
         let sealed_at_open = sealing::seal_at_open(&inner, &sealer)?.sealed;
-        Ok(Self { inner, sealer, sealed_at_open })
+        Ok(Self { inner, sealer, sealed_at_open, domains: Arc::default() })
     }
 
     /// How many records and secrets were stored in plaintext (by a version before sealing)

@@ -37,6 +37,7 @@ use tidings_core::ports::{
 
 use crate::SledStore;
 use crate::codec::{bad_key, decode, encode, sled_error};
+use crate::content;
 use crate::db::{Batch, Order, get, page, prefix_end};
 use crate::layout::{self, Key};
 use crate::queue::{self, DueRecord};
@@ -119,6 +120,7 @@ impl DueRecord for Message {
 struct Encoded {
     message_key: Vec<u8>,
     message: Vec<u8>,
+    content: Option<(Vec<u8>, Vec<u8>)>,
     event_key: Vec<u8>,
     event: Vec<u8>,
     idempotency: Option<(Vec<u8>, Vec<u8>)>,
@@ -127,9 +129,11 @@ struct Encoded {
 
 fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
     let m = &new.message;
+    let (record, content) = content::split(m);
     Ok(Encoded {
         message_key: layout::message(m.workspace_id, m.id).0,
-        message: encode(m)?,
+        message: encode(&record)?,
+        content: content::encode_content(&content)?.map(|bytes| (content::key(m), bytes)),
         event_key: layout::events(m.workspace_id, m.id).id(new.event.id.to_bytes()).0,
         event: encode(&new.event)?,
         idempotency: match &new.idempotency {
@@ -194,6 +198,9 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
     }
     if let Some(at) = m.next_attempt_at {
         batch.insert(m.due_key(at), &[]);
+    }
+    if let Some((key, value)) = enc.content {
+        batch.insert(key, value);
     }
     batch.insert(enc.message_key, enc.message);
     Ok(())
@@ -273,7 +280,8 @@ impl MessageStore for SledStore {
     }
 
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {
-        self.inner.get(&layout::message(workspace, id).0, "message")
+        let record = self.inner.get(&layout::message(workspace, id).0, "message")?;
+        record.map(|record| content::attach(self.inner.tree()?, record)).transpose()
     }
 
     async fn find_message(&self, id: MessageId) -> StoreResult<Option<Message>> {
@@ -281,7 +289,7 @@ impl MessageStore for SledStore {
             return Ok(None);
         };
         let ws: [u8; 16] = ws.as_ref().try_into().map_err(|_| bad_key("message id index"))?;
-        self.inner.get(&layout::message(WorkspaceId::from_bytes(ws), id).0, "message")
+        self.get_message(WorkspaceId::from_bytes(ws), id).await
     }
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
@@ -303,7 +311,11 @@ impl MessageStore for SledStore {
         let Some(bucket) = smallest else {
             let prefix = Key::new(layout::MESSAGE).id(workspace.to_bytes()).0;
             return page(tree, &prefix, cursor, limit, Order::NewestFirst, |_, v| {
-                decode(&v, "message").map(|m: Message| Some(m).filter(|m| query.matches_labels(m)))
+                let record: Message = decode(&v, "message")?;
+                if !query.matches_labels(&record) {
+                    return Ok(None);
+                }
+                content::attach(tree, record).map(Some)
             });
         };
         page(tree, &bucket, cursor, limit, Order::NewestFirst, |key, _| {
@@ -311,7 +323,7 @@ impl MessageStore for SledStore {
             // The record, not the index entry, decides: a status may have changed since the
             // index was read.
             let message: Option<Message> = get(tree, &layout::message(workspace, id).0, "message")?;
-            Ok(message.filter(|m| matches(m, query)))
+            message.filter(|m| matches(m, query)).map(|m| content::attach(tree, m)).transpose()
         })
     }
 
@@ -337,7 +349,10 @@ impl MessageStore for SledStore {
         )
     }
 
-    async fn record_event(&self, write: EventWrite) -> StoreResult<()> {
+    async fn record_event(&self, mut write: EventWrite) -> StoreResult<()> {
+        // Events never change the content, which has its own key (`content.rs`): only the
+        // record is written.
+        write.message.take_content();
         let new = &write.message;
         let message_key = layout::message(new.workspace_id, new.id).0;
         let message_value = encode(new)?;
@@ -375,8 +390,7 @@ impl MessageStore for SledStore {
                 // message under its old or new status, never under none.
                 queue_deliveries(tree, batch, &write.webhook_deliveries, deliveries)?;
                 batch.insert(event_key, event_value);
-                // Retention purges it (again) once it is old: this write may be a late event
-                // or may put back a body read before the last purge.
+                // Retention looks at it (again) once it is old: this may be a late event.
                 batch.insert(layout::message_purge(new.id).0, &new.workspace_id.to_bytes()[..]);
                 let moved: Vec<(Vec<u8>, Vec<u8>)> = buckets(&old)
                     .into_iter()
@@ -417,8 +431,13 @@ impl MessageStore for SledStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         // Not waited for: a claim lost in a crash only makes the message due again.
-        self.inner
-            .write(|tree, batch| queue::claim_due::<Message>(tree, batch, now, lease_until, limit, &mut queue::TakeAll))
+        let records = self.inner.write(|tree, batch| {
+            queue::claim_due::<Message>(tree, batch, now, lease_until, limit, &mut queue::TakeAll)
+        })?;
+        // Outside the writer lock: a claimed message's content does not change (retention
+        // leaves messages with an attempt due alone).
+        let tree = self.inner.tree()?;
+        records.into_iter().map(|record| content::attach(tree, record)).collect()
     }
 
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

@@ -2,7 +2,7 @@
 //!
 //! Retention walks `MESSAGE_PURGE` (one entry per message written since its last purge, in
 //! id order, which is creation order) from the start up to the cutoff's first id: each
-//! message with nothing due is replaced by its content-less form, its timeline deleted and
+//! message with nothing due loses its content (`content.rs`), its timeline is deleted and
 //! its entry removed; messages still waiting keep their entry and are read again next time.
 //! So a purge reads only messages that have something to purge or are waiting, never the
 //! ones already purged. `create_message` and `record_event` write the entry.
@@ -61,7 +61,12 @@ pub fn purge(tree: &Tree, batch: &mut Batch, created_before: DateTime<Utc>, limi
         for event in tree.scan_prefix(layout::events(message.workspace_id, id).0).keys() {
             batch.remove(event.map_err(sled_error)?);
         }
-        batch.insert(record_key, encode(&message.without_content())?);
+        // The content has its own key (`content.rs`); a record still holding it inline
+        // (only while a store from before that is being opened) is rewritten without it.
+        batch.remove(crate::content::key(&message));
+        if message.has_content() {
+            batch.insert(record_key, encode(&message.without_content())?);
+        }
         batch.remove(key);
         purged += 1;
     }

@@ -10,7 +10,12 @@
 //! ```text
 //! cargo build --release -p tidings-server -p tidings-bench
 //! target/release/http-load [--seconds 10] [--connections 16,64,256] [--threads 1] [--keys 4]
+//!     [--delivery outbox|hold]
 //! ```
+//!
+//! `--delivery` is the server's `TIDINGS_DELIVERY`: `outbox` (the default) writes every
+//! accepted message to the outbox directory while the load runs, so acceptance shares the
+//! machine with delivery; `hold` delivers nothing and measures acceptance alone.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,10 +33,18 @@ struct Options {
     threads: usize,
     keys: usize,
     log: String,
+    delivery: String,
 }
 
 fn parse_options() -> Result<Options> {
-    let mut options = Options { seconds: 10, connections: vec![16, 64, 256], threads: 1, keys: 4, log: "warn".into() };
+    let mut options = Options {
+        seconds: 10,
+        connections: vec![16, 64, 256],
+        threads: 1,
+        keys: 4,
+        log: "warn".into(),
+        delivery: "outbox".into(),
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -43,9 +56,13 @@ fn parse_options() -> Result<Options> {
             "--threads" => options.threads = value()?.parse()?,
             "--keys" => options.keys = value()?.parse()?,
             "--log" => options.log = value()?,
+            "--delivery" => match value()?.as_str() {
+                mode @ ("outbox" | "hold") => options.delivery = mode.to_owned(),
+                other => return Err(format!("--delivery is outbox or hold, not {other:?}").into()),
+            },
             "--help" | "-h" => {
                 println!(
-                    "usage: http-load [--seconds N] [--connections 16,64,256] [--threads N] [--keys N] [--log LEVEL]"
+                    "usage: http-load [--seconds N] [--connections 16,64,256] [--threads N] [--keys N] [--log LEVEL] [--delivery outbox|hold]"
                 );
                 std::process::exit(0);
             }
@@ -108,6 +125,7 @@ async fn main() -> Result<()> {
         ("TIDINGS_DNS_SERVER".to_owned(), dns.addr().to_string()),
         // Per-request logging at info would be measured too; operators choose it.
         ("TIDINGS_LOG".to_owned(), options.log.clone()),
+        ("TIDINGS_DELIVERY".to_owned(), options.delivery.clone()),
     ];
     let binary = Some(release_server_binary()?);
     let server = TestServer::start_with(ServerOptions {

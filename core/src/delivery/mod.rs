@@ -1,9 +1,10 @@
 //! Delivery: the worker that takes queued messages to the transport ([`worker`]), the one
 //! table that classifies what the transport reports ([`classify`]), the retry schedule
-//! ([`schedule`]), and the worker that POSTs webhook deliveries ([`webhooks`]). The server
-//! drives [`DeliveryWorker::deliver_due`] in a loop, and webhooks through the
-//! [`WebhookDispatcher`], which runs each delivery as its own task so that a dead endpoint
-//! delays nobody else; tests call the step functions directly.
+//! ([`schedule`]), and the worker that POSTs webhook deliveries ([`webhooks`]). The runtime
+//! runs each message's attempt as a task of its own, claiming more as they finish, and
+//! webhooks through the [`WebhookDispatcher`], which runs each delivery as its own task so
+//! that a dead endpoint delays nobody else; tests call the step functions
+//! ([`DeliveryWorker::deliver_due`]) directly.
 
 pub mod classify;
 pub mod schedule;

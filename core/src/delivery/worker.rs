@@ -41,6 +41,7 @@
 //! Memory stays flat however long the queue: one batch is in memory at a time, and the
 //! signer cache is bounded.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,8 +135,24 @@ pub struct DeliveryReport {
     pub errors: Vec<(MessageId, String)>,
 }
 
+impl DeliveryReport {
+    /// Counts what one attempt did.
+    pub(crate) fn add(&mut self, id: MessageId, outcome: Result<Outcome>) {
+        match outcome {
+            Ok(Outcome::Delivered) => self.delivered += 1,
+            Ok(Outcome::Deferred) => self.deferred += 1,
+            Ok(Outcome::Bounced(BounceType::Hard)) => self.bounced_hard += 1,
+            Ok(Outcome::Bounced(BounceType::Soft)) => self.bounced_soft += 1,
+            Ok(Outcome::Suppressed) => self.suppressed += 1,
+            Ok(Outcome::Failed) => self.failed += 1,
+            Ok(Outcome::Skipped) => self.skipped += 1,
+            Err(e) => self.errors.push((id, e.to_string())),
+        }
+    }
+}
+
 /// What happened to one claimed message.
-enum Outcome {
+pub(crate) enum Outcome {
     Delivered,
     Deferred,
     Bounced(BounceType),
@@ -161,6 +178,12 @@ enum Prepared {
 /// Delivers due messages through a [`Mailer`]. Cheap to share behind an `Arc`; steps may
 /// run concurrently (the store's claims keep them apart).
 pub struct DeliveryWorker {
+    shared: Arc<Shared>,
+}
+
+/// What every attempt needs; shared with the attempts, which may run on tasks of their own
+/// ([`DeliveryWorker::attempt`]).
+struct Shared {
     core: Tidings,
     mailer: Arc<dyn Mailer>,
     settings: DeliverySettings,
@@ -171,12 +194,27 @@ impl DeliveryWorker {
     /// A worker delivering through `mailer` by `settings`, recording through `core`.
     pub fn new(core: Tidings, mailer: Arc<dyn Mailer>, settings: DeliverySettings) -> Self {
         let signers = Arc::new(SignerCache::new(settings.signer_cache_size));
-        Self { core, mailer, settings, signers }
+        Self { shared: Arc::new(Shared { core, mailer, settings, signers }) }
     }
 
     /// The settings.
     pub fn settings(&self) -> &DeliverySettings {
-        &self.settings
+        &self.shared.settings
+    }
+
+    /// One attempt at a message claimed until `lease_until`, as a future that owns what it
+    /// needs, so that the delivery loop can run each on a task of its own (and so on every
+    /// core) while it claims the next ones.
+    pub(crate) fn attempt(
+        &self,
+        message: Message,
+        lease_until: DateTime<Utc>,
+    ) -> impl Future<Output = (MessageId, Result<Outcome>)> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let id = message.id;
+            (id, shared.deliver_one(message, lease_until).await)
+        }
     }
 
     /// One step: claims up to `batch_size` messages due at `now` (leased until `now` +
@@ -184,23 +222,15 @@ impl DeliveryWorker {
     /// time. Fails only if the claim itself fails; per-message errors are in the report.
     /// Event times come from the service's clock.
     pub async fn deliver_due(&self, now: DateTime<Utc>) -> Result<DeliveryReport> {
-        let lease_until = now + self.settings.lease();
-        let claimed = self.core.store().claim_due_messages(now, lease_until, self.settings.batch_size.max(1)).await?;
+        let settings = &self.shared.settings;
+        let lease_until = now + settings.lease();
+        let claimed = self.shared.core.store().claim_due_messages(now, lease_until, settings.batch_size.max(1)).await?;
         let mut report = DeliveryReport { claimed: claimed.len(), ..DeliveryReport::default() };
         let mut outcomes = futures::stream::iter(claimed)
-            .map(|message| async move { (message.id, self.deliver_one(message, lease_until).await) })
-            .buffer_unordered(self.settings.concurrency.max(1));
+            .map(|message| self.attempt(message, lease_until))
+            .buffer_unordered(settings.concurrency.max(1));
         while let Some((id, outcome)) = outcomes.next().await {
-            match outcome {
-                Ok(Outcome::Delivered) => report.delivered += 1,
-                Ok(Outcome::Deferred) => report.deferred += 1,
-                Ok(Outcome::Bounced(BounceType::Hard)) => report.bounced_hard += 1,
-                Ok(Outcome::Bounced(BounceType::Soft)) => report.bounced_soft += 1,
-                Ok(Outcome::Suppressed) => report.suppressed += 1,
-                Ok(Outcome::Failed) => report.failed += 1,
-                Ok(Outcome::Skipped) => report.skipped += 1,
-                Err(e) => report.errors.push((id, e.to_string())),
-            }
+            report.add(id, outcome);
         }
         Ok(report)
     }
@@ -219,14 +249,16 @@ impl DeliveryWorker {
     pub async fn release_leases_after_restart(&self, now: DateTime<Utc>) -> Result<usize> {
         let mut total = 0;
         loop {
-            let released = self.core.store().release_message_leases(now, RELEASE_BATCH).await?;
+            let released = self.shared.core.store().release_message_leases(now, RELEASE_BATCH).await?;
             total += released;
             if released < RELEASE_BATCH {
                 return Ok(total);
             }
         }
     }
+}
 
+impl Shared {
     async fn deliver_one(&self, claimed: Message, lease_until: DateTime<Utc>) -> Result<Outcome> {
         // Shared with the blocking task that builds and signs it, instead of copied there.
         let mut message = Arc::new(claimed);

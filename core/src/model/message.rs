@@ -301,24 +301,90 @@ pub struct MessageTracking {
 impl Message {
     /// The message as retention keeps it once its age has passed: everything that says what
     /// happened to it (status, addresses, subject, ids, times, counts) and nothing of what it
-    /// said. A field that carries content a user sent (a body, an attachment, custom headers)
-    /// must be cleared here; that is the one place retention looks. Reply-To addresses, tags
-    /// and metadata stay: they describe the message, and lists filter on them.
+    /// said ([`MessageContent`]).
     pub fn without_content(&self) -> Self {
-        let extras =
-            crate::model::MessageExtras { headers: Vec::new(), attachments: Vec::new(), ..self.extras.clone() };
-        Self { html: None, text: None, extras, ..self.clone() }
+        let mut kept = self.clone();
+        kept.take_content();
+        kept
     }
 
     /// Whether [`Self::without_content`] would leave it as it is.
     pub fn has_content(&self) -> bool {
-        *self != self.without_content()
+        self.html.is_some()
+            || self.text.is_some()
+            || !self.extras.headers.is_empty()
+            || !self.extras.attachments.is_empty()
+    }
+
+    /// Moves the content out, leaving the message as [`Self::without_content`] would.
+    pub fn take_content(&mut self) -> MessageContent {
+        MessageContent {
+            html: self.html.take(),
+            text: self.text.take(),
+            headers: std::mem::take(&mut self.extras.headers),
+            attachments: std::mem::take(&mut self.extras.attachments),
+        }
+    }
+
+    /// Puts back content taken by [`Self::take_content`] (or stored apart).
+    pub fn put_content(&mut self, content: MessageContent) {
+        let MessageContent { html, text, headers, attachments } = content;
+        self.html = html;
+        self.text = text;
+        self.extras.headers = headers;
+        self.extras.attachments = attachments;
+    }
+}
+
+/// What a message said, as opposed to what happened to it: the fields a user sent that
+/// retention clears once the message is old. Reply-To addresses, tags and metadata are not
+/// content: they describe the message, and lists filter on them. A field that carries
+/// content a user sent must be here; this is the one place retention looks, and stores that
+/// keep the content apart from the often-rewritten rest of the message rely on it too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageContent {
+    /// Rendered HTML body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    /// Rendered text body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Custom header fields.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<crate::model::extras::CustomHeader>,
+    /// Attachments and inline parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::model::extras::Attachment>,
+}
+
+impl MessageContent {
+    /// Nothing to keep.
+    pub fn is_empty(&self) -> bool {
+        self.html.is_none() && self.text.is_none() && self.headers.is_empty() && self.attachments.is_empty()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::MessageStatus;
+
+    #[test]
+    fn content_taken_out_and_put_back_gives_the_message_back() {
+        use crate::model::extras::{Attachment, CustomHeader, Tag};
+        let domain = crate::outbound::test_support::signing_domain("example.com");
+        let mut message = crate::outbound::test_support::message_from(&domain);
+        message.extras.headers.push(CustomHeader::parse("X-Order", "42").unwrap());
+        message.extras.attachments.push(Attachment::parse("a.txt", "text/plain", "aGk=", None).unwrap());
+        message.extras.tags.push(Tag::parse("kind", "receipt").unwrap());
+        let whole = message.clone();
+        assert!(whole.has_content());
+        let content = message.take_content();
+        assert_eq!(message, whole.without_content(), "what is left is what retention keeps");
+        assert!(!message.has_content() && !content.is_empty());
+        assert_eq!(message.extras.tags, whole.extras.tags, "tags describe the message: not content");
+        message.put_content(content);
+        assert_eq!(message, whole);
+    }
 
     #[test]
     fn only_queued_and_sent_messages_hold_leases() {

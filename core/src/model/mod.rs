@@ -19,8 +19,8 @@ pub use extras::MessageExtras;
 pub use idempotency::{
     BatchItemRecord, IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash, StoredError,
 };
-pub use message::MessageTracking;
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
+pub use message::{MessageContent, MessageTracking};
 pub use sender::{Sender, SenderUsername};
 pub(crate) use session::new_csrf_token;
 pub use session::{DashboardSession, SessionToken, SessionTokenHash};

@@ -43,49 +43,86 @@ const PURGE_BATCH: usize = 1000;
 /// writer lock) that sends wait behind, so batches stay small.
 const RETENTION_BATCH: usize = 100;
 
-/// Runs delivery steps until `stop` turns true: at once again while steps find full batches,
-/// else after [`DELIVERY_IDLE_POLL`].
+/// Delivers due messages until `stop` turns true, as a pipeline: each attempt runs on a task
+/// of its own (building, signing, storage and the SMTP exchange of different messages then
+/// use every core), at most `concurrency` at once, and more are claimed as attempts finish,
+/// without waiting for the slowest of a batch. Claims wait until a quarter of the slots are
+/// free, so that each stays one store write for several messages; with nothing due, the
+/// loop looks again after [`DELIVERY_IDLE_POLL`] (or as soon as an attempt finishes).
+///
+/// Each claim's lease is [`DeliverySettings::lease`](crate::delivery::DeliverySettings::lease),
+/// which covers the whole batch even though its attempts start at once here.
 pub(super) async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop: watch::Receiver<bool>) {
-    let batch = worker.settings().batch_size;
+    let settings = worker.settings().clone();
+    let slots = settings.concurrency.max(1);
+    let claim_at = (slots / 4).max(1);
+    let mut running = tokio::task::JoinSet::new();
+    let mut pause = Duration::ZERO;
     loop {
         if *stop.borrow() {
-            return;
+            break;
         }
-        let step = worker.deliver_due(core.clock().now());
-        tokio::pin!(step);
-        let result = tokio::select! {
-            result = &mut step => result,
-            _ = stop.changed() => {
-                match tokio::time::timeout(DELIVERY_SHUTDOWN_GRACE, &mut step).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        tracing::warn!("shutdown: dropped in-flight deliveries; they are retried after the restart");
-                        return;
+        let free = slots.saturating_sub(running.len());
+        if pause.is_zero() && free >= claim_at {
+            let now = core.clock().now();
+            let lease_until = now + settings.lease();
+            let asked = free.min(settings.batch_size.max(1));
+            match core.store().claim_due_messages(now, lease_until, asked).await {
+                Ok(claimed) => {
+                    if claimed.len() < asked {
+                        pause = DELIVERY_IDLE_POLL;
+                    }
+                    for message in claimed {
+                        running.spawn(worker.attempt(message, lease_until));
                     }
                 }
-            }
-        };
-        let pause = match result {
-            Ok(report) => {
-                for (message, error) in &report.errors {
-                    tracing::warn!(%message, "delivery step failed for a message: {error}");
+                Err(e) => {
+                    tracing::warn!("delivery step failed: {e}");
+                    pause = DELIVERY_ERROR_BACKOFF;
                 }
-                if report.claimed > 0 {
-                    tracing::debug!(?report, "delivery step");
-                }
-                if report.claimed >= batch { Duration::ZERO } else { DELIVERY_IDLE_POLL }
             }
-            Err(e) => {
-                tracing::warn!("delivery step failed: {e}");
-                DELIVERY_ERROR_BACKOFF
-            }
-        };
-        if !pause.is_zero() {
-            tokio::select! {
-                _ = stop.changed() => return,
-                () = tokio::time::sleep(pause) => {}
+            if pause.is_zero() && slots.saturating_sub(running.len()) >= claim_at {
+                continue;
             }
         }
+        // Wait for an attempt to finish (a slot to free), the pause to end, or shutdown.
+        let idle =
+            async { if pause.is_zero() { std::future::pending().await } else { tokio::time::sleep(pause).await } };
+        tokio::select! {
+            _ = stop.changed() => break,
+            Some(joined) = running.join_next() => {
+                log_attempt(joined);
+                // A finished attempt may have made room while others are still due: a
+                // failed store or an empty queue keep their pause.
+                if pause == DELIVERY_IDLE_POLL {
+                    pause = Duration::ZERO;
+                }
+            }
+            () = idle => pause = Duration::ZERO,
+        }
+    }
+    let finish = async {
+        while let Some(joined) = running.join_next().await {
+            log_attempt(joined);
+        }
+    };
+    if tokio::time::timeout(DELIVERY_SHUTDOWN_GRACE, finish).await.is_err() {
+        // Dropping the set aborts the attempts still running.
+        tracing::warn!("shutdown: dropped in-flight deliveries; they are retried after the restart");
+    }
+}
+
+/// Reports an attempt that went wrong (the store failed, or the task panicked).
+fn log_attempt(
+    joined: Result<(crate::ids::MessageId, crate::Result<crate::delivery::worker::Outcome>), tokio::task::JoinError>,
+) {
+    let mut report = crate::delivery::DeliveryReport::default();
+    match joined {
+        Ok((message, outcome)) => report.add(message, outcome),
+        Err(e) => tracing::error!("a delivery attempt did not finish: {e}"),
+    }
+    for (message, error) in &report.errors {
+        tracing::warn!(%message, "delivery step failed for a message: {error}");
     }
 }
 

@@ -158,7 +158,7 @@ pub struct Tidings {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) random: Arc<dyn Random>,
     pub(crate) dns: Arc<dyn DnsCheck>,
-    pub(crate) config: CoreConfig,
+    pub(crate) config: Arc<CoreConfig>,
     /// Sends holding an Idempotency-Key in this process ([`Tidings::take_send_turn`]).
     pub(crate) send_turns: SendTurns,
     /// Told of every recorded event ([`Tidings::with_observer`]); nobody by default.
@@ -182,7 +182,9 @@ impl Tidings {
             clock,
             random,
             dns,
-            config,
+            // Shared: the service is cloned per request (axum state), and a deep copy of
+            // the configuration per send showed in the profile (bench/README.md).
+            config: Arc::new(config),
             send_turns: SendTurns::default(),
             observer: Arc::new(NoObserver),
             render_pool,
