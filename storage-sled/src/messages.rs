@@ -390,8 +390,13 @@ impl MessageStore for SledStore {
                 // message under its old or new status, never under none.
                 queue_deliveries(tree, batch, &write.webhook_deliveries, deliveries)?;
                 batch.insert(event_key, event_value);
-                // Retention looks at it (again) once it is old: this may be a late event.
-                batch.insert(layout::message_purge(new.id).0, &new.workspace_id.to_bytes()[..]);
+                // Retention looks at it (again) once it is old: this may be a late event. The
+                // entry is written only if retention took it away: most events find the one
+                // the create wrote, and an insert costs more than this read.
+                let purge_key = layout::message_purge(new.id).0;
+                if !tree.contains_key(&purge_key).map_err(sled_error)? {
+                    batch.insert(purge_key, &new.workspace_id.to_bytes()[..]);
+                }
                 let moved: Vec<(Vec<u8>, Vec<u8>)> = buckets(&old)
                     .into_iter()
                     .zip(buckets(new))
