@@ -46,7 +46,7 @@ const RETENTION_BATCH: usize = 100;
 /// Delivers due messages until `stop` turns true, as a pipeline: each attempt runs on a task
 /// of its own (building, signing, storage and the SMTP exchange of different messages then
 /// use every core), at most `concurrency` at once, and more are claimed as attempts finish,
-/// without waiting for the slowest of a batch. Claims wait until a quarter of the slots are
+/// without waiting for the slowest of a batch. Claims wait until half of the slots are
 /// free, so that each stays one store write for several messages; with nothing due, the
 /// loop looks again after [`DELIVERY_IDLE_POLL`] (or as soon as an attempt finishes).
 ///
@@ -55,7 +55,7 @@ const RETENTION_BATCH: usize = 100;
 pub(super) async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop: watch::Receiver<bool>) {
     let settings = worker.settings().clone();
     let slots = settings.concurrency.max(1);
-    let claim_at = (slots / 4).max(1);
+    let claim_at = (slots / 2).max(1);
     let mut running = tokio::task::JoinSet::new();
     let mut pause = Duration::ZERO;
     loop {
