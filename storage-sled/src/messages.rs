@@ -1,7 +1,8 @@
 //! Messages, their timelines, their secondary indexes and idempotency records.
 //!
-//! A message is `MESSAGE ‖ ws ‖ id`. Three secondary indexes name it by status, normalized
-//! recipient and sending key (`bucket ‖ id`, empty values). An unfiltered list walks the
+//! A message is `MESSAGE ‖ ws ‖ id`, its content (bodies, custom headers, attachments) apart
+//! under `MESSAGE_CONTENT ‖ ws ‖ id` (`content.rs`). Three secondary indexes name it by
+//! status, normalized recipient and sending key (`bucket ‖ id`, empty values). An unfiltered list walks the
 //! records, newest first, in O(limit). A filtered list walks one index bucket newest first
 //! and checks every filter on each record it loads (the record, not the index, decides, so
 //! an index entry a concurrent write has not yet moved is harmless). With one filter a page

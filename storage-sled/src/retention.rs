@@ -61,8 +61,8 @@ pub fn purge(tree: &Tree, batch: &mut Batch, created_before: DateTime<Utc>, limi
         for event in tree.scan_prefix(layout::events(message.workspace_id, id).0).keys() {
             batch.remove(event.map_err(sled_error)?);
         }
-        // The content has its own key (`content.rs`); a record still holding it inline
-        // (only while a store from before that is being opened) is rewritten without it.
+        // The content has its own key (`content.rs`). Records hold none since the open moved
+        // it there; should one still hold some, it is rewritten without it all the same.
         batch.remove(crate::content::key(&message));
         if message.has_content() {
             batch.insert(record_key, encode(&message.without_content())?);
