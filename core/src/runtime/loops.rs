@@ -112,17 +112,15 @@ pub(super) async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop
     }
 }
 
-/// Reports an attempt that went wrong (the store failed, or the task panicked).
+/// Reports an attempt that went wrong (the store failed, or the task panicked); its
+/// message stays leased and is tried again when the lease ends.
 fn log_attempt(
     joined: Result<(crate::ids::MessageId, crate::Result<crate::delivery::worker::Outcome>), tokio::task::JoinError>,
 ) {
-    let mut report = crate::delivery::DeliveryReport::default();
     match joined {
-        Ok((message, outcome)) => report.add(message, outcome),
+        Ok((_, Ok(_))) => {}
+        Ok((message, Err(error))) => tracing::warn!(%message, "delivery step failed for a message: {error}"),
         Err(e) => tracing::error!("a delivery attempt did not finish: {e}"),
-    }
-    for (message, error) in &report.errors {
-        tracing::warn!(%message, "delivery step failed for a message: {error}");
     }
 }
 
