@@ -20,8 +20,10 @@
 
 mod db;
 mod domains;
+mod group_commit;
 mod keys;
 mod limits;
+mod message_writes;
 mod messages;
 mod migrate;
 mod queue;
@@ -113,6 +115,8 @@ impl Default for PgOptions {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// New messages and events waiting for their group (`group_commit.rs`).
+    groups: std::sync::Arc<message_writes::WriteGroups>,
     sealer: Sealer,
     sealed_at_connect: usize,
 }
@@ -157,7 +161,7 @@ impl PgStore {
         let mut client = pool.get().await.map_err(|e| PgError::Connect(e.into()))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
         let sealed_at_connect = sealing::seal_at_connect(&mut client, &sealer).await?;
-        Ok(Self { pool, sealer, sealed_at_connect })
+        Ok(Self { pool, groups: Default::default(), sealer, sealed_at_connect })
     }
 
     /// How many records and secrets were stored in plaintext (by a version before sealing)

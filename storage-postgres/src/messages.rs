@@ -13,6 +13,8 @@ use tidings_core::ports::{
 
 use crate::PgStore;
 use crate::db::{Param, db_error, decode, decode_all, doc, execute, limit, newest_first_where, query, query_opt, uuid};
+use crate::group_commit;
+use crate::message_writes::{EventRow, NewRow};
 use crate::queue;
 use crate::webhooks::{Missing, insert_deliveries};
 
@@ -71,18 +73,9 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
 #[async_trait]
 impl MessageStore for PgStore {
     async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        if let Some(record) = &new.idempotency
-            && let Some(existing) = take_idempotency_key(&tx, record, new.message.created_at).await?
-        {
-            return Ok(CreateOutcome::Duplicate(existing));
-        }
-        insert_message(&tx, &new.message).await?;
-        insert_event(&tx, &new.event).await?;
-        insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(CreateOutcome::Created)
+        // One statement and one commit, shared with the creates that arrive meanwhile
+        // (`message_writes.rs`, `group_commit.rs`).
+        group_commit::submit(self, NewRow::of(new)?).await
     }
 
     async fn create_messages(&self, batch: &NewBatch) -> StoreResult<CreateOutcome> {
@@ -171,54 +164,8 @@ impl MessageStore for PgStore {
     }
 
     async fn record_event(&self, write: EventWrite) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let m = &write.message;
-        let (id, ws) = (uuid(m.id.0), uuid(m.workspace_id.0));
-        // The status check and the write are one statement: a concurrent writer that got
-        // there first has changed the status, and this one then changes nothing.
-        let changed = execute(
-            &tx,
-            // `purge_pending`: retention purges it (again) once it is old, this event included.
-            // Only a write that checked the last event (an open or a click) may change the
-            // tracking tally; any other keeps the stored one (`EventWrite::expected_last_event_id`).
-            "UPDATE messages SET status = $3, to_norm = $4, api_key_id = $5, next_attempt_at = $6,
-                 doc = CASE WHEN $10::text IS NULL AND doc ? 'tracking_tally'
-                            THEN jsonb_set($7::jsonb, '{tracking_tally}', doc->'tracking_tally')
-                            WHEN $10::text IS NULL THEN $7::jsonb - 'tracking_tally'
-                            ELSE $7::jsonb END,
-                 purge_pending = true
-             WHERE id = $1 AND workspace_id = $2 AND status = $8
-               AND ($9::timestamptz IS NULL OR next_attempt_at = $9)
-               AND ($10::text IS NULL OR doc->>'last_event_id' = $10)",
-            &[
-                &id,
-                &ws,
-                &m.status.as_str(),
-                &m.to.normalized(),
-                &uuid(m.api_key_id.0),
-                &m.next_attempt_at,
-                &doc(m)?,
-                &write.expected_status.as_str(),
-                &write.expected_next_attempt_at,
-                &write.expected_last_event_id.map(|e| e.to_string()),
-            ],
-        )
-        .await?;
-        if changed == 0 {
-            let sql = "SELECT status FROM messages WHERE id = $1 AND workspace_id = $2";
-            let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
-            let status: String = row.try_get(0).map_err(|e| StoreError::corrupt("message status", e))?;
-            if status == write.expected_status.as_str() {
-                return Err(StoreError::Conflict(
-                    "message is no longer under this lease, or an event was recorded since it was read".to_owned(),
-                ));
-            }
-            return Err(StoreError::Conflict(format!("message is {status}, not {}", write.expected_status.as_str())));
-        }
-        insert_event(&tx, &write.event).await?;
-        insert_deliveries(&tx, &write.webhook_deliveries, Missing::Drop).await?;
-        tx.commit().await.map_err(db_error)
+        // Like a create: one statement and one commit, shared (`message_writes.rs`).
+        group_commit::submit(self, EventRow::of(&write)?).await
     }
 
     async fn claim_due_messages(

@@ -123,6 +123,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         queue::idempotency_keys_deduplicate_within_a_workspace,
         queue::expired_idempotency_keys_are_replaced,
         queue::racing_duplicates_create_exactly_one_message,
+        queue::concurrent_writes_each_get_their_own_answer,
         queue::claims_take_due_messages_earliest_first_under_a_lease,
         queue::claims_skip_finished_and_deferred_messages,
         leases::released_leases_are_due_at_once_and_retry_times_stay,

@@ -250,3 +250,151 @@ pub(super) async fn purge_removes_only_expired_idempotency_records<S: Store + 's
         assert!(s.get_message(m.workspace_id, m.id).await.must("get").is_some(), "purging keeps the messages");
     }
 }
+
+/// Many creates and events at once, which a store may commit together (PostgreSQL writes
+/// them in groups): each caller gets its own answer, as if it had written alone, and only
+/// what was answered as written is stored. Among them are writes that must fail (an id
+/// that exists, a wrong expected status, an unknown message, an event id that exists), and
+/// writes that race for one idempotency key or one message.
+pub(super) async fn concurrent_writes_each_get_their_own_answer<S: Store + 'static>(s: Arc<S>) {
+    const TRIOS: usize = 16;
+    let a = WorkspaceId(ulid());
+    let existing = message_at(a, now());
+    let existing_new = new_message(&existing);
+    assert_eq!(s.create_message(&existing_new).await.must("create"), CreateOutcome::Created, "first create");
+
+    // Creates: per trio, one without a key and two racing for one key; and the existing id again.
+    let barrier = Arc::new(tokio::sync::Barrier::new(3 * TRIOS + 1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..3 * TRIOS {
+        let (s, barrier) = (Arc::clone(&s), Arc::clone(&barrier));
+        tasks.spawn(async move {
+            let m = message_at(a, now());
+            let mut new = new_message(&m);
+            if i % 3 != 0 {
+                let key = format!("trio-{}", i / 3);
+                new.idempotency = Some(idempotency(a, &key, m.id, m.created_at, plus_secs(m.created_at, 3600)));
+            }
+            barrier.wait().await;
+            (i, m, s.create_message(&new).await)
+        });
+    }
+    let again = (Arc::clone(&s), Arc::clone(&barrier), existing_new.clone());
+    let again = tokio::spawn(async move {
+        again.1.wait().await;
+        again.0.create_message(&again.2).await
+    });
+    let mut created = Vec::new();
+    let mut keyed: Vec<Vec<(MessageId, CreateOutcome)>> = vec![Vec::new(); TRIOS];
+    while let Some(joined) = tasks.join_next().await {
+        let (i, m, outcome) = joined.unwrap_or_else(|e| panic!("create task failed: {e}"));
+        let outcome = outcome.must("concurrent create_message");
+        if i % 3 == 0 {
+            assert_eq!(outcome, CreateOutcome::Created, "a create without a key");
+        } else {
+            keyed[i / 3].push((m.id, outcome.clone()));
+        }
+        if outcome == CreateOutcome::Created {
+            created.push(m);
+        }
+    }
+    let again = again.await.unwrap_or_else(|e| panic!("create task failed: {e}"));
+    assert!(matches!(again, Err(tidings_core::ports::StoreError::Conflict(_))), "an existing id again: {again:?}");
+    for (trio, pair) in keyed.iter().enumerate() {
+        let winners: Vec<MessageId> =
+            pair.iter().filter(|(_, o)| *o == CreateOutcome::Created).map(|(id, _)| *id).collect();
+        assert_eq!(winners.len(), 1, "trio {trio}: exactly one of two creates with one key is Created: {pair:?}");
+        let losers_point_at_winner = pair.iter().all(|(_, o)| match o {
+            CreateOutcome::Created => true,
+            CreateOutcome::Duplicate(record) => record.message_id == winners[0],
+        });
+        assert!(losers_point_at_winner, "trio {trio}: the duplicate names the winner: {pair:?}");
+    }
+    assert_eq!(created.len(), 2 * TRIOS, "creates answered Created");
+    assert_eq!(message_ids(&*s, a).await.len(), 2 * TRIOS + 1, "messages stored: those Created and the first");
+
+    // Events: per message, Sent and Failed race from Queued (exactly one wins); and writes
+    // that must fail: a wrong expected status, an unknown message, an event id that exists.
+    let at = plus_secs(now(), 1);
+    let mut racing = tokio::task::JoinSet::new();
+    for m in &created {
+        for event_type in [EventType::Sent, EventType::Failed] {
+            let (s, write) = (Arc::clone(&s), event_write(m, event_type, at, None));
+            racing.spawn(async move { (write.message.id, write.message.status, s.record_event(write).await) });
+        }
+    }
+    let mut wrong_status = event_write(&existing, EventType::Sent, at, None);
+    wrong_status.expected_status = MessageStatus::Deferred;
+    let unknown = event_write(&message_at(a, now()), EventType::Sent, at, None);
+    let failing = [wrong_status, unknown];
+    let mut refused = tokio::task::JoinSet::new();
+    for write in failing {
+        let s = Arc::clone(&s);
+        refused.spawn(async move { s.record_event(write).await });
+    }
+    let mut won = std::collections::HashMap::new();
+    while let Some(joined) = racing.join_next().await {
+        let (id, status, result) = joined.unwrap_or_else(|e| panic!("event task failed: {e}"));
+        match result {
+            Ok(()) => assert!(won.insert(id, status).is_none(), "message {id}: both racing events were written"),
+            Err(tidings_core::ports::StoreError::Conflict(_)) => {}
+            Err(e) => panic!("message {id}: a racing event failed with {e:?}"),
+        }
+    }
+    let mut refusals = Vec::new();
+    while let Some(joined) = refused.join_next().await {
+        refusals.push(joined.unwrap_or_else(|e| panic!("event task failed: {e}")));
+    }
+    assert_eq!(
+        refusals.iter().filter(|r| matches!(r, Err(tidings_core::ports::StoreError::Conflict(_)))).count(),
+        1,
+        "the wrong expected status is refused: {refusals:?}"
+    );
+    assert_eq!(
+        refusals.iter().filter(|r| matches!(r, Err(tidings_core::ports::StoreError::NotFound))).count(),
+        1,
+        "the unknown message is refused: {refusals:?}"
+    );
+    assert_eq!(won.len(), created.len(), "one event won per message");
+    for m in &created {
+        let stored = s.get_message(a, m.id).await.must("get_message").unwrap_or_else(|| panic!("{} is gone", m.id));
+        assert_eq!(Some(&stored.status), won.get(&m.id), "message {}: the winner's status is stored", m.id);
+        let events = s.list_events(a, m.id, PageRequest::first(10)).await.must("list_events");
+        assert_eq!(events.items.len(), 2, "message {}: Queued and the winner's event", m.id);
+    }
+    let stored = s.get_message(a, existing.id).await.must("get_message");
+    assert_eq!(stored.map(|m| m.status), Some(MessageStatus::Queued), "refused events change nothing");
+
+    // An event whose id the message has already is refused, among others that are written.
+    let fresh: Vec<Message> = (0..9).map(|_| message_at(a, now())).collect();
+    let mut queued_ids = Vec::new();
+    for m in &fresh {
+        let new = new_message(m);
+        queued_ids.push(new.event.id);
+        assert_eq!(s.create_message(&new).await.must("create"), CreateOutcome::Created, "create");
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, m) in fresh.iter().enumerate() {
+        let mut write = event_write(m, EventType::Sent, at, None);
+        if i == 0 {
+            write.event.id = queued_ids[0];
+            write.message.last_event_id = queued_ids[0];
+        }
+        let s = Arc::clone(&s);
+        tasks.spawn(async move { (i, s.record_event(write).await) });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        let (i, result) = joined.unwrap_or_else(|e| panic!("event task failed: {e}"));
+        if i == 0 {
+            assert!(result.is_err(), "an event whose id the message has is refused, got {result:?}");
+        } else {
+            result.must("a Sent among others");
+        }
+    }
+    let first = s.get_message(a, fresh[0].id).await.must("get_message");
+    assert_eq!(first.map(|m| m.status), Some(MessageStatus::Queued), "the refused event changed nothing");
+    for m in &fresh[1..] {
+        let stored = s.get_message(a, m.id).await.must("get_message");
+        assert_eq!(stored.map(|m| m.status), Some(MessageStatus::Sent), "the others were written");
+    }
+}
