@@ -9,7 +9,8 @@
 //! blocking `db.flush()`, answer every waiter up to that ticket, in order. Every write that
 //! took a ticket before the read is covered by that flush, so one fsync serves all of them.
 //!
-//! Two measured costs shape it (bench/README.md, "Group commit that groups"):
+//! Two measured costs shape it (bench/README.md, "Group commit on PostgreSQL, a sled group
+//! commit that groups"):
 //! - **Each waiter is woken once, by its own answer.** A broadcast of "durable up to N" woke
 //!   every waiting task at every flush, most of them to wait again: 64 waiters, 3,100
 //!   flushes a second.
