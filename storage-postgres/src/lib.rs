@@ -33,6 +33,7 @@ mod secrets;
 mod sessions;
 mod suppressions;
 mod templates;
+mod webhook_cache;
 mod webhooks;
 
 use std::time::Duration;
@@ -117,6 +118,8 @@ pub struct PgStore {
     pool: Pool,
     /// New messages and events waiting for their group (`group_commit.rs`).
     groups: std::sync::Arc<message_writes::WriteGroups>,
+    /// The enabled webhooks per workspace, while this store listens for changes.
+    webhook_cache: std::sync::Arc<webhook_cache::WebhookCache>,
     sealer: Sealer,
     sealed_at_connect: usize,
 }
@@ -150,6 +153,7 @@ impl PgStore {
             migrate::check_schema_name(schema)?;
             config.options(format!("-c search_path={schema}"));
         }
+        let webhook_cache = webhook_cache::WebhookCache::start(config.clone(), tls.clone());
         let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(1))
@@ -161,7 +165,7 @@ impl PgStore {
         let mut client = pool.get().await.map_err(|e| PgError::Connect(e.into()))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
         let sealed_at_connect = sealing::seal_at_connect(&mut client, &sealer).await?;
-        Ok(Self { pool, groups: Default::default(), sealer, sealed_at_connect })
+        Ok(Self { pool, groups: Default::default(), webhook_cache, sealer, sealed_at_connect })
     }
 
     /// How many records and secrets were stored in plaintext (by a version before sealing)

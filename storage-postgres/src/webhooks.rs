@@ -15,6 +15,7 @@ use crate::PgStore;
 use crate::db::{db_error, decode, doc, execute, newest_first, query, query_opt, tag, uuid};
 use crate::queue;
 use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
+use crate::webhook_cache::CHANNEL;
 
 /// What to do with a delivery whose endpoint does not exist (in its workspace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,18 +76,24 @@ pub(crate) async fn insert_deliveries(
 impl WebhookStore for PgStore {
     async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
         let client = self.client().await?;
-        execute(
+        // Every change notifies the nodes' caches at commit (`webhook_cache.rs`).
+        query(
             &client,
-            "INSERT INTO webhooks (id, workspace_id, enabled, doc) VALUES ($1, $2, $3, $4)",
+            "WITH changed AS (
+                 INSERT INTO webhooks (id, workspace_id, enabled, doc) VALUES ($1, $2, $3, $4) RETURNING workspace_id
+             )
+             SELECT pg_notify($5, workspace_id::text) FROM changed",
             &[
                 &uuid(endpoint.id.0),
                 &uuid(endpoint.workspace_id.0),
                 &endpoint.enabled,
                 &sealed_doc(&self.sealer, endpoint)?,
+                &CHANNEL,
             ],
         )
-        .await
-        .map(drop)
+        .await?;
+        self.webhook_cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
+        Ok(())
     }
 
     async fn get_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<Option<WebhookEndpoint>> {
@@ -110,33 +117,48 @@ impl WebhookStore for PgStore {
     }
 
     async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
+        let ticket = match self.webhook_cache.get(workspace) {
+            Ok(kept) => return Ok(kept),
+            Err(ticket) => ticket,
+        };
         let client = self.client().await?;
         let sql = "SELECT doc FROM webhooks WHERE workspace_id = $1 AND enabled ORDER BY id";
-        open_rows(&self.sealer, &query(&client, sql, &[&uuid(workspace.0)]).await?, "webhook")
+        let list = open_rows(&self.sealer, &query(&client, sql, &[&uuid(workspace.0)]).await?, "webhook")?;
+        if let Some(ticket) = ticket {
+            self.webhook_cache.keep(workspace, ticket, &list);
+        }
+        Ok(list)
     }
 
     async fn update_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
         let client = self.client().await?;
-        let changed = execute(
+        let changed = query(
             &client,
-            "UPDATE webhooks SET enabled = $3, doc = $4 WHERE id = $1 AND workspace_id = $2",
+            "WITH changed AS (
+                 UPDATE webhooks SET enabled = $3, doc = $4 WHERE id = $1 AND workspace_id = $2 RETURNING workspace_id
+             )
+             SELECT pg_notify($5, workspace_id::text) FROM changed",
             &[
                 &uuid(endpoint.id.0),
                 &uuid(endpoint.workspace_id.0),
                 &endpoint.enabled,
                 &sealed_doc(&self.sealer, endpoint)?,
+                &CHANNEL,
             ],
         )
         .await?;
-        if changed == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        self.webhook_cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
+        if changed.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 
     async fn delete_webhook(&self, workspace: WorkspaceId, id: WebhookId) -> StoreResult<()> {
         let client = self.client().await?;
         // Its deliveries go with it (ON DELETE CASCADE).
-        let sql = "DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2";
-        let deleted = execute(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
-        if deleted == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        let sql = "WITH changed AS (DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2 RETURNING workspace_id)
+                   SELECT pg_notify($3, workspace_id::text) FROM changed";
+        let deleted = query(&client, sql, &[&uuid(id.0), &uuid(workspace.0), &CHANNEL]).await?;
+        self.webhook_cache.invalidate(Some(uuid(workspace.0)));
+        if deleted.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 
     async fn insert_webhook_deliveries(&self, deliveries: &[WebhookDelivery]) -> StoreResult<()> {

@@ -133,3 +133,54 @@ async fn racing_sends_with_one_key_on_several_nodes_create_one_message() {
         assert_eq!(created, 1, "round {round}: exactly one racing send is Created");
     }
 }
+
+/// Waits up to five seconds for `node`'s enabled webhooks of `ws` to be `want` (by id).
+async fn sees_webhooks(node: &PgStore, ws: WorkspaceId, want: &[tidings_core::ids::WebhookId], what: &str) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let listed: Vec<_> =
+            node.list_enabled_webhooks(ws).await.expect("list_enabled_webhooks").iter().map(|w| w.id).collect();
+        if listed == want {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: another node still lists {listed:?}, not {want:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Each node keeps the enabled webhooks of a workspace (the fan-out reads them at every
+/// event); a change made on another node reaches it through the database's notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhook_changes_on_one_node_reach_the_lists_of_the_others() {
+    let url = database_url();
+    if !reachable(&url).await {
+        return;
+    }
+    let (nodes, _guard) = nodes(&url).await;
+    let ws = WorkspaceId(ulid());
+    // Node 1 reads (and keeps) the empty list, repeatedly, so a later change must reach it.
+    for _ in 0..3 {
+        assert!(nodes[1].list_enabled_webhooks(ws).await.expect("list").is_empty(), "no webhooks yet");
+    }
+    let mut endpoint = webhook(ws);
+    nodes[0].insert_webhook(&endpoint).await.expect("insert_webhook");
+    assert_eq!(
+        nodes[0].list_enabled_webhooks(ws).await.expect("list").iter().map(|w| w.id).collect::<Vec<_>>(),
+        vec![endpoint.id],
+        "the node that made the change lists it at once"
+    );
+    sees_webhooks(&nodes[1], ws, &[endpoint.id], "after an insert").await;
+    sees_webhooks(&nodes[1], ws, &[endpoint.id], "kept").await;
+    endpoint.enabled = false;
+    nodes[0].update_webhook(&endpoint).await.expect("update_webhook");
+    assert!(nodes[0].list_enabled_webhooks(ws).await.expect("list").is_empty(), "disabled at once on its node");
+    sees_webhooks(&nodes[1], ws, &[], "after disabling").await;
+    endpoint.enabled = true;
+    nodes[2].update_webhook(&endpoint).await.expect("update_webhook");
+    sees_webhooks(&nodes[1], ws, &[endpoint.id], "after enabling on a third node").await;
+    sees_webhooks(&nodes[0], ws, &[endpoint.id], "after enabling on a third node").await;
+    nodes[1].delete_webhook(ws, endpoint.id).await.expect("delete_webhook");
+    assert!(nodes[1].list_enabled_webhooks(ws).await.expect("list").is_empty(), "deleted at once on its node");
+    sees_webhooks(&nodes[0], ws, &[], "after a delete").await;
+    sees_webhooks(&nodes[2], ws, &[], "after a delete").await;
+}
