@@ -9,7 +9,10 @@
 //!   updates `WHERE status = expected`) and, for the first workspace, a lock on the
 //!   `workspaces` table, so they hold across processes.
 //! - **Durability**: a successful return means committed, and PostgreSQL's default
-//!   `synchronous_commit = on` makes a commit durable.
+//!   `synchronous_commit = on` makes a commit durable. New messages and events that arrive
+//!   together share one statement and one commit (`group_commit.rs`).
+//! - **Enabled webhooks** are kept per workspace by each store while it listens for their
+//!   changes (`LISTEN`/`NOTIFY`, `webhook_cache.rs`); every other read goes to the database.
 //! - **Claims** take due rows with `FOR UPDATE SKIP LOCKED` and move them to the lease in the
 //!   same transaction; no transaction is ever held across network I/O.
 //! - **Migrations** (`migrate.rs`) run at [`PgStore::connect`], serialised across nodes by an
@@ -96,7 +99,8 @@ impl PgError {
 /// How the store connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
-    /// Most connections the pool opens. Default 16.
+    /// Most connections the pool opens. Default 16. Each store opens one more of its own,
+    /// which listens for changes to webhooks (`webhook_cache.rs`).
     pub max_connections: usize,
     /// How long to wait for a connection (to open, or to be free in the pool). Default 10 s.
     pub connect_timeout: Duration,

@@ -4,7 +4,7 @@
 //! or an event costs one round trip and one commit instead of a `BEGIN`, a statement per row
 //! and a `COMMIT`. The writes are committed in groups (`group_commit.rs`): a group's
 //! statement takes every write's values as arrays (`unnest`), one element per write, and a
-//! write whose group failed is written alone by the single statement.
+//! write whose group failed is written again alone, as a group of one.
 //!
 //! Each write's rules are the same alone and in a group:
 //! - A new message with an idempotency key is inserted only if its key is free, or held by
@@ -61,26 +61,26 @@ fn delivery_rows(message: Uuid, deliveries: &[WebhookDelivery]) -> StoreResult<V
 
 /// Deliveries as column arrays: the last seven parameters of every statement here.
 #[derive(Default)]
-struct DeliveryColumns {
+struct DeliveryColumns<'a> {
     messages: Vec<Uuid>,
     endpoints: Vec<Uuid>,
     ids: Vec<Uuid>,
     workspaces: Vec<Uuid>,
-    statuses: Vec<String>,
+    statuses: Vec<&'a str>,
     due: Vec<Option<DateTime<Utc>>>,
-    docs: Vec<serde_json::Value>,
+    docs: Vec<&'a serde_json::Value>,
 }
 
-impl DeliveryColumns {
-    fn push(&mut self, rows: &[DeliveryRow]) {
+impl<'a> DeliveryColumns<'a> {
+    fn push(&mut self, rows: &'a [DeliveryRow]) {
         for d in rows {
             self.messages.push(d.message);
             self.endpoints.push(d.endpoint);
             self.ids.push(d.id);
             self.workspaces.push(d.workspace);
-            self.statuses.push(d.status.clone());
+            self.statuses.push(&d.status);
             self.due.push(d.due);
-            self.docs.push(d.doc.clone());
+            self.docs.push(&d.doc);
         }
     }
 
