@@ -104,10 +104,27 @@ impl<W: Grouped> Groups<W> {
     }
 }
 
+/// Clears `writing` if the writing task ends by a panic, after answering every queued
+/// write with an error: otherwise they, and every later write, would wait for good.
+struct PanicGuard<'a, W: Grouped>(&'a Groups<W>);
+
+impl<W: Grouped> Drop for PanicGuard<'_, W> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let queued = std::mem::take(&mut *self.0.queue.lock().unwrap_or_else(PoisonError::into_inner));
+            for pending in queued {
+                let _ = pending.reply.send(Err(StoreError::Unavailable("a group write failed; retry".into())));
+            }
+            self.0.writing.store(false, Ordering::Release);
+        }
+    }
+}
+
 /// The writing task: groups until the queue is empty. A write queued just after the last
 /// take either finds `writing` cleared (and spawns a task) or is seen by the re-check here.
 async fn write_groups<W: Grouped>(store: PgStore) {
     let groups = W::groups(&store);
+    let _guard = PanicGuard(groups);
     loop {
         let group = groups.next_group();
         if group.is_empty() {
