@@ -186,7 +186,8 @@ pub struct Config {
     pub secret_key_file: Option<PathBuf>,
     /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
     pub database_url: Option<DatabaseUrl>,
-    /// `TIDINGS_DATABASE_POOL`: most connections to PostgreSQL per node.
+    /// `TIDINGS_DATABASE_POOL`: most pooled connections to PostgreSQL per node (plus the one
+    /// that listens for webhook changes).
     pub database_pool: usize,
     /// `TIDINGS_LISTEN`.
     pub listen: SocketAddr,

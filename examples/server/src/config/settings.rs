@@ -180,7 +180,8 @@ pub struct Settings {
     /// data dir.
     #[arg(long, env = "TIDINGS_DATABASE_URL", value_name = "URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// Most connections this node opens to PostgreSQL (1-1000).
+    /// Most pooled connections this node opens to PostgreSQL (1-1000); it opens one more,
+    /// which listens for changes to webhooks.
     #[arg(long, env = "TIDINGS_DATABASE_POOL", value_name = "N", default_value = "16")]
     pub database_pool: Option<String>,
 }
