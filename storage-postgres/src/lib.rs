@@ -47,6 +47,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
 pub use limits::PgLimits;
+pub use webhook_cache::LISTENER_NAME;
 
 /// Why a store could not be opened or migrated.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,8 @@
 //! commit. Each store keeps one connection of its own listening on it and forgets a
 //! workspace's list when its notification arrives. The cache is used only while that
 //! connection is listening: it is emptied, and bypassed, from the moment the connection
-//! fails until it listens again (reconnecting every second). A list read from the database
+//! fails (or leaves a query unanswered for [`PING`]: it is asked one every [`PING`]) until
+//! it listens again (reconnecting every second). A list read from the database
 //! is kept only if no notification (and no loss of the connection) came while it was being
 //! read, so a read that raced a change cannot put back the list from before it.
 //!
@@ -33,11 +34,18 @@ use uuid::Uuid;
 /// The channel that changes to `webhooks` notify, with the workspace's id as the payload.
 pub(crate) const CHANNEL: &str = "tidings_webhooks";
 
+/// The `application_name` of the listening connections.
+pub const LISTENER_NAME: &str = "tidings-webhook-listener";
+
 /// Most workspaces whose lists are kept; past that the cache starts over.
 const MAX_WORKSPACES: usize = 10_000;
 
 /// How long the listener waits before connecting again.
 const RECONNECT: Duration = Duration::from_secs(1);
+
+/// How often the listener checks that its connection answers, and how long it waits for the
+/// answer: a connection that stops answering is given up within twice this.
+const PING: Duration = Duration::from_secs(2);
 
 /// The lists, and whether they may be used.
 #[derive(Debug, Default)]
@@ -156,6 +164,9 @@ where
     T::TlsConnect: Send + Sync,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
+    let mut config = config.clone();
+    // Named, for operators (`pg_stat_activity`) and for the tests that cut it.
+    config.application_name(LISTENER_NAME);
     let Ok((client, mut connection)) = config.connect(tls).await else {
         return;
     };
@@ -180,6 +191,19 @@ where
         // Changes committed from now on are notified; lists read from now on are current.
         cache.set_live(true);
     }
-    let _ = driver.await;
-    drop(client);
+    // A connection that dies without a word (a dropped route, a NAT that forgot it) would
+    // leave the lists in use with no notification coming: a query every PING keeps the
+    // connection busy and gives it up when one goes unanswered.
+    let mut driver = driver;
+    loop {
+        tokio::select! {
+            _ = &mut driver => return,
+            () = tokio::time::sleep(PING) => {
+                if !matches!(tokio::time::timeout(PING, client.simple_query("SELECT 1")).await, Ok(Ok(_))) {
+                    driver.abort();
+                    return;
+                }
+            }
+        }
+    }
 }

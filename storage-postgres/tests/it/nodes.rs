@@ -184,3 +184,44 @@ async fn webhook_changes_on_one_node_reach_the_lists_of_the_others() {
     sees_webhooks(&nodes[0], ws, &[], "after a delete").await;
     sees_webhooks(&nodes[2], ws, &[], "after a delete").await;
 }
+
+/// A node whose listening connection is cut stops using its kept lists until it listens
+/// again, so a change made meanwhile on another node is not missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_whose_listener_is_cut_does_not_miss_changes() {
+    let url = database_url();
+    if !reachable(&url).await {
+        return;
+    }
+    let (nodes, _guard) = nodes(&url).await;
+    let ws = WorkspaceId(ulid());
+    // Wait until node 1 listens (its list is then kept): a change on node 0 reaches it.
+    let first = webhook(ws);
+    nodes[0].insert_webhook(&first).await.expect("insert_webhook");
+    sees_webhooks(&nodes[1], ws, &[first.id], "before the cut").await;
+    // Cut every listener on this database (other tests' stores reconnect as well).
+    let admin = nodes[2].list_enabled_webhooks(ws).await.expect("list");
+    assert_eq!(admin.len(), 1, "node 2 lists the webhook");
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    let driver = tokio::spawn(connection);
+    let cut = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = $1 AND datname = current_database()",
+            &[&tidings_storage_postgres::LISTENER_NAME],
+        )
+        .await
+        .expect("terminate the listeners");
+    assert!(cut >= 1, "the listeners were found and cut");
+    drop(client);
+    let _ = driver.await;
+    // Long enough for node 1 to see its connection end; shorter than its reconnection (1 s).
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let second = webhook(ws);
+    nodes[0].insert_webhook(&second).await.expect("insert_webhook");
+    let mut both = vec![first.id, second.id];
+    both.sort();
+    let listed: Vec<_> = nodes[1].list_enabled_webhooks(ws).await.expect("list").iter().map(|w| w.id).collect();
+    assert_eq!(listed, both, "while it does not listen, node 1 reads the database");
+    sees_webhooks(&nodes[1], ws, &both, "once it listens again").await;
+}
