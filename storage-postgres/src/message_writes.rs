@@ -199,8 +199,7 @@ impl NewRow {
 
 /// Writes `rows` by [`CREATE`]: the ids it inserted.
 async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>> {
-    let n = rows.len();
-    let mut c = NewColumns::with_capacity(n);
+    let mut c = NewColumns::default();
     let mut deliveries = DeliveryColumns::default();
     for r in rows {
         c.ids.push(r.id);
@@ -242,6 +241,7 @@ async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>>
 }
 
 /// New messages as column arrays (see [`CREATE`]).
+#[derive(Default)]
 struct NewColumns<'a> {
     ids: Vec<Uuid>,
     workspaces: Vec<Uuid>,
@@ -257,27 +257,6 @@ struct NewColumns<'a> {
     key_expiries: Vec<Option<DateTime<Utc>>>,
     key_docs: Vec<Option<&'a serde_json::Value>>,
     key_times: Vec<Option<DateTime<Utc>>>,
-}
-
-impl NewColumns<'_> {
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            ids: Vec::with_capacity(n),
-            workspaces: Vec::with_capacity(n),
-            statuses: Vec::with_capacity(n),
-            recipients: Vec::with_capacity(n),
-            keys: Vec::with_capacity(n),
-            due: Vec::with_capacity(n),
-            docs: Vec::with_capacity(n),
-            event_ids: Vec::with_capacity(n),
-            events: Vec::with_capacity(n),
-            key_workspaces: Vec::with_capacity(n),
-            key_names: Vec::with_capacity(n),
-            key_expiries: Vec::with_capacity(n),
-            key_docs: Vec::with_capacity(n),
-            key_times: Vec::with_capacity(n),
-        }
-    }
 }
 
 /// New messages: taken keys (fresh, or taken over from a record expired by the time of the
@@ -416,8 +395,7 @@ impl EventRow {
 
 /// Writes `rows` by [`RECORD_EVENTS`]: the messages it changed.
 async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid>> {
-    let n = rows.len();
-    let mut c = EventColumns::with_capacity(n);
+    let mut c = EventColumns::default();
     let mut deliveries = DeliveryColumns::default();
     for r in rows {
         c.ids.push(r.id);
@@ -454,6 +432,7 @@ async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid
 }
 
 /// Events as column arrays (see [`RECORD_EVENTS`]).
+#[derive(Default)]
 struct EventColumns<'a> {
     ids: Vec<Uuid>,
     workspaces: Vec<Uuid>,
@@ -467,25 +446,6 @@ struct EventColumns<'a> {
     expected_last_events: Vec<Option<&'a str>>,
     event_ids: Vec<Uuid>,
     events: Vec<&'a serde_json::Value>,
-}
-
-impl EventColumns<'_> {
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            ids: Vec::with_capacity(n),
-            workspaces: Vec::with_capacity(n),
-            statuses: Vec::with_capacity(n),
-            recipients: Vec::with_capacity(n),
-            keys: Vec::with_capacity(n),
-            due: Vec::with_capacity(n),
-            docs: Vec::with_capacity(n),
-            expected_statuses: Vec::with_capacity(n),
-            expected_due: Vec::with_capacity(n),
-            expected_last_events: Vec::with_capacity(n),
-            event_ids: Vec::with_capacity(n),
-            events: Vec::with_capacity(n),
-        }
-    }
 }
 
 /// Events: each message changed if it is as its writer expects, then the events and the
