@@ -1,5 +1,9 @@
 //! Domains (`domains`, unique by name per workspace) and their senders (`senders`, unique by
 //! lower-cased username per domain, deleted with their domain).
+//!
+//! Every send reads its domain and sender and every delivery its domain again: each node
+//! keeps what it read, and every change notifies the nodes at its commit
+//! (`workspace_cache.rs`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -9,8 +13,9 @@ use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
 
 use crate::PgStore;
-use crate::db::{db_error, decode, doc, execute, limit as sql_limit, newest_first, query, query_opt, uuid};
+use crate::db::{db_error, decode, doc, limit as sql_limit, newest_first, query, query_opt, uuid};
 use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
+use crate::workspace_cache::CHANNEL;
 
 /// The column form of a username: matched case-insensitively, as ASCII.
 fn username_key(username: &SenderUsername) -> String {
@@ -21,9 +26,13 @@ fn username_key(username: &SenderUsername) -> String {
 impl DomainStore for PgStore {
     async fn insert_domain(&self, domain: &Domain) -> StoreResult<()> {
         let client = self.client().await?;
-        execute(
+        query(
             &client,
-            "INSERT INTO domains (id, workspace_id, name, verified, checked_at, doc) VALUES ($1, $2, $3, $4, $5, $6)",
+            "WITH changed AS (
+                 INSERT INTO domains (id, workspace_id, name, verified, checked_at, doc)
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING workspace_id
+             )
+             SELECT pg_notify($7, workspace_id::text) FROM changed",
             &[
                 &uuid(domain.id.0),
                 &uuid(domain.workspace_id.0),
@@ -31,24 +40,44 @@ impl DomainStore for PgStore {
                 &(domain.status == DomainStatus::Verified),
                 &domain.checked_or_created_at(),
                 &sealed_doc(&self.sealer, domain)?,
+                &CHANNEL,
             ],
         )
-        .await
-        .map(drop)
+        .await?;
+        self.cache.invalidate(Some(uuid(domain.workspace_id.0)));
+        Ok(())
     }
 
     async fn get_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<Option<Domain>> {
+        let key = uuid(id.0);
+        let ticket = match self.cache.get(workspace, |kept| kept.domains.get(&key).cloned()) {
+            Ok(kept) => return Ok(kept),
+            Err(ticket) => ticket,
+        };
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE id = $1 AND workspace_id = $2";
-        let row = query_opt(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
-        row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()
+        let row = query_opt(&client, sql, &[&key, &uuid(workspace.0)]).await?;
+        let domain: Option<Domain> = row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()?;
+        if let Some(ticket) = ticket {
+            self.cache.keep(workspace, ticket, |kept| drop(kept.domains.insert(key, domain.clone())));
+        }
+        Ok(domain)
     }
 
     async fn find_domain_by_name(&self, workspace: WorkspaceId, name: &DomainName) -> StoreResult<Option<Domain>> {
+        let ticket = match self.cache.get(workspace, |kept| kept.domains_by_name.get(name.as_str()).cloned()) {
+            Ok(kept) => return Ok(kept),
+            Err(ticket) => ticket,
+        };
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE workspace_id = $1 AND name = $2";
         let row = query_opt(&client, sql, &[&uuid(workspace.0), &name.as_str()]).await?;
-        row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()
+        let domain: Option<Domain> = row.map(|row| open_row(&self.sealer, &row, "domain")).transpose()?;
+        if let Some(ticket) = ticket {
+            let name = name.as_str().to_owned();
+            self.cache.keep(workspace, ticket, |kept| drop(kept.domains_by_name.insert(name, domain.clone())));
+        }
+        Ok(domain)
     }
 
     async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>> {
@@ -70,26 +99,34 @@ impl DomainStore for PgStore {
         if stored.name != domain.name || stored.dkim != domain.dkim {
             return Err(StoreError::Conflict("a domain's name and keys cannot change".to_owned()));
         }
-        execute(
+        query(
             &tx,
-            "UPDATE domains SET verified = $2, checked_at = $3, doc = $4 WHERE id = $1",
+            "WITH changed AS (
+                 UPDATE domains SET verified = $2, checked_at = $3, doc = $4 WHERE id = $1 RETURNING workspace_id
+             )
+             SELECT pg_notify($5, workspace_id::text) FROM changed",
             &[
                 &id,
                 &(domain.status == DomainStatus::Verified),
                 &domain.checked_or_created_at(),
                 &sealed_doc(&self.sealer, domain)?,
+                &CHANNEL,
             ],
         )
         .await?;
-        tx.commit().await.map_err(db_error)
+        tx.commit().await.map_err(db_error)?;
+        self.cache.invalidate(Some(ws));
+        Ok(())
     }
 
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()> {
         let client = self.client().await?;
         // Its senders go with it (ON DELETE CASCADE).
-        let sql = "DELETE FROM domains WHERE id = $1 AND workspace_id = $2";
-        let deleted = execute(&client, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?;
-        if deleted == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        let sql = "WITH changed AS (DELETE FROM domains WHERE id = $1 AND workspace_id = $2 RETURNING workspace_id)
+                   SELECT pg_notify($3, workspace_id::text) FROM changed";
+        let deleted = query(&client, sql, &[&uuid(id.0), &uuid(workspace.0), &CHANNEL]).await?;
+        self.cache.invalidate(Some(uuid(workspace.0)));
+        if deleted.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 
     async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
@@ -104,13 +141,19 @@ impl DomainStore for PgStore {
         let sql = "SELECT 1 FROM domains WHERE id = $1 AND workspace_id = $2 FOR KEY SHARE";
         let (domain, ws) = (uuid(sender.domain_id.0), uuid(sender.workspace_id.0));
         query_opt(&tx, sql, &[&domain, &ws]).await?.ok_or(StoreError::NotFound)?;
-        execute(
+        query(
             &tx,
-            "INSERT INTO senders (id, workspace_id, domain_id, username_lower, doc) VALUES ($1, $2, $3, $4, $5)",
-            &[&uuid(sender.id.0), &ws, &domain, &username_key(&sender.username), &doc(sender)?],
+            "WITH changed AS (
+                 INSERT INTO senders (id, workspace_id, domain_id, username_lower, doc)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING workspace_id
+             )
+             SELECT pg_notify($6, workspace_id::text) FROM changed",
+            &[&uuid(sender.id.0), &ws, &domain, &username_key(&sender.username), &doc(sender)?, &CHANNEL],
         )
         .await?;
-        tx.commit().await.map_err(db_error)
+        tx.commit().await.map_err(db_error)?;
+        self.cache.invalidate(Some(ws));
+        Ok(())
     }
 
     async fn get_sender(
@@ -119,10 +162,19 @@ impl DomainStore for PgStore {
         domain: DomainId,
         username: &SenderUsername,
     ) -> StoreResult<Option<Sender>> {
+        let key = (uuid(domain.0), username_key(username));
+        let ticket = match self.cache.get(workspace, |kept| kept.senders.get(&key).cloned()) {
+            Ok(kept) => return Ok(kept),
+            Err(ticket) => ticket,
+        };
         let client = self.client().await?;
         let sql = "SELECT doc FROM senders WHERE domain_id = $1 AND username_lower = $2 AND workspace_id = $3";
-        let row = query_opt(&client, sql, &[&uuid(domain.0), &username_key(username), &uuid(workspace.0)]).await?;
-        row.map(|row| decode(&row, "sender")).transpose()
+        let row = query_opt(&client, sql, &[&key.0, &key.1, &uuid(workspace.0)]).await?;
+        let sender: Option<Sender> = row.map(|row| decode(&row, "sender")).transpose()?;
+        if let Some(ticket) = ticket {
+            self.cache.keep(workspace, ticket, |kept| drop(kept.senders.insert(key, sender.clone())));
+        }
+        Ok(sender)
     }
 
     async fn list_senders(
@@ -144,8 +196,14 @@ impl DomainStore for PgStore {
         username: &SenderUsername,
     ) -> StoreResult<()> {
         let client = self.client().await?;
-        let sql = "DELETE FROM senders WHERE domain_id = $1 AND username_lower = $2 AND workspace_id = $3";
-        let deleted = execute(&client, sql, &[&uuid(domain.0), &username_key(username), &uuid(workspace.0)]).await?;
-        if deleted == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        let sql = "WITH changed AS (
+                       DELETE FROM senders WHERE domain_id = $1 AND username_lower = $2 AND workspace_id = $3
+                       RETURNING workspace_id
+                   )
+                   SELECT pg_notify($4, workspace_id::text) FROM changed";
+        let deleted =
+            query(&client, sql, &[&uuid(domain.0), &username_key(username), &uuid(workspace.0), &CHANNEL]).await?;
+        self.cache.invalidate(Some(uuid(workspace.0)));
+        if deleted.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 }

@@ -11,8 +11,9 @@
 //! - **Durability**: a successful return means committed, and PostgreSQL's default
 //!   `synchronous_commit = on` makes a commit durable. New messages and events that arrive
 //!   together share one statement and one commit (`group_commit.rs`).
-//! - **Enabled webhooks** are kept per workspace by each store while it listens for their
-//!   changes (`LISTEN`/`NOTIFY`, `webhook_cache.rs`); every other read goes to the database.
+//! - **Enabled webhooks, domains and senders** are kept per workspace by each store while it
+//!   listens for their changes (`LISTEN`/`NOTIFY`, `workspace_cache.rs`); every other read
+//!   goes to the database.
 //! - **Claims** take due rows with `FOR UPDATE SKIP LOCKED` and move them to the lease in the
 //!   same transaction; no transaction is ever held across network I/O.
 //! - **Migrations** (`migrate.rs`) run at [`PgStore::connect`], serialised across nodes by an
@@ -36,8 +37,8 @@ mod secrets;
 mod sessions;
 mod suppressions;
 mod templates;
-mod webhook_cache;
 mod webhooks;
+mod workspace_cache;
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
 pub use limits::PgLimits;
-pub use webhook_cache::LISTENER_NAME;
+pub use workspace_cache::LISTENER_NAME;
 
 /// Why a store could not be opened or migrated.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +102,7 @@ impl PgError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
     /// Most connections the pool opens. Default 16. Each store opens one more of its own,
-    /// which listens for changes to webhooks (`webhook_cache.rs`).
+    /// which listens for changes to webhooks, domains and senders (`workspace_cache.rs`).
     pub max_connections: usize,
     /// How long to wait for a connection (to open, or to be free in the pool). Default 10 s.
     pub connect_timeout: Duration,
@@ -123,8 +124,8 @@ pub struct PgStore {
     pool: Pool,
     /// New messages and events waiting for their group (`group_commit.rs`).
     groups: std::sync::Arc<message_writes::WriteGroups>,
-    /// The enabled webhooks per workspace, while this store listens for changes.
-    webhook_cache: std::sync::Arc<webhook_cache::WebhookCache>,
+    /// Webhooks, domains and senders per workspace, while this store listens for changes.
+    cache: std::sync::Arc<workspace_cache::WorkspaceCache>,
     sealer: Sealer,
     sealed_at_connect: usize,
 }
@@ -158,7 +159,7 @@ impl PgStore {
             migrate::check_schema_name(schema)?;
             config.options(format!("-c search_path={schema}"));
         }
-        let webhook_cache = webhook_cache::WebhookCache::start(config.clone(), tls.clone());
+        let cache = workspace_cache::WorkspaceCache::start(config.clone(), tls.clone());
         let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(1))
@@ -170,7 +171,7 @@ impl PgStore {
         let mut client = pool.get().await.map_err(|e| PgError::Connect(e.into()))?;
         migrate::run(&mut client, options.schema.as_deref()).await?;
         let sealed_at_connect = sealing::seal_at_connect(&mut client, &sealer).await?;
-        Ok(Self { pool, groups: Default::default(), webhook_cache, sealer, sealed_at_connect })
+        Ok(Self { pool, groups: Default::default(), cache, sealer, sealed_at_connect })
     }
 
     /// How many records and secrets were stored in plaintext (by a version before sealing)

@@ -15,7 +15,7 @@ use crate::PgStore;
 use crate::db::{db_error, decode, doc, execute, newest_first, query, query_opt, tag, uuid};
 use crate::queue;
 use crate::sealing::{open_page, open_row, open_rows, sealed_doc};
-use crate::webhook_cache::CHANNEL;
+use crate::workspace_cache::CHANNEL;
 
 /// What to do with a delivery whose endpoint does not exist (in its workspace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub(crate) async fn insert_deliveries(
 impl WebhookStore for PgStore {
     async fn insert_webhook(&self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
         let client = self.client().await?;
-        // Every change notifies the nodes' caches at commit (`webhook_cache.rs`).
+        // Every change notifies the nodes' caches at commit (`workspace_cache.rs`).
         query(
             &client,
             "WITH changed AS (
@@ -92,7 +92,7 @@ impl WebhookStore for PgStore {
             ],
         )
         .await?;
-        self.webhook_cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
+        self.cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
         Ok(())
     }
 
@@ -117,7 +117,7 @@ impl WebhookStore for PgStore {
     }
 
     async fn list_enabled_webhooks(&self, workspace: WorkspaceId) -> StoreResult<Vec<WebhookEndpoint>> {
-        let ticket = match self.webhook_cache.get(workspace) {
+        let ticket = match self.cache.get(workspace, |kept| kept.webhooks.clone()) {
             Ok(kept) => return Ok(kept),
             Err(ticket) => ticket,
         };
@@ -125,7 +125,7 @@ impl WebhookStore for PgStore {
         let sql = "SELECT doc FROM webhooks WHERE workspace_id = $1 AND enabled ORDER BY id";
         let list = open_rows(&self.sealer, &query(&client, sql, &[&uuid(workspace.0)]).await?, "webhook")?;
         if let Some(ticket) = ticket {
-            self.webhook_cache.keep(workspace, ticket, &list);
+            self.cache.keep(workspace, ticket, |kept| kept.webhooks = Some(list.clone()));
         }
         Ok(list)
     }
@@ -147,7 +147,7 @@ impl WebhookStore for PgStore {
             ],
         )
         .await?;
-        self.webhook_cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
+        self.cache.invalidate(Some(uuid(endpoint.workspace_id.0)));
         if changed.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 
@@ -157,7 +157,7 @@ impl WebhookStore for PgStore {
         let sql = "WITH changed AS (DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2 RETURNING workspace_id)
                    SELECT pg_notify($3, workspace_id::text) FROM changed";
         let deleted = query(&client, sql, &[&uuid(id.0), &uuid(workspace.0), &CHANNEL]).await?;
-        self.webhook_cache.invalidate(Some(uuid(workspace.0)));
+        self.cache.invalidate(Some(uuid(workspace.0)));
         if deleted.is_empty() { Err(StoreError::NotFound) } else { Ok(()) }
     }
 

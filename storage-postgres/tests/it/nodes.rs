@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use crate::common::{database_url, fresh_store, options, reachable};
 use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
-use tidings_core::ports::{CreateOutcome, EndpointQuota, MessageStore, WebhookStore};
+use tidings_core::model::DomainStatus;
+use tidings_core::ports::{CreateOutcome, DomainStore, EndpointQuota, MessageStore, WebhookStore};
 use tidings_storage_postgres::PgStore;
-use tidings_testing::fixtures::{delivery, idempotency, message, new_message, now, plus_secs, ulid, webhook};
+use tidings_testing::fixtures::{self, delivery, idempotency, message, new_message, now, plus_secs, ulid, webhook};
 
 const NODES: usize = 3;
 const CLAIMERS_PER_NODE: usize = 3;
@@ -183,6 +184,88 @@ async fn webhook_changes_on_one_node_reach_the_lists_of_the_others() {
     assert!(nodes[1].list_enabled_webhooks(ws).await.expect("list").is_empty(), "deleted at once on its node");
     sees_webhooks(&nodes[0], ws, &[], "after a delete").await;
     sees_webhooks(&nodes[2], ws, &[], "after a delete").await;
+}
+
+/// Waits up to five seconds for `read` on a node to give `want`.
+async fn sees<T, F, Fut>(what: &str, want: &T, mut read: F)
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let got = read().await;
+        if &got == want {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: another node still reads {got:?}, not {want:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Each node keeps the domains and senders it reads (every send and delivery reads them),
+/// absences included; a change made on another node reaches it through the database's
+/// notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn domain_and_sender_changes_on_one_node_reach_the_others() {
+    let url = database_url();
+    if !reachable(&url).await {
+        return;
+    }
+    let (nodes, _guard) = nodes(&url).await;
+    let ws = WorkspaceId(ulid());
+    let mut domain = fixtures::domain(ws, "kept.example");
+    let sender = fixtures::sender(&domain, "support");
+    let username = sender.username.clone();
+    let (domain_id, domain_name) = (domain.id, domain.name.clone());
+    let status = |node: &Arc<PgStore>| {
+        let (node, name, id) = (Arc::clone(node), domain_name.clone(), domain_id);
+        move || {
+            let (node, name) = (Arc::clone(&node), name.clone());
+            async move {
+                let by_id = node.get_domain(ws, id).await.expect("get_domain").map(|d| d.status);
+                let by_name = node.find_domain_by_name(ws, &name).await.expect("find_domain_by_name").map(|d| d.status);
+                (by_id, by_name)
+            }
+        }
+    };
+    let sender_of = |node: &Arc<PgStore>| {
+        let (node, username) = (Arc::clone(node), username.clone());
+        move || {
+            let (node, username) = (Arc::clone(&node), username.clone());
+            async move { node.get_sender(ws, domain_id, &username).await.expect("get_sender").map(|s| s.id) }
+        }
+    };
+    // Node 1 reads (and keeps) the absences, repeatedly, so each later change must reach it.
+    for _ in 0..3 {
+        assert_eq!(status(&nodes[1])().await, (None, None), "no domain yet");
+        assert_eq!(sender_of(&nodes[1])().await, None, "no sender yet");
+    }
+    nodes[0].insert_domain(&domain).await.expect("insert_domain");
+    let pending = (Some(DomainStatus::Pending), Some(DomainStatus::Pending));
+    assert_eq!(status(&nodes[0])().await, pending, "the node that added it reads it at once");
+    sees("after an insert", &pending, status(&nodes[1])).await;
+    sees("kept", &pending, status(&nodes[1])).await;
+    domain.status = DomainStatus::Verified;
+    nodes[2].update_domain(&domain).await.expect("update_domain");
+    let verified = (Some(DomainStatus::Verified), Some(DomainStatus::Verified));
+    assert_eq!(status(&nodes[2])().await, verified, "verified at once on its node");
+    sees("after verifying on a third node", &verified, status(&nodes[1])).await;
+    sees("after verifying on a third node", &verified, status(&nodes[0])).await;
+    nodes[0].insert_sender(&sender).await.expect("insert_sender");
+    sees("after adding a sender", &Some(sender.id), sender_of(&nodes[1])).await;
+    nodes[2].delete_sender(ws, domain.id, &username).await.expect("delete_sender");
+    sees("after deleting the sender", &None, sender_of(&nodes[1])).await;
+    let again = fixtures::sender(&domain, "support");
+    nodes[0].insert_sender(&again).await.expect("insert the sender again");
+    sees("after adding it again", &Some(again.id), sender_of(&nodes[1])).await;
+    sees("after adding it again", &Some(again.id), sender_of(&nodes[2])).await;
+    nodes[1].delete_domain(ws, domain.id).await.expect("delete_domain");
+    assert_eq!(status(&nodes[1])().await, (None, None), "deleted at once on its node");
+    sees("after deleting the domain", &(None, None), status(&nodes[0])).await;
+    sees("after deleting the domain", &(None, None), status(&nodes[2])).await;
+    sees("its senders went with it", &None, sender_of(&nodes[0])).await;
 }
 
 /// A node whose listening connection is cut stops using its kept lists until it listens

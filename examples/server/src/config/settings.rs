@@ -181,7 +181,7 @@ pub struct Settings {
     #[arg(long, env = "TIDINGS_DATABASE_URL", value_name = "URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Most pooled connections this node opens to PostgreSQL (1-1000); it opens one more,
-    /// which listens for changes to webhooks.
+    /// which listens for changes to webhooks, domains and senders.
     #[arg(long, env = "TIDINGS_DATABASE_POOL", value_name = "N", default_value = "16")]
     pub database_pool: Option<String>,
 }
