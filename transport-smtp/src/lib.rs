@@ -18,6 +18,7 @@ mod config;
 mod errors;
 mod mx;
 mod outbox;
+mod outbox_writes;
 mod pool;
 mod relay;
 mod relay_config;

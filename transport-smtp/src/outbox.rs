@@ -1,8 +1,7 @@
 //! [`OutboxMailer`]: writes each message to `<dir>/<id>.eml` instead of sending it, which is
 //! what a new installation does until real delivery is configured (`TIDINGS_DELIVERY=outbox`).
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use tidings_core::ids::MessageId;
 use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 
 use crate::config::ConfigError;
+use crate::outbox_writes::GroupWriter;
 
 /// Temporary files start with this and end with [`TEMP_SUFFIX`]; leftovers of a crash are
 /// removed at start.
@@ -20,11 +20,14 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// Writes each message, byte for byte as it would go on the wire, to
 /// `<dir>/<provider message id>.eml` (the message id when the provider id is not a safe file
 /// name). Each file appears whole or not at all (temporary file, fsync, rename, fsync of
-/// the directory), and sending the same message again replaces its file with identical
+/// the directory; the files waiting at once are written as a group by one thread, see
+/// `outbox_writes.rs`), and sending the same message again replaces its file with identical
 /// bytes, so retries are harmless. The receipt is `250` from remote `outbox`.
 #[derive(Debug, Clone)]
 pub struct OutboxMailer {
     dir: Arc<Path>,
+    /// Shared by the clones; its thread stops when the last one is dropped.
+    writer: Arc<GroupWriter>,
 }
 
 impl OutboxMailer {
@@ -47,7 +50,8 @@ impl OutboxMailer {
                 let _ = fs::remove_file(entry.path());
             }
         }
-        Ok(Self { dir: dir.into() })
+        let writer = GroupWriter::start(&dir, TEMP_PREFIX, TEMP_SUFFIX).map_err(failed)?;
+        Ok(Self { dir: dir.into(), writer: Arc::new(writer) })
     }
 
     /// The directory messages are written to.
@@ -77,19 +81,14 @@ impl OutboxMailer {
 impl Mailer for OutboxMailer {
     async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
         let name = file_name(email);
-        let dir = Arc::clone(&self.dir);
-        let raw = email.raw.clone();
-        let target = name.clone();
-        let written = tokio::task::spawn_blocking(move || write_atomically(&dir, &target, &raw)).await;
-        let path = self.dir.join(&name);
-        match written {
-            Ok(Ok(())) => Ok(SendReceipt {
+        match self.writer.write(name.clone(), email.raw.clone()).await {
+            Ok(()) => Ok(SendReceipt {
                 reply: SmtpReply::new(250, &format!("2.0.0 saved as {name}")),
                 remote: "outbox".to_owned(),
             }),
-            Ok(Err(error)) => Err(SendError::Local { reason: format!("cannot write {}: {error}", path.display()) }),
             Err(error) => {
-                Err(SendError::Local { reason: format!("writing {} did not finish: {error}", path.display()) })
+                let path = self.dir.join(&name);
+                Err(SendError::Local { reason: format!("cannot write {}: {error}", path.display()) })
             }
         }
     }
@@ -103,21 +102,6 @@ impl Mailer for OutboxMailer {
 /// `<provider message id>.eml` when that id is a plain file name, else `<message id>.eml`.
 fn file_name(email: &OutboundEmail) -> String {
     OutboxMailer::file_name(email.message_id, &email.provider_message_id)
-}
-
-/// Writes `bytes` to `dir/name` so that the file is either absent or complete and durable,
-/// and readable by its owner only (the temporary file's `600` stays through the rename).
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX);
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
-    let mut temp = builder.tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.as_file().sync_all()?;
-    temp.persist(dir.join(name)).map_err(|error| error.error)?;
-    // The rename is durable only once the directory entry is.
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

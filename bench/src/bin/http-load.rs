@@ -15,7 +15,8 @@
 //!
 //! `--delivery` is the server's `TIDINGS_DELIVERY`: `outbox` (the default) writes every
 //! accepted message to the outbox directory while the load runs, so acceptance shares the
-//! machine with delivery; `hold` delivers nothing and measures acceptance alone.
+//! machine with delivery; `hold` delivers nothing and measures acceptance alone. With the
+//! outbox, the table also counts the `.eml` files written during each run (delivered/s).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -117,6 +118,15 @@ fn run_wrk(script: &Path, url: &str, connections: usize, threads: usize, seconds
     parse_wrk(&stdout)
 }
 
+/// How many `.eml` files `dir` holds (none if it does not exist yet).
+fn eml_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".eml")).count()
+        })
+        .unwrap_or(0)
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let options = parse_options()?;
@@ -142,16 +152,24 @@ async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let url = server.url("/v1/messages");
 
+    let outbox = server.data_dir().path().join("outbox");
     println!(
-        "| connections | wrk threads | sends/s | p50 | p90 | p99 | requests | non-2xx | socket errors |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| connections | wrk threads | sends/s | p50 | p90 | p99 | requests | non-2xx | socket errors | outbox files/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     );
     for (i, &connections) in options.connections.iter().enumerate() {
         let script = dir.path().join(format!("send-{i}.lua"));
         let run = format!("{}-{i}", fresh_key());
         std::fs::write(&script, wrk_script(&keys, &run, &body.to_string()))?;
+        let files_before = eml_files(&outbox);
+        let started = std::time::Instant::now();
         let f = run_wrk(&script, &url, connections, options.threads.min(connections), options.seconds)?;
+        let written = eml_files(&outbox).saturating_sub(files_before);
+        let delivered = match options.delivery.as_str() {
+            "outbox" => format!("{:.0}", written as f64 / started.elapsed().as_secs_f64()),
+            _ => "–".to_owned(),
+        };
         println!(
-            "| {connections} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+            "| {connections} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {delivered} |",
             options.threads.min(connections),
             f.requests_per_sec,
             f.p50,
