@@ -17,6 +17,11 @@
 //! A failure answers the writes it concerns: a file that cannot be written, synced or
 //! renamed fails alone; a directory that cannot be synced fails every write renamed in the
 //! group (their files may exist, complete, and a retry writes the same bytes again).
+//!
+//! What waits is bounded: at most [`MAX_QUEUED`] files, past which a write fails at once
+//! (the attempt is then retried later, like any local failure), so a disk that stops
+//! answering cannot make the queue, and the messages it holds, grow without end. A write
+//! whose caller gave up (its send timed out) before its group started is not written.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -31,6 +36,9 @@ use tokio::sync::oneshot;
 
 /// Most files in one group; the rest wait for the next one.
 const MAX_GROUP: usize = 256;
+
+/// Most files waiting; a write past it fails at once (see the module docs).
+const MAX_QUEUED: usize = 4 * MAX_GROUP;
 
 /// How long the thread sleeps when nothing is waiting, between checks for a stop.
 const IDLE: Duration = Duration::from_millis(200);
@@ -48,10 +56,23 @@ struct Shared {
     prefix: &'static str,
     suffix: &'static str,
     queue: Mutex<Vec<Job>>,
+    /// Most jobs `queue` may hold.
+    max_queued: usize,
     stop: AtomicBool,
 }
 
 impl Shared {
+    fn new(dir: &Path, prefix: &'static str, suffix: &'static str, max_queued: usize) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            prefix,
+            suffix,
+            queue: Mutex::new(Vec::new()),
+            max_queued,
+            stop: AtomicBool::new(false),
+        }
+    }
+
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Job>> {
         // Pushes and drains only: nothing is left half-changed by a panic.
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
@@ -74,13 +95,7 @@ impl GroupWriter {
     /// Starts the thread writing into `dir`; temporary files are named
     /// `<prefix>…<suffix>`.
     pub(crate) fn start(dir: &Path, prefix: &'static str, suffix: &'static str) -> io::Result<Self> {
-        let shared = Arc::new(Shared {
-            dir: dir.to_owned(),
-            prefix,
-            suffix,
-            queue: Mutex::new(Vec::new()),
-            stop: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(dir, prefix, suffix, MAX_QUEUED));
         let for_thread = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("tidings-outbox".into()).spawn(move || run(&for_thread))?;
         Ok(Self { shared, thread: Some(thread) })
@@ -89,7 +104,16 @@ impl GroupWriter {
     /// Writes `bytes` to `<dir>/<name>`, durably (see the module docs), with the next group.
     pub(crate) async fn write(&self, name: String, bytes: Bytes) -> io::Result<()> {
         let (reply, answer) = oneshot::channel();
-        self.shared.queue().push(Job { name, bytes, reply });
+        {
+            let mut queue = self.shared.queue();
+            if queue.len() >= self.shared.max_queued {
+                return Err(io::Error::other(format!(
+                    "{} files are already waiting to be written: the disk is not keeping up",
+                    queue.len()
+                )));
+            }
+            queue.push(Job { name, bytes, reply });
+        }
         if let Some(thread) = &self.thread {
             thread.thread().unpark();
         }
@@ -131,6 +155,10 @@ fn run(shared: &Shared) {
 fn write_group(shared: &Shared, group: Vec<Job>) {
     let mut written = Vec::with_capacity(group.len());
     for job in group {
+        if job.reply.is_closed() {
+            // Its send gave up (timed out); the retry will write it.
+            continue;
+        }
         match write_temporary(shared, &job.bytes) {
             Ok(temp) => written.push((job, temp)),
             Err(error) => drop(job.reply.send(Err(error))),
@@ -195,6 +223,46 @@ mod tests {
 
     fn writer(dir: &Path) -> GroupWriter {
         GroupWriter::start(dir, ".t-", ".tmp").unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_write_past_the_queue_bound_fails_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // No thread: what is queued stays queued, as behind a disk that stopped answering.
+        let stalled =
+            Arc::new(GroupWriter { shared: Arc::new(Shared::new(dir.path(), ".t-", ".tmp", 3)), thread: None });
+        let mut waiting = Vec::new();
+        for i in 0..3 {
+            let writer = Arc::clone(&stalled);
+            waiting.push(tokio::spawn(async move { writer.write(format!("{i}.eml"), Bytes::from_static(b"x")).await }));
+        }
+        while stalled.shared.queue().len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        let refused =
+            tokio::time::timeout(Duration::from_secs(5), stalled.write("over.eml".into(), Bytes::from_static(b"y")))
+                .await
+                .expect("answered at once");
+        let error = refused.expect_err("the fourth write is refused");
+        assert!(error.to_string().contains("not keeping up"), "{error}");
+        assert_eq!(stalled.shared.queue().len(), 3, "nothing more was queued");
+        for task in waiting {
+            task.abort();
+        }
+    }
+
+    #[test]
+    fn a_group_skips_the_writes_whose_caller_gave_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared::new(dir.path(), ".t-", ".tmp", 8);
+        let (gone, answer) = oneshot::channel();
+        drop(answer);
+        let (kept, mut kept_answer) = oneshot::channel();
+        let job = |name: &str, reply| Job { name: name.into(), bytes: Bytes::from_static(b"z"), reply };
+        write_group(&shared, vec![job("gone.eml", gone), job("kept.eml", kept)]);
+        assert!(!dir.path().join("gone.eml").exists(), "an abandoned write is not made");
+        assert_eq!(std::fs::read(dir.path().join("kept.eml")).unwrap(), b"z");
+        assert!(matches!(kept_answer.try_recv(), Ok(Ok(()))));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
