@@ -1,6 +1,7 @@
 //! Helpers shared by the benchmarks that drive the real `tidings-server` (`http-load`,
 //! `delivery-load`): finding the release binary, verifying a sending domain through the
-//! in-process DNS server, and creating send keys.
+//! in-process DNS server, and creating send keys; and by the store benchmarks
+//! (`tidings-bench`, `engine-compare`): the message body they store and latency percentiles.
 
 use std::path::PathBuf;
 
@@ -138,6 +139,28 @@ pub async fn send_receipts(
         task.await??;
     }
     Ok(())
+}
+
+/// A body of about `bytes` bytes that looks like a transactional email.
+pub fn html_body(bytes: usize) -> String {
+    let mut html = String::from("<html><body><h1>Your receipt</h1><table>");
+    let mut line = 0;
+    while html.len() + 40 < bytes {
+        line += 1;
+        html.push_str(&format!("<tr><td>Item {line}</td><td>$ {line}.00</td></tr>"));
+    }
+    html.push_str("</table></body></html>");
+    html
+}
+
+/// The `p`-th percentile (nearest rank) of `sorted` latencies in microseconds, in
+/// milliseconds; NaN when there are none.
+pub fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    f64::from(sorted[rank.clamp(1, sorted.len()) - 1]) / 1000.0
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use tidings_bench::{html_body, percentile_ms};
 use tidings_core::ports::{CreateOutcome, MessageStore};
 use tidings_storage_sled::SledStore;
 use tidings_testing::fixtures::{api_key, domain, idempotency, message, new_message, now, plus_secs, workspace};
@@ -57,29 +58,6 @@ struct Figures {
     /// Sorted latencies in microseconds.
     latencies: Vec<u32>,
     disk_bytes: u64,
-}
-
-impl Figures {
-    fn percentile(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        // Nearest rank.
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        f64::from(self.latencies[rank.clamp(1, self.latencies.len()) - 1]) / 1000.0
-    }
-}
-
-/// A body of about `bytes` bytes that looks like a transactional email.
-fn html_body(bytes: usize) -> String {
-    let mut html = String::from("<html><body><h1>Your receipt</h1><table>");
-    let mut line = 0;
-    while html.len() + 40 < bytes {
-        line += 1;
-        html.push_str(&format!("<tr><td>Item {line}</td><td>$ {line}.00</td></tr>"));
-    }
-    html.push_str("</table></body></html>");
-    html
 }
 
 async fn run(
@@ -151,8 +129,8 @@ fn main() -> Result<()> {
             "| {writers} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} |",
             figures.creates,
             figures.creates as f64 / figures.elapsed.as_secs_f64(),
-            figures.percentile(50.0),
-            figures.percentile(99.0),
+            percentile_ms(&figures.latencies, 50.0),
+            percentile_ms(&figures.latencies, 99.0),
             figures.latencies.last().map_or(f64::NAN, |us| f64::from(*us) / 1000.0),
             figures.disk_bytes as f64 / (1024.0 * 1024.0),
         );

@@ -251,3 +251,47 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache in use, without a listener (its `live` is set by hand).
+    fn live_cache() -> WorkspaceCache {
+        let cache = WorkspaceCache { state: Mutex::new(State::default()), _stop: watch::channel(()).0 };
+        cache.set_live(true);
+        cache
+    }
+
+    fn keep_absent_sender(cache: &WorkspaceCache, ws: WorkspaceId, name: String) {
+        let Err(Some(ticket)) = cache.get(ws, |kept| kept.senders.get(&(Uuid::nil(), name.clone())).cloned()) else {
+            panic!("{name} is not kept yet, and the cache is in use");
+        };
+        cache.keep(ws, ticket, |kept| drop(kept.senders.insert((Uuid::nil(), name), None)));
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded_however_many_names_are_looked_up() {
+        let cache = live_cache();
+        let ws = WorkspaceId(ulid::Ulid::new());
+        for i in 0..MAX_ENTRIES + 10 {
+            keep_absent_sender(&cache, ws, format!("user{i}"));
+            assert!(cache.state().entries <= MAX_ENTRIES, "at most {MAX_ENTRIES} values after {i}");
+        }
+        let kept = cache.state().workspaces.get(&crate::db::uuid(ws.0)).map_or(0, |k| k.senders.len());
+        assert_eq!(kept, 10, "the cache started over when full");
+    }
+
+    #[test]
+    fn a_read_across_an_invalidation_is_not_kept_and_invalidation_frees_its_count() {
+        let cache = live_cache();
+        let (ws, other) = (WorkspaceId(ulid::Ulid::new()), WorkspaceId(ulid::Ulid::new()));
+        keep_absent_sender(&cache, ws, "a".into());
+        keep_absent_sender(&cache, other, "b".into());
+        let Err(Some(ticket)) = cache.get(ws, |kept| kept.webhooks.clone()) else { panic!("no list kept yet") };
+        cache.invalidate(Some(crate::db::uuid(ws.0)));
+        cache.keep(ws, ticket, |kept| kept.webhooks = Some(Vec::new()));
+        assert!(matches!(cache.get(ws, |kept| kept.webhooks.clone()), Err(Some(_))), "the raced read is not kept");
+        assert_eq!(cache.state().entries, 1, "only the other workspace's value is counted");
+    }
+}

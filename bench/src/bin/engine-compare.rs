@@ -34,13 +34,11 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use tidings_bench::{Result, html_body, percentile_ms};
 use tidings_testing::fixtures::{api_key, domain, idempotency, message, new_message, now, plus_secs, workspace};
-
-/// Errors end the run with a message; a benchmark has nothing to recover.
-type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
 
 /// Least time between the starts of two flushes, as the store's flusher.
 const FLUSH_PACE: Duration = Duration::from_millis(1);
@@ -212,7 +210,7 @@ struct Group<E> {
     engine: E,
     writer_lock: Mutex<()>,
     waiting: Mutex<Waiting>,
-    flusher: Mutex<Option<std::thread::Thread>>,
+    flusher: OnceLock<std::thread::Thread>,
     stop: AtomicBool,
 }
 
@@ -237,7 +235,7 @@ impl<E: Engine> Group<E> {
             let ticket = waiting.issued;
             waiting.queue.push_back((ticket, reply));
         }
-        if let Some(flusher) = &*self.flusher.lock().unwrap_or_else(PoisonError::into_inner) {
+        if let Some(flusher) = self.flusher.get() {
             flusher.unpark();
         }
         if answer.recv()? { Ok(()) } else { Err("a flush failed".into()) }
@@ -296,14 +294,14 @@ fn run<E: Engine>(engine: E, writers: usize, duration: Duration, html: &str) -> 
         engine,
         writer_lock: Mutex::new(()),
         waiting: Mutex::new(Waiting::default()),
-        flusher: Mutex::new(None),
+        flusher: OnceLock::new(),
         stop: AtomicBool::new(false),
     });
     let flusher = {
         let group = Arc::clone(&group);
         std::thread::spawn(move || group.run_flusher())
     };
-    *group.flusher.lock().unwrap_or_else(PoisonError::into_inner) = Some(flusher.thread().clone());
+    let _ = group.flusher.set(flusher.thread().clone());
     let cpu_before = process_cpu()?;
     let start = Instant::now();
     let deadline = start + duration;
@@ -336,26 +334,6 @@ fn run<E: Engine>(engine: E, writers: usize, duration: Duration, html: &str) -> 
     flusher.join().map_err(|_| "the flusher panicked")?;
     latencies.sort_unstable();
     Ok(Figures { creates: latencies.len(), elapsed, cpu, latencies })
-}
-
-fn percentile(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    f64::from(sorted[rank.clamp(1, sorted.len()) - 1]) / 1000.0
-}
-
-/// A body of about `bytes` bytes, as `tidings-bench` stores.
-fn html_body(bytes: usize) -> String {
-    let mut html = String::from("<html><body><h1>Your receipt</h1><table>");
-    let mut line = 0;
-    while html.len() + 40 < bytes {
-        line += 1;
-        html.push_str(&format!("<tr><td>Item {line}</td><td>$ {line}.00</td></tr>"));
-    }
-    html.push_str("</table></body></html>");
-    html
 }
 
 fn open_sled(dir: &Path) -> Result<Sled> {
@@ -401,8 +379,8 @@ fn main() -> Result<()> {
             let cpu_ms = figures.cpu.as_secs_f64() * 1000.0 / figures.creates.max(1) as f64;
             println!(
                 "| {name} | {writers} | {per_s:.0} | {cpu_ms:.3} | {:.2} | {:.2} |",
-                percentile(&figures.latencies, 50.0),
-                percentile(&figures.latencies, 99.0)
+                percentile_ms(&figures.latencies, 50.0),
+                percentile_ms(&figures.latencies, 99.0)
             );
         }
     }

@@ -135,18 +135,30 @@ async fn racing_sends_with_one_key_on_several_nodes_create_one_message() {
     }
 }
 
-/// Waits up to five seconds for `node`'s enabled webhooks of `ws` to be `want` (by id).
-async fn sees_webhooks(node: &PgStore, ws: WorkspaceId, want: &[tidings_core::ids::WebhookId], what: &str) {
+/// Waits up to five seconds for `read` on a node to give `want`.
+async fn sees<T, F, Fut>(what: &str, want: &T, mut read: F)
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let listed: Vec<_> =
-            node.list_enabled_webhooks(ws).await.expect("list_enabled_webhooks").iter().map(|w| w.id).collect();
-        if listed == want {
+        let got = read().await;
+        if &got == want {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "{what}: another node still lists {listed:?}, not {want:?}");
+        assert!(tokio::time::Instant::now() < deadline, "{what}: another node still reads {got:?}, not {want:?}");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// Waits up to five seconds for `node`'s enabled webhooks of `ws` to be `want` (by id).
+async fn sees_webhooks(node: &PgStore, ws: WorkspaceId, want: &[tidings_core::ids::WebhookId], what: &str) {
+    sees(what, &want.to_vec(), || async {
+        node.list_enabled_webhooks(ws).await.expect("list_enabled_webhooks").iter().map(|w| w.id).collect::<Vec<_>>()
+    })
+    .await;
 }
 
 /// Each node keeps the enabled webhooks of a workspace (the fan-out reads them at every
@@ -184,24 +196,6 @@ async fn webhook_changes_on_one_node_reach_the_lists_of_the_others() {
     assert!(nodes[1].list_enabled_webhooks(ws).await.expect("list").is_empty(), "deleted at once on its node");
     sees_webhooks(&nodes[0], ws, &[], "after a delete").await;
     sees_webhooks(&nodes[2], ws, &[], "after a delete").await;
-}
-
-/// Waits up to five seconds for `read` on a node to give `want`.
-async fn sees<T, F, Fut>(what: &str, want: &T, mut read: F)
-where
-    T: PartialEq + std::fmt::Debug,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let got = read().await;
-        if &got == want {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{what}: another node still reads {got:?}, not {want:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
 }
 
 /// Each node keeps the domains and senders it reads (every send and delivery reads them),
