@@ -13,6 +13,14 @@ use ulid::Ulid;
 /// lists rely on it) even when callers with different clocks interleave (tests with manual
 /// clocks do; a real clock only ever needs the newest entry). Across processes order is only
 /// by millisecond, which is all ULIDs promise.
+///
+/// An id made in the same millisecond as the last one is that one plus a random step of
+/// 1 to 2^48, not plus 1 (the ULID spec's monotonic mode): with +1, the neighbours of an id
+/// anyone holds (a message id in a receipt) were that id ±1, ±2, so one recipient could name
+/// the other messages of a batch (contract §8: "message ids are not predictable from another
+/// message's id"). 2^48 values to guess between two ids; and from a random start the 80-bit
+/// random part has room for about 2^31 such steps in one millisecond. Past that (a burst far
+/// beyond any real load), the step is 1.
 static LAST_ULIDS: std::sync::Mutex<Vec<u128>> = std::sync::Mutex::new(Vec::new());
 /// Milliseconds remembered by [`LAST_ULIDS`].
 const REMEMBERED_MILLISECONDS: usize = 64;
@@ -29,7 +37,7 @@ fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::
     let id = match last.iter().rposition(|id| Ulid(*id).timestamp_ms() == ms) {
         Some(at) => {
             let previous = Ulid(last[at]);
-            let id = if fresh <= previous { previous.increment().unwrap_or(fresh) } else { fresh };
+            let id = after(previous, fresh, random);
             last.remove(at);
             id
         }
@@ -42,6 +50,20 @@ fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::
     };
     last.push(id.0);
     id
+}
+
+/// An id of `previous`'s millisecond greater than it by a random step of 1 to 2^48, or by 1
+/// when its random part has no room for the step (and `fresh` when it has none at all, as
+/// before).
+fn after(previous: Ulid, fresh: Ulid, random: &dyn crate::ports::Random) -> Ulid {
+    let mut bytes = [0u8; 8];
+    random.fill(&mut bytes[2..]);
+    let step = u128::from(u64::from_be_bytes(bytes)) + 1;
+    let max_random = (1u128 << 80) - 1;
+    match previous.random().checked_add(step).filter(|low| *low <= max_random) {
+        Some(low) => Ulid::from_parts(previous.timestamp_ms(), low),
+        None => previous.increment().unwrap_or(fresh),
+    }
 }
 
 macro_rules! typed_id {
@@ -205,6 +227,37 @@ mod tests {
             EventId::new_at(b, &SystemRandom);
         }
         assert!(made_at_a.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn ids_made_in_one_millisecond_are_not_their_neighbours_plus_a_small_step() {
+        // Contract §8: the neighbours of an id someone holds must not be guessable from it.
+        // Steps are random in 1..=2^48; one below 2^20 is a 2^-28 event.
+        let at = chrono::Utc::now() + chrono::Duration::days(3);
+        let ids: Vec<u128> = (0..1000).map(|_| MessageId::new_at(at, &SystemRandom).ulid().0).collect();
+        let small = ids.windows(2).filter(|w| w[1] - w[0] < 1 << 20).count();
+        assert_eq!(small, 0, "ids in one millisecond followed each other by small steps");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "and they still sort in creation order");
+    }
+
+    #[test]
+    fn a_full_millisecond_still_yields_ids_in_order() {
+        // The first id's random part is one below the largest, so the next one in that
+        // millisecond has no room for a random step and takes the next value.
+        struct NearlyOnes;
+        impl crate::ports::Random for NearlyOnes {
+            fn fill(&self, bytes: &mut [u8]) {
+                bytes.fill(0xff);
+                if let Some(last) = bytes.last_mut() {
+                    *last = 0xfe;
+                }
+            }
+        }
+        let at = chrono::DateTime::UNIX_EPOCH + chrono::Duration::days(7);
+        let first = MessageId::new_at(at, &NearlyOnes);
+        let second = MessageId::new_at(at, &SystemRandom);
+        assert!(second > first);
+        assert_eq!(second.ulid().timestamp_ms(), first.ulid().timestamp_ms());
     }
 
     #[test]

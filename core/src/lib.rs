@@ -68,6 +68,7 @@ pub mod ports;
 pub mod runtime;
 pub mod sealing;
 pub mod secret;
+pub mod shared_key;
 pub mod state_machine;
 pub mod templates;
 pub mod text_checks;

@@ -1,6 +1,6 @@
 //! Tidings' SMTP listener, in one of two [`Role`]s:
 //! - **Reports**: it receives delivery status notifications (RFC 3464) and complaint reports
-//!   (RFC 5965) sent to the per-message return path `bounces+<message id>@<return-path
+//!   (RFC 5965) sent to the per-message return path `bounces+<message id>-<signature>@<return-path
 //!   domain>` (docs/api.md#bounce-and-complaint-reports) and hands each accepted message to an [`InboundHandler`],
 //!   which turns it into events and suppressions.
 //! - **Submission** (RFC 6409): applications that only speak SMTP hand it mail to send. The

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use chrono::{DateTime, Utc};
 
+use super::Original;
 use super::fields::{self, Block};
 use crate::email::EmailAddress;
 
@@ -29,6 +30,9 @@ pub struct Arf {
     pub reported_domain: Option<String>,
     /// `Message-ID` of the original (without brackets), from the attached message or headers.
     pub original_message_id: Option<String>,
+    /// `Return-Path` of the original, from the attached message or headers, when the
+    /// receiving system added one.
+    pub original_return_path: Option<EmailAddress>,
 }
 
 /// The `Feedback-Type` (RFC 5965 §7.3 registry).
@@ -82,7 +86,7 @@ impl FeedbackType {
 impl Arf {
     /// Reads the fields of a `message/feedback-report` part (one block; any further blocks
     /// are read as if they continued it).
-    pub(super) fn from_fields(blocks: &[Block], original_message_id: Option<String>) -> Self {
+    pub(super) fn from_fields(blocks: &[Block], original: Original) -> Self {
         let all: Block = blocks.iter().flatten().cloned().collect();
         let get = |name| fields::get(&all, name);
         Self {
@@ -94,7 +98,8 @@ impl Arf {
             arrival_date: get("arrival-date").or_else(|| get("received-date")).and_then(fields::date),
             source_ip: get("source-ip").and_then(|ip| ip.trim().parse().ok()),
             reported_domain: get("reported-domain").map(str::to_owned),
-            original_message_id,
+            original_message_id: original.message_id,
+            original_return_path: original.return_path,
         }
     }
 }

@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
+use super::Original;
 use super::fields::{self, Block, Diagnostic, TypedValue};
+use crate::email::EmailAddress;
 use crate::ports::EnhancedStatus;
 
 /// A delivery status notification.
@@ -16,6 +18,9 @@ pub struct Dsn {
     pub recipients: Vec<DsnRecipient>,
     /// `Message-ID` of the original (without brackets), from the attached message or headers.
     pub original_message_id: Option<String>,
+    /// `Return-Path` of the original, from the attached message or headers, when the
+    /// receiving system added one.
+    pub original_return_path: Option<EmailAddress>,
 }
 
 /// What a DSN says about one recipient.
@@ -69,14 +74,15 @@ impl Dsn {
     /// Reads the blocks of a `message/delivery-status` part: the per-message block first,
     /// then per-recipient blocks. A first block that already names a recipient (some MTAs
     /// leave the per-message block out) counts as a recipient block.
-    pub(super) fn from_fields(blocks: &[Block], original_message_id: Option<String>) -> Self {
+    pub(super) fn from_fields(blocks: &[Block], original: Original) -> Self {
         let is_recipient = |b: &Block| fields::has(b, "final-recipient") || fields::has(b, "action");
         let per_message = blocks.first().filter(|b| !is_recipient(b));
         Self {
             reporting_mta: per_message.and_then(|b| fields::get(b, "reporting-mta")).map(TypedValue::parse),
             arrival_date: per_message.and_then(|b| fields::get(b, "arrival-date")).and_then(fields::date),
             recipients: blocks.iter().filter(|b| is_recipient(b)).map(DsnRecipient::from_block).collect(),
-            original_message_id,
+            original_message_id: original.message_id,
+            original_return_path: original.return_path,
         }
     }
 }

@@ -19,6 +19,8 @@ mod fields;
 
 use mail_parser::{MessageParser, MessagePart, MimeHeaders, PartType};
 
+use crate::email::EmailAddress;
+
 pub use arf::{Arf, FeedbackType};
 pub use dsn::{Action, Dsn, DsnRecipient};
 pub use fields::{Diagnostic, TypedValue};
@@ -64,14 +66,17 @@ pub fn parse_report(raw: &[u8]) -> Report {
     // The report-type parameter is not trusted on its own: the part that carries the fields
     // decides, so a report with a missing or misspelt parameter still parses.
     let parts = message.parts.get(1..).unwrap_or_default();
-    let original_message_id = parts.iter().find_map(original_message_id);
+    let original = Original {
+        message_id: parts.iter().find_map(original_message_id),
+        return_path: parts.iter().find_map(original_return_path),
+    };
     if let Some(part) = parts.iter().find(|p| is(p, "message", &["delivery-status", "global-delivery-status"])) {
         let text = String::from_utf8_lossy(part.contents());
-        return Report::Dsn(Dsn::from_fields(&fields::blocks(&text), original_message_id));
+        return Report::Dsn(Dsn::from_fields(&fields::blocks(&text), original));
     }
     if let Some(part) = parts.iter().find(|p| is(p, "message", &["feedback-report"])) {
         let text = String::from_utf8_lossy(part.contents());
-        return Report::Complaint(Arf::from_fields(&fields::blocks(&text), original_message_id));
+        return Report::Complaint(Arf::from_fields(&fields::blocks(&text), original));
     }
     Report::Other(NotAReport::MissingReportPart)
 }
@@ -79,6 +84,40 @@ pub fn parse_report(raw: &[u8]) -> Report {
 /// Whether a part's content type is `ctype/<one of subtypes>` (mail-parser lower-cases both).
 fn is(part: &MessagePart<'_>, ctype: &str, subtypes: &[&str]) -> bool {
     part.content_type().is_some_and(|ct| ct.ctype() == ctype && ct.subtype().is_some_and(|s| subtypes.contains(&s)))
+}
+
+/// What a report quotes of the original message.
+#[derive(Debug, Default)]
+struct Original {
+    message_id: Option<String>,
+    return_path: Option<EmailAddress>,
+}
+
+impl Report {
+    /// The return paths the report names as the original's envelope sender: a feedback
+    /// report's `Original-Mail-From`, and the `Return-Path` of the attached original. A
+    /// report is matched to a message by these and by the addresses it was sent to, and only
+    /// when one is that message's signed return path (`usecases/feedback.rs`).
+    pub fn quoted_return_paths(&self) -> Vec<&EmailAddress> {
+        match self {
+            Report::Dsn(dsn) => dsn.original_return_path.iter().collect(),
+            Report::Complaint(arf) => arf.original_mail_from.iter().chain(&arf.original_return_path).collect(),
+            Report::Other(_) => Vec::new(),
+        }
+    }
+}
+
+/// The `Return-Path` of an attached original, a whole message or only its headers.
+fn original_return_path(part: &MessagePart<'_>) -> Option<EmailAddress> {
+    let raw = match &part.body {
+        PartType::Message(original) => original.header_raw("Return-Path").map(str::to_owned),
+        _ if is(part, "text", &["rfc822-headers"]) || is(part, "message", &["rfc822-headers"]) => {
+            let headers = MessageParser::default().parse_headers(part.contents())?;
+            headers.header_raw("Return-Path").map(str::to_owned)
+        }
+        _ => None,
+    }?;
+    fields::address(&raw)
 }
 
 /// The `Message-ID` (without brackets) of an attached original: a whole message, or only its

@@ -154,6 +154,20 @@ fn postfix_delay_warning() {
 }
 
 #[test]
+fn the_quoted_return_path_is_read_from_the_original_and_the_feedback_fields() {
+    let rp = EmailAddress::parse(RETURN_PATH).unwrap();
+    // The attached original's Return-Path (the receiving MTA wrote it at delivery).
+    let delayed = parse_report(&fixture("postfix_delayed_4_7_0.eml"));
+    assert_eq!(delayed.quoted_return_paths(), [&rp]);
+    // A feedback report's Original-Mail-From; the Yahoo original carries no Return-Path.
+    let complaint = parse_report(&fixture("yahoo_arf_abuse.eml"));
+    assert_eq!(complaint.quoted_return_paths(), [&rp]);
+    // Gmail quotes only headers without a Return-Path: the envelope must match it.
+    assert!(parse_report(&fixture("gmail_5_1_1.eml")).quoted_return_paths().is_empty());
+    assert!(parse_report(&fixture("garbage.bin")).quoted_return_paths().is_empty());
+}
+
+#[test]
 fn mailbox_full() {
     let report = dsn("mailbox_full_5_2_2.eml");
     assert_eq!(report.reporting_mta, typed("dns", "mx.example.de"));
@@ -293,7 +307,7 @@ proptest! {
         let at = fold.index(words.len() - 1) + 1;
         let folded = format!("{}\r\n\t{}", words[..at].join(" "), words[at..].join(" "));
         let text = format!("Reporting-MTA: dns; mx\r\n\r\nAction: failed\r\nStatus: 5.1.1\r\n{name}: {folded}\r\n");
-        let report = Dsn::from_fields(&fields::blocks(&text), None);
+        let report = Dsn::from_fields(&fields::blocks(&text), Original::default());
         prop_assert_eq!(report.recipients.len(), 1);
         let d = report.recipients[0].diagnostic.clone().unwrap();
         prop_assert_eq!(d.code, Some(550));

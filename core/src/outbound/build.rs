@@ -45,6 +45,7 @@ use crate::model::extras::{Attachment, CustomHeader};
 use crate::model::{Domain, Message};
 use crate::outbound::bodies::{file_body, text_part};
 use crate::outbound::html_text::text_from_html;
+use crate::outbound::return_path::ReturnPath;
 use crate::tracking::{TrackingConfig, rewrite_html};
 
 /// Why a message cannot be turned into bytes. The message fails (`Failed`) with this text.
@@ -340,35 +341,15 @@ pub fn clean_subject(subject: &str) -> String {
     subject.chars().map(|c| if c.is_control() && c != '\t' { char::REPLACEMENT_CHARACTER } else { c }).collect()
 }
 
-/// The envelope sender (MAIL FROM) of `message` (docs/api.md#tracking): with a return-path
-/// domain, `bounces+<message id>@<that domain>`, so a bounce report names the message it is
-/// about; otherwise the `From` address.
-///
-/// The message id is written in lower case: some systems fold local parts to lower case on
-/// the way back, and ULIDs read the same in either case ([`message_id_from_return_path`]
-/// accepts both).
-pub fn envelope_sender(message: &Message, return_path_domain: Option<&crate::domain_name::DomainName>) -> EmailAddress {
-    let Some(domain) = return_path_domain else {
-        return message.from.address.clone();
-    };
-    let local = format!("{RETURN_PATH_PREFIX}{}", message.id.to_string().to_ascii_lowercase());
-    // "bounces+" and a ULID are a valid dot-atom and a DomainName is a valid domain, so this
-    // cannot fail; the From address is the harmless fallback if it ever did.
-    EmailAddress::from_parts(&local, domain).unwrap_or_else(|_| message.from.address.clone())
-}
-
-/// Local-part prefix of per-message return paths.
-pub const RETURN_PATH_PREFIX: &str = "bounces+";
-
-/// The message a per-message return path (`bounces+<id>@...`, any case) belongs to, for the
-/// inbound bounce listener; `None` for any other address.
-pub fn message_id_from_return_path(address: &EmailAddress) -> Option<crate::ids::MessageId> {
-    let local = address.local_part();
-    let prefix = local.get(..RETURN_PATH_PREFIX.len())?;
-    if !prefix.eq_ignore_ascii_case(RETURN_PATH_PREFIX) {
-        return None;
+/// The envelope sender (MAIL FROM) of `message` (docs/api.md#bounce-and-complaint-reports):
+/// with a return path configured, the message's signed return path for its recipient
+/// ([`ReturnPath::address`]), so a bounce report names the message it is about and proves it
+/// concerns it; otherwise the `From` address.
+pub fn envelope_sender(message: &Message, return_path: Option<&ReturnPath>) -> EmailAddress {
+    match return_path {
+        Some(return_path) => return_path.address(message.id, &message.to),
+        None => message.from.address.clone(),
     }
-    crate::ids::MessageId::parse(&local[RETURN_PATH_PREFIX.len()..])
 }
 
 #[cfg(test)]

@@ -8,16 +8,16 @@ pub mod bodies;
 pub mod build;
 pub mod dkim;
 pub mod html_text;
+pub mod return_path;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use build::{
-    BuildError, BuiltMessage, RETURN_PATH_PREFIX, build_message, clean_subject, envelope_sender,
-    message_id_from_return_path, provider_message_id,
-};
+pub use build::{BuildError, BuiltMessage, build_message, clean_subject, envelope_sender, provider_message_id};
 pub use dkim::{DomainSigner, SIGNED_HEADERS, SignError};
+pub use return_path::{
+    ClaimedReturnPath, RETURN_PATH_KEY_SECRET, RETURN_PATH_PREFIX, ReturnPath, ReturnPathError, ReturnPathKey,
+};
 
-use crate::domain_name::DomainName;
 use crate::model::{Domain, Message};
 use crate::ports::OutboundEmail;
 use crate::tracking::TrackingConfig;
@@ -37,7 +37,7 @@ pub enum PrepareError {
 }
 
 /// Builds, signs and addresses `message` from `domain` with `signer` (the domain's). The
-/// envelope sender is the per-message return path when `return_path_domain` is set
+/// envelope sender is the signed per-message return path when `return_path` is set
 /// ([`envelope_sender`]). The HTML part gets the tracking the message asks for when
 /// `tracking` is configured; it is rewritten before signing, so the signatures cover it.
 /// CPU-bound (one RSA signature): call it off the async executor when
@@ -46,7 +46,7 @@ pub fn prepare(
     message: &Message,
     domain: &Domain,
     signer: &DomainSigner,
-    return_path_domain: Option<&DomainName>,
+    return_path: Option<&ReturnPath>,
     tracking: Option<&TrackingConfig>,
 ) -> Result<OutboundEmail, PrepareError> {
     if signer.domain_id() != domain.id {
@@ -57,7 +57,7 @@ pub fn prepare(
     Ok(OutboundEmail {
         message_id: message.id,
         provider_message_id: built.provider_message_id,
-        envelope_from: envelope_sender(message, return_path_domain),
+        envelope_from: envelope_sender(message, return_path),
         envelope_to: message.to.clone(),
         raw: signed.into(),
     })

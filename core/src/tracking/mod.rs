@@ -21,16 +21,19 @@ use std::fmt;
 
 use aws_lc_rs::hmac;
 
-use crate::ports::{Random, SecretStore, StoreError, StoreResult};
-use crate::secret::{Secret, SecretName};
+use crate::ports::{Random, SecretStore, StoreResult};
+use crate::secret::SecretName;
+use crate::shared_key::{SHARED_KEY_BYTES, shared_key};
 
 pub use html::{decode_entities, rewrite_html};
-pub use tally::{Engagement, MAX_LINKS_KEPT, MAX_OPENS_KEPT, MAX_REPEAT_CLICKS_KEPT, TrackingTally};
+pub use tally::{
+    Engagement, MAX_LINKS_KEPT, MAX_OPENS_KEPT, MAX_REPEAT_CLICKS_KEPT, MAX_REPORTED_DELAYS_KEPT, TrackingTally,
+};
 pub use token::{MAX_TOKEN_CHARS, MAX_TRACKED_URL_BYTES, TokenError, TokenKind, TrackedUrl, Verified};
 
 /// Length of a [`TrackingKey`] in bytes: HMAC-SHA256's output size, the key length RFC 2104
 /// recommends as the minimum.
-pub const TRACKING_KEY_BYTES: usize = 32;
+pub const TRACKING_KEY_BYTES: usize = SHARED_KEY_BYTES;
 
 /// The name under which the store keeps the tracking key ([`TrackingKey::shared`]).
 pub const TRACKING_KEY_SECRET: SecretName = SecretName::new("tracking_key");
@@ -65,24 +68,13 @@ impl TrackingKey {
         random: &dyn Random,
         kept: Option<[u8; TRACKING_KEY_BYTES]>,
     ) -> StoreResult<Self> {
-        let candidate = kept.unwrap_or_else(|| {
-            let mut bytes = [0u8; TRACKING_KEY_BYTES];
-            random.fill(&mut bytes);
-            bytes
-        });
-        let stored = store.ensure_secret(TRACKING_KEY_SECRET, &Secret::new(candidate.to_vec())).await?;
-        if kept.is_some() && stored.expose().as_slice() != candidate.as_slice() {
+        let bytes = shared_key(store, TRACKING_KEY_SECRET, random, kept).await?;
+        if kept.is_some_and(|kept| kept != bytes) {
             tracing::warn!(
                 "the store already holds another tracking key, which this node now uses: links signed with \
                  the key this node kept before no longer open"
             );
         }
-        let bytes: [u8; TRACKING_KEY_BYTES] = stored.expose().as_slice().try_into().map_err(|_| {
-            StoreError::Corrupt(
-                format!("the stored tracking key holds {} bytes, not {TRACKING_KEY_BYTES}", stored.expose().len())
-                    .into(),
-            )
-        })?;
         Ok(Self::from_bytes(bytes))
     }
 

@@ -27,6 +27,8 @@ pub const MAX_OPENS_KEPT: u32 = 10;
 pub const MAX_LINKS_KEPT: usize = 100;
 /// Most repeat clicks (on a link already clicked) one message keeps.
 pub const MAX_REPEAT_CLICKS_KEPT: u32 = 10;
+/// Most delays reported after delivery (`Deferred` events from DSNs) one message keeps.
+pub const MAX_REPORTED_DELAYS_KEPT: u32 = 5;
 
 /// What a message's timeline holds of opens and clicks, for [`MAX_OPENS_KEPT`] and its
 /// siblings. Empty for messages stored before the tally existed; their old events are not
@@ -43,6 +45,13 @@ pub struct TrackingTally {
     /// `Clicked` events kept for links already in `clicked_links`.
     #[serde(default)]
     pub repeat_clicks: u32,
+    /// `Deferred` events kept from delay reports received after delivery.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reported_delays: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An open or a click on a link, as [`TrackingTally`] counts it.
@@ -57,7 +66,14 @@ pub enum Engagement<'a> {
 impl TrackingTally {
     /// Whether nothing was kept yet.
     pub fn is_empty(&self) -> bool {
-        self.opens == 0 && self.clicked_links.is_empty() && self.repeat_clicks == 0
+        self.opens == 0 && self.clicked_links.is_empty() && self.repeat_clicks == 0 && self.reported_delays == 0
+    }
+
+    /// The tally after keeping one more reported delay, or `None` when the message already
+    /// holds [`MAX_REPORTED_DELAYS_KEPT`].
+    pub fn keep_reported_delay(&self) -> Option<Self> {
+        (self.reported_delays < MAX_REPORTED_DELAYS_KEPT)
+            .then(|| Self { reported_delays: self.reported_delays + 1, ..self.clone() })
     }
 
     /// The tally after keeping `engagement` as an event, or `None` when the message already

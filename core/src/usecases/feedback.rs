@@ -2,12 +2,15 @@
 //! with every message it receives, [`Tidings::process_report`].
 //!
 //! 1. Parse ([`crate::feedback`]). Not a report → `Ignored`.
-//! 2. Find the message: by the envelope recipient `bounces+<id>@<return-path domain>` (only
-//!    that domain), else by the original `Message-ID` in the report, which must be a message
-//!    id at the sending domain, exactly the message's `providerMessageId` (a Message-ID
-//!    naming one of our ids at another domain is forged or not ours). If both name a message
-//!    and disagree, the envelope wins: it is ours, the attached headers are whatever the
-//!    reporter copied. Nothing found, or a message never sent → `Unmatched`.
+//! 2. Find the message by its signed return path (contract §8,
+//!    [`crate::outbound::return_path`]): among the envelope recipients (a DSN is sent to the
+//!    return path), then the report's quoted envelope sender (a feedback report's
+//!    `Original-Mail-From`, the attached original's `Return-Path`), the first address on the
+//!    return-path domain whose signature verifies for the message it names and that
+//!    message's recipient. Reports arrive from anyone: a report to an unsigned or wrongly
+//!    signed address, or one that names a message only by the `Message-ID` it quotes (which
+//!    every holder of the mail can read), changes nothing. Nothing found, or a message never
+//!    sent → `Unmatched`.
 //! 3. Decide, with the delivery worker's classification table ([`classify_reply`]):
 //!    - a recipient block with `Action: failed` → `Bounced`. The reply is the
 //!      `Diagnostic-Code`'s when it has an SMTP code, else built from `Status`. `Hard` →
@@ -15,7 +18,10 @@
 //!      suppression. A failure whose code is 4xx (the reporting MTA gave up retrying) is a
 //!      `Soft` bounce, like our own retries running out.
 //!    - `Action: delayed` (or only a 4.x.x status) → an informational `Deferred` event on a
-//!      `Delivered` message, which stays `Delivered`.
+//!      `Delivered` message, which stays `Delivered`; at most
+//!      [`MAX_REPORTED_DELAYS_KEPT`] per message (the tally on the message, written only if no
+//!      event came in between), so a flood of delay notices neither grows the store nor
+//!      queues webhooks without end.
 //!    - a feedback report of any type but `not-spam` and `auth-failure` → `Complaint`
 //!      suppression, then `Complained` (from `Delivered`). On a message in another status
 //!      the suppression is still added (the recipient asked for no more mail) but no event.
@@ -29,9 +35,10 @@ use crate::email::EmailAddress;
 use crate::feedback::{self, FeedbackType, NotAReport, Report};
 use crate::ids::{EventId, MessageId};
 use crate::model::{BounceType, EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
-use crate::outbound::message_id_from_return_path;
+use crate::outbound::ReturnPathError;
 use crate::ports::PageRequest;
-use crate::state_machine::Happening;
+use crate::state_machine::{Happening, apply_event};
+use crate::tracking::{MAX_REPORTED_DELAYS_KEPT, TrackingTally};
 use crate::usecases::Tidings;
 use crate::{Error, Result};
 
@@ -41,6 +48,8 @@ use findings::{Finding, finding};
 
 /// Longest `response` kept in an event's details (the worker's limit too).
 const MAX_RESPONSE_CHARS: usize = 1_000;
+/// Return paths of ours looked up for one report (each is a read).
+const MAX_LOOKUPS: usize = 4;
 /// Reads of a message whose status changed under us before giving up with `Conflict`.
 const MAX_ATTEMPTS: usize = 3;
 /// Timeline pages searched for an identical delay report; timelines are short, but opens
@@ -91,13 +100,18 @@ pub enum ReportOutcome {
 /// Why a report matched no message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unmatched {
-    /// No return path of ours among the envelope recipients and no usable `Message-ID`.
+    /// No return path is configured: reports cannot be told from forgeries.
+    NoReturnPath,
+    /// No return path of ours among the envelope recipients or the quoted envelope sender.
     NoReference,
-    /// It names a message id that does not exist.
+    /// A return path of ours without a signature (`bounces+<id>@…`: forged, or mail sent
+    /// before return paths were signed).
+    Unsigned,
+    /// A signed return path whose signature is not that of the message it names for the
+    /// message's recipient, or that names no message (the same answer for both).
+    BadSignature(MessageId),
+    /// The message went away while the report was applied.
     UnknownMessage(MessageId),
-    /// Its `Message-ID` has a message id's form but is not that message's
-    /// `providerMessageId` (another domain: forged, or someone else's).
-    ForeignMessageId(String),
     /// The message has never been handed to a transport, so no report can be about it.
     NotSent(MessageId),
 }
@@ -114,14 +128,18 @@ pub enum Ignored {
     /// The report does not apply to a message in this status (a delay for a message still
     /// in our queue, a bounce for a complained one, ...).
     NotApplicable(MessageStatus),
+    /// The message already keeps as many reported delays as it may.
+    TooManyDelays,
 }
 
 impl fmt::Display for Unmatched {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NoReference => f.write_str("the report names no message of ours"),
+            Self::NoReturnPath => f.write_str("no return path is configured"),
+            Self::NoReference => f.write_str("the report names no return path of ours"),
+            Self::Unsigned => f.write_str("the return path it names is not signed"),
+            Self::BadSignature(id) => write!(f, "the return path naming message {id} is not signed for it"),
             Self::UnknownMessage(id) => write!(f, "no message {id}"),
-            Self::ForeignMessageId(id) => write!(f, "Message-ID {id} is not one we sent"),
             Self::NotSent(id) => write!(f, "message {id} was never sent"),
         }
     }
@@ -134,6 +152,7 @@ impl fmt::Display for Ignored {
             Self::NothingToRecord => f.write_str("the report states no failure or delay"),
             Self::NotAComplaint(kind) => write!(f, "feedback type {} is not a complaint", kind.as_str()),
             Self::NotApplicable(status) => write!(f, "the report does not apply to a {} message", status.as_str()),
+            Self::TooManyDelays => write!(f, "the message already keeps {MAX_REPORTED_DELAYS_KEPT} reported delays"),
         }
     }
 }
@@ -152,12 +171,10 @@ impl Tidings {
     /// message that keeps changing under us, `Conflict`) are errors.
     pub async fn process_report(&self, recipients: &[EmailAddress], raw: &[u8]) -> Result<ReportOutcome> {
         let report = feedback::parse_report(raw);
-        let original = match &report {
-            Report::Dsn(dsn) => dsn.original_message_id.as_deref(),
-            Report::Complaint(arf) => arf.original_message_id.as_deref(),
-            Report::Other(why) => return Ok(ReportOutcome::Ignored { reason: Ignored::NotAReport(why.clone()) }),
-        };
-        let mut message = match self.reported_message(recipients, original).await? {
+        if let Report::Other(why) = &report {
+            return Ok(ReportOutcome::Ignored { reason: Ignored::NotAReport(why.clone()) });
+        }
+        let mut message = match self.reported_message(recipients, &report).await? {
             Reported::Found(message) => *message,
             Reported::Unmatched(reason) => return Ok(ReportOutcome::Unmatched { reason }),
         };
@@ -178,34 +195,32 @@ impl Tidings {
     }
 
     /// Step 2 of the module docs.
-    async fn reported_message(&self, recipients: &[EmailAddress], original: Option<&str>) -> Result<Reported> {
-        let by_envelope = self.config.return_path_domain.as_ref().and_then(|domain| {
-            recipients.iter().filter(|r| r.domain() == domain).find_map(message_id_from_return_path)
-        });
+    async fn reported_message(&self, recipients: &[EmailAddress], report: &Report) -> Result<Reported> {
+        let Some(return_path) = self.config.return_path.as_ref() else {
+            return Ok(Reported::Unmatched(Unmatched::NoReturnPath));
+        };
         let mut unmatched = Unmatched::NoReference;
-        if let Some(id) = by_envelope {
-            match self.store.find_message(id).await? {
-                Some(message) => {
-                    if let Some(original) = original
-                        && message.provider_message_id.as_deref() != Some(original)
-                    {
-                        tracing::warn!(message = %id, original, "a report's Message-ID disagrees with its return path; going by the return path");
-                    }
-                    return Ok(sent(message));
+        let mut looked_up = 0;
+        for address in recipients.iter().chain(report.quoted_return_paths()) {
+            let claimed = match return_path.claim(address) {
+                Ok(claimed) => claimed,
+                Err(ReturnPathError::NotAReturnPath) => continue,
+                Err(ReturnPathError::Unsigned) => {
+                    unmatched = Unmatched::Unsigned;
+                    continue;
                 }
-                None => unmatched = Unmatched::UnknownMessage(id),
+            };
+            // Each candidate costs a read; a report naming many is not worth more than a few.
+            looked_up += 1;
+            if looked_up > MAX_LOOKUPS {
+                break;
+            }
+            match self.store.find_message(claimed.message).await? {
+                Some(message) if return_path.verify(&claimed, &message.to) => return Ok(sent(message)),
+                _ => unmatched = Unmatched::BadSignature(claimed.message),
             }
         }
-        let Some(original) = original else { return Ok(Reported::Unmatched(unmatched)) };
-        let Some(id) = original.rsplit_once('@').and_then(|(local, _)| MessageId::parse(local)) else {
-            return Ok(Reported::Unmatched(unmatched));
-        };
-        Ok(match self.store.find_message(id).await? {
-            Some(message) if message.provider_message_id.as_deref() == Some(original) => sent(message),
-            Some(_) => Reported::Unmatched(Unmatched::ForeignMessageId(original.to_owned())),
-            None if by_envelope.is_some() => Reported::Unmatched(unmatched),
-            None => Reported::Unmatched(Unmatched::UnknownMessage(id)),
-        })
+        Ok(Reported::Unmatched(unmatched))
     }
 
     /// Step 3 for the message as read; `Changed` if it changed before the write.
@@ -244,12 +259,10 @@ impl Tidings {
                 S::Delivered if self.has_identical_event(message, EventType::Deferred, details).await? => {
                     done(ReportOutcome::Duplicate { message: unchanged() })
                 }
-                S::Delivered => {
-                    self.record(message, EventType::Deferred, details.clone(), |m| ReportOutcome::Deferred {
-                        message: m,
-                    })
-                    .await
-                }
+                S::Delivered => match message.tracking_tally.keep_reported_delay() {
+                    Some(tally) => self.record_delay(message, details.clone(), tally).await,
+                    None => done(ReportOutcome::Ignored { reason: Ignored::TooManyDelays }),
+                },
                 // Sent and Deferred messages are the delivery worker's; it has its own answer.
                 other => done(ReportOutcome::Ignored { reason: Ignored::NotApplicable(other) }),
             },
@@ -290,6 +303,33 @@ impl Tidings {
         };
         match self.record_message_event(message, happening).await {
             Ok((next, _)) => Ok(Applied::Done(outcome(Box::new(next)))),
+            Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records a reported delay with the tally that counts it, only if no event was recorded
+    /// since `message` was read, so concurrent reports cannot all slip under the cap.
+    async fn record_delay(&self, message: &Message, details: EventDetails, tally: TrackingTally) -> Result<Applied> {
+        let at = self.clock.now();
+        let happening = Happening {
+            event_id: EventId::new_at(at, &*self.random),
+            event_type: EventType::Deferred,
+            at,
+            details,
+            provider_message_id: None,
+            next_attempt_at: None,
+        };
+        let (mut next, event) = match apply_event(message, happening) {
+            Ok(applied) => applied,
+            Err(_) => {
+                let reason = Ignored::NotApplicable(message.status);
+                return Ok(Applied::Done(ReportOutcome::Ignored { reason }));
+            }
+        };
+        next.tracking_tally = tally;
+        match self.store_message_event(message, next, event, None, Some(message.last_event_id)).await {
+            Ok((next, _)) => Ok(Applied::Done(ReportOutcome::Deferred { message: Box::new(next) })),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
             Err(e) => Err(e),
         }

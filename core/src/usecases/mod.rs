@@ -37,9 +37,9 @@ use std::sync::Arc;
 use chrono::Duration;
 
 use crate::dns_records::RecordPolicy;
-use crate::domain_name::DomainName;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
 use crate::model::{KeyScope, RateLimit};
+use crate::outbound::ReturnPath;
 use crate::ports::{Clock, DnsCheck, EventObserver, NoObserver, Random, Store};
 use crate::tracking::TrackingConfig;
 
@@ -81,10 +81,11 @@ pub struct CoreConfig {
     pub webhook_secret_overlap: Duration,
     /// What the generated DNS records say.
     pub records: RecordPolicy,
-    /// Domain of the per-message return path (docs/api.md#tracking,
+    /// The per-message return path (docs/api.md#bounce-and-complaint-reports,
     /// `TIDINGS_RETURN_PATH_DOMAIN`): when set, the envelope sender is
-    /// `bounces+<message id>@<this domain>`; otherwise the `From` address.
-    pub return_path_domain: Option<DomainName>,
+    /// `bounces+<message id>-<signature>@<its domain>` and reports are taken only at such
+    /// addresses; otherwise the envelope sender is the `From` address and no report matches.
+    pub return_path: Option<ReturnPath>,
     /// How long after its last check (or its creation) a domain that is not Verified is
     /// checked again by [`Tidings::recheck_domains`].
     pub domain_recheck_interval: Duration,
@@ -115,7 +116,7 @@ impl Default for CoreConfig {
             allow_private_webhooks: false,
             webhook_secret_overlap: Duration::hours(24),
             records: RecordPolicy::default(),
-            return_path_domain: None,
+            return_path: None,
             domain_recheck_interval: Duration::minutes(10),
             tracking: None,
             message_retention: Some(Duration::days(30)),

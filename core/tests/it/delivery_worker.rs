@@ -11,6 +11,7 @@ use tidings_core::Error;
 use tidings_core::domain_name::DomainName;
 use tidings_core::ids::EventId;
 use tidings_core::model::{BounceType, EventDetails, EventType, MessageStatus, SuppressionReason, SuppressionSource};
+use tidings_core::outbound::{ReturnPath, ReturnPathKey};
 use tidings_core::ports::{MessageStore, PageRequest, SendError, SuppressionStore, WebhookStore};
 use tidings_core::state_machine::Happening;
 use tidings_core::usecases::{AddSuppressionRequest, CoreConfig, CreateWebhookRequest, SendRequest};
@@ -74,17 +75,22 @@ async fn what_goes_out_parses_back_and_both_dkim_signatures_verify() {
 
 #[tokio::test]
 async fn with_a_return_path_domain_the_envelope_sender_names_the_message() {
-    let config = CoreConfig {
-        return_path_domain: Some(DomainName::parse("bounces.tidings.example").unwrap()),
-        ..CoreConfig::default()
+    let return_path = ReturnPath {
+        domain: DomainName::parse("bounces.tidings.example").unwrap(),
+        key: ReturnPathKey::from_bytes([3; 32]),
     };
+    let config = CoreConfig { return_path: Some(return_path.clone()), ..CoreConfig::default() };
     let d = Delivery::with(config, FakeMailer::default(), |_| {}).await;
     let queued = d.send("user@example.net").await;
 
     d.step().await;
 
-    let expected = format!("bounces+{}@bounces.tidings.example", queued.id.to_string().to_ascii_lowercase());
-    assert_eq!(d.mailer.sent()[0].envelope_from.to_string(), expected);
+    let sent = &d.mailer.sent()[0].envelope_from;
+    let prefix = format!("bounces+{}-", queued.id.to_string().to_ascii_lowercase());
+    assert!(sent.local_part().starts_with(&prefix), "{sent}");
+    assert_eq!(sent.domain().as_str(), "bounces.tidings.example");
+    let claimed = return_path.claim(sent).unwrap();
+    assert!(return_path.verify(&claimed, &queued.to), "signed for the message's recipient");
 }
 
 #[tokio::test]

@@ -10,7 +10,9 @@ use tidings_core::dkim_keys::DkimKeyError;
 use tidings_core::domain_name::DomainName;
 use tidings_core::email::DisplayName;
 use tidings_core::model::Domain;
-use tidings_core::outbound::{DomainSigner, PrepareError, SIGNED_HEADERS, build_message, prepare};
+use tidings_core::outbound::{
+    DomainSigner, PrepareError, ReturnPath, ReturnPathKey, SIGNED_HEADERS, build_message, prepare,
+};
 use tidings_core::secret::Secret;
 use tidings_testing::dkim::{DkimCheck, verify_dkim};
 use tidings_testing::signing::{message_from, signing_domain};
@@ -141,7 +143,10 @@ async fn prepare_signs_and_addresses_the_message() {
     let domain = signing_domain("acme.example.com");
     let message = message_from(&domain);
     let signer = DomainSigner::new(&domain).unwrap();
-    let bounces = DomainName::parse("bounces.tidings.example").unwrap();
+    let bounces = ReturnPath {
+        domain: DomainName::parse("bounces.tidings.example").unwrap(),
+        key: ReturnPathKey::from_bytes([1; 32]),
+    };
 
     let email = prepare(&message, &domain, &signer, Some(&bounces), None).unwrap();
 

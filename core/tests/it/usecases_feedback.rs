@@ -8,19 +8,23 @@ use tidings_core::email::EmailAddress;
 use tidings_core::feedback::NotAReport;
 use tidings_core::ids::MessageId;
 use tidings_core::model::{BounceType, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use tidings_core::outbound::{ReturnPath, ReturnPathKey};
 use tidings_core::ports::{MessageStore, PageRequest, SuppressionStore, WebhookStore};
+use tidings_core::tracking::MAX_REPORTED_DELAYS_KEPT;
 use tidings_core::usecases::{CoreConfig, CreateWebhookRequest, Ignored, ReportOutcome, SendRequest, Unmatched};
 use tidings_testing::delivery::Delivery;
 use tidings_testing::mailer::FakeMailer;
 
 const RETURN_PATH_DOMAIN: &str = "bounces.tidings.example";
 
+/// The return path every service here signs with.
+fn signer() -> ReturnPath {
+    ReturnPath { domain: DomainName::parse(RETURN_PATH_DOMAIN).unwrap(), key: ReturnPathKey::from_bytes([5; 32]) }
+}
+
 /// A service with a return-path domain whose worker delivers everything.
 async fn service() -> Delivery {
-    let config = CoreConfig {
-        return_path_domain: Some(DomainName::parse(RETURN_PATH_DOMAIN).unwrap()),
-        ..CoreConfig::default()
-    };
+    let config = CoreConfig { return_path: Some(signer()), ..CoreConfig::default() };
     Delivery::with(config, FakeMailer::default(), |_| {}).await
 }
 
@@ -31,14 +35,25 @@ async fn delivered(d: &Delivery, to: &str) -> Message {
     d.message(queued.id).await
 }
 
-fn return_path(id: MessageId) -> String {
+/// The message's signed return path (as the worker wrote it).
+fn return_path(message: &Message) -> String {
+    signer().address(message.id, &message.to).to_string()
+}
+
+/// `message`'s return path with its id replaced by `id`, keeping its signature.
+fn with_id(message: &Message, id: MessageId) -> String {
+    return_path(message).replace(&message.id.to_string().to_ascii_lowercase(), &id.to_string().to_ascii_lowercase())
+}
+
+/// The unsigned return path of before: `bounces+<id>@…`.
+fn unsigned(id: MessageId) -> String {
     format!("bounces+{}@{RETURN_PATH_DOMAIN}", id.to_string().to_ascii_lowercase())
 }
 
 /// The fixture with its placeholders naming `message`.
 fn report_about(name: &str, message: &Message) -> Vec<u8> {
     let provider_id = message.provider_message_id.clone().expect("a sent message");
-    fill(name, &provider_id, &return_path(message.id), &message.to.to_string())
+    fill(name, &provider_id, &return_path(message), &message.to.to_string())
 }
 
 fn fill(name: &str, message_id: &str, return_path: &str, recipient: &str) -> Vec<u8> {
@@ -60,7 +75,7 @@ fn addresses(list: &[&str]) -> Vec<EmailAddress> {
 
 /// Processes the fixture sent to the message's own return path.
 async fn process(d: &Delivery, name: &str, message: &Message) -> ReportOutcome {
-    let envelope = addresses(&[&return_path(message.id)]);
+    let envelope = addresses(&[&return_path(message)]);
     d.t.core.process_report(&envelope, &report_about(name, message)).await.unwrap()
 }
 
@@ -190,7 +205,15 @@ async fn a_complaint_moves_the_message_to_complained_and_suppresses() {
 }
 
 #[tokio::test]
-async fn a_report_to_another_address_is_matched_by_its_message_id() {
+async fn the_worker_sends_from_the_signed_return_path() {
+    let d = service().await;
+    let m = delivered(&d, "someone@example.org").await;
+    let sent = d.mailer.sent();
+    assert_eq!(sent.last().unwrap().envelope_from.to_string(), return_path(&m));
+}
+
+#[tokio::test]
+async fn a_complaint_to_another_address_is_matched_by_its_quoted_return_path() {
     let d = service().await;
     let m = delivered(&d, "someone@hotmail.com").await;
     let envelope = addresses(&["fbl@acme.example.com"]);
@@ -202,17 +225,107 @@ async fn a_report_to_another_address_is_matched_by_its_message_id() {
 }
 
 #[tokio::test]
-async fn a_message_id_with_our_id_at_another_domain_matches_nothing() {
+async fn a_report_naming_a_message_only_by_its_message_id_changes_nothing() {
+    // Contract §8: every holder of the mail can read its Message-ID, so it proves nothing.
     let d = service().await;
     let m = delivered(&d, "target@example.org").await;
-    let forged = format!("{}@attacker.example", m.id);
-    let raw = fill("gmail_5_1_1.eml", &forged, "someone@attacker.example", &m.to.to_string());
-
-    let outcome = d.t.core.process_report(&addresses(&["postmaster@acme.example.com"]), &raw).await.unwrap();
-
-    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::ForeignMessageId(forged) });
+    for fixture in ["gmail_5_1_1.eml", "yahoo_arf_abuse.eml", "outlook_jmrp_abuse.eml"] {
+        let provider_id = m.provider_message_id.as_deref().unwrap();
+        let raw = fill(fixture, provider_id, "someone@attacker.example", "target@example.org");
+        let outcome = d.t.core.process_report(&addresses(&["postmaster@acme.example.com"]), &raw).await.unwrap();
+        assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReference }, "{fixture}");
+    }
     assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
     assert_eq!(d.t.store.get_suppression(d.who.workspace_id, &m.to).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn forged_return_paths_for_a_neighbours_message_change_nothing() {
+    // Issue #28's attack: the recipient of one message of a batch reports on the others, by
+    // their ids with its own signature, with no signature, and through a complaint.
+    let d = service().await;
+    let mine = delivered(&d, "attacker@example.org").await;
+    let others = [delivered(&d, "ann@example.org").await, delivered(&d, "bob@example.org").await];
+    for other in &others {
+        let provider_id = other.provider_message_id.as_deref().unwrap();
+        let bounce = fill("gmail_5_1_1.eml", provider_id, "", &other.to.to_string());
+        let outcome = d.t.core.process_report(&addresses(&[&with_id(&mine, other.id)]), &bounce).await.unwrap();
+        assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(other.id) });
+        let outcome = d.t.core.process_report(&addresses(&[&unsigned(other.id)]), &bounce).await.unwrap();
+        assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::Unsigned });
+        let complaint = fill("yahoo_arf_abuse.eml", "", &with_id(&mine, other.id), &other.to.to_string());
+        let outcome = d.t.core.process_report(&addresses(&["fbl@acme.example.com"]), &complaint).await.unwrap();
+        assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(other.id) });
+        // The attacker's own return path signed for the other's recipient does not verify.
+        let swapped = signer().address(mine.id, &other.to).to_string();
+        let outcome = d.t.core.process_report(&addresses(&[&swapped]), &bounce).await.unwrap();
+        assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(mine.id) });
+    }
+    for other in &others {
+        assert_eq!(d.event_types(other.id).await, ["Queued", "Sent", "Delivered"]);
+        assert_eq!(d.t.store.get_suppression(d.who.workspace_id, &other.to).await.unwrap(), None);
+    }
+    assert_eq!(d.event_types(mine.id).await, ["Queued", "Sent", "Delivered"]);
+}
+
+#[tokio::test]
+async fn without_a_return_path_no_report_matches() {
+    let d = Delivery::with(CoreConfig::default(), FakeMailer::default(), |_| {}).await;
+    let m = delivered(&d, "someone@example.org").await;
+    let raw = report_about("gmail_5_1_1.eml", &m);
+    let outcome = d.t.core.process_report(&addresses(&[&return_path(&m)]), &raw).await.unwrap();
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReturnPath });
+    assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
+}
+
+/// The delay fixture about `m`, made distinct by `n` (so none is a duplicate of another).
+fn delay_report(m: &Message, n: usize) -> Vec<u8> {
+    String::from_utf8(report_about("postfix_delayed_4_7_0.eml", m))
+        .unwrap()
+        .replace("please try again in 300 seconds", &format!("please try again in {n} seconds"))
+        .into_bytes()
+}
+
+#[tokio::test]
+async fn a_flood_of_delay_reports_keeps_a_bounded_number() {
+    let d = service().await;
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(vec!["Deferred".into()]),
+        enabled: None,
+    };
+    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let m = delivered(&d, "greylisted@example.org").await;
+    let mut kept = 0;
+    for n in 0..40 {
+        match d.t.core.process_report(&addresses(&[&return_path(&m)]), &delay_report(&m, n)).await.unwrap() {
+            ReportOutcome::Deferred { .. } => kept += 1,
+            ReportOutcome::Ignored { reason: Ignored::TooManyDelays } => {}
+            other => panic!("report {n}: {other:?}"),
+        }
+    }
+    assert_eq!(kept, MAX_REPORTED_DELAYS_KEPT);
+    let deferred = d.event_types(m.id).await.iter().filter(|t| **t == "Deferred").count();
+    assert_eq!(deferred, MAX_REPORTED_DELAYS_KEPT as usize);
+    let hooks = d.t.store.list_webhook_deliveries(d.who.workspace_id, endpoint.id, PageRequest::first(100)).await;
+    assert_eq!(hooks.unwrap().items.len(), MAX_REPORTED_DELAYS_KEPT as usize, "one webhook per kept delay");
+    // A real bounce still counts after the flood.
+    let (after, _) = bounced(process(&d, "gmail_5_1_1.eml", &m).await);
+    assert_eq!(after.status, MessageStatus::Bounced);
+}
+
+#[tokio::test]
+async fn concurrent_delay_reports_cannot_all_slip_under_the_cap() {
+    let d = service().await;
+    let m = delivered(&d, "greylisted@example.org").await;
+    let reports: Vec<Vec<u8>> = (0..32).map(|n| delay_report(&m, n)).collect();
+    let envelope = addresses(&[&return_path(&m)]);
+    let results = futures::future::join_all(reports.iter().map(|raw| d.t.core.process_report(&envelope, raw))).await;
+    // A report that lost every race is a Conflict (the listener answers 451 and the sender
+    // retries); none may add an event past the cap.
+    assert!(results.iter().all(|r| r.is_ok() || matches!(r, Err(Error::Conflict(_)))), "{results:?}");
+    let deferred = d.event_types(m.id).await.iter().filter(|t| **t == "Deferred").count();
+    assert!((1..=MAX_REPORTED_DELAYS_KEPT as usize).contains(&deferred), "{deferred} delays kept");
 }
 
 #[tokio::test]
@@ -220,12 +333,12 @@ async fn unknown_ids_match_nothing() {
     let d = service().await;
     let m = delivered(&d, "someone@example.org").await;
     let unknown = MessageId(ulid::Ulid::new());
-    let raw =
-        fill("gmail_5_1_1.eml", &format!("{unknown}@acme.example.com"), &return_path(unknown), "someone@example.org");
+    let forged = with_id(&m, unknown);
+    let raw = fill("gmail_5_1_1.eml", &format!("{unknown}@acme.example.com"), &forged, "someone@example.org");
 
-    let outcome = d.t.core.process_report(&addresses(&[&return_path(unknown)]), &raw).await.unwrap();
+    let outcome = d.t.core.process_report(&addresses(&[&forged]), &raw).await.unwrap();
 
-    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::UnknownMessage(unknown) });
+    assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(unknown) });
     let none =
         d.t.core
             .process_report(
@@ -243,12 +356,12 @@ async fn the_return_path_counts_only_at_the_return_path_domain_in_any_case() {
     let m = delivered(&d, "someone@example.org").await;
     // No Message-ID in this report: only the envelope can match it.
     let raw = fill("dsn_without_message_id.eml", "", "", &m.to.to_string());
-    let elsewhere = format!("bounces+{}@acme.example.com", m.id);
+    let elsewhere = return_path(&m).replace(RETURN_PATH_DOMAIN, "acme.example.com");
 
     let outcome = d.t.core.process_report(&addresses(&[&elsewhere]), &raw).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReference });
 
-    let shouted = format!("BOUNCES+{}@BOUNCES.Tidings.Example", m.id);
+    let shouted = return_path(&m).to_ascii_uppercase();
     let outcome = d.t.core.process_report(&addresses(&["other@example.net", &shouted]), &raw).await.unwrap();
     let (after, hard) = bounced(outcome);
     assert!(hard);
@@ -263,11 +376,11 @@ async fn the_envelope_wins_when_it_and_the_message_id_disagree() {
     let raw = fill(
         "gmail_5_1_1.eml",
         other.provider_message_id.as_deref().unwrap(),
-        &return_path(named.id),
+        &return_path(&named),
         "first@example.org",
     );
 
-    let (after, _) = bounced(d.t.core.process_report(&addresses(&[&return_path(named.id)]), &raw).await.unwrap());
+    let (after, _) = bounced(d.t.core.process_report(&addresses(&[&return_path(&named)]), &raw).await.unwrap());
 
     assert_eq!(after.id, named.id);
     assert_eq!(d.message(other.id).await.status, MessageStatus::Delivered);
@@ -291,7 +404,7 @@ async fn the_same_bounce_twice_is_a_duplicate() {
 async fn garbage_and_non_reports_are_ignored() {
     let d = service().await;
     let m = delivered(&d, "someone@example.org").await;
-    let envelope = addresses(&[&return_path(m.id)]);
+    let envelope = addresses(&[&return_path(&m)]);
     for (name, why) in [("garbage.bin", None), ("missing_boundary.eml", Some(NotAReport::MissingReportPart))] {
         let outcome = d.t.core.process_report(&envelope, &report_about(name, &m)).await.unwrap();
         match (outcome, why) {
@@ -313,7 +426,7 @@ async fn a_report_about_a_message_never_sent_matches_nothing() {
     let d = service().await;
     let queued = d.send("someone@example.org").await;
     let raw = fill("dsn_without_message_id.eml", "", "", "someone@example.org");
-    let outcome = d.t.core.process_report(&addresses(&[&return_path(queued.id)]), &raw).await.unwrap();
+    let outcome = d.t.core.process_report(&addresses(&[&return_path(&queued)]), &raw).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NotSent(queued.id) });
     assert_eq!(d.message(queued.id).await.status, MessageStatus::Queued);
 }

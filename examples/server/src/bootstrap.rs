@@ -8,6 +8,7 @@ use tidings_core::delivery::DeliverySettings;
 use tidings_core::dns_records::RecordPolicy;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
+use tidings_core::outbound::{ReturnPath, ReturnPathKey};
 use tidings_core::ports::{DnsCheck, Limits, Mailer, NoDns, Store, SystemClock, SystemRandom};
 use tidings_core::sealing::Sealer;
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
@@ -247,15 +248,16 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
 
 /// The service on `store` and `dns`, with the configured rules.
 pub fn core(config: &Config, store: Arc<dyn Store>, dns: Arc<dyn DnsCheck>) -> Tidings {
-    core_with_tracking(config, store, dns, None)
+    core_with_tracking(config, store, dns, None, None)
 }
 
-/// [`core`] with open and click tracking configured.
+/// [`core`] with open and click tracking and the signed return path configured.
 pub fn core_with_tracking(
     config: &Config,
     store: Arc<dyn Store>,
     dns: Arc<dyn DnsCheck>,
     tracking: Option<TrackingConfig>,
+    return_path: Option<ReturnPath>,
 ) -> Tidings {
     let core_config = CoreConfig {
         tracking,
@@ -267,7 +269,7 @@ pub fn core_with_tracking(
             spf_warning: config.spf_warning(),
             ..RecordPolicy::default()
         },
-        return_path_domain: config.delivery.return_path_domain.clone(),
+        return_path,
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),
         message_retention: config
@@ -278,6 +280,13 @@ pub fn core_with_tracking(
         ..CoreConfig::default()
     };
     Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
+}
+
+/// The signed return path on `TIDINGS_RETURN_PATH_DOMAIN`, with the key every node sharing
+/// the store signs with; `None` without the setting.
+pub async fn return_path(config: &Config, store: &dyn Store) -> Result<Option<ReturnPath>, ServerError> {
+    let Some(domain) = config.delivery.return_path_domain.clone() else { return Ok(None) };
+    Ok(Some(ReturnPath { domain, key: ReturnPathKey::shared(store, &SystemRandom).await? }))
 }
 
 /// The file in which versions before the shared tracking key kept a node's key.

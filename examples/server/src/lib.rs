@@ -172,7 +172,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config, &*store).await? };
     // One registry for the process: core reports events into it, the router serves it.
     let metrics = Arc::new(Metrics::new());
-    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking)).with_observer(metrics.clone());
+    let return_path = bootstrap::return_path(&config, &*store).await?;
+    let core =
+        bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_path).with_observer(metrics.clone());
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
         // Nothing else is ever written to stdout by the server, so this line is easy to

@@ -107,8 +107,8 @@ pub struct Settings {
         default_value = "1m,5m,15m,30m,1h,2h,4h,8h,12h,12h,12h,12h,12h"
     )]
     pub retry_schedule: Option<String>,
-    /// Domain of the per-message return path (bounces+MESSAGE_ID@DOMAIN). Unset: the From
-    /// address.
+    /// Domain of the per-message signed return path (bounces+MESSAGE_ID-SIGNATURE@DOMAIN), the
+    /// only address bounce and complaint reports count at. Unset: the From address.
     #[arg(long, env = "TIDINGS_RETURN_PATH_DOMAIN", value_name = "DOMAIN")]
     pub return_path_domain: Option<String>,
     /// How often domains not yet verified are checked again.
