@@ -117,11 +117,12 @@ pub(crate) async fn release_webhook_delivery_leases(
     Ok(count(released))
 }
 
-/// Claims due deliveries within the endpoint quota. Due rows are read earliest first in
-/// batches from the due index (which carries `endpoint_id`, so no record is loaded to find
-/// its endpoint), each batch locked with `SKIP LOCKED`; the quota picks which to take, and
-/// endpoints already full are left out of the next batch's scan. Rows read but not taken
-/// stay untouched; the lock on them ends with the transaction.
+/// Claims due deliveries within the endpoint and workspace quota. Due rows are read earliest
+/// first in batches from the due index (which carries `endpoint_id`, so no document is
+/// decoded to find its endpoint), each batch locked with `SKIP LOCKED`; the quota picks which
+/// to take, and endpoints and workspaces already full are left out of the next batch's scan
+/// (`workspace_id` is read from the row, which the lock visits anyway). Rows read but not
+/// taken stay untouched; the lock on them ends with the transaction.
 pub(crate) async fn claim_due_webhook_deliveries(
     store: &PgStore,
     now: DateTime<Utc>,
@@ -129,7 +130,7 @@ pub(crate) async fn claim_due_webhook_deliveries(
     limit: usize,
     quota: &EndpointQuota,
 ) -> StoreResult<Vec<WebhookDelivery>> {
-    if limit == 0 || quota.per_endpoint == 0 {
+    if limit == 0 || quota.admits_none() {
         return Ok(Vec::new());
     }
     let mut client = store.client().await?;
@@ -137,24 +138,33 @@ pub(crate) async fn claim_due_webhook_deliveries(
     let mut taken = quota.start();
     let mut full: HashSet<Uuid> =
         quota.in_flight.keys().filter(|endpoint| quota.remaining(**endpoint) == 0).map(|e| uuid(e.0)).collect();
+    let mut full_workspaces: HashSet<Uuid> = quota
+        .workspace_in_flight
+        .keys()
+        .filter(|ws| quota.remaining_in_workspace(**ws) == 0)
+        .map(|ws| uuid(ws.0))
+        .collect();
     let mut chosen: Vec<Uuid> = Vec::with_capacity(limit.min(1024));
     let mut after: Option<(DateTime<Utc>, Uuid)> = None;
     let batch = limit.saturating_mul(2).clamp(32, 1000);
     'scan: loop {
         let excluded: Vec<Uuid> = full.iter().copied().collect();
+        let excluded_workspaces: Vec<Uuid> = full_workspaces.iter().copied().collect();
         let rows = match after {
             None => {
-                let sql = "SELECT id, endpoint_id, next_attempt_at FROM webhook_deliveries
+                let sql = "SELECT id, endpoint_id, next_attempt_at, workspace_id FROM webhook_deliveries
                      WHERE next_attempt_at <= $1 AND NOT (endpoint_id = ANY($2))
+                       AND NOT (workspace_id = ANY($4))
                      ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED";
-                query(&tx, sql, &[&now, &excluded, &sql_limit(batch)]).await?
+                query(&tx, sql, &[&now, &excluded, &sql_limit(batch), &excluded_workspaces]).await?
             }
             Some((at, id)) => {
-                let sql = "SELECT id, endpoint_id, next_attempt_at FROM webhook_deliveries
+                let sql = "SELECT id, endpoint_id, next_attempt_at, workspace_id FROM webhook_deliveries
                      WHERE next_attempt_at <= $1 AND NOT (endpoint_id = ANY($2))
+                       AND NOT (workspace_id = ANY($6))
                        AND (next_attempt_at, id) > ($4, $5)
                      ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED";
-                query(&tx, sql, &[&now, &excluded, &sql_limit(batch), &at, &id]).await?
+                query(&tx, sql, &[&now, &excluded, &sql_limit(batch), &at, &id, &excluded_workspaces]).await?
             }
         };
         for row in &rows {
@@ -162,9 +172,11 @@ pub(crate) async fn claim_due_webhook_deliveries(
             let id: Uuid = row.try_get(0).map_err(corrupt)?;
             let endpoint: Uuid = row.try_get(1).map_err(corrupt)?;
             let due: DateTime<Utc> = row.try_get(2).map_err(corrupt)?;
+            let workspace: Uuid = row.try_get(3).map_err(corrupt)?;
             after = Some((due, id));
             let endpoint_id = tidings_core::ids::WebhookId(ulid::Ulid::from_bytes(*endpoint.as_bytes()));
-            if taken.take(endpoint_id) {
+            let workspace_id = tidings_core::ids::WorkspaceId(ulid::Ulid::from_bytes(*workspace.as_bytes()));
+            if taken.take(workspace_id, endpoint_id) {
                 chosen.push(id);
                 if chosen.len() == limit {
                     break 'scan;
@@ -172,6 +184,9 @@ pub(crate) async fn claim_due_webhook_deliveries(
             }
             if !taken.has_room(endpoint_id) {
                 full.insert(endpoint);
+            }
+            if !taken.workspace_has_room(workspace_id) {
+                full_workspaces.insert(workspace);
             }
         }
         if rows.len() < batch {

@@ -36,9 +36,10 @@ pub trait DueRecord: Serialize + DeserializeOwned {
 
 /// Which due records a claim takes.
 pub trait Admit<T> {
-    /// Whether the queue entry's value alone shows that the record would be refused, so that
-    /// the claim skips it without reading it.
-    fn refuses_entry(&self, _value: &[u8]) -> bool {
+    /// Whether the queue entry alone (the record's workspace, which its key holds, and the
+    /// entry's value) shows that the record would be refused, so that the claim skips it
+    /// without reading it.
+    fn refuses_entry(&self, _ws: WorkspaceId, _value: &[u8]) -> bool {
         false
     }
     /// Whether to take `record`, counting it as taken if so.
@@ -78,7 +79,8 @@ pub fn claim_due<T: DueRecord>(
             break;
         }
         let (due_key, value) = entry.map_err(sled_error)?;
-        if admit.refuses_entry(&value) {
+        let ws = layout::id_at(&due_key, 25).ok_or_else(|| bad_key(T::WHAT))?;
+        if admit.refuses_entry(WorkspaceId::from_bytes(ws), &value) {
             continue;
         }
         let Some(Entry { record_key, mut record, at }) = load::<T>(tree, batch, due_key)? else { continue };

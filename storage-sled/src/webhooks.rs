@@ -39,16 +39,18 @@ impl DueRecord for WebhookDelivery {
     }
 }
 
-/// A claim's endpoint quota: a queue entry naming its endpoint (see `layout::DELIVERY_DUE`)
-/// is refused unread when that endpoint has no room left; an entry written before the
-/// endpoint was kept there (empty value) is read to find out.
+/// A claim's endpoint and workspace quota: a queue entry is refused unread when its
+/// workspace (in its key) has no room left, or the endpoint its value names (see
+/// `layout::DELIVERY_DUE`) has none; an entry written before the endpoint was kept there
+/// (empty value) is read to find out.
 impl Admit<WebhookDelivery> for QuotaCount<'_> {
-    fn refuses_entry(&self, value: &[u8]) -> bool {
-        <[u8; 16]>::try_from(value).is_ok_and(|endpoint| !self.has_room(WebhookId::from_bytes(endpoint)))
+    fn refuses_entry(&self, ws: WorkspaceId, value: &[u8]) -> bool {
+        !self.workspace_has_room(ws)
+            || <[u8; 16]>::try_from(value).is_ok_and(|endpoint| !self.has_room(WebhookId::from_bytes(endpoint)))
     }
 
     fn take(&mut self, record: &WebhookDelivery) -> bool {
-        QuotaCount::take(self, record.endpoint_id)
+        QuotaCount::take(self, record.workspace_id, record.endpoint_id)
     }
 }
 

@@ -4,7 +4,7 @@
 //! - [`run_all`]: example tests of each method's documented contract (round trips, `NotFound`
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
 //!   calls, the first workspace and shared secrets under racing calls, leases and their
-//!   release, per-endpoint claim quotas, cascading deletes). Each
+//!   release, per-endpoint and per-workspace claim quotas, cascading deletes). Each
 //!   check gets its own store and runs in its own task; all run even if some fail, and the
 //!   suite then panics naming every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
@@ -154,6 +154,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         quotas::claims_take_each_endpoint_up_to_its_quota,
         quotas::in_flight_deliveries_count_against_the_quota,
         quotas::quota_claims_keep_the_limit_due_times_and_leases,
+        quotas::claims_take_each_workspace_up_to_its_quota,
+        quotas::in_flight_deliveries_count_against_the_workspace_quota,
         webhooks::deleting_a_webhook_deletes_its_deliveries,
         secrets::the_first_secret_stored_is_kept,
         secrets::racing_callers_all_get_one_secret,

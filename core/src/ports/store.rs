@@ -517,13 +517,15 @@ pub trait WebhookStore: Send + Sync {
     /// Replaces a delivery after an attempt, updating the queue from `next_attempt_at`
     /// (durable). `NotFound` if gone.
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()>;
-    /// Like [`MessageStore::claim_due_messages`], for deliveries, within a per-endpoint
-    /// `quota`: scanning due deliveries earliest first, one is claimed only while its
-    /// endpoint has room ([`EndpointQuota::remaining`] minus those this call already took);
-    /// the others are skipped untouched (still due, claimable by a later call) and the scan
-    /// goes on past them until `limit` are claimed or nothing due remains. So a claim may
-    /// read many due deliveries of a capped endpoint; it should not load whole records to
-    /// find their endpoint when an index can tell. [`EndpointQuota::unlimited`] claims
+    /// Like [`MessageStore::claim_due_messages`], for deliveries, within a per-endpoint and
+    /// per-workspace `quota`: scanning due deliveries earliest first, one is claimed only
+    /// while both its endpoint and its workspace have room ([`EndpointQuota::remaining`] and
+    /// [`EndpointQuota::remaining_in_workspace`] minus those this call already took, as
+    /// [`QuotaCount::take`](super::QuotaCount::take) counts them); the others are skipped
+    /// untouched (still due, claimable by a later call) and the scan goes on past them until
+    /// `limit` are claimed or nothing due remains. So a claim may read many due deliveries
+    /// of a capped endpoint or workspace; it should not load whole records to find their
+    /// endpoint or workspace when an index can tell. [`EndpointQuota::unlimited`] claims
     /// exactly as `claim_due_messages` does.
     async fn claim_due_webhook_deliveries(
         &self,

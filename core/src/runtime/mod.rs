@@ -69,7 +69,7 @@ pub struct RuntimeSettings {
     pub delivery: DeliverySettings,
     /// Webhook deliveries: retry schedule, timeouts, lease.
     pub webhooks: WebhookSettings,
-    /// How many webhook POSTs run at once, in all and per endpoint.
+    /// How many webhook POSTs run at once, in all, per endpoint and per workspace.
     pub dispatch: DispatchSettings,
     /// How often message content past retention is purged (when the core's retention is
     /// set).

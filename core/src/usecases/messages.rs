@@ -209,7 +209,8 @@ impl Tidings {
                     html: html_source.cloned(),
                     text: text_source.cloned(),
                 };
-                let rendered = self.render_in_pool(source, std::mem::take(&mut valid.variables)).await?;
+                let rendered =
+                    self.render_in_pool(who.workspace_id, source, std::mem::take(&mut valid.variables)).await?;
                 (rendered.subject, rendered.html, rendered.text)
             }
             None => (valid.subject.take().unwrap_or_default(), req.html.clone(), req.text.clone()),

@@ -55,7 +55,7 @@ pub use named::Named;
 pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
-pub use render_pool::default_render_threads;
+pub use render_pool::{default_render_threads, default_render_threads_per_workspace};
 pub use sandbox::{SANDBOX_DOMAIN, SANDBOX_RECORD_NOTE, is_reserved_for_sandbox};
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
 pub use send_fields::{AttachmentRequest, TagRequest};
@@ -99,6 +99,11 @@ pub struct CoreConfig {
     /// (see [`default_render_threads`]): the rest wait their turn without holding
     /// up the async executor.
     pub render_threads: usize,
+    /// How many of those one workspace may run at once (see
+    /// [`default_render_threads_per_workspace`]; at most `render_threads`): below
+    /// `render_threads`, one workspace's renders never take every thread, and waiting
+    /// workspaces take turns, so one workspace's costly renders do not hold up another's.
+    pub render_threads_per_workspace: usize,
     /// Whether each workspace may send from its sandbox sending domain ([`SANDBOX_DOMAIN`]):
     /// set it only when the [`Mailer`](crate::ports::Mailer) keeps mail on the
     /// machine (the server sets it with `TIDINGS_DELIVERY=outbox`). Off (the default), the
@@ -121,6 +126,7 @@ impl Default for CoreConfig {
             tracking: None,
             message_retention: Some(Duration::days(30)),
             render_threads: default_render_threads(),
+            render_threads_per_workspace: default_render_threads_per_workspace(),
             sandbox_sending: false,
             sessions: SessionPolicy::default(),
         }
@@ -177,7 +183,7 @@ impl Tidings {
         dns: Arc<dyn DnsCheck>,
         config: CoreConfig,
     ) -> Self {
-        let render_pool = render_pool::RenderPool::new(config.render_threads);
+        let render_pool = render_pool::RenderPool::new(config.render_threads, config.render_threads_per_workspace);
         Self {
             store,
             clock,

@@ -99,8 +99,11 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
-            .await?;
+        self.check_syntax_in_pool(
+            who.workspace_id,
+            OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
+        )
+        .await?;
 
         let now = self.clock.now();
         let id = TemplateId::new_at(now, &*self.random);
@@ -158,8 +161,11 @@ impl Tidings {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.check_syntax_in_pool(OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() })
-            .await?;
+        self.check_syntax_in_pool(
+            who.workspace_id,
+            OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
+        )
+        .await?;
 
         let now = self.clock.now();
         let version = NewTemplateVersion {
@@ -232,7 +238,7 @@ impl Tidings {
         let (Some(variables), Some(version)) = (variables, version) else {
             return Err(Error::Validation { fields: faults });
         };
-        self.render_in_pool(version_source(version), variables).await
+        self.render_in_pool(who.workspace_id, version_source(version), variables).await
     }
 
     /// For the send use case: the template version a message is built from. A pinned

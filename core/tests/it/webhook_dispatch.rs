@@ -1,8 +1,9 @@
 //! The webhook dispatcher over the in-memory store and a sender whose dead endpoints hang
 //! until the test opens a gate: a dead endpoint holds at most its per-endpoint share of
 //! slots while every other endpoint, in its workspace or another, is delivered; its backlog
-//! stays due in the store; slots, `slot_free` and `idle` behave; nothing is posted twice; a
-//! task's storage error is logged and leaves the delivery leased.
+//! stays due in the store; a workspace of dead endpoints holds at most its per-workspace
+//! share, so another workspace is delivered; slots, `slot_free` and `idle` behave; nothing
+//! is posted twice; a task's storage error is logged and leaves the delivery leased.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -191,7 +192,7 @@ impl Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_endpoint_holds_only_its_share_while_other_endpoints_and_workspaces_are_delivered() {
-    let dispatch = DispatchSettings { max_in_flight: 64, per_endpoint_in_flight: 5 };
+    let dispatch = DispatchSettings { max_in_flight: 64, per_endpoint_in_flight: 5, per_workspace_in_flight: 64 };
     let mut s =
         Scene::new(&[("dead", 0), ("healthy", 0), ("elsewhere", 1)], &[("dead", answered(200))], 64, dispatch).await;
     s.queue("dead", 40).await;
@@ -225,7 +226,7 @@ async fn a_dead_endpoint_holds_only_its_share_while_other_endpoints_and_workspac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_endpoints_backlog_does_not_fill_the_batch_for_another_workspace() {
-    let dispatch = DispatchSettings { max_in_flight: 64, per_endpoint_in_flight: 3 };
+    let dispatch = DispatchSettings { max_in_flight: 64, per_endpoint_in_flight: 3, per_workspace_in_flight: 64 };
     let mut s = Scene::new(&[("dead", 0), ("elsewhere", 1)], &[("dead", answered(500))], 8, dispatch).await;
     s.queue("dead", 40).await;
     s.queue("elsewhere", 3).await;
@@ -242,8 +243,43 @@ async fn a_dead_endpoints_backlog_does_not_fill_the_batch_for_another_workspace(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_of_dead_endpoints_holds_only_its_share_of_the_slots() {
+    // Four dead endpoints of one workspace could hold 4 x 5 = 20 slots, more than there are;
+    // the workspace's share is 6, so the other workspace finds slots free and is delivered.
+    let dispatch = DispatchSettings { max_in_flight: 16, per_endpoint_in_flight: 5, per_workspace_in_flight: 6 };
+    let names = [("d1", 0), ("d2", 0), ("d3", 0), ("d4", 0), ("victim", 1)];
+    let dead: Vec<(&str, WebhookResponse)> = names[..4].iter().map(|(n, _)| (*n, answered(200))).collect();
+    let mut s = Scene::new(&names, &dead, 64, dispatch).await;
+    for (name, _) in &names[..4] {
+        s.queue(name, 10).await;
+    }
+
+    let first = s.pass().await;
+    until("six POSTs hang", async || s.sender.hanging_total() == 6).await;
+    s.queue("victim", 5).await;
+    let second = s.pass().await;
+
+    assert_eq!(first.claimed, 6, "the workspace's share, though its endpoints have more room: {first:?}");
+    assert_eq!((s.sender.hanging(&url("d1")), s.sender.hanging(&url("d2"))), (5, 1), "earliest first");
+    assert_eq!(second.claimed, 5, "the other workspace's deliveries, past the capped backlog: {second:?}");
+    until("the other workspace is delivered", async || s.count("victim", DeliveryStatus::Delivered).await == 5).await;
+    let workspace = s.endpoints["d1"].workspace_id;
+    assert_eq!(s.dispatcher.in_flight_of(workspace), 6);
+    assert_eq!(s.pass().await.claimed, 0, "the dead workspace is still at its share");
+    let untouched: usize = [s.leased_and_untouched("d3").await.1, s.leased_and_untouched("d4").await.1].iter().sum();
+    assert_eq!(untouched, 20, "the capped backlog stays due, untouched");
+
+    s.sender.open();
+    s.drain().await;
+    assert_eq!(s.dispatcher.in_flight_of(workspace), 0);
+    for (name, _) in &names[..4] {
+        assert_eq!(s.count(name, DeliveryStatus::Delivered).await, 10, "{name}'s backlog goes once it answers");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_cap_all_endpoints_together_and_free_up_when_posts_end() {
-    let dispatch = DispatchSettings { max_in_flight: 6, per_endpoint_in_flight: 4 };
+    let dispatch = DispatchSettings { max_in_flight: 6, per_endpoint_in_flight: 4, per_workspace_in_flight: 6 };
     let dead = [("one", answered(200)), ("two", answered(503)), ("three", answered(200))];
     let mut s = Scene::new(&[("one", 0), ("two", 0), ("three", 1)], &dead, 64, dispatch).await;
     for name in ["one", "two", "three"] {

@@ -1,5 +1,6 @@
-//! Per-endpoint quotas of `claim_due_webhook_deliveries`: a capped endpoint's due deliveries
-//! are skipped untouched and the claim goes on to other endpoints'.
+//! Per-endpoint and per-workspace quotas of `claim_due_webhook_deliveries`: a capped
+//! endpoint's or workspace's due deliveries are skipped untouched and the claim goes on to
+//! other endpoints' and workspaces'.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +18,67 @@ fn ids(deliveries: &[WebhookDelivery]) -> Vec<DeliveryId> {
 }
 
 fn quota(per_endpoint: usize, in_flight: &[(WebhookId, usize)]) -> EndpointQuota {
-    EndpointQuota { per_endpoint, in_flight: in_flight.iter().copied().collect::<HashMap<_, _>>() }
+    EndpointQuota {
+        in_flight: in_flight.iter().copied().collect::<HashMap<_, _>>(),
+        ..EndpointQuota::per_endpoint(per_endpoint)
+    }
+}
+
+fn workspace_quota(per_endpoint: usize, per_workspace: usize, in_flight: &[(WorkspaceId, usize)]) -> EndpointQuota {
+    EndpointQuota {
+        per_workspace,
+        workspace_in_flight: in_flight.iter().copied().collect::<HashMap<_, _>>(),
+        ..EndpointQuota::per_endpoint(per_endpoint)
+    }
+}
+
+/// Endpoints A and C in workspace `a`, B in workspace `b`, with due deliveries
+/// A1@1 C1@2 A2@3 B1@4 C2@5 A3@6 B2@7 (seconds after `t0`), in that order.
+struct WorkspaceScene {
+    t0: DateTime<Utc>,
+    a: WorkspaceId,
+    /// In due order.
+    due: Vec<WebhookDelivery>,
+}
+
+impl WorkspaceScene {
+    async fn arrange<S: Store>(s: &S) -> Self {
+        let (wa, wb) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+        let (a, b, c) = (webhook(wa), webhook(wb), webhook(wa));
+        for w in [&a, &b, &c] {
+            s.insert_webhook(w).await.must("insert_webhook");
+        }
+        let t0 = now();
+        let plan = [&a, &c, &a, &b, &c, &a, &b];
+        let due: Vec<WebhookDelivery> = (1..)
+            .zip(plan)
+            .map(|(secs, w)| WebhookDelivery {
+                next_attempt_at: Some(plus_secs(t0, secs)),
+                ..delivery(w.workspace_id, w.id)
+            })
+            .collect();
+        for d in &due {
+            s.insert_webhook_deliveries(std::slice::from_ref(d)).await.must("insert_webhook_deliveries");
+        }
+        WorkspaceScene { t0, a: wa, due }
+    }
+
+    fn at(&self, secs: i64) -> DateTime<Utc> {
+        plus_secs(self.t0, secs)
+    }
+
+    /// The deliveries named by their place in the due order (A1 C1 A2 B1 C2 A3 B2 = 0..7).
+    fn pick(&self, places: &[usize]) -> Vec<DeliveryId> {
+        places.iter().map(|i| self.due[*i].id).collect()
+    }
+
+    /// Asserts that the deliveries at `places` are stored as they were queued.
+    async fn untouched<S: Store>(&self, s: &S, places: &[usize]) {
+        for d in places.iter().map(|i| &self.due[*i]) {
+            let stored = s.get_webhook_delivery(d.workspace_id, d.id).await.must("get a skipped one");
+            assert_eq!(stored.as_ref(), Some(d), "a skipped delivery is untouched");
+        }
+    }
 }
 
 /// Two endpoints, A in workspace `a` and B in workspace `b`, with due deliveries
@@ -110,4 +171,37 @@ pub(super) async fn quota_claims_keep_the_limit_due_times_and_leases<S: Store + 
     assert_eq!(claim(100, 400, 10, 1).await, scene.pick(&[6, 2]), "earliest first, across ended leases");
     assert_eq!(claim(100, 400, 10, 5).await, scene.pick(&[0, 1]), "then the rest of the ended leases");
     assert!(claim(199, 500, 10, 5).await.is_empty(), "the other leases hold");
+}
+
+pub(super) async fn claims_take_each_workspace_up_to_its_quota<S: Store + 'static>(s: Arc<S>) {
+    let scene = WorkspaceScene::arrange(&*s).await;
+    let (now, until) = (scene.at(10), scene.at(100));
+
+    let claimed = s
+        .claim_due_webhook_deliveries(now, until, 10, &workspace_quota(2, 3, &[]))
+        .await
+        .must("claim with 3 per workspace");
+
+    assert_eq!(ids(&claimed), scene.pick(&[0, 1, 2, 3, 6]), "A1 C1 A2 of workspace a, then only B's: past C2 A3");
+    scene.untouched(&*s, &[4, 5]).await;
+    let rest = s.claim_due_webhook_deliveries(now, until, 10, &EndpointQuota::unlimited()).await.must("claim rest");
+    assert_eq!(ids(&rest), scene.pick(&[4, 5]), "the skipped ones are still due, in due order");
+}
+
+pub(super) async fn in_flight_deliveries_count_against_the_workspace_quota<S: Store + 'static>(s: Arc<S>) {
+    let scene = WorkspaceScene::arrange(&*s).await;
+    let (now, until) = (scene.at(10), scene.at(100));
+
+    let one_left = workspace_quota(usize::MAX, 3, &[(scene.a, 2), (WorkspaceId(ulid()), 9)]);
+    let claimed = s.claim_due_webhook_deliveries(now, until, 10, &one_left).await.must("claim with one left");
+    assert_eq!(ids(&claimed), scene.pick(&[0, 3, 6]), "one more of workspace a; others' counts do not matter");
+
+    let full = workspace_quota(usize::MAX, 3, &[(scene.a, 3)]);
+    let claimed = s.claim_due_webhook_deliveries(now, until, 10, &full).await.must("claim with a full");
+    assert!(claimed.is_empty(), "nothing of workspace a, and b's are leased: {claimed:?}");
+    scene.untouched(&*s, &[1, 2, 4, 5]).await;
+    let none = workspace_quota(usize::MAX, 0, &[]);
+    assert!(s.claim_due_webhook_deliveries(now, until, 10, &none).await.must("quota 0").is_empty(), "quota 0");
+    let rest = s.claim_due_webhook_deliveries(now, until, 10, &EndpointQuota::unlimited()).await.must("rest");
+    assert_eq!(ids(&rest), scene.pick(&[1, 2, 4, 5]), "the rest of workspace a, untouched by the capped claims");
 }

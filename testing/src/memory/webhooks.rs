@@ -98,7 +98,7 @@ impl WebhookStore for MemoryStore {
         let mut count = quota.start();
         let ids: Vec<DeliveryId> = due(&st.deliveries, now, usize::MAX, |d| d.next_attempt_at)
             .into_iter()
-            .filter(|id| st.deliveries.get(id).is_some_and(|d| count.take(d.endpoint_id)))
+            .filter(|id| st.deliveries.get(id).is_some_and(|d| count.take(d.workspace_id, d.endpoint_id)))
             .take(limit)
             .collect();
         let mut claimed = Vec::with_capacity(ids.len());

@@ -42,6 +42,7 @@ mod server;
 mod smtp_faults;
 mod submission;
 mod suppressions_webhooks;
+mod tenant_fairness;
 mod tracking;
 mod walkthrough;
 mod webhooks;

@@ -1,6 +1,6 @@
 //! [`WebhookDispatcher`]: runs each claimed delivery as its own task, so that no delivery
-//! waits for another: one slow or dead endpoint never delays other endpoints or other
-//! workspaces.
+//! waits for another: one slow or dead endpoint never delays other endpoints, and no
+//! workspace's endpoints, however many are dead, delay other workspaces.
 //!
 //! [`WebhookWorker::deliver_due`] posts a batch and returns when its slowest POST does: a loop
 //! of steps holds everyone's next events back by up to `post_timeout` whenever a dead
@@ -13,6 +13,17 @@
 //!   `per_endpoint_in_flight` minus what that endpoint already has in flight, so a dead
 //!   endpoint holds at most that many slots (each for at most `post_timeout`) and its backlog
 //!   stays in the store, due and unclaimed, behind nobody else's deliveries.
+//! - **No workspace takes every slot**: the same quota caps each workspace at
+//!   `per_workspace_in_flight` minus what it has in flight, all its endpoints together. A
+//!   per-endpoint cap alone lets one workspace with `max_in_flight / per_endpoint_in_flight`
+//!   dead endpoints (16 of 16 slots each, 256 slots) hold every slot for `post_timeout` at a
+//!   time, while its backlog, due earlier than everyone else's events, is claimed first each
+//!   time slots free: other workspaces' webhooks then waited minutes. With the default
+//!   quarter of the slots per workspace, three quarters stay free for the others whatever
+//!   one workspace does; the claim skips a capped workspace's backlog untouched.
+//!
+//! The quota is per dispatcher: with several nodes claiming from one store, a workspace may
+//! hold `per_workspace_in_flight` slots on each node, as many as each node has.
 //!
 //! Each dispatched delivery is leased for [`WebhookSettings::attempt_lease`] (one POST plus
 //! a margin). A task's error is logged (warn) and the delivery stays leased, to be claimed
@@ -42,7 +53,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::WebhookWorker;
 use crate::Result;
-use crate::ids::WebhookId;
+use crate::ids::{WebhookId, WorkspaceId};
 use crate::model::WebhookDelivery;
 use crate::ports::EndpointQuota;
 
@@ -53,11 +64,15 @@ pub struct DispatchSettings {
     pub max_in_flight: usize,
     /// Deliveries of one endpoint in flight at once (at least 1).
     pub per_endpoint_in_flight: usize,
+    /// Deliveries of one workspace in flight at once, all its endpoints together (at least
+    /// 1). Below `max_in_flight`, so that the slots one workspace's dead endpoints hold
+    /// leave room for every other workspace.
+    pub per_workspace_in_flight: usize,
 }
 
 impl Default for DispatchSettings {
     fn default() -> Self {
-        Self { max_in_flight: 256, per_endpoint_in_flight: 16 }
+        Self { max_in_flight: 256, per_endpoint_in_flight: 16, per_workspace_in_flight: 64 }
     }
 }
 
@@ -87,9 +102,9 @@ pub struct WebhookDispatcher {
     worker: Arc<WebhookWorker>,
     settings: DispatchSettings,
     slots: Arc<Semaphore>,
-    /// Deliveries in flight per endpoint (absent: none); a std mutex, never held across an
-    /// `.await`.
-    per_endpoint: Mutex<HashMap<WebhookId, usize>>,
+    /// Deliveries in flight per endpoint and per workspace (absent: none); a std mutex,
+    /// never held across an `.await`.
+    counts: Mutex<Counts>,
     /// Deliveries in flight, all endpoints.
     total: watch::Sender<usize>,
     /// Serialises passes: each computes its quota from the counts, which another pass
@@ -105,12 +120,13 @@ impl WebhookDispatcher {
         let settings = DispatchSettings {
             max_in_flight: settings.max_in_flight.clamp(1, Semaphore::MAX_PERMITS),
             per_endpoint_in_flight: settings.per_endpoint_in_flight.max(1),
+            per_workspace_in_flight: settings.per_workspace_in_flight.max(1),
         };
         Arc::new(Self {
             worker,
             settings,
             slots: Arc::new(Semaphore::new(settings.max_in_flight)),
-            per_endpoint: Mutex::new(HashMap::new()),
+            counts: Mutex::new(Counts::default()),
             total: watch::Sender::new(0),
             pass: tokio::sync::Mutex::new(()),
             finished: tokio::sync::Notify::new(),
@@ -123,7 +139,8 @@ impl WebhookDispatcher {
     }
 
     /// One pass: claims up to `batch_size` deliveries due at `now`, no more than there are
-    /// free slots, under the per-endpoint quota left by what is in flight; leases each for
+    /// free slots, under the per-endpoint and per-workspace quota left by what is in flight;
+    /// leases each for
     /// [`attempt_lease`](super::WebhookSettings::attempt_lease) and spawns one task per
     /// delivery, then returns without waiting for the POSTs. Fails only if the claim fails.
     /// Must run inside a tokio runtime.
@@ -137,9 +154,14 @@ impl WebhookDispatcher {
         if asked == 0 {
             return Ok(DispatchPass { claimed: 0, free_slots_before, asked });
         }
-        let quota = EndpointQuota {
-            per_endpoint: self.settings.per_endpoint_in_flight,
-            in_flight: self.per_endpoint().clone(),
+        let quota = {
+            let counts = self.counts();
+            EndpointQuota {
+                per_endpoint: self.settings.per_endpoint_in_flight,
+                in_flight: counts.endpoints.clone(),
+                per_workspace: self.settings.per_workspace_in_flight,
+                workspace_in_flight: counts.workspaces.clone(),
+            }
         };
         let lease_until = now + self.worker.settings().attempt_lease();
         let store = self.worker.core.store();
@@ -147,7 +169,7 @@ impl WebhookDispatcher {
         let count = claimed.len();
         // Unused permits go back when the iterator is dropped.
         for (delivery, permit) in claimed.into_iter().zip(permits) {
-            let guard = self.hold(delivery.endpoint_id, permit);
+            let guard = self.hold(delivery.workspace_id, delivery.endpoint_id, permit);
             tokio::spawn(Arc::clone(self).run(delivery, guard));
         }
         Ok(DispatchPass { claimed: count, free_slots_before, asked })
@@ -197,23 +219,51 @@ impl WebhookDispatcher {
         drop(guard);
     }
 
-    /// Counts a delivery of `endpoint` in flight until the returned guard is dropped.
-    fn hold(self: &Arc<Self>, endpoint: WebhookId, permit: OwnedSemaphorePermit) -> InFlight {
-        *self.per_endpoint().entry(endpoint).or_default() += 1;
-        self.total.send_modify(|n| *n += 1);
-        InFlight { dispatcher: Arc::clone(self), endpoint, _permit: permit }
+    /// Deliveries of `workspace` in flight now (for tests and metrics).
+    pub fn in_flight_of(&self, workspace: WorkspaceId) -> usize {
+        self.counts().workspaces.get(&workspace).copied().unwrap_or(0)
     }
 
-    fn per_endpoint(&self) -> MutexGuard<'_, HashMap<WebhookId, usize>> {
+    /// Counts a delivery of `endpoint` in `workspace` in flight until the returned guard is
+    /// dropped.
+    fn hold(self: &Arc<Self>, workspace: WorkspaceId, endpoint: WebhookId, permit: OwnedSemaphorePermit) -> InFlight {
+        {
+            let mut counts = self.counts();
+            *counts.endpoints.entry(endpoint).or_default() += 1;
+            *counts.workspaces.entry(workspace).or_default() += 1;
+        }
+        self.total.send_modify(|n| *n += 1);
+        InFlight { dispatcher: Arc::clone(self), workspace, endpoint, _permit: permit }
+    }
+
+    fn counts(&self) -> MutexGuard<'_, Counts> {
         // Every update is a single step under the lock, so a poisoned lock is consistent.
-        self.per_endpoint.lock().unwrap_or_else(PoisonError::into_inner)
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// One delivery in flight: holds its slot and its endpoint's count, and gives both back when
-/// dropped, whether its task finished, panicked or was cancelled.
+/// Deliveries in flight per endpoint and per workspace; keys with none are removed.
+#[derive(Debug, Default)]
+struct Counts {
+    endpoints: HashMap<WebhookId, usize>,
+    workspaces: HashMap<WorkspaceId, usize>,
+}
+
+/// Counts one delivery less for `key`, removing it at zero.
+fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
+/// One delivery in flight: holds its slot and its endpoint's and workspace's counts, and
+/// gives them back when dropped, whether its task finished, panicked or was cancelled.
 struct InFlight {
     dispatcher: Arc<WebhookDispatcher>,
+    workspace: WorkspaceId,
     endpoint: WebhookId,
     _permit: OwnedSemaphorePermit,
 }
@@ -221,17 +271,13 @@ struct InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         {
-            let mut per_endpoint = self.dispatcher.per_endpoint();
-            if let Some(n) = per_endpoint.get_mut(&self.endpoint) {
-                *n -= 1;
-                if *n == 0 {
-                    per_endpoint.remove(&self.endpoint);
-                }
-            }
+            let mut counts = self.dispatcher.counts();
+            count_down(&mut counts.endpoints, &self.endpoint);
+            count_down(&mut counts.workspaces, &self.workspace);
         }
         self.dispatcher.total.send_modify(|n| *n = n.saturating_sub(1));
         self.dispatcher.finished.notify_one();
         // `_permit` is dropped after this, freeing the slot once the counts are down, so a
-        // pass that gets the slot sees the endpoint's count without this delivery.
+        // pass that gets the slot sees the counts without this delivery.
     }
 }
