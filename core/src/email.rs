@@ -39,6 +39,10 @@ pub enum AddressError {
     /// The display name is over 256 characters.
     #[error("has a display name longer than 256 characters")]
     DisplayNameTooLong,
+    /// The display name holds text shaped like an address (`y@other.test`) other than the
+    /// mailbox's own: many mail programs show only the name, so it would pass for the sender.
+    #[error("has a display name holding an address ({0}); a display name may not look like another address")]
+    AddressInDisplayName(String),
 }
 
 /// One RFC 5321 mailbox address. The domain is lower-cased; the local part keeps its case
@@ -133,9 +137,30 @@ impl From<EmailAddress> for String {
 pub struct DisplayName(String);
 
 impl DisplayName {
-    /// Validates a display name (already unquoted). Empty names are refused: use `None`.
+    /// Validates a display name (already unquoted). Empty names are refused: use `None`. So
+    /// is a name holding address-shaped text ([`address_like_words`]), whatever the address
+    /// it goes with; see [`DisplayName::parse_for`].
     pub fn parse(input: &str) -> Result<Self, AddressError> {
-        Self::checked(input, is_line_or_control)
+        let name = Self::checked(input, is_line_or_control)?;
+        let found = address_like_words(&name.0).next().map(str::to_owned);
+        match found {
+            Some(word) => Err(AddressError::AddressInDisplayName(word)),
+            None => Ok(name),
+        }
+    }
+
+    /// [`DisplayName::parse`] for the name of `address`: address-shaped text is allowed when
+    /// it is exactly that address (ASCII case aside). `"billing@acme.test" <billing@acme.test>`
+    /// is what many mail libraries write and misleads no one; `"y@other.test" <x@acme.test>`
+    /// shows a sender the message is not from.
+    pub fn parse_for(input: &str, address: &EmailAddress) -> Result<Self, AddressError> {
+        let name = Self::checked(input, is_line_or_control)?;
+        let own = address.to_string();
+        let found = address_like_words(&name.0).find(|word| !word.eq_ignore_ascii_case(&own)).map(str::to_owned);
+        match found {
+            Some(word) => Err(AddressError::AddressInDisplayName(word)),
+            None => Ok(name),
+        }
     }
 
     fn checked(input: &str, forbidden: fn(char) -> bool) -> Result<Self, AddressError> {
@@ -168,6 +193,22 @@ impl fmt::Debug for DisplayName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "DisplayName({:?})", self.0)
     }
+}
+
+/// The at signs a reader takes for `@`: the ASCII one and its full-width (U+FF20) and small
+/// (U+FE6B) look-alikes.
+const AT_SIGNS: [char; 3] = ['@', '\u{FF20}', '\u{FE6B}'];
+
+/// The words of `name` shaped like an address: an at sign ([`AT_SIGNS`]) with text on both
+/// sides, the word running to white space or to a character that ends an address in prose
+/// (`<>()[],;:"'`). `Ann@Work` and `y@other.test` are such words; `Acme @ Home` and
+/// `Ann (@ann)` (a handle: nothing before the at sign) are not.
+pub fn address_like_words(name: &str) -> impl Iterator<Item = &str> {
+    let ends = |c: char| c.is_whitespace() || "<>()[],;:\"'".contains(c);
+    name.split(ends).filter(|word| {
+        word.char_indices()
+            .any(|(i, c)| AT_SIGNS.contains(&c) && i > 0 && word[i + c.len_utf8()..].chars().next().is_some())
+    })
 }
 
 /// The stored form (serde): what earlier versions accepted still loads. They allowed
@@ -216,7 +257,8 @@ impl Mailbox {
         }
         let address = EmailAddress::parse(addr)?;
         let raw_name = input[..open].trim();
-        let display_name = if raw_name.is_empty() { None } else { Some(DisplayName::parse(&unquote(raw_name)?)?) };
+        let display_name =
+            if raw_name.is_empty() { None } else { Some(DisplayName::parse_for(&unquote(raw_name)?, &address)?) };
         Ok(Self { display_name, address })
     }
 }
@@ -308,6 +350,40 @@ mod tests {
             assert_eq!(DisplayName::parse(&format!("Ann{sep}")), Err(AddressError::ControlCharacter));
             assert_eq!(EmailAddress::parse(&format!("ann{sep}@example.com")), Err(AddressError::ControlCharacter));
         }
+    }
+
+    #[test]
+    fn a_display_name_may_not_hold_another_address() {
+        for bad in [
+            "y@other.test <x@acme.test>",
+            "\"y@other.test\" <x@acme.test>",
+            "Support y@other.test <x@acme.test>",
+            "\"Billing (y@other.test)\" <x@acme.test>",
+            "\"<y@other.test>\" <x@acme.test>",
+            "Ann@Work <x@acme.test>",
+            "y\u{FF20}other.test <x@acme.test>",
+            "y\u{FE6B}other.test <x@acme.test>",
+            "\"x@acme.test, y@other.test\" <x@acme.test>",
+        ] {
+            let err = Mailbox::parse(bad).unwrap_err();
+            assert!(matches!(err, AddressError::AddressInDisplayName(_)), "{bad:?}: {err:?}");
+        }
+        for good in [
+            "x@acme.test <x@acme.test>",
+            "\"X@Acme.Test\" <x@acme.test>",
+            "Acme @ Home <x@acme.test>",
+            "\"Ann (@ann)\" <x@acme.test>",
+            "Ann@ <x@acme.test>",
+            "Acme Billing <x@acme.test>",
+        ] {
+            assert!(Mailbox::parse(good).is_ok(), "{good:?}");
+        }
+        let own = EmailAddress::parse("x@acme.test").unwrap();
+        assert!(DisplayName::parse("x@acme.test").is_err(), "without its address, any address is refused");
+        assert!(DisplayName::parse_for("x@acme.test", &own).is_ok());
+        assert!(DisplayName::parse_for("y@acme.test", &own).is_err());
+        let stored: DisplayName = serde_json::from_str("\"y@other.test\"").unwrap();
+        assert_eq!(stored.as_str(), "y@other.test", "a name stored by an earlier version still loads");
     }
 
     proptest! {

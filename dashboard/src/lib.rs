@@ -21,7 +21,8 @@
 //! - every response carries a `Content-Security-Policy` without inline script or style, and
 //!   the pages load one script and one stylesheet, both compiled in ([`assets`]);
 //! - an email's HTML is shown only in a sandboxed iframe whose document has its own
-//!   policy: no script, no origin, no remote loads unless asked for (`pages/message.rs`);
+//!   policy: no script, no origin, no remote loads unless asked for (`pages/message.rs`),
+//!   and no `<link>` or `<meta http-equiv>`, which could connect out regardless (`preview.rs`);
 //! - maud escapes every value written into a page; nothing from a message is written raw;
 //! - form bodies are bounded (64 KiB; 1 MiB for template forms) and every mistake is a page
 //!   naming it, never a 500.
@@ -33,6 +34,7 @@ mod form;
 mod headers;
 mod layout;
 mod pages;
+mod preview;
 mod session;
 mod table;
 

@@ -1,10 +1,13 @@
 //! Who is looking: the client's address (as the API sees it), the session cookie, and the
 //! [`Signed`] extractor that resumes core's session from it.
 //!
-//! The cookie is `tidings_session=<token>; Path=/; HttpOnly; Secure; SameSite=Strict`,
+//! The cookie is `__Host-tidings_session=<token>; Path=/; HttpOnly; Secure; SameSite=Strict`,
 //! without `Max-Age`: the session ends on the server (idle or absolute expiry, sign-out,
-//! revocation of its key), never because a browser kept a cookie. The token is opaque here;
-//! core decides whether it names a live session.
+//! revocation of its key), never because a browser kept a cookie. The `__Host-` prefix makes
+//! browsers keep it only as set by this very host over HTTPS, with `Path=/` and no `Domain`,
+//! so a sibling subdomain (or a plain-HTTP page on the same name) cannot plant or overwrite a
+//! session cookie for the dashboard (session fixation). The token is opaque here; core
+//! decides whether it names a live session.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
@@ -21,8 +24,8 @@ use tidings_http::ClientIp;
 use crate::DashboardState;
 use crate::error::PageError;
 
-/// Name of the session cookie.
-pub const SESSION_COOKIE: &str = "tidings_session";
+/// Name of the session cookie; the `__Host-` prefix binds it to this host (module docs).
+pub const SESSION_COOKIE: &str = "__Host-tidings_session";
 
 /// The `Set-Cookie` value that hands a browser `token`.
 pub fn session_cookie(token: &str) -> String {
@@ -31,10 +34,12 @@ pub fn session_cookie(token: &str) -> String {
 
 /// The `Set-Cookie` value that makes a browser forget the session.
 pub(crate) fn cleared_cookie() -> &'static str {
-    "tidings_session=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0"
+    "__Host-tidings_session=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0"
 }
 
-/// The session token the request carries, if any (the first `tidings_session` cookie).
+/// The session token the request carries, if any (the first `__Host-tidings_session`
+/// cookie; a cookie of the old name, without the prefix, is not read: anyone on a sibling
+/// domain could have set it).
 pub(crate) fn session_token(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(COOKIE)
@@ -153,18 +158,30 @@ mod tests {
     #[test]
     fn the_first_session_cookie_is_read_among_others() {
         let mut headers = HeaderMap::new();
-        headers.append(COOKIE, HeaderValue::from_static("theme=dark; tidings_session=abc ; x=1"));
-        headers.append(COOKIE, HeaderValue::from_static("tidings_session=def"));
+        headers.append(
+            COOKIE,
+            HeaderValue::from_static("theme=dark; tidings_session=old; __Host-tidings_session=abc ; x=1"),
+        );
+        headers.append(COOKIE, HeaderValue::from_static("__Host-tidings_session=def"));
         assert_eq!(session_token(&headers), Some("abc"));
+        let mut unprefixed = HeaderMap::new();
+        unprefixed.append(COOKIE, HeaderValue::from_static("tidings_session=abc"));
+        assert_eq!(session_token(&unprefixed), None, "a cookie without the prefix is not the session");
         let mut empty = HeaderMap::new();
-        empty.append(COOKIE, HeaderValue::from_static("tidings_session=; other=2"));
+        empty.append(COOKIE, HeaderValue::from_static("__Host-tidings_session=; other=2"));
         assert_eq!(session_token(&empty), None);
         assert_eq!(session_token(&HeaderMap::new()), None);
     }
 
     #[test]
     fn the_cookie_has_exactly_the_documented_flags() {
-        assert_eq!(session_cookie("t0k"), "tidings_session=t0k; Path=/; HttpOnly; Secure; SameSite=Strict");
+        let cookie = session_cookie("t0k");
+        assert_eq!(cookie, "__Host-tidings_session=t0k; Path=/; HttpOnly; Secure; SameSite=Strict");
+        // What browsers require of a `__Host-` cookie: Secure, Path=/, no Domain.
+        for cookie in [cookie.as_str(), cleared_cookie()] {
+            assert!(cookie.starts_with("__Host-") && cookie.contains("; Secure") && cookie.contains("; Path=/;"));
+            assert!(!cookie.to_ascii_lowercase().contains("domain="), "{cookie}");
+        }
         assert!(cleared_cookie().ends_with("Max-Age=0"));
     }
 }

@@ -58,6 +58,7 @@ mod envelope;
 mod error;
 mod head;
 mod json;
+mod logged_path;
 pub mod metrics;
 mod openapi;
 mod path;

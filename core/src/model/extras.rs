@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use attachments::{
     Attachment, AttachmentContent, AttachmentError, EXECUTABLE_EXTENSIONS, EXECUTABLE_TYPES, MAX_ATTACHMENTS,
-    MAX_ATTACHMENTS_ENCODED_BYTES, MAX_CONTENT_ID, MAX_FILENAME_CHARS, windows_extension,
+    MAX_ATTACHMENTS_ENCODED_BYTES, MAX_CONTENT_ID, MAX_FILENAME_CHARS, holds_encoded_word, windows_extension,
 };
 pub use headers::{CustomHeader, HeaderError, MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_HEADERS, is_reserved};
 pub use labels::{

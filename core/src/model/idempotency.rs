@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ids::{MessageId, WorkspaceId};
+use crate::ids::{ApiKeyId, MessageId, WorkspaceId};
 
 /// Why an `Idempotency-Key` header value is refused (400 `invalid_idempotency_key`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,6 +44,14 @@ impl IdempotencyKey {
     /// The key.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The form this key is remembered under for one `send` API key (`usecases::idempotency`):
+    /// the API key's id, U+001F, then this key. A client's key cannot hold a control character
+    /// ([`IdempotencyKey::parse`]), so no key a client sends reads as another API key's
+    /// scoped form, and two API keys' scoped forms never meet.
+    pub fn scoped_to(&self, api_key: ApiKeyId) -> Self {
+        Self(format!("{api_key}\u{1f}{}", self.0))
     }
 }
 

@@ -12,8 +12,8 @@
 //!   with their error at their index.
 //!
 //! The Idempotency-Key covers the batch: its record keeps every item's result, so a replay
-//! answers the same message ids and the same errors, to any key of the workspace that may
-//! read the messages (see the `usecases::idempotency` module).
+//! answers the same message ids and the same errors, to any `full` key of the workspace, or
+//! to the `send` key that sent it (see the `usecases::idempotency` module).
 
 use crate::error::FieldError;
 use crate::ids::{ApiKeyId, MessageId};
@@ -123,13 +123,13 @@ impl Tidings {
     ) -> Result<BatchOutcome> {
         self.check_batch_size(who, reqs.len())?;
         let now = self.clock.now();
-        let key = parse_key(idempotency_key)?;
-        if let Some(key) = &key
-            && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
-            && record.expires_at > now
-        {
-            return self.replay_batch(who, &record, &reqs, mode).await;
-        }
+        let key = match parse_key(idempotency_key)? {
+            Some(key) => match self.find_idempotency(who, &key, now).await? {
+                (_, Some(record)) => return self.replay_batch(who, &record, &reqs, mode).await,
+                (stored, None) => Some(stored),
+            },
+            None => None,
+        };
 
         let mut prepared = Vec::with_capacity(reqs.len());
         for req in &reqs {
@@ -214,8 +214,8 @@ impl Tidings {
 
     /// The answer to a batch if it repeats an earlier one with the same Idempotency-Key:
     /// `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for the same key with another
-    /// body (or mode) or from a `send` key that did not make it, `Ok(None)` when the key is
-    /// new, expired or absent. Reads only, so a front end can answer replays without taking
+    /// body (or mode), `Ok(None)` when the key is new (for a `send` key: new to that key),
+    /// expired or absent. Reads only, so a front end can answer replays without taking
     /// rate-limit tokens.
     pub async fn idempotent_batch_replay(
         &self,
@@ -225,11 +225,9 @@ impl Tidings {
         idempotency_key: Option<&str>,
     ) -> Result<Option<BatchOutcome>> {
         let Some(key) = parse_key(idempotency_key)? else { return Ok(None) };
-        match self.store.get_idempotency(who.workspace_id, &key).await? {
-            Some(record) if record.expires_at > self.clock.now() => {
-                self.replay_batch(who, &record, reqs, mode).await.map(Some)
-            }
-            _ => Ok(None),
+        match self.find_idempotency(who, &key, self.clock.now()).await? {
+            (_, Some(record)) => self.replay_batch(who, &record, reqs, mode).await.map(Some),
+            (_, None) => Ok(None),
         }
     }
 

@@ -1,9 +1,20 @@
-//! Who may have what an Idempotency-Key remembers (docs/api.md#idempotency). The key is scoped
-//! to the workspace: a repeat with the same body from any key that may read the original message
-//! gets it back (201, `Idempotent-Replayed: true`). A `full` key reads everything; a `send`
-//! key only the messages it sent, so a `send` key repeating another key's Idempotency-Key is
-//! refused (409, [`IdempotencyConflict::OtherKey`]) without its body being compared: the
-//! answer is the same whatever the original request was.
+//! Who may have what an Idempotency-Key remembers (docs/api.md#idempotency).
+//!
+//! A `full` key's Idempotency-Key is the workspace's: a repeat with the same body from any
+//! `full` key gets the original message back (201, `Idempotent-Replayed: true`), and another
+//! body is 409 `idempotency_key_reused`.
+//!
+//! A `send` key's Idempotency-Key is its own: it is remembered under
+//! [`IdempotencyKey::scoped_to`] that API key, so another key using the same text finds
+//! nothing and sends anew. A workspace-wide key let one `send` key learn whether another used
+//! a given Idempotency-Key (409 for a key taken, 201 for a free one); now both answers are
+//! what a free key gets. [`Tidings::find_idempotency`] also finds a record a `send` key made
+//! before records were scoped (stored under the bare key) when that key made it, so a retry
+//! across an upgrade is still a replay; a bare record of another key is treated as absent.
+//! [`Tidings::check_repeat`] still refuses a `send` key another key's record
+//! ([`IdempotencyConflict::OtherKey`]) as a second line: no lookup hands it one any more.
+//! The cost: a `full` key repeating an Idempotency-Key a `send` key used finds nothing and
+//! sends anew, where it used to get the `send` key's message back.
 //!
 //! The stored request hash is SHA-256 of the canonical body followed by the id of the key
 //! that made the record, as it has been since the first release; a repeat is hashed with
@@ -12,7 +23,9 @@
 
 use crate::error::IdempotencyConflict;
 use crate::ids::ApiKeyId;
-use crate::model::{IdempotencyRecord, KeyScope, Message, RequestHash};
+use chrono::{DateTime, Utc};
+
+use crate::model::{IdempotencyKey, IdempotencyRecord, KeyScope, Message, RequestHash};
 use crate::usecases::{Principal, Tidings};
 use crate::{Error, Result};
 
@@ -25,7 +38,51 @@ pub(crate) enum RequestKind {
     Batch,
 }
 
+/// The key under which `who`'s Idempotency-Key `key` is remembered: `key` itself for a
+/// `full` key, [`IdempotencyKey::scoped_to`] the API key for a `send` key.
+pub(crate) fn stored_key(who: &Principal, key: &IdempotencyKey) -> IdempotencyKey {
+    match who.scope {
+        KeyScope::Full => key.clone(),
+        KeyScope::Send => key.scoped_to(who.key_id),
+    }
+}
+
+/// The name of the in-process turn ([`Tidings::take_send_turn`]) of `who`'s Idempotency-Key
+/// text: scoped like the record, so that one `send` key never waits on another's send.
+pub(crate) fn turn_key(who: &Principal, key: &str) -> String {
+    match who.scope {
+        KeyScope::Full => key.to_owned(),
+        KeyScope::Send => format!("{}\u{1f}{key}", who.key_id),
+    }
+}
+
 impl Tidings {
+    /// The live record of `who`'s Idempotency-Key `key`, if any, and the key a new record is
+    /// stored under ([`stored_key`]). For a `send` key with no scoped record, a bare record
+    /// that the same API key made before records were scoped counts too (see the module
+    /// docs); one another key made does not.
+    pub(crate) async fn find_idempotency(
+        &self,
+        who: &Principal,
+        key: &IdempotencyKey,
+        now: DateTime<Utc>,
+    ) -> Result<(IdempotencyKey, Option<IdempotencyRecord>)> {
+        let stored = stored_key(who, key);
+        let live = |record: Option<IdempotencyRecord>| record.filter(|r| r.expires_at > now);
+        let found = live(self.store.get_idempotency(who.workspace_id, &stored).await?);
+        if found.is_some() || who.scope == KeyScope::Full {
+            return Ok((stored, found));
+        }
+        let Some(bare) = live(self.store.get_idempotency(who.workspace_id, key).await?) else {
+            return Ok((stored, None));
+        };
+        let maker = match bare.original_message_id() {
+            Some(id) => self.store.get_message(who.workspace_id, id).await?.map(|m| m.api_key_id),
+            None => None,
+        };
+        Ok((stored, (maker == Some(who.key_id)).then_some(bare)))
+    }
+
     /// Checks that `who` repeats the request that made `record` and may have its outcome;
     /// returns the original message (a batch's first queued item), which names the key that
     /// made it. `hash_as(maker)` hashes the repeated request as if `maker` sent it.

@@ -1,6 +1,9 @@
 //! API keys and workspaces (docs/api.md#authentication).
 //!
-//! Clients create, list, read and revoke keys of their own workspace with a `full` key.
+//! Clients create, list, read and revoke keys of their own workspace with a `full` key. A
+//! `full` key restricted to a sending domain manages only keys restricted to that same
+//! domain ([`Principal::require_key_manager_of`]): it may not make a key that sends from
+//! elsewhere, nor revoke one that does, so it cannot widen what it was given.
 //! Operators (no [`Principal`]: the server's command line and first start) create
 //! workspaces, each with its first `full` key. The plaintext of a key exists only in the
 //! [`CreatedKey`] returned at creation; the store keeps its SHA-256.
@@ -62,6 +65,7 @@ impl Tidings {
     pub async fn create_api_key(&self, who: &Principal, req: CreateApiKeyRequest) -> Result<CreatedKey> {
         who.require_full()?;
         let spec = self.validate_key_request(who.workspace_id, req).await?;
+        who.require_key_manager_of(spec.sending_domain_id)?;
         let created = self.new_key(who.workspace_id, spec);
         self.store.insert_api_key(&created.key).await?;
         Ok(created)
@@ -88,8 +92,16 @@ impl Tidings {
     /// `DELETE /v1/keys/{id}`: revokes a key; it fails authentication from the moment this
     /// returns. Not found if absent or already revoked. A key may revoke itself (the
     /// request that does so still completes).
+    ///
+    /// A domain-restricted caller revokes only keys restricted to its domain (itself
+    /// included): another live key is 403 `insufficient_scope`; an absent one is 404 as for
+    /// any caller (the caller may list the keys anyway, so this tells it nothing new).
     pub async fn revoke_api_key(&self, who: &Principal, id: ApiKeyId) -> Result<()> {
         who.require_full()?;
+        if who.sending_domain_id.is_some() {
+            let target = self.get_api_key(who, id).await?;
+            who.require_key_manager_of(target.sending_domain_id)?;
+        }
         self.store
             .revoke_api_key(who.workspace_id, id, self.clock.now())
             .await

@@ -125,8 +125,8 @@ impl Tidings {
     /// durably with its `Queued` event (or, with a `scheduledAt`, as `Scheduled` with a
     /// `Scheduled` event) and webhook deliveries. With an Idempotency-Key, a repeat of the
     /// same request by any key of the workspace that may read the original message returns
-    /// it and queues nothing; the same key with another request, or from a `send` key that
-    /// did not make it, is `IdempotencyKeyReused` (the `usecases::idempotency` module).
+    /// it and queues nothing; the same key with another request is `IdempotencyKeyReused`. A
+    /// `send` key's Idempotency-Keys are its own (the `usecases::idempotency` module).
     pub async fn send_message(
         &self,
         who: &Principal,
@@ -138,12 +138,13 @@ impl Tidings {
             .map(IdempotencyKey::parse)
             .transpose()
             .map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
-        if let Some(key) = &key
-            && let Some(record) = self.store.get_idempotency(who.workspace_id, key).await?
-            && record.expires_at > now
-        {
-            return self.replay(who, &record, &req).await;
-        }
+        let key = match key {
+            Some(key) => match self.find_idempotency(who, &key, now).await? {
+                (_, Some(record)) => return self.replay(who, &record, &req).await,
+                (stored, None) => Some(stored),
+            },
+            None => None,
+        };
 
         let mut new = self.prepare_message(who, &req, now).await?;
         new.idempotency = match key {
@@ -264,8 +265,8 @@ impl Tidings {
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
     /// (docs/api.md#idempotency): `Ok(Some(..))` for a replay, `Err(IdempotencyKeyReused)` for
-    /// the same key with another body or from a `send` key that did not make it, `Ok(None)`
-    /// when the key is new, expired or absent. Reads only; for a caller that must answer
+    /// the same key with another body, `Ok(None)` when the key is new (for a `send` key: new
+    /// to that key), expired or absent. Reads only; for a caller that must answer
     /// replays without doing anything else first (a replay takes no rate-limit token, so an
     /// empty bucket must not hide it).
     pub async fn idempotent_replay(
@@ -276,9 +277,9 @@ impl Tidings {
     ) -> Result<Option<SendOutcome>> {
         let Some(key) = idempotency_key else { return Ok(None) };
         let key = IdempotencyKey::parse(key).map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
-        match self.store.get_idempotency(who.workspace_id, &key).await? {
-            Some(record) if record.expires_at > self.clock.now() => self.replay(who, &record, req).await.map(Some),
-            _ => Ok(None),
+        match self.find_idempotency(who, &key, self.clock.now()).await? {
+            (_, Some(record)) => self.replay(who, &record, req).await.map(Some),
+            (_, None) => Ok(None),
         }
     }
 

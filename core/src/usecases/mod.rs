@@ -156,6 +156,17 @@ impl Principal {
             KeyScope::Send => Err(crate::Error::InsufficientScope),
         }
     }
+
+    /// Whether this key may create or revoke a key restricted to `domain` (`None`: a key
+    /// that may send from any domain). An unrestricted key may; a key restricted to a domain
+    /// only for that same domain, so that it cannot hand out or take away more than it has
+    /// (docs/api.md#authentication). 403 `insufficient_scope` otherwise.
+    pub fn require_key_manager_of(&self, domain: Option<DomainId>) -> crate::Result<()> {
+        match self.sending_domain_id {
+            Some(own) if domain != Some(own) => Err(crate::Error::InsufficientScope),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The service: ports plus configuration. Cheap to clone (all `Arc`s).
@@ -215,7 +226,7 @@ impl Tidings {
     /// the send is answered. `None` (no waiting) for a send without a key.
     pub async fn take_send_turn(&self, who: &Principal, idempotency_key: Option<&str>) -> Option<SendTurn> {
         match idempotency_key {
-            Some(key) => Some(self.send_turns.take(who.workspace_id, key).await),
+            Some(key) => Some(self.send_turns.take(who.workspace_id, &idempotency::turn_key(who, key)).await),
             None => None,
         }
     }

@@ -117,7 +117,11 @@ fn validate(req: &AddSenderRequest, domain: &Domain) -> Result<(SenderUsername, 
     // An empty or blank display name is the same as none: clients often send "" for "unset".
     let display_name = match req.display_name.as_deref().filter(|n| !n.trim().is_empty()) {
         None => None,
-        Some(text) => match DisplayName::parse(text) {
+        // The sender's own address may be its name; another address may not.
+        Some(text) => match username
+            .as_ref()
+            .map_or_else(|| DisplayName::parse(text), |(_, address)| DisplayName::parse_for(text, address))
+        {
             Ok(name) => Some(name),
             Err(e) => {
                 faults.push(FieldError::new("displayName", e.to_string()));

@@ -144,6 +144,55 @@ async fn the_sending_domain_must_belong_to_the_workspace() {
     }
 }
 
+/// A full key restricted to a domain creates and revokes only keys restricted to that same
+/// domain; whatever it is refused changes nothing.
+#[tokio::test]
+async fn a_domain_restricted_full_key_manages_only_keys_of_its_domain() {
+    let t = TestCore::new();
+    let (first, admin) = workspace(&t, "acme").await;
+    let (mine, other) =
+        (fixtures::domain(admin.workspace_id, "a.example.com"), fixtures::domain(admin.workspace_id, "b.example.com"));
+    t.store.insert_domain(&mine).await.unwrap();
+    t.store.insert_domain(&other).await.unwrap();
+    let make = |scope: &str, domain: Option<&tidings_core::model::Domain>| CreateApiKeyRequest {
+        scope: Some(scope.to_owned()),
+        sending_domain_id: domain.map(|d| d.id.to_string()),
+        ..Default::default()
+    };
+    let restricted = t.core.create_api_key(&admin, make("full", Some(&mine))).await.unwrap();
+    let restricted = t.core.authenticate(restricted.plaintext.expose()).await.unwrap();
+    let unrestricted_send = t.core.create_api_key(&admin, make("send", None)).await.unwrap();
+    let other_domains = t.core.create_api_key(&admin, make("send", Some(&other))).await.unwrap();
+    let before = t.core.list_api_keys(&admin, ListParams::default()).await.unwrap().items.len();
+
+    for (scope, domain) in [("full", None), ("send", None), ("full", Some(&other)), ("send", Some(&other))] {
+        let refused = t.core.create_api_key(&restricted, make(scope, domain)).await;
+        assert!(matches!(refused, Err(Error::InsufficientScope)), "{scope} {domain:?}: {refused:?}");
+    }
+    for target in [admin.key_id, unrestricted_send.key.id, other_domains.key.id] {
+        let refused = t.core.revoke_api_key(&restricted, target).await;
+        assert!(matches!(refused, Err(Error::InsufficientScope)), "{target}: {refused:?}");
+    }
+    assert_eq!(
+        t.core.list_api_keys(&admin, ListParams::default()).await.unwrap().items.len(),
+        before,
+        "nothing changed"
+    );
+    assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok(), "the workspace's key still works");
+
+    // Its own domain: both scopes, and it revokes them (and itself) again.
+    let same = t.core.create_api_key(&restricted, make("send", Some(&mine))).await.unwrap();
+    let same_full = t.core.create_api_key(&restricted, make("full", Some(&mine))).await.unwrap();
+    assert_eq!((same.key.sending_domain_id, same_full.key.sending_domain_id), (Some(mine.id), Some(mine.id)));
+    t.core.revoke_api_key(&restricted, same.key.id).await.unwrap();
+    t.core.revoke_api_key(&restricted, same_full.key.id).await.unwrap();
+    let absent = t.core.revoke_api_key(&restricted, same.key.id).await;
+    assert!(matches!(absent, Err(Error::NotFound(_))), "an absent key is 404 as for anyone: {absent:?}");
+    t.core.revoke_api_key(&restricted, restricted.key_id).await.unwrap();
+    // An unrestricted full key still manages every key.
+    t.core.revoke_api_key(&admin, other_domains.key.id).await.unwrap();
+}
+
 #[tokio::test]
 async fn keys_are_listed_newest_first_with_paging_and_read_one_by_one() {
     let t = TestCore::new();

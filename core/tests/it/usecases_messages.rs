@@ -311,11 +311,10 @@ fn refusal<T: std::fmt::Debug>(result: tidings_core::Result<T>) -> (&'static str
     (err.code(), err.to_string())
 }
 
-const ANOTHER_KEY: &str = "this Idempotency-Key was already used by another API key of this workspace";
 const OTHER_REQUEST: &str = "this Idempotency-Key was already used with a different request";
 
 #[tokio::test]
-async fn an_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_the_original() {
+async fn full_keys_share_idempotency_keys_and_each_send_key_has_its_own() {
     let t = TestCore::new();
     let admin = full_key();
     verified_domain(&t, &admin, "acme.com").await;
@@ -333,36 +332,53 @@ async fn an_idempotency_key_is_shared_by_the_keys_of_a_workspace_that_may_read_t
     let again = send(&other_admin, "u@example.com", "order-1").await.unwrap();
     assert!(again.replayed, "a full key repeating another full key's send is a replay");
     assert_eq!(again.message.id, first.message.id);
-    // Another body is still another request, whoever sends it.
+    // Another body is still another request for a full key.
     assert_eq!(
         refusal(send(&other_admin, "v@example.com", "order-1").await),
         ("idempotency_key_reused", OTHER_REQUEST.into())
     );
-    // A send key that did not send it may not read it: refused alike whatever its body, so
-    // nothing about the original leaks; the read-only check a front end asks says the same.
+    // A send key's Idempotency-Keys are its own: the full keys' "order-1" is not in its way,
+    // whatever its body, and the read-only check a front end asks says the same.
     for to in ["u@example.com", "v@example.com"] {
-        assert_eq!(refusal(send(&sender, to, "order-1").await), ("idempotency_key_reused", ANOTHER_KEY.into()), "{to}");
-        let peek = t.core.idempotent_replay(&sender, &text_send(to), Some("order-1")).await;
-        assert_eq!(refusal(peek), ("idempotency_key_reused", ANOTHER_KEY.into()), "{to}");
+        let peek = t.core.idempotent_replay(&sender, &text_send(to), Some("order-1")).await.unwrap();
+        assert!(peek.is_none(), "{to}: nothing to replay for the send key");
     }
-
-    // A send key's own send: replayed to itself and to full keys, refused to another send key.
-    let mine = send(&sender, "w@example.com", "order-2").await.unwrap();
-    let own = send(&sender, "w@example.com", "order-2").await.unwrap();
-    assert!(own.replayed && own.message.id == mine.message.id, "the same send key");
-    let by_admin = send(&admin, "w@example.com", "order-2").await.unwrap();
-    assert!(by_admin.replayed && by_admin.message.id == mine.message.id, "a full key reads every message");
+    let its_own = send(&sender, "u@example.com", "order-1").await.unwrap();
+    assert!(!its_own.replayed && its_own.message.id != first.message.id, "a send of its own");
+    let own_again = send(&sender, "u@example.com", "order-1").await.unwrap();
+    assert!(own_again.replayed && own_again.message.id == its_own.message.id, "its own repeat is a replay");
     assert_eq!(
-        refusal(send(&other_sender, "w@example.com", "order-2").await),
-        ("idempotency_key_reused", ANOTHER_KEY.into())
+        refusal(send(&sender, "v@example.com", "order-1").await),
+        ("idempotency_key_reused", OTHER_REQUEST.into()),
+        "its own key with another body"
     );
-    assert_eq!(
-        refusal(send(&admin, "x@example.com", "order-2").await),
-        ("idempotency_key_reused", OTHER_REQUEST.into())
-    );
+    // Another send key: exactly what a free key gets.
+    let theirs = send(&other_sender, "u@example.com", "order-1").await.unwrap();
+    assert!(!theirs.replayed && theirs.message.id != its_own.message.id, "another send key sends anew");
 
     let all = t.core.list_messages(&admin, ListParams::default(), &MessageFilters::default()).await.unwrap();
-    assert_eq!(all.items.len(), 2, "nothing but the two first sends was queued");
+    assert_eq!(all.items.len(), 3, "one message per full-key space and per send key");
+}
+
+/// A record a `send` key made before records were scoped per send key sits under the bare
+/// Idempotency-Key (a full principal with the send key's id makes the same record): that key's
+/// retry is still a replay; another send key treats it as absent.
+#[tokio::test]
+async fn a_send_keys_record_from_before_scoping_is_still_its_own_replay() {
+    let t = TestCore::new();
+    let admin = full_key();
+    verified_domain(&t, &admin, "acme.com").await;
+    let sender = send_key_beside(&admin);
+    let other_sender = send_key_beside(&admin);
+    let as_before = Principal { scope: KeyScope::Full, ..sender.clone() };
+    let old = t.core.send_message(&as_before, text_send("u@example.com"), Some("legacy")).await.unwrap();
+
+    let retry = t.core.send_message(&sender, text_send("u@example.com"), Some("legacy")).await.unwrap();
+    assert!(retry.replayed && retry.message.id == old.message.id, "the retry across the upgrade is a replay");
+    let changed = t.core.send_message(&sender, text_send("v@example.com"), Some("legacy")).await;
+    assert_eq!(refusal(changed), ("idempotency_key_reused", OTHER_REQUEST.into()));
+    let other = t.core.send_message(&other_sender, text_send("u@example.com"), Some("legacy")).await.unwrap();
+    assert!(!other.replayed && other.message.id != old.message.id, "another send key does not see it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

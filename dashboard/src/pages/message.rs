@@ -6,8 +6,10 @@
 //! own document, framed by the message page in `<iframe sandbox>` (no script, no origin, no
 //! forms, no popups) and with a policy ([`crate::MESSAGE_HTML_CSP`]) that repeats the
 //! sandbox and lets nothing load but `data:` images, remote images only once the person
-//! asks (`?images=1`). It is the HTML as the message was accepted: open and click tracking
-//! are added only when a message is built for the wire, so the open pixel is never in it.
+//! asks (`?images=1`). It is the HTML as the message was accepted, less the elements that
+//! connect out by themselves (`<link>`, `<meta http-equiv>`, `<noscript>`: `crate::preview`):
+//! open and click tracking are added only when a message is built for the wire, so the open
+//! pixel is never in it.
 
 use axum::extract::{RawQuery, State};
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
@@ -186,7 +188,8 @@ fn details(d: &EventDetails) -> Markup {
 }
 
 /// `GET /messages/{id}/html`: the message's HTML as a document of its own, sandboxed and
-/// under [`MESSAGE_HTML_CSP`] (or [`MESSAGE_HTML_IMAGES_CSP`] with `?images=1`).
+/// under [`MESSAGE_HTML_CSP`] (or [`MESSAGE_HTML_IMAGES_CSP`] with `?images=1`), without
+/// the elements that connect out by themselves ([`crate::preview`]).
 pub(crate) async fn html(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
@@ -195,12 +198,14 @@ pub(crate) async fn html(
 ) -> PageResult<Response> {
     let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
-    let body = message.html.unwrap_or_default();
+    let body = crate::preview::without_fetching_elements(message.html.as_deref().unwrap_or_default());
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     let policy = if images { MESSAGE_HTML_IMAGES_CSP } else { MESSAGE_HTML_CSP };
     headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
+    // Anchors' host names are not looked up ahead of a click (browsers that honour it).
+    headers.insert("x-dns-prefetch-control", HeaderValue::from_static("off"));
     Ok(response)
 }
 

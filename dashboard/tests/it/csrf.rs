@@ -19,7 +19,7 @@ async fn post_with(
 ) -> (StatusCode, String) {
     let mut req = Request::post(path)
         .header("content-type", "application/x-www-form-urlencoded")
-        .header("cookie", format!("tidings_session={}", browser.token));
+        .header("cookie", format!("__Host-tidings_session={}", browser.token));
     for (name, value) in headers {
         req = req.header(*name, *value);
     }

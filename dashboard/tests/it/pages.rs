@@ -452,7 +452,7 @@ async fn bad_input_is_a_page_naming_it_never_a_500() {
     let raw = app
         .send(
             axum::http::Request::post("/suppressions")
-                .header("cookie", format!("tidings_session={}", browser.token))
+                .header("cookie", format!("__Host-tidings_session={}", browser.token))
                 .body(axum::body::Body::from(vec![0xffu8, 0xfe, 0x00]))
                 .unwrap(),
         )

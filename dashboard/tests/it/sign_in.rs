@@ -21,9 +21,9 @@ async fn the_bootstrap_key_signs_in_with_a_strict_http_only_secure_cookie() {
     assert_eq!(signed.status, StatusCode::SEE_OTHER);
     assert_eq!(signed.location(), "/overview");
     let cookie = signed.header("set-cookie");
-    let token = cookie.strip_prefix("tidings_session=").unwrap().split(';').next().unwrap();
+    let token = cookie.strip_prefix("__Host-tidings_session=").unwrap().split(';').next().unwrap();
     assert!(token.len() >= 32, "an opaque token: {cookie}");
-    assert_eq!(cookie, format!("tidings_session={token}; Path=/; HttpOnly; Secure; SameSite=Strict"));
+    assert_eq!(cookie, format!("__Host-tidings_session={token}; Path=/; HttpOnly; Secure; SameSite=Strict"));
     assert!(!cookie.contains(&app.key), "the key itself is never the cookie");
 
     let browser = app.sign_in(&app.key).await;
@@ -114,7 +114,10 @@ async fn signing_out_ends_the_session_on_the_server_and_clears_the_cookie() {
     let browser = app.sign_in(&app.key).await;
     let out = browser.post("/sign-out", &[]).await;
     assert_eq!((out.status, out.location()), (StatusCode::SEE_OTHER, "/"));
-    assert_eq!(out.header("set-cookie"), "tidings_session=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
+    assert_eq!(
+        out.header("set-cookie"),
+        "__Host-tidings_session=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0"
+    );
     // The old cookie names nothing any more: pages send it to sign in, and clear it.
     let page = browser.get("/overview").await;
     assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/"));

@@ -135,7 +135,7 @@ impl TestApp {
     ) -> Page {
         let mut req = Request::post(path).header("content-type", "application/x-www-form-urlencoded");
         if let Some(cookie) = cookie {
-            req = req.header("cookie", format!("tidings_session={cookie}"));
+            req = req.header("cookie", format!("__Host-tidings_session={cookie}"));
         }
         let mut req = req.body(Body::from(encode(fields))).unwrap();
         if let Some(peer) = peer {
@@ -151,7 +151,7 @@ impl TestApp {
         assert_eq!(page.status, StatusCode::SEE_OTHER, "sign-in: {}", page.body);
         let cookie = page.header("set-cookie");
         let token = cookie
-            .strip_prefix("tidings_session=")
+            .strip_prefix("__Host-tidings_session=")
             .and_then(|rest| rest.split(';').next())
             .unwrap_or_else(|| panic!("no session cookie: {cookie}"))
             .to_owned();
@@ -199,7 +199,7 @@ impl TestApp {
     pub async fn call(&self, method: &str, path: &str, token: Option<&str>, fields: &[(&str, &str)]) -> Page {
         let mut req = Request::builder().method(method).uri(path);
         if let Some(token) = token {
-            req = req.header("cookie", format!("tidings_session={token}"));
+            req = req.header("cookie", format!("__Host-tidings_session={token}"));
         }
         let req = if method == "POST" {
             req.header("content-type", "application/x-www-form-urlencoded").body(Body::from(encode(fields)))
@@ -227,7 +227,7 @@ pub struct Browser<'a> {
 impl Browser<'_> {
     /// `GET path` with the session.
     pub async fn get(&self, path: &str) -> Page {
-        let req = Request::get(path).header("cookie", format!("tidings_session={}", self.token));
+        let req = Request::get(path).header("cookie", format!("__Host-tidings_session={}", self.token));
         self.app.send(req.body(Body::empty()).unwrap()).await
     }
 

@@ -282,7 +282,8 @@ async fn handshake(acceptor: &TlsAcceptor, tcp: TcpStream) -> std::io::Result<Op
 }
 
 /// One log line per request, with its id. The query string is left out: it can hold
-/// addresses; so is a tracking link's token ([`tidings_http::loggable_path`]).
+/// addresses (the `to` filter of message lists); so are a tracking link's token and path
+/// segments holding an address ([`tidings_http::loggable_path`]).
 async fn log_request(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();

@@ -75,8 +75,8 @@ failures! {
     Conflict = 409, "it already exists", ["conflict"];
     /// An Idempotency-Key used for another request.
     IdempotencyKeyReused = 409,
-        "the Idempotency-Key was used in this workspace with a different request, or by another API key when this \
-         one is a `send` key (which may read only the messages it sent); the message says which",
+        "the Idempotency-Key was used with a different request: by a `full` key of this workspace, or, for a \
+         `send` key, by that key itself (each `send` key's Idempotency-Keys are its own)",
         ["idempotency_key_reused"];
     /// A body over the limit.
     PayloadTooLarge = 413, "the body is over the configured limit (default 10 MiB)", ["payload_too_large"];

@@ -135,14 +135,14 @@ fn user_agent(headers: &HeaderMap) -> Option<String> {
 /// `path` as it may be logged: a tracking path (`/t/o/…`, `/t/c/…`) becomes its route
 /// template, since its token is a bearer credential and a click token is the base64url of
 /// the destination URL, which may carry a password-reset or login token of its own. Other
-/// paths are returned as they are.
+/// paths lose the segments that hold an address ([`crate::logged_path::without_addresses`]).
 pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
     for (prefix, template) in [("/t/o/", "/t/o/{token}"), ("/t/c/", "/t/c/{token}")] {
         if path.starts_with(prefix) {
             return std::borrow::Cow::Borrowed(template);
         }
     }
-    std::borrow::Cow::Borrowed(path)
+    crate::logged_path::without_addresses(path)
 }
 
 /// The tracking routes.
@@ -162,5 +162,6 @@ mod tests {
         assert_eq!(loggable_path("/t/c/"), "/t/c/{token}");
         assert_eq!(loggable_path("/v1/messages/01ARZ3NDEKTSV4RRFFQ69G5FAV"), "/v1/messages/01ARZ3NDEKTSV4RRFFQ69G5FAV");
         assert_eq!(loggable_path("/t/x/abc"), "/t/x/abc");
+        assert_eq!(loggable_path("/v1/suppressions/ann@example.com"), "/v1/suppressions/{address}");
     }
 }

@@ -5,7 +5,7 @@
 use reqwest::Method;
 use tidings_e2e::{Options, TestServer, fresh_key};
 
-/// The `tidings_session` cookie a response sets, whole.
+/// The `__Host-tidings_session` cookie a response sets, whole.
 fn set_cookie(response: &reqwest::Response) -> String {
     response.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
 }
@@ -42,12 +42,13 @@ async fn the_bootstrap_key_signs_in_and_sees_the_overview() {
     assert_eq!(signed.status(), 303);
     assert_eq!(signed.headers()["location"], "/overview");
     let cookie = set_cookie(&signed);
-    let token = cookie.strip_prefix("tidings_session=").and_then(|rest| rest.split(';').next()).unwrap().to_owned();
-    assert_eq!(cookie, format!("tidings_session={token}; Path=/; HttpOnly; Secure; SameSite=Strict"));
+    let token =
+        cookie.strip_prefix("__Host-tidings_session=").and_then(|rest| rest.split(';').next()).unwrap().to_owned();
+    assert_eq!(cookie, format!("__Host-tidings_session={token}; Path=/; HttpOnly; Secure; SameSite=Strict"));
 
     let overview = server
         .request(Method::GET, "/overview")
-        .header("cookie", format!("tidings_session={token}"))
+        .header("cookie", format!("__Host-tidings_session={token}"))
         .send()
         .await
         .unwrap();

@@ -25,6 +25,7 @@ mod domains_templates;
 mod errors;
 mod exhaustion;
 mod hardening_edges;
+mod hardening_round_two;
 mod header_injection;
 mod interop;
 mod keys_and_access;

@@ -4,8 +4,10 @@
 //! Rules (each refusal names the field at fault):
 //! - `filename`: 1–255 characters, no `/`, `\` or `:` (an NTFS alternate data stream,
 //!   `x.exe::$DATA`), no control or invisible character ([`crate::text_checks`]: `x.exe\u{200B}`,
-//!   `x.ex\u{AD}e`), not only dots and spaces; an executable extension
-//!   ([`EXECUTABLE_EXTENSIONS`], judged by [`windows_extension`]) is refused.
+//!   `x.ex\u{AD}e`), not only dots and spaces, no RFC 2047 encoded-word
+//!   ([`holds_encoded_word`]: `=?utf-8?q?invoice=2Eexe?=`, which mail programs show decoded);
+//!   an executable extension ([`EXECUTABLE_EXTENSIONS`], judged by [`windows_extension`]) is
+//!   refused.
 //! - `contentType`: `type/subtype` of RFC 7230 token characters, without parameters; the
 //!   executable types in [`EXECUTABLE_TYPES`] are refused.
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
@@ -190,6 +192,12 @@ pub enum AttachmentError {
     /// An executable extension.
     #[error("executable files (.{0}) cannot be attached")]
     ExecutableFilename(String),
+    /// An RFC 2047 encoded-word (`=?charset?Q?...?=`), which mail programs would show
+    /// decoded, as another name than the one judged.
+    #[error(
+        "must be the file name as plain text, not an RFC 2047 encoded-word (=?charset?Q?...?=): Tidings encodes the name itself"
+    )]
+    EncodedWord,
     /// Not `type/subtype`.
     #[error("must be a MIME type such as application/pdf (type/subtype, no parameters)")]
     ContentType,
@@ -210,7 +218,7 @@ impl AttachmentError {
     /// The JSON field of the attachment at fault.
     pub fn field(&self) -> &'static str {
         match self {
-            Self::Filename | Self::ExecutableFilename(_) => "filename",
+            Self::Filename | Self::ExecutableFilename(_) | Self::EncodedWord => "filename",
             Self::ContentType | Self::ExecutableType(_) => "contentType",
             Self::Base64(_) => "content",
             Self::ContentId => "contentId",
@@ -375,12 +383,45 @@ fn check_filename(name: &str) -> Result<(), AttachmentError> {
     if !ok {
         return Err(AttachmentError::Filename);
     }
+    if holds_encoded_word(name) {
+        return Err(AttachmentError::EncodedWord);
+    }
     match windows_extension(name) {
         Some(ext) if EXECUTABLE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)) => {
             Err(AttachmentError::ExecutableFilename(ext.to_ascii_lowercase()))
         }
         _ => Ok(()),
     }
+}
+
+/// Whether `name` holds an RFC 2047 encoded-word as the most lenient mail readers find one:
+/// `=?`, a charset (possibly empty) up to the next `?`, `Q` or `B` in either case, `?`, then
+/// anything up to a later `?=`. Python's `email.header` and Thunderbird decode such a word
+/// anywhere in a value, quoted parameter values (RFC 2047 §5 forbids it there) and the
+/// middle of a word (`invoice=?utf-8?q?=2Eexe?=`) included, so `filename="=?utf-8?q?
+/// invoice=2Eexe?="` is shown and saved as `invoice.exe`.
+///
+/// Refused rather than decoded and judged: which charsets a reader knows, and whether it
+/// decodes a malformed word, differ from reader to reader, so no one decoded reading is the
+/// one every recipient sees. An API client has no reason to send one: `filename` is plain
+/// Unicode, and Tidings writes it with RFC 2231 encoding where it needs encoding.
+pub fn holds_encoded_word(name: &str) -> bool {
+    let mut rest = name;
+    while let Some(start) = rest.find("=?") {
+        let after = &rest[start + 2..];
+        if let Some(charset_end) = after.find('?') {
+            let tail = &after[charset_end + 1..];
+            let mut chars = tail.chars();
+            if matches!(chars.next(), Some('q' | 'Q' | 'b' | 'B'))
+                && chars.next() == Some('?')
+                && tail[2..].contains("?=")
+            {
+                return true;
+            }
+        }
+        rest = after;
+    }
+    false
 }
 
 /// The extension Windows opens `name` by: after the last `.`, once trailing dots and spaces
@@ -567,6 +608,134 @@ mod tests {
             if Attachment::parse(&name, "application/octet-stream", "", None).is_ok() {
                 prop_assert_eq!(blocked_extension_of(&as_windows_might_see_it(&name)), None, "{:?}", name);
             }
+        }
+    }
+
+    /// An RFC 2047 decoder as lenient as Python's `email.header.decode_header`: every
+    /// `=?charset?Q|B?text?=` anywhere in the text is replaced by its bytes (read as ASCII, the
+    /// only charset content the generator below uses); written apart from the check under test.
+    fn decoded_as_a_lenient_reader_would(name: &str) -> String {
+        fn decode(encoding: &str, text: &str) -> String {
+            let bytes = if encoding.eq_ignore_ascii_case("q") {
+                let mut bytes = Vec::new();
+                let mut i = 0;
+                while i < text.len() {
+                    let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+                    match (text.as_bytes()[i], hex) {
+                        (b'_', _) => bytes.push(b' '),
+                        (b'=', Some(byte)) => {
+                            bytes.push(byte);
+                            i += 2;
+                        }
+                        (b, _) => bytes.push(b),
+                    }
+                    i += 1;
+                }
+                bytes
+            } else {
+                base64::engine::general_purpose::STANDARD.decode(text).unwrap_or_else(|_| text.as_bytes().to_vec())
+            };
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        let mut out = String::new();
+        let mut rest = name;
+        while let Some(start) = rest.find("=?") {
+            let word = &rest[start + 2..];
+            let parts: Vec<&str> = word.splitn(3, '?').collect();
+            let found = match parts[..] {
+                [_, encoding @ ("q" | "Q" | "b" | "B"), tail] => {
+                    tail.find("?=").map(|end| (encoding, &tail[..end], &tail[end + 2..]))
+                }
+                _ => None,
+            };
+            match found {
+                Some((encoding, text, after)) => {
+                    out.push_str(&rest[..start]);
+                    out.push_str(&decode(encoding, text));
+                    rest = after;
+                }
+                None => {
+                    out.push_str(&rest[..start + 2]);
+                    rest = word;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn encoded_word(charset: &str, q: bool, upper: bool, text: &str) -> String {
+        let (letter, body) = if q {
+            let body: String = text
+                .bytes()
+                .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("={b:02X}") })
+                .collect();
+            ("q", body)
+        } else {
+            ("b", b64(text.as_bytes()))
+        };
+        let letter = if upper { letter.to_ascii_uppercase() } else { letter.to_owned() };
+        format!("=?{charset}?{letter}?{body}?=")
+    }
+
+    proptest! {
+        /// No name holding an RFC 2047 encoded-word that decodes to a blocked extension is
+        /// accepted: the whole name encoded, only its extension, or the name cut across two
+        /// words, in Q or B, any charset label, with plain text around the words.
+        #[test]
+        fn no_encoded_name_decoding_to_a_blocked_extension_passes(
+            stem in "[A-Za-z0-9_-]{1,12}",
+            ext in prop::sample::select(EXECUTABLE_EXTENSIONS),
+            charset in prop::sample::select(vec!["utf-8", "UTF-8", "iso-8859-1", "us-ascii", "", "utf-8*en", "x-unknown"]),
+            q in any::<bool>(),
+            upper in any::<bool>(),
+            shape in 0u8..4,
+            cut in 0usize..20,
+            before in "[A-Za-z0-9 ]{0,4}",
+            after in "[. ]{0,2}",
+        ) {
+            let name = format!("{stem}.{ext}");
+            let encoded = match shape {
+                0 => encoded_word(charset, q, upper, &name),
+                1 => format!("{stem}{}", encoded_word(charset, q, upper, &format!(".{ext}"))),
+                2 => {
+                    let at = cut.min(name.len() - 1) + 1;
+                    format!("{}{}", encoded_word(charset, q, upper, &name[..at]), encoded_word(charset, !q, upper, &name[at..]))
+                }
+                _ => format!("{stem}.{}", encoded_word(charset, q, upper, ext)),
+            };
+            let encoded = format!("{before}{encoded}{after}");
+            let shown = decoded_as_a_lenient_reader_would(&encoded);
+            prop_assert!(blocked_extension_of(shown.trim_end_matches(['.', ' '])).is_some(), "generator: {encoded:?} -> {shown:?}");
+            let err = Attachment::parse(&encoded, "application/octet-stream", "", None).unwrap_err();
+            prop_assert_eq!(err.field(), "filename");
+        }
+
+        /// An accepted name reads the same to a lenient RFC 2047 reader as it was judged.
+        #[test]
+        fn accepted_names_read_the_same_to_an_encoded_word_reader(name in "([a-z=?_.]|=\\?[a-z-]{0,5}\\?[qbQBx]\\?[A-Za-z0-9=]{0,6}\\?=){0,6}") {
+            if Attachment::parse(&name, "application/octet-stream", "", None).is_ok() {
+                prop_assert_eq!(decoded_as_a_lenient_reader_would(&name), name);
+            }
+        }
+    }
+
+    #[test]
+    fn encoded_words_are_refused_and_names_merely_holding_the_characters_are_not() {
+        for name in [
+            "=?utf-8?q?invoice=2Eexe?=",
+            "=?UTF-8?B?aW52b2ljZS5leGU=?=",
+            "invoice=?utf-8?q?=2Eexe?=",
+            "=?utf-8?q?report=2Epdf?=",
+            "a =?x?Q??= b.txt",
+        ] {
+            let err = Attachment::parse(name, "application/octet-stream", "", None).unwrap_err();
+            assert_eq!(err, AttachmentError::EncodedWord, "{name:?}");
+            assert_eq!(err.field(), "filename");
+        }
+        for name in ["a=b.pdf", "what?.pdf", "=?.txt", "x=?utf-8?z?y?=.txt", "=?utf-8?q?unterminated.pdf", "?=a=?.txt"]
+        {
+            assert!(Attachment::parse(name, "application/octet-stream", "", None).is_ok(), "{name:?}");
         }
     }
 

@@ -16,7 +16,7 @@ pub const DOMAIN: &str = "app.example";
 /// A sender on it.
 pub const FROM: &str = "hello@app.example";
 /// The session cookie's name (docs/dashboard.md).
-pub const COOKIE: &str = "tidings_session";
+pub const COOKIE: &str = "__Host-tidings_session";
 /// The viewport the tests use unless they say otherwise.
 pub const DESKTOP: (u32, u32) = (1280, 800);
 /// The links of `nav#nav`, in order.

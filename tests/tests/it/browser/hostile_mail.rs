@@ -13,19 +13,20 @@ use crate::common::receiver::Receiver;
 use crate::common::{assert_ok, block_on};
 
 /// What the hostile message asks the browser to fetch from the loopback listener.
-const PATHS: [&str; 6] = ["/script", "/onerror", "/x.png", "/bg.png", "/style.css", "/refresh"];
+const PATHS: [&str; 8] =
+    ["/script", "/onerror", "/x.png", "/bg.png", "/style.css", "/refresh", "/prefetch", "/preload.png"];
 /// How long after a document has loaded (its images, stylesheets and scripts fetched or
 /// refused) a request it made may still be on its way to the listener. A request that must
 /// not come cannot be awaited: the test gives it this long.
 const GRACE: Duration = Duration::from_millis(500);
 
 /// A message whose HTML has scripts (one changing the dashboard's title, one fetching from a
-/// listener on loopback), a remote image, a CSS background, a stylesheet and a meta refresh
-/// to that listener, sent from a domain with open tracking on (the delivered mail carries the
+/// listener on loopback), a remote image, a CSS background, a stylesheet, a prefetch and an
+/// image preload link and a meta refresh to that listener, sent from a domain with open tracking on (the delivered mail carries the
 /// pixel): its page shows the HTML yet the listener gets no request, the title is untouched
 /// and no `Opened` event is recorded; the HTML document opened on its own does not run the
 /// script either. Asking for images (`?images=1`) does load the image, which shows the
-/// listener would have seen a load.
+/// listener would have seen a load, and still not the prefetch or the preload.
 #[test]
 fn a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing() {
     if !available("a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing") {
@@ -43,7 +44,8 @@ fn a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing() {
         let at = |path: &str| listener.url(path);
         let html = format!(
             r#"<html><head><meta http-equiv="refresh" content="0;url={refresh}">
-            <link rel="stylesheet" href="{css}"></head><body>
+            <link rel="stylesheet" href="{css}"><link rel="prefetch" href="{prefetch}">
+            <link rel="preload" as="image" href="{preload}"></head><body>
             <p id="hello">Hello, reader.</p>
             <script>parent.document.title = "pwned"; top.document.title = "pwned"; document.title = "pwned";
             fetch("{script}"); new Image().src = "{script}";</script>
@@ -57,6 +59,8 @@ fn a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing() {
             onerror = at("/onerror"),
             image = at("/x.png"),
             bg = at("/bg.png"),
+            prefetch = at("/prefetch"),
+            preload = at("/preload.png"),
         );
         let id = setup
             .send(&setup.key, json!({"from": FROM, "to": "reader@example.com", "subject": "Hostile", "html": html}))
@@ -101,7 +105,8 @@ fn a_message_with_a_script_a_remote_image_and_a_pixel_runs_and_loads_nothing() {
         browser.goto(&setup.url(&format!("/messages/{id}/html?images=1"))).await;
         listener.wait_for("/x.png", 1, Duration::from_secs(10)).await;
         tokio::time::sleep(GRACE).await;
-        for path in ["/script", "/onerror", "/refresh"] {
+        // Only images: a prefetch, or a preload that would pass as an image, is not made.
+        for path in ["/script", "/onerror", "/refresh", "/prefetch", "/preload.png"] {
             assert!(listener.hits(path).is_empty(), "with images on, {path} still got nothing");
         }
         assert!(!setup.event_types(&id).await.iter().any(|t| t == "Opened"), "loading images records no open");

@@ -87,6 +87,8 @@ fn sign_out_ends_the_session_and_the_old_cookie_is_refused() {
         assert!(on_sign_in_page(&browser).await, "sign-out shows the sign-in page");
         assert!(session_cookie(&browser).await.is_none(), "the cookie is cleared");
 
+        // Chrome takes a cookie for an IP address only with that address as its domain,
+        // which stays host-only, as a `__Host-` cookie must be.
         let mut replayed = Cookie::new(COOKIE, old);
         replayed.set_domain("127.0.0.1");
         replayed.set_path("/");
