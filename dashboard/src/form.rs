@@ -33,12 +33,16 @@ pub const TEMPLATE_BODY_LIMIT: usize = 1024 * 1024;
 
 /// The fields of a posted form, in order, with the budget they hold until dropped.
 #[derive(Debug, Default)]
-pub(crate) struct Fields(Vec<(String, String)>, Option<Claim>);
+pub(crate) struct Fields {
+    pairs: Vec<(String, String)>,
+    /// Given back to the budget with the fields.
+    _held: Option<Claim>,
+}
 
 impl Fields {
     /// The first value of `name`, as sent.
     pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// The first value of `name`, trimmed; `None` when absent or blank (an empty form field
@@ -55,7 +59,7 @@ impl Fields {
 
     /// Every value of `name` (checkbox groups).
     pub(crate) fn all(&self, name: &str) -> Vec<String> {
-        self.0.iter().filter(|(n, _)| n == name).map(|(_, v)| v.clone()).collect()
+        self.pairs.iter().filter(|(n, _)| n == name).map(|(_, v)| v.clone()).collect()
     }
 
     /// Whether a checkbox named `name` was checked (sent at all).
@@ -187,7 +191,7 @@ async fn read_fields(
         return Err(PageError::status(StatusCode::BAD_REQUEST, "Bad request", "The form is not UTF-8 text."));
     }
     // The parsed fields are about as large as the body: the claim goes with them.
-    Ok(Fields(form_urlencoded::parse(&bytes).into_owned().collect(), Some(claim)))
+    Ok(Fields { pairs: form_urlencoded::parse(&bytes).into_owned().collect(), _held: Some(claim) })
 }
 
 #[cfg(test)]
