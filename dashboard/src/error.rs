@@ -18,6 +18,8 @@ pub(crate) struct PageError {
     lines: Vec<String>,
     /// The signed-in person's navigation and CSRF token; rendered without when absent.
     nav: Option<NavOwner>,
+    /// `Retry-After`, in seconds, for a 503 that passes in a moment.
+    retry_after: Option<u32>,
 }
 
 /// What the error page needs of a [`Viewer`] to draw the navigation.
@@ -30,7 +32,13 @@ struct NavOwner {
 impl PageError {
     /// A page with this status, title and explanation.
     pub(crate) fn status(status: StatusCode, title: &'static str, line: impl Into<String>) -> Self {
-        Self { status, title, lines: vec![line.into()], nav: None }
+        Self { status, title, lines: vec![line.into()], nav: None, retry_after: None }
+    }
+
+    /// The same page with `Retry-After: seconds`.
+    pub(crate) fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// 403: the form's CSRF token is missing or wrong, or the POST came from another site.
@@ -103,7 +111,7 @@ impl From<Error> for PageError {
                 )
             }
         };
-        Self { status, title, lines, nav: None }
+        Self { status, title, lines, nav: None, retry_after: None }
     }
 }
 
@@ -117,7 +125,11 @@ impl IntoResponse for PageError {
             Some(nav) => crate::layout::page_with_nav(nav.scope, &nav.csrf, self.title, body),
             None => page(None, self.title, body),
         };
-        (self.status, markup).into_response()
+        let mut response = (self.status, markup).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

@@ -32,6 +32,7 @@ mod chart;
 mod error;
 mod form;
 mod headers;
+mod held_body;
 mod layout;
 mod pages;
 mod preview;
@@ -120,14 +121,32 @@ pub struct DashboardState {
     pub(crate) core: Tidings,
     pub(crate) limits: Arc<dyn Limits>,
     pub(crate) config: Arc<DashboardConfig>,
+    pub(crate) budget: tidings_http::MemoryBudget,
 }
 
 impl DashboardState {
     /// The dashboard over `core`, counting failed sign-ins and send tokens in `limits`: give
     /// it the API's own limits (`tidings_http::ApiState::limits`), so that a client's failed
     /// sign-ins and failed API calls share one allowance and a key's sends one bucket.
+    ///
+    /// Form bodies and large responses count in a memory budget of the dashboard's own
+    /// ([`tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`]) until [`Self::with_budget`] gives
+    /// it the API's.
     pub fn new(core: Tidings, limits: Arc<dyn Limits>, config: DashboardConfig) -> Self {
-        Self { core, limits, config: Arc::new(config) }
+        let budget = tidings_http::MemoryBudget::new(
+            tidings_http::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+            form::TEMPLATE_BODY_LIMIT,
+            config.request_timeout,
+        );
+        Self { core, limits, config: Arc::new(config), budget }
+    }
+
+    /// The same dashboard counting its form bodies and large responses in `budget`: give it
+    /// the API's (`tidings_http::ApiState::memory_budget`), so that one budget bounds what
+    /// clients make the process hold, shared per workspace and client address.
+    pub fn with_budget(mut self, budget: tidings_http::MemoryBudget) -> Self {
+        self.budget = budget;
+        self
     }
 }
 

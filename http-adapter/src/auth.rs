@@ -23,7 +23,11 @@ impl FromRequestParts<ApiState> for Authed {
         let client = client_ip(parts);
         let presented = presented_key(&parts.headers);
         match state.core.authenticate_client(&*state.limits, client, presented).await? {
-            AuthOutcome::Admitted(principal) => Ok(Self(principal)),
+            AuthOutcome::Admitted(principal) => {
+                // The body, read after this extractor, counts in the workspace's share.
+                parts.extensions.insert(crate::Owner::Workspace(principal.workspace_id));
+                Ok(Self(principal))
+            }
             AuthOutcome::Refused(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
             AuthOutcome::Refused(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
             AuthOutcome::Refused(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),

@@ -33,9 +33,12 @@ pub enum ApiError {
     },
     /// 429 `too_many_auth_failures`.
     TooManyAuthFailures(RetryAfter),
-    /// 503 `unavailable` with `Retry-After`: the server's budget of request-body bytes in
-    /// flight cannot hold this body now.
+    /// 503 `unavailable` with `Retry-After`: the server's memory budget (or the caller's
+    /// share of it) cannot hold this body now.
     Busy,
+    /// 503 `unavailable` with `Retry-After`: the body arrived too slowly and its place in the
+    /// memory budget went to another request.
+    TooSlow,
     /// 414 `uri_too_long`: the request target is over [`crate::MAX_URI_BYTES`].
     UriTooLong,
     /// 431 `headers_too_large`: the header section is over [`crate::MAX_HEADER_LIST_BYTES`].
@@ -127,6 +130,14 @@ impl ApiError {
                 format!("the server is busy receiving other large requests; retry in {BUSY_RETRY_AFTER_SECS} s"),
                 Vec::new(),
             ),
+            Self::TooSlow => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!(
+                    "the request body arrived too slowly while the server needed the room; retry in {BUSY_RETRY_AFTER_SECS} s"
+                ),
+                Vec::new(),
+            ),
             Self::UriTooLong => (
                 StatusCode::URI_TOO_LONG,
                 "uri_too_long",
@@ -166,7 +177,7 @@ impl IntoResponse for ApiError {
             Self::TooManyAuthFailures(retry_after) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
             }
-            Self::Busy => {
+            Self::Busy | Self::TooSlow => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
             }
             Self::MetricsTokenRequired => {

@@ -36,19 +36,110 @@ impl<T: DeserializeOwned> FromRequest<ApiState> for ApiJsonArray<T> {
 
     async fn from_request(req: Request, state: &ApiState) -> Result<Self, Self::Rejection> {
         let bytes = json_bytes(req, state).await?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
-        drop(bytes);
-        if !value.is_array() {
-            return Err(ApiError::InvalidJson("the body must be a JSON array of messages".into()));
+        parse_array(&bytes).map(Self)
+    }
+}
+
+/// Parses an array body straight into its items, as [`parse`] does an object: syntax first
+/// (400), then a pass that allocates nothing and finds the first item that is not an object
+/// (422 `[i]`) and counts the items (over [`MAX_BATCH`](tidings_core::usecases::MAX_BATCH), a
+/// 422 naming `batch` before any item is built: 10 MiB of `{},` would otherwise be millions
+/// of them), then the items (422 naming `[i].field`). No `serde_json::Value` tree: it held
+/// the whole batch again, with an allocation per string and per object.
+pub fn parse_array<T: DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>, ApiError> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(ApiError::InvalidJson(format!("the body is not valid JSON: it is not UTF-8 ({e})")));
+    }
+    serde_json::from_slice::<IgnoredAny>(bytes)
+        .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
+        return Err(ApiError::InvalidJson("the body must be a JSON array of messages".into()));
+    }
+    let shape = serde_json::from_slice::<ArrayShape>(bytes)
+        .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
+    if let Some(i) = shape.first_non_object {
+        return Err(Error::field(format!("[{i}]"), "must be a JSON object").into());
+    }
+    if shape.len > tidings_core::usecases::MAX_BATCH {
+        tidings_core::usecases::check_batch_len(shape.len)?;
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        Error::field(field, without_position(e.into_inner())).into()
+    })
+}
+
+/// How many items an array has and which is the first that is not an object, read without
+/// keeping anything.
+struct ArrayShape {
+    len: usize,
+    first_non_object: Option<usize>,
+}
+
+impl<'de> serde::Deserialize<'de> for ArrayShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = ArrayShape;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<ArrayShape, A::Error> {
+                let mut shape = ArrayShape { len: 0, first_non_object: None };
+                // Every item is read, so that the array's end is where the parser expects it.
+                while let Some(IsObject(is_object)) = seq.next_element()? {
+                    if !is_object && shape.first_non_object.is_none() {
+                        shape.first_non_object = Some(shape.len);
+                    }
+                    shape.len += 1;
+                }
+                Ok(shape)
+            }
         }
-        if let Some(i) = value.as_array().and_then(|items| items.iter().position(|item| !item.is_object())) {
-            return Err(Error::field(format!("[{i}]"), "must be a JSON object").into());
+        deserializer.deserialize_seq(Items)
+    }
+}
+
+/// Whether a JSON value is an object; skips it either way.
+struct IsObject(bool);
+
+impl<'de> serde::Deserialize<'de> for IsObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Kind;
+        impl<'de> serde::de::Visitor<'de> for Kind {
+            type Value = IsObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<IsObject, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IsObject(true))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<IsObject, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IsObject(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
+            fn visit_unit<E>(self) -> Result<IsObject, E> {
+                Ok(IsObject(false))
+            }
         }
-        serde_path_to_error::deserialize(value).map(Self).map_err(|e| {
-            let field = e.path().to_string();
-            Error::field(field, e.into_inner().to_string()).into()
-        })
+        deserializer.deserialize_any(Kind)
     }
 }
 
@@ -135,5 +226,31 @@ mod tests {
         assert_eq!(status, 422);
         assert!(debug.contains("missing field `to`") && debug.contains("\"body\""), "{debug}");
         assert!(parse::<Shape>(br#" {"to": "a@b.example", "count": 3} "#).is_ok());
+    }
+
+    #[test]
+    fn arrays_are_checked_item_by_item_in_the_order_the_tree_gave() {
+        fn status(e: ApiError) -> (u16, String) {
+            use axum::response::IntoResponse;
+            let debug = format!("{e:?}");
+            (e.into_response().status().as_u16(), debug)
+        }
+        let fails = |body: &str| status(parse_array::<Shape>(body.as_bytes()).unwrap_err());
+        assert_eq!(fails(r#"[{"to": 5}, ]"#).0, 400, "syntax before shape");
+        assert_eq!(fails(r#"{"to": "a"}"#).0, 400, "not an array");
+        let (code, debug) = fails(r#"[{"to": 5}, 3, {"to": "a"}]"#);
+        assert_eq!(code, 422);
+        assert!(debug.contains("\"[1]\"") && debug.contains("must be a JSON object"), "{debug}");
+        let (code, debug) = fails(r#"[{"to": "a"}, {"to": "b", "count": "x"}]"#);
+        assert_eq!(code, 422);
+        assert!(debug.contains("[1].count") && !debug.contains("line 1"), "{debug}");
+        let many = format!("[{}{{}}]", "{},".repeat(tidings_core::usecases::MAX_BATCH));
+        let (code, debug) = fails(&many);
+        assert_eq!(code, 422);
+        assert!(debug.contains("\"batch\"") && debug.contains("at most 500"), "{debug}");
+        let items =
+            parse_array::<Shape>(br#" [{"to": "a", "count": 1}, {"to": "b", "nested": [{"x": {}}]}] "#).unwrap();
+        assert_eq!(items.iter().map(|i| i.to.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(parse_array::<Shape>(b"[]").unwrap().is_empty());
     }
 }

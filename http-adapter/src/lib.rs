@@ -53,6 +53,7 @@
 
 mod auth;
 mod body;
+mod budget;
 mod client_addr;
 mod envelope;
 mod error;
@@ -74,7 +75,8 @@ use std::time::Duration;
 use tidings_core::ports::Limits;
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidings};
 
-pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
+pub use body::{BodyError, ConnectionUploads, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, receive};
+pub use budget::{Claim, MemoryBudget, Owner, Refusal};
 pub use client_addr::{ClientIp, TrustedProxies};
 pub use envelope::failure_body;
 pub use error::{ApiError, ApiResult};
@@ -95,9 +97,10 @@ pub struct HttpConfig {
     /// (default 56 MiB: those, 10 MiB of bodies and JSON around them). The larger of this and
     /// `max_body_bytes` applies to that route.
     pub max_send_body_bytes: usize,
-    /// Most request-body bytes held at once, all requests together; a body that does not fit
-    /// is answered 503 with `Retry-After`. At least the larger body limit, or such a body
-    /// could never be served.
+    /// Most request-body (and large response) bytes held at once, all requests together, one
+    /// workspace or client address at most half of it ([`MemoryBudget`]); a body that does
+    /// not fit is answered 503 with `Retry-After`. At least the larger body limit, or such a
+    /// body could never be served.
     pub max_body_bytes_in_flight: usize,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
@@ -155,7 +158,7 @@ pub struct ApiState {
     pub(crate) config: Arc<HttpConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) drain: Drain,
-    pub(crate) body_budget: body::BodyBudget,
+    pub(crate) body_budget: MemoryBudget,
 }
 
 impl ApiState {
@@ -170,7 +173,8 @@ impl ApiState {
     /// nodes share (`config.auth_throttle` is then the limits' business).
     pub fn with_limits(core: Tidings, config: HttpConfig, limits: Arc<dyn Limits>) -> Self {
         let metrics = Arc::new(Metrics::new());
-        let body_budget = body::BodyBudget::new(config.max_body_bytes_in_flight);
+        let largest = config.max_body_bytes.max(config.max_send_body_bytes);
+        let body_budget = MemoryBudget::new(config.max_body_bytes_in_flight, largest, config.request_timeout);
         Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default(), body_budget }
     }
 
@@ -186,6 +190,12 @@ impl ApiState {
     /// front end on the same listener (the dashboard) to count in the same ones.
     pub fn limits(&self) -> Arc<dyn Limits> {
         Arc::clone(&self.limits)
+    }
+
+    /// The memory budget this state's requests count in, for another front end on the same
+    /// listener (the dashboard) to count in the same one.
+    pub fn memory_budget(&self) -> MemoryBudget {
+        self.body_budget.clone()
     }
 
     /// The drain flag of this state's routers: start it when shutting down.

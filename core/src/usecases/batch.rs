@@ -27,6 +27,18 @@ use crate::{Error, Result};
 /// Most messages in one batch.
 pub const MAX_BATCH: usize = 500;
 
+/// 1 to [`MAX_BATCH`] items (a 422 naming `batch`); a front end may check it while it
+/// parses, before it builds a single item.
+pub fn check_batch_len(len: usize) -> Result<()> {
+    if len == 0 {
+        return Err(Error::field("batch", "must hold at least one message"));
+    }
+    if len > MAX_BATCH {
+        return Err(Error::field("batch", format!("must hold at most {MAX_BATCH} messages")));
+    }
+    Ok(())
+}
+
 /// How a batch treats refused items (header `x-batch-validation`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -82,12 +94,7 @@ impl Tidings {
     /// 429: waiting would not help).
     pub fn check_batch_size(&self, who: &Principal, len: usize) -> Result<()> {
         let capacity = usize::try_from(who.rate_limit.per_sec()).unwrap_or(usize::MAX);
-        if len == 0 {
-            return Err(Error::field("batch", "must hold at least one message"));
-        }
-        if len > MAX_BATCH {
-            return Err(Error::field("batch", format!("must hold at most {MAX_BATCH} messages")));
-        }
+        check_batch_len(len)?;
         if len > capacity {
             return Err(Error::field(
                 "batch",
@@ -289,5 +296,60 @@ fn stored_error(e: &Error) -> StoredError {
 /// Hash of a batch for its idempotency record, as if `maker` sent it: the items' canonical
 /// JSON, the mode and a marker that keeps it apart from a single send's ([`hash_with_key`]).
 fn batch_hash(maker: ApiKeyId, reqs: &[SendRequest], mode: BatchValidation) -> Result<RequestHash> {
-    hash_with_key(&serde_json::json!({ "batch": reqs, "validation": mode }), maker)
+    hash_with_key(&CanonicalBatch { reqs, mode }, maker)
+}
+
+/// Writes what `json!({"batch": reqs, "validation": mode})` wrote, the form stored records
+/// were hashed in, without building that tree of the whole batch: one item's tree at a time
+/// (a `Value` object sorts its keys, so each item is still turned into one).
+struct CanonicalBatch<'a> {
+    reqs: &'a [SendRequest],
+    mode: BatchValidation,
+}
+
+impl serde::Serialize for CanonicalBatch<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeMap as _, SerializeSeq as _};
+
+        struct Items<'a>(&'a [SendRequest]);
+        impl serde::Serialize for Items<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+                for req in self.0 {
+                    seq.serialize_element(&serde_json::to_value(req).map_err(S::Error::custom)?)?;
+                }
+                seq.end()
+            }
+        }
+        // The keys in the tree's (sorted) order.
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("batch", &Items(self.reqs))?;
+        map.serialize_entry("validation", &serde_json::to_value(self.mode).map_err(S::Error::custom)?)?;
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stored batch records were hashed over the whole batch's `Value` tree; the item-by-item
+    /// form must give the same bytes, or every stored batch's replay would become a 409.
+    #[test]
+    fn the_batch_hash_is_the_one_of_the_whole_tree() {
+        let item = |to: &str, subject: &str| SendRequest {
+            to: Some(to.into()),
+            subject: Some(subject.into()),
+            text: Some("t".into()),
+            tags: Some(vec![crate::usecases::TagRequest { name: "z".into(), value: "1".into() }]),
+            variables: Some(serde_json::json!({"b": 1, "a": [true, null]})),
+            ..SendRequest::default()
+        };
+        let reqs = vec![item("a@example.com", "one"), item("b@example.com", "two")];
+        let maker = ApiKeyId(ulid::Ulid::from_parts(7, 9));
+        for mode in [BatchValidation::Strict, BatchValidation::Permissive] {
+            let tree = hash_with_key(&serde_json::json!({ "batch": reqs, "validation": mode }), maker).unwrap();
+            assert_eq!(batch_hash(maker, &reqs, mode).unwrap(), tree);
+        }
+    }
 }

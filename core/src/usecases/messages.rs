@@ -30,6 +30,11 @@ use crate::{Error, Result};
 
 /// Longest subject RFC 5322 allows on one line.
 const MAX_SUBJECT_CHARS: usize = 998;
+/// Largest `html` and largest `text` of a send, in bytes (UTF-8): 5 MiB each, as Postmark
+/// allows each body; with 40 MiB of attachments and the JSON around them, a send still fits
+/// the send route's 56 MiB body limit. Each copy a message costs (stored, shown, rendered into
+/// MIME) is bounded by it rather than by the whole request.
+pub const MAX_BODY_PART_BYTES: usize = 5 * 1024 * 1024;
 /// Why a subject with a control character or a line separator is refused.
 pub(crate) const SUBJECT_CHARS: &str = "must not contain line breaks or control characters (TAB aside)";
 /// The local part used when a send names no `from`.
@@ -538,6 +543,14 @@ fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
         && let Err(message) = check_subject(subject)
     {
         fields.push(FieldError::new("subject", message));
+    }
+    for (name, part) in [("html", &req.html), ("text", &req.text)] {
+        if let Some(part) = part
+            && part.len() > MAX_BODY_PART_BYTES
+        {
+            let mib = MAX_BODY_PART_BYTES / (1024 * 1024);
+            fields.push(FieldError::new(name, format!("must be at most {mib} MiB ({MAX_BODY_PART_BYTES} bytes)")));
+        }
     }
     let uses_template = req.template_id.is_some() || req.template_version_id.is_some();
     if !uses_template {

@@ -312,3 +312,18 @@ fn a_request_without_the_new_fields_serializes_as_before_so_idempotency_hashes_s
     let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["from", "html", "subject", "templateId", "templateVersionId", "text", "to", "variables"]);
 }
+
+#[tokio::test]
+async fn html_and_text_over_five_mib_are_refused_naming_the_field_and_five_mib_is_accepted() {
+    use tidings_core::usecases::MAX_BODY_PART_BYTES;
+    let t = TestCore::new();
+    let who = full_key();
+    verified(&t, &who).await;
+    let over = "a".repeat(MAX_BODY_PART_BYTES + 1);
+    let req = SendRequest { html: Some(over.clone()), text: Some(over), ..send("u@example.com") };
+    assert_eq!(invalid_fields(t.core.send_message(&who, req, None).await), ["html", "text"]);
+    let at_limit = "a".repeat(MAX_BODY_PART_BYTES);
+    let req = SendRequest { html: Some(at_limit.clone()), text: Some(at_limit), ..send("u@example.com") };
+    let sent = t.core.send_message(&who, req, None).await.unwrap();
+    assert_eq!(sent.message.html.as_deref().map(str::len), Some(MAX_BODY_PART_BYTES));
+}

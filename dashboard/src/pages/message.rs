@@ -11,6 +11,7 @@
 //! open and click tracking are added only when a message is built for the wire, so the open
 //! pixel is never in it.
 
+use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
@@ -19,9 +20,11 @@ use maud::{Markup, html};
 use tidings_core::ids::MessageId;
 use tidings_core::model::{EventDetails, Message, MessageEvent};
 use tidings_core::usecases::{ListParams, MessageChange};
+use tidings_http::Owner;
 
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
+use crate::held_body;
 use crate::layout::{action_button, badge, csrf_field, page, status_kind, time};
 use crate::pages::{PageId, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
@@ -189,7 +192,9 @@ fn details(d: &EventDetails) -> Markup {
 
 /// `GET /messages/{id}/html`: the message's HTML as a document of its own, sandboxed and
 /// under [`MESSAGE_HTML_CSP`] (or [`MESSAGE_HTML_IMAGES_CSP`] with `?images=1`), without
-/// the elements that connect out by themselves ([`crate::preview`]).
+/// the elements that connect out by themselves ([`crate::preview`]). The copy made for the
+/// answer counts in the workspace's share of the memory budget until it is sent (or its
+/// stream dropped): streams that are never read end in 503s, not in a copy each.
 pub(crate) async fn html(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
@@ -198,8 +203,9 @@ pub(crate) async fn html(
 ) -> PageResult<Response> {
     let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
-    let body = crate::preview::without_fetching_elements(message.html.as_deref().unwrap_or_default());
-    let mut response = body.into_response();
+    let body = Bytes::from(crate::preview::without_fetching_elements(message.html.as_deref().unwrap_or_default()));
+    let claim = state.budget.hold(owner(&viewer), body.len()).map_err(|_| busy(&viewer))?;
+    let mut response = held_body::bytes(body, claim).into_response();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     let policy = if images { MESSAGE_HTML_IMAGES_CSP } else { MESSAGE_HTML_CSP };
@@ -210,7 +216,9 @@ pub(crate) async fn html(
 }
 
 /// `GET /messages/{id}/eml`: the signed message as the outbox transport wrote it. The file
-/// is named from the stored message, never from the request.
+/// is named from the stored message, never from the request. It is streamed from the file a
+/// chunk at a time, each stream holding [`held_body::FILE_STREAM_BYTES`] of the workspace's
+/// share of the budget (it used to be read whole, per request).
 pub(crate) async fn eml(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
@@ -222,8 +230,9 @@ pub(crate) async fn eml(
             .with_viewer(&viewer)
     };
     let path = state.config.outbox.as_ref().and_then(|o| o.path_for(&message)).ok_or_else(not_there)?;
-    let bytes = tokio::fs::read(&path).await.map_err(|_| not_there())?;
-    let mut response = bytes.into_response();
+    let claim = state.budget.hold(owner(&viewer), held_body::FILE_STREAM_BYTES).map_err(|_| busy(&viewer))?;
+    let file = tokio::fs::File::open(&path).await.map_err(|_| not_there())?;
+    let mut response = held_body::file(file, claim).into_response();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("message/rfc822"));
     let disposition = format!("attachment; filename=\"{}.eml\"", message.id);
@@ -231,6 +240,22 @@ pub(crate) async fn eml(
         headers.insert(CONTENT_DISPOSITION, value);
     }
     Ok(response)
+}
+
+/// Whose share of the memory budget a response counts in.
+fn owner(viewer: &Viewer) -> Owner {
+    Owner::Workspace(viewer.principal().workspace_id)
+}
+
+/// 503 while the workspace holds its share of the budget (or the budget is full).
+fn busy(viewer: &Viewer) -> PageError {
+    PageError::status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Busy",
+        "Too many large pages of this workspace are being sent now. Try again in a moment.",
+    )
+    .retry_after(1)
+    .with_viewer(viewer)
 }
 
 /// `POST /messages/{id}/cancel`.

@@ -332,7 +332,8 @@ fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecase
         outbox,
         ..tidings_dashboard::DashboardConfig::default()
     };
-    tidings_dashboard::router(tidings_dashboard::DashboardState::new(core, api.limits(), settings))
+    let state = tidings_dashboard::DashboardState::new(core, api.limits(), settings).with_budget(api.memory_budget());
+    tidings_dashboard::router(state)
 }
 
 /// Registers for SIGTERM and SIGINT now (so a signal that arrives while starting is not

@@ -14,7 +14,8 @@
 //!   is closed at once;
 //! - at the global cap, or when `accept` fails (out of file descriptors), the server is
 //!   "under pressure": it stops accepting for a moment and closes connections idle for a
-//!   second, so that new clients get in; the failure is logged once, not once per attempt;
+//!   second, and those whose requests all wait for bodies trickling in slower than 16 KiB/s,
+//!   so that new clients get in; the failure is logged once, not once per attempt;
 //! - hyper's own answers to unparseable HTTP/1 heads get the envelope (`parse_errors`).
 
 mod connection;
@@ -56,6 +57,10 @@ const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(5);
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 /// See [`PING_INTERVAL`].
 const PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// Under pressure, a connection whose requests all wait for their bodies must receive this
+/// many body bytes a second to keep its place: 16 KiB/s, below which even the smallest
+/// form takes seconds and a large send could not arrive within the request timeout.
+const MIN_UPLOAD_RATE_UNDER_PRESSURE: u64 = 16 * 1024;
 /// Under pressure with no new client for this long, the pressure is looked at again.
 const PRESSURE_RECHECK: Duration = Duration::from_secs(1);
 /// Pause after a failed `accept` (usually: out of file descriptors) before the next one.
@@ -91,6 +96,7 @@ pub async fn serve(
         under_pressure: IDLE_UNDER_PRESSURE,
         close_grace: IDLE_CLOSE_GRACE,
         shutdown_grace: grace,
+        min_upload_rate: MIN_UPLOAD_RATE_UNDER_PRESSURE * IDLE_UNDER_PRESSURE.as_secs(),
     };
     let slots = Slots::new(limits.max_connections, limits.max_connections_per_ip);
     let (pressure_tx, pressure) = watch::channel(false);
@@ -173,11 +179,14 @@ pub async fn serve(
             };
             let activity = Activity::default();
             let requests = activity.clone();
+            let uploads = tidings_http::ConnectionUploads::default();
+            let bodies = uploads.clone();
             // The adapter's failed-auth throttle keys on the client address (the peer, or
-            // the one a trusted proxy forwarded).
+            // the one a trusted proxy forwarded); its body reader reports to `uploads`.
             let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let busy = requests.begin();
                 req.extensions_mut().insert(ConnectInfo(peer));
+                req.extensions_mut().insert(bodies.clone());
                 let response = app.clone().oneshot(req);
                 async move {
                     let response = response.await;
@@ -187,7 +196,8 @@ pub async fn serve(
             });
             let connection = builder.serve_connection(TokioIo::new(EnvelopeParseErrors::new(tls)), service);
             let ended =
-                connection::drive(connection, |c| c.graceful_shutdown(), &activity, idle, pressure, stopping).await;
+                connection::drive(connection, |c| c.graceful_shutdown(), &activity, &uploads, idle, pressure, stopping)
+                    .await;
             match ended {
                 Ended::Finished(Ok(())) => {}
                 Ended::Finished(Err(e)) => tracing::debug!(%peer, "connection ended with an error: {e}"),

@@ -485,14 +485,15 @@ pub async fn cancel_message(
     Ok(Success::new("message canceled", message.into()))
 }
 
-/// The message routes; a send's or a batch's body may be up to `send_body_limit` bytes
-/// (attachments), the others keep the router's limit.
+/// The message routes; a send's body may be up to `send_body_limit` bytes (attachments), the
+/// others, a batch's included, keep the router's limit (`TIDINGS_MAX_BODY_BYTES`, as
+/// docs/decisions.md says of batches).
 pub fn routes(send_body_limit: usize) -> RouteTable {
     let send_limit = Extension(BodyLimit(send_body_limit));
     RouteTable::default()
         .routes(routes!(list_messages))
         .routes(routes!(send_message).layer(send_limit))
-        .routes(routes!(super::batch::send_batch).layer(send_limit))
+        .routes(routes!(super::batch::send_batch))
         .routes(routes!(get_message, update_message))
         .routes(routes!(cancel_message))
         .routes(routes!(list_message_events))

@@ -44,17 +44,17 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 /// before the budget never gave.
 const PEAK_MEMORY_BOUND_MIB: u64 = 1024;
 
-fn ip(last: u8) -> IpAddr {
+pub(crate) fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
-async fn start(env: &[(&str, &str)]) -> TestServer {
+pub(crate) async fn start(env: &[(&str, &str)]) -> TestServer {
     let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     TestServer::start_with(Options { bootstrap_key: Some(fresh_key()), env, ..Options::default() }).await
 }
 
 /// A TLS client trusting only the server's certificate, offering `alpn`.
-fn connector(server: &TestServer, alpn: &[u8]) -> TlsConnector {
+pub(crate) fn connector(server: &TestServer, alpn: &[u8]) -> TlsConnector {
     let pem = std::fs::read(server.cert_path()).expect("the server's certificate");
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
@@ -71,7 +71,7 @@ fn connector(server: &TestServer, alpn: &[u8]) -> TlsConnector {
 }
 
 /// A TLS connection to the server from `from`, ALPN `alpn`.
-async fn tls(server: &TestServer, tls: &TlsConnector, from: IpAddr) -> io::Result<TlsStream<TcpStream>> {
+pub(crate) async fn tls(server: &TestServer, tls: &TlsConnector, from: IpAddr) -> io::Result<TlsStream<TcpStream>> {
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(from, 0))?;
     let tcp = socket.connect(server.addr()).await?;
@@ -142,7 +142,7 @@ async fn healthz_from(server: &TestServer, from: IpAddr, timeout: Duration) -> R
 }
 
 /// Retries [`healthz_from`] until a 200 or `within` has passed; how long it took.
-async fn served_within(server: &TestServer, from: IpAddr, within: Duration) -> Result<Duration, String> {
+pub(crate) async fn served_within(server: &TestServer, from: IpAddr, within: Duration) -> Result<Duration, String> {
     let started = Instant::now();
     loop {
         let left = within.saturating_sub(started.elapsed());
@@ -427,7 +427,7 @@ async fn oversized_heads_get_the_envelope_on_http2() {
 }
 
 /// The process's peak resident set (VmHWM), in MiB.
-fn peak_rss_mib(pid: u32) -> u64 {
+pub(crate) fn peak_rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     let kib: u64 = status
         .lines()

@@ -24,6 +24,7 @@ mod disk_full;
 mod domains_templates;
 mod errors;
 mod exhaustion;
+mod exhaustion_memory;
 mod hardening_edges;
 mod hardening_round_two;
 mod header_injection;

@@ -57,8 +57,11 @@ pub struct Settings {
     /// TIDINGS_MAX_BODY_BYTES.
     #[arg(long, env = "TIDINGS_MAX_SEND_BODY_BYTES", value_name = "SIZE", default_value = "56MiB")]
     pub max_send_body_bytes: Option<String>,
-    /// Most request-body bytes held at once, all requests together; a body that does not fit
-    /// is answered 503 with Retry-After. At least TIDINGS_MAX_SEND_BODY_BYTES.
+    /// Most request-body bytes (and large dashboard responses) held at once, all requests
+    /// together; one workspace, or one client address without a key, holds at most half
+    /// (never less than the largest body); a body that does not fit is answered 503 with
+    /// Retry-After, and slow uploads lose their place to others. At least
+    /// TIDINGS_MAX_SEND_BODY_BYTES.
     #[arg(long, env = "TIDINGS_MAX_BODY_BYTES_IN_FLIGHT", value_name = "SIZE", default_value = "128MiB")]
     pub max_body_bytes_in_flight: Option<String>,
     /// Most open HTTPS connections; over it new clients wait and idle connections are closed

@@ -3,7 +3,9 @@
 //! is short of connections or descriptors), or until shutdown. hyper closes idle HTTP/1
 //! connections itself (its header read timeout also runs between requests) but keeps an
 //! HTTP/2 connection open for as long as the client does, even one that never sends a
-//! request: the idle timer here closes both.
+//! request: the idle timer here closes both. Under pressure, a connection whose requests are
+//! all waiting for their bodies, which arrive slower than [`IdlePolicy::min_upload_rate`],
+//! is closed too: a slow client must not keep a place that a fresh one needs.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tidings_http::ConnectionUploads;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -27,6 +30,9 @@ pub struct IdlePolicy {
     pub close_grace: Duration,
     /// How long a connection may take to finish its in-flight requests on shutdown.
     pub shutdown_grace: Duration,
+    /// Under pressure, body bytes a connection whose requests all wait for their bodies must
+    /// receive per `under_pressure` period to keep its place.
+    pub min_upload_rate: u64,
 }
 
 /// How many requests a connection has in flight; a request counts from the moment hyper
@@ -78,12 +84,13 @@ pub enum Ended<E> {
 }
 
 /// Drives `conn` (a hyper connection; `graceful` starts its graceful shutdown) to its end
-/// under `policy`. `pressure` says whether the server is short of connections;
-/// `shutdown` becomes true when the server stops.
+/// under `policy`. `uploads` are its requests' bodies being received; `pressure` says whether
+/// the server is short of connections; `shutdown` becomes true when the server stops.
 pub async fn drive<C, E>(
     conn: C,
     graceful: impl FnOnce(Pin<&mut C>),
     activity: &Activity,
+    uploads: &ConnectionUploads,
     policy: IdlePolicy,
     mut pressure: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
@@ -93,15 +100,18 @@ where
 {
     tokio::pin!(conn);
     let mut idle_since = Instant::now();
+    // Under pressure: when the body bytes received were last counted, and how many.
+    let mut sample: Option<(Instant, u64)> = None;
     let shutting_down = loop {
-        let limit = if *pressure.borrow() { policy.under_pressure } else { policy.timeout };
+        let pressed = *pressure.borrow();
+        let limit = if pressed { policy.under_pressure } else { policy.timeout };
         let deadline = (activity.in_flight() == 0).then_some(idle_since + limit);
-        let idle = async move {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
+        if !pressed {
+            sample = None;
+        } else if sample.is_none() {
+            sample = Some((Instant::now(), uploads.received()));
+        }
+        let check = sample.map(|(at, _)| at + policy.under_pressure);
         tokio::select! {
             result = conn.as_mut() => return Ended::Finished(result),
             () = activity.0.changed.notified() => {
@@ -111,7 +121,15 @@ where
             }
             Ok(()) = pressure.changed() => {}
             Ok(_) = shutdown.wait_for(|stopping| *stopping) => break true,
-            () = idle => break false,
+            () = sleep_until(deadline) => break false,
+            () = sleep_until(check) => {
+                let received = uploads.received();
+                let before = sample.map_or(received, |(_, before)| before);
+                if waits_only_for_slow_bodies(activity.in_flight(), uploads.receiving(), received - before, &policy) {
+                    break false;
+                }
+                sample = Some((Instant::now(), received));
+            }
         }
     };
     graceful(conn.as_mut());
@@ -127,6 +145,21 @@ where
         Ok(_) => Ended::Idle,
         Err(_) => Ended::Dropped,
     }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a connection with `in_flight` requests, `receiving` of them waiting for their
+/// bodies, which received `progress` bytes in the last period, only holds its place for slow
+/// clients: every request it has waits on its client, and the bytes trickle.
+fn waits_only_for_slow_bodies(in_flight: usize, receiving: usize, progress: u64, policy: &IdlePolicy) -> bool {
+    in_flight > 0 && receiving >= in_flight && progress < policy.min_upload_rate
 }
 
 #[cfg(test)]
@@ -154,12 +187,15 @@ mod tests {
         under_pressure: Duration::from_millis(50),
         close_grace: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(5),
+        min_upload_rate: 1000,
     };
 
     async fn run(activity: Activity, pressure: watch::Receiver<bool>, shutdown: watch::Receiver<bool>) -> Ended<()> {
         let asked = Arc::new(AtomicBool::new(false));
         let fake = Fake { asked: Arc::clone(&asked) };
-        drive(fake, move |_| asked.store(true, Ordering::Release), &activity, POLICY, pressure, shutdown).await
+        let uploads = ConnectionUploads::default();
+        drive(fake, move |_| asked.store(true, Ordering::Release), &activity, &uploads, POLICY, pressure, shutdown)
+            .await
     }
 
     #[tokio::test]
@@ -203,5 +239,13 @@ mod tests {
         shutdown_tx.send_replace(true);
         assert!(matches!(task.await.unwrap(), Ended::Shutdown));
         assert!(stopped.elapsed() < POLICY.timeout / 2);
+    }
+
+    #[test]
+    fn only_connections_whose_every_request_waits_for_a_trickling_body_are_slow() {
+        assert!(waits_only_for_slow_bodies(2, 2, 999, &POLICY));
+        assert!(!waits_only_for_slow_bodies(2, 2, 1000, &POLICY), "a body arriving at the floor rate");
+        assert!(!waits_only_for_slow_bodies(2, 1, 0, &POLICY), "one request is the server's to answer");
+        assert!(!waits_only_for_slow_bodies(0, 0, 0, &POLICY), "idle: the idle timer's business");
     }
 }
