@@ -40,11 +40,7 @@ pub(crate) struct Place {
 
 impl Places {
     pub(crate) fn new(max_total: usize, max_per_client: usize) -> Self {
-        Self {
-            total: Arc::new(Semaphore::new(max_total)),
-            per_client: Arc::default(),
-            max_per_client,
-        }
+        Self { total: Arc::new(Semaphore::new(max_total)), per_client: Arc::default(), max_per_client }
     }
 
     /// A share for a connection from `ip`, or `None` when its client has all it may have.

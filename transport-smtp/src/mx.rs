@@ -159,7 +159,9 @@ impl MxMailer {
         if !addressed && guarded && !lookup_failed {
             let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
             return Err(SendError::NoMailServer {
-                reason: format!("no mail server of {domain} has a public address, so none was connected to: {failures}"),
+                reason: format!(
+                    "no mail server of {domain} has a public address, so none was connected to: {failures}"
+                ),
             });
         }
         if !addressed && route.implicit {

@@ -204,7 +204,10 @@ async fn failed_authentications_from_one_ipv6_64_count_together() {
     }
 
     let blocked = t.core.authenticate_client(&limits, host(3), Some(&key)).await.unwrap();
-    assert!(matches!(blocked, AuthOutcome::Refused(AuthRefusal::Blocked(_))), "a third address of the /64: {blocked:?}");
+    assert!(
+        matches!(blocked, AuthOutcome::Refused(AuthRefusal::Blocked(_))),
+        "a third address of the /64: {blocked:?}"
+    );
     let next_64 = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 1));
     assert!(t.core.authenticate_client(&limits, next_64, Some(&key)).await.unwrap().admitted().is_some());
 }

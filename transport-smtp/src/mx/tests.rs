@@ -134,7 +134,12 @@ async fn mx_hosts_on_non_public_addresses_are_never_dialled_and_the_recipient_fa
 async fn with_private_targets_allowed_a_loopback_mx_is_dialled() {
     let (dns, listener) = private_mx().await;
     let port = listener.local_addr().unwrap().port();
-    let config = MxConfig { port, allow_private: true, timeouts: crate::Timeouts::capped(std::time::Duration::from_secs(2)), ..MxConfig::default() };
+    let config = MxConfig {
+        port,
+        allow_private: true,
+        timeouts: crate::Timeouts::capped(std::time::Duration::from_secs(2)),
+        ..MxConfig::default()
+    };
     let mailer = MxMailer::new(Arc::new(dns), config).unwrap();
 
     let sending = tokio::spawn(async move { mailer.send(&email_to_acme()).await });
