@@ -78,7 +78,10 @@ impl Reservation {
     pub(crate) fn try_grow(&mut self, bytes: usize) -> Result<(), Shortage> {
         let Some(extra) = self.take_share(bytes)? else { return Ok(()) };
         match Arc::clone(&self.budget.kib).try_acquire_many_owned(kib(extra)) {
-            Ok(permit) => Ok(self.add(permit, extra)),
+            Ok(permit) => {
+                self.add(permit, extra);
+                Ok(())
+            }
             Err(_) => {
                 self.give_share(extra);
                 Err(Shortage::Spent)
@@ -91,7 +94,10 @@ impl Reservation {
         let Some(extra) = self.take_share(bytes)? else { return Ok(()) };
         let acquire = Arc::clone(&self.budget.kib).acquire_many_owned(kib(extra));
         match tokio::time::timeout(wait, acquire).await {
-            Ok(Ok(permit)) => Ok(self.add(permit, extra)),
+            Ok(Ok(permit)) => {
+                self.add(permit, extra);
+                Ok(())
+            }
             _ => {
                 self.give_share(extra);
                 Err(Shortage::Spent)
