@@ -1,6 +1,7 @@
-//! How one message's data takes its budget: from the shared [`DataBudget`] if it has room
-//! now; else the idlest holder is evicted and the session waits a little for the budget
-//! (busy meanwhile, so that it is not evicted itself for a wait that is the server's doing).
+//! How one message's data takes its budget: from the shared
+//! [`DataBudget`](crate::budget::DataBudget) if it has room now; else the idlest holder is
+//! evicted and the session waits a little for the budget, evicting again every tick (busy
+//! meanwhile, so that it is not evicted itself for a wait that is the server's doing).
 //! Each chunk granted is progress: a client that sends its message briskly never counts as
 //! idle, one that stalls half-way does.
 
@@ -13,6 +14,8 @@ use crate::data::Budget;
 
 /// How long a message waits for budget held by others before its session is closed.
 pub(crate) const BUDGET_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting message looks again for an idle holder to evict.
+const EVICTION_TICK: Duration = Duration::from_millis(250);
 
 /// The budget of the message a session is receiving.
 pub(crate) struct MessageBudget {
@@ -30,8 +33,17 @@ impl Budget for MessageBudget {
                 if !self.activity.busy() {
                     return Err(Shortage::Spent);
                 }
-                self.registry.evict_idlest(Need::Budget);
-                let grown = self.reservation.grow_within(bytes, BUDGET_WAIT).await;
+                // Holders that were still sending when the wait began may stall during it,
+                // so the idlest holder is looked for again at every tick, not only once.
+                let deadline = tokio::time::Instant::now() + BUDGET_WAIT;
+                let grown = loop {
+                    self.registry.evict_idlest(Need::Budget);
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    match self.reservation.grow_within(bytes, left.min(EVICTION_TICK)).await {
+                        Err(Shortage::Spent) if left > EVICTION_TICK => continue,
+                        other => break other,
+                    }
+                };
                 self.activity.progress();
                 grown?;
             }

@@ -206,7 +206,7 @@ async fn unfinished_large_messages_stay_within_the_data_budget_and_a_report_stil
 
     // A real report (small) from another address while the attackers hold what they sent.
     let mut reporter = Client::open(loopback(60), inbound).await;
-    reporter.reply().await;
+    let greeting = reporter.reply().await;
     reporter.command("EHLO mta.example").await;
     reporter.command("MAIL FROM:<>").await;
     reporter.command(&format!("RCPT TO:<bounces+x@{BOUNCE_DOMAIN}>")).await;
@@ -219,11 +219,12 @@ async fn unfinished_large_messages_stay_within_the_data_budget_and_a_report_stil
     println!(
         "100 unfinished 9.9 MB messages from 10 addresses: {:.1} MB taken by the server in {:?}; VmHWM {before} MiB \
          before, {peak} MiB after (VmRSS {now} MiB; bound +{DATA_ATTACK_GROWTH_BOUND_MIB} MiB); a report from \
-         127.0.0.60: {data:?} then {end:?} in {report_took:?}",
+         127.0.0.60: {greeting:?}, {data:?} then {end:?} in {report_took:?}",
         sent as f64 / 1e6,
         started.elapsed()
     );
     assert!(peak - before < DATA_ATTACK_GROWTH_BOUND_MIB, "peak memory grew by {} MiB", peak - before);
+    assert!(starts(&greeting, "220 "), "a place is made for the reporter: {greeting:?}");
     assert!(starts(&data, "354"), "{data:?}");
     assert!(starts(&end, "250"), "the report is taken while the attack holds: {end:?}");
     drop(attackers);
