@@ -4,8 +4,10 @@
 //!
 //! *Progress* is a command line received, or another chunk of message data (the budget's
 //! grain) received; a client that trickles a byte at a time makes none. A session is never
-//! evicted while the server works for it (a handler call, a wait for the budget): it is
-//! *busy* then. The state is one atomic per session, so that an eviction and the session
+//! evicted while the server works for it (a handler call): it is *busy* then. A session
+//! waiting for message data budget is not busy: sessions that all hold part of the budget
+//! and wait for more would otherwise hold it until their waits run out, so the one that
+//! made no progress for longest gives way. The state is one atomic per session, so that an eviction and the session
 //! turning busy cannot both win: once evicted, a session can no longer turn busy, and once
 //! busy it cannot be evicted, which keeps an eviction from cutting a handler call short.
 
@@ -128,12 +130,18 @@ impl Registry {
     /// Evicts the session that made no progress for longest, if one has made none for the
     /// registry's `min_idle` and can give what is needed; `true` when one was told to close.
     pub(crate) fn evict_idlest(&self, need: Need) -> bool {
+        self.evict_idlest_but(need, None)
+    }
+
+    /// [`Self::evict_idlest`], never choosing `spared` (the session asking).
+    pub(crate) fn evict_idlest_but(&self, need: Need, spared: Option<&Arc<Activity>>) -> bool {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let min_idle = u64::try_from(self.min_idle.as_millis()).unwrap_or(u64::MAX);
         let mut candidates: Vec<(u64, &Arc<Activity>)> = sessions
             .values()
             .filter(|a| need == Need::Place || a.held.load(Ordering::Relaxed) > 0)
+            .filter(|a| spared.is_none_or(|spared| !Arc::ptr_eq(a, spared)))
             .filter_map(|a| {
                 let since = a.state.load(Ordering::Acquire);
                 (since < EVICTED && now.saturating_sub(since) >= min_idle).then_some((since, a))

@@ -8,21 +8,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::activity::{Need, Registry};
 use crate::budget::DataBudget;
 use crate::handler::InboundHandler;
-use crate::places::Places;
+use crate::places::{ClientShare, Place, Places};
 use crate::reply;
 use crate::session::{self, Shared};
 use crate::settings::InboundSettings;
 use crate::stats::{Counter, InboundStats};
 
-/// How long a newcomer waits for the place of the idle session evicted for it, which says
-/// `421` and closes within a second unless its client stops reading.
-const PLACE_WAIT: Duration = Duration::from_secs(5);
+/// How long a newcomer at the session cap waits for a place. Meanwhile the idlest session
+/// is evicted every [`EVICTION_TICK`] (an evicted session says `421` and closes within a
+/// second), since sessions busy when it arrived may stall while it waits.
+const PLACE_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting newcomer looks again for an idle session to evict.
+const EVICTION_TICK: Duration = Duration::from_millis(250);
 
 /// A bound SMTP listener, for reports or submission by its settings' [`Role`](crate::Role).
 /// [`InboundListener::serve`] runs it.
@@ -81,6 +84,7 @@ impl InboundListener {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) {
         let Self { listener, settings, handler, stats, .. } = self;
         let places = Places::new(settings.max_connections, settings.max_connections_per_ip);
+        let queue = Arc::new(Semaphore::new(settings.max_connections));
         let (stop, stopping) = watch::channel(false);
         let shared = Shared {
             budget: DataBudget::new(settings.max_data_bytes_in_flight, settings.data_share()),
@@ -114,22 +118,28 @@ impl InboundListener {
                                 stats.bump(Counter::Connections);
                                 sessions.spawn(session::run(stream, peer, shared, place));
                             }
-                            Err(share) if shared.registry.evict_idlest(Need::Place) => {
-                                let places = places.clone();
-                                sessions.spawn(async move {
-                                    match places.place_within(share, PLACE_WAIT).await {
-                                        Some(place) => {
-                                            shared.stats.bump(Counter::Connections);
-                                            session::run(stream, peer, shared, place).await;
+                            Err(share) => match Arc::clone(&queue).try_acquire_owned() {
+                                // At most `max_connections` newcomers wait, each on its
+                                // client's share: the queue cannot hold more sockets than
+                                // the sessions themselves.
+                                Ok(queued) => {
+                                    let places = places.clone();
+                                    sessions.spawn(async move {
+                                        match wait_for_place(&places, &shared, share).await {
+                                            Ok(place) => {
+                                                drop(queued);
+                                                shared.stats.bump(Counter::Connections);
+                                                session::run(stream, peer, shared, place).await;
+                                            }
+                                            Err(_) => refuse(&shared.stats, &stream, reply::TOO_MANY_CONNECTIONS),
                                         }
-                                        None => refuse(&shared.stats, &stream, reply::TOO_MANY_CONNECTIONS),
-                                    }
-                                });
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "inbound connection refused: too many sessions, none idle");
-                                refuse(&stats, &stream, reply::TOO_MANY_CONNECTIONS);
-                            }
+                                    });
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "inbound connection refused: too many sessions and waiting");
+                                    refuse(&stats, &stream, reply::TOO_MANY_CONNECTIONS);
+                                }
+                            },
                         }
                     }
                     Err(error) => {
@@ -157,4 +167,18 @@ impl InboundListener {
 fn refuse(stats: &InboundStats, stream: &TcpStream, reply: &str) {
     stats.bump(Counter::RefusedConnections);
     let _ = stream.try_write(reply.as_bytes());
+}
+
+/// A place for a newcomer at the cap: the idlest session is evicted for it, again at every
+/// tick, until a place is free or [`PLACE_WAIT`] is over.
+async fn wait_for_place(places: &Places, shared: &Shared, mut share: ClientShare) -> Result<Place, ClientShare> {
+    let deadline = tokio::time::Instant::now() + PLACE_WAIT;
+    loop {
+        shared.registry.evict_idlest(Need::Place);
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match places.place_within(share, left.min(EVICTION_TICK)).await {
+            Err(back) if left > EVICTION_TICK => share = back,
+            result => return result,
+        }
+    }
 }

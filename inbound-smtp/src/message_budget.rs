@@ -1,7 +1,9 @@
 //! How one message's data takes its budget: from the shared
 //! [`DataBudget`](crate::budget::DataBudget) if it has room now; else the idlest holder is
-//! evicted and the session waits a little for the budget, evicting again every tick (busy
-//! meanwhile, so that it is not evicted itself for a wait that is the server's doing).
+//! evicted and the session waits a little for the budget, evicting again every tick. It
+//! may be evicted itself meanwhile if it is the one that has made no progress for longest:
+//! sessions all waiting for budget they partly hold would otherwise hold it to the end of
+//! their waits.
 //! Each chunk granted is progress: a client that sends its message briskly never counts as
 //! idle, one that stalls half-way does.
 
@@ -30,14 +32,13 @@ impl Budget for MessageBudget {
             Ok(()) => {}
             Err(Shortage::ClientShare) => return Err(Shortage::ClientShare),
             Err(Shortage::Spent) => {
-                if !self.activity.busy() {
-                    return Err(Shortage::Spent);
-                }
                 // Holders that were still sending when the wait began may stall during it,
-                // so the idlest holder is looked for again at every tick, not only once.
+                // so the idlest holder is looked for again at every tick, not only once. The
+                // session stays evictable while it waits (see `activity`), but never by
+                // itself.
                 let deadline = tokio::time::Instant::now() + BUDGET_WAIT;
                 let grown = loop {
-                    self.registry.evict_idlest(Need::Budget);
+                    self.registry.evict_idlest_but(Need::Budget, Some(&self.activity));
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     match self.reservation.grow_within(bytes, left.min(EVICTION_TICK)).await {
                         Err(Shortage::Spent) if left > EVICTION_TICK => continue,

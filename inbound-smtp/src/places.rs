@@ -3,9 +3,9 @@
 //! [`Place`] from accept to close; dropping it gives both counts back.
 //!
 //! Over the per-client cap a connection is refused at once: one client holding many
-//! sessions is the attack. At the global cap the accept loop evicts the idlest session
-//! (`activity`) and lets the newcomer wait briefly for its place, so idle sockets from many
-//! addresses cannot lock a live client out either.
+//! sessions is the attack. At the global cap the newcomer waits briefly for a place while
+//! the idlest session is evicted (`activity`), so idle sockets from many addresses cannot
+//! lock a live client out either.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -63,10 +63,12 @@ impl Places {
         }
     }
 
-    /// A place within `wait`, or `None`.
-    pub(crate) async fn place_within(&self, share: ClientShare, wait: Duration) -> Option<Place> {
-        let total = tokio::time::timeout(wait, Arc::clone(&self.total).acquire_owned()).await.ok()?.ok()?;
-        Some(Place { _total: total, _share: share })
+    /// A place within `wait`, or the share back.
+    pub(crate) async fn place_within(&self, share: ClientShare, wait: Duration) -> Result<Place, ClientShare> {
+        match tokio::time::timeout(wait, Arc::clone(&self.total).acquire_owned()).await {
+            Ok(Ok(total)) => Ok(Place { _total: total, _share: share }),
+            _ => Err(share),
+        }
     }
 }
 
@@ -102,7 +104,7 @@ mod tests {
         drop(first);
 
         let place = places.place_within(waiting, Duration::from_secs(1)).await;
-        assert!(place.is_some(), "the freed place went to the waiting client");
+        assert!(place.is_ok(), "the freed place went to the waiting client");
         assert!(places.share(ip("192.0.2.1")).is_some(), "the first client's share came back");
     }
 
@@ -120,6 +122,6 @@ mod tests {
         let places = Places::new(1, 5);
         let _held = places.try_place(places.share(ip("192.0.2.1")).unwrap()).unwrap();
         let share = places.share(ip("192.0.2.2")).unwrap();
-        assert!(places.place_within(share, Duration::from_millis(50)).await.is_none());
+        assert!(places.place_within(share, Duration::from_millis(50)).await.is_err());
     }
 }
