@@ -51,9 +51,9 @@ pub struct InboundSettings {
     pub max_line_bytes: usize,
     /// Recipients per transaction (default 100); more get `452 4.5.3`.
     pub max_recipients: usize,
-    /// Concurrent sessions (default 100). At the cap, the session idle longest (for at least
-    /// `evict_idle_after`) is closed with `421 4.4.2` to make room; with none idle, the
-    /// newcomer is greeted with `421 4.3.2` and closed.
+    /// Concurrent sessions (default 100). At the cap a newcomer waits up to 10 s for a place
+    /// while the session idle longest (for at least `evict_idle_after`) is closed with
+    /// `421 4.4.2` to make room; if none frees, it is greeted with `421 4.3.2` and closed.
     pub max_connections: usize,
     /// Concurrent sessions from one client (default 10): an IPv4 address, or an IPv6 /64
     /// (`tidings_core::client_group`). More are greeted with `421 4.7.0` and closed.

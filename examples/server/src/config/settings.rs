@@ -141,8 +141,8 @@ pub struct Settings {
     /// ip:port of the bounce and complaint SMTP listener (needs TIDINGS_RETURN_PATH_DOMAIN).
     #[arg(long, env = "TIDINGS_INBOUND_SMTP_LISTEN", value_name = "ADDR")]
     pub inbound_smtp_listen: Option<String>,
-    /// Most sessions on each SMTP listener (bounces and submission); at the cap the session
-    /// idle longest (1 s or more) is closed to make room, else the newcomer gets 421.
+    /// Most sessions on each SMTP listener (bounces and submission); at the cap a newcomer
+    /// waits up to 10s while the session idle longest (1s or more) is closed to make room.
     #[arg(long, env = "TIDINGS_SMTP_MAX_SESSIONS", value_name = "N", default_value = "100")]
     pub smtp_max_sessions: Option<String>,
     /// Most sessions on each SMTP listener from one client: an IPv4 address or an IPv6 /64
