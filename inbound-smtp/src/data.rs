@@ -1,5 +1,6 @@
 //! Message data after `354`: RFC 5321 §4.5.2 transparency, streamed so that an oversized
-//! message is counted and dropped rather than buffered.
+//! message is counted and dropped rather than buffered, and kept in a buffer that grows only
+//! as far as the [`Budget`] allows.
 //!
 //! Lines are CRLF-terminated: only `<CRLF>.<CRLF>` ends the data and only a dot after CRLF
 //! is unstuffed. A bare LF is an ordinary byte, so `<LF>.<CRLF>` cannot end a message
@@ -8,6 +9,20 @@
 use std::io;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+use crate::budget::Shortage;
+
+/// The smallest step by which the buffer grows; it also grows by a quarter of what it has,
+/// so a large message is not copied once per step.
+const GROWTH: usize = 64 * 1024;
+
+/// The memory message data may use, asked before the buffer grows.
+pub(crate) trait Budget {
+    /// Makes room for `bytes` in all; `Ok` with the bytes now granted (at least `bytes`).
+    async fn reserve(&mut self, bytes: usize) -> Result<usize, Shortage>;
+    /// The buffer was dropped (the message is over the size limit): give it all back.
+    fn release(&mut self);
+}
 
 /// The message data read up to the final dot.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,6 +33,8 @@ pub(crate) enum Data {
     TooBig,
     /// The connection ended before the final dot.
     Eof,
+    /// The budget could not cover the message; reading stopped where it was.
+    NoBudget(Shortage),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,19 +94,39 @@ impl Decoder {
 }
 
 /// Reads the data up to `<CRLF>.<CRLF>` (the CRLF that ended the DATA command counts as the
-/// first), keeping at most `max` bytes. Bytes after the dot stay in the reader.
-pub(crate) async fn read_data<R: AsyncBufRead + Unpin>(reader: &mut R, max: usize) -> io::Result<Data> {
+/// first), keeping at most `max` bytes in a buffer whose capacity `budget` grants first.
+/// Bytes after the dot stay in the reader.
+pub(crate) async fn read_data<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+    budget: &mut impl Budget,
+) -> io::Result<Data> {
     let mut decoder = Decoder { state: State::LineStart, out: Vec::new(), len: 0, max };
     loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
+        let arrived = reader.fill_buf().await?.len();
+        if arrived == 0 {
             return Ok(Data::Eof);
         }
+        // Feeding never keeps more than what arrived, nor more than `max` in all.
+        let needed = decoder.out.len().saturating_add(arrived).min(max);
+        if decoder.len <= max && needed > decoder.out.capacity() {
+            let step = GROWTH.max(decoder.out.capacity() / 4);
+            let wanted = needed.max(decoder.out.capacity().saturating_add(step)).min(max);
+            match budget.reserve(wanted).await {
+                Ok(granted) => decoder.out.reserve_exact(granted.saturating_sub(decoder.out.len())),
+                Err(shortage) => return Ok(Data::NoBudget(shortage)),
+            }
+        }
+        let available = reader.fill_buf().await?;
+        let was_kept = decoder.len <= max;
         let (used, done) = match decoder.feed(available) {
             Some(used) => (used, true),
             None => (available.len(), false),
         };
         reader.consume(used);
+        if was_kept && decoder.len > max {
+            budget.release();
+        }
         if done {
             break;
         }
@@ -103,9 +140,35 @@ mod tests {
 
     use super::*;
 
+    /// A budget of `limit` bytes that records what it granted.
+    struct Counted {
+        limit: usize,
+        granted: usize,
+        released: bool,
+    }
+
+    impl Budget for Counted {
+        async fn reserve(&mut self, bytes: usize) -> Result<usize, Shortage> {
+            if bytes > self.limit {
+                return Err(Shortage::Spent);
+            }
+            self.granted = self.granted.max(bytes);
+            Ok(self.granted)
+        }
+
+        fn release(&mut self) {
+            self.released = true;
+            self.granted = 0;
+        }
+    }
+
+    fn unlimited() -> Counted {
+        Counted { limit: usize::MAX, granted: 0, released: false }
+    }
+
     async fn decode(input: &[u8], max: usize) -> (Data, Vec<u8>) {
         let mut reader = tokio::io::BufReader::with_capacity(3, input);
-        let data = read_data(&mut reader, max).await.unwrap();
+        let data = read_data(&mut reader, max, &mut unlimited()).await.unwrap();
         let mut rest = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut rest).await.unwrap();
         (data, rest)
@@ -154,6 +217,35 @@ mod tests {
         assert_eq!(data, Data::TooBig);
         assert_eq!(rest, b"NOOP\r\n");
         assert_eq!(decode(b"0123456789\r\n.\r\n", 12).await.0, Data::Complete(b"0123456789\r\n".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn the_buffer_never_outgrows_what_the_budget_granted() {
+        let message = "x".repeat(300_000) + "\r\n.\r\n";
+        let mut budget = unlimited();
+        let mut reader = tokio::io::BufReader::with_capacity(8192, message.as_bytes());
+        let Data::Complete(kept) = read_data(&mut reader, 1_000_000, &mut budget).await.unwrap() else { panic!() };
+        assert_eq!(kept.len(), 300_002);
+        assert!(kept.capacity() <= budget.granted, "{} > {}", kept.capacity(), budget.granted);
+        assert!(budget.granted < 300_002 + 2 * GROWTH, "granted {} for 300 kB", budget.granted);
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_runs_out_stops_the_reading() {
+        let message = "x".repeat(200_000) + "\r\n.\r\nQUIT\r\n";
+        let mut budget = Counted { limit: 100_000, granted: 0, released: false };
+        let mut reader = tokio::io::BufReader::with_capacity(8192, message.as_bytes());
+        let data = read_data(&mut reader, 1_000_000, &mut budget).await.unwrap();
+        assert_eq!(data, Data::NoBudget(Shortage::Spent));
+        assert!(budget.granted <= 100_000);
+    }
+
+    #[tokio::test]
+    async fn over_the_limit_the_budget_is_given_back() {
+        let mut budget = unlimited();
+        let mut reader = tokio::io::BufReader::with_capacity(4, &b"0123456789\r\n.\r\n"[..]);
+        assert_eq!(read_data(&mut reader, 5, &mut budget).await.unwrap(), Data::TooBig);
+        assert!(budget.released && budget.granted == 0);
     }
 
     proptest! {

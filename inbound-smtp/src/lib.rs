@@ -25,8 +25,13 @@
 //! - **Limits** (all in [`InboundSettings`]): 10 MiB messages (`SIZE=` above it is refused
 //!   at `MAIL`; data beyond it is read to the final dot without being kept, then refused
 //!   with `552`), 4096-byte command lines, no per-line limit in message data (real bounces
-//!   quote overlong lines), 100 recipients, 100 sessions, 5 min idle, 10 min for the data,
-//!   10 failed commands per session.
+//!   quote overlong lines), 100 recipients, 100 sessions of which 10 per client (an IPv4
+//!   address or an IPv6 /64), 64 MiB of message data held at once by all sessions of which
+//!   a quarter per client, 5 min idle, 10 min for the data, 10 failed commands per session.
+//! - **Slow holders lose their place.** When every session place is taken, or the message
+//!   data budget is spent, the session that has made no progress for longest (no command,
+//!   no chunk of data, for at least a second) is closed with `421` for the newcomer; a
+//!   session the server is working for is never chosen.
 //! - **Strict data framing.** Only `<CRLF>.<CRLF>` ends the data and only a dot after CRLF
 //!   is unstuffed; the message reaches the handler byte for byte otherwise.
 //! - **Replies never echo client input**, and all parsing works on bytes: no input panics.
@@ -34,11 +39,15 @@
 //!   (plaintext session) or AUTH PLAIN LOGIN (TLS session, after STARTTLS or with implicit
 //!   TLS, RFC 8314). Not SMTPUTF8, DSN, CHUNKING. A TLS handshake gets the command timeout.
 
+mod activity;
+mod budget;
 mod command;
 mod data;
 mod handler;
 mod line;
 mod listener;
+mod message_budget;
+mod places;
 mod reply;
 mod sasl;
 mod session;
@@ -49,6 +58,6 @@ mod submission;
 
 pub use handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
 pub use listener::InboundListener;
-pub use settings::{InboundSettings, Role};
+pub use settings::{DEFAULT_MAX_MESSAGE_BYTES, InboundSettings, Role};
 pub use stats::{InboundStats, StatsSnapshot};
 pub use submission::SubmissionHandler;

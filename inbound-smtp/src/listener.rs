@@ -1,5 +1,5 @@
-//! The accept loop: one task per session, a semaphore for the connection limit, and a
-//! graceful stop.
+//! The accept loop: one task per session, the session places (in all and per client, with
+//! the idlest session evicted at the cap), and a graceful stop.
 
 use std::future::Future;
 use std::io;
@@ -7,15 +7,25 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use crate::activity::{Need, Registry};
+use crate::budget::DataBudget;
 use crate::handler::InboundHandler;
+use crate::places::{ClientShare, Place, Places};
 use crate::reply;
 use crate::session::{self, Shared};
 use crate::settings::InboundSettings;
 use crate::stats::{Counter, InboundStats};
+
+/// How long a newcomer at the session cap waits for a place. Meanwhile the idlest session
+/// is evicted every [`EVICTION_TICK`] (an evicted session says `421` and closes within a
+/// second), since sessions busy when it arrived may stall while it waits.
+const PLACE_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting newcomer looks again for an idle session to evict.
+const EVICTION_TICK: Duration = Duration::from_millis(250);
 
 /// A bound SMTP listener, for reports or submission by its settings' [`Role`](crate::Role).
 /// [`InboundListener::serve`] runs it.
@@ -41,8 +51,17 @@ impl InboundListener {
                 "hostname must be 1-255 printable ASCII characters",
             ));
         }
-        if settings.max_connections == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "max_connections must be at least 1"));
+        if settings.max_connections == 0 || settings.max_connections_per_ip == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_connections and max_connections_per_ip must be at least 1",
+            ));
+        }
+        if settings.max_data_bytes_in_flight < settings.max_message_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_data_bytes_in_flight must be at least max_message_bytes, or such a message could never be taken",
+            ));
         }
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
@@ -64,9 +83,17 @@ impl InboundListener {
     /// `shutdown_grace`, and drops whatever is left (those senders retry: no `250` was sent).
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) {
         let Self { listener, settings, handler, stats, .. } = self;
-        let permits = Arc::new(Semaphore::new(settings.max_connections));
+        let places = Places::new(settings.max_connections, settings.max_connections_per_ip);
+        let queue = Arc::new(Semaphore::new(settings.max_connections));
         let (stop, stopping) = watch::channel(false);
-        let shared = Shared { settings: Arc::clone(&settings), handler, stats: Arc::clone(&stats), stopping };
+        let shared = Shared {
+            budget: DataBudget::new(settings.max_data_bytes_in_flight, settings.data_share()),
+            registry: Registry::new(settings.evict_idle_after),
+            settings: Arc::clone(&settings),
+            handler,
+            stats: Arc::clone(&stats),
+            stopping,
+        };
         let mut sessions = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
@@ -78,23 +105,43 @@ impl InboundListener {
                     }
                 }
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => match Arc::clone(&permits).try_acquire_owned() {
-                        Ok(permit) => {
-                            stats.bump(Counter::Connections);
-                            let shared = shared.clone();
-                            sessions.spawn(async move {
-                                session::run(stream, peer, shared).await;
-                                drop(permit);
-                            });
+                    Ok((stream, peer)) => {
+                        let Some(share) = places.share(peer.ip()) else {
+                            // Debug only: a line per refusal is what a flood would want.
+                            tracing::debug!(%peer, "inbound connection refused: too many from its address");
+                            refuse(&stats, &stream, reply::TOO_MANY_FROM_CLIENT);
+                            continue;
+                        };
+                        let shared = shared.clone();
+                        match places.try_place(share) {
+                            Ok(place) => {
+                                stats.bump(Counter::Connections);
+                                sessions.spawn(session::run(stream, peer, shared, place));
+                            }
+                            Err(share) => match Arc::clone(&queue).try_acquire_owned() {
+                                // At most `max_connections` newcomers wait, each on its
+                                // client's share: the queue cannot hold more sockets than
+                                // the sessions themselves.
+                                Ok(queued) => {
+                                    let places = places.clone();
+                                    sessions.spawn(async move {
+                                        match wait_for_place(&places, &shared, share).await {
+                                            Ok(place) => {
+                                                drop(queued);
+                                                shared.stats.bump(Counter::Connections);
+                                                session::run(stream, peer, shared, place).await;
+                                            }
+                                            Err(_) => refuse(&shared.stats, &stream, reply::TOO_MANY_CONNECTIONS),
+                                        }
+                                    });
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "inbound connection refused: too many sessions and waiting");
+                                    refuse(&stats, &stream, reply::TOO_MANY_CONNECTIONS);
+                                }
+                            },
                         }
-                        Err(_) => {
-                            stats.bump(Counter::RefusedConnections);
-                            tracing::warn!(%peer, "inbound connection refused: too many sessions");
-                            // A fresh socket's send buffer is empty, so this does not block
-                            // and the accept loop never waits on a client it is refusing.
-                            let _ = stream.try_write(reply::TOO_MANY_CONNECTIONS.as_bytes());
-                        }
-                    },
+                    }
                     Err(error) => {
                         // Usually out of file descriptors: back off instead of spinning.
                         tracing::warn!(%error, "inbound accept failed");
@@ -112,5 +159,26 @@ impl InboundListener {
             tracing::warn!(left = sessions.len(), "inbound sessions dropped at the end of the shutdown grace period");
         }
         sessions.shutdown().await;
+    }
+}
+
+/// Greets a connection with a `421` and lets it go. A fresh socket's send buffer is empty, so
+/// this does not block and the accept loop never waits on a client it is refusing.
+fn refuse(stats: &InboundStats, stream: &TcpStream, reply: &str) {
+    stats.bump(Counter::RefusedConnections);
+    let _ = stream.try_write(reply.as_bytes());
+}
+
+/// A place for a newcomer at the cap: the idlest session is evicted for it, again at every
+/// tick, until a place is free or [`PLACE_WAIT`] is over.
+async fn wait_for_place(places: &Places, shared: &Shared, mut share: ClientShare) -> Result<Place, ClientShare> {
+    let deadline = tokio::time::Instant::now() + PLACE_WAIT;
+    loop {
+        shared.registry.evict_idlest(Need::Place);
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match places.place_within(share, left.min(EVICTION_TICK)).await {
+            Err(back) if left > EVICTION_TICK => share = back,
+            result => return result,
+        }
     }
 }

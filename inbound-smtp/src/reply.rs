@@ -27,6 +27,11 @@ pub(crate) const TOO_MANY_ERRORS: &str = "421 4.7.0 Too many errors, closing con
 pub(crate) const TIMEOUT: &str = "421 4.4.2 Timeout, closing connection\r\n";
 pub(crate) const SHUTTING_DOWN: &str = "421 4.3.2 Service shutting down, closing connection\r\n";
 pub(crate) const TOO_MANY_CONNECTIONS: &str = "421 4.3.2 Too many connections, try again later\r\n";
+pub(crate) const TOO_MANY_FROM_CLIENT: &str = "421 4.7.0 Too many connections from your address, try again later\r\n";
+pub(crate) const EVICTED: &str = "421 4.4.2 Idle while the server is busy, closing connection\r\n";
+pub(crate) const DATA_BUDGET_SPENT: &str = "421 4.3.2 Too much message data in flight, try again later\r\n";
+pub(crate) const DATA_SHARE_SPENT: &str =
+    "421 4.3.2 Too much message data in flight from your address, try again later\r\n";
 pub(crate) const READY_FOR_TLS: &str = "220 2.0.0 Ready to start TLS\r\n";
 pub(crate) const TLS_ACTIVE: &str = "503 5.5.1 TLS already active\r\n";
 pub(crate) const NEED_STARTTLS: &str = "530 5.7.0 Must issue a STARTTLS command first\r\n";

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tidings_core::client_group::client_group;
 use tidings_core::email::EmailAddress;
 use tidings_core::usecases::Principal;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -12,10 +13,14 @@ use tokio::sync::watch;
 use tokio::time::timeout;
 use tokio_rustls::TlsAcceptor;
 
+use crate::activity::{Activity, Registry};
+use crate::budget::{DataBudget, Shortage};
 use crate::command::{Command, ForwardPath, parse_command};
 use crate::data::{Data, read_data};
 use crate::handler::{AuthFailure, Credentials, Envelope, InboundHandler};
 use crate::line::{Line, read_line};
+use crate::message_budget::MessageBudget;
+use crate::places::Place;
 use crate::reply;
 use crate::sasl::{self, Mechanism, SaslError};
 use crate::settings::{InboundSettings, Role};
@@ -30,6 +35,10 @@ pub(crate) struct Shared {
     pub(crate) stats: Arc<InboundStats>,
     /// Turns true when the listener shuts down.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// Every session's activity, to evict the idlest.
+    pub(crate) registry: Arc<Registry>,
+    /// The message data budget.
+    pub(crate) budget: Arc<DataBudget>,
 }
 
 /// Whether the session goes on after a command.
@@ -48,6 +57,8 @@ struct Transaction {
 struct Session {
     shared: Shared,
     peer: SocketAddr,
+    /// What the session is doing, for evictions.
+    activity: Arc<Activity>,
     /// The connection; writes go through the reader to the stream underneath.
     conn: BufReader<Stream>,
     /// Replies not yet written: flushed when the client has nothing more pipelined.
@@ -59,22 +70,18 @@ struct Session {
     errors: usize,
 }
 
-/// Serves one connection to its end. I/O errors just end it: the peer went away.
-pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared) {
-    let stream = match &shared.settings.role {
-        Role::Submission { tls, implicit_tls: true } => {
-            let handshake = TlsAcceptor::from(Arc::clone(tls)).accept(stream);
-            match timeout(shared.settings.command_timeout, handshake).await {
-                Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
-                Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
-                Err(_elapsed) => return shared.stats.bump(Counter::Timeouts),
-            }
-        }
-        _ => Stream::Plain(stream),
-    };
+/// How long an evicted session may take to send its `421` and close, so that its place is
+/// free for the client it was evicted for even if its own client does not read.
+const EVICTED_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Serves one connection in `place` to its end. I/O errors just end it: the peer went away.
+/// Whatever the session is waiting for, an eviction ends it with `421`.
+pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared, place: Place) {
+    let entry = shared.registry.register();
     let mut session = Session {
         peer,
-        conn: BufReader::new(stream),
+        activity: Arc::clone(entry.activity()),
+        conn: BufReader::new(Stream::Plain(stream)),
         out: reply::greeting(&shared.settings.hostname, &shared.settings.role).into_bytes(),
         shared,
         helo: None,
@@ -83,18 +90,67 @@ pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         errors: 0,
     };
     tracing::debug!(%peer, "inbound session started");
-    if let Err(error) = session.serve().await {
+    // The eviction branch can only win while the session waits for its client: the
+    // activity refuses to evict a busy session, so no handler call is ever cut short.
+    let result = tokio::select! {
+        biased;
+        () = entry.activity().evicted() => Ok(()),
+        result = session.open_and_serve() => result,
+    };
+    if let Err(error) = result {
         tracing::debug!(%peer, %error, "inbound session ended by an I/O error");
     }
-    let _ = session.flush().await;
-    let _ = session.conn.shutdown().await;
+    if entry.activity().is_evicted() {
+        session.shared.stats.bump(Counter::Evicted);
+        tracing::debug!(%peer, "inbound session evicted to make room");
+        session.out.clear();
+        session.say(reply::EVICTED);
+        let _ = timeout(EVICTED_CLOSE, async {
+            let _ = session.flush().await;
+            let _ = session.conn.shutdown().await;
+        })
+        .await;
+    } else {
+        let _ = session.flush().await;
+        let _ = session.conn.shutdown().await;
+    }
+    drop(place);
     tracing::debug!(%peer, "inbound session closed");
 }
 
 impl Session {
+    /// The implicit TLS handshake where there is one, then the commands.
+    async fn open_and_serve(&mut self) -> std::io::Result<()> {
+        if let Role::Submission { tls, implicit_tls: true } = &self.shared.settings.role {
+            let acceptor = TlsAcceptor::from(Arc::clone(tls));
+            let Stream::Plain(tcp) = std::mem::replace(&mut self.conn, BufReader::new(Stream::Closed)).into_inner()
+            else {
+                return Ok(());
+            };
+            match timeout(self.shared.settings.command_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => self.conn = BufReader::new(Stream::Tls(Box::new(tls))),
+                Ok(Err(error)) => {
+                    self.out.clear();
+                    tracing::debug!(peer = %self.peer, %error, "TLS handshake failed");
+                    return Ok(());
+                }
+                Err(_elapsed) => {
+                    self.out.clear();
+                    self.shared.stats.bump(Counter::Timeouts);
+                    return Ok(());
+                }
+            }
+        }
+        self.serve().await
+    }
+
     async fn serve(&mut self) -> std::io::Result<()> {
         let mut stopping = self.shared.stopping.clone();
         loop {
+            // From here the session waits for its client: it may be evicted if that takes long.
+            if !self.activity.progress() {
+                return Ok(());
+            }
             // RFC 2920: answer a pipelined batch in one write, once its last command is read.
             if self.conn.buffer().is_empty() {
                 self.flush().await?;
@@ -108,6 +164,9 @@ impl Session {
                 }
                 line = timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)) => line,
             };
+            if !self.activity.busy() {
+                return Ok(());
+            }
             let flow = match line {
                 Err(_elapsed) => {
                     self.shared.stats.bump(Counter::Timeouts);
@@ -248,9 +307,19 @@ impl Session {
             Some(_) => {}
         }
         self.say(reply::START_DATA);
+        if !self.activity.progress() {
+            return Ok(Flow::Close);
+        }
         self.flush().await?;
         let settings = Arc::clone(&self.shared.settings);
-        let data = match timeout(settings.data_timeout, read_data(&mut self.conn, settings.max_message_bytes)).await {
+        // Held until the handler is done with the message: it works on this very buffer.
+        let mut budget = MessageBudget {
+            reservation: self.shared.budget.reservation(client_group(self.peer.ip())),
+            activity: Arc::clone(&self.activity),
+            registry: Arc::clone(&self.shared.registry),
+        };
+        let reading = read_data(&mut self.conn, settings.max_message_bytes, &mut budget);
+        let data = match timeout(settings.data_timeout, reading).await {
             Ok(data) => data?,
             Err(_elapsed) => {
                 self.shared.stats.bump(Counter::Timeouts);
@@ -258,6 +327,9 @@ impl Session {
                 return Ok(Flow::Close);
             }
         };
+        if !self.activity.busy() {
+            return Ok(Flow::Close);
+        }
         let Some(Transaction { from, recipients }) = self.transaction.take() else {
             return Ok(Flow::Close);
         };
@@ -266,6 +338,17 @@ impl Session {
             Data::TooBig => {
                 self.shared.stats.bump(Counter::TooBig);
                 return Ok(self.say(reply::SIZE_EXCEEDED));
+            }
+            Data::NoBudget(shortage) => {
+                // The rest of the message is still on its way: the session cannot go on. Debug
+                // only, like refused connections: a line per refusal is what a flood wants.
+                self.shared.stats.bump(Counter::DataRefused);
+                tracing::debug!(peer = %self.peer, %shortage, "inbound message refused for lack of memory budget");
+                self.say(match shortage {
+                    Shortage::ClientShare => reply::DATA_SHARE_SPENT,
+                    Shortage::Spent => reply::DATA_BUDGET_SPENT,
+                });
+                return Ok(Flow::Close);
             }
             Data::Complete(raw) => raw,
         };
@@ -297,6 +380,9 @@ impl Session {
             return Ok(self.fail(reply::TLS_ACTIVE));
         }
         self.say(reply::READY_FOR_TLS);
+        if !self.activity.progress() {
+            return Ok(Flow::Close);
+        }
         self.flush().await?;
         // Dropping the reader drops whatever the client pipelined after STARTTLS in
         // plaintext: it must not be read as if it had come over TLS (CVE-2011-0411).
@@ -405,9 +491,16 @@ impl Session {
     /// is an undecodable response; `None` at EOF or after the command timeout.
     async fn challenge(&mut self, challenge: String) -> std::io::Result<Option<String>> {
         self.say(&challenge);
+        if !self.activity.progress() {
+            return Ok(None);
+        }
         self.flush().await?;
         let settings = Arc::clone(&self.shared.settings);
-        match timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)).await {
+        let line = timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)).await;
+        if !self.activity.busy() {
+            return Ok(None);
+        }
+        match line {
             Err(_elapsed) => {
                 self.shared.stats.bump(Counter::Timeouts);
                 self.say(reply::TIMEOUT);

@@ -6,6 +6,9 @@ use std::time::Duration;
 use tidings_core::domain_name::DomainName;
 use tokio_rustls::rustls::ServerConfig;
 
+/// The default largest message, 10 MiB ([`InboundSettings::max_message_bytes`]).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
+
 /// Which mail the listener takes, and from whom.
 #[derive(Debug, Clone)]
 pub enum Role {
@@ -48,8 +51,25 @@ pub struct InboundSettings {
     pub max_line_bytes: usize,
     /// Recipients per transaction (default 100); more get `452 4.5.3`.
     pub max_recipients: usize,
-    /// Concurrent sessions (default 100); more are greeted with `421 4.3.2` and closed.
+    /// Concurrent sessions (default 100). At the cap a newcomer waits up to 10 s for a place
+    /// while the session idle longest (for at least `evict_idle_after`) is closed with
+    /// `421 4.4.2` to make room; if none frees, it is greeted with `421 4.3.2` and closed.
     pub max_connections: usize,
+    /// Concurrent sessions from one client (default 10): an IPv4 address, or an IPv6 /64
+    /// (`tidings_core::client_group`). More are greeted with `421 4.7.0` and closed.
+    pub max_connections_per_ip: usize,
+    /// Message data held at once by all sessions, from `354` until the handler has taken
+    /// the message (default 64 MiB; at least `max_message_bytes`). One client may hold a
+    /// quarter of it, or one largest message if that is more ([`Self::data_share`]). A
+    /// session the budget cannot serve within 10 s, or whose client holds its share, is
+    /// closed with `421 4.3.2`; when the budget is spent, the holder idle longest (for at
+    /// least `evict_idle_after`) is closed to free its part.
+    pub max_data_bytes_in_flight: usize,
+    /// How long a session must have made no progress (no command, no chunk of message
+    /// data) before it may be closed to make room for another client or message (default
+    /// 1 s, as on the HTTPS listener under pressure: long enough for a live client's next
+    /// command, short enough that a newcomer is served at once).
+    pub evict_idle_after: Duration,
     /// Idle time allowed while waiting for a command (default 5 min, RFC 5321 §4.5.3.2).
     pub command_timeout: Duration,
     /// Time allowed for the whole message data, from `354` to the final dot (default 10 min).
@@ -81,15 +101,25 @@ impl InboundSettings {
         Self {
             role,
             hostname: "tidings".to_owned(),
-            max_message_bytes: 10 * 1024 * 1024,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_line_bytes: 4096,
             max_recipients: 100,
             max_connections: 100,
+            max_connections_per_ip: 10,
+            max_data_bytes_in_flight: 64 * 1024 * 1024,
+            evict_idle_after: Duration::from_secs(1),
             command_timeout: Duration::from_secs(5 * 60),
             data_timeout: Duration::from_secs(10 * 60),
             max_errors: 10,
             shutdown_grace: Duration::from_secs(5),
         }
+    }
+
+    /// The most message data one client may hold across its sessions: a quarter of
+    /// `max_data_bytes_in_flight`, but at least one message of `max_message_bytes` (and never
+    /// more than the whole budget).
+    pub fn data_share(&self) -> usize {
+        (self.max_data_bytes_in_flight / 4).max(self.max_message_bytes).min(self.max_data_bytes_in_flight)
     }
 
     /// Whether the hostname can be written into a reply line as it is.

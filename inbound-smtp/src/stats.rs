@@ -13,6 +13,8 @@ pub struct InboundStats {
     too_big: AtomicU64,
     timeouts: AtomicU64,
     auth_failures: AtomicU64,
+    evicted: AtomicU64,
+    data_refused: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -20,7 +22,8 @@ pub struct InboundStats {
 pub struct StatsSnapshot {
     /// Sessions served (greeted with 220).
     pub connections: u64,
-    /// Connections turned away because `max_connections` sessions were running.
+    /// Connections turned away: `max_connections` sessions were running and none was idle,
+    /// or the client had `max_connections_per_ip`.
     pub refused_connections: u64,
     /// Messages the handler accepted (answered 250).
     pub messages_accepted: u64,
@@ -35,6 +38,10 @@ pub struct StatsSnapshot {
     pub timeouts: u64,
     /// `AUTH` attempts refused (submission).
     pub auth_failures: u64,
+    /// Idle sessions closed to make room for another client or another message's data.
+    pub evicted: u64,
+    /// Messages whose data the budget could not hold (closed with `421`).
+    pub data_refused: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +54,8 @@ pub(crate) enum Counter {
     TooBig,
     Timeouts,
     AuthFailures,
+    Evicted,
+    DataRefused,
 }
 
 impl InboundStats {
@@ -60,6 +69,8 @@ impl InboundStats {
             Counter::TooBig => &self.too_big,
             Counter::Timeouts => &self.timeouts,
             Counter::AuthFailures => &self.auth_failures,
+            Counter::Evicted => &self.evicted,
+            Counter::DataRefused => &self.data_refused,
         };
         cell.fetch_add(1, Ordering::Relaxed);
     }
@@ -76,6 +87,8 @@ impl InboundStats {
             too_big: get(&self.too_big),
             timeouts: get(&self.timeouts),
             auth_failures: get(&self.auth_failures),
+            evicted: get(&self.evicted),
+            data_refused: get(&self.data_refused),
         }
     }
 }

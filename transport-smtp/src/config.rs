@@ -155,6 +155,10 @@ pub struct MxConfig {
     /// MX hosts for which connections are kept; beyond it, hosts without a connection in use
     /// are forgotten. Default 1000.
     pub max_destinations: usize,
+    /// Connect to MX hosts on loopback, private, link-local and other non-public addresses
+    /// (`TIDINGS_MX_ALLOW_PRIVATE`, for tests). Default `false`: such addresses are never
+    /// dialled, and a domain whose MX hosts have no other address fails with the reason.
+    pub allow_private: bool,
 }
 
 impl Default for MxConfig {
@@ -166,6 +170,7 @@ impl Default for MxConfig {
             pool: PoolSettings::default(),
             max_addresses: 5,
             max_destinations: 1000,
+            allow_private: false,
         }
     }
 }

@@ -15,6 +15,7 @@ use lettre::transport::smtp::response::Response;
 use tidings_core::ports::{SendError, SmtpReply};
 
 use crate::config::human;
+use crate::mx_guard::NotPublic;
 
 /// Where in the exchange something went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +75,8 @@ pub(crate) enum Cause {
     Local(String),
     /// Our own TCP connect failed (refused, unreachable, no such host).
     Connect(io::Error),
+    /// The connected peer is not a public address (the MX guard).
+    NotPublic(NotPublic),
 }
 
 /// A failed step of an SMTP exchange.
@@ -98,6 +101,11 @@ impl Failure {
     /// The TCP connect failed.
     pub(crate) fn connect(error: io::Error) -> Self {
         Self { stage: Stage::Connect, cause: Cause::Connect(error) }
+    }
+
+    /// The MX guard refused the connected peer.
+    pub(crate) fn not_public(refused: NotPublic) -> Self {
+        Self { stage: Stage::Connect, cause: Cause::NotPublic(refused) }
     }
 
     /// No answer within `after`.
@@ -129,6 +137,7 @@ impl Failure {
                 SendError::Unreachable { reason: format!("connection refused by {remote}") }
             }
             Cause::Connect(io) => SendError::Unreachable { reason: format!("cannot connect to {remote}: {io}") },
+            Cause::NotPublic(refused) => SendError::Unreachable { reason: format!("{remote}: {refused}") },
         }
     }
 
@@ -146,7 +155,7 @@ impl Failure {
             && match &self.cause {
                 Cause::Reply(reply) => reply.code == 421,
                 Cause::Smtp(_) => true,
-                Cause::Timeout(_) | Cause::Local(_) | Cause::Connect(_) => false,
+                Cause::Timeout(_) | Cause::Local(_) | Cause::Connect(_) | Cause::NotPublic(_) => false,
             }
     }
 

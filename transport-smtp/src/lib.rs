@@ -17,6 +17,7 @@ mod attempt;
 mod config;
 mod errors;
 mod mx;
+mod mx_guard;
 mod outbox;
 mod outbox_writes;
 mod pool;

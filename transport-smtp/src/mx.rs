@@ -13,6 +13,7 @@ use tidings_dns::HickoryDns;
 
 use crate::attempt::{self, AttemptError};
 use crate::config::{ConfigError, MxConfig, client_id, human};
+use crate::mx_guard;
 use crate::pool::Destinations;
 use crate::session::{Connector, Target, TlsPlan};
 
@@ -47,6 +48,11 @@ impl MxLookup for HickoryDns {
 /// [`SendError::NoMailServer`]. Each host's addresses are resolved here and the connection
 /// goes to the address, the host name being kept for TLS SNI, receipts and logs
 /// (`mx1.example.net[192.0.2.1]:25`).
+///
+/// **Only public addresses** unless [`MxConfig::allow_private`]: an address that is loopback,
+/// private, link-local or otherwise not globally routable is never dialled, and the connected
+/// socket's peer is checked again (`mx_guard`). When every address of every MX host is
+/// refused, the delivery fails with [`SendError::NoMailServer`] naming them.
 ///
 /// **Next host** when one cannot take the message at all: no address, connection refused
 /// or timed out, a TLS failure, any non-2xx greeting or EHLO reply; at most
@@ -92,6 +98,11 @@ impl MxMailer {
         let note = |text: String| failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(text);
         let mut budget = self.config.max_addresses;
         let mut addressed = false;
+        // Whether the guard refused an address: when it refused every one and every host's
+        // lookup answered, no retry can help (short of the operator's setting), so the
+        // recipient fails.
+        let mut guarded = false;
+        let mut lookup_failed = false;
         // When every server tried answered (a 4xx/5xx greeting or EHLO), their reply is the
         // outcome; if any could not be reached, the delivery is worth retrying.
         let mut last_rejection = None;
@@ -101,11 +112,26 @@ impl MxMailer {
                 Ok(addrs) => addrs,
                 Err(error) => {
                     note(format!("{host}: {error}"));
+                    lookup_failed = true;
                     continue;
                 }
             };
             if addrs.is_empty() {
                 note(format!("{host}: no A or AAAA records"));
+                continue;
+            }
+            let addrs: Vec<IpAddr> = addrs
+                .into_iter()
+                .filter(|&ip| match mx_guard::check(ip, self.config.allow_private) {
+                    Ok(()) => true,
+                    Err(refused) => {
+                        note(format!("{host}: {refused}"));
+                        guarded = true;
+                        false
+                    }
+                })
+                .collect();
+            if addrs.is_empty() {
                 continue;
             }
             addressed = true;
@@ -129,6 +155,14 @@ impl MxMailer {
                     }
                 }
             }
+        }
+        if !addressed && guarded && !lookup_failed {
+            let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
+            return Err(SendError::NoMailServer {
+                reason: format!(
+                    "no mail server of {domain} has a public address, so none was connected to: {failures}"
+                ),
+            });
         }
         if !addressed && route.implicit {
             return Err(SendError::NoMailServer {
@@ -162,6 +196,7 @@ impl MxMailer {
             plaintext_auth_allowed: false,
             hello: self.hello.clone(),
             timeouts: self.config.timeouts,
+            public_peer_only: !self.config.allow_private,
         })
     }
 }

@@ -54,6 +54,8 @@ impl RelayMailer {
             plaintext_auth_allowed: config.allow_plaintext_auth || endpoint.is_loopback(),
             hello: client_id(config.ehlo_name.as_deref())?,
             timeouts: config.timeouts,
+            // The relay is the operator's choice, not a tenant's: it may well be private.
+            public_peer_only: false,
         };
         Ok(Self { connector, destinations: Destinations::new(config.pool, 1) })
     }

@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::config::Timeouts;
 use crate::errors::{Failure, Stage, reply_from_response};
+use crate::mx_guard;
 
 /// Where to connect.
 #[derive(Debug, Clone)]
@@ -66,6 +67,10 @@ pub(crate) struct Connector {
     pub(crate) hello: ClientId,
     /// Step timeouts.
     pub(crate) timeouts: Timeouts,
+    /// Refuse a connection whose peer is not a public address (direct MX delivery without
+    /// `TIDINGS_MX_ALLOW_PRIVATE`): the MX mailer checked the address it dialled, and this
+    /// checks the socket it got.
+    pub(crate) public_peer_only: bool,
 }
 
 impl Connector {
@@ -121,6 +126,10 @@ impl Connector {
             Ok(Err(error)) => return Err(Failure::connect(error)),
             Ok(Ok(tcp)) => tcp,
         };
+        if self.public_peer_only {
+            let peer = tcp.peer_addr().map_err(Failure::connect)?;
+            mx_guard::check(peer.ip(), false).map_err(Failure::not_public)?;
+        }
         // Only a latency optimisation: a socket that refuses it still works.
         let _ = tcp.set_nodelay(true);
         let greeting = AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &self.hello);
@@ -132,9 +141,13 @@ impl Connector {
     }
 
     /// lettre's own connect with TLS from the first byte; it bounds only the TCP connect, so
-    /// the handshake, greeting and EHLO are bounded here.
+    /// the handshake, greeting and EHLO are bounded here. Only the relay uses it; lettre does
+    /// not hand over the socket, so a public-only connector checks the address it dials.
     async fn connect_implicit_tls(&self, parameters: TlsParameters) -> Result<AsyncSmtpConnection, Failure> {
         let timeouts = &self.timeouts;
+        if let (true, Target::Addr(addr)) = (self.public_peer_only, &self.target) {
+            mx_guard::check(addr.ip(), false).map_err(Failure::not_public)?;
+        }
         let budget = timeouts.connect + timeouts.command;
         let connecting = async {
             match &self.target {

@@ -1,9 +1,11 @@
 //! Authentication as every front end does it (docs/api.md#authentication): the
-//! failed-authentication throttle per client address around [`Tidings::authenticate`]. The HTTP
+//! failed-authentication throttle per client address (every address of an IPv6 /64 counts as
+//! one, [`crate::client_group`]) around [`Tidings::authenticate`]. The HTTP
 //! adapter calls it with the bearer token, SMTP submission with the AUTH password.
 
 use std::net::IpAddr;
 
+use crate::client_group::client_group;
 use crate::ports::Limits;
 use crate::usecases::{Admission, Principal, RetryAfter, Tidings};
 use crate::{Error, Result};
@@ -51,6 +53,9 @@ impl Tidings {
         presented: Option<&str>,
     ) -> Result<AuthOutcome<Principal>> {
         let now = self.clock.now();
+        // An IPv6 host holds a whole /64: counted per address, it could take a fresh allowance
+        // for every guess.
+        let client = client_group(client);
         // A failure is refused (401) only if counting it fits the client's allowance, decided
         // in one step so that concurrent failures cannot all pass a check made before any
         // was counted.

@@ -39,9 +39,18 @@ pub enum SubmitFailure {
 impl Tidings {
     /// Whether `who` may send to `to`, asked at `RCPT TO`: a suppressed address is
     /// [`Error::RecipientSuppressed`]. The send checks again, so a suppression added between
-    /// `RCPT` and `DATA` still holds.
+    /// `RCPT` and `DATA` still holds. The key is looked up again first, as for the message
+    /// itself: a session whose key was revoked after AUTH gets [`Error::InvalidApiKey`] for
+    /// every recipient, and so learns nothing more about the workspace's suppression list.
     pub async fn check_submission_recipient(&self, who: &Principal, to: &EmailAddress) -> Result<()> {
-        match self.store.get_suppression(who.workspace_id, to).await? {
+        let (key, suppression) = tokio::join!(
+            self.store.get_api_key(who.workspace_id, who.key_id),
+            self.store.get_suppression(who.workspace_id, to)
+        );
+        if key?.is_none_or(|key| key.revoked_at.is_some()) {
+            return Err(Error::InvalidApiKey);
+        }
+        match suppression? {
             Some(_) => Err(Error::RecipientSuppressed(to.to_string())),
             None => Ok(()),
         }

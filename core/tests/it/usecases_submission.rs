@@ -171,6 +171,42 @@ async fn a_suppressed_recipient_is_refused_at_rcpt() {
 }
 
 #[tokio::test]
+async fn a_key_revoked_after_auth_learns_nothing_about_suppressions_at_rcpt() {
+    let t = TestCore::new();
+    let (admin, _) = workspace(&t).await;
+    let who = key_with_rate(&t, &admin, 10).await;
+    t.store.insert_suppression(&fixtures::suppression(who.workspace_id, "gone@example.com")).await.unwrap();
+    t.core.revoke_api_key(&admin, who.key_id).await.unwrap();
+
+    for to in ["gone@example.com", "ann@example.com"] {
+        let answer = t.core.check_submission_recipient(&who, &EmailAddress::parse(to).unwrap()).await;
+        assert!(matches!(answer, Err(Error::InvalidApiKey)), "{to}: {answer:?}");
+    }
+}
+
+#[tokio::test]
+async fn failed_authentications_from_one_ipv6_64_count_together() {
+    let t = TestCore::new();
+    let throttle = AuthThrottleConfig { max_failures: 2, ..AuthThrottleConfig::default() };
+    let limits = LocalLimits::new(throttle);
+    let (_, key) = workspace(&t).await;
+    let host = |id: u16| IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0, 0, 0, id));
+
+    for id in 1..=2 {
+        let answer = t.core.authenticate_client(&limits, host(id), Some("tid_wrong")).await.unwrap();
+        assert_eq!(answer, AuthOutcome::Refused(AuthRefusal::Invalid), "address {id}");
+    }
+
+    let blocked = t.core.authenticate_client(&limits, host(3), Some(&key)).await.unwrap();
+    assert!(
+        matches!(blocked, AuthOutcome::Refused(AuthRefusal::Blocked(_))),
+        "a third address of the /64: {blocked:?}"
+    );
+    let next_64 = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 1));
+    assert!(t.core.authenticate_client(&limits, next_64, Some(&key)).await.unwrap().admitted().is_some());
+}
+
+#[tokio::test]
 async fn authentication_counts_failures_and_blocks_even_a_good_key() {
     let t = TestCore::new();
     let throttle = AuthThrottleConfig { max_failures: 2, ..AuthThrottleConfig::default() };

@@ -238,9 +238,10 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
             Arc::new(RelayMailer::new(&relay).map_err(|e| bad("TIDINGS_SMTP_RELAY", e))?)
         }
         Delivery::Mx => {
-            tracing::info!(port = config.delivery.mx_port, "delivery: direct to each recipient's MX");
+            let allow_private = config.delivery.mx_allow_private;
+            tracing::info!(port = config.delivery.mx_port, allow_private, "delivery: direct to each recipient's MX");
             let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
-            let mx = MxConfig { port: config.delivery.mx_port, timeouts, ..MxConfig::default() };
+            let mx = MxConfig { port: config.delivery.mx_port, timeouts, allow_private, ..MxConfig::default() };
             Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?)
         }
     }))

@@ -18,6 +18,7 @@ use tidings_core::sealing::SealingKey;
 use tidings_core::tracking::PublicUrl;
 use tidings_core::usecases::MetricsToken;
 use tidings_http::TrustedProxies;
+use tidings_inbound_smtp::DEFAULT_MAX_MESSAGE_BYTES;
 use url::Url;
 
 mod parse;
@@ -89,6 +90,19 @@ pub struct ConnectionConfig {
     pub http2_max_streams: u32,
 }
 
+/// Limits of each SMTP listener (bounce reports and submission), each listener counting
+/// its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpLimits {
+    /// `TIDINGS_SMTP_MAX_SESSIONS`: most sessions at once.
+    pub max_sessions: usize,
+    /// `TIDINGS_SMTP_MAX_SESSIONS_PER_IP`: most sessions from one client (IPv4 address or
+    /// IPv6 /64).
+    pub max_sessions_per_ip: usize,
+    /// `TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT`: most message data held at once.
+    pub data_bytes_in_flight: usize,
+}
+
 /// How messages are delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryConfig {
@@ -98,6 +112,9 @@ pub struct DeliveryConfig {
     pub smtp_relay: Option<Url>,
     /// `TIDINGS_MX_PORT`.
     pub mx_port: u16,
+    /// `TIDINGS_MX_ALLOW_PRIVATE`: direct MX delivery may connect to loopback, private and
+    /// link-local addresses (tests); off, such addresses are never dialled.
+    pub mx_allow_private: bool,
     /// `TIDINGS_RETRY_SCHEDULE`.
     pub retry_schedule: RetrySchedule,
     /// `TIDINGS_RETURN_PATH_DOMAIN`.
@@ -232,6 +249,8 @@ pub struct Config {
     pub submission_listen: Option<SocketAddr>,
     /// `TIDINGS_SUBMISSION_TLS_LISTEN`: the same with implicit TLS (port 465 style).
     pub submission_tls_listen: Option<SocketAddr>,
+    /// The SMTP listeners' session and message data limits.
+    pub smtp_limits: SmtpLimits,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// `TIDINGS_RETENTION`: how long message bodies and timelines are kept; `None` (`off`):
@@ -346,6 +365,7 @@ impl Config {
             mode: delivery,
             smtp_relay,
             mx_port: s.value("TIDINGS_MX_PORT", port)?,
+            mx_allow_private: s.value("TIDINGS_MX_ALLOW_PRIVATE", boolean)?,
             retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
                 .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
@@ -364,6 +384,20 @@ impl Config {
         }
         let submission_listen = s.parse("TIDINGS_SUBMISSION_LISTEN", socket_addr)?;
         let submission_tls_listen = s.parse("TIDINGS_SUBMISSION_TLS_LISTEN", socket_addr)?;
+        let smtp_limits = SmtpLimits {
+            max_sessions: s.value("TIDINGS_SMTP_MAX_SESSIONS", |t| count(t, 100_000))?,
+            max_sessions_per_ip: s.value("TIDINGS_SMTP_MAX_SESSIONS_PER_IP", |t| count(t, 100_000))?,
+            data_bytes_in_flight: s.value("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", byte_size)?,
+        };
+        if smtp_limits.data_bytes_in_flight < DEFAULT_MAX_MESSAGE_BYTES {
+            return Err(ConfigError::new(
+                "TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT",
+                s.origin("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT"),
+                format!(
+                    "must be at least the largest message the SMTP listeners take ({DEFAULT_MAX_MESSAGE_BYTES} bytes), or such a message could never be received"
+                ),
+            ));
+        }
         let public_url = s.parse("TIDINGS_PUBLIC_URL", |t| {
             let url = public_url(t)?;
             PublicUrl::parse(url.as_str()).map_err(|e| format!("`{t}`: {e}"))
@@ -391,6 +425,7 @@ impl Config {
             inbound_smtp_listen,
             submission_listen,
             submission_tls_listen,
+            smtp_limits,
             log,
             retention,
             retention_interval,

@@ -17,6 +17,7 @@ use tidings_core::usecases::{ReportOutcome, Tidings};
 use tidings_inbound_smtp::{Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings};
 
 use crate::ServerError;
+use crate::config::SmtpLimits;
 
 /// Reports seen since start, by what they turned out to be.
 #[derive(Debug, Default)]
@@ -79,13 +80,28 @@ impl InboundHandler for ReportHandler {
     }
 }
 
-/// Binds the listener on `addr` for `domain`; prints `inbound SMTP listening on ADDR` on
-/// stderr (the real port when `addr` has port 0).
-pub async fn bind(addr: SocketAddr, domain: DomainName, core: Tidings) -> Result<InboundListener, ServerError> {
-    let settings = InboundSettings::new(domain);
+/// Binds the listener on `addr` for `domain` with `limits`; prints `inbound SMTP listening
+/// on ADDR` on stderr (the real port when `addr` has port 0).
+pub async fn bind(
+    addr: SocketAddr,
+    domain: DomainName,
+    limits: &SmtpLimits,
+    core: Tidings,
+) -> Result<InboundListener, ServerError> {
+    let settings = with_limits(InboundSettings::new(domain), limits);
     let listener = InboundListener::bind(addr, settings, Arc::new(ReportHandler::new(core)))
         .await
         .map_err(|source| ServerError::InboundBind { addr, source })?;
     eprintln!("inbound SMTP listening on {}", listener.local_addr());
     Ok(listener)
+}
+
+/// `settings` with the operator's session and message data limits.
+pub(crate) fn with_limits(settings: InboundSettings, limits: &SmtpLimits) -> InboundSettings {
+    InboundSettings {
+        max_connections: limits.max_sessions,
+        max_connections_per_ip: limits.max_sessions_per_ip,
+        max_data_bytes_in_flight: limits.data_bytes_in_flight,
+        ..settings
+    }
 }

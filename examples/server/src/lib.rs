@@ -217,7 +217,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     // Bounce and complaint reports: served until shutdown like the HTTPS listener.
     let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
         (Some(addr), Some(domain)) => {
-            let listener = inbound::bind(addr, domain, core.clone()).await?;
+            let listener = inbound::bind(addr, domain, &config.smtp_limits, core.clone()).await?;
             let mut stop = stop_rx.clone();
             Some(tokio::spawn(listener.serve(async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
@@ -231,7 +231,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let mut submission = Vec::new();
     for (addr, implicit_tls) in [(config.submission_listen, false), (config.submission_tls_listen, true)] {
         let Some(addr) = addr else { continue };
-        let listener = submission::bind(addr, implicit_tls, &tls.server_config, core.clone(), limits.clone()).await?;
+        let listener =
+            submission::bind(addr, implicit_tls, &tls.server_config, &config.smtp_limits, core.clone(), limits.clone())
+                .await?;
         let mut stop = stop_rx.clone();
         submission.push(tokio::spawn(listener.serve(async move {
             let _ = stop.wait_for(|stopped| *stopped).await;

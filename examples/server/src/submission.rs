@@ -13,6 +13,8 @@ use tidings_inbound_smtp::{InboundListener, InboundSettings, SubmissionHandler};
 use tokio_rustls::rustls::ServerConfig;
 
 use crate::ServerError;
+use crate::config::SmtpLimits;
+use crate::inbound::with_limits;
 
 /// Binds a listener on `addr`, with implicit TLS or STARTTLS; prints `SMTP submission
 /// listening on ADDR` (or `SMTP submission (implicit TLS) listening on ADDR`) on stderr, with
@@ -21,6 +23,7 @@ pub async fn bind(
     addr: SocketAddr,
     implicit_tls: bool,
     https: &ServerConfig,
+    smtp_limits: &SmtpLimits,
     core: Tidings,
     limits: Arc<dyn Limits>,
 ) -> Result<InboundListener, ServerError> {
@@ -36,6 +39,7 @@ pub async fn bind(
             " (implicit TLS)",
         ),
     };
+    let settings = with_limits(settings, smtp_limits);
     let listener = InboundListener::bind(addr, settings, Arc::new(SubmissionHandler::new(core, limits)))
         .await
         .map_err(|source| ServerError::SubmissionBind { var, addr, source })?;

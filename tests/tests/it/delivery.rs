@@ -403,7 +403,12 @@ fn mail_for_a_domain_goes_straight_to_its_mx_host() {
     block_on(async {
         let sink = SmtpSink::start().await.expect("the SMTP sink starts");
         let port = sink.port().to_string();
-        let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "mx"), ("TIDINGS_MX_PORT", &port)]).await;
+        let (server, dns) = server_with_dns(&[
+            ("TIDINGS_DELIVERY", "mx"),
+            ("TIDINGS_MX_PORT", &port),
+            ("TIDINGS_MX_ALLOW_PRIVATE", "true"),
+        ])
+        .await;
         dns.set_mx("inbox.example", &[(10, "mx1.inbox.example")]).await;
         dns.add(TestRecord::a("mx1.inbox.example", Ipv4Addr::LOCALHOST)).await;
         verified_domain(&server, &dns, server.key(), "direct.example").await;

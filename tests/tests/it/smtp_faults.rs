@@ -148,7 +148,12 @@ async fn an_mx_whose_starttls_breaks_gets_the_message_in_plaintext() {
     let config = SinkConfig { tls: SinkTls::BrokenStartTls, ..SinkConfig::default() };
     let sink = SmtpSink::start_with(config).await.expect("the sink starts");
     let port = sink.port().to_string();
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "mx"), ("TIDINGS_MX_PORT", &port)]).await;
+    let (server, dns) = server_with_dns(&[
+        ("TIDINGS_DELIVERY", "mx"),
+        ("TIDINGS_MX_PORT", &port),
+        ("TIDINGS_MX_ALLOW_PRIVATE", "true"),
+    ])
+    .await;
     dns.set_mx("inbox.example", &[(10, "mx1.inbox.example")]).await;
     dns.add(TestRecord::a("mx1.inbox.example", Ipv4Addr::LOCALHOST)).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;

@@ -1,5 +1,6 @@
 //! `MxMailer` against a real DNS server on loopback (`TestDnsServer`) whose MX records point
-//! at SMTP sinks on 127.0.0.x, all on one port as `TIDINGS_MX_PORT` would make them.
+//! at SMTP sinks on 127.0.0.x, all on one port as `TIDINGS_MX_PORT` would make them. Loopback
+//! is not public, so these mailers allow private targets (`TIDINGS_MX_ALLOW_PRIVATE`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ fn mailer_with(dns: &TestDnsServer, config: MxConfig) -> MxMailer {
 }
 
 fn mailer(dns: &TestDnsServer, port: u16) -> MxMailer {
-    mailer_with(dns, MxConfig { port, timeouts: quick_timeouts(), ..MxConfig::default() })
+    mailer_with(dns, MxConfig { port, timeouts: quick_timeouts(), allow_private: true, ..MxConfig::default() })
 }
 
 fn loopback(last: u8) -> Ipv4Addr {
@@ -264,7 +265,7 @@ async fn connections_to_one_mx_are_capped_and_reused() {
     let pool = PoolSettings { max_connections: 2, ..PoolSettings::default() };
     let mailer = Arc::new(mailer_with(
         &dns,
-        MxConfig { port: sink.port(), timeouts: quick_timeouts(), pool, ..MxConfig::default() },
+        MxConfig { port: sink.port(), timeouts: quick_timeouts(), pool, allow_private: true, ..MxConfig::default() },
     ));
     sink.hold(Stage::Message);
 

@@ -101,6 +101,10 @@ pub struct Settings {
     /// Port for direct MX delivery.
     #[arg(long, env = "TIDINGS_MX_PORT", value_name = "PORT", default_value = "25")]
     pub mx_port: Option<String>,
+    /// Allow direct MX delivery to loopback, private and link-local addresses (tests). Off: an
+    /// MX resolving only to such addresses is never connected to, and the recipient fails.
+    #[arg(long, env = "TIDINGS_MX_ALLOW_PRIVATE", value_name = "BOOL", default_value = "false")]
+    pub mx_allow_private: Option<String>,
     /// Delays between delivery attempts, whole seconds each; when used up the message ends
     /// Bounced (Soft).
     #[arg(
@@ -140,6 +144,18 @@ pub struct Settings {
     /// ip:port of the bounce and complaint SMTP listener (needs TIDINGS_RETURN_PATH_DOMAIN).
     #[arg(long, env = "TIDINGS_INBOUND_SMTP_LISTEN", value_name = "ADDR")]
     pub inbound_smtp_listen: Option<String>,
+    /// Most sessions on each SMTP listener (bounces and submission); at the cap a newcomer
+    /// waits up to 10s while the session idle longest (1s or more) is closed to make room.
+    #[arg(long, env = "TIDINGS_SMTP_MAX_SESSIONS", value_name = "N", default_value = "100")]
+    pub smtp_max_sessions: Option<String>,
+    /// Most sessions on each SMTP listener from one client: an IPv4 address or an IPv6 /64
+    /// (more get 421 at once).
+    #[arg(long, env = "TIDINGS_SMTP_MAX_SESSIONS_PER_IP", value_name = "N", default_value = "10")]
+    pub smtp_max_sessions_per_ip: Option<String>,
+    /// Message data each SMTP listener holds at once, all sessions together (a quarter of it
+    /// per client); at least 10MiB, the largest message.
+    #[arg(long, env = "TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", value_name = "SIZE", default_value = "64MiB")]
+    pub smtp_data_bytes_in_flight: Option<String>,
     /// How long message bodies and timelines are kept (delivered or finished messages only;
     /// the status stays); off: forever.
     #[arg(long, env = "TIDINGS_RETENTION", value_name = "DURATION", default_value = "30d")]

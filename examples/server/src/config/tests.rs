@@ -21,6 +21,7 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(config.spf_warning(), None, "no warning with the outbox transport");
     assert_eq!(config.delivery.mode, Delivery::Outbox);
     assert_eq!(config.delivery.mx_port, 25);
+    assert!(!config.delivery.mx_allow_private, "MX delivery reaches public addresses only by default");
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
     assert_eq!(config.store_cache_bytes, 256 << 20);
@@ -34,6 +35,10 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(config.retention, Some(Duration::from_secs(30 * 86_400)));
     assert_eq!(config.retention_interval, Duration::from_secs(600));
     assert_eq!(config.shutdown_delay, Duration::ZERO);
+    assert_eq!(
+        config.smtp_limits,
+        SmtpLimits { max_sessions: 100, max_sessions_per_ip: 10, data_bytes_in_flight: 64 << 20 }
+    );
 }
 
 #[test]
@@ -75,6 +80,10 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_DELIVERY", "relay"),
         ("TIDINGS_SPF_INCLUDE", "~all"),
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
+        ("TIDINGS_MX_ALLOW_PRIVATE", "maybe"),
+        ("TIDINGS_SMTP_MAX_SESSIONS", "0"),
+        ("TIDINGS_SMTP_MAX_SESSIONS_PER_IP", "many"),
+        ("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", "9MiB"),
         ("TIDINGS_LOG", "info,[[["),
         ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
         ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),

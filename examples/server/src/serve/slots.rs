@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tidings_core::client_group::client_group;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Counts of open connections, in total and per client address.
@@ -61,8 +62,10 @@ impl Slots {
     }
 
     /// A slot for a connection from `ip` holding `total`, or `None` when `ip` already has
-    /// the most connections it may have.
+    /// the most connections it may have. Addresses count by [`client_group`]: every address
+    /// of an IPv6 /64 is one client.
     pub fn claim(&self, ip: IpAddr, total: OwnedSemaphorePermit) -> Option<Slot> {
+        let ip = client_group(ip);
         let mut counts = self.per_ip.lock().unwrap_or_else(PoisonError::into_inner);
         let count = counts.entry(ip).or_insert(0);
         if *count >= self.max_per_ip {
@@ -104,5 +107,16 @@ mod tests {
         drop(first);
         assert_eq!(slots.free(), 1);
         assert!(slots.claim(a, slots.try_total().unwrap()).is_some(), "a's place came back");
+    }
+
+    #[tokio::test]
+    async fn the_addresses_of_one_ipv6_64_share_a_cap() {
+        let slots = Slots::new(10, 2);
+        let host = |id: &str| -> IpAddr { format!("2001:db8:0:1::{id}").parse().unwrap() };
+        let _first = slots.claim(host("1"), slots.try_total().unwrap()).unwrap();
+        let _second = slots.claim(host("2"), slots.try_total().unwrap()).unwrap();
+        assert!(slots.claim(host("3"), slots.try_total().unwrap()).is_none(), "a third from the same /64");
+        let next: IpAddr = "2001:db8:0:2::1".parse().unwrap();
+        assert!(slots.claim(next, slots.try_total().unwrap()).is_some(), "the next /64 is another client");
     }
 }

@@ -165,6 +165,21 @@ impl Client {
         Self { conn: BufReader::new(Box::new(TcpStream::connect(addr).await.unwrap())) }
     }
 
+    /// A connection from `source`, a loopback address of the client's choosing (loopback has
+    /// all of 127.0.0.0/8), so that one test can play several clients.
+    pub async fn connect_from(source: IpAddr, addr: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::new(source, 0)).unwrap();
+        Self { conn: BufReader::new(Box::new(socket.connect(addr).await.unwrap())) }
+    }
+
+    /// Sends `bytes`, `false` when the server no longer takes them (closed, or not reading
+    /// within a second).
+    pub async fn try_send(&mut self, bytes: &[u8]) -> bool {
+        let writing = self.conn.get_mut().write_all(bytes);
+        matches!(tokio::time::timeout(Duration::from_secs(1), writing).await, Ok(Ok(())))
+    }
+
     pub async fn send(&mut self, bytes: impl AsRef<[u8]>) {
         self.conn.get_mut().write_all(bytes.as_ref()).await.unwrap();
     }
