@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::Must;
 use crate::fixtures::{delivery, now, plus_secs, ulid, webhook};
 use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
-use tidings_core::model::WebhookDelivery;
+use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
 use tidings_core::ports::{EndpointQuota, Store};
 
 fn ids(deliveries: &[WebhookDelivery]) -> Vec<DeliveryId> {
@@ -49,17 +49,7 @@ impl WorkspaceScene {
             s.insert_webhook(w).await.must("insert_webhook");
         }
         let t0 = now();
-        let plan = [&a, &c, &a, &b, &c, &a, &b];
-        let due: Vec<WebhookDelivery> = (1..)
-            .zip(plan)
-            .map(|(secs, w)| WebhookDelivery {
-                next_attempt_at: Some(plus_secs(t0, secs)),
-                ..delivery(w.workspace_id, w.id)
-            })
-            .collect();
-        for d in &due {
-            s.insert_webhook_deliveries(std::slice::from_ref(d)).await.must("insert_webhook_deliveries");
-        }
+        let due = queue_one_a_second(s, t0, &[&a, &c, &a, &b, &c, &a, &b]).await;
         WorkspaceScene { t0, a: wa, due }
     }
 
@@ -81,6 +71,22 @@ impl WorkspaceScene {
     }
 }
 
+/// Queues one delivery for each endpoint of `plan`, due 1, 2, 3... seconds after `t0`, one
+/// insert each (so each is its own write, as the dispatcher's fan-out makes them).
+async fn queue_one_a_second<S: Store>(s: &S, t0: DateTime<Utc>, plan: &[&WebhookEndpoint]) -> Vec<WebhookDelivery> {
+    let due: Vec<WebhookDelivery> = (1..)
+        .zip(plan)
+        .map(|(secs, w)| WebhookDelivery {
+            next_attempt_at: Some(plus_secs(t0, secs)),
+            ..delivery(w.workspace_id, w.id)
+        })
+        .collect();
+    for d in &due {
+        s.insert_webhook_deliveries(std::slice::from_ref(d)).await.must("insert_webhook_deliveries");
+    }
+    due
+}
+
 /// Two endpoints, A in workspace `a` and B in workspace `b`, with due deliveries
 /// A1@1 A2@2 B1@3 A3@4 B2@5 A4@6 A5@7 (seconds after `t0`), in that order.
 struct Scene {
@@ -97,17 +103,7 @@ impl Scene {
         s.insert_webhook(&a).await.must("insert_webhook a");
         s.insert_webhook(&b).await.must("insert_webhook b");
         let t0 = now();
-        let plan = [&a, &a, &b, &a, &b, &a, &a];
-        let due: Vec<WebhookDelivery> = (1..)
-            .zip(plan)
-            .map(|(secs, w)| WebhookDelivery {
-                next_attempt_at: Some(plus_secs(t0, secs)),
-                ..delivery(w.workspace_id, w.id)
-            })
-            .collect();
-        for d in &due {
-            s.insert_webhook_deliveries(std::slice::from_ref(d)).await.must("insert_webhook_deliveries");
-        }
+        let due = queue_one_a_second(s, t0, &[&a, &a, &b, &a, &b, &a, &a]).await;
         Scene { t0, a: a.id, due }
     }
 

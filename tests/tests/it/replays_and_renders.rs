@@ -214,14 +214,14 @@ fn no_tracking_token_or_destination_reaches_the_logs_or_the_metrics() {
 
 /// A template whose html loops over `a` three levels deep: with 1,000 keys in `a`, 10⁹
 /// iterations, which only the work budget stops.
-const BOMB_HTML: &str = "{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}";
+pub(crate) const BOMB_HTML: &str = "{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}";
 
-fn thousand_keys() -> Value {
+pub(crate) fn thousand_keys() -> Value {
     let keys: serde_json::Map<String, Value> = (0..1000).map(|i| (format!("k{i}"), json!(i))).collect();
     json!({ "a": keys })
 }
 
-async fn create_template(server: &TestServer, key: &str, subject: &str, html: &str) -> String {
+pub(crate) async fn create_template(server: &TestServer, key: &str, subject: &str, html: &str) -> String {
     let (status, body) =
         server.post("/v1/templates", key, json!({"name": "t", "subject": subject, "html": html})).await;
     assert_ok(status, &body, 201, "a template");

@@ -26,6 +26,7 @@ use tidings_e2e::{DataDir, Options, TestServer};
 
 use crate::common::receiver::{Receiver, Reply};
 use crate::common::{assert_ok, block_on, create_key, start_with_dns, verified_domain};
+use crate::replays_and_renders::{BOMB_HTML, create_template, thousand_keys};
 
 /// How long a test waits for something it polls for.
 const WAIT: Duration = Duration::from_secs(30);
@@ -132,22 +133,6 @@ fn one_workspaces_hanging_endpoints_do_not_delay_anothers_webhooks() {
         assert!(worst < Duration::from_secs(3), "worst {worst:?}: below the 10 s timeout the attacker's POSTs hold");
         receiver.release();
     });
-}
-
-/// A template whose html loops over `a` three levels deep: with 1,000 keys in `a`, 10⁹
-/// iterations, which only the work budget stops.
-const BOMB_HTML: &str = "{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}";
-
-fn thousand_keys() -> Value {
-    let keys: serde_json::Map<String, Value> = (0..1000).map(|i| (format!("k{i}"), json!(i))).collect();
-    json!({ "a": keys })
-}
-
-async fn create_template(server: &TestServer, key: &str, subject: &str, html: &str) -> String {
-    let (status, body) =
-        server.post("/v1/templates", key, json!({"name": "t", "subject": subject, "html": html})).await;
-    assert_ok(status, &body, 201, "a template");
-    body["data"]["id"].as_str().unwrap().to_owned()
 }
 
 /// One of the attacker's requests: its renders wait their workspace's turns, so on a loaded
