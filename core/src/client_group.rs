@@ -8,7 +8,9 @@
 //! the smallest unit a host cannot step out of. An IPv4-mapped IPv6 address (a dual-stack
 //! socket's view of an IPv4 client) is that IPv4 client.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The key per-client limits use for `ip`: IPv4 addresses as they are (IPv4-mapped IPv6
 /// ones as their IPv4 address), IPv6 addresses as their /64 network (the interface id
@@ -23,6 +25,50 @@ pub fn client_group(ip: IpAddr) -> IpAddr {
                 IpAddr::V6(Ipv6Addr::from(network))
             }
         },
+    }
+}
+
+/// How many of something (connections, sessions) each client holds, by [`client_group`];
+/// clones share the counts. Each one held is a [`ClientTicket`], which gives its count back
+/// when dropped, so a client's entry exists only while it holds something.
+#[derive(Debug, Clone, Default)]
+pub struct PerClient {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One thing held by a client in [`PerClient`]; given back when dropped.
+#[derive(Debug)]
+pub struct ClientTicket {
+    client: IpAddr,
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerClient {
+    /// One more for the client of `ip`, or `None` when it already holds `max`.
+    pub fn take(&self, ip: IpAddr, max: usize) -> Option<ClientTicket> {
+        let client = client_group(ip);
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(client).or_insert(0);
+        if *count >= max {
+            if *count == 0 {
+                counts.remove(&client);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(ClientTicket { client, counts: Arc::clone(&self.counts) })
+    }
+}
+
+impl Drop for ClientTicket {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.client);
+            }
+        }
     }
 }
 
@@ -45,6 +91,19 @@ mod tests {
         assert_eq!(group("2001:db8:1:3::1"), "2001:db8:1:3::");
         assert_eq!(group("::1"), "::");
         assert_eq!(group("::ffff:192.0.2.7"), "192.0.2.7");
+    }
+
+    #[test]
+    fn tickets_count_per_client_and_come_back_when_dropped() {
+        let per_client = PerClient::default();
+        let first = per_client.take("2001:db8::1".parse().unwrap(), 2).expect("a first");
+        let _second = per_client.take("2001:db8::2".parse().unwrap(), 2).expect("a second from the same /64");
+        assert!(per_client.take("2001:db8::3".parse().unwrap(), 2).is_none(), "a third from the /64");
+        assert!(per_client.take("2001:db8:0:1::1".parse().unwrap(), 2).is_some(), "another /64");
+        drop(first);
+        assert!(per_client.take("2001:db8::3".parse().unwrap(), 2).is_some(), "a place came back");
+        assert!(per_client.take("192.0.2.1".parse().unwrap(), 0).is_none());
+        assert!(per_client.counts.lock().unwrap().get(&"192.0.2.1".parse::<IpAddr>().unwrap()).is_none());
     }
 
     proptest! {

@@ -120,7 +120,7 @@ impl FromRequest<DashboardState> for SignInForm {
             return Err(PageError::forbidden_form(why).into_response());
         }
         let client = crate::session::client_ip(&parts);
-        let fields = read_fields(&state.budget, Owner::Client(client), &parts, body, FORM_BODY_LIMIT)
+        let fields = read_fields(&state.budget, Owner::client(client), &parts, body, FORM_BODY_LIMIT)
             .await
             .map_err(IntoResponse::into_response)?;
         Ok(Self { client, key: fields.text("key").unwrap_or_default() })

@@ -138,7 +138,7 @@ pub(crate) async fn hold_budget(mut req: Request, next: Next) -> Response {
 pub(crate) async fn read(req: Request, budget: &MemoryBudget, default_limit: usize) -> Result<Vec<u8>, ApiError> {
     let limit = req.extensions().get::<BodyLimit>().map_or(default_limit, |l| l.0);
     let held = req.extensions().get::<Held>().cloned().unwrap_or_default();
-    let owner = req.extensions().get::<Owner>().copied().unwrap_or_else(|| Owner::Client(client(req.extensions())));
+    let owner = req.extensions().get::<Owner>().copied().unwrap_or_else(|| Owner::client(client(req.extensions())));
     let (parts, body) = req.into_parts();
     let (bytes, claim) = receive(budget, owner, &parts.headers, &parts.extensions, body, limit).await?;
     held.0.lock().unwrap_or_else(PoisonError::into_inner).push(claim);

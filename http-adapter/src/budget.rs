@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use tidings_core::client_group::client_group;
 use tidings_core::ids::WorkspaceId;
 use tokio::sync::Notify;
 
@@ -32,11 +33,20 @@ pub const STALL: Duration = Duration::from_secs(1);
 /// Who a claim is counted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Owner {
-    /// A request without a key or session, by client address (the one the failed-auth
-    /// throttle counts: behind a trusted proxy, the forwarded one).
+    /// A request without a key or session, by client ([`Owner::client`]: the address the
+    /// failed-auth throttle counts, behind a trusted proxy the forwarded one, grouped as it
+    /// groups them).
     Client(IpAddr),
     /// A request made with a key or a dashboard session of this workspace.
     Workspace(WorkspaceId),
+}
+
+impl Owner {
+    /// The owner of a keyless request from `ip`: its [`client_group`], so every address of an
+    /// IPv6 /64 shares one share, as it shares one allowance of failed authentications.
+    pub fn client(ip: IpAddr) -> Self {
+        Self::Client(client_group(ip))
+    }
 }
 
 /// Why a claim was refused.
@@ -318,6 +328,15 @@ mod tests {
         drop(other);
         assert_eq!(budget.used(), 20 * MIB);
         budget.hold(client(1), 30 * MIB).unwrap();
+    }
+
+    #[test]
+    fn the_addresses_of_one_ipv6_64_hold_one_share() {
+        let budget = budget();
+        let _first = budget.hold(Owner::client("2001:db8::1".parse().unwrap()), 50 * MIB).unwrap();
+        let next = budget.hold(Owner::client("2001:db8::2".parse().unwrap()), 1);
+        assert_eq!(next.unwrap_err(), Refusal::OverShare);
+        budget.hold(Owner::client("2001:db8:0:1::1".parse().unwrap()), MIB).expect("another /64");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Session places: at most `max_connections` sessions in all and `max_connections_per_ip`
-//! from one client (an IPv4 address or an IPv6 /64, [`client_group`]). A session holds a
+//! from one client (an IPv4 address or an IPv6 /64, [`client_group`](tidings_core::client_group::client_group)). A session holds a
 //! [`Place`] from accept to close; dropping it gives both counts back.
 //!
 //! Over the per-client cap a connection is refused at once: one client holding many
@@ -7,19 +7,18 @@
 //! the idlest session is evicted (`activity`), so idle sockets from many addresses cannot
 //! lock a live client out either.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::client_group::client_group;
+use tidings_core::client_group::{ClientTicket, PerClient};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Counts of sessions, in total and per client.
 #[derive(Debug, Clone)]
 pub(crate) struct Places {
     total: Arc<Semaphore>,
-    per_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    per_client: PerClient,
     max_per_client: usize,
 }
 
@@ -27,8 +26,7 @@ pub(crate) struct Places {
 /// newcomer too, so one client cannot queue more than its share.
 #[derive(Debug)]
 pub(crate) struct ClientShare {
-    client: IpAddr,
-    per_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    _ticket: ClientTicket,
 }
 
 /// One running session's place.
@@ -40,19 +38,12 @@ pub(crate) struct Place {
 
 impl Places {
     pub(crate) fn new(max_total: usize, max_per_client: usize) -> Self {
-        Self { total: Arc::new(Semaphore::new(max_total)), per_client: Arc::default(), max_per_client }
+        Self { total: Arc::new(Semaphore::new(max_total)), per_client: PerClient::default(), max_per_client }
     }
 
     /// A share for a connection from `ip`, or `None` when its client has all it may have.
     pub(crate) fn share(&self, ip: IpAddr) -> Option<ClientShare> {
-        let client = client_group(ip);
-        let mut counts = self.per_client.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = counts.entry(client).or_insert(0);
-        if *count >= self.max_per_client {
-            return None;
-        }
-        *count += 1;
-        Some(ClientShare { client, per_client: Arc::clone(&self.per_client) })
+        self.per_client.take(ip, self.max_per_client).map(|ticket| ClientShare { _ticket: ticket })
     }
 
     /// A place now, if one is free; else the share back.
@@ -68,18 +59,6 @@ impl Places {
         match tokio::time::timeout(wait, Arc::clone(&self.total).acquire_owned()).await {
             Ok(Ok(total)) => Ok(Place { _total: total, _share: share }),
             _ => Err(share),
-        }
-    }
-}
-
-impl Drop for ClientShare {
-    fn drop(&mut self) {
-        let mut counts = self.per_client.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = counts.get_mut(&self.client) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.client);
-            }
         }
     }
 }

@@ -5,11 +5,10 @@
 //! kernel's backlog, and idle connections are shed meanwhile, see `connection`); the cap per
 //! address refuses at once, since one address holding many connections is the attack.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use tidings_core::client_group::client_group;
+use tidings_core::client_group::{ClientTicket, PerClient};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Counts of open connections, in total and per client address.
@@ -17,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct Slots {
     total: Arc<Semaphore>,
     max_total: usize,
-    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    per_ip: PerClient,
     max_per_ip: usize,
 }
 
@@ -25,19 +24,13 @@ pub struct Slots {
 #[derive(Debug)]
 pub struct Slot {
     _total: OwnedSemaphorePermit,
-    ip: IpAddr,
-    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    _per_ip: ClientTicket,
 }
 
 impl Slots {
     /// At most `max_total` connections, at most `max_per_ip` of them from one address.
     pub fn new(max_total: usize, max_per_ip: usize) -> Self {
-        Self {
-            total: Arc::new(Semaphore::new(max_total)),
-            max_total,
-            per_ip: Arc::new(Mutex::new(HashMap::new())),
-            max_per_ip,
-        }
+        Self { total: Arc::new(Semaphore::new(max_total)), max_total, per_ip: PerClient::default(), max_per_ip }
     }
 
     /// A place among all connections, waiting for one if every place is taken.
@@ -62,29 +55,12 @@ impl Slots {
     }
 
     /// A slot for a connection from `ip` holding `total`, or `None` when `ip` already has
-    /// the most connections it may have. Addresses count by [`client_group`]: every address
-    /// of an IPv6 /64 is one client.
+    /// the most connections it may have. Addresses count by
+    /// [`client_group`](tidings_core::client_group::client_group): every address of an IPv6
+    /// /64 is one client.
     pub fn claim(&self, ip: IpAddr, total: OwnedSemaphorePermit) -> Option<Slot> {
-        let ip = client_group(ip);
-        let mut counts = self.per_ip.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = counts.entry(ip).or_insert(0);
-        if *count >= self.max_per_ip {
-            return None;
-        }
-        *count += 1;
-        Some(Slot { _total: total, ip, per_ip: Arc::clone(&self.per_ip) })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut counts = self.per_ip.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = counts.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.ip);
-            }
-        }
+        let per_ip = self.per_ip.take(ip, self.max_per_ip)?;
+        Some(Slot { _total: total, _per_ip: per_ip })
     }
 }
 
