@@ -144,6 +144,13 @@ pub enum Error {
     /// 422 `recipient_suppressed`.
     #[error("{0} is on the suppression list")]
     RecipientSuppressed(String),
+    /// 422 `recipient_suppressed` for a send to several recipients, every one of them
+    /// suppressed; the fields name each (`to`, `cc`, `bcc`: the address is in the message).
+    #[error("every recipient is on the suppression list")]
+    AllRecipientsSuppressed {
+        /// One per recipient.
+        fields: Vec<FieldError>,
+    },
     /// 422 `template_render_error`.
     #[error("{0}")]
     TemplateRender(String),
@@ -176,7 +183,7 @@ impl Error {
             Self::Conflict(_) => "conflict",
             Self::IdempotencyKeyReused(_) => "idempotency_key_reused",
             Self::DomainNotVerified(_) => "domain_not_verified",
-            Self::RecipientSuppressed(_) => "recipient_suppressed",
+            Self::RecipientSuppressed(_) | Self::AllRecipientsSuppressed { .. } => "recipient_suppressed",
             Self::TemplateRender(_) => "template_render_error",
             Self::TemplateSyntax(_) => "template_syntax_error",
             Self::Unavailable(_) => "unavailable",

@@ -73,6 +73,11 @@ impl From<Error> for PageError {
             Error::DomainNotVerified(_) | Error::RecipientSuppressed(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "Not sent", vec![e.to_string()])
             }
+            Error::AllRecipientsSuppressed { fields } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Not sent",
+                fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
+            ),
             Error::TemplateRender(_) | Error::TemplateSyntax(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "Template error", vec![e.to_string()])
             }

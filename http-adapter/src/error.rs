@@ -63,6 +63,7 @@ fn core_status(e: &Error) -> StatusCode {
         Error::Validation { .. }
         | Error::DomainNotVerified(_)
         | Error::RecipientSuppressed(_)
+        | Error::AllRecipientsSuppressed { .. }
         | Error::TemplateRender(_)
         | Error::TemplateSyntax(_) => StatusCode::UNPROCESSABLE_ENTITY,
         Error::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
@@ -88,7 +89,7 @@ impl ApiError {
                     other => other.to_string(),
                 };
                 let details = match e {
-                    Error::Validation { fields } => {
+                    Error::Validation { fields } | Error::AllRecipientsSuppressed { fields } => {
                         fields.iter().map(|f| (f.field.clone(), f.message.clone())).collect()
                     }
                     _ => Vec::new(),

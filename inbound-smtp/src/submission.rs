@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tidings_core::email::EmailAddress;
 use tidings_core::ports::Limits;
-use tidings_core::usecases::{AuthOutcome, AuthRefusal, Principal, SubmitError, SubmitFailure, Tidings};
+use tidings_core::usecases::{AuthOutcome, AuthRefusal, Principal, SubmitFailure, Tidings};
 use tidings_core::{Error, IdempotencyConflict};
 
 use crate::handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
@@ -56,26 +56,18 @@ impl InboundHandler for SubmissionHandler {
             return Err(HandlerError::Refused(Refusal::new(530, "5.7.0", "Authentication required")));
         };
         match self.core.submit_message(&*self.limits, who, &envelope.recipients, &raw).await {
-            Ok(sent) => {
-                for outcome in &sent {
-                    let message = &outcome.message;
-                    tracing::info!(peer = %envelope.peer, message = %message.id, replayed = outcome.replayed, "submitted message queued");
-                }
+            Ok(outcome) => {
+                let message = &outcome.message;
+                let recipients = envelope.recipients.len();
+                tracing::info!(peer = %envelope.peer, message = %message.id, recipients, replayed = outcome.replayed, "submitted message queued");
                 Ok(())
             }
-            Err(SubmitError { queued, reason }) => {
-                if queued > 0 {
-                    tracing::warn!(peer = %envelope.peer, queued, "submission stopped part-way: {reason}");
+            Err(reason) => Err(match reason {
+                SubmitFailure::RateLimited(wait) => {
+                    HandlerError::Refused(Refusal::new(451, "4.7.1", format!("Rate limit exceeded, retry in {wait} s")))
                 }
-                Err(match reason {
-                    SubmitFailure::RateLimited(wait) => HandlerError::Refused(Refusal::new(
-                        451,
-                        "4.7.1",
-                        format!("Rate limit exceeded, retry in {wait} s"),
-                    )),
-                    SubmitFailure::Send(error) => reply_for(&error),
-                })
-            }
+                SubmitFailure::Send(error) => reply_for(&error),
+            }),
         }
     }
 }
@@ -91,7 +83,9 @@ fn reply_for(error: &Error) -> HandlerError {
         Error::DomainNotVerified(_) | Error::DomainNotAllowed { .. } | Error::InsufficientScope => {
             refused(550, "5.7.1", format!("Sender not allowed: {error}"))
         }
-        Error::RecipientSuppressed(_) => refused(550, "5.1.1", "Recipient is on the suppression list".to_owned()),
+        Error::RecipientSuppressed(_) | Error::AllRecipientsSuppressed { .. } => {
+            refused(550, "5.1.1", "Recipient is on the suppression list".to_owned())
+        }
         Error::InvalidApiKey => refused(550, "5.7.8", "API key revoked".to_owned()),
         Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest) => {
             refused(550, "5.6.0", "This Message-ID was already used for a different message".to_owned())

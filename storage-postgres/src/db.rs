@@ -99,7 +99,7 @@ pub(crate) async fn newest_first_where<T: DeserializeOwned>(
     limit: usize,
 ) -> StoreResult<Page<T>> {
     let mut conditions: Vec<String> =
-        filters.iter().enumerate().map(|(i, (c, _))| c.replacen("{}", &format!("${}", i + 1), 1)).collect();
+        filters.iter().enumerate().map(|(i, (c, _))| c.replace("{}", &format!("${}", i + 1))).collect();
     let mut params: Vec<Param<'_>> = filters.iter().map(|(_, v)| *v).collect();
     conditions.extend(extra.map(str::to_owned));
     let cursor = cursor.map(uuid);

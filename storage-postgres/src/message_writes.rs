@@ -139,6 +139,10 @@ pub(crate) struct NewRow {
     doc: serde_json::Value,
     event_id: Uuid,
     event: serde_json::Value,
+    /// Events about single recipients written with it (`NewMessage::recipient_events`).
+    recipient_events: Vec<(Uuid, serde_json::Value)>,
+    /// Its recipients beside the first, normalized (rows of `message_recipients`).
+    other_recipients: Vec<String>,
     idempotency: Option<KeyRow>,
     deliveries: Vec<DeliveryRow>,
 }
@@ -174,6 +178,12 @@ impl NewRow {
             doc: doc(m)?,
             event_id: uuid(new.event.id.0),
             event: doc(&new.event)?,
+            recipient_events: new
+                .recipient_events
+                .iter()
+                .map(|e| Ok((uuid(e.id.0), doc(e)?)))
+                .collect::<StoreResult<_>>()?,
+            other_recipients: crate::messages::other_recipients(m),
             idempotency: idempotency.transpose()?,
             deliveries: delivery_rows(uuid(m.id.0), &new.webhook_deliveries)?,
         })
@@ -202,6 +212,16 @@ async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>>
     let mut c = NewColumns::default();
     let mut deliveries = DeliveryColumns::default();
     for r in rows {
+        for (id, event) in &r.recipient_events {
+            c.more_event_messages.push(r.id);
+            c.more_event_ids.push(*id);
+            c.more_events.push(event);
+        }
+        for address in &r.other_recipients {
+            c.other_messages.push(r.id);
+            c.other_workspaces.push(r.workspace);
+            c.other_addresses.push(address);
+        }
         c.ids.push(r.id);
         c.workspaces.push(r.workspace);
         c.statuses.push(r.status);
@@ -234,6 +254,12 @@ async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>>
         &c.key_expiries,
         &c.key_docs,
         &c.key_times,
+        &c.more_event_messages,
+        &c.more_event_ids,
+        &c.more_events,
+        &c.other_messages,
+        &c.other_workspaces,
+        &c.other_addresses,
     ];
     params.extend(deliveries.params());
     let client = store.client().await?;
@@ -257,6 +283,14 @@ struct NewColumns<'a> {
     key_expiries: Vec<Option<DateTime<Utc>>>,
     key_docs: Vec<Option<&'a serde_json::Value>>,
     key_times: Vec<Option<DateTime<Utc>>>,
+    /// Events about single recipients, flattened across messages.
+    more_event_messages: Vec<Uuid>,
+    more_event_ids: Vec<Uuid>,
+    more_events: Vec<&'a serde_json::Value>,
+    /// Recipients beside the first, flattened across messages.
+    other_messages: Vec<Uuid>,
+    other_workspaces: Vec<Uuid>,
+    other_addresses: Vec<&'a str>,
 }
 
 /// New messages: taken keys (fresh, or taken over from a record expired by the time of the
@@ -290,9 +324,18 @@ static CREATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          ), events AS (
              INSERT INTO message_events (message_id, id, doc)
              SELECT u.id, u.event_id, u.event_doc FROM input u JOIN inserted i ON i.id = u.id
+             UNION ALL
+             SELECT e.message_id, e.id, e.doc
+             FROM unnest($15::uuid[], $16::uuid[], $17::jsonb[]) AS e(message_id, id, doc)
+             JOIN inserted i ON i.id = e.message_id
+         ), recipients AS (
+             INSERT INTO message_recipients (workspace_id, to_norm, message_id)
+             SELECT r.workspace_id, r.to_norm, r.message_id
+             FROM unnest($18::uuid[], $19::uuid[], $20::text[]) AS r(message_id, workspace_id, to_norm)
+             JOIN inserted i ON i.id = r.message_id
          ), {deliveries}
          SELECT id FROM inserted",
-        deliveries = deliveries_ctes(15, "inserted"),
+        deliveries = deliveries_ctes(21, "inserted"),
     )
 });
 

@@ -70,6 +70,24 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
     .map(drop)
 }
 
+/// The rows of `message_recipients` for the message's recipients beside its first.
+async fn insert_other_recipients(client: &impl GenericClient, m: &Message) -> StoreResult<()> {
+    let others = other_recipients(m);
+    if others.is_empty() {
+        return Ok(());
+    }
+    let sql = "INSERT INTO message_recipients (workspace_id, to_norm, message_id)
+               SELECT $1, unnest($2::text[]), $3";
+    execute(client, sql, &[&uuid(m.workspace_id.0), &others, &uuid(m.id.0)]).await.map(drop)
+}
+
+/// The normalized addresses of a message's recipients other than its first (`to_norm`),
+/// each once.
+pub(crate) fn other_recipients(m: &Message) -> Vec<String> {
+    let mut seen = std::collections::HashSet::from([m.to.normalized()]);
+    m.recipients.iter().map(|r| r.email.normalized()).filter(|a| seen.insert(a.clone())).collect()
+}
+
 #[async_trait]
 impl MessageStore for PgStore {
     async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
@@ -89,7 +107,10 @@ impl MessageStore for PgStore {
         }
         for new in &batch.messages {
             insert_message(&tx, &new.message).await?;
-            insert_event(&tx, &new.event).await?;
+            insert_other_recipients(&tx, &new.message).await?;
+            for event in std::iter::once(&new.event).chain(&new.recipient_events) {
+                insert_event(&tx, event).await?;
+            }
             insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
         }
         tx.commit().await.map_err(db_error)?;
@@ -121,7 +142,12 @@ impl MessageStore for PgStore {
             filters.push(("status = {}".into(), status));
         }
         if let Some(to) = &to {
-            filters.push(("to_norm = {}".into(), to));
+            // The first recipient is a column of the message, the others rows of
+            // message_recipients (migration 0008); `$1` is the workspace, the first filter.
+            let any_recipient = "id IN (SELECT id FROM messages WHERE workspace_id = $1 AND to_norm = {} \
+                                 UNION ALL SELECT message_id FROM message_recipients \
+                                 WHERE workspace_id = $1 AND to_norm = {})";
+            filters.push((any_recipient.into(), to));
         }
         if let Some(key) = &key {
             filters.push(("api_key_id = {}".into(), key));

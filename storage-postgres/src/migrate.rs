@@ -16,6 +16,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_retention", include_str!("../migrations/0005_retention.sql")),
     ("0006_sealing", include_str!("../migrations/0006_sealing.sql")),
     ("0007_sessions", include_str!("../migrations/0007_sessions.sql")),
+    ("0008_recipients", include_str!("../migrations/0008_recipients.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

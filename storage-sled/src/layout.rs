@@ -173,6 +173,7 @@ pub fn status_code(status: MessageStatus) -> u8 {
         MessageStatus::Failed => 7,
         MessageStatus::Suppressed => 8,
         MessageStatus::Canceled => 9,
+        MessageStatus::PartiallyDelivered => 10,
     }
 }
 

@@ -70,9 +70,24 @@ fn query_buckets(ws: WorkspaceId, q: &MessageQuery) -> Vec<Vec<u8>> {
     out
 }
 
+/// The `to` index entries of a message's other recipients (cc and bcc included), beside the
+/// one [`buckets`] gives its first: written once with the message, since its recipients never
+/// change, so that a `to` filter finds it by any of them.
+fn other_recipient_buckets(m: &Message) -> Vec<Vec<u8>> {
+    let ws = m.workspace_id.to_bytes();
+    let first = m.to.normalized();
+    let mut seen = std::collections::HashSet::from([first]);
+    m.recipients
+        .iter()
+        .map(|r| r.email.normalized())
+        .filter(|address| seen.insert(address.clone()))
+        .map(|address| Key::new(layout::MESSAGE_BY_TO).id(ws).text(&address).0)
+        .collect()
+}
+
 fn matches(m: &Message, q: &MessageQuery) -> bool {
     q.status.is_none_or(|s| m.status == s)
-        && q.to.as_ref().is_none_or(|to| m.to.normalized() == to.normalized())
+        && q.to.as_ref().is_none_or(|to| m.recipient_addresses().iter().any(|r| r.normalized() == to.normalized()))
         && q.sent_by.is_none_or(|k| m.api_key_id == k)
         && q.matches_labels(m)
 }
@@ -122,8 +137,8 @@ struct Encoded {
     message_key: Vec<u8>,
     message: Vec<u8>,
     content: Option<(Vec<u8>, Vec<u8>)>,
-    event_key: Vec<u8>,
-    event: Vec<u8>,
+    /// The first event and those about single recipients, keyed.
+    events: Vec<(Vec<u8>, Vec<u8>)>,
     idempotency: Option<(Vec<u8>, Vec<u8>)>,
     deliveries: Vec<Vec<u8>>,
 }
@@ -135,8 +150,10 @@ fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
         message_key: layout::message(m.workspace_id, m.id).0,
         message: encode(&record)?,
         content: content::encode_content(&content)?.map(|bytes| (content::key(m), bytes)),
-        event_key: layout::events(m.workspace_id, m.id).id(new.event.id.to_bytes()).0,
-        event: encode(&new.event)?,
+        events: std::iter::once(&new.event)
+            .chain(&new.recipient_events)
+            .map(|e| Ok((layout::events(m.workspace_id, m.id).id(e.id.to_bytes()).0, encode(e)?)))
+            .collect::<StoreResult<_>>()?,
         idempotency: match &new.idempotency {
             Some(r) => Some((layout::idempotency(r.workspace_id, r.key.as_str()).0, encode(r)?)),
             None => None,
@@ -191,10 +208,12 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
         return Err(StoreError::Conflict(format!("message {} exists", m.id)));
     }
     queue_deliveries(tree, batch, &new.webhook_deliveries, enc.deliveries)?;
-    batch.insert(enc.event_key, enc.event);
+    for (key, value) in enc.events {
+        batch.insert(key, value);
+    }
     batch.insert(layout::message_by_id(m.id).0, &m.workspace_id.to_bytes()[..]);
     batch.insert(layout::message_purge(m.id).0, &m.workspace_id.to_bytes()[..]);
-    for bucket in buckets(m) {
+    for bucket in buckets(m).into_iter().chain(other_recipient_buckets(m)) {
         batch.insert(entry(&bucket, m.id), &[]);
     }
     if let Some(at) = m.next_attempt_at {

@@ -161,6 +161,8 @@ pub fn message(ws: WorkspaceId, key: ApiKeyId, domain: DomainId) -> Message {
         extras: tidings_core::model::MessageExtras::default(),
         scheduled_at: None,
         tracking_tally: Default::default(),
+        recipients: Vec::new(),
+        written_headers: None,
     }
 }
 
@@ -173,13 +175,20 @@ pub fn queued_event(message: &Message) -> MessageEvent {
         provider_message_id: None,
         occurred_at: message.created_at,
         details: EventDetails::default(),
+        recipient: None,
     }
 }
 
 /// What `create_message` takes for `message`: its `Queued` event, no idempotency key, no
 /// webhook deliveries.
 pub fn new_message(message: &Message) -> NewMessage {
-    NewMessage { message: message.clone(), event: queued_event(message), idempotency: None, webhook_deliveries: vec![] }
+    NewMessage {
+        message: message.clone(),
+        event: queued_event(message),
+        recipient_events: vec![],
+        idempotency: None,
+        webhook_deliveries: vec![],
+    }
 }
 
 /// The write for `event_type` happening to `message` (as stored) at `at`, through the state

@@ -1,7 +1,7 @@
 //! The delivery worker's step function: claim due messages under a lease, and for each
 //! decide, build, sign, hand off and record the outcome (docs/api.md#messages).
 //!
-//! Per message, in order:
+//! Per message to one recipient, in order (a message with a recipient list: [`recipients`]):
 //! 1. Recipient suppressed now → `Suppressed`, unsent. (A message found in `Sent`, whose
 //!    previous attempt's outcome is unknown after a crash, cannot become `Suppressed`; it
 //!    ends `Failed` with that reason instead.)
@@ -142,9 +142,14 @@ pub struct DeliveryReport {
 }
 
 impl DeliveryReport {
-    /// Counts what one attempt did.
+    /// Counts what one attempt did (per recipient, for a message with a recipient list).
     pub(crate) fn add(&mut self, id: MessageId, outcome: Result<Outcome>) {
         match outcome {
+            Ok(Outcome::Several(each)) => {
+                for outcome in each {
+                    self.add(id, Ok(outcome));
+                }
+            }
             Ok(Outcome::Delivered) => self.delivered += 1,
             Ok(Outcome::Deferred) => self.deferred += 1,
             Ok(Outcome::Bounced(BounceType::Hard)) => self.bounced_hard += 1,
@@ -159,6 +164,8 @@ impl DeliveryReport {
 
 /// What happened to one claimed message.
 pub(crate) enum Outcome {
+    /// What happened to each recipient attempted, for a message with a recipient list.
+    Several(Vec<Outcome>),
     Delivered,
     Deferred,
     Bounced(BounceType),
@@ -269,6 +276,9 @@ impl DeliveryWorker {
 
 impl Shared {
     async fn deliver_one(&self, claimed: Message, lease_until: DateTime<Utc>) -> Result<Outcome> {
+        if claimed.has_recipient_list() {
+            return self.deliver_recipients(claimed, lease_until).await;
+        }
         // Shared with the blocking task that builds and signs it, instead of copied there.
         let mut message = Arc::new(claimed);
         let mut reread = false;
@@ -469,6 +479,9 @@ fn reply_details(result: &std::result::Result<SendReceipt, SendError>) -> EventD
         ..EventDetails::default()
     }
 }
+
+#[path = "worker_recipients.rs"]
+mod recipients;
 
 #[cfg(test)]
 mod tests {

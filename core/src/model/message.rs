@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::email::{EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::MessageExtras;
+use crate::model::recipients::{Recipient, WrittenHeaders};
 use crate::tracking::TrackingTally;
 
 /// Where a message is in its life (docs/api.md#messages).
@@ -31,11 +32,14 @@ pub enum MessageStatus {
     Suppressed,
     /// Canceled by the client before any attempt (terminal).
     Canceled,
+    /// Of a message to several recipients: every recipient is settled and some, not all,
+    /// were delivered (contract §10). Never the status of a single recipient.
+    PartiallyDelivered,
 }
 
 impl MessageStatus {
     /// Every status, for exhaustive tests and filters.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Queued,
         Self::Scheduled,
         Self::Sent,
@@ -46,6 +50,7 @@ impl MessageStatus {
         Self::Failed,
         Self::Suppressed,
         Self::Canceled,
+        Self::PartiallyDelivered,
     ];
 
     /// No further status change is possible.
@@ -69,7 +74,8 @@ impl MessageStatus {
             | Self::Complained
             | Self::Failed
             | Self::Suppressed
-            | Self::Canceled => false,
+            | Self::Canceled
+            | Self::PartiallyDelivered => false,
         }
     }
 
@@ -86,6 +92,7 @@ impl MessageStatus {
             Self::Failed => "Failed",
             Self::Suppressed => "Suppressed",
             Self::Canceled => "Canceled",
+            Self::PartiallyDelivered => "PartiallyDelivered",
         }
     }
 
@@ -222,9 +229,15 @@ pub struct MessageEvent {
     pub occurred_at: DateTime<Utc>,
     /// Type-specific details.
     pub details: EventDetails,
+    /// The recipient it is about, on a message with a recipient list
+    /// ([`Message::has_recipient_list`]); `None` on events about the whole message
+    /// (`Queued`, `Scheduled`, ...) and on every event of a message without a list, whose one
+    /// recipient is its `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<EmailAddress>,
 }
 
-/// A message to one recipient. The bodies are kept (rendered) so the delivery worker can
+/// A message to one or more recipients. The bodies are kept (rendered) so the delivery worker can
 /// build the MIME later; the API does not return them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -238,8 +251,17 @@ pub struct Message {
     pub domain_id: DomainId,
     /// Current status.
     pub status: MessageStatus,
-    /// Recipient.
+    /// The first recipient (of `to`); the only one of a message without a recipient list.
     pub to: EmailAddress,
+    /// Every recipient with its own state, in request order, when the message has more than
+    /// one or its one has a display name or is not in `to`; empty otherwise, and for every
+    /// message stored before recipients existed (`model::recipients`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<Recipient>,
+    /// The `To:` and `Cc:` headers as a message submitted over SMTP wrote them, when they are
+    /// not simply its to and cc recipients; `None` for every other message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_headers: Option<WrittenHeaders>,
     /// Sender with display name.
     pub from: Mailbox,
     /// Rendered subject.

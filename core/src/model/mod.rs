@@ -6,6 +6,7 @@ mod domain;
 pub mod extras;
 mod idempotency;
 mod message;
+pub mod recipients;
 mod sender;
 mod session;
 mod suppression;
@@ -21,6 +22,7 @@ pub use idempotency::{
 };
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
 pub use message::{MessageContent, MessageTracking};
+pub use recipients::{MAX_RECIPIENTS, Recipient, RecipientKind, WrittenHeaders};
 pub use sender::{Sender, SenderUsername};
 pub(crate) use session::new_csrf_token;
 pub use session::{DashboardSession, SessionToken, SessionTokenHash};

@@ -42,7 +42,7 @@ use lettre::message::{
 use crate::Cause;
 use crate::email::{EmailAddress, Mailbox};
 use crate::model::extras::{Attachment, CustomHeader};
-use crate::model::{Domain, Message};
+use crate::model::{Domain, Message, RecipientKind};
 use crate::outbound::bodies::{file_body, text_part};
 use crate::outbound::html_text::text_from_html;
 use crate::outbound::return_path::ReturnPath;
@@ -102,20 +102,47 @@ pub fn provider_message_id(message: &Message, domain: &Domain) -> String {
 }
 
 /// Builds the RFC 5322 message for `message` sent from `domain` (its sending domain), with
-/// the open and click tracking the message asks for when `tracking` is configured.
+/// the open and click tracking the message asks for when `tracking` is configured. On a
+/// message with a recipient list, the tracking tokens are those of no recipient: see
+/// [`build_copy`].
 pub fn build_message(
     message: &Message,
     domain: &Domain,
     tracking: Option<&TrackingConfig>,
+) -> Result<BuiltMessage, BuildError> {
+    build_copy(message, domain, tracking, None)
+}
+
+/// [`build_message`] for the copy of the recipient at position `recipient` of the message's
+/// list: the same bytes but for the tracking tokens, which name that recipient so that opens
+/// and clicks are attributed to it. `To:` and `Cc:` list the to and cc recipients with their
+/// display names in every copy; no copy has a `Bcc:` header.
+pub fn build_copy(
+    message: &Message,
+    domain: &Domain,
+    tracking: Option<&TrackingConfig>,
+    recipient: Option<u8>,
 ) -> Result<BuiltMessage, BuildError> {
     if message.domain_id != domain.id {
         return Err(BuildError::WrongDomain { expected: message.domain_id.to_string(), given: domain.id.to_string() });
     }
     let provider_message_id = provider_message_id(message, domain);
     let subject = clean_subject(&message.subject);
-    let mut builder = lettre::Message::builder()
-        .from(wire_mailbox("from", &message.from)?)
-        .to(wire_mailbox("to", &Mailbox { display_name: None, address: message.to.clone() })?)
+    // The envelope is the transport's (`OutboundEmail`), never lettre's; giving lettre one lets
+    // a message with no `To:` or `Cc:` (every recipient bcc) be built.
+    let envelope = lettre::address::Envelope::new(
+        Some(wire_mailbox("from", &message.from)?.email),
+        vec![wire_mailbox("to", &Mailbox { display_name: None, address: message.to.clone() })?.email],
+    )
+    .map_err(|e| BuildError::Assemble(Cause::new(e)))?;
+    let mut builder = lettre::Message::builder().from(wire_mailbox("from", &message.from)?).envelope(envelope);
+    for mailbox in message.mailboxes_of(RecipientKind::To) {
+        builder = builder.to(wire_mailbox("to", &mailbox)?);
+    }
+    for mailbox in message.mailboxes_of(RecipientKind::Cc) {
+        builder = builder.cc(wire_mailbox("cc", &mailbox)?);
+    }
+    let mut builder = builder
         .subject(subject.clone())
         .date(SystemTime::from(message.created_at))
         .header(MessageIdHeader::from(format!("<{provider_message_id}>")));
@@ -125,7 +152,7 @@ pub fn build_message(
     let text = text_body(message)?;
     let html = match (&message.html, tracking) {
         (Some(html), Some(config)) => {
-            Some(Cow::Owned(rewrite_html(html, config, message.workspace_id, message.id, message.tracking)))
+            Some(Cow::Owned(rewrite_html(html, config, message.workspace_id, message.id, recipient, message.tracking)))
         }
         (html, _) => html.as_deref().map(Cow::Borrowed),
     };
@@ -341,13 +368,14 @@ pub fn clean_subject(subject: &str) -> String {
     subject.chars().map(|c| if c.is_control() && c != '\t' { char::REPLACEMENT_CHARACTER } else { c }).collect()
 }
 
-/// The envelope sender (MAIL FROM) of `message` (docs/api.md#bounce-and-complaint-reports):
-/// with a return path configured, the message's signed return path for its recipient
-/// ([`ReturnPath::address`]), so a bounce report names the message it is about and proves it
-/// concerns it; otherwise the `From` address.
-pub fn envelope_sender(message: &Message, return_path: Option<&ReturnPath>) -> EmailAddress {
+/// The envelope sender (MAIL FROM) of the copy of `message` to `recipient`
+/// (docs/api.md#bounce-and-complaint-reports): with a return path configured, the message's
+/// return path signed for that recipient ([`ReturnPath::address`]), so a bounce report names
+/// the message and the recipient it is about and proves it concerns them; otherwise the
+/// `From` address.
+pub fn envelope_sender(message: &Message, recipient: &EmailAddress, return_path: Option<&ReturnPath>) -> EmailAddress {
     match return_path {
-        Some(return_path) => return_path.address(message.id, &message.to),
+        Some(return_path) => return_path.address(message.id, recipient),
         None => message.from.address.clone(),
     }
 }

@@ -173,13 +173,13 @@ fn messages_without_a_body_or_of_another_domain_are_refused() {
 fn the_envelope_sender_is_the_signed_return_path_when_configured() {
     let domain = signing_domain("acme.example.com");
     let message = message_from(&domain);
-    assert_eq!(envelope_sender(&message, None), message.from.address);
+    assert_eq!(envelope_sender(&message, &message.to, None), message.from.address);
 
     let return_path = ReturnPath {
         domain: DomainName::parse("bounces.tidings.example").unwrap(),
         key: ReturnPathKey::from_bytes([9; 32]),
     };
-    let sender = envelope_sender(&message, Some(&return_path));
+    let sender = envelope_sender(&message, &message.to, Some(&return_path));
     assert_eq!(sender, return_path.address(message.id, &message.to));
     let claimed = return_path.claim(&sender).expect("our own return path");
     assert_eq!(claimed.message, message.id);

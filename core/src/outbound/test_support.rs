@@ -64,6 +64,8 @@ pub(crate) fn message_from(domain: &Domain) -> Message {
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
         tracking_tally: Default::default(),
+        recipients: Vec::new(),
+        written_headers: None,
     }
 }
 

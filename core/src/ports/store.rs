@@ -96,7 +96,8 @@ pub struct Page<T> {
 pub struct MessageQuery {
     /// Only this status.
     pub status: Option<MessageStatus>,
-    /// Only this recipient (compared by [`EmailAddress::normalized`]).
+    /// Only messages with this recipient, in any of `to`, `cc` and `bcc` (compared by
+    /// [`EmailAddress::normalized`]).
     pub to: Option<EmailAddress>,
     /// Only messages sent with this key (send-scoped keys see only their own).
     pub sent_by: Option<ApiKeyId>,
@@ -140,6 +141,10 @@ pub struct NewMessage {
     pub message: Message,
     /// Its `Queued` (or `Scheduled`) event.
     pub event: MessageEvent,
+    /// Events about single recipients written with it, after `event`: the `Suppressed` of
+    /// each suppressed recipient of a send to several (contract §10). Empty for every other
+    /// send. The message's `last_event_id` is the last of them.
+    pub recipient_events: Vec<MessageEvent>,
     /// The idempotency record, when the request had a key.
     pub idempotency: Option<IdempotencyRecord>,
     /// Webhook deliveries for the `Queued` event.

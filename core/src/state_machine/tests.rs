@@ -32,6 +32,8 @@ fn queued_message() -> Message {
         extras: crate::model::MessageExtras::default(),
         scheduled_at: None,
         tracking_tally: Default::default(),
+        recipients: Vec::new(),
+        written_headers: None,
     }
 }
 

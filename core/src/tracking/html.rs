@@ -25,7 +25,8 @@ use crate::model::MessageTracking;
 /// The attribute that keeps a link untracked.
 pub const NOTRACK_ATTRIBUTE: &str = "data-tidings-notrack";
 
-/// `html` with the tracking `tracking` asks for, signed for `message` of `workspace`.
+/// `html` with the tracking `tracking` asks for, signed for `message` of `workspace` (and for
+/// the copy of `recipient`, by position, on a message with a recipient list).
 /// Returns `html` unchanged when it asks for none. Should the rewriter ever fail (it does
 /// not on any input we know of: it is run non-strict, without memory limits), the part is
 /// sent untracked rather than not at all, and a warning is logged.
@@ -34,18 +35,19 @@ pub fn rewrite_html(
     config: &TrackingConfig,
     workspace: WorkspaceId,
     message: MessageId,
+    recipient: Option<u8>,
     tracking: MessageTracking,
 ) -> String {
     if !tracking.opens && !tracking.clicks {
         return html.to_owned();
     }
     let links = element!("a, area", |el| {
-        rewrite_link(el, tracking.clicks.then_some((config, workspace, message)));
+        rewrite_link(el, tracking.clicks.then_some((config, workspace, message, recipient)));
         Ok(())
     });
     let mut settings = RewriteStrSettings::new().with_strict(false).append_element_content_handler(links);
     if tracking.opens {
-        let pixel = pixel(&config.public_url.open_url(&config.key.sign_open(workspace, message)));
+        let pixel = pixel(&config.public_url.open_url(&config.key.sign_open(workspace, message, recipient)));
         let placed = Rc::new(Cell::new(false));
         let (body_pixel, body_placed) = (pixel.clone(), Rc::clone(&placed));
         let body = element!("body", move |el| {
@@ -79,17 +81,17 @@ pub fn rewrite_html(
 
 /// Rewrites one link for `signing` (`None`: clicks are not tracked) and strips our opt-out
 /// attribute.
-fn rewrite_link(el: &mut Element<'_, '_>, signing: Option<(&TrackingConfig, WorkspaceId, MessageId)>) {
+fn rewrite_link(el: &mut Element<'_, '_>, signing: Option<(&TrackingConfig, WorkspaceId, MessageId, Option<u8>)>) {
     if el.has_attribute(NOTRACK_ATTRIBUTE) {
         el.remove_attribute(NOTRACK_ATTRIBUTE);
         return;
     }
-    let Some((config, workspace, message)) = signing else { return };
+    let Some((config, workspace, message, recipient)) = signing else { return };
     // lol_html hands attribute values over raw: `&amp;` in the source is `&` in the URL.
     let Some(url) = el.get_attribute("href").and_then(|raw| TrackedUrl::parse(&decode_entities(&raw))) else {
         return;
     };
-    let tracked = config.public_url.click_url(&config.key.sign_click(workspace, message, &url));
+    let tracked = config.public_url.click_url(&config.key.sign_click(workspace, message, recipient, &url));
     // "href" is a valid attribute name, the only way this could fail.
     let _ = el.set_attribute("href", &tracked);
 }

@@ -17,7 +17,7 @@ fn ids() -> (WorkspaceId, MessageId) {
 
 fn rewrite(html: &str, tracking: MessageTracking) -> String {
     let (ws, msg) = ids();
-    rewrite_html(html, &config(), ws, msg, tracking)
+    rewrite_html(html, &config(), ws, msg, None, tracking)
 }
 
 /// The values of every `attribute="..."` in `html`, in order.
@@ -97,7 +97,7 @@ fn links_over_the_length_limit_stay_untracked() {
 fn the_pixel_goes_just_before_the_closing_body_tag() {
     let out = rewrite("<html><body><p>Hi</p></body></html>", MessageTracking { opens: true, clicks: false });
     let (ws, msg) = ids();
-    let src = format!("{BASE}/t/o/{}", config().key.sign_open(ws, msg));
+    let src = format!("{BASE}/t/o/{}", config().key.sign_open(ws, msg, None));
     assert!(out.starts_with("<html><body><p>Hi</p><img "), "{out}");
     assert!(out.ends_with("></body></html>"), "{out}");
     assert_eq!(attribute_values(&out, "src"), [src]);

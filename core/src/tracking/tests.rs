@@ -21,17 +21,17 @@ fn url(text: &str) -> TrackedUrl {
 #[test]
 fn an_open_token_verifies_to_its_workspace_and_message() {
     let (ws, msg) = ids(7, 9);
-    let token = key(1).sign_open(ws, msg);
+    let token = key(1).sign_open(ws, msg, None);
     assert_eq!(token.len(), 88, "34 bytes of payload and a 32-byte tag");
     let verified = key(1).verify(&token).unwrap();
-    assert_eq!(verified, Verified { kind: TokenKind::Open, workspace: ws, message: msg, url: None });
+    assert_eq!(verified, Verified { kind: TokenKind::Open, workspace: ws, message: msg, recipient: None, url: None });
 }
 
 #[test]
 fn a_click_token_carries_its_url() {
     let (ws, msg) = ids(7, 9);
     let target = url("https://example.com/a?b=1&c=2#d");
-    let verified = key(1).verify(&key(1).sign_click(ws, msg, &target)).unwrap();
+    let verified = key(1).verify(&key(1).sign_click(ws, msg, None, &target)).unwrap();
     assert_eq!(verified.kind, TokenKind::Click);
     assert_eq!(verified.url.as_ref().map(TrackedUrl::as_str), Some("https://example.com/a?b=1&c=2#d"));
 }
@@ -39,7 +39,7 @@ fn a_click_token_carries_its_url() {
 #[test]
 fn another_key_does_not_verify_a_token() {
     let (ws, msg) = ids(1, 2);
-    assert_eq!(key(2).verify(&key(1).sign_open(ws, msg)), Err(TokenError::BadSignature));
+    assert_eq!(key(2).verify(&key(1).sign_open(ws, msg, None)), Err(TokenError::BadSignature));
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn ids_swapped_in_from_another_message_do_not_verify() {
     let k = key(1);
     let (ws, a) = ids(5, 100);
     let (_, b) = ids(5, 200);
-    let mut bytes = URL_SAFE_NO_PAD.decode(k.sign_open(ws, a)).unwrap();
+    let mut bytes = URL_SAFE_NO_PAD.decode(k.sign_open(ws, a, None)).unwrap();
     bytes[18..34].copy_from_slice(&b.to_bytes());
     assert_eq!(k.verify(&URL_SAFE_NO_PAD.encode(bytes)), Err(TokenError::BadSignature));
 }
@@ -62,7 +62,7 @@ fn only_short_enough_http_and_https_urls_are_tracked() {
     let longest = format!("{base}{}", "a".repeat(MAX_TRACKED_URL_BYTES - base.len()));
     assert!(TrackedUrl::parse(&longest).is_some());
     assert_eq!(TrackedUrl::parse(&format!("{longest}a")), None);
-    let token = key(1).sign_click(WorkspaceId(Ulid(1)), MessageId(Ulid(2)), &url(&longest));
+    let token = key(1).sign_click(WorkspaceId(Ulid(1)), MessageId(Ulid(2)), None, &url(&longest));
     assert!(token.len() <= MAX_TOKEN_CHARS, "{} > {MAX_TOKEN_CHARS}", token.len());
     assert!(key(1).verify(&token).is_ok());
 }
@@ -101,11 +101,11 @@ fn any_token() -> impl Strategy<Value = (String, Verified)> {
     (any::<u128>(), any::<u128>(), proptest::option::of(any_url())).prop_map(|(ws, msg, url)| {
         let (ws, msg) = ids(ws, msg);
         let token = match &url {
-            Some(u) => key(1).sign_click(ws, msg, u),
-            None => key(1).sign_open(ws, msg),
+            Some(u) => key(1).sign_click(ws, msg, None, u),
+            None => key(1).sign_open(ws, msg, None),
         };
         let kind = if url.is_some() { TokenKind::Click } else { TokenKind::Open };
-        (token, Verified { kind, workspace: ws, message: msg, url })
+        (token, Verified { kind, workspace: ws, message: msg, recipient: None, url })
     })
 }
 

@@ -6,6 +6,11 @@
 //! tag     = HMAC-SHA256(key, payload), all 32 bytes
 //! ```
 //!
+//! Version 2, for the copy of one recipient of a message to several (contract §10: opens and
+//! clicks are attributed to the recipient whose copy was opened), has one more byte after
+//! the message: the recipient's position in the message's list (0–49). Version 1 tokens,
+//! in every message to one recipient and in mail sent before version 2, stay valid.
+//!
 //! The full tag is kept: truncating it to 16 bytes would save 22 characters per URL, which
 //! is nothing beside a click token's URL, and verifying the whole tag is exactly
 //! aws-lc-rs's constant-time `hmac::verify`, with no truncation code of our own to get wrong.
@@ -27,10 +32,13 @@ use crate::ids::{MessageId, WorkspaceId};
 /// Longest destination URL (after normalisation) that is tracked; longer links stay as
 /// written.
 pub const MAX_TRACKED_URL_BYTES: usize = 2000;
-/// Longest token [`TrackingKey::verify`] looks at (that of a click on the longest URL).
-pub const MAX_TOKEN_CHARS: usize = (HEADER + MAX_TRACKED_URL_BYTES + TAG).div_ceil(3) * 4;
+/// Longest token [`TrackingKey::verify`] looks at (that of a click on the longest URL, with
+/// a recipient).
+pub const MAX_TOKEN_CHARS: usize = (HEADER + 1 + MAX_TRACKED_URL_BYTES + TAG).div_ceil(3) * 4;
 
 const VERSION: u8 = 1;
+/// The version whose tokens name a recipient.
+const RECIPIENT_VERSION: u8 = 2;
 const HEADER: usize = 2 + 16 + 16;
 const TAG: usize = 32;
 
@@ -92,6 +100,9 @@ pub struct Verified {
     pub workspace: WorkspaceId,
     /// The message.
     pub message: MessageId,
+    /// The recipient whose copy it is, by position in the message's list; `None` for a
+    /// message to one recipient.
+    pub recipient: Option<u8>,
     /// The destination of a click; `None` for an open.
     pub url: Option<TrackedUrl>,
 }
@@ -113,14 +124,21 @@ pub enum TokenError {
 }
 
 impl TrackingKey {
-    /// The token of `message`'s pixel.
-    pub fn sign_open(&self, workspace: WorkspaceId, message: MessageId) -> String {
-        self.sign(&payload(TokenKind::Open, workspace, message, b""))
+    /// The token of `message`'s pixel (in the copy of `recipient`, by position, when the
+    /// message has a recipient list).
+    pub fn sign_open(&self, workspace: WorkspaceId, message: MessageId, recipient: Option<u8>) -> String {
+        self.sign(&payload(TokenKind::Open, workspace, message, recipient, b""))
     }
 
-    /// The token of a link in `message` to `url`.
-    pub fn sign_click(&self, workspace: WorkspaceId, message: MessageId, url: &TrackedUrl) -> String {
-        self.sign(&payload(TokenKind::Click, workspace, message, url.as_str().as_bytes()))
+    /// The token of a link in `message` to `url` (in the copy of `recipient`).
+    pub fn sign_click(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        recipient: Option<u8>,
+        url: &TrackedUrl,
+    ) -> String {
+        self.sign(&payload(TokenKind::Click, workspace, message, recipient, url.as_str().as_bytes()))
     }
 
     /// Checks `token`'s tag (in constant time) and then reads it. Never panics, whatever
@@ -149,12 +167,13 @@ impl TrackingKey {
     }
 }
 
-fn payload(kind: TokenKind, workspace: WorkspaceId, message: MessageId, url: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(HEADER + url.len());
-    bytes.push(VERSION);
+fn payload(kind: TokenKind, workspace: WorkspaceId, message: MessageId, recipient: Option<u8>, url: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER + 1 + url.len());
+    bytes.push(if recipient.is_some() { RECIPIENT_VERSION } else { VERSION });
     bytes.push(kind.byte());
     bytes.extend_from_slice(&workspace.to_bytes());
     bytes.extend_from_slice(&message.to_bytes());
+    bytes.extend(recipient);
     bytes.extend_from_slice(url);
     bytes
 }
@@ -163,10 +182,15 @@ fn payload(kind: TokenKind, workspace: WorkspaceId, message: MessageId, url: &[u
 fn read(payload: &[u8]) -> Result<Verified, TokenError> {
     let (&[version, kind], rest) = payload.split_first_chunk::<2>().ok_or(TokenError::Malformed)?;
     let (workspace, rest) = rest.split_first_chunk::<16>().ok_or(TokenError::Malformed)?;
-    let (message, url) = rest.split_first_chunk::<16>().ok_or(TokenError::Malformed)?;
-    if version != VERSION {
-        return Err(TokenError::Unsupported);
-    }
+    let (message, rest) = rest.split_first_chunk::<16>().ok_or(TokenError::Malformed)?;
+    let (recipient, url) = match version {
+        VERSION => (None, rest),
+        RECIPIENT_VERSION => {
+            let (&[index], url) = rest.split_first_chunk::<1>().ok_or(TokenError::Malformed)?;
+            (Some(index), url)
+        }
+        _ => return Err(TokenError::Unsupported),
+    };
     let (kind, url) = match kind {
         1 if url.is_empty() => (TokenKind::Open, None),
         2 => {
@@ -178,5 +202,11 @@ fn read(payload: &[u8]) -> Result<Verified, TokenError> {
         }
         _ => return Err(TokenError::Unsupported),
     };
-    Ok(Verified { kind, workspace: WorkspaceId::from_bytes(*workspace), message: MessageId::from_bytes(*message), url })
+    Ok(Verified {
+        kind,
+        workspace: WorkspaceId::from_bytes(*workspace),
+        message: MessageId::from_bytes(*message),
+        recipient,
+        url,
+    })
 }

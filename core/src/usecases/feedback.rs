@@ -7,7 +7,9 @@
 //!    return path), then the report's quoted envelope sender (a feedback report's
 //!    `Original-Mail-From`, the attached original's `Return-Path`), the first address on the
 //!    return-path domain whose signature verifies for the message it names and that
-//!    message's recipient. Reports arrive from anyone: a report to an unsigned or wrongly
+//!    message's recipient. On a message to several recipients, the recipient whose return
+//!    path it is is the one the report concerns (contract §10: a bounce or complaint
+//!    suppresses that recipient and no other). Reports arrive from anyone: a report to an unsigned or wrongly
 //!    signed address, or one that names a message only by the `Message-ID` it quotes (which
 //!    every holder of the mail can read), changes nothing. Nothing found, or a message never
 //!    sent → `Unmatched`.
@@ -37,7 +39,7 @@ use crate::ids::{EventId, MessageId};
 use crate::model::{BounceType, EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
 use crate::outbound::ReturnPathError;
 use crate::ports::PageRequest;
-use crate::state_machine::{Happening, apply_event};
+use crate::state_machine::{Happening, apply_recipient_event};
 use crate::tracking::{MAX_REPORTED_DELAYS_KEPT, TrackingTally};
 use crate::usecases::Tidings;
 use crate::{Error, Result};
@@ -50,8 +52,9 @@ use findings::{Finding, finding};
 const MAX_RESPONSE_CHARS: usize = 1_000;
 /// Return paths of ours looked up for one report (each is a read).
 const MAX_LOOKUPS: usize = 4;
-/// Reads of a message whose status changed under us before giving up with `Conflict`.
-const MAX_ATTEMPTS: usize = 3;
+/// Reads of a message that changed under us before giving up with `Conflict`. A message to
+/// several recipients changes once per recipient event, so a report may race several.
+const MAX_ATTEMPTS: usize = 8;
 /// Timeline pages searched for an identical delay report; timelines are short, but opens
 /// and clicks can make one long.
 const MAX_TIMELINE_PAGES: usize = 10;
@@ -174,16 +177,20 @@ impl Tidings {
         if let Report::Other(why) = &report {
             return Ok(ReportOutcome::Ignored { reason: Ignored::NotAReport(why.clone()) });
         }
-        let mut message = match self.reported_message(recipients, &report).await? {
-            Reported::Found(message) => *message,
+        let (mut message, index) = match self.reported_message(recipients, &report).await? {
+            Reported::Found(message, index) => (*message, index),
             Reported::Unmatched(reason) => return Ok(ReportOutcome::Unmatched { reason }),
         };
-        let finding = match finding(&report, &message.to) {
+        let Some(address) = message.recipient_list().get(index).map(|r| r.email.clone()) else {
+            return Ok(ReportOutcome::Unmatched { reason: Unmatched::UnknownMessage(message.id) });
+        };
+        let finding = match finding(&report, &address) {
             Ok(finding) => finding,
             Err(reason) => return Ok(ReportOutcome::Ignored { reason }),
         };
+        let about = Recipient { index, address };
         for _ in 0..MAX_ATTEMPTS {
-            match self.apply_finding(&message, &finding).await? {
+            match self.apply_finding(&message, &about, &finding).await? {
                 Applied::Done(outcome) => return Ok(outcome),
                 Applied::Changed => match self.store.find_message(message.id).await? {
                     Some(fresh) => message = fresh,
@@ -215,21 +222,28 @@ impl Tidings {
             if looked_up > MAX_LOOKUPS {
                 break;
             }
-            match self.store.find_message(claimed.message).await? {
-                Some(message) if return_path.verify(&claimed, &message.to) => return Ok(sent(message)),
+            let found = self.store.find_message(claimed.message).await?;
+            // The recipient it was signed for; at most 50 signatures to check.
+            let signed_for = found.as_ref().and_then(|message| {
+                message.recipient_list().iter().position(|r| return_path.verify(&claimed, &r.email))
+            });
+            match (found, signed_for) {
+                (Some(message), Some(index)) => return Ok(sent(message, index)),
                 _ => unmatched = Unmatched::BadSignature(claimed.message),
             }
         }
         Ok(Reported::Unmatched(unmatched))
     }
 
-    /// Step 3 for the message as read; `Changed` if it changed before the write.
-    async fn apply_finding(&self, message: &Message, finding: &Finding) -> Result<Applied> {
+    /// Step 3 for the message as read, about its recipient `about`; `Changed` if it changed
+    /// before the write.
+    async fn apply_finding(&self, message: &Message, about: &Recipient, finding: &Finding) -> Result<Applied> {
         use MessageStatus as S;
         let done = |outcome| Ok(Applied::Done(outcome));
         let unchanged = || Box::new(message.clone());
+        let status = message.recipient_list().get(about.index).map_or(message.status, |r| r.status);
         match finding {
-            Finding::Bounce(kind, details) => match message.status {
+            Finding::Bounce(kind, details) => match status {
                 S::Bounced => done(ReportOutcome::Duplicate { message: unchanged() }),
                 S::Sent | S::Deferred | S::Delivered => {
                     if *kind == BounceType::Hard {
@@ -239,7 +253,7 @@ impl Tidings {
                         let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
                         self.suppress_automatically(
                             message.workspace_id,
-                            &message.to,
+                            &about.address,
                             reason,
                             source,
                             Some(message.id),
@@ -247,7 +261,7 @@ impl Tidings {
                         .await?;
                     }
                     let hard = *kind == BounceType::Hard;
-                    self.record(message, EventType::Bounced, details.clone(), |m| ReportOutcome::Bounced {
+                    self.record(message, about, EventType::Bounced, details.clone(), |m| ReportOutcome::Bounced {
                         message: m,
                         hard,
                     })
@@ -255,28 +269,28 @@ impl Tidings {
                 }
                 other => done(ReportOutcome::Ignored { reason: Ignored::NotApplicable(other) }),
             },
-            Finding::Delay(details) => match message.status {
+            Finding::Delay(details) => match status {
                 S::Delivered if self.has_identical_event(message, EventType::Deferred, details).await? => {
                     done(ReportOutcome::Duplicate { message: unchanged() })
                 }
                 S::Delivered => match message.tracking_tally.keep_reported_delay() {
-                    Some(tally) => self.record_delay(message, details.clone(), tally).await,
+                    Some(tally) => self.record_delay(message, about, details.clone(), tally).await,
                     None => done(ReportOutcome::Ignored { reason: Ignored::TooManyDelays }),
                 },
                 // Sent and Deferred messages are the delivery worker's; it has its own answer.
                 other => done(ReportOutcome::Ignored { reason: Ignored::NotApplicable(other) }),
             },
             Finding::Complaint(details) => {
-                if message.status == S::Complained {
+                if status == S::Complained {
                     return done(ReportOutcome::Duplicate { message: unchanged() });
                 }
                 let (reason, source) = (SuppressionReason::Complaint, SuppressionSource::Complaint);
-                self.suppress_automatically(message.workspace_id, &message.to, reason, source, Some(message.id))
+                self.suppress_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
                     .await?;
-                if message.status != S::Delivered {
+                if status != S::Delivered {
                     return done(ReportOutcome::Complained { message: unchanged(), recorded: false });
                 }
-                self.record(message, EventType::Complained, details.clone(), |m| ReportOutcome::Complained {
+                self.record(message, about, EventType::Complained, details.clone(), |m| ReportOutcome::Complained {
                     message: m,
                     recorded: true,
                 })
@@ -288,6 +302,7 @@ impl Tidings {
     async fn record(
         &self,
         message: &Message,
+        about: &Recipient,
         event_type: EventType,
         details: EventDetails,
         outcome: impl FnOnce(Box<Message>) -> ReportOutcome,
@@ -301,7 +316,7 @@ impl Tidings {
             provider_message_id: None,
             next_attempt_at: None,
         };
-        match self.record_message_event(message, happening).await {
+        match self.record_recipient_event(message, about.index, happening).await {
             Ok((next, _)) => Ok(Applied::Done(outcome(Box::new(next)))),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
             Err(e) => Err(e),
@@ -310,7 +325,13 @@ impl Tidings {
 
     /// Records a reported delay with the tally that counts it, only if no event was recorded
     /// since `message` was read, so concurrent reports cannot all slip under the cap.
-    async fn record_delay(&self, message: &Message, details: EventDetails, tally: TrackingTally) -> Result<Applied> {
+    async fn record_delay(
+        &self,
+        message: &Message,
+        about: &Recipient,
+        details: EventDetails,
+        tally: TrackingTally,
+    ) -> Result<Applied> {
         let at = self.clock.now();
         let happening = Happening {
             event_id: EventId::new_at(at, &*self.random),
@@ -320,7 +341,7 @@ impl Tidings {
             provider_message_id: None,
             next_attempt_at: None,
         };
-        let (mut next, event) = match apply_event(message, happening) {
+        let (mut next, event) = match apply_recipient_event(message, about.index, happening) {
             Ok(applied) => applied,
             Err(_) => {
                 let reason = Ignored::NotApplicable(message.status);
@@ -361,17 +382,26 @@ impl Tidings {
     }
 }
 
-/// The message a report is about, or why none is.
+/// The message a report is about with the position of the recipient it concerns, or why
+/// none is.
 enum Reported {
-    Found(Box<Message>),
+    Found(Box<Message>, usize),
     Unmatched(Unmatched),
+}
+
+/// The recipient a report concerns.
+struct Recipient {
+    /// Its position in the message's list (0 for a message without one).
+    index: usize,
+    /// Its address.
+    address: EmailAddress,
 }
 
 /// `message` if it was ever handed to a transport (a report about mail never sent is forged
 /// or misdirected).
-fn sent(message: Message) -> Reported {
+fn sent(message: Message, index: usize) -> Reported {
     if message.provider_message_id.is_some() {
-        Reported::Found(Box::new(message))
+        Reported::Found(Box::new(message), index)
     } else {
         Reported::Unmatched(Unmatched::NotSent(message.id))
     }

@@ -12,13 +12,14 @@ use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
 use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{
     Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
-    MessageStatus, RequestHash,
+    MessageStatus, Recipient, RecipientKind, RequestHash, WrittenHeaders,
 };
 use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
-use crate::state_machine::{Happening, apply_event};
+use crate::state_machine::{Happening, apply_event, apply_recipient_event};
 use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
+use crate::usecases::recipient_fields::{Named, validate_recipients};
 use crate::usecases::render_pool::OwnedSource;
 use crate::usecases::sandbox::sandbox_off;
 use crate::usecases::scheduling::parse_send_time;
@@ -44,8 +45,16 @@ const DEFAULT_LOCAL_PART: &str = "noreply";
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SendRequest {
-    /// Recipient.
-    pub to: Option<String>,
+    /// Recipients: one address or an array of 1–50, each `local@domain` or
+    /// `Display Name <local@domain>` (docs/api.md#recipients). A string hashes as it always
+    /// did for idempotency.
+    pub to: Option<serde_json::Value>,
+    /// Cc recipients, like `to`; absent from the idempotency hash when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<serde_json::Value>,
+    /// Bcc recipients, like `to`; in no header. Absent from the idempotency hash when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bcc: Option<serde_json::Value>,
     /// `Display Name <local@domain>` or `local@domain` on a Verified domain.
     pub from: Option<String>,
     /// Subject (overrides the template's).
@@ -85,6 +94,12 @@ pub struct SendRequest {
     /// idempotency hash when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_at: Option<String>,
+    /// The `To:` and `Cc:` headers as a message submitted over SMTP wrote them, when they are
+    /// not simply its to and cc recipients; then `to` may be absent (every envelope
+    /// recipient in `cc` or `bcc`). Never read from a client's JSON, and not hashed: the
+    /// submission's Idempotency-Key comes from its `Message-ID`.
+    #[serde(skip)]
+    pub written_headers: Option<WrittenHeaders>,
 }
 
 /// What a send returned.
@@ -115,7 +130,7 @@ pub const MAX_LABEL_FILTERS: usize = 10;
 
 /// A send that passed field validation.
 struct ValidSend {
-    to: EmailAddress,
+    recipients: Named,
     from: Option<Mailbox>,
     subject: Option<String>,
     variables: serde_json::Map<String, serde_json::Value>,
@@ -186,9 +201,7 @@ impl Tidings {
     ) -> Result<NewMessage> {
         let mut valid = validate(req, now)?;
         let (domain, from) = self.resolve_from(who, valid.from.take()).await?;
-        if self.store.get_suppression(who.workspace_id, &valid.to).await?.is_some() {
-            return Err(Error::RecipientSuppressed(valid.to.to_string()));
-        }
+        let suppressed = self.suppressed_recipients(who.workspace_id, &valid.recipients).await?;
         let version = self
             .resolve_template_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
             .await?;
@@ -231,13 +244,18 @@ impl Tidings {
             Some(_) => (MessageStatus::Scheduled, EventType::Scheduled),
             None => (MessageStatus::Queued, EventType::Queued),
         };
-        let message = Message {
+        let due = valid.scheduled_at.unwrap_or(now);
+        let (to, recipients) = recipient_list(valid.recipients, &suppressed, status, due, now)
+            .ok_or_else(|| Error::field("to", "is required"))?;
+        let mut message = Message {
             id: MessageId::new_at(now, &*self.random),
             workspace_id: who.workspace_id,
             api_key_id: who.key_id,
             domain_id: domain.id,
             status,
-            to: valid.to,
+            to,
+            recipients,
+            written_headers: req.written_headers.clone(),
             from,
             subject,
             html,
@@ -248,7 +266,7 @@ impl Tidings {
             attempts: 0,
             created_at: now,
             updated_at: now,
-            next_attempt_at: Some(valid.scheduled_at.unwrap_or(now)),
+            next_attempt_at: Some(due),
             bounce_type: None,
             last_event_id: event_id,
             tracking,
@@ -256,6 +274,7 @@ impl Tidings {
             scheduled_at: valid.scheduled_at,
             tracking_tally: TrackingTally::default(),
         };
+        message.settle_from_recipients();
         let event = MessageEvent {
             id: event_id,
             message_id: message.id,
@@ -263,9 +282,29 @@ impl Tidings {
             provider_message_id: None,
             occurred_at: now,
             details: EventDetails { scheduled_at: valid.scheduled_at, ..EventDetails::default() },
+            recipient: None,
         };
-        let webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
-        Ok(NewMessage { message, event, idempotency: None, webhook_deliveries })
+        let mut webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
+        // Each suppressed recipient among several is `Suppressed` at once, with an event of
+        // its own after the `Queued` one.
+        let mut recipient_events = Vec::with_capacity(suppressed.len());
+        let mut last = event_id;
+        for address in &suppressed {
+            last = EventId(last.0.increment().unwrap_or(last.0));
+            let skipped = MessageEvent {
+                id: last,
+                message_id: message.id,
+                event_type: EventType::Suppressed,
+                provider_message_id: None,
+                occurred_at: now,
+                details: EventDetails::default(),
+                recipient: Some(address.clone()),
+            };
+            webhook_deliveries.extend(self.webhook_deliveries_for(&message, &skipped).await?);
+            recipient_events.push(skipped);
+        }
+        message.last_event_id = last;
+        Ok(NewMessage { message, event, recipient_events, idempotency: None, webhook_deliveries })
     }
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
@@ -396,6 +435,30 @@ impl Tidings {
         }
     }
 
+    /// The recipients on the workspace's suppression list, which a send skips; refused with
+    /// `recipient_suppressed` when that is every one (the details name them, as written).
+    async fn suppressed_recipients(&self, ws: WorkspaceId, named: &Named) -> Result<Vec<EmailAddress>> {
+        let mut found = Vec::new();
+        for (_, mailbox) in named {
+            if self.store.get_suppression(ws, &mailbox.address).await?.is_some() {
+                found.push(mailbox.address.clone());
+            }
+        }
+        if found.len() < named.len() {
+            return Ok(found);
+        }
+        if let [(_, only)] = named.as_slice() {
+            return Err(Error::RecipientSuppressed(only.address.to_string()));
+        }
+        let fields = named
+            .iter()
+            .map(|(kind, mailbox)| {
+                FieldError::new(kind.as_str(), format!("{} is on the suppression list", mailbox.address))
+            })
+            .collect();
+        Err(Error::AllRecipientsSuppressed { fields })
+    }
+
     /// `GET /v1/messages`: newest first, filtered; a `send` key sees only its own messages.
     pub async fn list_messages(
         &self,
@@ -486,7 +549,27 @@ impl Tidings {
     ) -> Result<(Message, MessageEvent)> {
         let (next, event) =
             apply_event(message, happening).map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
-        self.store_message_event(message, next, event, due_at, None).await
+        // On a message with a recipient list, an event of one recipient need not change the
+        // message's status, which is all the store checks: require that none came in between.
+        let last_event_id = message.has_recipient_list().then_some(message.last_event_id);
+        self.store_message_event(message, next, event, due_at, last_event_id).await
+    }
+
+    /// Records that something happened to the recipient at `index` of `message` (its one
+    /// recipient, 0, for a message without a list): [`Self::record_message_event`] through
+    /// [`apply_recipient_event`]. On a message with a list the write also fails with
+    /// `Conflict` if any event was recorded since `message` was read, since the store checks
+    /// only the message's own status, which another recipient's event need not change.
+    pub async fn record_recipient_event(
+        &self,
+        message: &Message,
+        index: usize,
+        happening: Happening,
+    ) -> Result<(Message, MessageEvent)> {
+        let (next, event) = apply_recipient_event(message, index, happening)
+            .map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
+        let last_event_id = message.has_recipient_list().then_some(message.last_event_id);
+        self.store_message_event(message, next, event, None, last_event_id).await
     }
 
     /// The write of [`Self::record_message_event_if_due_at`] for an event already applied:
@@ -516,6 +599,35 @@ impl Tidings {
     }
 }
 
+/// The message's `to` (its first recipient) and stored recipient list: none for one
+/// recipient in `to` without a display name, the shape of every message before lists
+/// existed; otherwise every recipient, `status` (or `Suppressed` if in `suppressed`) and
+/// due at `due`.
+fn recipient_list(
+    named: Named,
+    suppressed: &[EmailAddress],
+    status: MessageStatus,
+    due: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<(EmailAddress, Vec<Recipient>)> {
+    let first = named.first()?.1.address.clone();
+    if let [(RecipientKind::To, only)] = named.as_slice()
+        && only.display_name.is_none()
+    {
+        return Some((first, Vec::new()));
+    }
+    let recipients = named
+        .into_iter()
+        .map(|(kind, mailbox)| {
+            let skip = suppressed.iter().any(|s| s.normalized() == mailbox.address.normalized());
+            let mut r = Recipient::new(mailbox, kind, if skip { MessageStatus::Suppressed } else { status }, now);
+            r.next_attempt_at = (!skip).then_some(due);
+            r
+        })
+        .collect();
+    Some((first, recipients))
+}
+
 /// Field checks that need no store, reporting every bad field at once.
 fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
     let mut fields = Vec::new();
@@ -527,13 +639,10 @@ fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
             None
         }
     };
-    let to = match req.to.as_deref() {
-        None => {
-            fields.push(FieldError::new("to", "is required"));
-            None
-        }
-        Some(text) => EmailAddress::parse(text).map_err(|e| fields.push(FieldError::new("to", e.to_string()))).ok(),
-    };
+    let to_required = req.written_headers.is_none();
+    let recipients = validate_recipients(req.to.as_ref(), req.cc.as_ref(), req.bcc.as_ref(), to_required)
+        .map_err(|faults| fields.extend(faults))
+        .ok();
     let from = req
         .from
         .as_deref()
@@ -574,9 +683,9 @@ fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
         fields.push(FieldError::new("variables", "needs templateId or templateVersionId"));
     }
     let extras = validate_extras(req).map_err(|faults| fields.extend(faults)).ok();
-    match (to, extras, fields.is_empty()) {
-        (Some(to), Some(extras), true) => {
-            Ok(ValidSend { to, from, subject: req.subject.clone(), variables, extras, scheduled_at })
+    match (recipients, extras, fields.is_empty()) {
+        (Some(recipients), Some(extras), true) => {
+            Ok(ValidSend { recipients, from, subject: req.subject.clone(), variables, extras, scheduled_at })
         }
         _ => Err(Error::Validation { fields }),
     }

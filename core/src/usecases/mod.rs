@@ -18,6 +18,7 @@ mod operations;
 mod overview;
 mod pagination;
 mod rate_limited_send;
+mod recipient_fields;
 mod render_pool;
 pub(crate) mod sandbox;
 mod scheduling;

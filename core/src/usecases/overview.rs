@@ -51,7 +51,9 @@ impl Outcome {
     /// The outcome of a message in `status`.
     pub fn of(status: MessageStatus) -> Self {
         match status {
-            MessageStatus::Delivered => Self::Delivered,
+            // Some recipients of it were delivered: the overview counts messages, and a
+            // message that reached people is not a failure.
+            MessageStatus::Delivered | MessageStatus::PartiallyDelivered => Self::Delivered,
             MessageStatus::Bounced => Self::Bounced,
             MessageStatus::Complained => Self::Complained,
             MessageStatus::Deferred => Self::Deferred,

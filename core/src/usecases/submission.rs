@@ -1,29 +1,18 @@
 //! SMTP submission: applications that only speak SMTP hand a message to the
-//! submission listener, and it becomes one message per envelope recipient through the same
-//! rate-limited send as the API's ([`Tidings::send_rate_limited`]), so the sender checks,
-//! domain-scoped keys, suppressions, DKIM, events and webhooks all apply.
+//! submission listener, and it becomes one send to all its envelope recipients (contract
+//! §10) through the same rate-limited send as the API's ([`Tidings::send_rate_limited`]), so
+//! the sender checks, domain-scoped keys, suppressions, DKIM, events and webhooks all apply.
 //!
 //! SMTP answers a whole message at once after `DATA`, so whatever can refuse one recipient
 //! alone is asked at `RCPT TO` instead ([`Tidings::check_submission_recipient`]). What is
-//! left to fail after `DATA` fails for every recipient alike (the MIME, the sender, the
-//! domain), except the rate limit and the store: then the recipients before the failure are
-//! queued and the client is told to retry, and the `Message-ID` turns that retry into
-//! replays for them (see [`SubmittedMessage::idempotency_key`]).
+//! left to fail after `DATA` fails for the message as a whole, and a client that retries
+//! after a lost reply gets the message already queued back: the `Message-ID` makes the
+//! retry a replay ([`SubmittedMessage::idempotency_key`]).
 
 use crate::email::EmailAddress;
 use crate::ports::Limits;
 use crate::usecases::{Admission, LimitedSend, Principal, RetryAfter, SendOutcome, SubmittedMessage, Tidings};
 use crate::{Error, Result};
-
-/// Why a submitted message was not (wholly) queued.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason} ({queued} recipient(s) queued before it)")]
-pub struct SubmitError {
-    /// How many recipients, in envelope order, were queued before it stopped.
-    pub queued: usize,
-    /// What stopped it.
-    pub reason: SubmitFailure,
-}
 
 /// What stopped a submission.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,34 +45,31 @@ impl Tidings {
         }
     }
 
-    /// Queues `raw` (the message after `DATA`) once per recipient, in order, each taking one
-    /// rate-limit token; returns the messages (replays included) when every one is durably
-    /// stored, the only case in which the listener may answer `250`. The key is looked up
-    /// again first: one revoked since the session authenticated is [`Error::InvalidApiKey`].
+    /// Queues `raw` (the message after `DATA`) as one send to `recipients`, taking one
+    /// rate-limit token; returns the message (or the one a retry replays) once it is
+    /// durably stored, the only case in which the listener may answer `250`. The key is
+    /// looked up again first: one revoked since the session authenticated is
+    /// [`Error::InvalidApiKey`].
     pub async fn submit_message(
         &self,
         limits: &dyn Limits,
         who: &Principal,
         recipients: &[EmailAddress],
         raw: &[u8],
-    ) -> std::result::Result<Vec<SendOutcome>, SubmitError> {
-        let refused = |error: Error| SubmitError { queued: 0, reason: error.into() };
-        let key = self.store.get_api_key(who.workspace_id, who.key_id).await.map_err(|e| refused(e.into()))?;
+    ) -> std::result::Result<SendOutcome, SubmitFailure> {
+        let key = self
+            .store
+            .get_api_key(who.workspace_id, who.key_id)
+            .await
+            .map_err(|e| SubmitFailure::from(Error::from(e)))?;
         if key.is_none_or(|key| key.revoked_at.is_some()) {
-            return Err(refused(Error::InvalidApiKey));
+            return Err(Error::InvalidApiKey.into());
         }
-        let message = SubmittedMessage::parse(raw).map_err(refused)?;
-        let mut queued = Vec::with_capacity(recipients.len());
-        for to in recipients {
-            let req = message.send_request(to);
-            let key = message.idempotency_key(to);
-            let stop = |reason| SubmitError { queued: queued.len(), reason };
-            match self.send_rate_limited(limits, who, req, key.as_deref()).await {
-                Ok(Admission::Allowed(LimitedSend { outcome, .. })) => queued.push(outcome),
-                Ok(Admission::Limited { retry_after }) => return Err(stop(SubmitFailure::RateLimited(retry_after))),
-                Err(error) => return Err(stop(SubmitFailure::Send(error))),
-            }
+        let message = SubmittedMessage::parse(raw)?;
+        let req = message.send_request(recipients);
+        match self.send_rate_limited(limits, who, req, message.idempotency_key().as_deref()).await? {
+            Admission::Allowed(LimitedSend { outcome, .. }) => Ok(outcome),
+            Admission::Limited { retry_after } => Err(SubmitFailure::RateLimited(retry_after)),
         }
-        Ok(queued)
     }
 }

@@ -5,9 +5,9 @@
 //! `text/plain` and the first `text/html` body part (transfer encodings and charsets
 //! decoded), `Reply-To` → `replyTo`, every header a send may set (anything but the ones
 //! Tidings writes itself, see [`is_reserved`]) → `headers`, and every other part →
-//! `attachments` (with its `Content-ID` an inline part). The envelope recipient becomes `to`;
-//! the message's own `To`/`Cc` headers are not kept (each recipient gets a message addressed
-//! to them, like the API's sends). What the API would refuse (a reserved header cannot get
+//! `attachments` (with its `Content-ID` an inline part). One submitted message is one send
+//! (contract §10): each envelope recipient is in `to` or `cc` when that header names it, else
+//! in `bcc`, and the `To:` and `Cc:` headers go out as written. What the API would refuse (a reserved header cannot get
 //! through here, but an executable attachment or an over-long header can) is refused the
 //! same way, so the client hears `550 5.6.0` with the reason.
 
@@ -16,7 +16,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use mail_parser::{Address, MessageParser, MimeHeaders, PartType};
 use sha2::{Digest, Sha256};
 
-use crate::email::EmailAddress;
+use crate::email::{DisplayName, EmailAddress, Mailbox};
+use crate::model::WrittenHeaders;
 use crate::model::extras::is_reserved;
 use crate::usecases::{AttachmentRequest, SendRequest};
 use crate::{Error, Result};
@@ -34,6 +35,8 @@ pub struct SubmittedMessage {
     message_id: Option<String>,
     /// `Reply-To` addresses.
     reply_to: Vec<String>,
+    /// The `To:` and `Cc:` mailboxes as written (those that are valid addresses).
+    written: WrittenHeaders,
     /// Headers a send may set, unfolded, in the order written.
     headers: Vec<(String, String)>,
     /// Every part that is not the text or HTML body.
@@ -60,6 +63,10 @@ impl SubmittedMessage {
             _ => None,
         });
         let reply_to = message.reply_to().map(addresses).unwrap_or_default();
+        let written = WrittenHeaders {
+            to: message.to().map(mailboxes).unwrap_or_default(),
+            cc: message.cc().map(mailboxes).unwrap_or_default(),
+        };
         let headers = message
             .headers()
             .iter()
@@ -89,18 +96,43 @@ impl SubmittedMessage {
             html,
             message_id: message.message_id().map(str::to_owned),
             reply_to,
+            written,
             headers,
             attachments,
         })
     }
 
-    /// The send for one envelope recipient.
-    pub fn send_request(&self, to: &EmailAddress) -> SendRequest {
+    /// The one send of the message to its envelope `recipients`: each in `to` or `cc` as
+    /// its header names it (with the display name written there), else in `bcc`. The headers
+    /// as written are kept when they are not exactly the to and cc recipients.
+    pub fn send_request(&self, recipients: &[EmailAddress]) -> SendRequest {
         let strings = |items: &[String]| items.iter().cloned().map(serde_json::Value::String).collect();
         let headers: serde_json::Map<String, serde_json::Value> =
             self.headers.iter().map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone()))).collect();
+        let named_in = |list: &[Mailbox], address: &EmailAddress| {
+            list.iter().find(|m| m.address.normalized() == address.normalized()).cloned()
+        };
+        let (mut to, mut cc, mut bcc) = (Vec::new(), Vec::new(), Vec::new());
+        for address in recipients {
+            if let Some(mailbox) = named_in(&self.written.to, address) {
+                to.push(mailbox);
+            } else if let Some(mailbox) = named_in(&self.written.cc, address) {
+                cc.push(mailbox);
+            } else {
+                bcc.push(Mailbox { display_name: None, address: address.clone() });
+            }
+        }
+        // Without a to recipient the headers are kept whatever they say, so that the send
+        // needs no `to` (every recipient in cc or bcc, as with `undisclosed-recipients:;`).
+        let as_written = to == self.written.to && cc == self.written.cc && !to.is_empty();
+        let list = |items: &[Mailbox]| {
+            (!items.is_empty()).then(|| serde_json::Value::Array(items.iter().map(|m| m.to_string().into()).collect()))
+        };
         SendRequest {
-            to: Some(to.to_string()),
+            to: list(&to),
+            cc: list(&cc),
+            bcc: list(&bcc),
+            written_headers: (!as_written).then(|| self.written.clone()),
             from: self.from.clone(),
             subject: self.subject.clone(),
             html: self.html.clone(),
@@ -112,15 +144,33 @@ impl SubmittedMessage {
         }
     }
 
-    /// The Idempotency-Key of the send to `to`: derived from the `Message-ID`, so a client
-    /// that retries after a lost `250` gets the messages already queued back instead of new
-    /// ones. `None` without a Message-ID (every retry is then a new send).
-    pub fn idempotency_key(&self, to: &EmailAddress) -> Option<String> {
+    /// The Idempotency-Key of the send: derived from the `Message-ID`, so a client that
+    /// retries after a lost `250` gets the message already queued back instead of a new one.
+    /// `None` without a Message-ID (every retry is then a new send).
+    pub fn idempotency_key(&self) -> Option<String> {
         let message_id = self.message_id.as_deref()?;
-        // Hashed: a Message-ID may be longer than a key may be, and the recipient must be in it.
-        let digest = Sha256::new().chain_update(message_id).chain_update([0]).chain_update(to.normalized()).finalize();
+        // Hashed: a Message-ID may be longer than a key may be.
+        let digest = Sha256::new().chain_update(message_id).finalize();
         Some(format!("smtp-{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
     }
+}
+
+/// The mailboxes of an address header (groups flattened) that are valid addresses, with
+/// their display names; what is not an address we could send to (an empty group such as
+/// `undisclosed-recipients:;`) is left out.
+fn mailboxes(address: &Address<'_>) -> Vec<Mailbox> {
+    let all: Vec<_> = match address {
+        Address::List(list) => list.iter().collect(),
+        Address::Group(groups) => groups.iter().flat_map(|group| group.addresses.iter()).collect(),
+    };
+    all.into_iter()
+        .filter_map(|m| {
+            let address = EmailAddress::parse(m.address()?).ok()?;
+            let name = m.name().map(str::trim).filter(|n| !n.is_empty());
+            let display_name = name.and_then(|n| DisplayName::parse_for(n, &address).ok());
+            Some(Mailbox { display_name, address })
+        })
+        .collect()
 }
 
 /// The bare addresses of an address header (display names dropped, as `replyTo` takes
@@ -164,12 +214,12 @@ fn single_mailbox(address: &Address<'_>) -> Result<String> {
 mod tests {
     use super::*;
 
-    fn to() -> EmailAddress {
-        EmailAddress::parse("user@dest.example").unwrap()
+    fn to() -> Vec<EmailAddress> {
+        vec![EmailAddress::parse("user@dest.example").unwrap()]
     }
 
     #[test]
-    fn a_multipart_alternative_message_maps_to_one_send_per_recipient() {
+    fn a_multipart_alternative_message_maps_to_one_send() {
         let raw = "From: \"Acme \\\"Billing\\\"\" <billing@acme.example>\r\n\
                    To: someone@else.example\r\n\
                    Subject: =?UTF-8?B?w4lsw6lwaGFudA==?=\r\n\
@@ -183,7 +233,10 @@ mod tests {
         let message = SubmittedMessage::parse(raw.as_bytes()).unwrap();
         let req = message.send_request(&to());
 
-        assert_eq!(req.to.as_deref(), Some("user@dest.example"));
+        // Named by no header: a bcc recipient, the To header kept as written.
+        assert_eq!((req.to.as_ref(), req.bcc), (None, Some(serde_json::json!(["user@dest.example"]))));
+        let written = req.written_headers.expect("the To header as written");
+        assert_eq!(written.to.iter().map(ToString::to_string).collect::<Vec<_>>(), ["someone@else.example"]);
         assert_eq!(req.from.as_deref(), Some("\"Acme \\\"Billing\\\"\" <billing@acme.example>"));
         let mailbox = crate::email::Mailbox::parse(req.from.as_deref().unwrap()).unwrap();
         assert_eq!(mailbox.display_name.unwrap().as_str(), "Acme \"Billing\"");
@@ -259,18 +312,31 @@ mod tests {
     }
 
     #[test]
-    fn the_idempotency_key_depends_on_the_message_id_and_the_recipient() {
+    fn to_and_cc_headers_sort_the_envelope_recipients_and_the_rest_are_bcc() {
+        let raw = b"From: app@acme.example\r\nTo: Ann <ann@x.example>, bob@y.example\r\n\
+                    Cc: \"Carol, C.\" <carol@z.example>\r\nSubject: Hi\r\n\r\nx\r\n";
+        let envelope: Vec<EmailAddress> = ["ANN@x.example", "bob@y.example", "carol@z.example", "dan@w.example"]
+            .iter()
+            .map(|a| EmailAddress::parse(a).unwrap())
+            .collect();
+        let req = SubmittedMessage::parse(raw).unwrap().send_request(&envelope);
+        assert_eq!(req.to, Some(serde_json::json!(["\"Ann\" <ann@x.example>", "bob@y.example"])));
+        assert_eq!(req.cc, Some(serde_json::json!(["\"Carol, C.\" <carol@z.example>"])));
+        assert_eq!(req.bcc, Some(serde_json::json!(["dan@w.example"])));
+        assert_eq!(req.written_headers, None, "the headers are exactly the to and cc recipients");
+    }
+
+    #[test]
+    fn the_idempotency_key_depends_on_the_message_id() {
         let with_id = |id: &str| {
             SubmittedMessage::parse(format!("Message-ID: <{id}>\r\nSubject: s\r\n\r\nx\r\n").as_bytes()).unwrap()
         };
-        let other = EmailAddress::parse("other@dest.example").unwrap();
-        let key = with_id("1@a.example").idempotency_key(&to()).unwrap();
+        let key = with_id("1@a.example").idempotency_key().unwrap();
 
         assert_eq!(key.len(), 5 + 64);
-        assert_eq!(with_id("1@a.example").idempotency_key(&to()).unwrap(), key);
-        assert_ne!(with_id("1@a.example").idempotency_key(&other).unwrap(), key);
-        assert_ne!(with_id("2@a.example").idempotency_key(&to()).unwrap(), key);
-        assert_eq!(SubmittedMessage::parse(b"Subject: s\r\n\r\nx\r\n").unwrap().idempotency_key(&to()), None);
+        assert_eq!(with_id("1@a.example").idempotency_key().unwrap(), key);
+        assert_ne!(with_id("2@a.example").idempotency_key().unwrap(), key);
+        assert_eq!(SubmittedMessage::parse(b"Subject: s\r\n\r\nx\r\n").unwrap().idempotency_key(), None);
         assert!(crate::model::IdempotencyKey::parse(&key).is_ok());
     }
 }

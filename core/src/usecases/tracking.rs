@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::EventId;
 use crate::model::{Domain, EventDetails, EventType, Message, MessageTracking};
-use crate::state_machine::{Happening, apply_event, next_status};
+use crate::state_machine::{Happening, apply_recipient_event, next_status};
 use crate::tracking::tally::link_digest;
 use crate::tracking::{Engagement, TokenKind, TrackedUrl, Verified};
 use crate::usecases::Tidings;
@@ -80,9 +80,9 @@ impl Tidings {
     /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message,
     /// if it keeps another open ([`crate::tracking::tally`]).
     pub async fn record_open(&self, token: &str, user_agent: Option<&str>) -> Result<()> {
-        let (_, message) = self.tracked_message(token, TokenKind::Open).await?;
+        let (verified, message) = self.tracked_message(token, TokenKind::Open).await?;
         let details = EventDetails { user_agent: user_agent.map(clip_user_agent), ..EventDetails::default() };
-        self.record_tracking(message, Engagement::Open, details).await
+        self.record_tracking(message, recipient_of(&verified), Engagement::Open, details).await
     }
 
     /// `GET /t/c/{token}`: records `Clicked` (URL and user agent) if the message keeps
@@ -91,13 +91,14 @@ impl Tidings {
     /// redirected, recorded or not.
     pub async fn record_click(&self, token: &str, user_agent: Option<&str>) -> Result<TrackedUrl> {
         let (verified, message) = self.tracked_message(token, TokenKind::Click).await?;
+        let recipient = recipient_of(&verified);
         let url = verified.url.ok_or(Error::NotFound("tracking link"))?;
         let details = EventDetails {
             url: Some(url.as_str().to_owned()),
             user_agent: user_agent.map(clip_user_agent),
             ..EventDetails::default()
         };
-        self.record_tracking(message, Engagement::Click(&url), details).await?;
+        self.record_tracking(message, recipient, Engagement::Click(&url), details).await?;
         Ok(url)
     }
 
@@ -135,6 +136,7 @@ impl Tidings {
     async fn record_tracking(
         &self,
         mut message: Message,
+        recipient: usize,
         engagement: Engagement<'_>,
         details: EventDetails,
     ) -> Result<()> {
@@ -143,7 +145,10 @@ impl Tidings {
             Engagement::Click(_) => EventType::Clicked,
         };
         for _ in 0..CONFLICT_RETRIES {
-            if next_status(message.status, event_type).is_err() {
+            let Some(status) = message.recipient_list().get(recipient).map(|r| r.status) else {
+                return Ok(());
+            };
+            if next_status(status, event_type).is_err() {
                 return Ok(());
             }
             let Some(tally) = message.tracking_tally.keep(engagement) else {
@@ -158,7 +163,7 @@ impl Tidings {
                 provider_message_id: None,
                 next_attempt_at: None,
             };
-            let (mut next, event) = apply_event(&message, happening)
+            let (mut next, event) = apply_recipient_event(&message, recipient, happening)
                 .map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
             next.tracking_tally = tally;
             let last_event_id = Some(message.last_event_id);
@@ -186,6 +191,12 @@ impl Tidings {
         }
         Ok(())
     }
+}
+
+/// The position of the recipient whose copy holds the token: the one a version 1 token's
+/// message has, else the one the token names.
+fn recipient_of(verified: &Verified) -> usize {
+    verified.recipient.map_or(0, usize::from)
 }
 
 /// `user_agent` cut to [`MAX_USER_AGENT_CHARS`] characters.

@@ -1,6 +1,6 @@
 //! What both front ends share and SMTP submission adds: authentication behind the failed-auth
 //! throttle, the rate-limited send (token refunds, replays with an empty bucket), and a
-//! submitted message queued once per recipient, idempotent on its Message-ID.
+//! submitted message queued as one send to all its recipients, idempotent on its Message-ID.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -8,7 +8,7 @@ use chrono::Duration;
 use tidings_core::Error;
 use tidings_core::email::EmailAddress;
 use tidings_core::ids::TemplateId;
-use tidings_core::model::DomainStatus;
+use tidings_core::model::{DomainStatus, RecipientKind};
 use tidings_core::ports::{DomainStore, SuppressionStore};
 use tidings_core::usecases::{
     Admission, AuthOutcome, AuthRefusal, AuthThrottleConfig, BatchValidation, CreateApiKeyRequest,
@@ -56,7 +56,7 @@ async fn count_to(t: &TestCore, who: &Principal, to: &str) -> usize {
 }
 
 #[tokio::test]
-async fn a_submitted_message_is_queued_once_per_recipient_and_a_retry_replays_it() {
+async fn a_submitted_message_is_one_send_to_every_recipient_and_a_retry_replays_it() {
     let t = TestCore::new();
     let limits = LocalLimits::default();
     let (who, _) = workspace(&t).await;
@@ -64,19 +64,17 @@ async fn a_submitted_message_is_queued_once_per_recipient_and_a_retry_replays_it
 
     let sent = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
 
-    assert_eq!(sent.len(), 2);
-    for (outcome, to) in sent.iter().zip(&to) {
-        assert!(!outcome.replayed);
-        assert_eq!(&outcome.message.to, to);
-        assert_eq!(outcome.message.from.to_string(), "\"Acme\" <billing@acme.com>");
-        assert_eq!(
-            (outcome.message.subject.as_str(), outcome.message.text.as_deref()),
-            ("Invoice", Some("Invoice 42.\r\n"))
-        );
-    }
+    assert!(!sent.replayed);
+    let m = &sent.message;
+    let recipients: Vec<_> = m.recipient_list().iter().map(|r| (r.email.clone(), r.kind)).collect();
+    // `To: undisclosed-recipients:;` names neither: both are bcc, and the header is kept.
+    assert_eq!(recipients, to.iter().map(|a| (a.clone(), RecipientKind::Bcc)).collect::<Vec<_>>());
+    assert_eq!(m.to_field(), "", "the To header as written names no address");
+    assert_eq!(m.from.to_string(), "\"Acme\" <billing@acme.com>");
+    assert_eq!((m.subject.as_str(), m.text.as_deref()), ("Invoice", Some("Invoice 42.\r\n")));
     let again = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
-    assert!(again.iter().all(|o| o.replayed));
-    assert_eq!(again[1].message.id, sent[1].message.id);
+    assert!(again.replayed);
+    assert_eq!(again.message.id, sent.message.id);
     t.core.submit_message(&limits, &who, &to[..1], &mime("2@acme.com")).await.unwrap();
     assert_eq!((count_to(&t, &who, "ann@example.com").await, count_to(&t, &who, "bob@example.com").await), (2, 1));
 }
@@ -104,34 +102,38 @@ async fn a_message_id_is_shared_by_full_keys_and_each_send_key_has_its_own() {
     // A retry through another full key is a replay, not a second copy.
     let sent = t.core.submit_message(&limits, &admin, &to, &mime("5@acme.com")).await.unwrap();
     let again = t.core.submit_message(&limits, &other_admin, &to, &mime("5@acme.com")).await.unwrap();
-    assert!(again[0].replayed && again[0].message.id == sent[0].message.id);
+    assert!(again.replayed && again.message.id == sent.message.id);
     // A send key's Message-IDs are its own: another key's is not in its way.
     let relayed = t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap();
-    assert!(!relayed[0].replayed && relayed[0].message.id != sent[0].message.id, "{relayed:?}");
+    assert!(!relayed.replayed && relayed.message.id != sent.message.id, "{relayed:?}");
     // Its own Message-ID it may repeat; another send key's repeat is a send of its own.
-    assert!(t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap()[0].replayed);
+    assert!(t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap().replayed);
     let other = t.core.submit_message(&limits, &other_relay, &to, &mime("5@acme.com")).await.unwrap();
-    assert!(!other[0].replayed, "{other:?}");
+    assert!(!other.replayed, "{other:?}");
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 3);
 }
 
 #[tokio::test]
-async fn a_rate_limit_part_way_keeps_the_first_recipients_and_the_retry_finishes_without_duplicates() {
+async fn a_submission_takes_one_rate_limit_token_however_many_recipients_and_the_retry_sends_once() {
     let t = TestCore::new();
     let limits = LocalLimits::default();
     let (admin, _) = workspace(&t).await;
     let who = key_with_rate(&t, &admin, 1).await;
-    let to = addresses(&["ann@example.com", "bob@example.com"]);
+    let to = addresses(&["ann@example.com", "bob@example.com", "carol@example.com"]);
 
-    let stopped = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap_err();
-    assert_eq!(stopped.queued, 1);
-    assert!(matches!(stopped.reason, SubmitFailure::RateLimited(wait) if wait.seconds == 1), "{stopped:?}");
+    let sent = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap();
+    assert_eq!(sent.message.recipient_list().len(), 3, "three recipients, one token");
+    let stopped = t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap_err();
+    assert!(matches!(stopped, SubmitFailure::RateLimited(wait) if wait.seconds == 1), "{stopped:?}");
 
     t.clock.advance(Duration::seconds(1));
-    let retried = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap();
-
-    assert_eq!(retried.iter().map(|o| o.replayed).collect::<Vec<_>>(), [true, false]);
-    assert_eq!((count_to(&t, &admin, "ann@example.com").await, count_to(&t, &admin, "bob@example.com").await), (1, 1));
+    let retried = t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap();
+    assert!(!retried.replayed);
+    assert!(t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap().replayed);
+    assert_eq!(
+        (count_to(&t, &admin, "ann@example.com").await, count_to(&t, &admin, "carol@example.com").await),
+        (2, 2)
+    );
 }
 
 #[tokio::test]
@@ -145,7 +147,7 @@ async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
 
     let refused = |raw: &'static [u8]| {
         let (core, limits, admin, to) = (&t.core, &limits, &admin, &to);
-        async move { core.submit_message(limits, admin, to, raw).await.unwrap_err().reason }
+        async move { core.submit_message(limits, admin, to, raw).await.unwrap_err() }
     };
     assert!(matches!(refused(other_domain).await, SubmitFailure::Send(Error::DomainNotVerified(_))));
     assert!(matches!(refused(no_subject).await, SubmitFailure::Send(Error::Validation { .. })));
@@ -153,7 +155,7 @@ async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
     let who = key_with_rate(&t, &admin, 10).await;
     t.core.revoke_api_key(&admin, who.key_id).await.unwrap();
     let error = t.core.submit_message(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
-    assert_eq!(error.reason, SubmitFailure::Send(Error::InvalidApiKey));
+    assert_eq!(error, SubmitFailure::Send(Error::InvalidApiKey));
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 0);
 }
 

@@ -127,7 +127,7 @@ async fn an_open_records_opened_with_the_user_agent_and_keeps_the_status() {
     let who = full_key();
     let sent = sent_message(&t, &who).await;
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id), Some("Mozilla/5.0")).await.unwrap();
+    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some("Mozilla/5.0")).await.unwrap();
 
     let timeline = events(&t, &who, &sent).await;
     let opened = timeline.last().unwrap();
@@ -144,7 +144,7 @@ async fn a_click_records_clicked_and_answers_the_signed_url() {
     let sent = sent_message(&t, &who).await;
     let delivered = t.core.record_message_event(&sent, happening(&t, EventType::Delivered)).await.unwrap().0;
 
-    let url = t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, &target()), None).await.unwrap();
+    let url = t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     let clicked = events(&t, &who, &sent).await.pop().unwrap();
@@ -165,8 +165,8 @@ async fn opens_and_clicks_fan_out_to_webhooks() {
     let hook = t.core.create_webhook(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id), None).await.unwrap();
-    t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, &target()), None).await.unwrap();
+    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
+    t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
 
     let log = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let mut types: Vec<String> = log.items.iter().map(|d| format!("{:?}", d.event_type)).collect();
@@ -181,7 +181,7 @@ async fn a_long_user_agent_is_cut_to_the_limit() {
     let sent = sent_message(&t, &who).await;
     let agent = "é".repeat(MAX_USER_AGENT_CHARS + 10);
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id), Some(&agent)).await.unwrap();
+    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some(&agent)).await.unwrap();
 
     let stored = events(&t, &who, &sent).await.pop().unwrap().details.user_agent.unwrap();
     assert_eq!(stored.chars().count(), MAX_USER_AGENT_CHARS);
@@ -193,8 +193,8 @@ async fn refused_tokens_are_not_found_and_record_nothing() {
     let t = TestCore::with_config(tracking_config());
     let who = full_key();
     let sent = sent_message(&t, &who).await;
-    let open = key().sign_open(sent.workspace_id, sent.id);
-    let click = key().sign_click(sent.workspace_id, sent.id, &target());
+    let open = key().sign_open(sent.workspace_id, sent.id, None);
+    let click = key().sign_click(sent.workspace_id, sent.id, None, &target());
     let before = event_types(&t, &who, &sent).await;
     let mut altered = open.clone().into_bytes();
     altered[40] = if altered[40] == b'A' { b'B' } else { b'A' };
@@ -205,9 +205,9 @@ async fn refused_tokens_are_not_found_and_record_nothing() {
         open[..open.len() - 1].to_owned(),
         format!("{open}A"),
         click.clone(),
-        TrackingKey::from_bytes([6; 32]).sign_open(sent.workspace_id, sent.id),
-        key().sign_open(WorkspaceId(fixtures::ulid()), sent.id),
-        key().sign_open(sent.workspace_id, MessageId(fixtures::ulid())),
+        TrackingKey::from_bytes([6; 32]).sign_open(sent.workspace_id, sent.id, None),
+        key().sign_open(WorkspaceId(fixtures::ulid()), sent.id, None),
+        key().sign_open(sent.workspace_id, MessageId(fixtures::ulid()), None),
         String::new(),
         "not a token".into(),
     ];
@@ -227,7 +227,7 @@ async fn without_tracking_configured_every_token_is_unknown() {
     let t = TestCore::new();
     let who = full_key();
     let sent = sent_message(&t, &who).await;
-    assert_eq!(t.core.record_open(&key().sign_open(sent.workspace_id, sent.id), None).await, Err(NOT_FOUND));
+    assert_eq!(t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await, Err(NOT_FOUND));
 }
 
 #[tokio::test]
@@ -237,8 +237,8 @@ async fn head_probes_answer_like_gets_and_record_nothing() {
     let sent = sent_message(&t, &who).await;
     let before = event_types(&t, &who, &sent).await;
 
-    t.core.check_open(&key().sign_open(sent.workspace_id, sent.id)).await.unwrap();
-    let url = t.core.check_click(&key().sign_click(sent.workspace_id, sent.id, &target())).await.unwrap();
+    t.core.check_open(&key().sign_open(sent.workspace_id, sent.id, None)).await.unwrap();
+    let url = t.core.check_click(&key().sign_click(sent.workspace_id, sent.id, None, &target())).await.unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     assert_eq!(event_types(&t, &who, &sent).await, before);
@@ -251,8 +251,9 @@ async fn a_message_that_never_left_answers_but_records_nothing() {
     verified_domain(&t, &who, true, true).await;
     let queued = t.core.send_message(&who, html_send(None), None).await.unwrap().message;
 
-    t.core.record_open(&key().sign_open(queued.workspace_id, queued.id), None).await.unwrap();
-    let url = t.core.record_click(&key().sign_click(queued.workspace_id, queued.id, &target()), None).await.unwrap();
+    t.core.record_open(&key().sign_open(queued.workspace_id, queued.id, None), None).await.unwrap();
+    let url =
+        t.core.record_click(&key().sign_click(queued.workspace_id, queued.id, None, &target()), None).await.unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     assert_eq!(event_types(&t, &who, &queued).await, [EventType::Queued]);
@@ -274,9 +275,9 @@ async fn a_bad_token_is_refused_before_the_store_is_asked() {
     let core = core_over(MockStore::new());
     let (ws, msg) = (WorkspaceId(fixtures::ulid()), MessageId(fixtures::ulid()));
     let forged = TrackingKey::from_bytes([6; 32]);
-    assert_eq!(core.record_open(&forged.sign_open(ws, msg), None).await, Err(NOT_FOUND));
-    assert_eq!(core.record_click(&forged.sign_click(ws, msg, &target()), None).await, Err(NOT_FOUND));
-    assert_eq!(core.record_click(&key().sign_open(ws, msg), None).await, Err(NOT_FOUND), "wrong kind");
+    assert_eq!(core.record_open(&forged.sign_open(ws, msg, None), None).await, Err(NOT_FOUND));
+    assert_eq!(core.record_click(&forged.sign_click(ws, msg, None, &target()), None).await, Err(NOT_FOUND));
+    assert_eq!(core.record_click(&key().sign_open(ws, msg, None), None).await, Err(NOT_FOUND), "wrong kind");
 }
 
 #[tokio::test]
@@ -302,7 +303,7 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
     });
     let core = core_over(store);
 
-    core.record_open(&key().sign_open(sent.workspace_id, sent.id), None).await.unwrap();
+    core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
 
     let writes = writes.lock().unwrap().clone();
     assert_eq!(
@@ -326,9 +327,10 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
     };
     let hook = t.core.create_webhook(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
-    let open = key().sign_open(sent.workspace_id, sent.id);
-    let click = key().sign_click(sent.workspace_id, sent.id, &target());
-    let other = key().sign_click(sent.workspace_id, sent.id, &TrackedUrl::parse("https://shop.example.com/x").unwrap());
+    let open = key().sign_open(sent.workspace_id, sent.id, None);
+    let click = key().sign_click(sent.workspace_id, sent.id, None, &target());
+    let other =
+        key().sign_click(sent.workspace_id, sent.id, None, &TrackedUrl::parse("https://shop.example.com/x").unwrap());
 
     t.core.record_open(&open, Some("first")).await.unwrap();
     t.core.record_click(&click, Some("first")).await.unwrap();
@@ -355,7 +357,7 @@ async fn concurrent_replays_cannot_slip_past_the_cap_together() {
     let t = TestCore::with_config(tracking_config());
     let who = full_key();
     let sent = sent_message(&t, &who).await;
-    let open = key().sign_open(sent.workspace_id, sent.id);
+    let open = key().sign_open(sent.workspace_id, sent.id, None);
     let tasks: Vec<_> = (0..64)
         .map(|_| {
             let (core, open) = (t.core.clone(), open.clone());
@@ -389,14 +391,14 @@ async fn an_open_written_only_if_no_event_came_in_between() {
         seen.lock().unwrap().push((write.expected_last_event_id, write.message.tracking_tally.opens));
         Ok(())
     });
-    core_over(store).record_open(&key().sign_open(sent.workspace_id, sent.id), None).await.unwrap();
+    core_over(store).record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
     assert_eq!(*expected.lock().unwrap(), [(Some(sent.last_event_id), 1)], "the write names the event it read last");
 }
 
 /// Whether two keys sign alike (keys cannot be compared otherwise: nothing exposes them).
 fn same_key(a: &TrackingKey, b: &TrackingKey) -> bool {
     let (ws, msg) = (WorkspaceId(fixtures::ulid()), MessageId(fixtures::ulid()));
-    a.sign_open(ws, msg) == b.sign_open(ws, msg)
+    a.sign_open(ws, msg, None) == b.sign_open(ws, msg, None)
 }
 
 #[tokio::test]

@@ -52,6 +52,7 @@ fn delivered_event(message: &Message, at: chrono::DateTime<chrono::Utc>) -> Mess
             response: Some("2.0.0 OK queued".into()),
             ..EventDetails::default()
         },
+        recipient: None,
     }
 }
 

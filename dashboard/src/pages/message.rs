@@ -17,8 +17,9 @@ use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_T
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::email::Mailbox;
 use tidings_core::ids::MessageId;
-use tidings_core::model::{EventDetails, Message, MessageEvent};
+use tidings_core::model::{EventDetails, Message, MessageEvent, RecipientKind};
 use tidings_core::usecases::{ListParams, MessageChange};
 use tidings_http::Owner;
 
@@ -77,7 +78,11 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             dl.fields {
                 dt { "Status" } dd { span #status data-status=(status) { (badge(status, status_kind(status))) } }
                 dt { "Id" } dd.mono { (id) }
-                dt { "To" } dd.mono { (m.to.to_string()) }
+                dt { "To" } dd.mono { (m.to_field()) }
+                @let cc = m.mailboxes_of(RecipientKind::Cc);
+                @if !cc.is_empty() { dt { "Cc" } dd.mono { (joined(&cc)) } }
+                @let bcc = m.mailboxes_of(RecipientKind::Bcc);
+                @if !bcc.is_empty() { dt { "Bcc" } dd.mono { (joined(&bcc)) } }
                 dt { "From" } dd.mono { (m.from.to_string()) }
                 dt { "Subject" } dd #subject { (m.subject) }
                 dt { "Created" } dd { (time(m.created_at)) }
@@ -108,6 +113,25 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
                 }
             }
         }
+        @if m.has_recipient_list() {
+            h2 { "Recipients" }
+            div.scroll {
+                table #recipients {
+                    thead { tr { th { "Recipient" } th { "Type" } th { "Status" } th { "Attempts" } th { "Updated" } } }
+                    tbody {
+                        @for r in m.recipient_list().iter() {
+                            tr data-recipient=(r.email) {
+                                td.mono { (r.mailbox().to_string()) }
+                                td { (r.kind.as_str()) }
+                                td { (badge(r.status.as_str(), status_kind(r.status.as_str()))) }
+                                td { (r.attempts) }
+                                td { (time(r.updated_at)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         @if m.status.is_cancelable() {
             h2 { "Cancel or reschedule" }
             section #schedule {
@@ -126,6 +150,7 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             @for event in view.events {
                 li data-event=(event.event_type.as_str()) {
                     (time(event.occurred_at)) " " strong { (event.event_type.as_str()) }
+                    @if let Some(recipient) = &event.recipient { " " span.mono.recipient { (recipient.to_string()) } }
                     (details(&event.details))
                 }
             }
@@ -154,7 +179,9 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
         div.scroll {
             table #headers {
                 tr { th { "From" } td.mono { (m.from.to_string()) } }
-                tr { th { "To" } td.mono { (m.to.to_string()) } }
+                tr { th { "To" } td.mono { (joined(&m.mailboxes_of(RecipientKind::To))) } }
+                @let cc = m.mailboxes_of(RecipientKind::Cc);
+                @if !cc.is_empty() { tr { th { "Cc" } td.mono { (joined(&cc)) } } }
                 tr { th { "Subject" } td { (m.subject) } }
                 @if !m.extras.reply_to.is_empty() {
                     tr { th { "Reply-To" } td.mono { (m.extras.reply_to.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) } }
@@ -165,6 +192,11 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
         }
     };
     page(Some(viewer), "Message", body)
+}
+
+/// Mailboxes as a header lists them.
+fn joined(mailboxes: &[Mailbox]) -> String {
+    mailboxes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 fn on_off(on: bool) -> &'static str {

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
-use tidings_core::model::{Message, MessageStatus};
+use tidings_core::model::{Message, MessageStatus, RecipientKind};
 use tidings_core::usecases::{Admission, Listed, MessageFilters, SendRequest};
 
 use crate::DashboardState;
@@ -101,7 +101,11 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
                         @for m in &listed.items {
                             tr data-id=(m.id) {
                                 td { (time(m.created_at)) }
-                                td.mono { (m.to.to_string()) }
+                                td.mono {
+                                    (m.to_field())
+                                    @let others = m.recipient_list().len().saturating_sub(m.mailboxes_of(RecipientKind::To).len().max(1));
+                                    @if others > 0 { " " span.muted.more-recipients title="recipients in cc and bcc" { "+" (others) } }
+                                }
                                 td.mono.hide-narrow { (m.from.address.to_string()) }
                                 td { a href={ "/messages/" (m.id) } { @if m.subject.is_empty() { "(no subject)" } @else { (m.subject) } } }
                                 td { (badge(m.status.as_str(), status_kind(m.status.as_str()))) }
@@ -127,7 +131,9 @@ pub(crate) async fn new_form(Signed(viewer): Signed) -> Response {
 pub(crate) async fn send(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = SendRequest {
-        to: fields.text("to"),
+        to: fields.text("to").map(|t| address_list(&t)),
+        cc: fields.text("cc").map(|t| address_list(&t)),
+        bcc: fields.text("bcc").map(|t| address_list(&t)),
         from: fields.text("from"),
         subject: fields.text("subject"),
         text: fields.body("text"),
@@ -145,11 +151,54 @@ pub(crate) async fn send(State(state): State<DashboardState>, posted: Posted) ->
             StatusCode::UNPROCESSABLE_ENTITY,
             fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
         )),
+        Err(Error::AllRecipientsSuppressed { fields }) => Ok(refused(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
+        )),
         Err(e @ (Error::DomainNotVerified(_) | Error::RecipientSuppressed(_) | Error::DomainNotAllowed { .. })) => {
             let status = PageError::from(e.clone()).status_code();
             Ok(refused(status, vec![e.to_string()]))
         }
         Err(e) => Err(e).or_page(&viewer),
+    }
+}
+
+/// A form field of addresses separated by commas (a comma inside a quoted display name or
+/// angle brackets is not a separator): one address as a string, several as an array, as
+/// the API takes them.
+fn address_list(text: &str) -> serde_json::Value {
+    let mut items = Vec::new();
+    let (mut current, mut quoted, mut bracketed) = (String::new(), false, false);
+    for c in text.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '<' if !quoted => bracketed = true,
+            '>' if !quoted => bracketed = false,
+            ',' | ';' | '\n' if !quoted && !bracketed => {
+                items.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    items.push(current);
+    let items: Vec<serde_json::Value> =
+        items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()).map(|i| serde_json::Value::from(i)).collect();
+    match <[serde_json::Value; 1]>::try_from(items) {
+        Ok([one]) => one,
+        Err(many) => serde_json::Value::Array(many),
+    }
+}
+
+/// An address list as the form shows it again.
+fn list_text(value: Option<&serde_json::Value>) -> String {
+    match value {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(serde_json::Value::Array(items)) => {
+            items.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>().join(", ")
+        }
+        _ => String::new(),
     }
 }
 
@@ -161,8 +210,12 @@ fn send_page(viewer: &Viewer, req: &SendRequest, errors: &[String]) -> Markup {
         section {
             form #send-test method="post" action="/messages" {
                 (csrf_field(viewer))
-                label for="to" { "To" }
-                input #to type="text" name="to" inputmode="email" autocomplete="off" required value=(value(&req.to));
+                label for="to" { "To " span.muted { "(one address, or several separated by commas; up to 50 recipients in all)" } }
+                input #to type="text" name="to" inputmode="email" autocomplete="off" required value=(list_text(req.to.as_ref()));
+                label for="cc" { "Cc " span.muted { "(optional)" } }
+                input #cc type="text" name="cc" inputmode="email" autocomplete="off" value=(list_text(req.cc.as_ref()));
+                label for="bcc" { "Bcc " span.muted { "(optional: in no header)" } }
+                input #bcc type="text" name="bcc" inputmode="email" autocomplete="off" value=(list_text(req.bcc.as_ref()));
                 label for="from" { "From " span.muted { "(optional: an address on a verified domain; empty uses the default sender)" } }
                 input #from type="text" name="from" autocomplete="off" value=(value(&req.from));
                 label for="subject" { "Subject" }

@@ -124,7 +124,7 @@ impl World {
         ] {
             let sender_who = core.authenticate(&plaintext).await.unwrap();
             let req = SendRequest {
-                to: Some(recipient.clone()),
+                to: Some(recipient.clone().into()),
                 subject: Some(subject.clone()),
                 text: Some("t".into()),
                 html: Some("<p>h</p>".into()),

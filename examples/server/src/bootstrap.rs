@@ -400,7 +400,7 @@ mod tests {
     fn same_key(a: &TrackingKey, b: &TrackingKey) -> bool {
         let now = SystemClock.now();
         let (ws, msg) = (WorkspaceId::new_at(now, &SystemRandom), MessageId::new_at(now, &SystemRandom));
-        a.sign_open(ws, msg) == b.sign_open(ws, msg)
+        a.sign_open(ws, msg, None) == b.sign_open(ws, msg, None)
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tidings_core::ids::MessageId;
-use tidings_core::model::{EventDetails, Message, MessageEvent};
+use tidings_core::model::{EventDetails, Message, MessageEvent, RecipientKind};
 use tidings_core::usecases::{Admission, LimitedSend, MessageChange, MessageFilters, RateLimitState, SendOutcome};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn, ParameterStyle};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
@@ -41,8 +41,14 @@ use crate::{ApiError, ApiResult, ApiState, query, rate_limit};
 pub struct MessageResponse {
     id: Ulid,
     status: MessageStatus,
-    /// recipient address
+    /// the to recipients as written, joined by ", " (one recipient: its address)
     to: String,
+    /// the cc recipients as written
+    cc: Vec<String>,
+    /// the bcc recipients
+    bcc: Vec<String>,
+    /// every recipient with its own status, in request order
+    recipients: Vec<RecipientResponse>,
     /// sender address, without display name
     from_address: String,
     /// rendered subject
@@ -65,6 +71,23 @@ pub struct MessageResponse {
     /// the send's metadata
     metadata: BTreeMap<String, String>,
     attachments: Vec<AttachmentSummary>,
+}
+
+/// one recipient of a message and where it is
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = Recipient)]
+struct RecipientResponse {
+    email: String,
+    /// the display name the send gave, if any
+    #[schema(required)]
+    name: Option<String>,
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^(to|cc|bcc)$")]
+    kind: &'static str,
+    status: MessageStatus,
+    attempts: u32,
+    updated_at: DateTime<Utc>,
 }
 
 /// a tag of a message
@@ -106,10 +129,26 @@ struct TrackingResponse {
 
 impl From<Message> for MessageResponse {
     fn from(m: Message) -> Self {
+        let shown = |kind| m.mailboxes_of(kind).iter().map(ToString::to_string).collect();
+        let recipients = m
+            .recipient_list()
+            .iter()
+            .map(|r| RecipientResponse {
+                email: r.email.to_string(),
+                name: r.name.as_ref().map(ToString::to_string),
+                kind: r.kind.as_str(),
+                status: r.status.into(),
+                attempts: r.attempts,
+                updated_at: r.updated_at,
+            })
+            .collect();
         Self {
             id: Ulid::of(m.id),
             status: m.status.into(),
-            to: m.to.to_string(),
+            to: m.to_field(),
+            cc: shown(RecipientKind::Cc),
+            bcc: shown(RecipientKind::Bcc),
+            recipients,
             from_address: m.from.address.to_string(),
             subject: m.subject,
             provider_message_id: m.provider_message_id,
@@ -153,6 +192,10 @@ pub struct EventResponse {
     #[schema(required)]
     provider_message_id: Option<String>,
     occurred_at: DateTime<Utc>,
+    /// the recipient the event is about, on a message to several; absent otherwise
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    recipient: Option<String>,
     details: EventDetailsResponse,
 }
 
@@ -163,6 +206,7 @@ impl From<MessageEvent> for EventResponse {
             event_type: e.event_type.into(),
             provider_message_id: e.provider_message_id,
             occurred_at: e.occurred_at,
+            recipient: e.recipient.map(|r| r.to_string()),
             details: e.details.into(),
         }
     }

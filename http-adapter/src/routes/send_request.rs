@@ -15,9 +15,12 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema,
 #[serde(rename_all = "camelCase")]
 #[schema(as = SendMessageRequest)]
 pub struct SendMessageRequest {
-    /// one recipient address (at most 320 characters)
-    #[schema(required, value_type = String)]
-    to: Option<String>,
+    #[schema(required, schema_with = to_schema)]
+    to: Option<Value>,
+    #[schema(schema_with = cc_schema)]
+    cc: Option<Value>,
+    #[schema(schema_with = bcc_schema)]
+    bcc: Option<Value>,
     /// `Display Name <local@domain>` or `local@domain` on a Verified domain; default: the key's sending
     /// domain or the workspace's only Verified domain, as noreply@
     from: Option<String>,
@@ -71,6 +74,8 @@ impl From<SendMessageRequest> for usecases::SendRequest {
     fn from(r: SendMessageRequest) -> Self {
         Self {
             to: r.to,
+            cc: r.cc,
+            bcc: r.bcc,
             from: r.from,
             subject: r.subject,
             html: r.html,
@@ -87,6 +92,7 @@ impl From<SendMessageRequest> for usecases::SendRequest {
             metadata: r.metadata,
             attachments: r.attachments.map(|files| files.into_iter().map(Into::into).collect()),
             scheduled_at: r.scheduled_at,
+            written_headers: None,
         }
     }
 }
@@ -159,6 +165,46 @@ fn reply_to_schema() -> Schema {
         .description(Some("`Reply-To`: one address, or an array of 1 to 50, each checked like `to`"))
         .examples([json!("support@acme.com"), json!(["support@acme.com", "billing@acme.com"])])
         .into()
+}
+
+/// `to`, `cc` or `bcc`: one address or an array of them (contract §10).
+fn recipients_schema(description: &str, nullable: bool, example: Value) -> Schema {
+    let one = ObjectBuilder::new().schema_type(Type::String).max_length(Some(600));
+    let many = ArrayBuilder::new()
+        .min_items(Some(usize::from(!nullable)))
+        .max_items(Some(50))
+        .items(ObjectBuilder::new().schema_type(Type::String).max_length(Some(600)));
+    let mut choice = OneOfBuilder::new().item(one).item(many);
+    if nullable {
+        choice = choice.item(ObjectBuilder::new().schema_type(Type::Null));
+    }
+    choice.description(Some(description)).examples([example]).into()
+}
+
+fn to_schema() -> Schema {
+    recipients_schema(
+        "recipients: one address or an array of 1 to 50, each `local@domain` or `Display Name <local@domain>`. \
+         At most 50 distinct recipients across to, cc and bcc; an address named twice receives once, in the first \
+         list naming it (to, then cc, then bcc). One message: one id, one Message-ID, one rate-limit token",
+        false,
+        json!(["Ann <ann@example.com>", "bob@example.com"]),
+    )
+}
+
+fn cc_schema() -> Schema {
+    recipients_schema(
+        "Cc recipients: one address or an array, like `to`; shown in every copy's `Cc:` header",
+        true,
+        json!("Carol <carol@example.com>"),
+    )
+}
+
+fn bcc_schema() -> Schema {
+    recipients_schema(
+        "Bcc recipients: one address or an array, like `to`; in no header of any copy",
+        true,
+        json!(["audit@example.com"]),
+    )
 }
 
 /// `headers`: a map the use case checks name by name.

@@ -53,6 +53,7 @@ pub enum MessageStatus {
     Failed,
     Suppressed,
     Canceled,
+    PartiallyDelivered,
 }
 
 impl From<model::MessageStatus> for MessageStatus {
@@ -69,6 +70,7 @@ impl From<model::MessageStatus> for MessageStatus {
             S::Failed => Self::Failed,
             S::Suppressed => Self::Suppressed,
             S::Canceled => Self::Canceled,
+            S::PartiallyDelivered => Self::PartiallyDelivered,
         }
     }
 }

@@ -582,8 +582,8 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     let workspace = api.core.authenticate(&api.key).await.unwrap().workspace_id;
     let key = crate::support::tracking_config().key;
     let message = MessageId::parse(&message_id).unwrap();
-    let open = key.sign_open(workspace, message);
-    let click = key.sign_click(workspace, message, &TrackedUrl::parse("https://shop.example.com/a?b=c").unwrap());
+    let open = key.sign_open(workspace, message, None);
+    let click = key.sign_click(workspace, message, None, &TrackedUrl::parse("https://shop.example.com/a?b=c").unwrap());
     assert_eq!(c.call_raw(a, "/t/o/{token}", &[&open]).await.status, StatusCode::OK);
     let redirect = c.call_raw(a, "/t/c/{token}", &[&click]).await;
     assert_eq!(redirect.status, StatusCode::FOUND);

@@ -24,7 +24,10 @@ impl MessageStore for MemoryStore {
             return Err(e);
         }
         let id = new.message.id;
-        st.events.entry(id).or_default().insert(new.event.id, new.event.clone());
+        let events = st.events.entry(id).or_default();
+        for event in std::iter::once(&new.event).chain(&new.recipient_events) {
+            events.insert(event.id, event.clone());
+        }
         st.messages.insert(id, new.message.clone());
         st.purge_pending.insert(id);
         if let Some(record) = &new.idempotency {
@@ -56,7 +59,10 @@ impl MessageStore for MemoryStore {
         }
         for new in &batch.messages {
             let id = new.message.id;
-            st.events.entry(id).or_default().insert(new.event.id, new.event.clone());
+            let events = st.events.entry(id).or_default();
+            for event in std::iter::once(&new.event).chain(&new.recipient_events) {
+                events.insert(event.id, event.clone());
+            }
             st.messages.insert(id, new.message.clone());
         }
         if let Some(record) = &batch.idempotency {
@@ -79,7 +85,7 @@ impl MessageStore for MemoryStore {
         Ok(newest_first(&self.state().messages, &query.page, |m| {
             m.workspace_id == workspace
                 && query.status.is_none_or(|s| m.status == s)
-                && to.as_ref().is_none_or(|to| m.to.normalized() == *to)
+                && to.as_ref().is_none_or(|to| m.recipient_addresses().iter().any(|r| r.normalized() == *to))
                 && query.sent_by.is_none_or(|k| m.api_key_id == k)
                 && query.matches_labels(m)
         }))

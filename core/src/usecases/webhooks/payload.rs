@@ -4,7 +4,10 @@
 //! receiver can route an event without looking the message up; empty for a `Test` event.
 //!
 //! Every key is always present (null when it does not apply, as for a `Test` event), so
-//! receivers can parse all events with one shape. The body is rendered once, when the
+//! receivers can parse all events with one shape; `recipient` is the one addition, present
+//! only on events about one recipient of a message with several (contract §10), where `to`
+//! is that recipient too. An event about the whole of such a message (`Queued`) has the
+//! message's `to` as the API shows it: the to recipients joined by `", "`. The body is rendered once, when the
 //! delivery is queued, so every retry sends and signs the same bytes.
 
 use chrono::{DateTime, Utc};
@@ -30,7 +33,9 @@ struct Payload<'a, D> {
 struct Data<'a, D> {
     message_id: Option<MessageId>,
     event_id: EventId,
-    to: Option<&'a EmailAddress>,
+    to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipient: Option<&'a EmailAddress>,
     from: Option<&'a EmailAddress>,
     subject: Option<&'a str>,
     provider_message_id: Option<&'a str>,
@@ -61,7 +66,8 @@ pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> 
         data: Data::<&EventDetails> {
             message_id: Some(message.id),
             event_id: event.id,
-            to: Some(&message.to),
+            to: Some(event.recipient.as_ref().map_or_else(|| message.to_field(), ToString::to_string)),
+            recipient: event.recipient.as_ref(),
             from: Some(&message.from.address),
             subject: Some(&message.subject),
             provider_message_id,
@@ -82,6 +88,7 @@ pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<
             message_id: None,
             event_id,
             to: None,
+            recipient: None,
             from: None,
             subject: None,
             provider_message_id: None,

@@ -1,0 +1,286 @@
+//! One attempt at a message with a recipient list (contract §10): each due recipient gets its
+//! own envelope and its own outcome, the bytes are signed once.
+//!
+//! Per claimed message:
+//! 1. The due recipients: those waiting whose time has come, and those found `Sent` (an
+//!    attempt whose outcome a crash lost).
+//! 2. Each due recipient suppressed now ends `Suppressed` (`Failed` if found `Sent`), the
+//!    others go on; a deleted domain, the sandbox off the machine, or a message that cannot
+//!    be built fails every due recipient.
+//! 3. The message is built and signed once; when its HTML is tracked, once per recipient,
+//!    whose tokens name it. Each recipient is recorded `Sent`, then every copy is handed to
+//!    the [`Mailer`](crate::ports::Mailer) in an envelope of its own (RCPT TO the recipient,
+//!    MAIL FROM the return path signed for it), `concurrency` at a time, and each outcome is
+//!    recorded for its recipient, a hard bounce suppressing that address alone.
+//!
+//! Why an envelope per recipient rather than one per receiving domain: the return path is
+//! signed for one recipient, so a bounce proves which recipient it is about without trusting
+//! the report's text; and the receiver's verdict on one RCPT cannot be mistaken for another's
+//! (docs/decisions.md, "Several recipients").
+//!
+//! The recipients' writes take turns on the message as last written (each checks that no
+//! event came in between, and on a conflict reads the message again and decides again), so a
+//! bounce report or an open of one recipient landing meanwhile is kept, never overwritten.
+//! Until every due recipient is recorded `Sent`, the writes keep the message under the
+//! claim's lease; from then on a recipient in flight keeps it
+//! ([`Message::settle_from_recipients`]).
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio::sync::Mutex;
+
+use super::{Outcome, Shared, happening, response};
+use crate::delivery::classify::{Verdict, classify};
+use crate::model::{BounceType, EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use crate::outbound::{SignedCopy, sign_copy};
+use crate::ports::{SendError, SendReceipt};
+use crate::state_machine::{Happening, apply_recipient_event};
+use crate::usecases::sandbox::SANDBOX_NOT_DELIVERABLE;
+use crate::{Error, Result};
+
+/// Conflicting writes retried before a recipient's event is given up: each conflict means
+/// another event of the message was written, and a message takes few at once.
+const CONFLICT_RETRIES: usize = 16;
+
+/// The message as last written, which the recipients' writes share.
+struct Current {
+    message: Mutex<Message>,
+    lease: DateTime<Utc>,
+}
+
+impl Shared {
+    pub(super) async fn deliver_recipients(&self, claimed: Message, lease: DateTime<Utc>) -> Result<Outcome> {
+        let now = self.core.clock().now();
+        let due = due_recipients(&claimed, now);
+        let current = Current { message: Mutex::new(claimed), lease };
+        let mut outcomes = Vec::with_capacity(due.len());
+        let mut going = Vec::with_capacity(due.len());
+        for index in due {
+            let (ws, address, found_sent) = {
+                let m = current.message.lock().await;
+                (m.workspace_id, m.recipients[index].email.clone(), m.recipients[index].status == MessageStatus::Sent)
+            };
+            if self.core.store().get_suppression(ws, &address).await?.is_some() {
+                let (event_type, details, outcome) = if found_sent {
+                    let reason = "the recipient was suppressed after an attempt whose outcome is unknown";
+                    (EventType::Failed, response(reason), Outcome::Failed)
+                } else {
+                    (EventType::Suppressed, EventDetails::default(), Outcome::Suppressed)
+                };
+                outcomes.push(self.settle(&current, index, event_type, details, outcome, true).await?);
+            } else {
+                going.push(index);
+            }
+        }
+        if going.is_empty() {
+            return Ok(Outcome::Several(outcomes));
+        }
+        let snapshot = current.message.lock().await.clone();
+        let copies = match self.prepare_copies(&snapshot, &going).await? {
+            Ok(copies) => copies,
+            Err(reason) => {
+                for index in going {
+                    let details = response(&reason);
+                    outcomes
+                        .push(self.settle(&current, index, EventType::Failed, details, Outcome::Failed, true).await?);
+                }
+                return Ok(Outcome::Several(outcomes));
+            }
+        };
+        // Every due recipient is `Sent` before the first copy leaves, so the message stays
+        // leased while any is in flight.
+        let mut ready = Vec::with_capacity(going.len());
+        for (index, copy) in going.into_iter().zip(copies) {
+            let attempt = { current.message.lock().await.recipients[index].attempts.saturating_add(1) };
+            let details = EventDetails { attempt: Some(attempt), ..EventDetails::default() };
+            let provider = Some(copy.provider_message_id.clone());
+            let make = || happening(&self.core, EventType::Sent, details.clone(), provider.clone(), None);
+            match self.write(&current, index, make, true).await? {
+                true => ready.push((index, copy, attempt)),
+                false => outcomes.push(Outcome::Skipped),
+            }
+        }
+        let return_path = self.core.config().return_path.clone();
+        let sends = futures::stream::iter(ready)
+            .map(|(index, copy, attempt)| {
+                let current = &current;
+                let return_path = return_path.as_ref();
+                async move {
+                    let email = {
+                        let m = current.message.lock().await;
+                        copy.addressed_to(&m, &m.recipients[index].email, return_path)
+                    };
+                    let result = match tokio::time::timeout(self.settings.send_timeout, self.mailer.send(&email)).await
+                    {
+                        Ok(result) => result,
+                        Err(_) => Err(SendError::Unreachable {
+                            reason: format!("no answer within {:?}", self.settings.send_timeout),
+                        }),
+                    };
+                    self.record_recipient_outcome(current, index, attempt, &result).await
+                }
+            })
+            .buffer_unordered(self.settings.concurrency.max(1));
+        let finished: Vec<Result<Outcome>> = sends.collect().await;
+        for outcome in finished {
+            outcomes.push(outcome?);
+        }
+        Ok(Outcome::Several(outcomes))
+    }
+
+    /// The signed copies for the recipients at `indexes`: one shared by all, or one each when
+    /// the HTML is tracked (tokens per recipient). `Err` with the reason when the message
+    /// cannot be sent (domain deleted, sandbox off the machine, build or signing failed).
+    async fn prepare_copies(
+        &self,
+        message: &Message,
+        indexes: &[usize],
+    ) -> Result<std::result::Result<Vec<SignedCopy>, String>> {
+        let Some(domain) = self.core.store().get_domain(message.workspace_id, message.domain_id).await? else {
+            return Ok(Err("the sending domain was deleted".to_owned()));
+        };
+        if domain.is_sandbox() && !self.mailer.keeps_mail_local() {
+            return Ok(Err(SANDBOX_NOT_DELIVERABLE.to_owned()));
+        }
+        let tracking = self.core.config().tracking.clone();
+        let per_recipient =
+            tracking.is_some() && message.html.is_some() && (message.tracking.opens || message.tracking.clicks);
+        let permit = std::sync::Arc::clone(&self.signing)
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Internal(crate::Cause::context("the signing permits are closed", e)))?;
+        let signers = std::sync::Arc::clone(&self.signers);
+        let message = message.clone();
+        let indexes = indexes.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let signer = signers.get_or_create(&domain).map_err(|e| e.to_string())?;
+            let sign = |recipient: Option<u8>| {
+                sign_copy(&message, &domain, &signer, tracking.as_ref(), recipient).map_err(|e| e.to_string())
+            };
+            if per_recipient {
+                // At most 50 recipients: every position fits a byte.
+                indexes.iter().map(|&i| sign(u8::try_from(i).ok())).collect()
+            } else {
+                let once = sign(None)?;
+                Ok(vec![once; indexes.len()])
+            }
+        })
+        .await
+        .map_err(|e| Error::Internal(crate::Cause::context("building the message did not finish", e)))
+    }
+
+    /// Records what the transport said about the copy to the recipient at `index`.
+    async fn record_recipient_outcome(
+        &self,
+        current: &Current,
+        index: usize,
+        attempt: u32,
+        result: &std::result::Result<SendReceipt, SendError>,
+    ) -> Result<Outcome> {
+        let mut details = super::reply_details(result);
+        details.attempt = Some(attempt);
+        let (event_type, next_attempt_at, outcome) = match classify(result) {
+            Verdict::Delivered => (EventType::Delivered, None, Outcome::Delivered),
+            Verdict::Retry { not_before } => match self.settings.schedule.delay_after(attempt) {
+                Some(delay) => {
+                    let wait = delay.max(not_before.unwrap_or_default());
+                    let at = self.core.clock().now()
+                        + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::days(30));
+                    details.next_attempt_at = Some(at);
+                    (EventType::Deferred, Some(at), Outcome::Deferred)
+                }
+                None => {
+                    details.bounce_type = Some(BounceType::Soft);
+                    (EventType::Bounced, None, Outcome::Bounced(BounceType::Soft))
+                }
+            },
+            Verdict::Bounce(kind) => {
+                if kind == BounceType::Hard {
+                    // Suppress first, as for a single recipient: this address alone.
+                    let (ws, id, address) = {
+                        let m = current.message.lock().await;
+                        (m.workspace_id, m.id, m.recipients[index].email.clone())
+                    };
+                    let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
+                    self.core.suppress_automatically(ws, &address, reason, source, Some(id)).await?;
+                }
+                details.bounce_type = Some(kind);
+                (EventType::Bounced, None, Outcome::Bounced(kind))
+            }
+        };
+        let make = || happening(&self.core, event_type, details.clone(), None, next_attempt_at);
+        // The send happened: its outcome is recorded whatever became of the lease.
+        Ok(if self.write(current, index, make, false).await? { outcome } else { Outcome::Skipped })
+    }
+
+    /// Records an event that ends this claim's work on one recipient without a send.
+    async fn settle(
+        &self,
+        current: &Current,
+        index: usize,
+        event_type: EventType,
+        details: EventDetails,
+        outcome: Outcome,
+        before_send: bool,
+    ) -> Result<Outcome> {
+        let make = || happening(&self.core, event_type, details.clone(), None, None);
+        Ok(if self.write(current, index, make, before_send).await? { outcome } else { Outcome::Skipped })
+    }
+
+    /// Applies the event `make` describes to the recipient at `index` of the message as last
+    /// written and stores it, provided no other event came in between; on a conflict reads
+    /// the message again and applies it again. `before_send` writes also need the claim's
+    /// lease to be unchanged, and keep the message under it while recipients are still to go.
+    /// `false` if the recipient's state no longer allows the event, the lease was lost, the
+    /// message is gone, or the conflicts did not end.
+    async fn write(
+        &self,
+        current: &Current,
+        index: usize,
+        make: impl Fn() -> Happening,
+        before_send: bool,
+    ) -> Result<bool> {
+        let mut message = current.message.lock().await;
+        let lease = before_send.then_some(current.lease);
+        for _ in 0..CONFLICT_RETRIES {
+            let Ok((mut next, event)) = apply_recipient_event(&message, index, make()) else {
+                return Ok(false);
+            };
+            if before_send && next.recipients.iter().any(|r| !r.is_settled()) {
+                next.next_attempt_at = Some(current.lease);
+            }
+            let read = message.clone();
+            match self.core.store_message_event(&read, next, event, lease, Some(read.last_event_id)).await {
+                Ok((written, _)) => {
+                    *message = written;
+                    return Ok(true);
+                }
+                Err(Error::Conflict(_)) => match self.core.store().get_message(read.workspace_id, read.id).await? {
+                    Some(fresh) if !before_send || fresh.next_attempt_at == Some(current.lease) => *message = fresh,
+                    _ => return Ok(false),
+                },
+                Err(Error::NotFound(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The recipients this claim attempts: those waiting whose time has come (`Queued`,
+/// `Scheduled`, `Deferred`), and those found `Sent`, whose attempt a crash interrupted.
+fn due_recipients(message: &Message, now: DateTime<Utc>) -> Vec<usize> {
+    use MessageStatus as S;
+    message
+        .recipients
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| match r.status {
+            S::Sent => true,
+            S::Queued | S::Scheduled | S::Deferred => r.next_attempt_at.is_none_or(|at| at <= now),
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
