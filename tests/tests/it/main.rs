@@ -35,6 +35,7 @@ mod mx_guard;
 mod operations;
 mod postgres;
 mod readme;
+mod recipients;
 mod replays_and_renders;
 mod reports;
 mod sandbox;

@@ -122,33 +122,60 @@ async fn delivered_timeline(server: &TestServer, id: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_message_submitted_with_lettre_is_delivered_signed_once_per_recipient() {
+async fn a_message_submitted_with_lettre_is_one_send_delivered_to_each_recipient_with_its_headers() {
     let Setup { server, dns, sink, .. } = setup().await;
-    let recipients = ["ann@inbox.example", "bob@inbox.example"];
-    let mail = message("Billing <billing@app.example>", &recipients, "<invoice-42@app.example>");
+    let to = ["Ann <ann@inbox.example>", "bob@inbox.example"];
+    let mut mail = Message::builder()
+        .from("Billing <billing@app.example>".parse::<Mailbox>().unwrap())
+        .cc("Carol <carol@inbox.example>".parse::<Mailbox>().unwrap())
+        .subject("Your invoice")
+        .message_id(Some("<invoice-42@app.example>".to_owned()));
+    for to in to {
+        mail = mail.to(to.parse().unwrap());
+    }
+    let mail = mail
+        .multipart(MultiPart::alternative_plain_html(
+            "Invoice 42 is attached.".to_owned(),
+            "<p>Invoice <b>42</b> is attached.</p>".to_owned(),
+        ))
+        .unwrap()
+        .formatted();
+    // dan@ is in the envelope only: a bcc recipient.
+    let envelope_to = ["ann@inbox.example", "bob@inbox.example", "carol@inbox.example", "dan@inbox.example"];
+    let envelope = Envelope::new(None, envelope_to.iter().map(|t| t.parse().unwrap()).collect()).unwrap();
 
-    let response = client(&server, Some(server.key())).send(mail).await.expect("the submission is accepted");
+    let response = client(&server, Some(server.key())).send_raw(&envelope, &mail).await.expect("accepted");
 
     assert_eq!(response.code().to_string(), "250");
-    for to in recipients {
-        let listed = messages_to(&server, to).await;
-        assert_eq!(listed.len(), 1, "one message for {to}: {listed:?}");
-        assert_eq!(listed[0]["fromAddress"], "billing@app.example");
-        assert_eq!(listed[0]["subject"], "Your invoice");
-        let id = listed[0]["id"].as_str().unwrap();
-        assert_eq!(delivered_timeline(&server, id).await, ["Queued", "Sent", "Delivered"]);
+    let listed = messages_to(&server, "dan@inbox.example").await;
+    assert_eq!(listed.len(), 1, "one message for the whole submission: {listed:?}");
+    let m = &listed[0];
+    assert_eq!(m["to"], "\"Ann\" <ann@inbox.example>, bob@inbox.example", "{m}");
+    assert_eq!(m["cc"], json!(["\"Carol\" <carol@inbox.example>"]), "{m}");
+    assert_eq!(m["bcc"], json!(["dan@inbox.example"]), "{m}");
+    let types: Vec<&str> = m["recipients"].as_array().unwrap().iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["to", "to", "cc", "bcc"], "{m}");
+    let id = m["id"].as_str().unwrap();
+    let timeline = delivered_timeline(&server, id).await;
+    assert_eq!(timeline.iter().filter(|t| *t == "Delivered").count(), 4, "{timeline:?}");
 
+    for to in envelope_to {
         let received: Vec<_> = sink.messages().into_iter().filter(|m| m.recipients.iter().any(|r| r == to)).collect();
-        assert_eq!(received.len(), 1, "the relay got one message for {to}");
+        assert_eq!(received.len(), 1, "the relay got one copy for {to}");
+        assert_eq!(received[0].recipients, [to], "one envelope per recipient");
         let raw = &received[0].data;
         assert_signed_by(raw, dns.addr(), DOMAIN).await;
         let parsed = MessageParser::default().parse(raw).expect("the relayed MIME parses");
         let from = parsed.from().and_then(|f| f.first()).unwrap();
         assert_eq!((from.name(), from.address()), (Some("Billing"), Some("billing@app.example")));
-        assert_eq!(parsed.to().and_then(|t| t.first()).and_then(|a| a.address()), Some(to));
+        let shown: Vec<(Option<&str>, Option<&str>)> =
+            parsed.to().unwrap().iter().map(|a| (a.name(), a.address())).collect();
+        assert_eq!(shown, [(Some("Ann"), Some("ann@inbox.example")), (None, Some("bob@inbox.example"))]);
+        let cc = parsed.cc().and_then(|c| c.first()).map(|a| (a.name(), a.address()));
+        assert_eq!(cc, Some((Some("Carol"), Some("carol@inbox.example"))));
+        assert!(parsed.header("Bcc").is_none(), "no copy carries a Bcc header");
         assert_eq!(parsed.subject(), Some("Your invoice"));
         assert_eq!(parsed.body_text(0).unwrap().trim_end(), "Invoice 42 is attached.");
-        assert_eq!(parsed.body_html(0).unwrap().trim_end(), "<p>Invoice <b>42</b> is attached.</p>");
     }
 }
 
@@ -220,16 +247,18 @@ async fn implicit_tls_submission_is_delivered_too() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_retry_after_a_rate_limit_queues_each_recipient_once() {
+async fn a_submission_takes_one_token_and_a_retry_after_a_rate_limit_sends_it_once() {
     let Setup { server, .. } = setup().await;
-    // One token a second: the second recipient of each attempt finds the bucket empty.
+    // One token a second: the first submission takes it, the second finds the bucket empty.
     let (_, key) = create_key(&server, server.key(), json!({"name": "smtp", "rateLimitPerSec": 1})).await;
-    let to = ["one@inbox.example", "two@inbox.example"];
-    let mail = message("app@app.example", &to, "<retry-1@app.example>").formatted();
+    let to = ["one@inbox.example", "two@inbox.example", "three@inbox.example"];
     let envelope = Envelope::new(None, to.iter().map(|t| t.parse().unwrap()).collect()).unwrap();
+    let first = message("app@app.example", &to, "<first@app.example>").formatted();
+    client(&server, Some(&key)).send_raw(&envelope, &first).await.expect("three recipients, one token");
+    let mail = message("app@app.example", &to, "<retry-1@app.example>").formatted();
 
-    let first = client(&server, Some(&key)).send_raw(&envelope, &mail).await.expect_err("rate limited");
-    let (code, text) = refusal(first);
+    let limited = client(&server, Some(&key)).send_raw(&envelope, &mail).await.expect_err("rate limited");
+    let (code, text) = refusal(limited);
     assert_eq!(code, "451", "{text}");
     assert!(text.contains("4.7.1"), "{text}");
     // The client retries the same message, as an MTA would, until it is taken.
@@ -239,9 +268,12 @@ async fn a_retry_after_a_rate_limit_queues_each_recipient_once() {
         assert!(Instant::now() < deadline, "the retry never got through");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // And once more after it was taken: a replay of the same Message-ID, not a new send.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    client(&server, Some(&key)).send_raw(&envelope, &mail).await.expect("a replay is accepted");
 
     for to in to {
-        assert_eq!(messages_to(&server, to).await.len(), 1, "{to} got one message, not one per attempt");
+        assert_eq!(messages_to(&server, to).await.len(), 2, "{to}: one message per submission, not per attempt");
     }
 }
 
