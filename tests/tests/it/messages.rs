@@ -163,7 +163,7 @@ async fn refused_sends_name_their_reason_and_queue_nothing() {
     let cases: Vec<(Value, &[&str])> = vec![
         (json!({}), &["to", "subject", "html"]),
         (json!({"subject": "s", "text": "t"}), &["to"]),
-        (json!({"to": ["ann@example.com"], "subject": "s", "text": "t"}), &["to"]),
+        (json!({"to": ["ann@example.com", 7], "subject": "s", "text": "t"}), &["to[1]"]),
         (json!({"to": 5, "subject": "s", "text": "t"}), &["to"]),
         (json!({"to": "not-an-address", "subject": "s", "text": "t"}), &["to"]),
         (json!({"to": "ann@example.com\r\nBcc: eve@example.com", "subject": "s", "text": "t"}), &["to"]),
@@ -297,8 +297,8 @@ async fn full_keys_share_an_idempotency_key_and_each_send_key_has_its_own() {
     let (status, _, refused) = post(&other_admin, &other, "order-1").await;
     assert_error(status, &refused, 409, "idempotency_key_reused", "another body under the key");
     assert_eq!(refused["error"]["message"], "this Idempotency-Key was already used with a different request");
-    let (status, _, refused) = post(&other_admin, &json!({"to": ["ann@example.com"], "subject": "s"}), "order-1").await;
-    assert_invalid(status, &refused, &["to"], "a malformed body under the key");
+    let (status, _, refused) = post(&other_admin, &json!({"to": "ann@example.com", "subject": 5}), "order-1").await;
+    assert_invalid(status, &refused, &["subject"], "a malformed body under the key");
 
     // A send key's Idempotency-Keys are its own: the full keys' "order-1" is a new send for
     // it, replayed to itself only; another send key sends anew too.

@@ -67,6 +67,16 @@ struct Options {
     /// Admin URL of the PostgreSQL server to make the run's database on; sled when `None`.
     database_url: Option<String>,
     nodes: usize,
+    /// Recipients per send (all in `to`): each send is one message delivered as this many
+    /// copies, and the figures are per copy.
+    recipients: usize,
+}
+
+impl Options {
+    /// Copies the sink must count: one per recipient of every message.
+    fn copies(&self) -> u64 {
+        self.messages * self.recipients as u64
+    }
 }
 
 /// Payload for `smtp-source -l`, so that both sides hand the sink messages of the same size:
@@ -77,7 +87,7 @@ const POSTFIX_BYTES: usize = 2_400;
 
 const USAGE: &str = "usage: delivery-load [--messages N] [--connections N] [--keys N] [--postfix-sessions N] \
                      [--postfix-bytes N] [--sample N] [--log LEVEL] [--stall SECONDS] [--no-postfix] [--dump DIR] \
-                     [--database-url ADMIN_URL] [--nodes N]";
+                     [--database-url ADMIN_URL] [--nodes N] [--recipients N]";
 
 fn parse_options() -> Result<Options> {
     let mut options = Options {
@@ -93,6 +103,7 @@ fn parse_options() -> Result<Options> {
         dump: None,
         database_url: None,
         nodes: 1,
+        recipients: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -110,11 +121,13 @@ fn parse_options() -> Result<Options> {
             "--dump" => options.dump = Some(PathBuf::from(value()?)),
             "--database-url" => options.database_url = Some(value()?),
             "--nodes" => options.nodes = value()?.parse()?,
+            "--recipients" => options.recipients = value()?.parse()?,
             "--help" | "-h" => {
                 println!(
                     "{USAGE}\n\n--sample N: read the timelines of N messages spread over the run (default: all)\n\
                      --database-url URL: run Tidings on a fresh PostgreSQL database made through URL (default: sled)\n\
-                     --nodes N: N servers on that database, the messages and connections split between them"
+                     --nodes N: N servers on that database, the messages and connections split between them\n\
+                     --recipients N: N recipients per send (1-50; figures per recipient delivered; needs --no-postfix)"
                 );
                 std::process::exit(0);
             }
@@ -126,6 +139,9 @@ fn parse_options() -> Result<Options> {
     }
     if options.nodes == 0 || options.nodes as u64 > options.messages || options.nodes > options.connections {
         return Err("--nodes must be at least 1 and at most --messages and --connections".into());
+    }
+    if !(1..=50).contains(&options.recipients) || (options.recipients > 1 && !options.no_postfix) {
+        return Err("--recipients must be 1 to 50, and above 1 needs --no-postfix".into());
     }
     if options.nodes > 1 && options.database_url.is_none() {
         return Err("--nodes above 1 needs --database-url: sled allows one process".into());
@@ -247,10 +263,14 @@ async fn list_messages(server: &TestServer) -> Result<Vec<(String, String, DateT
 async fn delivery_latencies(server: &TestServer, messages: &[(String, String, DateTime<Utc>)]) -> Vec<Option<f64>> {
     stream::iter(messages)
         .map(|(id, _, created)| async move {
-            let (status, body) = server.get(&format!("/v1/messages/{id}/events?limit=50"), server.key()).await;
+            let (status, body) = server.get(&format!("/v1/messages/{id}/events?limit=200"), server.key()).await;
             let events = body["data"].as_array().filter(|_| status == 200)?;
-            let delivered = events.iter().find(|e| e["type"] == "Delivered")?["occurredAt"].as_str()?;
-            let delivered: DateTime<Utc> = delivered.parse().ok()?;
+            // The last recipient's: a message to several is delivered when all its copies are.
+            let delivered: DateTime<Utc> = events
+                .iter()
+                .filter(|e| e["type"] == "Delivered")
+                .filter_map(|e| e["occurredAt"].as_str()?.parse().ok())
+                .max()?;
             Some((delivered - *created).as_seconds_f64())
         })
         .buffer_unordered(16)
@@ -374,7 +394,11 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
     verified_domain(first, &dns, "load.example").await?;
     let keys = create_keys(first, options.keys).await?;
 
-    let body = receipt("orders@load.example", "ann@example.com").to_string();
+    let mut body = receipt("orders@load.example", "ann@example.com");
+    if options.recipients > 1 {
+        body["to"] = (0..options.recipients).map(|i| format!("user{i}@example.com")).collect();
+    }
+    let body = body.to_string();
     let dir = tempfile::tempdir()?;
     let run = fresh_key();
     let shares = split(options.messages, options.nodes);
@@ -408,7 +432,8 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
             eprintln!("tidings: wrk {node} saw {} non-2xx answers, socket errors: {}", wrk.non_2xx, wrk.socket_errors);
         }
     }
-    let reached = tokio::task::block_in_place(|| sink.wait_for(base + n, options.stall));
+    let copies = options.copies();
+    let reached = tokio::task::block_in_place(|| sink.wait_for(base + copies, options.stall));
     let after = Ticks::now(&servers, sink, database.as_ref());
     let memory_kib = servers.iter().map(|s| procstat::peak_rss_kib(s.pid()).unwrap_or(0)).sum();
     let messages = list_messages(first).await?;
@@ -416,7 +441,7 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
         Ok(count) => count,
         Err(count) => {
             return Err(format!(
-                "tidings: the sink counted {} of {n} messages and no more for {:?}.\n\
+                "tidings: the sink counted {} of {copies} copies and no more for {:?}.\n\
                  messages in the API: {} ({})\n{}",
                 count.messages - base,
                 options.stall,
@@ -446,7 +471,7 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
     let mut latencies: Vec<f64> = found.into_iter().flatten().collect();
     latencies.sort_by(f64::total_cmp);
     std::thread::sleep(Duration::from_secs(1));
-    let extra_at_sink = sink.count().messages - base - n;
+    let extra_at_sink = sink.count().messages - base - copies;
     for server in servers {
         let pid = server.pid();
         let (status, _) = server.stop().await;
@@ -477,7 +502,7 @@ async fn run_tidings(options: &Options, tools: &Tools, sink: &Sink, on_interrupt
         .join("; ");
     Ok(Side {
         accepted_per_sec: n as f64 / seconds_between(start, accepted),
-        delivered_per_sec: n as f64 / seconds_between(start, reached.at),
+        delivered_per_sec: copies as f64 / seconds_between(start, reached.at),
         latencies,
         memory_kib,
         cpu: [cpu(before.servers, after.servers), cpu(before.wrk, after.wrk), cpu(before.sink, after.sink)],

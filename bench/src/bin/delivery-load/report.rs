@@ -54,12 +54,15 @@ pub fn report(options: &Options, tidings: &Side, postfix: Option<&Side>, loads: 
     let p = postfix.unwrap_or(&empty);
     let ratio = |t: f64, p: f64| if p > 0.0 { format!("{:.1}×", t / p) } else { "–".to_owned() };
     let secs = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.3} s"));
-    let per_k = |cpu: f64| format!("{:.2}", cpu * 1000.0 / options.messages as f64);
+    // Per copy delivered: with one recipient per send, per message.
+    let per_k = |cpu: f64| format!("{:.2}", cpu * 1000.0 / options.copies() as f64);
+    let unit = if options.recipients > 1 { "recipients" } else { "messages" };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} messages, Tidings on {}; load average before {} / after {}\n",
+        "{} messages of {} recipient(s), Tidings on {}; load average before {} / after {}\n",
         grouped(options.messages as f64),
+        options.recipients,
         crate::store_label(options),
         loads.0,
         loads.1
@@ -75,7 +78,7 @@ pub fn report(options: &Options, tidings: &Side, postfix: Option<&Side>, loads: 
         ratio(tidings.accepted_per_sec, p.accepted_per_sec),
     );
     row(
-        "delivered/s (first accept → last at the sink)",
+        &format!("{unit} delivered/s (first accept → last at the sink)"),
         grouped(tidings.delivered_per_sec),
         grouped(p.delivered_per_sec),
         ratio(tidings.delivered_per_sec, p.delivered_per_sec),
@@ -91,18 +94,23 @@ pub fn report(options: &Options, tidings: &Side, postfix: Option<&Side>, loads: 
         format!("{:.0}", p.memory_kib as f64 / 1024.0),
         ratio(tidings.memory_kib as f64, p.memory_kib as f64),
     );
-    row("CPU s per 1,000 messages: relay", per_k(tidings.cpu[0]), per_k(p.cpu[0]), ratio(tidings.cpu[0], p.cpu[0]));
+    row(
+        &format!("CPU s per 1,000 {unit}: relay"),
+        per_k(tidings.cpu[0]),
+        per_k(p.cpu[0]),
+        ratio(tidings.cpu[0], p.cpu[0]),
+    );
     if let Some((backends, all)) = tidings.database_cpu {
         row(
-            "CPU s per 1,000 messages: PostgreSQL, this database's backends",
+            &format!("CPU s per 1,000 {unit}: PostgreSQL, this database's backends"),
             per_k(backends),
             "–".into(),
             String::new(),
         );
-        row("CPU s per 1,000 messages: PostgreSQL, all processes", per_k(all), "–".into(), String::new());
+        row(&format!("CPU s per 1,000 {unit}: PostgreSQL, all processes"), per_k(all), "–".into(), String::new());
     }
-    row("CPU s per 1,000 messages: load generator", per_k(tidings.cpu[1]), per_k(p.cpu[1]), String::new());
-    row("CPU s per 1,000 messages: smtp-sink", per_k(tidings.cpu[2]), per_k(p.cpu[2]), String::new());
+    row(&format!("CPU s per 1,000 {unit}: load generator"), per_k(tidings.cpu[1]), per_k(p.cpu[1]), String::new());
+    row(&format!("CPU s per 1,000 {unit}: smtp-sink"), per_k(tidings.cpu[2]), per_k(p.cpu[2]), String::new());
     row("extra messages at the sink", tidings.extra_at_sink.to_string(), p.extra_at_sink.to_string(), String::new());
     let _ = writeln!(
         out,

@@ -234,6 +234,25 @@ pub fn shapes() -> Vec<Shape> {
             "tracking on, html only",
             merge(json!({"subject": "Tracked", "html": "<p><a href=\"https://acme.example/x\">x</a></p>", "tracking": {"opens": true, "clicks": true}}), json!({})),
         ),
+        // Several recipients (contract §10): the row's recipient comes first in `to`; every
+        // copy carries the same To/Cc, signed once (per recipient when tracked).
+        api(
+            "to list with display names",
+            both(json!({"to": ["Zoë Ünïcode <zoe-list@inbox.example>", "\"Bob, Jr.\" <bob-list@inbox.example>"]})),
+        ),
+        api(
+            "cc with display names",
+            both(json!({"cc": ["\"Doe, Jane\" <jane-cc@inbox.example>", "Ünïcödé Näme <uni-cc@inbox.example>", "plain-cc@inbox.example"]})),
+        ),
+        api("bcc", text(json!({"bcc": ["hidden-one@inbox.example", "hidden-two@inbox.example"]}))),
+        api(
+            "to, cc and bcc, tracked",
+            both(json!({
+                "to": ["Ann <ann-all@inbox.example>"], "cc": "Carol <carol-all@inbox.example>", "bcc": "dan-all@inbox.example",
+                "html": "<p>See <a href=\"https://acme.example/orders/2\">your order</a>.</p>",
+                "tracking": {"opens": true, "clicks": true},
+            })),
+        ),
         api("mixed line endings (text)", text(json!({"text": "crlf line\r\nlf line\nlone cr\rend"}))),
         api("mixed line endings (html)", both(json!({"html": "<p>crlf</p>\r\n<p>lf</p>\n<p>lone cr</p>\r<p>end</p>"}))),
         api("trailing spaces and blank lines", text(json!({"text": "line with trailing spaces   \n\ttabbed\t\n\n\n\nlast\n\n\n"}))),
@@ -282,6 +301,15 @@ pub fn shapes() -> Vec<Shape> {
                  Content-Type: multipart/mixed; boundary=\"m1\"\r\n\r\n\
                  --m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nGrüße.\r\n.leading dot\r\nFrom here\r\n\
                  --m1\r\nContent-Type: text/csv; name=\"a.csv\"\r\nContent-Disposition: attachment; filename=\"a.csv\"\r\n\r\na,b\r\n1,2\r\n--m1--\r\n"
+                    .to_owned(),
+            ),
+        },
+        Shape {
+            // The Cc header names a list address outside the envelope: kept as written.
+            name: "SMTP submission: Cc header as written",
+            via: Via::Submission(
+                "Cc: \"Team, Billing\" <team@interop.example>, =?utf-8?q?J=C3=BCrgen?= <juergen@inbox.example>\r\n\
+                 Subject: Copied\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFor the team.\r\n"
                     .to_owned(),
             ),
         },

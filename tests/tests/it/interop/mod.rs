@@ -72,10 +72,13 @@ fn recipient(row: usize) -> String {
     format!("shape-{row:02}@inbox.example")
 }
 
-/// `body` with `to` set.
+/// `body` with `to` set; a shape that has a `to` list of its own gets `to` first in it.
 fn addressed(body: &Value, to: &str) -> Value {
     let mut body = body.clone();
-    body["to"] = json!(to);
+    body["to"] = match body.get("to").and_then(Value::as_array) {
+        Some(list) => std::iter::once(json!(to)).chain(list.iter().cloned()).collect(),
+        None => json!(to),
+    };
     body
 }
 
