@@ -393,6 +393,8 @@ pub(crate) struct EventRow {
     expected_last_event: Option<String>,
     event_id: Uuid,
     event: serde_json::Value,
+    /// `EventWrite::more_events`.
+    more_events: Vec<(Uuid, serde_json::Value)>,
     deliveries: Vec<DeliveryRow>,
 }
 
@@ -412,6 +414,7 @@ impl EventRow {
             expected_last_event: write.expected_last_event_id.map(|e| e.to_string()),
             event_id: uuid(write.event.id.0),
             event: doc(&write.event)?,
+            more_events: write.more_events.iter().map(|e| Ok((uuid(e.id.0), doc(e)?))).collect::<StoreResult<_>>()?,
             deliveries: delivery_rows(uuid(m.id.0), &write.webhook_deliveries)?,
         })
     }
@@ -453,6 +456,11 @@ async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid
         c.expected_last_events.push(r.expected_last_event.as_deref());
         c.event_ids.push(r.event_id);
         c.events.push(&r.event);
+        for (id, event) in &r.more_events {
+            c.more_event_messages.push(r.id);
+            c.more_event_ids.push(*id);
+            c.more_events.push(event);
+        }
         deliveries.push(&r.deliveries);
     }
     let mut params: Vec<Param<'_>> = vec![
@@ -468,6 +476,9 @@ async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid
         &c.expected_last_events,
         &c.event_ids,
         &c.events,
+        &c.more_event_messages,
+        &c.more_event_ids,
+        &c.more_events,
     ];
     params.extend(deliveries.params());
     let client = store.client().await?;
@@ -489,6 +500,10 @@ struct EventColumns<'a> {
     expected_last_events: Vec<Option<&'a str>>,
     event_ids: Vec<Uuid>,
     events: Vec<&'a serde_json::Value>,
+    /// More events of the writes, flattened.
+    more_event_messages: Vec<Uuid>,
+    more_event_ids: Vec<Uuid>,
+    more_events: Vec<&'a serde_json::Value>,
 }
 
 /// Events: each message changed if it is as its writer expects, then the events and the
@@ -516,9 +531,13 @@ static RECORD_EVENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
          ), events AS (
              INSERT INTO message_events (message_id, id, doc)
              SELECT u.id, u.event_id, u.event_doc FROM input u JOIN changed c ON c.id = u.id
+             UNION ALL
+             SELECT e.message_id, e.id, e.doc
+             FROM unnest($13::uuid[], $14::uuid[], $15::jsonb[]) AS e(message_id, id, doc)
+             JOIN changed c ON c.id = e.message_id
          ), {deliveries}
          SELECT id FROM changed",
-        deliveries = deliveries_ctes(13, "changed"),
+        deliveries = deliveries_ctes(16, "changed"),
     )
 });
 

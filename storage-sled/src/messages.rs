@@ -376,8 +376,10 @@ impl MessageStore for SledStore {
         let new = &write.message;
         let message_key = layout::message(new.workspace_id, new.id).0;
         let message_value = encode(new)?;
-        let event_key = layout::events(new.workspace_id, new.id).id(write.event.id.to_bytes()).0;
-        let event_value = encode(&write.event)?;
+        let events = std::iter::once(&write.event)
+            .chain(&write.more_events)
+            .map(|e| Ok((layout::events(new.workspace_id, new.id).id(e.id.to_bytes()).0, encode(e)?)))
+            .collect::<StoreResult<Vec<_>>>()?;
         let deliveries = write.webhook_deliveries.iter().map(encode).collect::<StoreResult<Vec<_>>>()?;
         self.inner
             .write_durable(|tree, batch| {
@@ -403,13 +405,17 @@ impl MessageStore for SledStore {
                         write.expected_status.as_str()
                     )));
                 }
-                if tree.contains_key(&event_key).map_err(sled_error)? {
-                    return Err(StoreError::Conflict(format!("event {} exists", write.event.id)));
+                for (key, _) in &events {
+                    if tree.contains_key(key).map_err(sled_error)? {
+                        return Err(StoreError::Conflict(format!("an event of message {} exists", new.id)));
+                    }
                 }
                 // New entries first, the record, then the old entries go: a reader sees the
                 // message under its old or new status, never under none.
                 queue_deliveries(tree, batch, &write.webhook_deliveries, deliveries)?;
-                batch.insert(event_key, event_value);
+                for (key, value) in &events {
+                    batch.insert(key.clone(), value.clone());
+                }
                 // Retention looks at it (again) once it is old: this may be a late event. The
                 // entry is written only if retention took it away: most events find the one
                 // the create wrote, and an insert costs more than this read.

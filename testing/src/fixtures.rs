@@ -220,6 +220,7 @@ pub fn event_write(
         expected_last_event_id: None,
         message: after,
         event,
+        more_events: vec![],
         webhook_deliveries: vec![],
     }
 }

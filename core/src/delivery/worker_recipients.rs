@@ -21,6 +21,9 @@
 //! The recipients' writes take turns on the message as last written (each checks that no
 //! event came in between, and on a conflict reads the message again and decides again), so a
 //! bounce report or an open of one recipient landing meanwhile is kept, never overwritten.
+//! Writes are shared: every due recipient's `Sent` is one write, and outcomes that arrive
+//! while a write is under way are written together by the next one, so a message to 50
+//! recipients costs a few writes of its record, not 100.
 //! Until every due recipient is recorded `Sent`, the writes keep the message under the
 //! claim's lease; from then on a recipient in flight keeps it
 //! ([`Message::settle_from_recipients`]).
@@ -42,17 +45,21 @@ use crate::{Error, Result};
 /// another event of the message was written, and a message takes few at once.
 const CONFLICT_RETRIES: usize = 16;
 
-/// The message as last written, which the recipients' writes share.
+/// The message as last written, which the recipients' writes share, and the outcomes
+/// waiting to be written.
 struct Current {
     message: Mutex<Message>,
     lease: DateTime<Utc>,
+    /// Outcomes that arrived while another write held the message: the next writer writes
+    /// them all at once, so that outcomes arriving together cost one write, not one each.
+    pending: std::sync::Mutex<Vec<(usize, Happening)>>,
 }
 
 impl Shared {
     pub(super) async fn deliver_recipients(&self, claimed: Message, lease: DateTime<Utc>) -> Result<Outcome> {
         let now = self.core.clock().now();
         let due = due_recipients(&claimed, now);
-        let current = Current { message: Mutex::new(claimed), lease };
+        let current = Current { message: Mutex::new(claimed), lease, pending: std::sync::Mutex::new(Vec::new()) };
         let mut outcomes = Vec::with_capacity(due.len());
         let mut going = Vec::with_capacity(due.len());
         for index in due {
@@ -87,15 +94,26 @@ impl Shared {
                 return Ok(Outcome::Several(outcomes));
             }
         };
-        // Every due recipient is `Sent` before the first copy leaves, so the message stays
-        // leased while any is in flight.
+        // Every due recipient is `Sent` before the first copy leaves, in one write, so the
+        // message stays leased while any is in flight.
+        let attempts: Vec<u32> = {
+            let m = current.message.lock().await;
+            going.iter().map(|&i| m.recipients[i].attempts.saturating_add(1)).collect()
+        };
+        let sent: Vec<(usize, Happening)> = going
+            .iter()
+            .zip(&copies)
+            .zip(&attempts)
+            .map(|((&index, copy), &attempt)| {
+                let details = EventDetails { attempt: Some(attempt), ..EventDetails::default() };
+                let provider = Some(copy.provider_message_id.clone());
+                (index, happening(&self.core, EventType::Sent, details, provider, None))
+            })
+            .collect();
+        let recorded = self.write(&current, sent, true).await?;
         let mut ready = Vec::with_capacity(going.len());
-        for (index, copy) in going.into_iter().zip(copies) {
-            let attempt = { current.message.lock().await.recipients[index].attempts.saturating_add(1) };
-            let details = EventDetails { attempt: Some(attempt), ..EventDetails::default() };
-            let provider = Some(copy.provider_message_id.clone());
-            let make = || happening(&self.core, EventType::Sent, details.clone(), provider.clone(), None);
-            match self.write(&current, index, make, true).await? {
+        for (((index, copy), attempt), written) in going.into_iter().zip(copies).zip(attempts).zip(recorded) {
+            match written {
                 true => ready.push((index, copy, attempt)),
                 false => outcomes.push(Outcome::Skipped),
             }
@@ -209,9 +227,20 @@ impl Shared {
                 (EventType::Bounced, None, Outcome::Bounced(kind))
             }
         };
-        let make = || happening(&self.core, event_type, details.clone(), None, next_attempt_at);
-        // The send happened: its outcome is recorded whatever became of the lease.
-        Ok(if self.write(current, index, make, false).await? { outcome } else { Outcome::Skipped })
+        let outcome_event = happening(&self.core, event_type, details, None, next_attempt_at);
+        // The send happened: its outcome is recorded whatever became of the lease, with the
+        // others that arrived meanwhile.
+        current.pending.lock().map_err(|_| poisoned())?.push((index, outcome_event));
+        let mut message = current.message.lock().await;
+        let batch = std::mem::take(&mut *current.pending.lock().map_err(|_| poisoned())?);
+        if batch.is_empty() {
+            // Another writer took it with its own.
+            return Ok(outcome);
+        }
+        let ours = batch.iter().position(|(i, _)| *i == index);
+        let written = self.write_locked(&mut message, current, batch, false).await?;
+        let recorded = ours.and_then(|at| written.get(at).copied()).unwrap_or(true);
+        Ok(if recorded { outcome } else { Outcome::Skipped })
     }
 
     /// Records an event that ends this claim's work on one recipient without a send.
@@ -224,48 +253,73 @@ impl Shared {
         outcome: Outcome,
         before_send: bool,
     ) -> Result<Outcome> {
-        let make = || happening(&self.core, event_type, details.clone(), None, None);
-        Ok(if self.write(current, index, make, before_send).await? { outcome } else { Outcome::Skipped })
+        let event = happening(&self.core, event_type, details, None, None);
+        let written = self.write(current, vec![(index, event)], before_send).await?;
+        Ok(if written.first().copied().unwrap_or(false) { outcome } else { Outcome::Skipped })
     }
 
-    /// Applies the event `make` describes to the recipient at `index` of the message as last
-    /// written and stores it, provided no other event came in between; on a conflict reads
-    /// the message again and applies it again. `before_send` writes also need the claim's
-    /// lease to be unchanged, and keep the message under it while recipients are still to go.
-    /// `false` if the recipient's state no longer allows the event, the lease was lost, the
-    /// message is gone, or the conflicts did not end.
-    async fn write(
-        &self,
-        current: &Current,
-        index: usize,
-        make: impl Fn() -> Happening,
-        before_send: bool,
-    ) -> Result<bool> {
+    /// [`Self::write_locked`] once the message is free.
+    async fn write(&self, current: &Current, events: Vec<(usize, Happening)>, before_send: bool) -> Result<Vec<bool>> {
         let mut message = current.message.lock().await;
+        self.write_locked(&mut message, current, events, before_send).await
+    }
+
+    /// Applies `events` (recipient position, what happened), in order, to the message as
+    /// last written and stores them in one write, provided no other event came in between;
+    /// on a conflict reads the message again and applies them again. `before_send` writes
+    /// also need the claim's lease to be unchanged, and keep the message under it while
+    /// recipients are still to go. Whether each event was recorded: not if its recipient's
+    /// state no longer allows it, nor any if the lease was lost, the message is gone, or the
+    /// conflicts did not end.
+    async fn write_locked(
+        &self,
+        message: &mut Message,
+        current: &Current,
+        events: Vec<(usize, Happening)>,
+        before_send: bool,
+    ) -> Result<Vec<bool>> {
         let lease = before_send.then_some(current.lease);
+        let none = vec![false; events.len()];
         for _ in 0..CONFLICT_RETRIES {
-            let Ok((mut next, event)) = apply_recipient_event(&message, index, make()) else {
-                return Ok(false);
-            };
+            let mut next = message.clone();
+            let mut recorded = Vec::with_capacity(events.len());
+            let mut written = Vec::with_capacity(events.len());
+            for (index, event) in &events {
+                match apply_recipient_event(&next, *index, event.clone()) {
+                    Ok((after, event)) => {
+                        next = after;
+                        recorded.push(event);
+                        written.push(true);
+                    }
+                    Err(_) => written.push(false),
+                }
+            }
+            if recorded.is_empty() {
+                return Ok(written);
+            }
             if before_send && next.recipients.iter().any(|r| !r.is_settled()) {
                 next.next_attempt_at = Some(current.lease);
             }
             let read = message.clone();
-            match self.core.store_message_event(&read, next, event, lease, Some(read.last_event_id)).await {
-                Ok((written, _)) => {
-                    *message = written;
-                    return Ok(true);
+            match self.core.store_message_events(&read, next, recorded, lease, Some(read.last_event_id)).await {
+                Ok((stored, _)) => {
+                    *message = stored;
+                    return Ok(written);
                 }
                 Err(Error::Conflict(_)) => match self.core.store().get_message(read.workspace_id, read.id).await? {
                     Some(fresh) if !before_send || fresh.next_attempt_at == Some(current.lease) => *message = fresh,
-                    _ => return Ok(false),
+                    _ => return Ok(none),
                 },
-                Err(Error::NotFound(_)) => return Ok(false),
+                Err(Error::NotFound(_)) => return Ok(none),
                 Err(e) => return Err(e),
             }
         }
-        Ok(false)
+        Ok(none)
     }
+}
+
+fn poisoned() -> Error {
+    Error::Internal("the pending outcomes' lock was poisoned".into())
 }
 
 /// The recipients this claim attempts: those waiting whose time has come (`Queued`,

@@ -205,7 +205,13 @@ pub struct EventWrite {
     pub message: Message,
     /// The event, appended to the timeline.
     pub event: MessageEvent,
-    /// Webhook deliveries for the event.
+    /// More events recorded by the same write, after `event` and in order: events of
+    /// several recipients of one message that happened together (their attempts starting,
+    /// outcomes that arrived at once), so that a message to 50 recipients is not rewritten
+    /// 50 times. `message` is the message after all of them; the last one's id is its
+    /// `last_event_id`. Empty for most writes.
+    pub more_events: Vec<MessageEvent>,
+    /// Webhook deliveries for the events.
     pub webhook_deliveries: Vec<WebhookDelivery>,
 }
 

@@ -584,18 +584,46 @@ impl Tidings {
         due_at: Option<DateTime<Utc>>,
         last_event_id: Option<EventId>,
     ) -> Result<(Message, MessageEvent)> {
-        let webhook_deliveries = self.webhook_deliveries_for(&next, &event).await?;
+        let (next, mut events) = self.store_message_events(read, next, vec![event], due_at, last_event_id).await?;
+        let event = events.pop().ok_or_else(|| Error::Internal("one event was written, none came back".into()))?;
+        Ok((next, event))
+    }
+
+    /// [`Self::store_message_event`] for several events of one message written at once
+    /// (several recipients' events that happened together), in order; `next` is the
+    /// message after all of them. At least one event.
+    pub(crate) async fn store_message_events(
+        &self,
+        read: &Message,
+        next: Message,
+        mut events: Vec<MessageEvent>,
+        due_at: Option<DateTime<Utc>>,
+        last_event_id: Option<EventId>,
+    ) -> Result<(Message, Vec<MessageEvent>)> {
+        if events.is_empty() {
+            return Err(Error::Internal("a write of no event".into()));
+        }
+        let mut webhook_deliveries = Vec::new();
+        for event in &events {
+            webhook_deliveries.extend(self.webhook_deliveries_for(&next, event).await?);
+        }
+        let more_events = events.split_off(1);
+        let event = events.remove(0);
         let write = EventWrite {
             expected_status: read.status,
             expected_next_attempt_at: due_at,
             expected_last_event_id: last_event_id,
             message: next.clone(),
             event: event.clone(),
+            more_events: more_events.clone(),
             webhook_deliveries,
         };
         self.store.record_event(write).await?;
-        self.observer.message_event(&next, &event);
-        Ok((next, event))
+        let written: Vec<MessageEvent> = std::iter::once(event).chain(more_events).collect();
+        for event in &written {
+            self.observer.message_event(&next, event);
+        }
+        Ok((next, written))
     }
 }
 

@@ -456,6 +456,7 @@ impl World {
                     expected_last_event_id: None,
                     message: after,
                     event,
+                    more_events: vec![],
                     webhook_deliveries: vec![],
                 };
                 match twist {

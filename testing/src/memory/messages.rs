@@ -129,7 +129,8 @@ impl MessageStore for MemoryStore {
         {
             return Err(conflict("an event was recorded since the message was read"));
         }
-        if st.events.get(&id).is_some_and(|events| events.contains_key(&write.event.id)) {
+        let written = std::iter::once(&write.event).chain(&write.more_events);
+        if written.clone().any(|e| st.events.get(&id).is_some_and(|events| events.contains_key(&e.id))) {
             return Err(conflict("event id exists"));
         }
         if let Some(e) = st.deliveries_conflict(&write.webhook_deliveries) {
@@ -143,7 +144,10 @@ impl MessageStore for MemoryStore {
         }
         st.messages.insert(id, message);
         st.purge_pending.insert(id);
-        st.events.entry(id).or_default().insert(write.event.id, write.event);
+        let events = st.events.entry(id).or_default();
+        for event in std::iter::once(write.event).chain(write.more_events) {
+            events.insert(event.id, event);
+        }
         st.queue_deliveries(&write.webhook_deliveries);
         Ok(())
     }

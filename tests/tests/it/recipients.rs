@@ -480,3 +480,39 @@ fn opens_are_attributed_to_the_recipient_whose_copy_was_opened() {
         }
     });
 }
+
+#[test]
+fn a_deferred_recipient_is_retried_alone_and_the_message_waits_for_it() {
+    block_on(async {
+        let s = setup().await;
+        s.sink.add_rule(Rule::reply(Stage::Rcpt, 451, "4.2.1 mailbox busy").times(1).for_recipient("busy@x.example"));
+        let m = send(
+            &s.server,
+            json!({"from": "orders@shop.example", "to": ["quick@x.example", "busy@x.example"], "subject": "Hi", "text": "x"}),
+        )
+        .await;
+        let id = m["id"].as_str().unwrap();
+
+        let done = wait_status(&s.server, id, "Delivered").await;
+        let attempts: Vec<(String, u64)> = done["recipients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["email"].as_str().unwrap().to_owned(), r["attempts"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(attempts, [("quick@x.example".to_owned(), 1), ("busy@x.example".to_owned(), 2)], "{done}");
+        assert_eq!(done["attempts"], 2, "the message's attempts are its most tried recipient's: {done}");
+        let events = typed(&timeline(&s.server, id).await);
+        let busy: Vec<&str> = events.iter().filter(|(_, r)| r == "busy@x.example").map(|(k, _)| k.as_str()).collect();
+        assert_eq!(busy, ["Sent", "Deferred", "Sent", "Delivered"], "{events:?}");
+        let quick: Vec<&str> = events.iter().filter(|(_, r)| r == "quick@x.example").map(|(k, _)| k.as_str()).collect();
+        assert_eq!(quick, ["Sent", "Delivered"], "the delivered one is not sent again: {events:?}");
+        let got = copies(&s.sink, done["providerMessageId"].as_str().unwrap());
+        assert_eq!(got.iter().filter(|c| c.recipients == ["quick@x.example"]).count(), 1);
+        assert_eq!(
+            got.iter().filter(|c| c.recipients == ["busy@x.example"]).count(),
+            1,
+            "the refused try is not at the sink"
+        );
+    });
+}
