@@ -5,6 +5,7 @@
 
 mod conformance_memory;
 mod delivery_races;
+mod delivery_recipients;
 mod delivery_restart;
 mod delivery_worker;
 mod limits_conformance;
