@@ -17,5 +17,6 @@ mod harness;
 mod hostile_mail;
 mod keys_and_domains;
 mod messages;
+mod recipients;
 mod screenshots;
 mod sessions;
