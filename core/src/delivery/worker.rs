@@ -71,7 +71,9 @@ const RELEASE_BATCH: usize = 1_000;
 pub struct DeliverySettings {
     /// Messages claimed per step (at least 1).
     pub batch_size: usize,
-    /// Sends in flight at once within a step (at least 1).
+    /// Messages attempted at once within a step (at least 1). A message to several
+    /// recipients sends all its copies at once (at most 50), so that its attempt takes one
+    /// `send_timeout` like any other and the lease covers it.
     pub concurrency: usize,
     /// Longest one send may take; a longer one is cancelled and retried. Set it at or above
     /// the transport's own total timeout for one message.

@@ -10,8 +10,8 @@
 //! 3. The message is built and signed once; when its HTML is tracked, once per recipient,
 //!    whose tokens name it. Each recipient is recorded `Sent`, then every copy is handed to
 //!    the [`Mailer`](crate::ports::Mailer) in an envelope of its own (RCPT TO the recipient,
-//!    MAIL FROM the return path signed for it), `concurrency` at a time, and each outcome is
-//!    recorded for its recipient, a hard bounce suppressing that address alone.
+//!    MAIL FROM the return path signed for it), all at once, and each outcome is recorded
+//!    for its recipient, a hard bounce suppressing that address alone.
 //!
 //! Why an envelope per recipient rather than one per receiving domain: the return path is
 //! signed for one recipient, so a bounce proves which recipient it is about without trusting
@@ -119,6 +119,10 @@ impl Shared {
             }
         }
         let return_path = self.core.config().return_path.clone();
+        // Every copy at once (at most 50): the attempt then takes one `send_timeout` at most,
+        // as a single recipient's does, which is what the claim's lease is made of. The
+        // transports' pools bound the connections to each destination.
+        let at_once = ready.len().max(1);
         let sends = futures::stream::iter(ready)
             .map(|(index, copy, attempt)| {
                 let current = &current;
@@ -138,7 +142,7 @@ impl Shared {
                     self.record_recipient_outcome(current, index, attempt, &result).await
                 }
             })
-            .buffer_unordered(self.settings.concurrency.max(1));
+            .buffer_unordered(at_once);
         let finished: Vec<Result<Outcome>> = sends.collect().await;
         for outcome in finished {
             outcomes.push(outcome?);

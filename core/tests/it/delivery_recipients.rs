@@ -1,6 +1,6 @@
 //! The delivery worker on messages to several recipients (contract §10), over the in-memory
-//! store and a scripted mailer sending one at a time (so the script's answers go to the
-//! recipients in order): one envelope per recipient carrying the same signed bytes, each
+//! store and a scripted mailer (one message at a time; its copies start in recipient order,
+//! so the script's answers go to the recipients in order): one envelope per recipient carrying the same signed bytes, each
 //! recipient's own outcome, the aggregate status, a hard bounce suppressing that address
 //! alone, a deferred recipient retried alone, and recipients left `Sent` by a crash.
 
