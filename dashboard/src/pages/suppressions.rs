@@ -10,9 +10,10 @@ use tidings_core::model::{Suppression, SuppressionSource};
 use tidings_core::usecases::AddSuppressionRequest;
 
 use crate::DashboardState;
+use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
-use crate::layout::{action_button, csrf_field, error_box, next_link, page, segment, time};
+use crate::layout::{clipped, clipped_link, csrf_field, danger_button, error_box, next_link, page, segment, time};
 use crate::pages::{PagePath, list_params, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 
@@ -89,16 +90,20 @@ fn render(
         @if !errors.is_empty() { (error_box(errors)) }
         div.scroll {
             table #suppressions {
-                thead { tr { th { "Address" } th { "Reason" } th.hide-narrow { "Source" } th.hide-narrow { "Message" } th.hide-narrow { "Added" } th {} } }
+                thead { tr {
+                    th { "Address" } th.w-num { "Reason" } th.hide-narrow.w-num { "Source" } th.hide-narrow { "Message" }
+                    th.hide-narrow.w-date { "Added" } th.w-act { span.visually-hidden { "Action" } }
+                } }
                 tbody {
                     @for s in items {
                         tr data-email=(s.email.to_string()) {
-                            td.mono { (s.email.to_string()) }
-                            td { (s.reason.as_str()) }
-                            td.hide-narrow { (source_word(s.source)) }
-                            td.hide-narrow.mono { @if let Some(m) = s.message_id { a href={ "/messages/" (m) } { (m) } } }
-                            td.hide-narrow { (time(s.created_at)) }
-                            td { (action_button(viewer, &format!("/suppressions/{}/delete", segment(&s.email.to_string())), "action danger", "Remove")) }
+                            td.mono.clip-cell data-label="Address" { (clipped(&s.email.to_string())) }
+                            td data-label="Reason" { (s.reason.as_str()) }
+                            td.hide-narrow data-label="Source" { (source_word(s.source)) }
+                            td.hide-narrow.mono.clip-cell data-label="Message" { @if let Some(m) = s.message_id { (clipped_link(&format!("/messages/{m}"), &m.to_string())) } }
+                            td.hide-narrow data-label="Added" { (time(s.created_at)) }
+                            td.act { (danger_button(viewer, &format!("/suppressions/{}/delete", segment(&s.email.to_string())), "action", "Remove",
+                                &format!("Remove {} from the suppression list? Mail to it will be sent again.", s.email))) }
                         }
                     }
                 }
@@ -117,16 +122,23 @@ pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> 
     Ok(see_other("/suppressions"))
 }
 
-/// `POST /suppressions/{email}/delete`.
+/// `POST /suppressions/{email}/delete` (`confirm=yes`; without it, the confirmation page).
 pub(crate) async fn remove(
     State(state): State<DashboardState>,
     PagePath(email): PagePath<String>,
     posted: Posted,
 ) -> PageResult<Response> {
-    state
-        .core
-        .delete_suppression(posted.viewer.principal(), EmailAddress::parse(&email).into())
-        .await
-        .or_page(&posted.viewer)?;
+    let Posted { viewer, fields } = posted;
+    if !confirmed(&fields) {
+        let entry = state
+            .core
+            .get_suppression(viewer.principal(), EmailAddress::parse(&email).into())
+            .await
+            .or_page(&viewer)?;
+        let action = format!("/suppressions/{}/delete", segment(&entry.email.to_string()));
+        let question = format!("Remove {} from the suppression list? Mail to it will be sent again.", entry.email);
+        return Ok(Ask { action: &action, question, yes: "Remove it", back: "/suppressions" }.page(&viewer));
+    }
+    state.core.delete_suppression(viewer.principal(), EmailAddress::parse(&email).into()).await.or_page(&viewer)?;
     Ok(see_other("/suppressions"))
 }

@@ -12,6 +12,9 @@ use tidings_testing::fixtures;
 
 use crate::support::TestApp;
 
+/// The fields of a destructive form once its confirmation was answered yes.
+const YES: &[(&str, &str)] = &[("confirm", "yes")];
+
 /// The id at the end of a redirect to `/<family>/<id>`.
 fn id_from(location: &str, family: &str) -> String {
     location.strip_prefix(&format!("/{family}/")).unwrap_or_else(|| panic!("{location}")).to_owned()
@@ -119,9 +122,9 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
         .await;
     assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
     assert!(browser.get(&format!("/domains/{id}")).await.body.contains("billing@mail.acme.example"));
-    let removed = browser.post(&format!("/domains/{id}/senders/billing/delete"), &[]).await;
+    let removed = browser.post(&format!("/domains/{id}/senders/billing/delete"), YES).await;
     assert_eq!(removed.status, StatusCode::SEE_OTHER);
-    let deleted = browser.post(&format!("/domains/{id}/delete"), &[]).await;
+    let deleted = browser.post(&format!("/domains/{id}/delete"), YES).await;
     assert_eq!((deleted.status, deleted.location()), (StatusCode::SEE_OTHER, "/domains"));
     assert_eq!(browser.get(&format!("/domains/{id}")).await.status, StatusCode::NOT_FOUND);
 }
@@ -146,7 +149,7 @@ async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
     assert!(!page.body.contains(r#"id="delete-domain""#), "no delete form");
     assert!(!page.body.contains("/verify"), "no verify button");
     // A forged delete is still refused by core, and the domain stays.
-    let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), &[]).await;
+    let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), YES).await;
     assert_ne!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
     assert!(app.core.get_domain(&app.principal, sandbox.id).await.is_ok());
 }
@@ -314,9 +317,9 @@ async fn suppressions_are_added_found_and_removed() {
     assert!(!by_reason.body.contains("Gone@Example.com"));
     let bad = browser.get("/suppressions?reason=Nope").await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let removed = browser.post("/suppressions/Gone%40Example.com/delete", &[]).await;
+    let removed = browser.post("/suppressions/Gone%40Example.com/delete", YES).await;
     assert_eq!(removed.status, StatusCode::SEE_OTHER, "{}", removed.body);
-    assert_eq!(browser.post("/suppressions/Gone%40Example.com/delete", &[]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(browser.post("/suppressions/Gone%40Example.com/delete", YES).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -371,11 +374,11 @@ async fn queued_messages_can_be_rescheduled_and_canceled_then_not_any_more() {
     assert!(browser.get(&format!("/messages/{id}")).await.body.contains(r#"data-status="Scheduled""#));
     let past = browser.post(&format!("/messages/{id}/reschedule"), &[("send_at", "2001-01-01T00:00")]).await;
     assert_eq!(past.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", past.body);
-    let canceled = browser.post(&format!("/messages/{id}/cancel"), &[]).await;
+    let canceled = browser.post(&format!("/messages/{id}/cancel"), YES).await;
     assert_eq!(canceled.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/messages/{id}")).await;
     assert!(page.body.contains(r#"data-status="Canceled""#) && !page.body.contains(r#"id="reschedule""#));
-    let again = browser.post(&format!("/messages/{id}/cancel"), &[]).await;
+    let again = browser.post(&format!("/messages/{id}/cancel"), YES).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
 }
 
