@@ -61,7 +61,7 @@ fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
             }
         }
         div.scroll {
-            table #domains {
+            table.fixed #domains {
                 thead { tr { th { "Domain" } th.w-status { "Status" } th.hide-narrow.w-date { "Added" } th.hide-narrow.w-date { "Verified" } } }
                 tbody {
                     @for d in &listed.items {
@@ -137,8 +137,8 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
             p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
         }
         div.scroll {
-            table #records {
-                thead { tr { th.w-num { "Record" } th.w-name { "Name" } th { "Value" } th.w-wide-act { "Status" } } }
+            table.fixed #records {
+                thead { tr { th.w-num { "Record" } th.w-name { "Name" } th { "Value" } th.w-date { "Status" } } }
                 tbody {
                     @for r in &d.records {
                         tr data-kind=(r.kind.label()) {
@@ -178,7 +178,7 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
             @if senders.items.is_empty() {
                 p.none { "No senders registered. Any local part of a verified domain may send; a sender adds a display name." }
             } @else {
-                div.scroll { table #senders {
+                div.scroll { table.fixed #senders {
                     thead { tr { th { "Address" } th { "Display name" } th.w-act { span.visually-hidden { "Action" } } } }
                     tbody {
                         @for s in &senders.items {

@@ -270,7 +270,7 @@ pub(crate) async fn cancel(
     if !confirmed(&fields) {
         let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
         let (action, back) = (format!("/messages/{}/cancel", message.id), format!("/messages/{}", message.id));
-        let question = format!("Cancel the message “{}” to {}? It will not be sent.", message.subject, message.to);
+        let question = format!("Cancel the message “{}”? It will not be sent.", message.subject);
         return Ok(Ask { action: &action, question, yes: "Cancel the message", back: &back }.page(&viewer));
     }
     let message = state.core.cancel_message(viewer.principal(), id).await.or_page(&viewer)?;

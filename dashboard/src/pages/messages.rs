@@ -98,7 +98,7 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
         @if !errors.is_empty() { (error_box(errors)) }
         @if let Some(listed) = listed {
             div.scroll {
-                table #messages {
+                table.fixed #messages {
                     thead { tr { th.w-date { "Created" } th { "To" } th.hide-narrow { "From" } th { "Subject" } th.w-status { "Status" } } }
                     tbody {
                         @for m in &listed.items {

@@ -89,7 +89,7 @@ fn render(
         }
         @if !errors.is_empty() { (error_box(errors)) }
         div.scroll {
-            table #suppressions {
+            table.fixed #suppressions {
                 thead { tr {
                     th { "Address" } th.w-num { "Reason" } th.hide-narrow.w-num { "Source" } th.hide-narrow { "Message" }
                     th.hide-narrow.w-date { "Added" } th.w-act { span.visually-hidden { "Action" } }

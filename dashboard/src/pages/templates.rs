@@ -45,7 +45,7 @@ fn render_list(viewer: &Viewer, listed: &Listed<Template>, draft: &CreateTemplat
     let value = |v: &Option<String>| v.clone().unwrap_or_default();
     let body = html! {
         div.scroll {
-            table #templates {
+            table.fixed #templates {
                 thead { tr { th { "Name" } th.hide-narrow { "Id" } th.w-num { "Current" } th.hide-narrow.w-date { "Created" } } }
                 tbody {
                     @for t in &listed.items {
@@ -240,7 +240,7 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
         }
         h2 { "Versions" }
         div.scroll {
-            table #versions {
+            table.fixed #versions {
                 thead { tr { th.w-num { "Version" } th { "Subject" } th.hide-narrow.w-date { "Created" } th.w-wide-act { span.visually-hidden { "Action" } } } }
                 tbody {
                     @for v in &versions {

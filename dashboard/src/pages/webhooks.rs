@@ -50,7 +50,7 @@ fn event_names(w: &WebhookEndpoint) -> String {
 fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>) -> Markup {
     let body = html! {
         div.scroll {
-            table #webhooks {
+            table.fixed #webhooks {
                 thead { tr { th { "URL" } th.hide-narrow { "Events" } th.w-status { "State" } } }
                 tbody {
                     @for w in &listed.items {
@@ -152,7 +152,7 @@ fn render(
         }
         h2 { "Deliveries" }
         div.scroll {
-            table #deliveries {
+            table.fixed #deliveries {
                 thead { tr {
                     th.w-date { "Created" } th { "Event" } th.w-status { "Status" } th.w-num { "Attempts" } th.w-num { "Response" }
                     th.hide-narrow { "Error" } th.hide-narrow.w-date { "Next attempt" } th.w-act { span.visually-hidden { "Action" } }

@@ -63,7 +63,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
 
     for (action, names) in [
         (format!("/messages/{message}/cancel"), "Later"),
-        ("/suppressions/kept%40example.com/delete".to_owned(), "kept@example.com"),
+        ("/suppressions/kept%40example%2Ecom/delete".to_owned(), "kept@example.com"),
         (format!("/templates/{template}/delete"), "kept"),
         (format!("/webhooks/{hook}/delete"), "hooks.example.com/kept"),
         (format!("/keys/{key}/revoke"), "full key"),

@@ -86,7 +86,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
     let id = id_from(added.location(), "domains");
     let page = browser.get(&format!("/domains/{id}")).await;
-    assert!(page.body.contains(r#"<table id="records">"#));
+    assert!(page.body.contains(r#"<table class="fixed" id="records">"#));
     for kind in ["SPF", "DKIM", "DKIM2", "DMARC"] {
         let row =
             &page.body[page.body.find(&format!(r#"<tr data-kind="{kind}">"#)).unwrap_or_else(|| panic!("{kind}"))..];
@@ -271,7 +271,7 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
 
     assert_eq!(browser.post(&format!("/webhooks/{id}/test"), &[]).await.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/webhooks/{id}")).await;
-    assert!(page.body.contains(r#"<table id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
+    assert!(page.body.contains(r#"<table class="fixed" id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
     // An attempt that failed: its response code and error are in the log, with a retry.
     let mut delivery = app
         .core
@@ -285,7 +285,7 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     delivery.status = tidings_core::model::DeliveryStatus::Retrying;
     app.store.update_webhook_delivery(&delivery).await.unwrap();
     let page = browser.get(&format!("/webhooks/{id}")).await;
-    assert!(page.body.contains(r#"<td class="response-code">503</td>"#), "{}", page.body);
+    assert!(page.body.contains(r#"<td class="response-code" data-label="Response">503</td>"#), "{}", page.body);
     assert!(page.body.contains("HTTP 503: &lt;b&gt;down&lt;/b&gt;") && page.body.contains(r#"data-status="Retrying""#));
     let retried = browser.post(&format!("/webhooks/{id}/deliveries/{}/retry", delivery.id), &[]).await;
     assert_eq!((retried.status, retried.location()), (StatusCode::SEE_OTHER, format!("/webhooks/{id}").as_str()));
