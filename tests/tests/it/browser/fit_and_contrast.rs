@@ -60,9 +60,10 @@ async fn populate(setup: &Setup, receiver: &Receiver) -> World {
         .await;
     setup.send_plain(key, "grace@example.com", "Your receipt #1042").await;
     setup.send_plain(key, "alan@example.com", &word).await;
-    let (status, body) = setup.server.post("/v1/suppressions", key, json!({"email": LONG_TO})).await;
+    let suppressed = "another.long.local.part.that.goes.on.for.many.characters@bounces-of-a-rather-long-subdomain.department.example.com";
+    let (status, body) = setup.server.post("/v1/suppressions", key, json!({"email": suppressed})).await;
     assert_ok(status, &body, 201, "a long suppression");
-    let template = json!({"name": format!("receipt-{}", "long-name-".repeat(12)), "subject": subject,
+    let template = json!({"name": format!("receipt-{}", "long-name-".repeat(9)), "subject": subject,
                           "html": "<p>Thanks, {{name}}.</p>", "text": "Thanks, {{name}}."});
     let (status, body) = setup.server.post("/v1/templates", key, template).await;
     assert_ok(status, &body, 201, "a template");
@@ -73,7 +74,7 @@ async fn populate(setup: &Setup, receiver: &Receiver) -> World {
     let (status, body) = setup.server.post("/v1/domains", key, json!({"domain": "news.example"})).await;
     assert_ok(status, &body, 201, "a pending domain");
     let pending_domain = body["data"]["id"].as_str().expect("domain id").to_owned();
-    create_key(&setup.server, key, json!({"name": format!("checkout-{}", "service-".repeat(12)), "scope": "send"}))
+    create_key(&setup.server, key, json!({"name": format!("checkout-{}", "service-".repeat(10)), "scope": "send"}))
         .await;
 
     let failing_path = format!("/{}", "failing-endpoint-path-".repeat(6));
