@@ -38,10 +38,15 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let listed = state.core.list_templates(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
-    Ok(render_list(&viewer, &listed, &CreateTemplateRequest::default(), &[]).into_response())
+    Ok(render_list(&viewer, &listed, &CreateTemplateRequest::default(), &FormErrors::default()).into_response())
 }
 
-fn render_list(viewer: &Viewer, listed: &Listed<Template>, draft: &CreateTemplateRequest, errors: &[String]) -> Markup {
+fn render_list(
+    viewer: &Viewer,
+    listed: &Listed<Template>,
+    draft: &CreateTemplateRequest,
+    errors: &FormErrors,
+) -> Markup {
     let value = |v: &Option<String>| v.clone().unwrap_or_default();
     let body = html! {
         div.scroll {
@@ -62,13 +67,15 @@ fn render_list(viewer: &Viewer, listed: &Listed<Template>, draft: &CreateTemplat
         @if listed.items.is_empty() { p.none { "No templates yet." } }
         (next_link("/templates", &[], listed.next_cursor.as_deref()))
         h2 { "New template" }
-        @if !errors.is_empty() { (error_box(errors)) }
+        @if !errors.is_empty() { (error_box(&errors.lines())) }
         section {
             form #create-template method="post" action="/templates" {
                 (csrf_field(viewer))
                 label for="name" { "Name" }
-                input #name type="text" name="name" required value=(value(&draft.name));
-                (bodies_fields(&value(&draft.subject), &value(&draft.html), &value(&draft.text)))
+                input #name type="text" name="name" required value=(value(&draft.name))
+                    aria-invalid=[errors.invalid("name")] aria-describedby=[errors.described_by("name", "name")];
+                (field_error(errors, "name", "name"))
+                (bodies_fields(&value(&draft.subject), &value(&draft.html), &value(&draft.text), errors))
                 div.actions { button type="submit" { "Create" } }
             }
         }
@@ -76,28 +83,30 @@ fn render_list(viewer: &Viewer, listed: &Listed<Template>, draft: &CreateTemplat
     page(Some(viewer), "Templates", body)
 }
 
-/// The subject, HTML and text fields of a template form.
-fn bodies_fields(subject: &str, html_body: &str, text: &str) -> Markup {
+/// The subject, HTML and text fields of a template form, the wrong ones marked.
+fn bodies_fields(subject: &str, html_body: &str, text: &str, errors: &FormErrors) -> Markup {
     html! {
         label for="subject" { "Subject " span.muted { "(handlebars: {{name}})" } }
-        input #subject type="text" name="subject" required value=(subject);
+        input #subject type="text" name="subject" required value=(subject)
+            aria-invalid=[errors.invalid("subject")] aria-describedby=[errors.described_by("subject", "subject")];
+        (field_error(errors, "subject", "subject"))
         label for="html" { "HTML" }
-        textarea #html name="html" { (html_body) }
+        textarea #html name="html" aria-invalid=[errors.invalid("html")] aria-describedby=[errors.described_by("html", "html")] { (html_body) }
+        (field_error(errors, "html", "html"))
         label for="text" { "Text" }
-        textarea #text name="text" { (text) }
+        textarea #text name="text" aria-invalid=[errors.invalid("text")] aria-describedby=[errors.described_by("text", "text")] { (text) }
+        (field_error(errors, "text", "text"))
     }
 }
 
-/// Template errors, and validation errors, as lines for the error box; anything else is a
-/// page of its own.
-fn form_errors(e: Error, viewer: &Viewer) -> Result<(StatusCode, Vec<String>), PageError> {
+/// Template errors, and validation errors, by field for the form; anything else is a page
+/// of its own. A syntax error is core's message naming the part, line and column: the whole
+/// form's.
+fn form_errors(e: Error, viewer: &Viewer) -> Result<(StatusCode, FormErrors), PageError> {
     match e {
-        Error::Validation { fields } => Ok((
-            StatusCode::UNPROCESSABLE_ENTITY,
-            fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
-        )),
+        Error::Validation { fields } => Ok((StatusCode::UNPROCESSABLE_ENTITY, FormErrors::from_fields(&fields))),
         e @ (Error::TemplateSyntax(_) | Error::TemplateRender(_)) => {
-            Ok((StatusCode::UNPROCESSABLE_ENTITY, vec![e.to_string()]))
+            Ok((StatusCode::UNPROCESSABLE_ENTITY, FormErrors::whole(e.to_string())))
         }
         other => Err(PageError::from(other).with_viewer(viewer)),
     }
@@ -135,7 +144,7 @@ struct Extras {
     /// The draft of a new version that was refused, to show again.
     draft: Option<AddTemplateVersionRequest>,
     /// Errors of the version form.
-    version_errors: Vec<String>,
+    version_errors: FormErrors,
     /// The variables typed for the preview, and the version picked.
     variables: String,
     version_id: Option<String>,
@@ -267,11 +276,11 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
         div.preview-beside {
             div #editor {
                 h2 { "New version" }
-                @if !extras.version_errors.is_empty() { (error_box(&extras.version_errors)) }
+                @if !extras.version_errors.is_empty() { (error_box(&extras.version_errors.lines())) }
                 section {
                     form #new-version method="post" action={ "/templates/" (id) "/versions" } {
                         (csrf_field(viewer))
-                        (bodies_fields(draft.subject.as_deref().unwrap_or(""), draft.html.as_deref().unwrap_or(""), draft.text.as_deref().unwrap_or("")))
+                        (bodies_fields(draft.subject.as_deref().unwrap_or(""), draft.html.as_deref().unwrap_or(""), draft.text.as_deref().unwrap_or(""), &extras.version_errors))
                         label.check for="make_current" {
                             input #make_current type="checkbox" name="make_current" value="on" checked[draft.make_current.unwrap_or(true)];
                             "Make it the current version"
@@ -430,8 +439,8 @@ pub(crate) async fn preview(
                     Err(vec![format!("This key's send rate is used up; try again in {} s.", retry_after.seconds)]),
                 ),
                 Err(e) => {
-                    let (status, lines) = form_errors(e, &viewer)?;
-                    (status, Err(lines))
+                    let (status, errors) = form_errors(e, &viewer)?;
+                    (status, Err(errors.lines()))
                 }
             }
         }

@@ -143,7 +143,7 @@ async fn the_icon_is_served_small_typed_and_cached() {
 }
 
 #[tokio::test]
-async fn a_refused_send_marks_its_wrong_fields_and_points_at_their_messages() {
+async fn a_refused_form_marks_its_wrong_fields_and_points_at_their_messages() {
     let app = TestApp::new().await;
     app.verified_domain("send.example").await;
     let browser = app.sign_in(&app.key).await;
@@ -155,6 +155,19 @@ async fn a_refused_send_marks_its_wrong_fields_and_points_at_their_messages() {
     assert!(!refused.body.contains(r#"name="subject" required value="s" aria-invalid"#), "a right field is not marked");
     let fine = browser.get("/messages/new").await;
     assert!(!fine.body.contains("aria-invalid"), "nothing marked before a mistake");
+
+    // The template form too: a name too long and no subject, each marked.
+    let long = "n".repeat(300);
+    let refused = browser.post("/templates", &[("name", &long), ("subject", " "), ("text", "t")]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    for (id, field) in [("name", "name"), ("subject", "subject")] {
+        assert!(
+            refused.body.contains(&format!(r#"aria-invalid="true" aria-describedby="{id}-error""#)),
+            "#{id} ({field}) is marked: {}",
+            refused.body
+        );
+        assert!(refused.body.contains(&format!(r#"<p class="field-error" id="{id}-error">"#)), "#{id}'s message");
+    }
 }
 
 #[tokio::test]

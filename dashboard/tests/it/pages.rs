@@ -271,7 +271,11 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
 
     assert_eq!(browser.post(&format!("/webhooks/{id}/test"), &[]).await.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/webhooks/{id}")).await;
-    assert!(page.body.contains(r#"<table class="fixed" id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
+    assert!(
+        page.body.contains(r#"<table class="fixed" id="deliveries">"#) && page.body.contains(">Test<"),
+        "{}",
+        page.body
+    );
     // An attempt that failed: its response code and error are in the log, with a retry.
     let mut delivery = app
         .core
