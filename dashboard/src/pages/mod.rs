@@ -51,6 +51,7 @@ pub(crate) fn table() -> RouteTable {
         .post("/templates/{id}/versions", templates::add_version)
         .post("/templates/{id}/current", templates::make_current)
         .post("/templates/{id}/preview", templates::preview)
+        .post("/templates/{id}/preview-draft", templates::preview_draft)
         .post("/templates/{id}/send", templates::send)
         .post("/templates/{id}/delete", templates::delete)
         .get("/suppressions", suppressions::list)

@@ -150,6 +150,10 @@ struct Extras {
     version_id: Option<String>,
     /// The preview, when one was asked for.
     preview: Option<Result<Rendered, Vec<String>>>,
+    /// Whether the preview is of the editor's draft (not of a stored version), and the
+    /// variables typed beside the draft.
+    of_draft: bool,
+    draft_variables: String,
     /// The test send as typed (`to`, `from`, `variables`), when it was refused, and why.
     send: Option<(SendDraft, FormErrors)>,
     /// `https://host` as the browser reached the server, for the API snippet.
@@ -285,7 +289,12 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
                             input #make_current type="checkbox" name="make_current" value="on" checked[draft.make_current.unwrap_or(true)];
                             "Make it the current version"
                         }
-                        div.actions { button type="submit" { "Add version" } }
+                        label for="draft-variables" { "Variables for the preview (a JSON object)" }
+                        textarea #draft-variables name="variables" placeholder="{\"name\": \"Ann\"}" { (extras.draft_variables) }
+                        div.actions {
+                            button type="submit" { "Add version" }
+                            button.secondary #preview-draft type="submit" formaction={ "/templates/" (id) "/preview-draft" } { "Preview this draft" }
+                        }
                     }
                 }
             }
@@ -302,7 +311,7 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
                                 }
                             }
                         }
-                        @let preview_invalid = matches!(extras.preview, Some(Err(_)));
+                        @let preview_invalid = !extras.of_draft && matches!(extras.preview, Some(Err(_)));
                         label for="variables" { "Variables (a JSON object)" }
                         textarea #variables name="variables" placeholder="{\"name\": \"Ann\"}"
                             aria-invalid=[preview_invalid.then_some("true")] aria-describedby=[preview_invalid.then_some("preview-error")] { (extras.variables) }
@@ -310,7 +319,8 @@ fn render(viewer: &Viewer, t: &Template, extras: &Extras) -> Markup {
                     }
                     @match &extras.preview {
                         Some(Ok(rendered)) => {
-                            div #preview-result {
+                            div #preview-result data-of=(if extras.of_draft { "draft" } else { "version" }) {
+                                @if extras.of_draft { p.muted { "The draft in the editor, not saved." } }
                                 dl.fields {
                                     dt { "Subject" } dd #preview-subject { (rendered.subject) }
                                 }
@@ -449,6 +459,54 @@ pub(crate) async fn preview(
         variables: typed,
         version_id,
         preview: Some(preview),
+        base_url: base_url(&headers),
+        ..Extras::default()
+    };
+    Ok((status, render(&viewer, &template, &extras)).into_response())
+}
+
+/// `POST /templates/{id}/preview-draft` (the new-version form: `subject`, `html`, `text`,
+/// `make_current`, and `variables` as JSON): the template page with the draft rendered
+/// beside the editor, which keeps it as typed; nothing is stored. It takes one of the key's
+/// send tokens, as a preview of a stored version does.
+pub(crate) async fn preview_draft(
+    State(state): State<DashboardState>,
+    PageId(id): PageId<TemplateId>,
+    headers: HeaderMap,
+    posted: Posted<TEMPLATE_BODY_LIMIT>,
+) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let who = viewer.principal();
+    let template = state.core.get_template(who, id).await.or_page(&viewer)?;
+    let draft = AddTemplateVersionRequest {
+        subject: fields.text("subject"),
+        html: fields.body("html"),
+        text: fields.body("text"),
+        make_current: Some(fields.checked("make_current")),
+    };
+    let typed = fields.get("variables").unwrap_or("").to_owned();
+    let (status, preview) = match json_object("variables", Some(&typed)) {
+        Err(line) => (StatusCode::UNPROCESSABLE_ENTITY, Err(vec![line])),
+        Ok(variables) => {
+            match state.core.render_template_draft_rate_limited(&*state.limits, who, id, draft.clone(), variables).await
+            {
+                Ok(Admission::Allowed((rendered, _))) => (StatusCode::OK, Ok(rendered)),
+                Ok(Admission::Limited { retry_after }) => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    Err(vec![format!("This key's send rate is used up; try again in {} s.", retry_after.seconds)]),
+                ),
+                Err(e) => {
+                    let (status, errors) = form_errors(e, &viewer)?;
+                    (status, Err(errors.lines()))
+                }
+            }
+        }
+    };
+    let extras = Extras {
+        draft: Some(draft),
+        draft_variables: typed,
+        preview: Some(preview),
+        of_draft: true,
         base_url: base_url(&headers),
         ..Extras::default()
     };

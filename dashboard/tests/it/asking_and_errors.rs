@@ -190,6 +190,30 @@ async fn a_template_shows_its_id_and_curl_sends_a_test_and_is_deleted() {
     assert!(page.body.contains(&snippet), "the curl names the id and the variables:\n{}", page.body);
     assert!(page.body.contains(r#"<div class="preview-beside">"#), "the preview beside the editor");
 
+    // The editor's draft previews beside it, rendered, kept as typed, and not stored.
+    let drafted = browser
+        .post(
+            &format!("/templates/{id}/preview-draft"),
+            &[
+                ("subject", "Draft {{order}}"),
+                ("text", "Dear {{name}}"),
+                ("variables", r#"{"order": "B-2", "name": "Bo"}"#),
+            ],
+        )
+        .await;
+    assert_eq!(drafted.status, StatusCode::OK, "{}", drafted.body);
+    assert!(drafted.body.contains(r#"<div id="preview-result" data-of="draft">"#), "{}", drafted.body);
+    assert!(drafted.body.contains(r#"<dd id="preview-subject">Draft B-2</dd>"#), "{}", drafted.body);
+    assert!(drafted.body.contains(r#"<pre id="preview-text">Dear Bo</pre>"#), "{}", drafted.body);
+    assert!(drafted.body.contains(r#"value="Draft {{order}}""#), "the editor keeps the draft");
+    let stored = app.core.get_template(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
+    assert_eq!(stored.versions.len(), 1, "nothing stored");
+    let broken = browser
+        .post(&format!("/templates/{id}/preview-draft"), &[("subject", "Draft {{#if x}}"), ("variables", "{}")])
+        .await;
+    assert_eq!(broken.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", broken.body);
+    assert!(broken.body.contains("line 1"), "the syntax error names its place: {}", broken.body);
+
     // A test send with the template: bad variables are marked on their field.
     let bad = browser.post(&format!("/templates/{id}/send"), &[("to", "ann@example.com"), ("variables", "{")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);

@@ -202,6 +202,9 @@ impl World {
             }
             "/templates/{id}/current" => vec![("version_id", self.version.clone())],
             "/templates/{id}/preview" => vec![("variables", r#"{"x": "1"}"#.into())],
+            "/templates/{id}/preview-draft" => {
+                vec![("subject", "draft {{x}}".into()), ("text", "t".into()), ("variables", r#"{"x": "1"}"#.into())]
+            }
             "/templates/{id}/send" => {
                 vec![("to", format!("template{n}@example.com")), ("variables", r#"{"x": "1"}"#.into())]
             }
