@@ -231,6 +231,21 @@ fn long_values_keep_every_list_on_the_screen_with_its_actions_at_1280_and_390_px
             json!([world.subject, true, "ellipsis"]),
             "the subject is cut with an ellipsis, whole in its title"
         );
+
+        // A template's preview sits beside its editor at 1280 px, under it at 390 px.
+        for ((width, height), beside) in SIZES.into_iter().zip([true, false]) {
+            browser.set_viewport(width, height).await;
+            browser.goto(&setup.url(&format!("/templates/{}", world.template))).await;
+            let sides = browser
+                .execute(
+                    "const e = document.getElementById('editor').getBoundingClientRect(),
+                           p = document.getElementById('preview-panel').getBoundingClientRect();
+                     return [p.left >= e.right - 1, Math.abs(p.top - e.top) < 2];",
+                    vec![],
+                )
+                .await;
+            assert_eq!(sides, json!([beside, beside]), "the preview beside the editor at {width} px: {sides}");
+        }
         browser.close().await;
     });
 }
