@@ -8,6 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::Error;
 use tidings_core::ids::{DeliveryId, WebhookId};
 use tidings_core::model::{DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType};
 use tidings_core::usecases::{CreateWebhookRequest, Listed, UpdateWebhookRequest};
@@ -15,9 +16,10 @@ use tidings_core::usecases::{CreateWebhookRequest, Listed, UpdateWebhookRequest}
 use crate::DashboardState;
 use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageResult};
-use crate::form::Posted;
+use crate::form::{Fields, Posted};
 use crate::layout::{
-    action_button, badge, clipped, clipped_link, csrf_field, maybe_time, next_link, page, status_kind, time,
+    FormErrors, action_button, badge, clipped, clipped_link, csrf_field, error_box, field_error, maybe_time, next_link,
+    page, status_kind, time,
 };
 use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
@@ -30,7 +32,52 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let listed = state.core.list_webhooks(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
-    Ok(render_list(&viewer, &listed).into_response())
+    Ok(render_list(&viewer, &listed, None).into_response())
+}
+
+/// An endpoint form as typed, refused, with what was wrong.
+struct Refused {
+    url: String,
+    event_types: Vec<String>,
+    errors: FormErrors,
+}
+
+impl Refused {
+    /// The form's fields and core's validation errors; another error is a page of its own.
+    fn from(fields: &Fields, e: Error, viewer: &Viewer) -> PageResult<(StatusCode, Self)> {
+        match e {
+            Error::Validation { fields: wrong } => Ok((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Self {
+                    url: fields.get("url").unwrap_or("").trim().to_owned(),
+                    event_types: fields.all("event_types"),
+                    errors: FormErrors::from_fields(&wrong),
+                },
+            )),
+            other => Err(other).or_page(viewer),
+        }
+    }
+}
+
+/// The URL field and the event checkboxes of an endpoint form, with `url` and the events
+/// `checked`, the wrong ones marked.
+fn endpoint_fields(url: &str, checked: impl Fn(EventType) -> bool, errors: &FormErrors) -> Markup {
+    html! {
+        label for="url" { "URL (https)" }
+        input #url type="url" name="url" required placeholder="https://hooks.example.com/tidings" autocomplete="off" value=(url)
+            aria-invalid=[errors.invalid("url")] aria-describedby=[errors.described_by("url", "url")];
+        (field_error(errors, "url", "url"))
+        fieldset #event-types aria-describedby=[errors.described_by("eventTypes", "event-types")] {
+            legend { "Events" }
+            @for t in EventType::ALL {
+                label.check for={ "event-" (t.as_str()) } {
+                    input id={ "event-" (t.as_str()) } type="checkbox" name="event_types" value=(t.as_str()) checked[checked(t)];
+                    (t.as_str())
+                }
+            }
+        }
+        (field_error(errors, "eventTypes", "event-types"))
+    }
 }
 
 fn state_badge(w: &WebhookEndpoint) -> Markup {
@@ -47,7 +94,7 @@ fn event_names(w: &WebhookEndpoint) -> String {
     w.event_types.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>) -> Markup {
+fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>, refused: Option<&Refused>) -> Markup {
     let body = html! {
         div.scroll {
             table.fixed #webhooks {
@@ -66,12 +113,14 @@ fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>) -> Markup {
         @if listed.items.is_empty() { p.none { "No webhook endpoints yet." } }
         (next_link("/webhooks", &[], listed.next_cursor.as_deref()))
         h2 { "New endpoint" }
+        @if let Some(refused) = refused { (error_box(&refused.errors.lines())) }
         section {
             form #create-webhook method="post" action="/webhooks" {
                 (csrf_field(viewer))
-                label for="url" { "URL (https)" }
-                input #url type="url" name="url" required placeholder="https://hooks.example.com/tidings" autocomplete="off";
-                (event_checkboxes(|t| matches!(t, EventType::Delivered | EventType::Bounced | EventType::Complained)))
+                @match refused {
+                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.errors)),
+                    None => (endpoint_fields("", |t| matches!(t, EventType::Delivered | EventType::Bounced | EventType::Complained), &FormErrors::default())),
+                }
                 div.actions { button type="submit" { "Create" } }
             }
         }
@@ -98,10 +147,17 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
         event_types: Some(fields.all("event_types")),
         enabled: Some(true),
     };
-    let endpoint = state.core.create_webhook(viewer.principal(), req).await.or_page(&viewer)?;
+    let endpoint = match state.core.create_webhook(viewer.principal(), req).await {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            let (status, refused) = Refused::from(&fields, e, &viewer)?;
+            let listed = state.core.list_webhooks(viewer.principal(), Default::default()).await.or_page(&viewer)?;
+            return Ok((status, render_list(&viewer, &listed, Some(&refused))).into_response());
+        }
+    };
     let deliveries = Listed { items: Vec::new(), limit: 50, has_more: false, next_cursor: None };
     let shown = secret_box("The endpoint's signing secret.", endpoint.secret.expose());
-    Ok((StatusCode::OK, render(&viewer, &endpoint, &deliveries, Some(shown))).into_response())
+    Ok((StatusCode::OK, render(&viewer, &endpoint, &deliveries, Some(shown), None)).into_response())
 }
 
 /// `GET /webhooks/{id}?cursor`.
@@ -115,7 +171,7 @@ pub(crate) async fn show(
     let who = viewer.principal();
     let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
     let deliveries = state.core.list_webhook_deliveries(who, id, list_params(&pairs)).await.or_page(&viewer)?;
-    Ok(render(&viewer, &endpoint, &deliveries, None).into_response())
+    Ok(render(&viewer, &endpoint, &deliveries, None, None).into_response())
 }
 
 fn render(
@@ -123,6 +179,7 @@ fn render(
     w: &WebhookEndpoint,
     deliveries: &Listed<WebhookDelivery>,
     secret: Option<Markup>,
+    refused: Option<&Refused>,
 ) -> Markup {
     let id = w.id.to_string();
     let body = html! {
@@ -179,13 +236,15 @@ fn render(
         }
         @if deliveries.items.is_empty() { p.none { "No deliveries yet." } }
         (next_link(&format!("/webhooks/{id}"), &[], deliveries.next_cursor.as_deref()))
-        h2 { "Edit" }
+        h2 #edit { "Edit" }
+        @if let Some(refused) = refused { (error_box(&refused.errors.lines())) }
         section {
             form #edit-webhook method="post" action={ "/webhooks/" (id) "/edit" } {
                 (csrf_field(viewer))
-                label for="url" { "URL (https)" }
-                input #url type="url" name="url" required value=(w.url.as_str()) autocomplete="off";
-                (event_checkboxes(|t| w.event_types.iter().any(|e| e.as_str() == t.as_str())))
+                @match refused {
+                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.errors)),
+                    None => (endpoint_fields(w.url.as_str(), |t| w.event_types.iter().any(|e| e.as_str() == t.as_str()), &FormErrors::default())),
+                }
                 div.actions { button type="submit" { "Save" } }
             }
         }
@@ -210,21 +269,6 @@ fn event_word(t: WebhookEventType) -> &'static str {
 /// waiting for its next attempt). One delivered, or not attempted yet, has nothing to retry.
 fn retryable(status: DeliveryStatus) -> bool {
     matches!(status, DeliveryStatus::Failed | DeliveryStatus::Retrying)
-}
-
-/// The event checkboxes of the create and edit forms, `checked` deciding each.
-fn event_checkboxes(checked: impl Fn(EventType) -> bool) -> Markup {
-    html! {
-        fieldset #event-types {
-            legend { "Events" }
-            @for t in EventType::ALL {
-                label.check for={ "event-" (t.as_str()) } {
-                    input id={ "event-" (t.as_str()) } type="checkbox" name="event_types" value=(t.as_str()) checked[checked(t)];
-                    (t.as_str())
-                }
-            }
-        }
-    }
 }
 
 /// `GET /webhooks/{id}/deliveries/{delivery_id}`: one delivery, with the payload and the
@@ -275,7 +319,8 @@ pub(crate) async fn delivery(
     Ok(page(Some(&viewer), "Webhook delivery", body).into_response())
 }
 
-/// `POST /webhooks/{id}/edit` (`url`, `event_types`): 303 back.
+/// `POST /webhooks/{id}/edit` (`url`, `event_types`): 303 back, or the page with the form
+/// again and what was wrong.
 pub(crate) async fn edit(
     State(state): State<DashboardState>,
     PageId(id): PageId<WebhookId>,
@@ -284,8 +329,16 @@ pub(crate) async fn edit(
     let Posted { viewer, fields } = posted;
     let req =
         UpdateWebhookRequest { url: fields.text("url"), event_types: Some(fields.all("event_types")), enabled: None };
-    let endpoint = state.core.update_webhook(viewer.principal(), id, req).await.or_page(&viewer)?;
-    Ok(see_other(&format!("/webhooks/{}", endpoint.id)))
+    match state.core.update_webhook(viewer.principal(), id, req).await {
+        Ok(endpoint) => Ok(see_other(&format!("/webhooks/{}", endpoint.id))),
+        Err(e) => {
+            let (status, refused) = Refused::from(&fields, e, &viewer)?;
+            let who = viewer.principal();
+            let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
+            let deliveries = state.core.list_webhook_deliveries(who, id, Default::default()).await.or_page(&viewer)?;
+            Ok((status, render(&viewer, &endpoint, &deliveries, None, Some(&refused))).into_response())
+        }
+    }
 }
 
 /// `POST /webhooks/{id}/delete` (`confirm=yes`; without it, the confirmation page): 303 to
@@ -345,7 +398,7 @@ pub(crate) async fn rotate(
         "The new signing secret. The old one keeps signing beside it for 24 hours.",
         endpoint.secret.expose(),
     );
-    Ok(render(&viewer, &endpoint, &deliveries, Some(shown)).into_response())
+    Ok(render(&viewer, &endpoint, &deliveries, Some(shown), None).into_response())
 }
 
 /// `POST /webhooks/{id}/test`: queues a `Test` event; 303 back.

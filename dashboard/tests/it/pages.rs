@@ -302,6 +302,17 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert!(app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     let bad = browser.post("/webhooks", &[("url", "http://127.0.0.1/x"), ("event_types", "Delivered")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    // The form comes back as typed, the URL marked and its message under it.
+    assert!(
+        bad.body.contains(r#"value="http://127.0.0.1/x" aria-invalid="true" aria-describedby="url-error""#),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains(r#"<p class="field-error" id="url-error">"#), "{}", bad.body);
+    let none = browser.post(&format!("/webhooks/{id}/edit"), &[("url", "https://hooks.example.com/t")]).await;
+    assert_eq!(none.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", none.body);
+    assert!(none.body.contains(r#"<fieldset id="event-types" aria-describedby="event-types-error">"#), "{}", none.body);
+    assert!(none.body.contains(r#"<p class="field-error" id="event-types-error">"#), "{}", none.body);
 }
 
 #[tokio::test]
