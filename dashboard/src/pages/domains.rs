@@ -15,8 +15,8 @@ use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
 use crate::layout::{
-    action_button, badge, clipped, clipped_link, csrf_field, danger_button, maybe_time, next_link, page, segment,
-    status_kind, time,
+    FormErrors, action_button, badge, clipped, clipped_link, csrf_field, danger_button, field_error, maybe_time,
+    next_link, page, segment, status_kind, time,
 };
 use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
@@ -47,16 +47,21 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let listed = state.core.list_domains(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
-    Ok(render_list(&viewer, &listed).into_response())
+    Ok(render_list(&viewer, &listed, None).into_response())
 }
 
-fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
+fn render_list(viewer: &Viewer, listed: &Listed<Domain>, refused: Option<(&str, &FormErrors)>) -> Markup {
+    let no_errors = FormErrors::default();
+    let (typed, errors) = refused.unwrap_or(("", &no_errors));
     let body = html! {
+        @if !errors.is_empty() { (crate::layout::error_box(&errors.lines())) }
         section {
             form #add-domain method="post" action="/domains" {
                 (csrf_field(viewer))
                 label for="name" { "Add a domain" }
-                input #name type="text" name="name" placeholder="mail.example.com" required autocomplete="off";
+                input #name type="text" name="name" placeholder="mail.example.com" required autocomplete="off" value=(typed)
+                    aria-invalid=[errors.invalid("domain")] aria-describedby=[errors.described_by("domain", "name")];
+                (field_error(errors, "domain", "name"))
                 div.actions { button type="submit" { "Add" } }
             }
         }
@@ -86,9 +91,19 @@ fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
 
 /// `POST /domains` (`name`): 303 to the new domain's page.
 pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
-    let req = AddDomainRequest { domain: posted.fields.text("name") };
-    let domain = state.core.add_domain(posted.viewer.principal(), req).await.or_page(&posted.viewer)?;
-    Ok(see_other(&format!("/domains/{}", domain.id)))
+    let Posted { viewer, fields } = posted;
+    let req = AddDomainRequest { domain: fields.text("name") };
+    match state.core.add_domain(viewer.principal(), req).await {
+        Ok(domain) => Ok(see_other(&format!("/domains/{}", domain.id))),
+        Err(tidings_core::Error::Validation { fields: wrong }) => {
+            let listed = state.core.list_domains(viewer.principal(), ListParams::default()).await.or_page(&viewer)?;
+            let errors = FormErrors::from_fields(&wrong);
+            let typed = fields.get("name").unwrap_or("").trim();
+            let page = render_list(&viewer, &listed, Some((typed, &errors)));
+            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
 }
 
 /// `GET /domains/{id}`.

@@ -13,7 +13,10 @@ use crate::DashboardState;
 use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
-use crate::layout::{clipped, clipped_link, csrf_field, danger_button, error_box, next_link, page, segment, time};
+use crate::layout::{
+    FormErrors, clipped, clipped_link, csrf_field, danger_button, error_box, field_error, next_link, page, segment,
+    time,
+};
 use crate::pages::{PagePath, list_params, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 
@@ -49,7 +52,7 @@ pub(crate) async fn list(
     };
     let status = if errors.is_empty() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
     let shown = (email.unwrap_or_default(), reason.unwrap_or_default());
-    Ok((status, render(&viewer, &shown, &items, next.as_deref(), &errors)).into_response())
+    Ok((status, render(&viewer, &shown, &items, next.as_deref(), &errors, None)).into_response())
 }
 
 fn source_word(source: SuppressionSource) -> &'static str {
@@ -66,13 +69,18 @@ fn render(
     items: &[Suppression],
     next: Option<&str>,
     errors: &[String],
+    refused: Option<(&str, &FormErrors)>,
 ) -> Markup {
+    let (typed, add_errors) = refused.unwrap_or(("", &NO_ERRORS));
     let body = html! {
+        @if !add_errors.is_empty() { (error_box(&add_errors.lines())) }
         section {
             form #add-suppression method="post" action="/suppressions" {
                 (csrf_field(viewer))
                 label for="add-email" { "Suppress an address (nothing is sent to it any more)" }
-                input #add-email type="text" name="email" inputmode="email" required autocomplete="off";
+                input #add-email type="text" name="email" inputmode="email" required autocomplete="off" value=(typed)
+                    aria-invalid=[add_errors.invalid("email")] aria-describedby=[add_errors.described_by("email", "add-email")];
+                (field_error(add_errors, "email", "add-email"))
                 div.actions { button type="submit" { "Add" } }
             }
         }
@@ -117,10 +125,26 @@ fn render(
 
 /// `POST /suppressions` (`email`).
 pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
-    let req = AddSuppressionRequest { email: posted.fields.text("email") };
-    state.core.add_suppression(posted.viewer.principal(), req).await.or_page(&posted.viewer)?;
-    Ok(see_other("/suppressions"))
+    let Posted { viewer, fields } = posted;
+    let req = AddSuppressionRequest { email: fields.text("email") };
+    match state.core.add_suppression(viewer.principal(), req).await {
+        Ok(_) => Ok(see_other("/suppressions")),
+        Err(Error::Validation { fields: wrong }) => {
+            let listed = state.core.list_suppressions(viewer.principal(), Default::default(), None).await;
+            let listed = listed.or_page(&viewer)?;
+            let errors = FormErrors::from_fields(&wrong);
+            let typed = fields.get("email").unwrap_or("").trim();
+            let shown = (String::new(), String::new());
+            let page =
+                render(&viewer, &shown, &listed.items, listed.next_cursor.as_deref(), &[], Some((typed, &errors)));
+            Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
 }
+
+/// No mistakes: the add form as first shown.
+static NO_ERRORS: FormErrors = FormErrors(Vec::new());
 
 /// `POST /suppressions/{email}/delete` (`confirm=yes`; without it, the confirmation page).
 pub(crate) async fn remove(

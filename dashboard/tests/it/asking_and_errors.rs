@@ -156,6 +156,17 @@ async fn a_refused_form_marks_its_wrong_fields_and_points_at_their_messages() {
     let fine = browser.get("/messages/new").await;
     assert!(!fine.body.contains("aria-invalid"), "nothing marked before a mistake");
 
+    // The one-field forms: a domain, a suppression.
+    for (path, field, value, id) in
+        [("/domains", "name", "not a domain!", "name"), ("/suppressions", "email", "nobody", "add-email")]
+    {
+        let refused = browser.post(path, &[(field, value)]).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {}", refused.body);
+        let marked = format!(r#"value="{value}" aria-invalid="true" aria-describedby="{id}-error">"#);
+        assert!(refused.body.contains(&marked), "{path}: {}", refused.body);
+        assert!(refused.body.contains(&format!(r#"<p class="field-error" id="{id}-error">"#)), "{path}");
+    }
+
     // The template form too: a name too long and no subject, each marked.
     let long = "n".repeat(300);
     let refused = browser.post("/templates", &[("name", &long), ("subject", " "), ("text", "t")]).await;
