@@ -33,11 +33,20 @@ document.addEventListener("DOMContentLoaded", function () {
     });
   }
 
-  // Forms that destroy something ask first: <form data-confirm="question">.
+  // Forms that destroy something ask first: <form data-confirm="question">. On yes the form
+  // says so (confirm=yes); without this script the server asks on a page of its own.
   document.querySelectorAll("form[data-confirm]").forEach(function (form) {
     form.addEventListener("submit", function (event) {
       if (!window.confirm(form.getAttribute("data-confirm"))) {
         event.preventDefault();
+        return;
+      }
+      if (!form.querySelector("input[name=confirm]")) {
+        var yes = document.createElement("input");
+        yes.type = "hidden";
+        yes.name = "confirm";
+        yes.value = "yes";
+        form.appendChild(yes);
       }
     });
   });

@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -31,9 +31,15 @@ pub const MESSAGE_HTML_IMAGES_CSP: &str = "default-src 'none'; style-src 'unsafe
 /// Middleware: the security headers on every response (a policy already set is kept), and
 /// `Cache-Control: no-store` on everything but the compiled-in assets.
 pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
-    let asset = req.uri().path().starts_with("/assets/");
+    let asset = crate::assets::is_asset(req.uri().path());
     let mut response = next.run(req).await;
-    let headers = response.headers_mut();
+    page_headers(response.headers_mut(), asset);
+    response
+}
+
+/// Sets the headers of [`security_headers`] on `headers`; `asset`: a compiled-in file, which
+/// may be cached.
+pub(crate) fn page_headers(headers: &mut HeaderMap, asset: bool) {
     if !headers.contains_key(CONTENT_SECURITY_POLICY) {
         headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
         // For browsers without `frame-ancestors`.
@@ -46,7 +52,6 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     if !asset {
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
-    response
 }
 
 /// Answers 503 with a page when a request takes longer than `limit`.

@@ -37,6 +37,7 @@ fn shell(nav: Option<(&str, &str)>, title: &str, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="referrer" content="no-referrer";
                 title { (title) " · Tidings" }
+                link rel="icon" href=(crate::assets::FAVICON_SVG_PATH) type="image/svg+xml";
                 link rel="stylesheet" href=(crate::assets::CSS_PATH);
                 script src=(crate::assets::JS_PATH) defer {}
             }
@@ -88,6 +89,29 @@ pub(crate) fn action_button(viewer: &Viewer, action: &str, class: &str, label: &
     }
 }
 
+/// A POST form like [`action_button`] for an action that destroys something: it asks
+/// `question` first (`crate::confirm`: in the browser with the script, on a page of its own
+/// without).
+pub(crate) fn danger_button(viewer: &Viewer, action: &str, class: &str, label: &str, question: &str) -> Markup {
+    html! {
+        form class={ (class) " danger" } method="post" action=(action) data-confirm=(question) {
+            (csrf_field(viewer))
+            button type="submit" { (label) }
+        }
+    }
+}
+
+/// A table cell's text that is cut with an ellipsis when its column is too narrow; the whole
+/// text is its `title` (shown on hover) and stays in the page for copying and searching.
+pub(crate) fn clipped(text: &str) -> Markup {
+    html! { span.clip title=(text) { (text) } }
+}
+
+/// A link whose text is cut like [`clipped`]'s.
+pub(crate) fn clipped_link(href: &str, text: &str) -> Markup {
+    html! { a.clip href=(href) title=(text) { (text) } }
+}
+
 /// A time as people read it, in UTC, with the machine-readable value.
 pub(crate) fn time(at: DateTime<Utc>) -> Markup {
     html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S UTC")) } }
@@ -112,6 +136,62 @@ pub(crate) fn status_kind(status: &str) -> &'static str {
         "Delivered" | "Verified" => "ok",
         "Bounced" | "Complained" | "Failed" | "Suppressed" => "bad",
         _ => "wait",
+    }
+}
+
+/// The mistakes of a refused form, by field: the API's field name and what is wrong with it
+/// (`None` for a mistake of the whole form). Fields named here get `aria-invalid` and point
+/// with `aria-describedby` at their message, written under them ([`field_error`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct FormErrors(pub(crate) Vec<(Option<String>, String)>);
+
+impl FormErrors {
+    /// The validation errors core gave, one per field.
+    pub(crate) fn from_fields(fields: &[tidings_core::FieldError]) -> Self {
+        Self(fields.iter().map(|f| (Some(f.field.clone()), f.message.clone())).collect())
+    }
+
+    /// A mistake of the whole form.
+    pub(crate) fn whole(line: impl Into<String>) -> Self {
+        Self(vec![(None, line.into())])
+    }
+
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every mistake as a line for the error box at the top of the form.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(field, message)| match field {
+                Some(field) => format!("{field}: {message}"),
+                None => message.clone(),
+            })
+            .collect()
+    }
+
+    /// `aria-invalid`'s value for the field named `field`: `Some("true")` when it is wrong.
+    pub(crate) fn invalid(&self, field: &str) -> Option<&'static str> {
+        self.0.iter().any(|(f, _)| f.as_deref() == Some(field)).then_some("true")
+    }
+
+    /// `aria-describedby`'s value for the field named `field` whose element id is `id`.
+    pub(crate) fn described_by(&self, field: &str, id: &str) -> Option<String> {
+        self.invalid(field).map(|_| format!("{id}-error"))
+    }
+}
+
+/// The message under a field named `field` (element id `id`) that [`FormErrors`] holds
+/// wrong; nothing when it is right.
+pub(crate) fn field_error(errors: &FormErrors, field: &str, id: &str) -> Markup {
+    let messages: Vec<&str> =
+        errors.0.iter().filter(|(f, _)| f.as_deref() == Some(field)).map(|(_, m)| m.as_str()).collect();
+    html! {
+        @if !messages.is_empty() {
+            p.field-error id={ (id) "-error" } { @for m in messages { (m) " " } }
+        }
     }
 }
 

@@ -29,6 +29,7 @@
 
 pub mod assets;
 mod chart;
+mod confirm;
 mod error;
 mod form;
 mod headers;
@@ -38,6 +39,7 @@ mod pages;
 mod preview;
 mod session;
 mod table;
+mod unrouted;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,6 +55,7 @@ use tidings_http::TrustedProxies;
 pub use form::{FORM_BODY_LIMIT, TEMPLATE_BODY_LIMIT};
 pub use headers::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP, PAGE_CSP};
 pub use session::{SESSION_COOKIE, session_cookie};
+pub use unrouted::pages_for_browsers;
 
 /// How the signed `.eml` of a message delivered to the outbox is found: the outbox
 /// directory and the rule that names a message's file, which the transport that writes
@@ -157,8 +160,10 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
 }
 
 /// The dashboard: `/` (sign-in), the pages and forms under `/overview`, `/messages`,
-/// `/domains`, `/templates`, `/suppressions`, `/webhooks`, `/keys`, and `/assets`. It has no
-/// fallback, so that it merges into a router that has one (the API's). Serve it with
+/// `/domains`, `/templates`, `/suppressions`, `/webhooks`, `/keys`, `/assets` and
+/// `/favicon.ico`. It has no fallback, so that it merges into a router that has one (the
+/// API's); layer [`pages_for_browsers`] over the merged router so that a browser gets a
+/// page, not the API's JSON, for a path nothing serves. Serve it with
 /// `into_make_service_with_connect_info::<SocketAddr>()`, as the API, or every client
 /// shares one failed-sign-in allowance.
 pub fn router(state: DashboardState) -> Router {

@@ -83,7 +83,7 @@ pub use error::{ApiError, ApiResult};
 pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;
 pub use request_id::REQUEST_ID;
-pub use routes::{loggable_path, metrics_router, router, served_routes};
+pub use routes::{Unrouted, loggable_path, metrics_router, router, served_routes};
 
 /// Default of [`HttpConfig::max_send_body_bytes`]: 56 MiB.
 pub const DEFAULT_MAX_SEND_BODY_BYTES: usize = 56 * 1024 * 1024;

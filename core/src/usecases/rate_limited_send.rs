@@ -15,8 +15,8 @@ use crate::ids::TemplateId;
 use crate::ports::Limits;
 use crate::templates::Rendered;
 use crate::usecases::{
-    Admission, BatchOutcome, BatchValidation, Principal, RateLimitState, RenderTemplateRequest, SendOutcome,
-    SendRequest, Tidings,
+    AddTemplateVersionRequest, Admission, BatchOutcome, BatchValidation, Principal, RateLimitState,
+    RenderTemplateRequest, SendOutcome, SendRequest, Tidings,
 };
 use crate::{Error, Result};
 
@@ -120,6 +120,32 @@ impl Tidings {
             Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
         };
         match self.render_template(who, id, req).await {
+            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
+            Err(e) => {
+                if !is_render_refusal(&e) {
+                    self.refund_send(limits, who).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Tidings::render_template_draft`] under the key's rate limit, as
+    /// [`Self::render_template_rate_limited`]: a draft's preview renders like a send.
+    pub async fn render_template_draft_rate_limited(
+        &self,
+        limits: &dyn Limits,
+        who: &Principal,
+        id: TemplateId,
+        draft: AddTemplateVersionRequest,
+        variables: Option<serde_json::Value>,
+    ) -> Result<Admission<(Rendered, RateLimitState)>> {
+        who.require_full()?;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
+        };
+        match self.render_template_draft(who, id, draft, variables).await {
             Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
             Err(e) => {
                 if !is_render_refusal(&e) {

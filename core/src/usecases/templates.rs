@@ -241,6 +241,30 @@ impl Tidings {
         self.render_in_pool(who.workspace_id, version_source(version), variables).await
     }
 
+    /// Renders a version of template `id` as typed, with `variables`, storing nothing: what
+    /// the dashboard's editor previews before the version is added. The subject is required as
+    /// when adding one; a syntax error is a 422 `template_syntax_error`, a missing variable a
+    /// 422 `template_render_error`, as for a stored version.
+    pub async fn render_template_draft(
+        &self,
+        who: &Principal,
+        id: TemplateId,
+        draft: AddTemplateVersionRequest,
+        variables: Option<Value>,
+    ) -> Result<Rendered> {
+        who.require_full()?;
+        // Only a template of this workspace has drafts to preview.
+        self.template_of(who.workspace_id, id).await?;
+        let mut faults = Vec::new();
+        let subject = collect(&mut faults, subject_template(draft.subject.as_deref()));
+        let variables = collect(&mut faults, variables_map(variables));
+        let (Some(subject), Some(variables)) = (subject, variables) else {
+            return Err(Error::Validation { fields: faults });
+        };
+        let source = OwnedSource { subject, html: non_empty(draft.html), text: non_empty(draft.text) };
+        self.render_in_pool(who.workspace_id, source, variables).await
+    }
+
     /// For the send use case: the template version a message is built from. A pinned
     /// `templateVersionId` wins over the template's current version; with only `templateId`
     /// it is the current version; with neither, `None`. Unknown ids (or ids of another

@@ -218,6 +218,22 @@ impl Tidings {
         Ok(Listed::from_page(found, limit, |d| d.id.to_string()))
     }
 
+    /// One delivery of an endpoint, payload included (the dashboard's delivery page). A
+    /// delivery of another endpoint, or of another workspace, is not found.
+    pub async fn get_webhook_delivery(
+        &self,
+        who: &Principal,
+        webhook_id: WebhookId,
+        delivery_id: DeliveryId,
+    ) -> Result<WebhookDelivery> {
+        who.require_full()?;
+        let endpoint = self.find_webhook(who, webhook_id).await?;
+        match self.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
+            Some(d) if d.endpoint_id == endpoint.id => Ok(d),
+            _ => Err(Error::NotFound("webhook delivery")),
+        }
+    }
+
     /// `POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry`: makes a delivery of this
     /// endpoint due now, in any status (see the module docs), and returns it. Its attempt
     /// count and last result are kept for the log; the status becomes `Pending` if it was

@@ -11,9 +11,13 @@ use tidings_core::usecases::SANDBOX_RECORD_NOTE;
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Listed, UpdateDomainTrackingRequest};
 
 use crate::DashboardState;
+use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
-use crate::layout::{action_button, badge, csrf_field, maybe_time, next_link, page, segment, status_kind, time};
+use crate::layout::{
+    FormErrors, action_button, badge, clipped, clipped_link, csrf_field, danger_button, field_error, maybe_time,
+    next_link, page, segment, status_kind, time,
+};
 use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
@@ -43,32 +47,37 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let listed = state.core.list_domains(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
-    Ok(render_list(&viewer, &listed).into_response())
+    Ok(render_list(&viewer, &listed, None).into_response())
 }
 
-fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
+fn render_list(viewer: &Viewer, listed: &Listed<Domain>, refused: Option<(&str, &FormErrors)>) -> Markup {
+    let no_errors = FormErrors::default();
+    let (typed, errors) = refused.unwrap_or(("", &no_errors));
     let body = html! {
+        @if !errors.is_empty() { (crate::layout::error_box(&errors.lines())) }
         section {
             form #add-domain method="post" action="/domains" {
                 (csrf_field(viewer))
                 label for="name" { "Add a domain" }
-                input #name type="text" name="name" placeholder="mail.example.com" required autocomplete="off";
+                input #name type="text" name="name" placeholder="mail.example.com" required autocomplete="off" value=(typed)
+                    aria-invalid=[errors.invalid("domain")] aria-describedby=[errors.described_by("domain", "name")];
+                (field_error(errors, "domain", "name"))
                 div.actions { button type="submit" { "Add" } }
             }
         }
         div.scroll {
-            table #domains {
-                thead { tr { th { "Domain" } th { "Status" } th.hide-narrow { "Added" } th.hide-narrow { "Verified" } } }
+            table.fixed #domains {
+                thead { tr { th { "Domain" } th.w-status { "Status" } th.hide-narrow.w-date { "Added" } th.hide-narrow.w-date { "Verified" } } }
                 tbody {
                     @for d in &listed.items {
                         tr data-id=(d.id) {
-                            td {
-                                a href={ "/domains/" (d.id) } { (d.name.to_string()) }
-                                @if d.is_sandbox() { " " span.muted.sandbox { "sandbox: outbox only" } }
+                            td data-label="Domain" {
+                                (clipped_link(&format!("/domains/{}", d.id), &d.name.to_string()))
+                                @if d.is_sandbox() { span.muted.sandbox { "sandbox: outbox only" } }
                             }
-                            td { (badge(domain_status(d.status), status_kind(domain_status(d.status)))) }
-                            td.hide-narrow { (time(d.created_at)) }
-                            td.hide-narrow { (maybe_time(d.verified_at)) }
+                            td data-label="Status" { (badge(domain_status(d.status), status_kind(domain_status(d.status)))) }
+                            td.hide-narrow data-label="Added" { (time(d.created_at)) }
+                            td.hide-narrow data-label="Verified" { (maybe_time(d.verified_at)) }
                         }
                     }
                 }
@@ -82,9 +91,19 @@ fn render_list(viewer: &Viewer, listed: &Listed<Domain>) -> Markup {
 
 /// `POST /domains` (`name`): 303 to the new domain's page.
 pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
-    let req = AddDomainRequest { domain: posted.fields.text("name") };
-    let domain = state.core.add_domain(posted.viewer.principal(), req).await.or_page(&posted.viewer)?;
-    Ok(see_other(&format!("/domains/{}", domain.id)))
+    let Posted { viewer, fields } = posted;
+    let req = AddDomainRequest { domain: fields.text("name") };
+    match state.core.add_domain(viewer.principal(), req).await {
+        Ok(domain) => Ok(see_other(&format!("/domains/{}", domain.id))),
+        Err(tidings_core::Error::Validation { fields: wrong }) => {
+            let listed = state.core.list_domains(viewer.principal(), ListParams::default()).await.or_page(&viewer)?;
+            let errors = FormErrors::from_fields(&wrong);
+            let typed = fields.get("name").unwrap_or("").trim();
+            let page = render_list(&viewer, &listed, Some((typed, &errors)));
+            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
 }
 
 /// `GET /domains/{id}`.
@@ -133,21 +152,21 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
             p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
         }
         div.scroll {
-            table #records {
-                thead { tr { th { "Record" } th { "Name" } th { "Value" } th { "Status" } } }
+            table.fixed #records {
+                thead { tr { th.w-num { "Record" } th.w-name { "Name" } th { "Value" } th.w-date { "Status" } } }
                 tbody {
                     @for r in &d.records {
                         tr data-kind=(r.kind.label()) {
-                            td { (r.purpose()) br; span.muted { "TTL " (r.ttl) } }
-                            td {
+                            td data-label="Record" { (r.purpose()) " " span.muted.nowrap { "TTL " (r.ttl) } }
+                            td data-label="Name" {
                                 span.record-name.mono { (r.name) } " "
                                 button.copy type="button" data-copy=(r.name) hidden aria-label={ "Copy the name of the " (r.kind.label()) " record" } { "Copy" }
                             }
-                            td {
+                            td data-label="Value" {
                                 div.record-value.mono { (r.value) }
                                 button.copy type="button" data-copy=(r.value) hidden aria-label={ "Copy the value of the " (r.kind.label()) " record" } { "Copy" }
                             }
-                            td {
+                            td data-label="Status" {
                                 span.record-status data-status=(record_status(r.status)) {
                                     (badge(record_status(r.status), status_kind(record_status(r.status))))
                                 }
@@ -174,18 +193,19 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
             @if senders.items.is_empty() {
                 p.none { "No senders registered. Any local part of a verified domain may send; a sender adds a display name." }
             } @else {
-                table #senders {
-                    thead { tr { th { "Address" } th { "Display name" } th {} } }
+                div.scroll { table.fixed #senders {
+                    thead { tr { th { "Address" } th { "Display name" } th.w-act { span.visually-hidden { "Action" } } } }
                     tbody {
                         @for s in &senders.items {
                             tr data-username=(s.username.as_str()) {
-                                td.mono { (s.address.to_string()) }
-                                td { @if let Some(name) = &s.display_name { (name.as_str()) } @else { span.none { "—" } } }
-                                td { (action_button(viewer, &format!("/domains/{id}/senders/{}/delete", segment(s.username.as_str())), "action danger", "Remove")) }
+                                td.mono.clip-cell data-label="Address" { (clipped(&s.address.to_string())) }
+                                td.clip-cell data-label="Display name" { @if let Some(name) = &s.display_name { (clipped(name.as_str())) } @else { span.none { "—" } } }
+                                td.act { (danger_button(viewer, &format!("/domains/{id}/senders/{}/delete", segment(s.username.as_str())), "action", "Remove",
+                                    &format!("Remove the sender {}?", s.address))) }
                             }
                         }
                     }
-                }
+                } }
             }
             form #add-sender method="post" action={ "/domains/" (id) "/senders" } {
                 (csrf_field(viewer))
@@ -235,12 +255,20 @@ pub(crate) async fn tracking(
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
-/// `POST /domains/{id}/delete`: 303 to the list.
+/// `POST /domains/{id}/delete` (`confirm=yes`; without it, the confirmation page): 303 to
+/// the list.
 pub(crate) async fn delete(
     State(state): State<DashboardState>,
     PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
+    if !confirmed(&posted.fields) {
+        let domain = state.core.get_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+        let (action, back) = (format!("/domains/{}/delete", domain.id), format!("/domains/{}", domain.id));
+        let question =
+            format!("Delete {}? Its keys and senders go with it; queued messages from it fail.", domain.name);
+        return Ok(Ask { action: &action, question, yes: "Delete the domain", back: &back }.page(&posted.viewer));
+    }
     state.core.delete_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/domains"))
 }
@@ -257,12 +285,21 @@ pub(crate) async fn add_sender(
     Ok(see_other(&format!("/domains/{id}")))
 }
 
-/// `POST /domains/{id}/senders/{username}/delete`.
+/// `POST /domains/{id}/senders/{username}/delete` (`confirm=yes`; without it, the
+/// confirmation page).
 pub(crate) async fn delete_sender(
     State(state): State<DashboardState>,
     PagePath((id, username)): PagePath<(String, String)>,
     posted: Posted,
 ) -> PageResult<Response> {
+    if !confirmed(&posted.fields) {
+        let domain = state.core.get_domain(posted.viewer.principal(), DomainId::parse_or_none(&id)).await;
+        let domain = domain.or_page(&posted.viewer)?;
+        let action = format!("/domains/{}/senders/{}/delete", domain.id, segment(&username));
+        let back = format!("/domains/{}", domain.id);
+        let question = format!("Remove the sender {username}@{}?", domain.name);
+        return Ok(Ask { action: &action, question, yes: "Remove the sender", back: &back }.page(&posted.viewer));
+    }
     let (id, username) = (DomainId::parse_or_none(&id), SenderUsername::parse(&username).into());
     state.core.delete_sender(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{id}")))

@@ -146,13 +146,21 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
     Ok((StatusCode::OK, page).into_response())
 }
 
-/// `POST /keys/{id}/revoke`: 303 to the list (to the sign-in page, through it, when the key
-/// was the session's own).
+/// `POST /keys/{id}/revoke` (`confirm=yes`; without it, the confirmation page): 303 to the
+/// list (to the sign-in page, through it, when the key was the session's own).
 pub(crate) async fn revoke(
     State(state): State<DashboardState>,
     PageId(id): PageId<ApiKeyId>,
     posted: Posted,
 ) -> PageResult<Response> {
+    if !crate::confirm::confirmed(&posted.fields) {
+        let key = state.core.get_api_key(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+        let action = format!("/keys/{}/revoke", key.id);
+        let question =
+            format!("Revoke the key {}? It stops working at once, and sessions signed in with it end.", key.name);
+        let ask = crate::confirm::Ask { action: &action, question, yes: "Revoke the key", back: "/keys" };
+        return Ok(ask.page(&posted.viewer));
+    }
     state.core.revoke_api_key(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/keys"))
 }

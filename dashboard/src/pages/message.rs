@@ -23,10 +23,11 @@ use tidings_core::model::{EventDetails, Message, MessageEvent, RecipientKind};
 use tidings_core::usecases::{ListParams, MessageChange};
 use tidings_http::Owner;
 
+use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
 use crate::held_body;
-use crate::layout::{action_button, badge, csrf_field, page, status_kind, time};
+use crate::layout::{badge, csrf_field, danger_button, page, status_kind, time};
 use crate::pages::{PageId, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
@@ -136,7 +137,8 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             h2 { "Cancel or reschedule" }
             section #schedule {
                 p { "Not attempted yet: it can still be canceled, or sent at another time." }
-                (action_button(viewer, &format!("/messages/{id}/cancel"), "action cancel", "Cancel this message"))
+                (danger_button(viewer, &format!("/messages/{id}/cancel"), "action cancel", "Cancel this message",
+                    "Cancel this message? It will not be sent."))
                 form #reschedule method="post" action={ "/messages/" (id) "/reschedule" } {
                     (csrf_field(viewer))
                     label for="send_at" { "Send at (UTC; empty: now)" }
@@ -290,13 +292,20 @@ fn busy(viewer: &Viewer) -> PageError {
     .with_viewer(viewer)
 }
 
-/// `POST /messages/{id}/cancel`.
+/// `POST /messages/{id}/cancel` (`confirm=yes`; without it, the confirmation page).
 pub(crate) async fn cancel(
     State(state): State<DashboardState>,
     PageId(id): PageId<MessageId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let message = state.core.cancel_message(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    let Posted { viewer, fields } = posted;
+    if !confirmed(&fields) {
+        let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+        let (action, back) = (format!("/messages/{}/cancel", message.id), format!("/messages/{}", message.id));
+        let question = format!("Cancel the message “{}”? It will not be sent.", message.subject);
+        return Ok(Ask { action: &action, question, yes: "Cancel the message", back: &back }.page(&viewer));
+    }
+    let message = state.core.cancel_message(viewer.principal(), id).await.or_page(&viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 

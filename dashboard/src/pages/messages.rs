@@ -6,13 +6,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
+use tidings_core::ids::MessageId;
 use tidings_core::model::{Message, MessageStatus, RecipientKind};
 use tidings_core::usecases::{Admission, Listed, MessageFilters, SendRequest};
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
-use crate::layout::{badge, csrf_field, error_box, next_link, page, status_kind, time};
+use crate::layout::{
+    FormErrors, badge, clipped, clipped_link, csrf_field, error_box, field_error, next_link, page, status_kind, time,
+};
 use crate::pages::{list_params, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 
@@ -95,20 +98,22 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
         @if !errors.is_empty() { (error_box(errors)) }
         @if let Some(listed) = listed {
             div.scroll {
-                table #messages {
-                    thead { tr { th { "Created" } th { "To" } th.hide-narrow { "From" } th { "Subject" } th { "Status" } } }
+                table.fixed #messages {
+                    thead { tr { th.w-date { "Created" } th { "To" } th.hide-narrow { "From" } th { "Subject" } th.w-status { "Status" } } }
                     tbody {
                         @for m in &listed.items {
                             tr data-id=(m.id) {
-                                td { (time(m.created_at)) }
-                                td.mono {
-                                    (m.to_field())
+                                td data-label="Created" { (time(m.created_at)) }
+                                td.mono.clip-cell data-label="To" {
+                                    (clipped(&m.to_field()))
                                     @let others = m.recipient_list().len().saturating_sub(m.mailboxes_of(RecipientKind::To).len().max(1));
                                     @if others > 0 { " " span.muted.more-recipients title="recipients in cc and bcc" { "+" (others) } }
                                 }
-                                td.mono.hide-narrow { (m.from.address.to_string()) }
-                                td { a href={ "/messages/" (m.id) } { @if m.subject.is_empty() { "(no subject)" } @else { (m.subject) } } }
-                                td { (badge(m.status.as_str(), status_kind(m.status.as_str()))) }
+                                td.mono.hide-narrow.clip-cell data-label="From" { (clipped(&m.from.address.to_string())) }
+                                td.clip-cell data-label="Subject" {
+                                    (clipped_link(&format!("/messages/{}", m.id), if m.subject.is_empty() { "(no subject)" } else { &m.subject }))
+                                }
+                                td data-label="Status" { (badge(m.status.as_str(), status_kind(m.status.as_str()))) }
                             }
                         }
                     }
@@ -123,7 +128,7 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
 
 /// `GET /messages/new`: the test-send form.
 pub(crate) async fn new_form(Signed(viewer): Signed) -> Response {
-    send_page(&viewer, &SendRequest::default(), &[]).into_response()
+    send_page(&viewer, &SendRequest::default(), &FormErrors::default()).into_response()
 }
 
 /// `POST /messages` (`to`, `subject`, `text`, `html`, `from`): sends as the signed-in key,
@@ -140,33 +145,47 @@ pub(crate) async fn send(State(state): State<DashboardState>, posted: Posted) ->
         html: fields.body("html"),
         ..SendRequest::default()
     };
-    let refused = |status: StatusCode, lines: Vec<String>| (status, send_page(&viewer, &req, &lines)).into_response();
-    match state.core.send_rate_limited(&*state.limits, viewer.principal(), req.clone(), None).await {
-        Ok(Admission::Allowed(sent)) => Ok(see_other(&format!("/messages/{}", sent.outcome.message.id))),
+    match send_test(&state, &viewer, req.clone()).await? {
+        Ok(id) => Ok(see_other(&format!("/messages/{id}"))),
+        Err((status, errors)) => Ok((status, send_page(&viewer, &req, &errors)).into_response()),
+    }
+}
+
+/// Sends `req` as `viewer`, under the key's send rate: the new message's id, or the status
+/// and mistakes to show on the form again (a refusal of another kind is a page of its own).
+pub(crate) async fn send_test(
+    state: &DashboardState,
+    viewer: &Viewer,
+    req: SendRequest,
+) -> PageResult<Result<MessageId, (StatusCode, FormErrors)>> {
+    match state.core.send_rate_limited(&*state.limits, viewer.principal(), req, None).await {
+        Ok(Admission::Allowed(sent)) => Ok(Ok(sent.outcome.message.id)),
         Ok(Admission::Limited { retry_after }) => {
             let line = format!("This key's send rate is used up; try again in {} s.", retry_after.seconds);
-            Ok(refused(StatusCode::TOO_MANY_REQUESTS, vec![line]))
+            Ok(Err((StatusCode::TOO_MANY_REQUESTS, FormErrors::whole(line))))
         }
-        Err(Error::Validation { fields }) => Ok(refused(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
-        )),
-        Err(Error::AllRecipientsSuppressed { fields }) => Ok(refused(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            fields.iter().map(|f| format!("{}: {}", f.field, f.message)).collect(),
-        )),
-        Err(e @ (Error::DomainNotVerified(_) | Error::RecipientSuppressed(_) | Error::DomainNotAllowed { .. })) => {
+        Err(Error::Validation { fields } | Error::AllRecipientsSuppressed { fields }) => {
+            Ok(Err((StatusCode::UNPROCESSABLE_ENTITY, FormErrors::from_fields(&list_fields(fields)))))
+        }
+        Err(e @ (Error::DomainNotVerified(_) | Error::DomainNotAllowed { .. })) => {
             let status = PageError::from(e.clone()).status_code();
-            Ok(refused(status, vec![e.to_string()]))
+            Ok(Err((status, FormErrors(vec![(Some("from".to_owned()), e.to_string())]))))
         }
-        Err(e) => Err(e).or_page(&viewer),
+        Err(e @ Error::RecipientSuppressed(_)) => {
+            let status = PageError::from(e.clone()).status_code();
+            Ok(Err((status, FormErrors(vec![(Some("to".to_owned()), e.to_string())]))))
+        }
+        Err(e @ (Error::TemplateRender(_) | Error::TemplateSyntax(_))) => {
+            Ok(Err((StatusCode::UNPROCESSABLE_ENTITY, FormErrors(vec![(Some("variables".to_owned()), e.to_string())]))))
+        }
+        Err(e) => Err(e).or_page(viewer),
     }
 }
 
 /// A form field of addresses separated by commas (a comma inside a quoted display name or
 /// angle brackets is not a separator): one address as a string, several as an array, as
 /// the API takes them.
-fn address_list(text: &str) -> serde_json::Value {
+pub(crate) fn address_list(text: &str) -> serde_json::Value {
     let mut items = Vec::new();
     let (mut current, mut quoted, mut bracketed) = (String::new(), false, false);
     for c in text.chars() {
@@ -191,6 +210,23 @@ fn address_list(text: &str) -> serde_json::Value {
     }
 }
 
+/// `fields` with an entry of a recipient list (`cc[2]`) named as its list (`cc`): the form
+/// has one field per list.
+fn list_fields(fields: Vec<tidings_core::FieldError>) -> Vec<tidings_core::FieldError> {
+    fields
+        .into_iter()
+        .map(|mut f| {
+            if let Some((list, _)) = f.field.split_once('[')
+                && matches!(list, "to" | "cc" | "bcc")
+            {
+                f.message = format!("{}: {}", f.field, f.message);
+                f.field = list.to_owned();
+            }
+            f
+        })
+        .collect()
+}
+
 /// An address list as the form shows it again.
 fn list_text(value: Option<&serde_json::Value>) -> String {
     match value {
@@ -203,27 +239,39 @@ fn list_text(value: Option<&serde_json::Value>) -> String {
 }
 
 /// The send form, filled with `req` and showing `errors`.
-fn send_page(viewer: &Viewer, req: &SendRequest, errors: &[String]) -> Markup {
+fn send_page(viewer: &Viewer, req: &SendRequest, errors: &FormErrors) -> Markup {
     let value = |v: &Option<String>| v.clone().unwrap_or_default();
     let body = html! {
-        @if !errors.is_empty() { (error_box(errors)) }
+        @if !errors.is_empty() { (error_box(&errors.lines())) }
         section {
             form #send-test method="post" action="/messages" {
                 (csrf_field(viewer))
                 label for="to" { "To " span.muted { "(one address, or several separated by commas; up to 50 recipients in all)" } }
-                input #to type="text" name="to" inputmode="email" autocomplete="off" required value=(list_text(req.to.as_ref()));
+                input #to type="text" name="to" inputmode="email" autocomplete="off" required value=(list_text(req.to.as_ref()))
+                    aria-invalid=[errors.invalid("to")] aria-describedby=[errors.described_by("to", "to")];
+                (field_error(errors, "to", "to"))
                 label for="cc" { "Cc " span.muted { "(optional)" } }
-                input #cc type="text" name="cc" inputmode="email" autocomplete="off" value=(list_text(req.cc.as_ref()));
+                input #cc type="text" name="cc" inputmode="email" autocomplete="off" value=(list_text(req.cc.as_ref()))
+                    aria-invalid=[errors.invalid("cc")] aria-describedby=[errors.described_by("cc", "cc")];
+                (field_error(errors, "cc", "cc"))
                 label for="bcc" { "Bcc " span.muted { "(optional: in no header)" } }
-                input #bcc type="text" name="bcc" inputmode="email" autocomplete="off" value=(list_text(req.bcc.as_ref()));
+                input #bcc type="text" name="bcc" inputmode="email" autocomplete="off" value=(list_text(req.bcc.as_ref()))
+                    aria-invalid=[errors.invalid("bcc")] aria-describedby=[errors.described_by("bcc", "bcc")];
+                (field_error(errors, "bcc", "bcc"))
                 label for="from" { "From " span.muted { "(optional: an address on a verified domain; empty uses the default sender)" } }
-                input #from type="text" name="from" autocomplete="off" value=(value(&req.from));
+                input #from type="text" name="from" autocomplete="off" value=(value(&req.from))
+                    aria-invalid=[errors.invalid("from")] aria-describedby=[errors.described_by("from", "from")];
+                (field_error(errors, "from", "from"))
                 label for="subject" { "Subject" }
-                input #subject type="text" name="subject" required value=(value(&req.subject));
+                input #subject type="text" name="subject" required value=(value(&req.subject))
+                    aria-invalid=[errors.invalid("subject")] aria-describedby=[errors.described_by("subject", "subject")];
+                (field_error(errors, "subject", "subject"))
                 label for="text" { "Text" }
-                textarea #text name="text" { (value(&req.text)) }
+                textarea #text name="text" aria-invalid=[errors.invalid("text")] aria-describedby=[errors.described_by("text", "text")] { (value(&req.text)) }
+                (field_error(errors, "text", "text"))
                 label for="html" { "HTML " span.muted { "(optional)" } }
-                textarea #html name="html" { (value(&req.html)) }
+                textarea #html name="html" aria-invalid=[errors.invalid("html")] aria-describedby=[errors.described_by("html", "html")] { (value(&req.html)) }
+                (field_error(errors, "html", "html"))
                 div.actions { button type="submit" { "Send" } }
             }
         }

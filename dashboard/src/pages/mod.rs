@@ -51,6 +51,9 @@ pub(crate) fn table() -> RouteTable {
         .post("/templates/{id}/versions", templates::add_version)
         .post("/templates/{id}/current", templates::make_current)
         .post("/templates/{id}/preview", templates::preview)
+        .post("/templates/{id}/preview-draft", templates::preview_draft)
+        .post("/templates/{id}/send", templates::send)
+        .post("/templates/{id}/delete", templates::delete)
         .get("/suppressions", suppressions::list)
         .post("/suppressions", suppressions::add)
         .post("/suppressions/{email}/delete", suppressions::remove)
@@ -61,12 +64,17 @@ pub(crate) fn table() -> RouteTable {
         .post("/webhooks/{id}/disable", webhooks::disable)
         .post("/webhooks/{id}/rotate", webhooks::rotate)
         .post("/webhooks/{id}/test", webhooks::test)
+        .post("/webhooks/{id}/edit", webhooks::edit)
+        .post("/webhooks/{id}/delete", webhooks::delete)
+        .get("/webhooks/{id}/deliveries/{delivery_id}", webhooks::delivery)
         .post("/webhooks/{id}/deliveries/{delivery_id}/retry", webhooks::retry)
         .get("/keys", keys::list)
         .post("/keys", keys::create)
         .post("/keys/{id}/revoke", keys::revoke)
         .get(crate::assets::JS_PATH, crate::assets::script)
         .get(crate::assets::CSS_PATH, crate::assets::stylesheet)
+        .get(crate::assets::FAVICON_SVG_PATH, crate::assets::favicon_svg)
+        .get(crate::assets::FAVICON_ICO_PATH, crate::assets::favicon_ico)
 }
 
 /// Path parameters; one that cannot be decoded (not UTF-8) names nothing: a 404 page, as an

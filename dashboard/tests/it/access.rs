@@ -35,7 +35,9 @@ fn classify(method: &Method, path: &str) -> Option<Guard> {
         ("GET", "/") => Guard::Home,
         ("POST", "/sign-in") => Guard::SignIn,
         ("POST", "/sign-out") => Guard::SignOut,
-        ("GET", "/assets/dashboard.js" | "/assets/dashboard.css") => Guard::Public,
+        ("GET", "/assets/dashboard.js" | "/assets/dashboard.css" | "/assets/favicon.svg" | "/favicon.ico") => {
+            Guard::Public
+        }
         ("GET", "/overview" | "/messages" | "/messages/new") | ("POST", "/messages") => Guard::AnyKey,
         (_, p) if p.starts_with("/messages/{id}") => Guard::OwnMessage,
         (_, p)

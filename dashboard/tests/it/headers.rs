@@ -63,6 +63,12 @@ async fn every_page_carries_the_policy_and_no_inline_code() {
                     "text/css"
                 }));
             }
+            "/assets/favicon.svg" | "/favicon.ico" => {
+                assert_eq!(page.status, StatusCode::OK, "{what}");
+                assert_headers(&what, &page, PAGE_CSP);
+                assert_eq!(page.header("cache-control"), "public, max-age=3600", "{what}");
+                assert!(page.header("content-type").starts_with("image/"), "{what}");
+            }
             "/" => {
                 assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/overview"), "{what}");
                 assert_headers(&what, &page, PAGE_CSP);

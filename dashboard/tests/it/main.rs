@@ -3,6 +3,7 @@
 //! over the in-memory store.
 
 mod access;
+mod asking_and_errors;
 mod csrf;
 mod escaping;
 mod headers;

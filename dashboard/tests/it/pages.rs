@@ -12,6 +12,9 @@ use tidings_testing::fixtures;
 
 use crate::support::TestApp;
 
+/// The fields of a destructive form once its confirmation was answered yes.
+const YES: &[(&str, &str)] = &[("confirm", "yes")];
+
 /// The id at the end of a redirect to `/<family>/<id>`.
 fn id_from(location: &str, family: &str) -> String {
     location.strip_prefix(&format!("/{family}/")).unwrap_or_else(|| panic!("{location}")).to_owned()
@@ -83,7 +86,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
     let id = id_from(added.location(), "domains");
     let page = browser.get(&format!("/domains/{id}")).await;
-    assert!(page.body.contains(r#"<table id="records">"#));
+    assert!(page.body.contains(r#"<table class="fixed" id="records">"#));
     for kind in ["SPF", "DKIM", "DKIM2", "DMARC"] {
         let row =
             &page.body[page.body.find(&format!(r#"<tr data-kind="{kind}">"#)).unwrap_or_else(|| panic!("{kind}"))..];
@@ -119,9 +122,9 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
         .await;
     assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
     assert!(browser.get(&format!("/domains/{id}")).await.body.contains("billing@mail.acme.example"));
-    let removed = browser.post(&format!("/domains/{id}/senders/billing/delete"), &[]).await;
+    let removed = browser.post(&format!("/domains/{id}/senders/billing/delete"), YES).await;
     assert_eq!(removed.status, StatusCode::SEE_OTHER);
-    let deleted = browser.post(&format!("/domains/{id}/delete"), &[]).await;
+    let deleted = browser.post(&format!("/domains/{id}/delete"), YES).await;
     assert_eq!((deleted.status, deleted.location()), (StatusCode::SEE_OTHER, "/domains"));
     assert_eq!(browser.get(&format!("/domains/{id}")).await.status, StatusCode::NOT_FOUND);
 }
@@ -146,7 +149,7 @@ async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
     assert!(!page.body.contains(r#"id="delete-domain""#), "no delete form");
     assert!(!page.body.contains("/verify"), "no verify button");
     // A forged delete is still refused by core, and the domain stays.
-    let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), &[]).await;
+    let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), YES).await;
     assert_ne!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
     assert!(app.core.get_domain(&app.principal, sandbox.id).await.is_ok());
 }
@@ -268,7 +271,11 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
 
     assert_eq!(browser.post(&format!("/webhooks/{id}/test"), &[]).await.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/webhooks/{id}")).await;
-    assert!(page.body.contains(r#"<table id="deliveries">"#) && page.body.contains(">Test<"), "{}", page.body);
+    assert!(
+        page.body.contains(r#"<table class="fixed" id="deliveries">"#) && page.body.contains(">Test<"),
+        "{}",
+        page.body
+    );
     // An attempt that failed: its response code and error are in the log, with a retry.
     let mut delivery = app
         .core
@@ -282,7 +289,7 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     delivery.status = tidings_core::model::DeliveryStatus::Retrying;
     app.store.update_webhook_delivery(&delivery).await.unwrap();
     let page = browser.get(&format!("/webhooks/{id}")).await;
-    assert!(page.body.contains(r#"<td class="response-code">503</td>"#), "{}", page.body);
+    assert!(page.body.contains(r#"<td class="response-code" data-label="Response">503</td>"#), "{}", page.body);
     assert!(page.body.contains("HTTP 503: &lt;b&gt;down&lt;/b&gt;") && page.body.contains(r#"data-status="Retrying""#));
     let retried = browser.post(&format!("/webhooks/{id}/deliveries/{}/retry", delivery.id), &[]).await;
     assert_eq!((retried.status, retried.location()), (StatusCode::SEE_OTHER, format!("/webhooks/{id}").as_str()));
@@ -295,6 +302,17 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert!(app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     let bad = browser.post("/webhooks", &[("url", "http://127.0.0.1/x"), ("event_types", "Delivered")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    // The form comes back as typed, the URL marked and its message under it.
+    assert!(
+        bad.body.contains(r#"value="http://127.0.0.1/x" aria-invalid="true" aria-describedby="url-error""#),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains(r#"<p class="field-error" id="url-error">"#), "{}", bad.body);
+    let none = browser.post(&format!("/webhooks/{id}/edit"), &[("url", "https://hooks.example.com/t")]).await;
+    assert_eq!(none.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", none.body);
+    assert!(none.body.contains(r#"<fieldset id="event-types" aria-describedby="event-types-error">"#), "{}", none.body);
+    assert!(none.body.contains(r#"<p class="field-error" id="event-types-error">"#), "{}", none.body);
 }
 
 #[tokio::test]
@@ -314,9 +332,9 @@ async fn suppressions_are_added_found_and_removed() {
     assert!(!by_reason.body.contains("Gone@Example.com"));
     let bad = browser.get("/suppressions?reason=Nope").await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let removed = browser.post("/suppressions/Gone%40Example.com/delete", &[]).await;
+    let removed = browser.post("/suppressions/Gone%40Example.com/delete", YES).await;
     assert_eq!(removed.status, StatusCode::SEE_OTHER, "{}", removed.body);
-    assert_eq!(browser.post("/suppressions/Gone%40Example.com/delete", &[]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(browser.post("/suppressions/Gone%40Example.com/delete", YES).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -371,11 +389,11 @@ async fn queued_messages_can_be_rescheduled_and_canceled_then_not_any_more() {
     assert!(browser.get(&format!("/messages/{id}")).await.body.contains(r#"data-status="Scheduled""#));
     let past = browser.post(&format!("/messages/{id}/reschedule"), &[("send_at", "2001-01-01T00:00")]).await;
     assert_eq!(past.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", past.body);
-    let canceled = browser.post(&format!("/messages/{id}/cancel"), &[]).await;
+    let canceled = browser.post(&format!("/messages/{id}/cancel"), YES).await;
     assert_eq!(canceled.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/messages/{id}")).await;
     assert!(page.body.contains(r#"data-status="Canceled""#) && !page.body.contains(r#"id="reschedule""#));
-    let again = browser.post(&format!("/messages/{id}/cancel"), &[]).await;
+    let again = browser.post(&format!("/messages/{id}/cancel"), YES).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
 }
 

@@ -133,7 +133,7 @@ async fn revoking_the_key_ends_its_sessions_at_once() {
     assert_eq!(browser.get("/messages").await.status, StatusCode::OK);
     // Revoked from another session (the bootstrap key's), through the dashboard.
     let admin = app.sign_in(&app.key).await;
-    let revoked = admin.post(&format!("/keys/{id}/revoke"), &[]).await;
+    let revoked = admin.post(&format!("/keys/{id}/revoke"), &[("confirm", "yes")]).await;
     assert_eq!((revoked.status, revoked.location()), (StatusCode::SEE_OTHER, "/keys"));
     let page = browser.get("/messages").await;
     assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/"));

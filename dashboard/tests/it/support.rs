@@ -103,7 +103,9 @@ impl TestApp {
             ..DashboardConfig::default()
         };
         let dashboard = tidings_dashboard::router(DashboardState::new(core.clone(), api.limits(), settings));
-        let app = tidings_http::router(api).merge(dashboard);
+        let app = tidings_http::router(api)
+            .merge(dashboard)
+            .layer(axum::middleware::from_fn(tidings_dashboard::pages_for_browsers));
         Self { app, core, store, clock, dns, key, principal, outbox }
     }
 

@@ -202,6 +202,19 @@ impl World {
             }
             "/templates/{id}/current" => vec![("version_id", self.version.clone())],
             "/templates/{id}/preview" => vec![("variables", r#"{"x": "1"}"#.into())],
+            "/templates/{id}/preview-draft" => {
+                vec![("subject", "draft {{x}}".into()), ("text", "t".into()), ("variables", r#"{"x": "1"}"#.into())]
+            }
+            "/templates/{id}/send" => {
+                vec![("to", format!("template{n}@example.com")), ("variables", r#"{"x": "1"}"#.into())]
+            }
+            "/webhooks/{id}/edit" => {
+                vec![("url", format!("https://hooks.example.com/edited{n}")), ("event_types", "Delivered".into())]
+            }
+            // The confirmation step (`crate::confirm` in the dashboard) answered yes.
+            p if p.ends_with("/delete") || p.ends_with("/revoke") || p.ends_with("/cancel") => {
+                vec![("confirm", "yes".into())]
+            }
             "/suppressions" => vec![("email", format!("new{n}@example.com"))],
             "/webhooks" => {
                 vec![("url", format!("https://hooks.example.com/new{n}")), ("event_types", "Bounced".into())]

@@ -275,7 +275,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         }));
     }
     let app = if config.dashboard {
-        router(state.clone()).merge(dashboard_router(&config, &state, core_for_dashboard))
+        router(state.clone())
+            .merge(dashboard_router(&config, &state, core_for_dashboard))
+            .layer(axum::middleware::from_fn(tidings_dashboard::pages_for_browsers))
     } else {
         router(state)
     };

@@ -119,10 +119,26 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::Core(tidings_core::Error::Internal("handler panicked".into())).into_response()
 }
 
+/// Marks the answer of [`router`]'s fallbacks (a path it does not serve, a method a path
+/// does not take), in the response's extensions, so that a front end merged beside the API
+/// (the dashboard) can answer a browser with a page instead of the envelope, and leave
+/// every other 404 and 405 alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrouted {
+    /// 404: no route has this path.
+    UnknownPath,
+    /// 405: the path is served, not with this method.
+    WrongMethod,
+}
+
 async fn unknown_route() -> Response {
-    ApiError::UnknownRoute.into_response()
+    let mut response = ApiError::UnknownRoute.into_response();
+    response.extensions_mut().insert(Unrouted::UnknownPath);
+    response
 }
 
 async fn method_not_allowed() -> Response {
-    ApiError::MethodNotAllowed.into_response()
+    let mut response = ApiError::MethodNotAllowed.into_response();
+    response.extensions_mut().insert(Unrouted::WrongMethod);
+    response
 }

@@ -13,6 +13,7 @@
 mod dashboard;
 
 mod accessibility;
+mod fit_and_contrast;
 mod harness;
 mod hostile_mail;
 mod keys_and_domains;
