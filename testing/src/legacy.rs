@@ -114,7 +114,12 @@ async fn check_events<S: Store>(store: &S, ws: WorkspaceId, old: &Old) {
     }
 }
 
-async fn listed<S: Store>(store: &S, ws: WorkspaceId, status: Option<MessageStatus>, to: Option<&str>) -> Vec<MessageId> {
+async fn listed<S: Store>(
+    store: &S,
+    ws: WorkspaceId,
+    status: Option<MessageStatus>,
+    to: Option<&str>,
+) -> Vec<MessageId> {
     let to = to.map(|t| must(EmailAddress::parse(t), "address"));
     let query = MessageQuery { status, to, ..MessageQuery::page(PageRequest::first(200)) };
     must(store.list_messages(ws, &query).await, "list_messages").items.iter().map(|m| m.id).collect()
@@ -144,11 +149,8 @@ pub async fn check_store_of_bb14cf0<S: Store>(store: &S, manifest: &str) {
             assert_eq!(listed(store, ws, None, Some(&asked)).await, vec![o.id], "to={asked} finds the old message");
         }
         let status = store.get_message(ws, o.id).await.ok().flatten().map(|m| m.status);
-        let same: Vec<MessageId> = old
-            .iter()
-            .filter(|p| text(&p.json, "status") == status.map(MessageStatus::as_str))
-            .map(|p| p.id)
-            .collect();
+        let same: Vec<MessageId> =
+            old.iter().filter(|p| text(&p.json, "status") == status.map(MessageStatus::as_str)).map(|p| p.id).collect();
         assert_eq!(listed(store, ws, status, None).await, same, "status={status:?}");
     }
 
@@ -171,7 +173,7 @@ pub async fn check_store_of_bb14cf0<S: Store>(store: &S, manifest: &str) {
     assert!(!waiting.is_empty(), "the fixtures have messages waiting");
     for (n, m) in claimed.iter().enumerate() {
         let before = must(store.list_events(ws, m.id, PageRequest::first(200)).await, "list_events").items;
-        let sent = if n % 2 == 0 {
+        let sent = if n.is_multiple_of(2) {
             event_write(m, EventType::Sent, now, None)
         } else {
             recipient_event_write(m, 0, EventType::Sent, now, None)
@@ -186,7 +188,10 @@ pub async fn check_store_of_bb14cf0<S: Store>(store: &S, manifest: &str) {
         must(store.record_event(delivered.clone()).await, "record Delivered on an old message");
         let read = must(store.get_message(ws, m.id).await, "get_message").unwrap_or_else(|| panic!("{}", m.id));
         assert_eq!(read, end, "an old message delivered by this version");
-        assert_eq!((read.status, read.attempts, read.next_attempt_at), (MessageStatus::Delivered, m.attempts + 1, None));
+        assert_eq!(
+            (read.status, read.attempts, read.next_attempt_at),
+            (MessageStatus::Delivered, m.attempts + 1, None)
+        );
         assert!(!read.has_recipient_list(), "delivering it adds no list");
         let events = must(store.list_events(ws, m.id, PageRequest::first(200)).await, "list_events").items;
         let mut expected = before;
@@ -198,9 +203,14 @@ pub async fn check_store_of_bb14cf0<S: Store>(store: &S, manifest: &str) {
     // Messages to several recipients beside the old ones; one shares an old recipient.
     let key = must(store.list_api_keys(ws, PageRequest::first(10)).await, "list_api_keys").items[0].id;
     let first_old_to = text(&old[old.len() - 1].json, "to").unwrap_or_default().to_owned();
-    let several = message_to_several(ws, key, DomainId(ulid()), &["new.one@example.com"], &[&first_old_to], &[
-        "new.two@example.com",
-    ]);
+    let several = message_to_several(
+        ws,
+        key,
+        DomainId(ulid()),
+        &["new.one@example.com"],
+        &[&first_old_to],
+        &["new.two@example.com"],
+    );
     let created = must(store.create_message(&new_message(&several)).await, "create a message to several");
     assert_eq!(created, CreateOutcome::Created);
     assert_eq!(must(store.get_message(ws, several.id).await, "get").as_ref(), Some(&several), "it round-trips");

@@ -74,7 +74,7 @@ fn listed_message(kinds: &[(RecipientKind, bool)]) -> Message {
 fn happening(n: u64, event_type: EventType, at: DateTime<Utc>) -> Happening {
     let mut details = EventDetails::default();
     if event_type == EventType::Bounced {
-        details.bounce_type = Some(if n % 2 == 0 { BounceType::Hard } else { BounceType::Soft });
+        details.bounce_type = Some(if n.is_multiple_of(2) { BounceType::Hard } else { BounceType::Soft });
     }
     Happening {
         event_id: EventId(Ulid::from_parts(at.timestamp_millis() as u64, u128::from(n))),

@@ -49,7 +49,8 @@ async fn a_database_of_the_previous_version_reads_as_it_was_written() {
         drop(client);
         let _ = connection.await;
     }
-    let store = PgStore::connect(&url, options(&schema), sealer()).await.expect("this version migrates the old database");
+    let store =
+        PgStore::connect(&url, options(&schema), sealer()).await.expect("this version migrates the old database");
     let manifest = std::fs::read_to_string(Path::new(FIXTURE).join("manifest.json")).unwrap();
     check_store_of_bb14cf0(&store, &manifest).await;
 }

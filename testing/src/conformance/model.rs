@@ -25,12 +25,13 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use super::StoreFactory;
 use crate::MemoryStore;
 use crate::fixtures::{
-    api_key, domain, email, idempotency, idempotency_key, message, new_message, new_message_suppressing, ulid, workspace,
+    api_key, domain, email, idempotency, idempotency_key, message, new_message, new_message_suppressing, ulid,
+    workspace,
 };
 use deliveries::{DeliveryOp, ENDPOINTS, Hooks, delivery_op};
 use tidings_core::email::EmailAddress;
-use tidings_core::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
 use tidings_core::email::Mailbox;
+use tidings_core::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
 use tidings_core::model::{
     ApiKey, EventDetails, EventType, Message, MessageStatus, Recipient, RecipientKind, Suppression, SuppressionReason,
     SuppressionSource,
@@ -378,7 +379,7 @@ fn recipient_list(m: &Message, others: &[(usize, bool)]) -> Vec<Recipient> {
         let a = address(*to, *shout);
         if !seen.contains(&a.normalized()) {
             seen.push(a.normalized());
-            list.push((if i % 2 == 0 { RecipientKind::Cc } else { RecipientKind::Bcc }, a));
+            list.push((if i.is_multiple_of(2) { RecipientKind::Cc } else { RecipientKind::Bcc }, a));
         }
     }
     if list.len() == 1 {
@@ -386,7 +387,8 @@ fn recipient_list(m: &Message, others: &[(usize, bool)]) -> Vec<Recipient> {
     }
     list.into_iter()
         .map(|(kind, address)| {
-            let mut r = Recipient::new(Mailbox { display_name: None, address }, kind, MessageStatus::Queued, m.created_at);
+            let mut r =
+                Recipient::new(Mailbox { display_name: None, address }, kind, MessageStatus::Queued, m.created_at);
             r.next_attempt_at = m.next_attempt_at;
             r
         })
@@ -506,7 +508,10 @@ impl World {
                 // On a message with a list, an event about one recipient moves that one, and
                 // the write expects the last event read (as every such write does).
                 let about_one = current.has_recipient_list()
-                    && !matches!(event, EventType::Queued | EventType::Scheduled | EventType::Canceled | EventType::Failed);
+                    && !matches!(
+                        event,
+                        EventType::Queued | EventType::Scheduled | EventType::Canceled | EventType::Failed
+                    );
                 let applied = if about_one {
                     apply_recipient_event(&current, recipient.index(current.recipients.len()), happening)
                 } else {

@@ -63,7 +63,9 @@ fn to_lister<S: Store + 'static>(s: &Arc<S>, ws: WorkspaceId, to: &'static str) 
     let s = Arc::clone(s);
     Box::new(move |page| {
         let s = Arc::clone(&s);
-        Box::pin(async move { s.list_messages(ws, &MessageQuery { to: Some(email(to)), ..MessageQuery::page(page) }).await })
+        Box::pin(
+            async move { s.list_messages(ws, &MessageQuery { to: Some(email(to)), ..MessageQuery::page(page) }).await },
+        )
     })
 }
 
@@ -166,8 +168,13 @@ pub(super) async fn recipients_are_found_by_any_address_once<S: Store + 'static>
     for (to, expected) in cases {
         assert_eq!(listed(&*s, ws, None, Some(to)).await, expected, "to={to}: each message with it, once");
     }
-    walk_all_sizes("list_messages to=carol", &to_lister(&s, ws, "carol@example.org"), |m| m.id, &[only_cc.id, several.id])
-        .await;
+    walk_all_sizes(
+        "list_messages to=carol",
+        &to_lister(&s, ws, "carol@example.org"),
+        |m| m.id,
+        &[only_cc.id, several.id],
+    )
+    .await;
     walk_all_sizes("list_messages to=ann", &to_lister(&s, ws, "ann@example.com"), |m| m.id, &[several.id, plain.id])
         .await;
     assert_eq!(listed(&*s, other_ws, None, Some("carol@example.org")).await, vec![elsewhere.id], "other workspace");
@@ -177,7 +184,11 @@ pub(super) async fn recipients_are_found_by_any_address_once<S: Store + 'static>
     let moved = recipient_event(&*s, &several, 3, EventType::Sent, None).await;
     assert_eq!(moved.status, MessageStatus::Sent, "a first attempt makes the message Sent");
     assert_eq!(listed(&*s, ws, Some(MessageStatus::Sent), Some("carol@example.org")).await, vec![several.id], "Sent");
-    assert_eq!(listed(&*s, ws, Some(MessageStatus::Queued), Some("carol@example.org")).await, vec![only_cc.id], "Queued");
+    assert_eq!(
+        listed(&*s, ws, Some(MessageStatus::Queued), Some("carol@example.org")).await,
+        vec![only_cc.id],
+        "Queued"
+    );
     assert_eq!(listed(&*s, ws, Some(MessageStatus::Queued), Some("dave@example.net")).await, vec![], "moved on");
     let by_key = MessageQuery { sent_by: Some(key), ..query(None, Some("bob@example.com"), 10) };
     let items = s.list_messages(ws, &by_key).await.must("list by key and to").items;
@@ -218,6 +229,14 @@ pub(super) async fn partial_outcomes_make_the_aggregate_status<S: Store + 'stati
     }
     let far = plus_secs(now(), 86_400 * 365);
     assert!(s.claim_due_messages(far, plus_secs(far, 60), 10).await.must("claim").is_empty(), "nothing is due");
+    // Settled, so retention purges them, PartiallyDelivered ones included.
+    assert_eq!(s.purge_message_content(far, 10).await.must("purge_message_content"), ends.len(), "all purged");
+    for (id, status) in ends {
+        let m = s.get_message(ws, id).await.must("get_message").expect("the message stays");
+        assert_eq!((m.status, m.recipients.len()), (status, 2), "the record stays, recipients included");
+        assert!(!m.has_content(), "the bodies are purged");
+        assert!(timeline(&*s, &m).await.is_empty(), "the timeline is purged");
+    }
 }
 
 pub(super) async fn racing_recipient_events_are_all_kept<S: Store + 'static>(s: Arc<S>) {
@@ -267,12 +286,14 @@ pub(super) async fn concurrent_recipient_events_are_all_kept<S: Store + 'static>
     for index in 0..RECIPIENTS {
         let (s, m) = (Arc::clone(&s), m.clone());
         tasks.push(tokio::spawn(async move {
-            let outcome = if index % 2 == 0 { EventType::Delivered } else { EventType::Bounced };
+            let outcome = expected_event(index);
             let mut conflicts = 0;
             for event_type in [EventType::Sent, outcome] {
                 loop {
                     let read = stored(&*s, &m).await;
                     let write = recipient_event_write(&read, index, event_type, now(), None);
+                    // Let the others read the same message before this one writes.
+                    tokio::task::yield_now().await;
                     match s.record_event(write).await {
                         Ok(()) => break,
                         Err(StoreError::Conflict(_)) => conflicts += 1,
@@ -290,7 +311,7 @@ pub(super) async fn concurrent_recipient_events_are_all_kept<S: Store + 'static>
     let end = stored(&*s, &m).await;
     let statuses: Vec<_> = end.recipients.iter().map(|r| r.status).collect();
     let expected: Vec<_> = (0..RECIPIENTS)
-        .map(|i| if i % 2 == 0 { MessageStatus::Delivered } else { MessageStatus::Bounced })
+        .map(|i| if i.is_multiple_of(2) { MessageStatus::Delivered } else { MessageStatus::Bounced })
         .collect();
     assert_eq!(statuses, expected, "every recipient's outcome is kept");
     assert!(end.recipients.iter().all(|r| r.attempts == 1), "one attempt each: {:?}", end.recipients);
@@ -307,7 +328,7 @@ pub(super) async fn concurrent_recipient_events_are_all_kept<S: Store + 'static>
 }
 
 fn expected_event(index: usize) -> EventType {
-    if index % 2 == 0 { EventType::Delivered } else { EventType::Bounced }
+    if index.is_multiple_of(2) { EventType::Delivered } else { EventType::Bounced }
 }
 
 pub(super) async fn a_suppressed_recipient_is_settled_and_the_others_stay_due<S: Store + 'static>(s: Arc<S>) {
@@ -321,7 +342,10 @@ pub(super) async fn a_suppressed_recipient_is_settled_and_the_others_stay_due<S:
     assert_eq!(listed(&*s, ws, Some(MessageStatus::Queued), Some("bob@example.com")).await, vec![m.id], "indexed");
     let events = timeline(&*s, &m).await;
     assert_eq!(events.len(), 2, "Queued and Suppressed");
-    assert_eq!((events[1].event_type, events[1].recipient.clone()), (EventType::Suppressed, Some(email("bob@example.com"))));
+    assert_eq!(
+        (events[1].event_type, events[1].recipient.clone()),
+        (EventType::Suppressed, Some(email("bob@example.com")))
+    );
 
     let at = m.next_attempt_at.expect("a queued message is due");
     let lease = plus_secs(at, 600);
@@ -347,7 +371,12 @@ pub(super) async fn the_due_index_follows_the_aggregate_next_attempt<S: Store + 
     let claim = |now: DateTime<Utc>| {
         let s = Arc::clone(&s);
         async move {
-            s.claim_due_messages(now, plus_secs(now, 100), 10).await.must("claim").into_iter().map(|c| c.id).collect::<Vec<_>>()
+            s.claim_due_messages(now, plus_secs(now, 100), 10)
+                .await
+                .must("claim")
+                .into_iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
         }
     };
     assert_eq!(s.count_pending_messages(t0).await.must("count").due, 1, "due at creation");
