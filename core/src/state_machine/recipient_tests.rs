@@ -352,3 +352,20 @@ fn written_headers_do_not_change_the_state() {
     assert_eq!(m.status, MessageStatus::PartiallyDelivered);
     assert!(m.written_headers.is_some());
 }
+
+#[test]
+fn a_message_without_a_list_is_stored_as_before() {
+    // The record and the events of a one-recipient send have the fields every earlier
+    // version wrote, and no other: stores keep them as JSON, so old readers and old records
+    // see the same shape.
+    let (m, sent) = apply_recipient_event(&plain_message(), 0, happening(1, EventType::Sent, start())).unwrap();
+    let record = serde_json::to_value(&m).unwrap();
+    for key in ["recipients", "written_headers"] {
+        assert!(record.get(key).is_none(), "{key} in {record}");
+    }
+    let event = serde_json::to_value(&sent).unwrap();
+    assert!(event.get("recipient").is_none(), "recipient in {event}");
+    let listed = listed_message(&[(RecipientKind::To, false), (RecipientKind::Cc, false)]);
+    let (_, about_one) = apply_recipient_event(&listed, 1, happening(2, EventType::Sent, start())).unwrap();
+    assert_eq!(serde_json::to_value(&about_one).unwrap()["recipient"], "r1@example.com");
+}

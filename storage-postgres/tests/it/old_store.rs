@@ -51,6 +51,15 @@ async fn a_database_of_the_previous_version_reads_as_it_was_written() {
     }
     let store =
         PgStore::connect(&url, options(&schema), sealer()).await.expect("this version migrates the old database");
+    {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let sql = format!("SELECT count(*) FROM {schema}.schema_migrations WHERE version = '0008_recipients'");
+        let applied: i64 = client.query_one(&sql, &[]).await.unwrap().get(0);
+        assert_eq!(applied, 1, "migration 0008 ran on the old database");
+        drop(client);
+        let _ = connection.await;
+    }
     let manifest = std::fs::read_to_string(Path::new(FIXTURE).join("manifest.json")).unwrap();
     check_store_of_bb14cf0(&store, &manifest).await;
 }

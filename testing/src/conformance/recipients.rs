@@ -271,6 +271,39 @@ pub(super) async fn racing_recipient_events_are_all_kept<S: Store + 'static>(s: 
     );
     assert!(!events.iter().any(|e| e.id == second.event.id), "the refused event was not written");
     assert_eq!(listed(&*s, ws, Some(MessageStatus::PartiallyDelivered), None).await, vec![end.id], "status index");
+
+    // The same, the two writes sent at once from two tasks: exactly one wins.
+    let m = message_to_several(ws, key, dom, &["ann@example.com", "bob@example.com"], &[], &[]);
+    create(&*s, &new_message(&m)).await;
+    let m = recipient_event(&*s, &m, 0, EventType::Sent, None).await;
+    let read = recipient_event(&*s, &m, 1, EventType::Sent, None).await;
+    let writes = [
+        recipient_event_write(&read, 0, EventType::Delivered, plus_secs(read.updated_at, 1), None),
+        recipient_event_write(&read, 1, EventType::Bounced, plus_secs(read.updated_at, 1), None),
+    ];
+    let tasks = writes.clone().map(|write| {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move { s.record_event(write).await })
+    });
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.expect("a writer task"));
+    }
+    let won: Vec<usize> = (0..2).filter(|i| outcomes[*i].is_ok()).collect();
+    assert_eq!(won.len(), 1, "exactly one of two writes from one read wins: {outcomes:?}");
+    let lost = 1 - won[0];
+    assert_conflict(outcomes[lost].clone(), "the other write");
+    assert_eq!(stored(&*s, &read).await, writes[won[0]].message, "the winner's message");
+    let fresh = stored(&*s, &read).await;
+    let retry =
+        recipient_event_write(&fresh, lost, writes[lost].event.event_type, plus_secs(fresh.updated_at, 1), None);
+    s.record_event(retry).await.must("the loser's retry");
+    let end = stored(&*s, &read).await;
+    let statuses: Vec<_> = end.recipients.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [MessageStatus::Delivered, MessageStatus::Bounced], "both outcomes are kept");
+    let types: Vec<_> = timeline(&*s, &end).await.iter().map(|e| e.event_type).collect();
+    assert_eq!(types.len(), 5, "Queued, two Sent and both outcomes: {types:?}");
+    assert!(types.contains(&EventType::Delivered) && types.contains(&EventType::Bounced), "{types:?}");
 }
 
 pub(super) async fn concurrent_recipient_events_are_all_kept<S: Store + 'static>(s: Arc<S>) {
