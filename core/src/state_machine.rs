@@ -244,3 +244,6 @@ fn finish(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod recipient_tests;

@@ -4,9 +4,10 @@
 //! - [`run_all`]: example tests of each method's documented contract (round trips, `NotFound`
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
 //!   calls, the first workspace and shared secrets under racing calls, leases and their
-//!   release, per-endpoint and per-workspace claim quotas, cascading deletes). Each
-//!   check gets its own store and runs in its own task; all run even if some fail, and the
-//!   suite then panics naming every failed check.
+//!   release, per-endpoint and per-workspace claim quotas, cascading deletes, messages to
+//!   several recipients and their racing recipient events). Each check gets its own store
+//!   and runs in its own task; all run even if some fail, and the suite then panics naming
+//!   every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
 //!
@@ -43,6 +44,7 @@ mod messages;
 mod model;
 mod queue;
 mod quotas;
+mod recipients;
 mod retention;
 mod secrets;
 mod sessions;
@@ -120,6 +122,13 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         messages::events_page_oldest_first,
         messages::events_and_messages_queue_webhook_deliveries,
         find::messages_are_found_by_id_in_any_workspace,
+        recipients::messages_with_recipients_round_trip_with_their_events,
+        recipients::recipients_are_found_by_any_address_once,
+        recipients::partial_outcomes_make_the_aggregate_status,
+        recipients::racing_recipient_events_are_all_kept,
+        recipients::concurrent_recipient_events_are_all_kept,
+        recipients::a_suppressed_recipient_is_settled_and_the_others_stay_due,
+        recipients::the_due_index_follows_the_aggregate_next_attempt,
         queue::idempotency_keys_deduplicate_within_a_workspace,
         queue::expired_idempotency_keys_are_replaced,
         queue::racing_duplicates_create_exactly_one_message,

@@ -18,15 +18,15 @@ use tidings_core::ids::{
 };
 use tidings_core::model::{
     ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, EventDetails,
-    EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit,
-    RecordKind, RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason, SuppressionSource,
-    Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl,
-    Workspace,
+    EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit, Recipient,
+    RecipientKind, RecordKind, RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason,
+    SuppressionSource, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret,
+    WebhookUrl, Workspace,
 };
 use tidings_core::ports::{EventWrite, NewMessage, NewTemplateVersion, SystemRandom};
 use tidings_core::sealing::{Sealer, SealingKey};
 use tidings_core::secret::Secret;
-use tidings_core::state_machine::{Happening, apply_event};
+use tidings_core::state_machine::{Happening, apply_event, apply_recipient_event};
 
 /// The sealing key of [`sealer`]: fixed, so that a store reopened in a test opens.
 pub const SEALING_KEY: [u8; 32] = [0x5e; 32];
@@ -221,6 +221,103 @@ pub fn event_write(
         message: after,
         event,
         more_events: vec![],
+        webhook_deliveries: vec![],
+    }
+}
+
+/// A `Queued` message like [`message`] to several recipients, as `send_message` stores one:
+/// `to`, then `cc`, then `bcc`, each entry `addr` or `Name <addr>`, every recipient `Queued`
+/// and due now, the message's `to` the first and its own fields the aggregate
+/// ([`Message::settle_from_recipients`]). Give at least one address in all.
+pub fn message_to_several(
+    ws: WorkspaceId,
+    key: ApiKeyId,
+    domain: DomainId,
+    to: &[&str],
+    cc: &[&str],
+    bcc: &[&str],
+) -> Message {
+    let mut m = message(ws, key, domain);
+    let lists = [(RecipientKind::To, to), (RecipientKind::Cc, cc), (RecipientKind::Bcc, bcc)];
+    for (kind, list) in lists {
+        for text in list {
+            let mailbox = Mailbox::parse(text).unwrap_or_else(|e| panic!("fixture mailbox {text:?}: {e}"));
+            let mut r = Recipient::new(mailbox, kind, MessageStatus::Queued, m.created_at);
+            r.next_attempt_at = m.next_attempt_at;
+            m.recipients.push(r);
+        }
+    }
+    let first = m.recipients.first().unwrap_or_else(|| panic!("message_to_several without a recipient"));
+    m.to = first.email.clone();
+    m.settle_from_recipients();
+    m
+}
+
+/// What `create_message` takes for `message` (one with a recipient list) when the
+/// recipients at `suppressed` are on the suppression list, as `send_message` writes it: those
+/// recipients `Suppressed` with nothing due, the `Queued` event, then one `Suppressed` event
+/// per suppressed recipient naming it, in order, the last of them the message's
+/// `last_event_id`.
+pub fn new_message_suppressing(message: &Message, suppressed: &[usize]) -> NewMessage {
+    let mut m = message.clone();
+    let queued = queued_event(&m);
+    let mut last = queued.id;
+    let mut recipient_events = Vec::new();
+    for &i in suppressed {
+        let r = &mut m.recipients[i];
+        r.status = MessageStatus::Suppressed;
+        r.next_attempt_at = None;
+        last = EventId(last.0.increment().unwrap_or(last.0));
+        recipient_events.push(MessageEvent {
+            id: last,
+            message_id: m.id,
+            event_type: EventType::Suppressed,
+            provider_message_id: None,
+            occurred_at: m.created_at,
+            details: EventDetails::default(),
+            recipient: Some(r.email.clone()),
+        });
+    }
+    m.last_event_id = last;
+    m.settle_from_recipients();
+    NewMessage { message: m, event: queued, recipient_events, idempotency: None, webhook_deliveries: vec![] }
+}
+
+/// The write for `event_type` happening at `at` to the recipient at `index` of `message` (as
+/// read), through the state machine ([`apply_recipient_event`]), as the delivery worker
+/// makes it: it expects the status and the last event it read, so that it fails with
+/// `Conflict` if any other event was recorded since. `next_attempt_at` is the retry time of
+/// a `Deferred`; `Sent` gets a provider Message-ID. Panics if the state machine refuses.
+pub fn recipient_event_write(
+    message: &Message,
+    index: usize,
+    event_type: EventType,
+    at: DateTime<Utc>,
+    next_attempt_at: Option<DateTime<Utc>>,
+) -> EventWrite {
+    let attempts = message.recipient_list().get(index).map_or(0, |r| r.attempts);
+    let event_id = EventId(ulid());
+    let happening = Happening {
+        event_id,
+        event_type,
+        at,
+        details: EventDetails {
+            attempt: (event_type == EventType::Sent).then_some(attempts + 1),
+            next_attempt_at,
+            ..EventDetails::default()
+        },
+        provider_message_id: (event_type == EventType::Sent)
+            .then(|| message.provider_message_id.clone().unwrap_or_else(|| format!("{}@tidings.test", message.id))),
+        next_attempt_at,
+    };
+    let (after, event) = apply_recipient_event(message, index, happening)
+        .unwrap_or_else(|e| panic!("fixture recipient_event_write (recipient {index}): {e}"));
+    EventWrite {
+        expected_status: message.status,
+        expected_next_attempt_at: None,
+        expected_last_event_id: Some(message.last_event_id),
+        message: after,
+        event,
         webhook_deliveries: vec![],
     }
 }

@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod dkim;
 pub mod dns;
 pub mod fixtures;
+pub mod legacy;
 pub mod limits;
 pub mod mailer;
 mod memory;

@@ -1,8 +1,9 @@
 //! The model test: random operation sequences run against the store under test and against
 //! [`MemoryStore`]; every answer must be the same.
 //!
-//! Operations cover messages (with and without idempotency keys, keys reused, events through
-//! the state machine including stale and foreign writes, filtered lists walked page by page,
+//! Operations cover messages (with and without idempotency keys, keys reused, to one recipient
+//! or several with one suppressed at create, events through the state machine about the
+//! message or one of its recipients, including stale and foreign writes, filtered lists walked page by page,
 //! claims, lease releases, the pending count, retention purges), idempotency lookups and purges, suppressions, API keys, the first
 //! workspace (refused, as a case starts with workspaces), shared secrets, and the webhook
 //! delivery queue with per-endpoint claim quotas ([`deliveries`]). Two answers are the
@@ -23,16 +24,21 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::StoreFactory;
 use crate::MemoryStore;
-use crate::fixtures::{api_key, domain, email, idempotency, idempotency_key, message, new_message, ulid, workspace};
+use crate::fixtures::{
+    api_key, domain, email, idempotency, idempotency_key, message, new_message, new_message_suppressing, ulid,
+    workspace,
+};
 use deliveries::{DeliveryOp, ENDPOINTS, Hooks, delivery_op};
 use tidings_core::email::EmailAddress;
+use tidings_core::email::Mailbox;
 use tidings_core::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
 use tidings_core::model::{
-    ApiKey, EventDetails, EventType, Message, MessageStatus, Suppression, SuppressionReason, SuppressionSource,
+    ApiKey, EventDetails, EventType, Message, MessageStatus, Recipient, RecipientKind, Suppression, SuppressionReason,
+    SuppressionSource,
 };
 use tidings_core::ports::{EventWrite, MessageQuery, MessageStore, PageRequest, Store, StoreResult, TagFilter};
 use tidings_core::secret::{Secret, SecretName};
-use tidings_core::state_machine::{Happening, apply_event};
+use tidings_core::state_machine::{Happening, apply_event, apply_recipient_event};
 
 /// Environment variable overriding the number of cases [`model_test`] runs.
 pub const CASES_ENV: &str = "TIDINGS_PROPTEST_CASES";
@@ -128,12 +134,20 @@ enum Op {
         idempotency: Option<(usize, u8)>,
         /// Indexes into [`TAG_SETS`] and [`METADATA_SETS`].
         labels: (usize, usize),
+        /// Recipients beside `to` (addresses as `to` and `shout`), cc and bcc by turns; with
+        /// any (not all the same as `to`) the message has a recipient list.
+        others: Vec<(usize, bool)>,
+        /// Whether the last of `others` is suppressed at create (a `Suppressed` event).
+        suppress_last: bool,
     },
     Record {
         msg: Index,
         event: EventType,
         twist: Twist,
         retry_secs: u8,
+        /// The recipient an event is about, on a message with a list (whole-message events,
+        /// `Queued`, `Scheduled`, `Canceled` and `Failed`, are about every recipient).
+        recipient: Index,
     },
     GetMessage {
         ws: usize,
@@ -260,10 +274,20 @@ fn op() -> impl Strategy<Value = Op> {
             any::<bool>(),
             prop::option::weighted(0.7, (0..IDEMPOTENCY_KEYS, ttl())),
             (0..TAG_SETS.len(), 0..METADATA_SETS.len()),
+            (prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec((to(), any::<bool>()), 1..=3)], any::<bool>()),
         )
-            .prop_map(|(ws, sender, to, shout, idempotency, labels)| Op::Create { ws, sender, to, shout, idempotency, labels }),
-        8 => (any::<Index>(), event, twist, 1u8..=120)
-            .prop_map(|(msg, event, twist, retry_secs)| Op::Record { msg, event, twist, retry_secs }),
+            .prop_map(|(ws, sender, to, shout, idempotency, labels, (others, suppress_last))| Op::Create {
+                ws,
+                sender,
+                to,
+                shout,
+                idempotency,
+                labels,
+                others,
+                suppress_last,
+            }),
+        8 => (any::<Index>(), event, twist, 1u8..=120, any::<Index>())
+            .prop_map(|(msg, event, twist, retry_secs, recipient)| Op::Record { msg, event, twist, retry_secs, recipient }),
         2 => (any_ws(), any::<Index>()).prop_map(|(ws, msg)| Op::GetMessage { ws, msg }),
         1 => prop::option::weighted(0.8, any::<Index>()).prop_map(|msg| Op::FindMessage { msg }),
         3 => (
@@ -346,6 +370,31 @@ fn same<T: PartialEq + Debug>(what: &str, under_test: &StoreResult<T>, model: &S
     }
 }
 
+/// The recipient list of `m` (its `to` first) with `others` beside it, cc and bcc by turns,
+/// each address once, all `Queued` and due when `m` is; empty (no list) if no other remains.
+fn recipient_list(m: &Message, others: &[(usize, bool)]) -> Vec<Recipient> {
+    let mut seen = vec![m.to.normalized()];
+    let mut list = vec![(RecipientKind::To, m.to.clone())];
+    for (i, (to, shout)) in others.iter().enumerate() {
+        let a = address(*to, *shout);
+        if !seen.contains(&a.normalized()) {
+            seen.push(a.normalized());
+            list.push((if i.is_multiple_of(2) { RecipientKind::Cc } else { RecipientKind::Bcc }, a));
+        }
+    }
+    if list.len() == 1 {
+        return Vec::new();
+    }
+    list.into_iter()
+        .map(|(kind, address)| {
+            let mut r =
+                Recipient::new(Mailbox { display_name: None, address }, kind, MessageStatus::Queued, m.created_at);
+            r.next_attempt_at = m.next_attempt_at;
+            r
+        })
+        .collect()
+}
+
 fn address(to: usize, shout: bool) -> EmailAddress {
     let text = ADDRESSES[to % ADDRESSES.len()];
     if shout {
@@ -419,14 +468,21 @@ impl World {
     async fn apply(&mut self, sut: &dyn Store, model: &MemoryStore, op: &Op) -> Result<(), String> {
         match op.clone() {
             Op::Tick { secs } => self.clock = self.at(i64::from(secs)),
-            Op::Create { ws, sender, to, shout, idempotency: key, labels } => {
+            Op::Create { ws, sender, to, shout, idempotency: key, labels, others, suppress_last } => {
                 let workspace = self.workspaces[ws];
                 let keys: Vec<&ApiKey> = self.keys.iter().filter(|k| k.workspace_id == workspace).collect();
                 let mut m = message(workspace, sender.get(&keys).id, self.domains[ws]);
                 m.to = address(to, shout);
                 (m.extras.tags, m.extras.metadata) = label_set(labels);
                 (m.created_at, m.updated_at, m.next_attempt_at) = (self.clock, self.clock, Some(self.clock));
-                let mut new = new_message(&m);
+                m.recipients = recipient_list(&m, &others);
+                m.settle_from_recipients();
+                let mut new = if suppress_last && m.recipients.len() > 1 {
+                    new_message_suppressing(&m, &[m.recipients.len() - 1])
+                } else {
+                    new_message(&m)
+                };
+                let m = new.message.clone();
                 new.idempotency = key.map(|(k, ttl)| {
                     idempotency(workspace, &format!("key-{k}"), m.id, self.clock, self.at(i64::from(ttl)))
                 });
@@ -434,7 +490,7 @@ impl World {
                 let (a, b) = both!(sut, model, |st| st.create_message(&new));
                 same("create_message", &a, &b)?;
             }
-            Op::Record { msg, event, twist, retry_secs } => {
+            Op::Record { msg, event, twist, retry_secs, recipient } => {
                 if self.messages.is_empty() {
                     return Ok(());
                 }
@@ -449,11 +505,23 @@ impl World {
                     provider_message_id: (event == EventType::Sent).then(|| format!("{}@tidings.test", ulid())),
                     next_attempt_at: (event == EventType::Deferred).then(|| self.at(i64::from(retry_secs))),
                 };
-                let Ok((after, event)) = apply_event(&current, happening) else { return Ok(()) };
+                // On a message with a list, an event about one recipient moves that one, and
+                // the write expects the last event read (as every such write does).
+                let about_one = current.has_recipient_list()
+                    && !matches!(
+                        event,
+                        EventType::Queued | EventType::Scheduled | EventType::Canceled | EventType::Failed
+                    );
+                let applied = if about_one {
+                    apply_recipient_event(&current, recipient.index(current.recipients.len()), happening)
+                } else {
+                    apply_event(&current, happening)
+                };
+                let Ok((after, event)) = applied else { return Ok(()) };
                 let mut write = EventWrite {
                     expected_status: current.status,
                     expected_next_attempt_at: None,
-                    expected_last_event_id: None,
+                    expected_last_event_id: current.has_recipient_list().then_some(current.last_event_id),
                     message: after,
                     event,
                     more_events: vec![],
