@@ -318,6 +318,7 @@ pub fn recipient_event_write(
         expected_last_event_id: Some(message.last_event_id),
         message: after,
         event,
+        more_events: vec![],
         webhook_deliveries: vec![],
     }
 }
