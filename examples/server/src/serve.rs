@@ -151,6 +151,11 @@ pub async fn serve(
             },
         };
         failures.succeeded();
+        // Without it a response written in pieces (the TLS handshake's last flight, then
+        // the response) waits for the client's delayed ACK: ~40 ms on a new connection.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
+        }
         at_cap = still_at_cap(at_cap, &slots);
         if !at_cap {
             pressure_tx.send_if_modified(|p| std::mem::replace(p, false));
