@@ -1,6 +1,6 @@
 //! The operator's log: what happened to mail and webhooks, one line each, from core's
 //! [`EventObserver`] port (beside the metrics, which count the same things). Each line names
-//! the ids an operator looks up next (`message`, `workspace`, `delivery`, `endpoint`) and
+//! the ids an operator looks up next (`message_id`, `workspace`, `delivery`, `endpoint`) and
 //! never an address, a body or a secret: the recipient is in the message, for those who may
 //! read it.
 //!
@@ -34,11 +34,13 @@ impl EventObserver for OperatorLog {
         let attempt = d.attempt.unwrap_or_default();
         match event.event_type {
             EventType::Delivered => {
-                tracing::info!(target: TARGET, message = %id, %workspace, attempt, smtp_code = %code, "message delivered")
+                tracing::info!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code, "message delivered")
             }
             EventType::Deferred => {
-                let next = d.next_attempt_at.map_or_else(String::new, |t| t.to_rfc3339());
-                tracing::warn!(target: TARGET, message = %id, %workspace, attempt, smtp_code = %code, enhanced, reply, next_attempt_at = %next, "message deferred")
+                let next = d
+                    .next_attempt_at
+                    .map_or_else(String::new, |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code, enhanced, reply, next_attempt_at = %next, "message deferred")
             }
             EventType::Bounced => {
                 let bounce = match d.bounce_type {
@@ -46,17 +48,17 @@ impl EventObserver for OperatorLog {
                     Some(tidings_core::model::BounceType::Soft) => "soft",
                     None => "",
                 };
-                tracing::warn!(target: TARGET, message = %id, %workspace, bounce, smtp_code = %code, enhanced, reply, "message bounced")
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, bounce, smtp_code = %code, enhanced, reply, "message bounced")
             }
-            EventType::Complained => tracing::warn!(target: TARGET, message = %id, %workspace, "complaint received"),
+            EventType::Complained => tracing::warn!(target: TARGET, message_id = %id, %workspace, "complaint received"),
             EventType::Failed => {
-                tracing::warn!(target: TARGET, message = %id, %workspace, reason = reply, "message failed")
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, reason = reply, "message failed")
             }
             EventType::Suppressed => {
-                tracing::info!(target: TARGET, message = %id, %workspace, "message not sent: the recipient is suppressed")
+                tracing::info!(target: TARGET, message_id = %id, %workspace, "message not sent: the recipient is suppressed")
             }
             other => {
-                tracing::debug!(target: TARGET, message = %id, %workspace, event = other.as_str(), "message event")
+                tracing::debug!(target: TARGET, message_id = %id, %workspace, event = other.as_str(), "message event")
             }
         }
     }
@@ -70,14 +72,16 @@ impl EventObserver for OperatorLog {
         let error = quoted(delivery.last_error.as_deref());
         match result {
             WebhookAttemptResult::Delivered => {
-                tracing::debug!(target: TARGET, delivery = %id, %endpoint, %workspace, %message, event, attempts, "webhook delivered")
+                tracing::debug!(target: TARGET, delivery = %id, %endpoint, %workspace, message_id = %message, event, attempts, "webhook delivered")
             }
             WebhookAttemptResult::Retrying => {
-                let next = delivery.next_attempt_at.map_or_else(String::new, |t| t.to_rfc3339());
-                tracing::warn!(target: TARGET, delivery = %id, %endpoint, %workspace, %message, event, attempts, %response_code, error, next_attempt_at = %next, "webhook attempt failed; retrying")
+                let next = delivery
+                    .next_attempt_at
+                    .map_or_else(String::new, |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                tracing::warn!(target: TARGET, delivery = %id, %endpoint, %workspace, message_id = %message, event, attempts, %response_code, error, next_attempt_at = %next, "webhook attempt failed; retrying")
             }
             WebhookAttemptResult::Failed => {
-                tracing::warn!(target: TARGET, delivery = %id, %endpoint, %workspace, %message, event, attempts, %response_code, error, "webhook delivery failed; no more attempts")
+                tracing::warn!(target: TARGET, delivery = %id, %endpoint, %workspace, message_id = %message, event, attempts, %response_code, error, "webhook delivery failed; no more attempts")
             }
         }
     }
@@ -98,7 +102,7 @@ impl EventObserver for OperatorLog {
             tidings_core::model::SuppressionSource::Bounce => "bounce",
             tidings_core::model::SuppressionSource::Complaint => "complaint",
         };
-        tracing::info!(target: TARGET, suppression = %suppression.id, workspace = %suppression.workspace_id, reason = suppression.reason.as_str(), source, %message, "address suppressed");
+        tracing::info!(target: TARGET, suppression = %suppression.id, workspace = %suppression.workspace_id, reason = suppression.reason.as_str(), source, message_id = %message, "address suppressed");
     }
 }
 

@@ -317,10 +317,10 @@ async fn log_request(req: Request, next: Next) -> Response {
     match response.extensions().get::<tidings_http::ErrorCode>() {
         Some(code) => {
             let error = code.0.as_ref();
-            tracing::info!(target: "tidings::request", %method, %path, status, error, latency_ms, %peer, %request_id, "request");
+            tracing::info!(target: "tidings::request", %method, %path, status, error, %latency_ms, %peer, %request_id, "request");
         }
         None => {
-            tracing::info!(target: "tidings::request", %method, %path, status, latency_ms, %peer, %request_id, "request")
+            tracing::info!(target: "tidings::request", %method, %path, status, %latency_ms, %peer, %request_id, "request")
         }
     }
     response
