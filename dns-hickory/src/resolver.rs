@@ -28,6 +28,16 @@ pub enum Upstream {
     Server(SocketAddr),
 }
 
+impl std::fmt::Display for Upstream {
+    /// `system` or `ip:port`, as logs name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::System => f.write_str("system"),
+            Self::Server(addr) => addr.fmt(f),
+        }
+    }
+}
+
 /// How long to wait for the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -192,7 +202,7 @@ impl HickoryDns {
         let result = match tokio::time::timeout(self.deadline, self.resolver.lookup(fqdn, record_type)).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                tracing::warn!(name, %record_type, upstream = ?self.upstream, "DNS lookup exceeded its deadline");
+                tracing::warn!(name, %record_type, upstream = %self.upstream, "DNS lookup exceeded its deadline");
                 return Err(DnsError::Timeout(name.to_owned()));
             }
         };
@@ -207,7 +217,7 @@ impl HickoryDns {
                 Outcome::NoData => Ok(Vec::new()),
                 Outcome::Error(dns_error) => {
                     if !matches!(dns_error, DnsError::NxDomain(_)) {
-                        tracing::warn!(name, %record_type, upstream = ?self.upstream, %error, "DNS lookup failed");
+                        tracing::warn!(name, %record_type, upstream = %self.upstream, %error, "DNS lookup failed");
                     }
                     Err(dns_error)
                 }

@@ -41,6 +41,16 @@ pub enum Owner {
     Workspace(WorkspaceId),
 }
 
+impl std::fmt::Display for Owner {
+    /// `client 192.0.2.7` or `workspace 01J…`, as logs name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Client(ip) => write!(f, "client {ip}"),
+            Self::Workspace(id) => write!(f, "workspace {id}"),
+        }
+    }
+}
+
 impl Owner {
     /// The owner of a keyless request from `ip`: its [`client_group`], so every address of an
     /// IPv6 /64 shares one share, as it shares one allowance of failed authentications.
@@ -205,7 +215,7 @@ impl Ledger {
                 release(state, &holder);
                 holder.cancelled.done.store(true, Ordering::Release);
                 holder.cancelled.notify.notify_waiters();
-                tracing::debug!(owner = ?holder.owner, kib = holder.kib, "slow upload cancelled to make room");
+                tracing::debug!(owner = %holder.owner, kib = holder.kib, "slow upload cancelled to make room");
             }
             if fits(state) {
                 return true;

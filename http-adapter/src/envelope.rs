@@ -178,10 +178,20 @@ pub fn failure_body(status: StatusCode, code: &'static str, message: &str) -> Ve
     failure_value(status, ErrorObject::new(code, message.to_owned(), &[])).to_string().into_bytes()
 }
 
-/// A failure: `data` null and the `error` object.
+/// A failure: `data` null and the `error` object. The response carries its code as an
+/// [`ErrorCode`] extension, for the server's request log line.
 pub fn failure(status: StatusCode, error: ErrorObject) -> Response {
-    (status, Json(failure_value(status, error))).into_response()
+    let code = ErrorCode(error.code.clone());
+    let mut response = (status, Json(failure_value(status, error))).into_response();
+    response.extensions_mut().insert(code);
+    response
 }
+
+/// The `error.code` of a failure response (an extension of it): what a log line names
+/// beside the status, so that an operator tells a 422 `domain_not_verified` from a 422
+/// `validation_error` without the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorCode(pub Cow<'static, str>);
 
 fn failure_value(status: StatusCode, error: ErrorObject) -> Value {
     let body =

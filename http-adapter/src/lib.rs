@@ -78,7 +78,7 @@ use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidi
 pub use body::{BodyError, ConnectionUploads, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, receive};
 pub use budget::{Claim, MemoryBudget, Owner, Refusal};
 pub use client_addr::{ClientIp, TrustedProxies};
-pub use envelope::failure_body;
+pub use envelope::{ErrorCode, failure_body};
 pub use error::{ApiError, ApiResult};
 pub use head::{MAX_HEADER_LIST_BYTES, MAX_URI_BYTES};
 pub use metrics::Metrics;

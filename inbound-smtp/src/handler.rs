@@ -101,6 +101,17 @@ pub enum AuthFailure {
     Unavailable,
 }
 
+impl std::fmt::Display for AuthFailure {
+    /// `invalid`, `throttled` or `unavailable`, as logs name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Invalid => "invalid",
+            Self::Throttled => "throttled",
+            Self::Unavailable => "unavailable",
+        })
+    }
+}
+
 /// Receives each message the listener accepts; on a submission listener also decides who
 /// may submit and to whom.
 #[async_trait]

@@ -106,6 +106,11 @@ impl InboundListener {
                 }
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        // Replies are small writes each awaited by the client: without it
+                        // Nagle holds one back until the previous one is acknowledged.
+                        if let Err(error) = stream.set_nodelay(true) {
+                            tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+                        }
                         let Some(share) = places.share(peer.ip()) else {
                             // Debug only: a line per refusal is what a flood would want.
                             tracing::debug!(%peer, "inbound connection refused: too many from its address");

@@ -440,7 +440,7 @@ impl Session {
             Err(failure) => {
                 self.shared.stats.bump(Counter::AuthFailures);
                 // Not the user name: some clients put the key there too.
-                tracing::info!(peer = %self.peer, ?failure, "AUTH failed");
+                tracing::info!(peer = %self.peer, %failure, "AUTH failed");
                 Ok(self.fail(match failure {
                     AuthFailure::Invalid => reply::AUTH_INVALID,
                     AuthFailure::Throttled => reply::AUTH_THROTTLED,

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
-use tidings_core::model::{ApiKey, KeyHash, Workspace};
+use tidings_core::model::{ApiKey, KeyHash, RateLimit, Workspace};
 use tidings_core::ports::{KeyStore, Page, PageRequest, StoreError, StoreResult, WorkspaceStore};
 
 use crate::PgStore;
@@ -128,6 +128,23 @@ impl KeyStore for PgStore {
 
     async fn revoke_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<ApiKey> {
         revoke_live_key(self, workspace, id, at).await?.ok_or(StoreError::NotFound)
+    }
+
+    async fn set_api_key_rate_limit(
+        &self,
+        workspace: WorkspaceId,
+        id: ApiKeyId,
+        rate_limit: RateLimit,
+    ) -> StoreResult<ApiKey> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let sql = "SELECT doc FROM api_keys WHERE id = $1 AND workspace_id = $2 AND NOT revoked FOR UPDATE";
+        let row = query_opt(&tx, sql, &[&uuid(id.0), &uuid(workspace.0)]).await?.ok_or(StoreError::NotFound)?;
+        let mut key: ApiKey = decode(&row, "api key")?;
+        key.rate_limit = rate_limit;
+        execute(&tx, "UPDATE api_keys SET doc = $2 WHERE id = $1", &[&uuid(id.0), &doc(&key)?]).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(key)
     }
 
     async fn touch_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<()> {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sled::Tree;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
-use tidings_core::model::{ApiKey, KeyHash};
+use tidings_core::model::{ApiKey, KeyHash, RateLimit};
 use tidings_core::ports::{KeyStore, Page, PageRequest, StoreError, StoreResult};
 
 use crate::SledStore;
@@ -78,6 +78,26 @@ impl KeyStore for SledStore {
                 key.revoked_at = Some(at);
                 batch.insert(record.clone(), encode(&key)?);
                 batch.remove(layout::api_key_active(workspace, id).0);
+                Ok(key)
+            })
+            .await
+    }
+
+    async fn set_api_key_rate_limit(
+        &self,
+        workspace: WorkspaceId,
+        id: ApiKeyId,
+        rate_limit: RateLimit,
+    ) -> StoreResult<ApiKey> {
+        let record = layout::api_key(workspace, id).0;
+        self.inner
+            .write_durable(|tree, batch| {
+                let mut key: ApiKey = get(tree, &record, "API key")?.ok_or(StoreError::NotFound)?;
+                if key.revoked_at.is_some() {
+                    return Err(StoreError::NotFound);
+                }
+                key.rate_limit = rate_limit;
+                batch.insert(record.clone(), encode(&key)?);
                 Ok(key)
             })
             .await

@@ -112,6 +112,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         keys::key_lists_page_newest_first_without_revoked_keys,
         keys::revoking_a_key_shows_everywhere_once,
         keys::touching_ignores_unknown_and_revoked_keys,
+        keys::a_live_keys_rate_changes_everywhere_and_a_revoked_ones_never,
         messages::messages_round_trip_with_their_queued_event,
         messages::message_lists_page_newest_first,
         messages::message_filters_combine,

@@ -12,8 +12,9 @@ use tidings_core::ids::{
     WebhookId, WorkspaceId,
 };
 use tidings_core::model::{
-    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender, SenderUsername,
-    Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
+    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, RateLimit, Sender,
+    SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
+    Workspace,
 };
 use tidings_core::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
@@ -75,6 +76,15 @@ impl KeyStore for UnavailableStore {
     }
 
     async fn touch_api_key(&self, _workspace: WorkspaceId, _id: ApiKeyId, _at: DateTime<Utc>) -> StoreResult<()> {
+        down()
+    }
+
+    async fn set_api_key_rate_limit(
+        &self,
+        _workspace: WorkspaceId,
+        _id: ApiKeyId,
+        _rate: RateLimit,
+    ) -> StoreResult<ApiKey> {
         down()
     }
 }

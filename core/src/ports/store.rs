@@ -27,7 +27,7 @@ use crate::ids::{
 };
 use crate::model::{
     ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
-    Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
+    RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
     WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use crate::ports::EndpointQuota;
@@ -275,6 +275,15 @@ pub trait KeyStore: Send + Sync {
     async fn revoke_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<ApiKey>;
     /// Records a use (not durable, may be coalesced). Unknown or revoked keys are ignored.
     async fn touch_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<()>;
+    /// Sets a live key's send rate (durable) and returns the key. `NotFound` if absent or
+    /// revoked. From return on, `find_api_key_by_hash` shows the new rate, so the next send
+    /// on any node is limited by it.
+    async fn set_api_key_rate_limit(
+        &self,
+        workspace: WorkspaceId,
+        id: ApiKeyId,
+        rate_limit: RateLimit,
+    ) -> StoreResult<ApiKey>;
 }
 
 /// Messages, their timelines and the delivery queue.

@@ -38,6 +38,14 @@ pub struct CreateApiKeyRequest {
     pub rate_limit_per_sec: Option<i64>,
 }
 
+/// Body of `PATCH /v1/keys/{id}`, before validation: what may change on a live key.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateApiKeyRequest {
+    /// Sends per second, 1–10,000 (required: the one thing a key's owner may change).
+    pub rate_limit_per_sec: Option<i64>,
+}
+
 /// A key just created, with its plaintext: the only time the plaintext is available.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatedKey {
@@ -109,6 +117,27 @@ impl Tidings {
         Ok(())
     }
 
+    /// `PATCH /v1/keys/{id}`: sets a live key's send rate, from the key's next send on (on
+    /// every node: the rate is read with the key). A `full` key changes any key of its
+    /// workspace, itself included (it could make a key with any rate anyway); a
+    /// domain-restricted one only keys restricted to its domain, as for revoking.
+    pub async fn update_api_key(&self, who: &Principal, id: ApiKeyId, req: UpdateApiKeyRequest) -> Result<ApiKey> {
+        who.require_full()?;
+        // Found and allowed before the body is judged: another workspace's id is a 404
+        // whatever the body says.
+        let target = self.get_api_key(who, id).await?;
+        who.require_key_manager_of(target.sending_domain_id)?;
+        let rate_limit = match req.rate_limit_per_sec {
+            None => Err(FieldError::new("rateLimitPerSec", "is required")),
+            Some(n) => rate_limit(n),
+        }
+        .map_err(|e| Error::Validation { fields: vec![e] })?;
+        self.store
+            .set_api_key_rate_limit(who.workspace_id, id, rate_limit)
+            .await
+            .map_err(crate::error::missing("API key"))
+    }
+
     /// Operator: creates a workspace and its first `full` key (named `default`) in one
     /// atomic write. `bootstrap` is the plaintext to use for that key (from configuration);
     /// `None` generates one. A bootstrap key already in use is a `Conflict`.
@@ -120,6 +149,12 @@ impl Tidings {
         let (workspace, created) = self.new_workspace(name, bootstrap)?;
         self.store.create_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
         Ok((workspace, created))
+    }
+
+    /// Operator: every workspace, oldest first (`tidings-server workspace list`: the id a
+    /// new key needs when the first one is lost).
+    pub async fn list_workspaces(&self) -> Result<Vec<Workspace>> {
+        Ok(self.store.list_workspaces().await?)
     }
 
     /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
@@ -170,14 +205,7 @@ impl Tidings {
         };
         let rate_limit = match req.rate_limit_per_sec {
             None => Some(RateLimit::DEFAULT),
-            Some(n) => {
-                let limit = u32::try_from(n).ok().and_then(RateLimit::new);
-                if limit.is_none() {
-                    let (lo, hi) = (RateLimit::RANGE.start(), RateLimit::RANGE.end());
-                    errors.push(FieldError::new("rateLimitPerSec", format!("must be between {lo} and {hi}")));
-                }
-                limit
-            }
+            Some(n) => rate_limit(n).map_err(|e| errors.push(e)).ok(),
         };
         let sending_domain_id = match req.sending_domain_id.as_deref() {
             None => None,
@@ -222,6 +250,14 @@ impl Tidings {
         };
         CreatedKey { key, plaintext }
     }
+}
+
+/// `rateLimitPerSec` as given: within [`RateLimit::RANGE`].
+fn rate_limit(n: i64) -> std::result::Result<RateLimit, FieldError> {
+    u32::try_from(n).ok().and_then(RateLimit::new).ok_or_else(|| {
+        let (lo, hi) = (RateLimit::RANGE.start(), RateLimit::RANGE.end());
+        FieldError::new("rateLimitPerSec", format!("must be between {lo} and {hi}"))
+    })
 }
 
 /// A store `Conflict` on creating a workspace, in the caller's terms.

@@ -108,6 +108,10 @@ impl Tidings {
             message_id,
             created_at: now,
         };
-        Ok(self.store.insert_suppression(&entry).await?)
+        let (stored, created) = self.store.insert_suppression(&entry).await?;
+        if created {
+            self.observer.suppression_added(&stored);
+        }
+        Ok((stored, created))
     }
 }

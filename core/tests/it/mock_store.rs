@@ -11,9 +11,9 @@ use tidings_core::ids::{
     WebhookId, WorkspaceId,
 };
 use tidings_core::model::{
-    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender,
-    SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery,
-    WebhookEndpoint, Workspace,
+    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, RateLimit,
+    Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
+    WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
@@ -39,6 +39,12 @@ mock! {
         async fn list_api_keys(&self, workspace: WorkspaceId, page: PageRequest<ApiKeyId>) -> StoreResult<Page<ApiKey>>;
         async fn revoke_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<ApiKey>;
         async fn touch_api_key(&self, workspace: WorkspaceId, id: ApiKeyId, at: DateTime<Utc>) -> StoreResult<()>;
+        async fn set_api_key_rate_limit(
+            &self,
+            workspace: WorkspaceId,
+            id: ApiKeyId,
+            rate_limit: RateLimit,
+        ) -> StoreResult<ApiKey>;
     }
     #[async_trait]
     impl MessageStore for Store {

@@ -1,6 +1,7 @@
 //! The `EventObserver` hears of every event core records, once, after it is stored: the
 //! send's `Queued` (not an idempotent replay's), each delivery event with the message as it
-//! became, the acceptance-to-delivery latency, and each webhook attempt's result.
+//! became, the acceptance-to-delivery latency, each webhook attempt's result and delivery,
+//! an endpoint the worker disables, and each suppression newly added.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -8,7 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Duration as Span;
 use tidings_core::delivery::{DeliverySettings, DeliveryWorker, WebhookSettings, WebhookWorker};
-use tidings_core::model::{BounceType, EventType, Message, MessageEvent, MessageStatus};
+use tidings_core::model::{
+    BounceType, DeliveryStatus, EventType, Message, MessageEvent, MessageStatus, Suppression, SuppressionReason,
+    SuppressionSource, WebhookDelivery, WebhookEndpoint,
+};
 use tidings_core::ports::{
     EventObserver, Mailer, WebhookAttemptResult, WebhookRequest, WebhookResponse, WebhookSender, delivery_latency,
 };
@@ -24,6 +28,10 @@ type Seen = (EventType, MessageStatus, Option<BounceType>, Option<Duration>);
 struct Recorder {
     events: Mutex<Vec<Seen>>,
     webhooks: Mutex<Vec<(WebhookAttemptResult, Option<u16>)>>,
+    /// Each attempt's delivery as recorded: its status and attempts.
+    deliveries: Mutex<Vec<(WebhookAttemptResult, DeliveryStatus, u32)>>,
+    disabled: Mutex<Vec<(bool, Option<String>)>>,
+    suppressed: Mutex<Vec<(SuppressionReason, SuppressionSource)>>,
     accepted: Mutex<u32>,
 }
 
@@ -46,6 +54,21 @@ impl EventObserver for Recorder {
 
     fn webhook_attempt(&self, result: WebhookAttemptResult, response_code: Option<u16>) {
         self.webhooks.lock().unwrap_or_else(PoisonError::into_inner).push((result, response_code));
+    }
+
+    fn webhook_delivery(&self, delivery: &WebhookDelivery, result: WebhookAttemptResult) {
+        let row = (result, delivery.status, delivery.attempts);
+        self.deliveries.lock().unwrap_or_else(PoisonError::into_inner).push(row);
+    }
+
+    fn webhook_endpoint_disabled(&self, endpoint: &WebhookEndpoint) {
+        let row = (endpoint.enabled, endpoint.disabled_reason.clone());
+        self.disabled.lock().unwrap_or_else(PoisonError::into_inner).push(row);
+    }
+
+    fn suppression_added(&self, suppression: &Suppression) {
+        let row = (suppression.reason, suppression.source);
+        self.suppressed.lock().unwrap_or_else(PoisonError::into_inner).push(row);
     }
 }
 
@@ -156,6 +179,70 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
 
     let seen = recorder.webhooks.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert_eq!(seen, [(WebhookAttemptResult::Retrying, Some(503)), (WebhookAttemptResult::Delivered, Some(200))]);
+    let deliveries = recorder.deliveries.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(
+        deliveries,
+        [
+            (WebhookAttemptResult::Retrying, DeliveryStatus::Retrying, 1),
+            (WebhookAttemptResult::Delivered, DeliveryStatus::Delivered, 2)
+        ],
+        "each attempt's delivery as recorded after it"
+    );
+    assert!(recorder.disabled.lock().unwrap().is_empty(), "no endpoint was disabled");
+}
+
+/// Answers 410 Gone.
+struct Gone;
+
+#[async_trait]
+impl WebhookSender for Gone {
+    async fn post(&self, _: &WebhookRequest) -> WebhookResponse {
+        WebhookResponse::Answered { status: 410, retry_after: None, body_prefix: String::new() }
+    }
+}
+
+#[tokio::test]
+async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
+    let d = Delivery::new("1m", vec![]).await;
+    let (core, _worker, recorder) = observed(&d);
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(vec!["Queued".into()]),
+        enabled: None,
+    };
+    core.create_webhook(&d.who, req).await.unwrap();
+    let hooks = WebhookWorker::new(core.clone(), Arc::new(Gone), WebhookSettings::default());
+    core.send_message(&d.who, send_request(), None).await.unwrap();
+
+    hooks.deliver_due(d.t.now()).await.unwrap();
+    d.t.clock.advance(Span::hours(1));
+    hooks.deliver_due(d.t.now()).await.unwrap();
+
+    let disabled = recorder.disabled.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(disabled.len(), 1, "once, by the attempt that disabled it: {disabled:?}");
+    assert!(!disabled[0].0 && disabled[0].1.as_deref().is_some_and(|r| r.contains("410")), "{disabled:?}");
+}
+
+#[tokio::test]
+async fn a_suppression_is_observed_when_added_and_not_when_it_already_was() {
+    let d = Delivery::new("1m", vec![rejected(550, "5.1.1 no such user")]).await;
+    let (core, worker, recorder) = observed(&d);
+    core.send_message(&d.who, send_request(), None).await.unwrap();
+    worker.deliver_due(d.t.now()).await.unwrap();
+    let manual = tidings_core::usecases::AddSuppressionRequest { email: Some("user@example.net".into()) };
+    core.add_suppression(&d.who, manual).await.unwrap();
+    let other = tidings_core::usecases::AddSuppressionRequest { email: Some("gone@example.net".into()) };
+    core.add_suppression(&d.who, other).await.unwrap();
+
+    let seen = recorder.suppressed.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(
+        seen,
+        [
+            (SuppressionReason::HardBounce, SuppressionSource::Bounce),
+            (SuppressionReason::Manual, SuppressionSource::Api)
+        ],
+        "the bounce's, then the new manual one; the bounced address again is no new entry"
+    );
 }
 
 #[tokio::test]

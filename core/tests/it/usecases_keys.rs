@@ -8,7 +8,9 @@ use tidings_core::Error;
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::ports::{DomainStore, KeyStore, StoreError, SystemRandom, WorkspaceStore};
-use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, CreatedKey, ListParams, Principal, Tidings};
+use tidings_core::usecases::{
+    CoreConfig, CreateApiKeyRequest, CreatedKey, ListParams, Principal, Tidings, UpdateApiKeyRequest,
+};
 use tidings_testing::fixtures;
 use tidings_testing::service;
 use tidings_testing::service::invalid_fields;
@@ -281,6 +283,40 @@ async fn authenticating_records_when_the_key_was_last_used() {
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
     let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
     assert_eq!(key.last_used_at, Some(t.now()));
+}
+
+#[tokio::test]
+async fn a_keys_rate_changes_from_its_next_request_within_the_range_only() {
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let (sender, _) = key_beside(&t, &who, "send").await;
+    let rate = |n: Option<i64>| UpdateApiKeyRequest { rate_limit_per_sec: n };
+
+    let changed = t.core.update_api_key(&who, sender.key.id, rate(Some(500))).await.unwrap();
+    assert_eq!(changed.rate_limit.per_sec(), 500);
+    let principal = t.core.authenticate(sender.plaintext.expose()).await.unwrap();
+    assert_eq!(principal.rate_limit.per_sec(), 500, "the next request is limited by the new rate");
+    // A full key may change its own rate too: it could make a key with any rate anyway.
+    assert_eq!(t.core.update_api_key(&who, who.key_id, rate(Some(10_000))).await.unwrap().rate_limit.per_sec(), 10_000);
+
+    for (bad, why) in [(None, "is required"), (Some(0), "between"), (Some(10_001), "between"), (Some(-5), "between")] {
+        let refused = t.core.update_api_key(&who, sender.key.id, rate(bad)).await;
+        let Err(Error::Validation { fields }) = refused else { panic!("{bad:?}: {refused:?}") };
+        assert_eq!(fields.len(), 1, "{bad:?}: {fields:?}");
+        assert!(fields[0].field == "rateLimitPerSec" && fields[0].message.contains(why), "{bad:?}: {fields:?}");
+    }
+    let unknown =
+        t.core.update_api_key(&who, ApiKeyId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), rate(Some(5))).await;
+    assert!(matches!(unknown, Err(Error::NotFound(_))), "{unknown:?}");
+    let (_, other) = workspace(&t, "elsewhere").await;
+    let theirs = t.core.update_api_key(&other, sender.key.id, rate(Some(5))).await;
+    assert!(matches!(theirs, Err(Error::NotFound(_))), "another workspace's key is not found: {theirs:?}");
+    let (_, send_only) = key_beside(&t, &who, "send").await;
+    let scope = t.core.update_api_key(&send_only, send_only.key_id, rate(Some(10_000))).await;
+    assert!(matches!(scope, Err(Error::InsufficientScope)), "a send key cannot raise its own rate: {scope:?}");
+    t.core.revoke_api_key(&who, sender.key.id).await.unwrap();
+    let revoked = t.core.update_api_key(&who, sender.key.id, rate(Some(5))).await;
+    assert!(matches!(revoked, Err(Error::NotFound(_))), "{revoked:?}");
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! `/keys`: the workspace's API keys (scope, domain, rate limit, last use), the create form
-//! (the plaintext is shown once, in `#new-key`, on the page answering the create) and
-//! revocation. Revoking the key a session signed in with ends that session at once.
+//! (the plaintext is shown once, in `#new-key`, on the page answering the create), a field
+//! on each key to change its rate limit, and revocation. Revoking the key a session signed in with ends that session at once.
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKey, KeyScope};
-use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed};
+use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed, UpdateApiKeyRequest};
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
@@ -73,7 +73,16 @@ fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) ->
                                     None => span.none { "any" },
                                 }
                             }
-                            td.hide-narrow { (k.rate_limit.per_sec()) "/s" }
+                            td.hide-narrow {
+                                form.rate method="post" action={ "/keys/" (k.id) "/rate" } {
+                                    (csrf_field(viewer))
+                                    input type="number" name="rate_limit_per_sec" min="1" max="10000" required
+                                        value=(k.rate_limit.per_sec())
+                                        aria-label={ "Rate limit of " (k.name) ", sends per second" };
+                                    "/s "
+                                    button type="submit" { "Set" }
+                                }
+                            }
                             td.hide-narrow { (time(k.created_at)) }
                             td { (maybe_time(k.last_used_at)) }
                             td {
@@ -125,15 +134,7 @@ fn scope_word(scope: KeyScope) -> &'static str {
 /// plaintext of the new key, once.
 pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
-    let rate = fields.text("rate_limit_per_sec");
-    let rate_limit_per_sec = match rate.as_deref().map(str::parse::<i64>) {
-        None => None,
-        Some(Ok(n)) => Some(n),
-        Some(Err(_)) => {
-            let e = tidings_core::Error::field("rate_limit_per_sec", "must be a whole number between 1 and 10000");
-            return Err(e).or_page(&viewer);
-        }
-    };
+    let rate_limit_per_sec = rate_field(fields.text("rate_limit_per_sec")).or_page(&viewer)?;
     let req = CreateApiKeyRequest {
         name: fields.text("name"),
         scope: fields.text("scope"),
@@ -144,6 +145,30 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
     let view = load(&state, &viewer, ListParams::default()).await?;
     let page = render(&viewer, &view, Some((&created.key, created.plaintext.expose())));
     Ok((StatusCode::OK, page).into_response())
+}
+
+/// `POST /keys/{id}/rate` (`rate_limit_per_sec`): sets the key's send rate; 303 to the list.
+pub(crate) async fn set_rate(
+    State(state): State<DashboardState>,
+    PageId(id): PageId<ApiKeyId>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let rate_limit_per_sec = rate_field(fields.text("rate_limit_per_sec")).or_page(&viewer)?;
+    let req = UpdateApiKeyRequest { rate_limit_per_sec };
+    state.core.update_api_key(viewer.principal(), id, req).await.or_page(&viewer)?;
+    Ok(see_other("/keys"))
+}
+
+/// The rate field as typed: absent, or a whole number (its range is the use case's rule).
+fn rate_field(text: Option<String>) -> tidings_core::Result<Option<i64>> {
+    match text.as_deref().map(str::parse::<i64>) {
+        None => Ok(None),
+        Some(Ok(n)) => Ok(Some(n)),
+        Some(Err(_)) => {
+            Err(tidings_core::Error::field("rate_limit_per_sec", "must be a whole number between 1 and 10000"))
+        }
+    }
 }
 
 /// `POST /keys/{id}/revoke` (`confirm=yes`; without it, the confirmation page): 303 to the

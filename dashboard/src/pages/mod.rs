@@ -70,6 +70,7 @@ pub(crate) fn table() -> RouteTable {
         .post("/webhooks/{id}/deliveries/{delivery_id}/retry", webhooks::retry)
         .get("/keys", keys::list)
         .post("/keys", keys::create)
+        .post("/keys/{id}/rate", keys::set_rate)
         .post("/keys/{id}/revoke", keys::revoke)
         .get(crate::assets::JS_PATH, crate::assets::script)
         .get(crate::assets::CSS_PATH, crate::assets::stylesheet)

@@ -177,6 +177,18 @@ async fn a_new_key_is_shown_once_and_works() {
     );
     let bad = browser.post("/keys", &[("name", "x"), ("rate_limit_per_sec", "lots")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Its rate changes from the keys page, for its next request.
+    let form = format!(r#"<form class="rate" method="post" action="/keys/{}/rate">"#, who.key_id);
+    assert!(again.body.contains(&form), "each key has a rate field");
+    let set = browser.post(&format!("/keys/{}/rate", who.key_id), &[("rate_limit_per_sec", "400")]).await;
+    assert_eq!((set.status, set.location()), (StatusCode::SEE_OTHER, "/keys"), "{}", set.body);
+    assert_eq!(app.core.authenticate(&plaintext).await.unwrap().rate_limit.per_sec(), 400);
+    for bad in ["0", "10001", "fast"] {
+        let refused = browser.post(&format!("/keys/{}/rate", who.key_id), &[("rate_limit_per_sec", bad)]).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    assert_eq!(app.core.authenticate(&plaintext).await.unwrap().rate_limit.per_sec(), 400, "refusals change nothing");
 }
 
 #[tokio::test]

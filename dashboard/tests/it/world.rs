@@ -220,6 +220,7 @@ impl World {
                 vec![("url", format!("https://hooks.example.com/new{n}")), ("event_types", "Bounced".into())]
             }
             "/keys" => vec![("name", format!("k{n}")), ("scope", "send".into())],
+            "/keys/{id}/rate" => vec![("rate_limit_per_sec", "20".into())],
             _ => Vec::new(),
         };
         pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()

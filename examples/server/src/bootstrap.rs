@@ -156,14 +156,39 @@ fn open_sled(config: &Config, sealer: &Sealer) -> Result<SledStore, SledOpen> {
         if e.is_wrong_key() {
             return SledOpen::WrongKey(dir.display().to_string());
         }
-        let hint = match e {
-            tidings_storage_sled::SledError::Open(_) => {
-                " (only one process may open a store: is a tidings-server already running on it?)"
+        let reason = match e {
+            tidings_storage_sled::SledError::Open(sled::Error::Io(io))
+                if io.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                "another process holds it (only one process may open a sled store: stop the tidings-server \
+                 running on it first)"
+                    .to_owned()
             }
-            _ => "",
+            tidings_storage_sled::SledError::Open(sled::Error::Io(io)) => {
+                format!("{} (is a tidings-server already running on it?)", io_reason(&io))
+            }
+            tidings_storage_sled::SledError::Open(_) => {
+                format!("{e} (only one process may open a store: is a tidings-server already running on it?)")
+            }
+            e => e.to_string(),
         };
-        SledOpen::Failed(ServerError::Store { path: dir.display().to_string(), reason: format!("{e}{hint}") })
+        SledOpen::Failed(ServerError::Store { path: dir.display().to_string(), reason })
     })
+}
+
+/// An I/O error as an operator reads it. sled copies its errors by writing the original's
+/// `Debug` form into a new one (`Os { code: 11, kind: WouldBlock, … }`): that is turned back
+/// into the system's words for the code.
+fn io_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    let code = text
+        .split_once("code: ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse::<i32>().ok());
+    match code {
+        Some(code) if text.contains("Os {") => std::io::Error::from_raw_os_error(code).to_string(),
+        _ => text,
+    }
 }
 
 /// The resolver of `TIDINGS_DNS_SERVER`, or the system's (for domain checks and MX lookups).

@@ -1,5 +1,5 @@
-//! The command line: `tidings-server [--config FILE]` serves; `workspace create` and
-//! `key create` are the operator's commands (they open the store: on sled run them while the
+//! The command line: `tidings-server [--config FILE]` serves; `workspace create`,
+//! `workspace list` and `key create` are the operator's commands (they open the store: on sled run them while the
 //! server is stopped, as sled allows one process per store; on PostgreSQL any time);
 //! `migrate` prepares a PostgreSQL database before the nodes start.
 
@@ -59,6 +59,9 @@ pub enum WorkspaceCommand {
         /// The workspace's name.
         name: String,
     },
+    /// List every workspace, oldest first: id, creation time, name (one per line under a
+    /// header). The id is what `key create --workspace` takes, e.g. when a key is lost.
+    List,
 }
 
 /// `key …`.
@@ -153,6 +156,11 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
             println!("key: {}", key.expose());
             Ok(())
         }
+        Command::Workspace(WorkspaceCommand::List) => {
+            let core = bootstrap::operator_core(&config).await?;
+            print!("{}", workspace_table(&core.list_workspaces().await?));
+            Ok(())
+        }
         Command::Key(KeyCommand::Create { workspace, name, scope }) => {
             let core = bootstrap::operator_core(&config).await?;
             let scope = match scope {
@@ -173,6 +181,17 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
             Ok(())
         }
     }
+}
+
+/// `workspace list`'s output: a header, then id, creation time (RFC 3339, seconds, UTC)
+/// and name, aligned; names last since they may hold spaces (never control characters).
+fn workspace_table(workspaces: &[tidings_core::model::Workspace]) -> String {
+    let mut out = format!("{:<26}  {:<20}  name\n", "workspace", "created");
+    for w in workspaces {
+        let created = w.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        out.push_str(&format!("{:<26}  {created:<20}  {}\n", w.id, w.name));
+    }
+    out
 }
 
 /// Logs to stderr, filtered by `TIDINGS_LOG` (already validated), with
@@ -204,7 +223,19 @@ fn without_statement_parameters(filter: &str) -> String {
 
 #[cfg(test)]
 mod log_filter_tests {
-    use super::without_statement_parameters;
+    use super::{without_statement_parameters, workspace_table};
+
+    #[test]
+    fn workspaces_are_listed_id_created_name() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-12-04T21:35:10.123Z").unwrap().to_utc();
+        let id = tidings_core::ids::WorkspaceId::parse("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap();
+        let table = workspace_table(&[tidings_core::model::Workspace { id, name: "Acme Inc".into(), created_at: at }]);
+        assert_eq!(
+            table,
+            "workspace                   created               name\n\
+             01ARZ3NDEKTSV4RRFFQ69G5FAV  2026-12-04T21:35:10Z  Acme Inc\n"
+        );
+    }
 
     #[test]
     fn statement_parameters_stay_out_of_debug_logs_unless_named() {

@@ -475,6 +475,50 @@ impl Config {
         ))
     }
 
+    /// The settings that weaken a protection, each as the warning the server logs at start:
+    /// they have their uses (tests, a trusted network) but should never be on by accident.
+    pub fn risky_settings(&self) -> Vec<String> {
+        let mut risky = Vec::new();
+        if self.webhook_allow_private {
+            risky.push(
+                "TIDINGS_WEBHOOK_ALLOW_PRIVATE is on: webhook URLs may reach loopback and private addresses and \
+                 use plain http, so any workspace can make this server POST into its own network (for tests \
+                 and local trials only)"
+                    .to_owned(),
+            );
+        }
+        if self.delivery.mx_allow_private {
+            risky.push(
+                "TIDINGS_MX_ALLOW_PRIVATE is on: direct MX delivery may connect to loopback and private \
+                 addresses, so a domain whose MX points there makes this server speak SMTP into its own \
+                 network (for tests only)"
+                    .to_owned(),
+            );
+        }
+        if let Some(addr) = self.metrics_listen.filter(|a| !a.ip().is_loopback()) {
+            risky.push(format!(
+                "TIDINGS_METRICS_LISTEN serves /metrics over plain HTTP on {addr}, a non-loopback address{}",
+                if self.metrics_token.is_some() { ": the token crosses the network unencrypted" } else { "" }
+            ));
+        }
+        if let Some(url) = self.public_url.as_ref().filter(|u| u.as_str().starts_with("http://")) {
+            risky.push(format!(
+                "TIDINGS_PUBLIC_URL is plain http ({url}): tracking links and pixels are fetched unencrypted"
+            ));
+        }
+        if let Some(relay) = &self.delivery.smtp_relay
+            && relay.scheme() == "smtp"
+            && !relay.host_str().is_some_and(is_loopback_host)
+        {
+            risky.push(format!(
+                "TIDINGS_SMTP_RELAY is smtp://{}: mail goes to the relay in plain text when it offers no \
+                 STARTTLS (smtps:// is TLS always)",
+                relay.host_str().unwrap_or_default()
+            ));
+        }
+        risky
+    }
+
     /// Where the outbox transport writes messages.
     pub fn outbox_dir(&self) -> PathBuf {
         self.data_dir.join("outbox")
@@ -488,3 +532,9 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+/// `localhost` or a loopback address (`127.0.0.1`, `[::1]`).
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}

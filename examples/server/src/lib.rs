@@ -4,7 +4,8 @@
 //! background loops (core's `Runtime`: delivery, webhook delivery, domain re-checks, the
 //! purges, retention), watches the store's health (`workers`), runs the SMTP listeners for
 //! reports (`inbound`) and submission (`submission`), and serves HTTPS until SIGTERM/SIGINT
-//! (`serve`), with `/readyz` answering 503 from the signal on. The binary's `main` only
+//! (`serve`), with `/readyz` answering 503 from the signal on. What happens to mail and
+//! webhooks is logged for the operator (`oplog`). The binary's `main` only
 //! calls [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod data_dir;
 pub mod inbound;
+pub mod oplog;
 pub mod secret_key;
 pub mod serve;
 pub mod submission;
@@ -157,6 +159,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     if let Some(warning) = config.spf_warning() {
         tracing::warn!("{warning}");
     }
+    for warning in config.risky_settings() {
+        tracing::warn!("{warning}");
+    }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let bootstrap::OpenStore { store, kind: _, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
@@ -173,8 +178,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     // One registry for the process: core reports events into it, the router serves it.
     let metrics = Arc::new(Metrics::new());
     let return_path = bootstrap::return_path(&config, &*store).await?;
-    let core =
-        bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_path).with_observer(metrics.clone());
+    // Core tells both of every event: the metrics count it, the operator's log names it.
+    let observers = tidings_core::ports::Observers(vec![metrics.clone(), Arc::new(oplog::OperatorLog)]);
+    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_path)
+        .with_observer(Arc::new(observers));
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
         // Nothing else is ever written to stdout by the server, so this line is easy to

@@ -151,6 +151,11 @@ pub async fn serve(
             },
         };
         failures.succeeded();
+        // Without it a response written in pieces (the TLS handshake's last flight, then
+        // the response) waits for the client's delayed ACK: ~40 ms on a new connection.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
+        }
         at_cap = still_at_cap(at_cap, &slots);
         if !at_cap {
             pressure_tx.send_if_modified(|p| std::mem::replace(p, false));
@@ -306,6 +311,17 @@ async fn log_request(req: Request, next: Next) -> Response {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     // The router set it (outside the router's `request` span, this line names it itself).
     let request_id = response.headers().get(tidings_http::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info!(target: "tidings::request", %method, %path, status, latency_ms = format!("{latency_ms:.2}"), peer = ?peer, %request_id, "request");
+    let peer = peer.map_or_else(|| "-".to_owned(), |ip| ip.to_string());
+    let latency_ms = format!("{latency_ms:.2}");
+    // A refusal names its `error.code` (422 `domain_not_verified`, 429 `rate_limit_exceeded`).
+    match response.extensions().get::<tidings_http::ErrorCode>() {
+        Some(code) => {
+            let error = code.0.as_ref();
+            tracing::info!(target: "tidings::request", %method, %path, status, error, %latency_ms, %peer, %request_id, "request");
+        }
+        None => {
+            tracing::info!(target: "tidings::request", %method, %path, status, %latency_ms, %peer, %request_id, "request")
+        }
+    }
     response
 }

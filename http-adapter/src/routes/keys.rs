@@ -1,4 +1,4 @@
-//! `/v1/keys`: create, list, get, revoke (docs/api.md#authentication).
+//! `/v1/keys`: create, list, get, change the rate of, revoke (docs/api.md#authentication).
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -44,6 +44,22 @@ impl From<CreateApiKeyRequest> for usecases::CreateApiKeyRequest {
             sending_domain_id: r.sending_domain_id,
             rate_limit_per_sec: r.rate_limit_per_sec,
         }
+    }
+}
+
+/// body of PATCH /v1/keys/{id}
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = UpdateApiKeyRequest)]
+pub struct UpdateApiKeyRequest {
+    /// sends per second, from the key's next send on
+    #[schema(required, nullable = false, minimum = 1, maximum = 10000)]
+    rate_limit_per_sec: Option<i64>,
+}
+
+impl From<UpdateApiKeyRequest> for usecases::UpdateApiKeyRequest {
+    fn from(r: UpdateApiKeyRequest) -> Self {
+        Self { rate_limit_per_sec: r.rate_limit_per_sec }
     }
 }
 
@@ -182,6 +198,30 @@ pub async fn get_api_key(
     Ok(Success::new("OK", key.into()))
 }
 
+/// `PATCH /v1/keys/{id}`: `rateLimitPerSec`.
+#[utoipa::path(
+    patch,
+    path = "/v1/keys/{id}",
+    tag = "keys",
+    summary = "Change a key's send rate",
+    description = "Takes effect from the key's next send, on every node. A key restricted to a sending domain \
+                   changes only keys restricted to the same domain.",
+    request_body = UpdateApiKeyRequest,
+    responses(
+        (status = 200, description = "the key", body = inline(KeyOk)),
+        (status = 403, response = InsufficientScope),
+    )
+)]
+pub async fn update_api_key(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    IdPath(id): IdPath<ApiKeyId>,
+    ApiJson(req): ApiJson<UpdateApiKeyRequest>,
+) -> ApiResult<KeyOk> {
+    let key = state.core.update_api_key(&who, id, req.into()).await?;
+    Ok(Success::new("API key updated", key.into()))
+}
+
 /// `DELETE /v1/keys/{id}`: revokes; the key fails from the next request on.
 #[utoipa::path(
     delete,
@@ -204,5 +244,9 @@ pub async fn revoke_api_key(
 
 /// The key routes.
 pub fn routes() -> RouteTable {
-    RouteTable::default().routes(routes!(list_api_keys, create_api_key)).routes(routes!(get_api_key, revoke_api_key))
+    RouteTable::default().routes(routes!(list_api_keys, create_api_key)).routes(routes!(
+        get_api_key,
+        update_api_key,
+        revoke_api_key
+    ))
 }

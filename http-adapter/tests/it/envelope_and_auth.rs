@@ -157,6 +157,7 @@ async fn a_malformed_path_id_is_answered_exactly_as_an_unknown_one() {
         ("GET", "/v1/webhooks/{id}/deliveries", None),
         ("POST", "/v1/webhooks/{id}/deliveries/{id}/retry", None),
         ("GET", "/v1/keys/{id}", None),
+        ("PATCH", "/v1/keys/{id}", Some(json!({ "rateLimitPerSec": 20 }))),
         ("DELETE", "/v1/keys/{id}", None),
     ];
     for (method, route, body) in routes {

@@ -442,6 +442,10 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     let send_key = send_key.data()["plaintextKey"].as_str().unwrap().to_owned();
     expect(&c.call(a, full, "GET", "/v1/keys?limit=1", &[], None).await, 200);
     expect(&c.call(a, full, "GET", "/v1/keys/{id}", &[&send_key_id], None).await, 200);
+    let rate = Some(json!({"rateLimitPerSec": 50}));
+    expect(&c.call(a, full, "PATCH", "/v1/keys/{id}", &[&send_key_id], rate).await, 200);
+    let too_fast = Some(json!({"rateLimitPerSec": 10001}));
+    expect(&c.call(a, full, "PATCH", "/v1/keys/{id}", &[&send_key_id], too_fast).await, 422);
     expect(&c.call(a, None, "GET", "/v1/keys", &[], None).await, 401);
     expect(&c.call(a, Some("tid_nope"), "GET", "/v1/keys", &[], None).await, 401);
     expect(&c.call(a, Some(&send_key), "GET", "/v1/keys", &[], None).await, 403);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{api_key, now, plus_secs, ulid, workspace};
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
-use tidings_core::model::{ApiKey, KeyHash};
+use tidings_core::model::{ApiKey, KeyHash, RateLimit};
 use tidings_core::ports::{PageRequest, Store};
 
 pub(super) async fn workspaces_are_created_with_their_first_key<S: Store + 'static>(s: Arc<S>) {
@@ -172,6 +172,25 @@ pub(super) async fn revoking_a_key_shows_everywhere_once<S: Store + 'static>(s: 
     assert!(listed.items.is_empty() && !listed.has_more, "list_api_keys leaves revoked keys out");
     assert_not_found(s.revoke_api_key(a, key.id, plus_secs(at, 1)).await, "a second revoke");
     assert_eq!(s.get_api_key(a, key.id).await.must("get"), Some(revoked), "a second revoke keeps the first time");
+}
+
+pub(super) async fn a_live_keys_rate_changes_everywhere_and_a_revoked_ones_never<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let (live, gone) = (api_key(a), api_key(a));
+    s.insert_api_key(&live).await.must("insert live");
+    s.insert_api_key(&gone).await.must("insert gone");
+    let revoked = s.revoke_api_key(a, gone.id, now()).await.must("revoke");
+    let fast = RateLimit::new(500).expect("a rate");
+
+    assert_not_found(s.set_api_key_rate_limit(b, live.id, fast).await, "from another workspace");
+    assert_not_found(s.set_api_key_rate_limit(a, ApiKeyId(ulid()), fast).await, "an unknown key");
+    assert_not_found(s.set_api_key_rate_limit(a, gone.id, fast).await, "a revoked key");
+    assert_eq!(s.get_api_key(a, gone.id).await.must("get"), Some(revoked), "a revoked key keeps its rate");
+
+    let changed = s.set_api_key_rate_limit(a, live.id, fast).await.must("set the rate");
+    assert_eq!(changed, ApiKey { rate_limit: fast, ..live.clone() }, "only the rate changes");
+    assert_eq!(s.find_api_key_by_hash(&live.key_hash).await.must("find"), Some(changed.clone()), "found by hash");
+    assert_eq!(s.get_api_key(a, live.id).await.must("get"), Some(changed), "read by id");
 }
 
 pub(super) async fn touching_ignores_unknown_and_revoked_keys<S: Store + 'static>(s: Arc<S>) {

@@ -1,6 +1,7 @@
 //! Workspaces, API keys, suppressions and secrets of the [`MemoryStore`](super::MemoryStore).
 
 use super::*;
+use tidings_core::model::RateLimit;
 
 #[async_trait]
 impl WorkspaceStore for MemoryStore {
@@ -56,6 +57,22 @@ impl KeyStore for MemoryStore {
             .filter(|k| k.workspace_id == workspace && k.revoked_at.is_none())
             .ok_or(StoreError::NotFound)?;
         key.revoked_at = Some(at);
+        Ok(key.clone())
+    }
+
+    async fn set_api_key_rate_limit(
+        &self,
+        workspace: WorkspaceId,
+        id: ApiKeyId,
+        rate_limit: RateLimit,
+    ) -> StoreResult<ApiKey> {
+        let mut st = self.state();
+        let key = st
+            .keys
+            .get_mut(&id)
+            .filter(|k| k.workspace_id == workspace && k.revoked_at.is_none())
+            .ok_or(StoreError::NotFound)?;
+        key.rate_limit = rate_limit;
         Ok(key.clone())
     }
 

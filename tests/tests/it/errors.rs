@@ -117,7 +117,7 @@ async fn unknown_routes_and_wrong_methods_get_the_envelope() {
     let id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
     for (method, path, allowed) in [
         (Method::PUT, "/v1/keys".to_owned(), "GET,HEAD,POST"),
-        (Method::PATCH, format!("/v1/keys/{id}"), "DELETE,GET,HEAD"),
+        (Method::PUT, format!("/v1/keys/{id}"), "DELETE,GET,HEAD,PATCH"),
         (Method::DELETE, "/v1/messages".to_owned(), "GET,HEAD,POST"),
         (Method::POST, format!("/v1/messages/{id}"), "GET,HEAD,PATCH"),
         (Method::DELETE, format!("/v1/messages/{id}/events"), "GET,HEAD"),

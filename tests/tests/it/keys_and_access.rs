@@ -470,3 +470,29 @@ async fn workspaces_see_none_of_each_others_resources() {
     let (_, body) = server.get(&format!("/v1/webhooks/{webhook}"), &alpha).await;
     assert_eq!(body["data"]["enabled"], true, "{body}");
 }
+
+#[tokio::test]
+async fn a_keys_rate_is_raised_over_the_api_and_a_batch_over_the_old_rate_then_fits() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let item = json!({"to": "ann@example.com", "subject": "December", "text": "..."});
+    let batch = Value::Array(vec![item; 11]);
+
+    // The first key sends 10 a second, and holds at most 10 tokens: 11 at once never fit.
+    let (status, body) = server.post("/v1/messages/batch", &key, batch.clone()).await;
+    assert_error(status, &body, 422, "validation_error", "a batch of 11 at 10/s");
+    assert_eq!(body["error"]["details"][0]["field"], "batch", "{body}");
+    let (status, keys) = server.get("/v1/keys", &key).await;
+    assert_ok(status, &keys, 200, "list keys");
+    let own = keys["data"][0]["id"].as_str().unwrap().to_owned();
+
+    let (status, body) = server.patch(&format!("/v1/keys/{own}"), &key, json!({"rateLimitPerSec": 20})).await;
+    assert_ok(status, &body, 200, "raise the rate");
+    assert_eq!(body["data"]["rateLimitPerSec"], 20, "{body}");
+    // The bucket refills at the new rate: within a second it holds 11.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, body) = server.post("/v1/messages/batch", &key, batch).await;
+    assert_ok(status, &body, 201, "the batch of 11 at 20/s");
+    let (status, body) = server.patch(&format!("/v1/keys/{own}"), &key, json!({"rateLimitPerSec": 0})).await;
+    assert_error(status, &body, 422, "validation_error", "a rate of 0");
+}

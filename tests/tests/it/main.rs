@@ -33,6 +33,7 @@ mod keys_and_access;
 mod messages;
 mod mx_guard;
 mod operations;
+mod operator_logs;
 mod postgres;
 mod readme;
 mod recipients;

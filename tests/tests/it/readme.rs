@@ -7,8 +7,11 @@
 //!   each command at its own README line number: a failing command fails the test naming
 //!   `README.md:N`. The server is the harness's, started once before the first block on a
 //!   fresh store (sled, or PostgreSQL with `TIDINGS_E2E_STORE=postgres`), with the test DNS
-//!   server and the SMTP submission listener; the blocks see `T` (its URL) and `K` and
-//!   `TIDINGS_KEY` (the bootstrap key it printed). On PATH first (`readme/wrappers.py`):
+//!   server, the SMTP submission listener and `TIDINGS_WEBHOOK_ALLOW_PRIVATE=true` (as the
+//!   README tells a reader to start it to try webhooks); the blocks see `T` (its URL) and `K`
+//!   and `TIDINGS_KEY` (the bootstrap key it printed), and run in a directory where `data` is
+//!   the server's data dir, as `./data` is for a reader who ran `cargo run` there. On PATH
+//!   first (`readme/wrappers.py`):
 //!   - `curl`: the real one, with `<nameId>` placeholders filled in; it must answer 2xx,
 //!     unless the command's line ends in a comment that starts with a status
 //!     (`c -X POST $T/v1/… # 409 conflict`): then exactly that one.
@@ -31,14 +34,16 @@
 //! - Any other language, `ignore`, or none: the test fails.
 //!
 //! # Substitutions
-//! In every `sh` block: `https://127.0.0.1:8443` → the server's URL, `tid_...` → its key,
-//! `mail.example.com:587` → its submission listener. `<nameId>` (`<domainId>`,
-//! `<messageId>`, …) → the id last seen for that name: a response's `data.id` (`data[0].id`
-//! for a list) fills the name of the last collection in its path (`/v1/domains/{id}`:
-//! `domainId`, `/v1/webhooks/{id}/deliveries`: `deliveryId`; actions such as `/verify` or
-//! `/test` fill none); `workspace create` fills `workspaceId`, `key create` `keyId`.
-//! RFC 3339 timestamps are moved to tomorrow (gaps kept) when not within the API's
-//! 30 days ahead, which no fixed date in the README stays for long.
+//! Only what a reader substitutes too. In every `sh` block: `https://127.0.0.1:8443` → the
+//! server's URL (the reader's is that one; the harness's is on a free port), `tid_...` → its
+//! key (the reader copies the one printed at first start). `<nameId>` (`<domainId>`,
+//! `<messageId>`, …) → the id last seen for that name, as a reader copies it from the answer
+//! above: a response's `data.id` (`data[0].id` for a list) fills the name of the last
+//! collection in its path (`/v1/domains/{id}`: `domainId`, `/v1/webhooks/{id}/deliveries`:
+//! `deliveryId`; actions such as `/verify` or `/test` fill none); `workspace create` fills
+//! `workspaceId`, `key create` `keyId`. Nothing else: dates are computed by the blocks
+//! (`date -u -d '+1 hour'`), the files they send are made by them, and nothing is published
+//! in DNS for them (a domain the README adds stays unverified, as it does for a reader).
 //!
 //! A block that cannot run as written says how it runs in an HTML comment right above it,
 //! which the reader of the rendered README does not see:
@@ -50,17 +55,17 @@
 //! ```
 //! `substitute FROM => TO` replaces text before the harness's own substitutions (TO may use
 //! the harness's variables: `$README_DATABASE_URL`, a scratch database; `$README_DATA_DIR`,
-//! the server's data dir); `needs postgres` skips the block, saying so, where no PostgreSQL
-//! answers.
+//! the server's data dir; `$README_SUBMISSION_ADDR`, its SMTP submission listener); `needs
+//! postgres` skips the block, saying so, where no PostgreSQL answers. Such a substitution
+//! must be one the reader makes too (their database, their secret's path) or the port of a
+//! listener the harness started on a free one.
 //!
 //! # The world outside
-//! Domains are verified against the test DNS server: the records of every domain response
-//! are published there as it arrives. Webhook URLs (`https://hooks.acme.com/…`) are
-//! resolved by that server too, which does not know them: the endpoint, its test delivery,
-//! its log, retry and rotation run, the POSTs fail to resolve and nothing leaves the
-//! machine (tests/tests/it/webhooks.rs covers delivery to a receiver). Mail goes to the
-//! outbox (the default transport). Files the blocks read (`invoice.pdf`, `logo.png`,
-//! `tidings-key`) are written in their working directory.
+//! Domain checks ask the test DNS server, which knows no name: a domain the README adds is
+//! checked and stays unverified, and mail goes from the sandbox to the outbox (the default
+//! transport), as for a reader on a fresh server. The webhook receiver is the README's own
+//! (on loopback). The one file a block reads that it does not make, the nodes' sealing key
+//! (`tidings-key`, in place of the reader's secret), is written in their working directory.
 
 mod blocks;
 mod checks;
@@ -71,7 +76,6 @@ use crate::common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
 use blocks::Block;
 use hook::Hook;
@@ -89,9 +93,9 @@ async fn every_readme_block_runs_or_is_checked() {
         .collect();
 
     // The server every sh block talks to, and what the operator commands run on.
-    let options = Options { submission: true, bootstrap_key: None, ..Options::default() };
+    let env = vec![("TIDINGS_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned())];
+    let options = Options { submission: true, bootstrap_key: None, env, ..Options::default() };
     let (server, dns) = common::start_with_dns(options).await;
-    let dns = Arc::new(dns);
     assert!(
         server.stdout_lines().iter().any(|l| l.starts_with("bootstrap key: tid_")),
         "a fresh server prints its bootstrap key (README's first block)"
@@ -109,7 +113,7 @@ async fn every_readme_block_runs_or_is_checked() {
         .flat_map(|b| b.lines.iter().enumerate().map(move |(i, l)| (b.fence_line + 1 + i, l)))
         .filter_map(|(n, l)| Some((n, blocks::expected_status(l)?)))
         .collect();
-    let hook = Hook::start(dns.clone(), expected).await;
+    let hook = Hook::start(expected).await;
     let mut env = BTreeMap::from([
         ("T".to_owned(), server.url("")),
         ("K".to_owned(), server.key().to_owned()),
@@ -119,6 +123,7 @@ async fn every_readme_block_runs_or_is_checked() {
         ("README_DNS_SERVER".to_owned(), dns.addr().to_string()),
         ("README_CLI_DATA_DIR".to_owned(), cli_data.path().display().to_string()),
         ("README_DATA_DIR".to_owned(), server.data_dir().path().display().to_string()),
+        ("README_SUBMISSION_ADDR".to_owned(), server.submission_addr().to_string()),
     ]);
     if let Some(url) = cli_data.database_url() {
         env.insert("README_CLI_DATABASE_URL".to_owned(), url);
@@ -127,14 +132,12 @@ async fn every_readme_block_runs_or_is_checked() {
         env.insert("README_DATABASE_URL".to_owned(), scratch.url());
     }
     let work = shell::Workspace::new(env);
-    let table = vec![
-        ("https://127.0.0.1:8443".to_owned(), server.url("")),
-        ("tid_...".to_owned(), server.key().to_owned()),
-        ("mail.example.com:587".to_owned(), server.submission_addr().to_string()),
-    ];
+    // `./data` of the blocks is the server's data dir, as for a reader who ran it there.
+    std::os::unix::fs::symlink(server.data_dir().path(), work.path().join("data")).expect("link ./data");
+    let table =
+        vec![("https://127.0.0.1:8443".to_owned(), server.url("")), ("tid_...".to_owned(), server.key().to_owned())];
 
     // The sh blocks, a section at a time, in README order.
-    let now = chrono::Utc::now();
     let mut sections: Vec<Vec<(Block, Vec<String>)>> = Vec::new();
     // The programs beyond bash, curl and python3 that blocks call, and where they come from.
     let tools = [("swaks", "apt-get install swaks")];
@@ -150,7 +153,7 @@ async fn every_readme_block_runs_or_is_checked() {
             println!("{}: skipped: it needs PostgreSQL, and none answers at {admin_url}", block.at());
             continue;
         }
-        let lines = shell::prepare(block, &table, now);
+        let lines = shell::prepare(block, &table);
         match sections.last_mut() {
             Some(section) if section[0].0.section == block.section => section.push((block.clone(), lines)),
             _ => sections.push(vec![(block.clone(), lines)]),

@@ -215,6 +215,11 @@ fn a_complaint_report_marks_the_message_complained_and_suppresses() {
         let (status, body) = s.server.get("/v1/suppressions/angry@example.com", s.server.key()).await;
         assert_ok(status, &body, 200, "suppressed");
         assert_eq!(body["data"]["reason"], "Complaint", "{body}");
+        // The operator's log names both, by id.
+        let line = s.server.wait_for_log(&["tidings::ops", "complaint received", &format!("message_id={id}")]);
+        assert!(line.is_some_and(|l| l.contains(" WARN ")), "{:?}", s.server.stderr_lines());
+        let line = s.server.wait_for_log(&["address suppressed", &format!("message_id={id}"), "Complaint"]);
+        assert!(line.is_some(), "{:?}", s.server.stderr_lines());
     });
 }
 

@@ -138,7 +138,12 @@ impl WebhookWorker {
         }
         fresh.updated_at = now;
         match store.update_webhook(&fresh).await {
-            Ok(()) => Ok(disable),
+            Ok(()) => {
+                if disable {
+                    self.core.observer().webhook_endpoint_disabled(&fresh);
+                }
+                Ok(disable)
+            }
             Err(StoreError::NotFound) => Ok(false),
             Err(e) => Err(e.into()),
         }
@@ -163,7 +168,10 @@ impl WebhookWorker {
         fresh.disabled_reason = Some(GONE_REASON.to_owned());
         fresh.updated_at = now;
         match store.update_webhook(&fresh).await {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.core.observer().webhook_endpoint_disabled(&fresh);
+                Ok(true)
+            }
             Err(StoreError::NotFound) => Ok(false),
             Err(e) => Err(e.into()),
         }
@@ -188,6 +196,7 @@ impl WebhookWorker {
                 if let Some(result) = result {
                     let code = if posted { delivery.response_code } else { None };
                     self.core.observer().webhook_attempt(result, code);
+                    self.core.observer().webhook_delivery(delivery, result);
                 }
                 Ok(outcome)
             }

@@ -109,10 +109,24 @@ pub(super) fn spf_terms(text: &str) -> Result<String, String> {
     Ok(text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// A tracing `EnvFilter` whose every directive is a level (`info`) or names one
+/// (`tidings_http=debug`). `EnvFilter` also takes a bare word as a target to log at every
+/// level (`verbose` = everything from a target named `verbose`, and nothing else): a mistyped
+/// level would silently turn logging off, so a bare word must be a level.
 pub(super) fn log_filter(text: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(text)
-        .map(|_| text.to_owned())
-        .map_err(|e| format!("`{text}` is not a log filter such as info or info,tidings_http=debug: {e}"))
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    let hint = "a log filter such as info or info,tidings_http=debug";
+    tracing_subscriber::EnvFilter::try_new(text).map_err(|e| format!("`{text}` is not {hint}: {e}"))?;
+    for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let level = directive.rsplit_once('=').map_or(directive, |(_, level)| level);
+        if !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level.trim())) {
+            return Err(format!(
+                "`{text}` is not {hint}: `{directive}` is no level (trace, debug, info, warn, error, off) \
+                 nor target=level"
+            ));
+        }
+    }
+    Ok(text.to_owned())
 }
 
 pub(super) fn delivery(text: &str) -> Result<Delivery, String> {

@@ -85,6 +85,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_SMTP_MAX_SESSIONS_PER_IP", "many"),
         ("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", "9MiB"),
         ("TIDINGS_LOG", "info,[[["),
+        ("TIDINGS_LOG", "verbose"),
+        ("TIDINGS_LOG", "info,tidings=loud"),
         ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
         ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),
         ("TIDINGS_SMTP_TIMEOUT", "0s"),
@@ -156,8 +158,10 @@ fn values_parse() {
         ("TIDINGS_LEASE_MARGIN", "5s"),
         ("TIDINGS_DATABASE_POOL", "40"),
         ("TIDINGS_TLS_CERT", ""),
+        ("TIDINGS_LOG", "tidings=debug, info,tidings_http[request]=trace,hyper=OFF"),
     ])
     .unwrap();
+    assert_eq!(config.log, "tidings=debug, info,tidings_http[request]=trace,hyper=OFF");
     assert_eq!(config.listen.port(), 0);
     assert_eq!(config.max_body_bytes, 512 * 1024);
     assert_eq!(config.max_send_body_bytes, 64 * 1024 * 1024);
@@ -453,4 +457,36 @@ fn sizes_and_durations_take_the_crates_syntax_and_everything_accepted_before() {
     // New with humantime: spaces between parts, long unit names, weeks.
     assert_eq!(load(&[("TIDINGS_IDEMPOTENCY_WINDOW", "1h 30m")]).unwrap().idempotency_window.as_secs(), 5_400);
     assert_eq!(load(&[("TIDINGS_RETENTION", "1week")]).unwrap().retention, Some(Duration::from_secs(7 * 86_400)));
+}
+
+#[test]
+fn risky_settings_are_named_and_safe_ones_are_not() {
+    assert!(load(&[]).unwrap().risky_settings().is_empty(), "the defaults are safe");
+    let safe = load(&[
+        ("TIDINGS_METRICS_LISTEN", "127.0.0.1:9090"),
+        ("TIDINGS_PUBLIC_URL", "https://track.example"),
+        ("TIDINGS_SMTP_RELAY", "smtp://127.0.0.1:2525"),
+    ])
+    .unwrap();
+    assert!(safe.risky_settings().is_empty(), "{:?}", safe.risky_settings());
+    let risky = load(&[
+        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("TIDINGS_MX_ALLOW_PRIVATE", "true"),
+        ("TIDINGS_METRICS_LISTEN", "0.0.0.0:9090"),
+        ("TIDINGS_PUBLIC_URL", "http://track.example"),
+        ("TIDINGS_SMTP_RELAY", "smtp://relay.example:587"),
+    ])
+    .unwrap()
+    .risky_settings();
+    let named = [
+        "TIDINGS_WEBHOOK_ALLOW_PRIVATE",
+        "TIDINGS_MX_ALLOW_PRIVATE",
+        "TIDINGS_METRICS_LISTEN",
+        "TIDINGS_PUBLIC_URL",
+        "TIDINGS_SMTP_RELAY",
+    ];
+    assert_eq!(risky.len(), named.len(), "{risky:?}");
+    for (warning, var) in risky.iter().zip(named) {
+        assert!(warning.starts_with(var), "{warning}");
+    }
 }

@@ -94,6 +94,14 @@ fn create_a_key_then_revoke_it_and_its_session_ends() {
         assert!(!admin.client().source().await.unwrap().contains(&plaintext), "and never again");
         admin.find(&format!("table#keys tr[data-id=\"{key_id}\"]")).await;
 
+        // Its rate, changed in its row, holds on the API from the next request.
+        let rate = format!("table#keys tr[data-id=\"{key_id}\"] form.rate");
+        admin.fill(&format!("{rate} input[name=rate_limit_per_sec]"), "300").await;
+        submit(&admin, &rate).await;
+        assert_eq!(admin.path().await, "/keys", "back on the keys page");
+        let (status, body) = setup.server.get(&format!("/v1/keys/{key_id}"), &setup.key).await;
+        assert_eq!((status, &body["data"]["rateLimitPerSec"]), (200, &serde_json::json!(300)), "{body}");
+
         let other = Browser::start(DESKTOP.0, DESKTOP.1).await;
         sign_in(&other, &setup, &plaintext).await;
 

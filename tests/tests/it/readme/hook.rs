@@ -1,8 +1,7 @@
 //! The harness side of the command wrappers: a plain-HTTP service on loopback that the
 //! `curl` and `tidings-server` wrappers on the blocks' PATH call before and after each run.
-//! It keeps the ids seen in responses (for the `<nameId>` placeholders), publishes the DNS
-//! records of every domain response in the test DNS server, and judges each curl's status
-//! against what its README line says.
+//! It keeps the ids seen in responses (for the `<nameId>` placeholders) and judges each
+//! curl's status against what its README line says.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,7 +11,6 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use tidings_dns::testing::TestDnsServer;
 
 /// What the hook remembers across the blocks.
 #[derive(Default)]
@@ -28,7 +26,6 @@ struct Book {
 #[derive(Clone)]
 struct Shared {
     book: Arc<Mutex<Book>>,
-    dns: Arc<TestDnsServer>,
 }
 
 /// The running hook; stops when dropped.
@@ -41,13 +38,13 @@ pub struct Hook {
 impl Hook {
     /// Listens on a free loopback port; `expected` maps README lines to the status their
     /// command must answer.
-    pub async fn start(dns: Arc<TestDnsServer>, expected: HashMap<usize, u16>) -> Self {
+    pub async fn start(expected: HashMap<usize, u16>) -> Self {
         let book = Arc::new(Mutex::new(Book { expected, ..Book::default() }));
         let app = Router::new()
             .route("/resolve", post(resolve))
             .route("/curl", post(judge_curl))
             .route("/cli", post(record_cli))
-            .with_state(Shared { book: book.clone(), dns });
+            .with_state(Shared { book: book.clone() });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the hook");
         let addr = listener.local_addr().expect("its address");
         let task = tokio::spawn(async move {
@@ -105,7 +102,7 @@ async fn resolve(State(shared): State<Shared>, Json(request): Json<Value>) -> (a
 }
 
 /// `{line, args, status, output}` of one curl → `{ok, message}`: records the ids of the
-/// response, publishes its DNS records, and checks the status against the README line.
+/// response and checks the status against the README line.
 async fn judge_curl(State(shared): State<Shared>, Json(run): Json<Value>) -> Json<Value> {
     let line: usize = run["line"].as_str().and_then(|l| l.parse().ok()).unwrap_or(0);
     let status = run["status"].as_u64().unwrap_or(0);
@@ -115,16 +112,6 @@ async fn judge_curl(State(shared): State<Shared>, Json(run): Json<Value>) -> Jso
     let path = url.splitn(4, '/').nth(3).map_or("/".to_owned(), |p| format!("/{p}"));
     let output = run["output"].as_str().unwrap_or_default();
     let body = response_json(output);
-
-    if let Some(body) = &body {
-        for record in body["data"]["dnsRecords"].as_array().into_iter().flatten() {
-            if let (Some("TXT"), Some(name), Some(value)) =
-                (record["type"].as_str(), record["name"].as_str(), record["value"].as_str())
-            {
-                shared.dns.set_txt(name, &[value]).await;
-            }
-        }
-    }
     let mut book = shared.book.lock().unwrap();
     if let (Some(body), Some(kind)) = (&body, id_kind(&path)) {
         let data = &body["data"];

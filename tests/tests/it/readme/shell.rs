@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
-
 use super::blocks::Block;
 use super::hook::marker;
 
@@ -58,9 +56,8 @@ impl Workspace {
             std::os::unix::fs::symlink(&wrapper, bin.join(name)).expect("link a wrapper");
         }
         std::fs::write(dir.path().join(".prelude.sh"), PRELUDE).expect("write the prelude");
-        // The files the blocks read: attachments, and a sealing key file for the nodes.
-        std::fs::write(dir.path().join("invoice.pdf"), b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n").unwrap();
-        std::fs::write(dir.path().join("logo.png"), PNG_1X1).unwrap();
+        // The one file a block reads and does not make: the nodes' sealing key, in place of the
+        // reader's secret (`substitute /run/secrets/tidings-key => tidings-key`).
         std::fs::write(dir.path().join("tidings-key"), format!("{}\n", tidings_e2e::SHARED_SECRET_KEY)).unwrap();
         // `./test`, the README's test command, is what runs this test: its stand-in says so.
         let test = dir.path().join("test");
@@ -220,12 +217,11 @@ pub fn which(name: &str) -> Option<PathBuf> {
 
 /// A block's lines as they run: the block's own substitutions, then `table` (the README's
 /// names for what the harness started), then `<nameId>` placeholders as markers the
-/// wrappers resolve, then timestamps moved into the future ([`future_dates`]).
-pub fn prepare(block: &Block, table: &[(String, String)], now: DateTime<Utc>) -> Vec<String> {
+/// wrappers resolve.
+pub fn prepare(block: &Block, table: &[(String, String)]) -> Vec<String> {
     let rules = block.directives.substitutions.iter().chain(table);
     let text = rules.fold(block.text(), |text, (from, to)| text.replace(from, to));
-    let text = future_dates(&placeholders(&text), now);
-    text.split('\n').map(str::to_owned).collect()
+    placeholders(&text).split('\n').map(str::to_owned).collect()
 }
 
 /// `<domainId>` → `@@domainId@@`: a name ending in `Id`, in angle brackets.
@@ -252,63 +248,9 @@ fn placeholders(text: &str) -> String {
     out
 }
 
-/// The API takes `scheduledAt` between now and 30 days ahead, so a fixed date in the README
-/// is right for at most 30 days. When a block's RFC 3339 timestamps (`2026-12-01T09:00:00Z`)
-/// are not all between an hour and 29 days ahead of `now`, they are all moved by whole days,
-/// gaps kept, so that the earliest falls tomorrow.
-pub fn future_dates(text: &str, now: DateTime<Utc>) -> String {
-    const FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
-    let found: Vec<(usize, DateTime<Utc>)> = text
-        .char_indices()
-        .filter_map(|(at, _)| {
-            let candidate = text.get(at..at + 20)?;
-            Some((at, NaiveDateTime::parse_from_str(candidate, FORMAT).ok()?.and_utc()))
-        })
-        .collect();
-    let Some(earliest) = found.iter().map(|(_, t)| *t).min() else { return text.to_owned() };
-    let latest = found.iter().map(|(_, t)| *t).max().unwrap_or(earliest);
-    if earliest > now + TimeDelta::hours(1) && latest < now + TimeDelta::days(29) {
-        return text.to_owned();
-    }
-    let days = (now.date_naive() - earliest.date_naive()).num_days() + 1;
-    let mut out = text.to_owned();
-    for (at, time) in found.iter().rev() {
-        out.replace_range(*at..*at + 20, &(*time + TimeDelta::days(days)).format(FORMAT).to_string());
-    }
-    out
-}
-
-/// A 1×1 PNG.
-const PNG_1X1: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
-    0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49,
-    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xff, 0xff, 0x3f, 0x00, 0x05, 0xfe, 0x02, 0xfe, 0xa7, 0x35, 0x81, 0x84,
-    0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(text: &str) -> DateTime<Utc> {
-        NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%SZ").unwrap().and_utc()
-    }
-
-    #[test]
-    fn dates_ahead_stay_and_passed_ones_move_to_tomorrow_keeping_gaps() {
-        let text = r#"{"scheduledAt":"2026-12-01T09:00:00Z"} then "2026-12-02T09:00:00Z""#;
-        assert_eq!(future_dates(text, at("2026-11-27T04:00:00Z")), text);
-        assert_eq!(
-            future_dates(text, at("2027-03-10T12:00:00Z")),
-            r#"{"scheduledAt":"2027-03-11T09:00:00Z"} then "2027-03-12T09:00:00Z""#
-        );
-        // Too far ahead comes back too.
-        assert_eq!(
-            future_dates(text, at("2026-09-01T00:00:00Z")),
-            r#"{"scheduledAt":"2026-09-02T09:00:00Z"} then "2026-09-03T09:00:00Z""#
-        );
-        assert_eq!(future_dates("no dates 2026-12", at("2030-01-01T00:00:00Z")), "no dates 2026-12");
-    }
 
     #[test]
     fn each_command_runs_at_its_readme_line() {
