@@ -39,7 +39,8 @@ const SECTIONS: [&str; 11] = [
 /// answer passes through unchanged.
 pub async fn pages_for_browsers(req: Request, next: Next) -> Response {
     let wants_page = wants_page(req.uri().path(), req.headers().get(ACCEPT));
-    let path = req.uri().path().to_owned();
+    // Kept only for a page: API requests, the many, pay nothing here.
+    let path = wants_page.then(|| req.uri().path().to_owned()).unwrap_or_default();
     let response = next.run(req).await;
     if !wants_page {
         return response;

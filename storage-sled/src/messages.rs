@@ -74,6 +74,9 @@ fn query_buckets(ws: WorkspaceId, q: &MessageQuery) -> Vec<Vec<u8>> {
 /// one [`buckets`] gives its first: written once with the message, since its recipients never
 /// change, so that a `to` filter finds it by any of them.
 fn other_recipient_buckets(m: &Message) -> Vec<Vec<u8>> {
+    if !m.has_recipient_list() {
+        return Vec::new();
+    }
     let ws = m.workspace_id.to_bytes();
     let first = m.to.normalized();
     let mut seen = std::collections::HashSet::from([first]);

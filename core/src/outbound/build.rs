@@ -130,12 +130,11 @@ pub fn build_copy(
     let subject = clean_subject(&message.subject);
     // The envelope is the transport's (`OutboundEmail`), never lettre's; giving lettre one lets
     // a message with no `To:` or `Cc:` (every recipient bcc) be built.
-    let envelope = lettre::address::Envelope::new(
-        Some(wire_mailbox("from", &message.from)?.email),
-        vec![wire_mailbox("to", &Mailbox { display_name: None, address: message.to.clone() })?.email],
-    )
-    .map_err(|e| BuildError::Assemble(Cause::new(e)))?;
-    let mut builder = lettre::Message::builder().from(wire_mailbox("from", &message.from)?).envelope(envelope);
+    let from = wire_mailbox("from", &message.from)?;
+    let first = wire_mailbox("to", &Mailbox { display_name: None, address: message.to.clone() })?;
+    let envelope = lettre::address::Envelope::new(Some(from.email.clone()), vec![first.email])
+        .map_err(|e| BuildError::Assemble(Cause::new(e)))?;
+    let mut builder = lettre::Message::builder().from(from).envelope(envelope);
     for mailbox in message.mailboxes_of(RecipientKind::To) {
         builder = builder.to(wire_mailbox("to", &mailbox)?);
     }

@@ -23,6 +23,13 @@ pub(crate) fn validate_recipients(
     bcc: Option<&Value>,
     to_required: bool,
 ) -> Result<Named, Vec<FieldError>> {
+    // The common send: one address in `to`, nothing else; no counting or de-duplication.
+    if let (Some(Value::String(text)), None | Some(Value::Null), None | Some(Value::Null)) = (to, cc, bcc) {
+        return match Mailbox::parse(text) {
+            Ok(mailbox) => Ok(vec![(RecipientKind::To, mailbox)]),
+            Err(e) => Err(vec![FieldError::new("to", e.to_string())]),
+        };
+    }
     let mut fields = Vec::new();
     let to_list = match to {
         None | Some(Value::Null) if to_required => {
