@@ -40,7 +40,7 @@ const SECTIONS: [&str; 11] = [
 pub async fn pages_for_browsers(req: Request, next: Next) -> Response {
     let wants_page = wants_page(req.uri().path(), req.headers().get(ACCEPT));
     // Kept only for a page: API requests, the many, pay nothing here.
-    let path = wants_page.then(|| req.uri().path().to_owned()).unwrap_or_default();
+    let path = if wants_page { req.uri().path().to_owned() } else { String::new() };
     let response = next.run(req).await;
     if !wants_page {
         return response;

@@ -70,6 +70,16 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
     .map(drop)
 }
 
+/// The first `limit` messages, newest first, of two pages of disjoint lists, each newest
+/// first; more follow if either had more or some were left over.
+fn newest_of(a: Page<Message>, b: Page<Message>, limit: usize) -> Page<Message> {
+    let mut items: Vec<Message> = a.items.into_iter().chain(b.items).collect();
+    items.sort_by(|x, y| y.id.cmp(&x.id));
+    let has_more = a.has_more || b.has_more || items.len() > limit;
+    items.truncate(limit);
+    Page { items, has_more }
+}
+
 /// The rows of `message_recipients` for the message's recipients beside its first.
 async fn insert_other_recipients(client: &impl GenericClient, m: &Message) -> StoreResult<()> {
     let others = other_recipients(m);
@@ -137,17 +147,10 @@ impl MessageStore for PgStore {
         let to = query.to.as_ref().map(|to| to.normalized());
         let key = query.sent_by.map(|k| uuid(k.0));
         let (tags, metadata) = label_documents(query);
-        let mut filters: Vec<(String, Param<'_>)> = vec![("workspace_id = {}".into(), &ws)];
+        // Filters on the message's own columns, the same for both halves of a `to` list.
+        let mut filters: Vec<(String, Param<'_>)> = Vec::new();
         if let Some(status) = &status {
             filters.push(("status = {}".into(), status));
-        }
-        if let Some(to) = &to {
-            // The first recipient is a column of the message, the others rows of
-            // message_recipients (migration 0008); `$1` is the workspace, the first filter.
-            let any_recipient = "id IN (SELECT id FROM messages WHERE workspace_id = $1 AND to_norm = {} \
-                                 UNION ALL SELECT message_id FROM message_recipients \
-                                 WHERE workspace_id = $1 AND to_norm = {})";
-            filters.push((any_recipient.into(), to));
         }
         if let Some(key) = &key {
             filters.push(("api_key_id = {}".into(), key));
@@ -160,7 +163,25 @@ impl MessageStore for PgStore {
             filters.push(("(doc -> 'extras' -> 'metadata') @> {}".into(), metadata));
         }
         let cursor = query.page.cursor.map(|c| c.0);
-        newest_first_where(&client, "messages", &filters, None, cursor, query.page.limit).await
+        let page_size = query.page.limit;
+        let Some(to) = &to else {
+            let mut all = vec![("workspace_id = {}".to_owned(), &ws as Param<'_>)];
+            all.extend(filters);
+            return newest_first_where(&client, "messages", &all, None, cursor, page_size).await;
+        };
+        // A message's first recipient is its `to_norm` column, the others rows of
+        // message_recipients (migration 0008), never both. Each half is a newest-first walk of
+        // its own index (messages_by_to; message_recipients' key, backwards) that stops after
+        // a page, and the page is the newest of the two: a page costs what it did before
+        // lists existed, however many messages the address has.
+        let mut first = vec![("workspace_id = {}".to_owned(), &ws as Param<'_>), ("to_norm = {}".to_owned(), to)];
+        first.extend(filters.iter().cloned());
+        let mut others = vec![("r.workspace_id = {}".to_owned(), &ws as Param<'_>), ("r.to_norm = {}".to_owned(), to)];
+        others.extend(filters);
+        let joined = "message_recipients r JOIN messages m ON m.id = r.message_id";
+        let a: Page<Message> = newest_first_where(&client, "messages", &first, None, cursor, page_size).await?;
+        let b: Page<Message> = newest_first_where(&client, joined, &others, None, cursor, page_size).await?;
+        Ok(newest_of(a, b, page_size))
     }
 
     async fn list_events(

@@ -203,7 +203,7 @@ pub(crate) fn address_list(text: &str) -> serde_json::Value {
     }
     items.push(current);
     let items: Vec<serde_json::Value> =
-        items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()).map(|i| serde_json::Value::from(i)).collect();
+        items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()).map(serde_json::Value::from).collect();
     match <[serde_json::Value; 1]>::try_from(items) {
         Ok([one]) => one,
         Err(many) => serde_json::Value::Array(many),

@@ -61,7 +61,8 @@ enum BatchItemResult {
 struct QueuedItem {
     /// the item's index in the request
     index: usize,
-    message: MessageResponse,
+    // Boxed: a message with its recipients is far larger than a refusal.
+    message: Box<MessageResponse>,
 }
 
 /// a batch item that was refused, with the error a single send would have got
@@ -149,7 +150,9 @@ fn batch_response(outcome: BatchOutcome, limit: Option<&RateLimitState>) -> Resp
     let total = outcome.items.len();
     let replay = if outcome.replayed { "batch already accepted (idempotent replay)" } else { "" };
     let results = outcome.items.into_iter().enumerate().map(|(index, item)| match item {
-        BatchItem::Queued(m) => BatchItemResult::Queued(QueuedItem { index, message: MessageResponse::from(*m) }),
+        BatchItem::Queued(m) => {
+            BatchItemResult::Queued(QueuedItem { index, message: Box::new(MessageResponse::from(*m)) })
+        }
         BatchItem::Refused(e) => {
             BatchItemResult::Refused(RefusedItem { index, error: ErrorObject::new(e.code, e.message, &e.fields) })
         }

@@ -247,7 +247,7 @@ fn a_send_to_to_cc_and_bcc_is_one_message_with_an_envelope_per_recipient_and_the
         assert_eq!(replayed["data"]["id"], id.as_str());
         // Found by any recipient, cc and bcc included, whatever the case.
         for who in ["bob@y.example", "Carol@Z.example", "dan@w.example"] {
-            assert_eq!(listed_to(&s.server, who).await, [id.clone()], "?to={who}");
+            assert_eq!(listed_to(&s.server, who).await, std::slice::from_ref(&id), "?to={who}");
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(copies(&s.sink, provider_id).len(), 4, "the replay sent nothing");
