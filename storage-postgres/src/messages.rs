@@ -74,7 +74,7 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
 /// first; more follow if either had more or some were left over.
 fn newest_of(a: Page<Message>, b: Page<Message>, limit: usize) -> Page<Message> {
     let mut items: Vec<Message> = a.items.into_iter().chain(b.items).collect();
-    items.sort_by(|x, y| y.id.cmp(&x.id));
+    items.sort_by_key(|m| std::cmp::Reverse(m.id));
     let has_more = a.has_more || b.has_more || items.len() > limit;
     items.truncate(limit);
     Page { items, has_more }

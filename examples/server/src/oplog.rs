@@ -26,21 +26,24 @@ pub struct OperatorLog;
 
 impl EventObserver for OperatorLog {
     fn message_event(&self, message: &Message, event: &MessageEvent) {
+        // Called for every event of every message, most of them filtered out: what a line
+        // shows is worked out inside the macros, which evaluate their fields only for a line
+        // that is written.
         let (id, workspace) = (message.id, message.workspace_id);
         let d = &event.details;
-        let code = d.smtp_code.map_or_else(String::new, |c| c.to_string());
-        let enhanced = d.enhanced_code.as_deref().unwrap_or_default();
-        let reply = quoted(d.response.as_deref());
+        let code = || d.smtp_code.map_or_else(String::new, |c| c.to_string());
+        let enhanced = || d.enhanced_code.as_deref().unwrap_or_default();
+        let reply = || quoted(d.response.as_deref());
         let attempt = d.attempt.unwrap_or_default();
         match event.event_type {
             EventType::Delivered => {
-                tracing::info!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code, "message delivered")
+                tracing::info!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code(), "message delivered")
             }
             EventType::Deferred => {
-                let next = d
-                    .next_attempt_at
-                    .map_or_else(String::new, |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-                tracing::warn!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code, enhanced, reply, next_attempt_at = %next, "message deferred")
+                let next = || {
+                    d.next_attempt_at.map_or_else(String::new, |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                };
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, attempt, smtp_code = %code(), enhanced = enhanced(), reply = reply(), next_attempt_at = %next(), "message deferred")
             }
             EventType::Bounced => {
                 let bounce = match d.bounce_type {
@@ -48,11 +51,11 @@ impl EventObserver for OperatorLog {
                     Some(tidings_core::model::BounceType::Soft) => "soft",
                     None => "",
                 };
-                tracing::warn!(target: TARGET, message_id = %id, %workspace, bounce, smtp_code = %code, enhanced, reply, "message bounced")
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, bounce, smtp_code = %code(), enhanced = enhanced(), reply = reply(), "message bounced")
             }
             EventType::Complained => tracing::warn!(target: TARGET, message_id = %id, %workspace, "complaint received"),
             EventType::Failed => {
-                tracing::warn!(target: TARGET, message_id = %id, %workspace, reason = reply, "message failed")
+                tracing::warn!(target: TARGET, message_id = %id, %workspace, reason = reply(), "message failed")
             }
             EventType::Suppressed => {
                 tracing::info!(target: TARGET, message_id = %id, %workspace, "message not sent: the recipient is suppressed")
