@@ -78,7 +78,7 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
         section {
             dl.fields {
                 dt { "Status" } dd { span #status data-status=(status) { (badge(status, status_kind(status))) } }
-                dt { "Id" } dd.mono { (id) }
+                dt { "Id" } dd.mono { (id) " " button.copy type="button" data-copy=(id) hidden aria-label="Copy the message id" { "Copy" } }
                 dt { "To" } dd.mono { (m.to_field()) }
                 @let cc = m.mailboxes_of(RecipientKind::Cc);
                 @if !cc.is_empty() { dt { "Cc" } dd.mono { (joined(&cc)) } }
@@ -173,9 +173,13 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             p.none { "This message has no HTML part." }
         }
         h2 { "Text" }
-        @match &m.text {
-            Some(text) => pre #text-body { (text) },
-            None => p.none #text-body { "This message has no text part." },
+        @match text_part(m) {
+            TextPart::Sent(text) => pre #text-body { (text) },
+            TextPart::Generated(text) => {
+                p.muted #text-generated { "Generated from the HTML when it was sent, as the recipient got it:" }
+                pre #text-body { (text) }
+            }
+            TextPart::None(why) => p.none #text-body { (why) },
         }
         h2 { "Headers" }
         div.scroll {
@@ -193,7 +197,31 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             }
         }
     };
-    page(Some(viewer), "Message", body)
+    // The subject names the page (the tab, the history), as in a mail program.
+    let title = if m.subject.is_empty() { "(no subject)" } else { m.subject.as_str() };
+    page(Some(viewer), title, body)
+}
+
+/// The text part as it went out (docs/api.md#sending): the send's own; generated from the
+/// HTML when the send gave none, the same function the MIME builder uses; or none, and why.
+enum TextPart<'m> {
+    Sent(&'m str),
+    Generated(String),
+    None(&'static str),
+}
+
+fn text_part(m: &Message) -> TextPart<'_> {
+    match (&m.text, &m.html) {
+        (Some(text), Some(_)) if text.is_empty() => TextPart::None("No text part: the send asked for the HTML alone."),
+        (Some(text), _) => TextPart::Sent(text),
+        (None, Some(html)) => match tidings_core::outbound::html_text::text_from_html(html) {
+            Some(text) => TextPart::Generated(text),
+            None => TextPart::None("No text part: the HTML shows no text."),
+        },
+        (None, None) => {
+            TextPart::None("This message has no text part (its content may have been removed by retention).")
+        }
+    }
 }
 
 /// Mailboxes as a header lists them.

@@ -350,6 +350,34 @@ async fn suppressions_are_added_found_and_removed() {
 }
 
 #[tokio::test]
+async fn an_html_only_message_shows_the_text_part_it_went_out_with_and_its_subject_as_the_title() {
+    let app = TestApp::new().await;
+    app.verified_domain("text.example").await;
+    let send = |html: &str, text: Option<&str>| SendRequest {
+        to: Some("a@example.com".into()),
+        subject: Some("Receipt & <thanks>".into()),
+        html: Some(html.into()),
+        text: text.map(Into::into),
+        ..SendRequest::default()
+    };
+    let html_only = app.core.send_message(&app.principal, send("<p>Paid <b>42</b></p>", None), None).await.unwrap();
+    let opted_out = app.core.send_message(&app.principal, send("<p>Paid</p>", Some("")), None).await.unwrap();
+
+    let browser = app.sign_in(&app.key).await;
+    let page = browser.get(&format!("/messages/{}", html_only.message.id)).await;
+    assert!(page.body.contains(r#"<p class="muted" id="text-generated">"#), "{}", page.body);
+    assert!(page.body.contains("Paid 42"), "the generated text: {}", page.body);
+    assert!(
+        page.body.contains("<title>Receipt &amp; &lt;thanks&gt;"),
+        "the subject is the title, escaped: {}",
+        page.body
+    );
+    assert!(page.body.contains(&format!(r#"data-copy="{}""#, html_only.message.id)), "a copy button for the id");
+    let page = browser.get(&format!("/messages/{}", opted_out.message.id)).await;
+    assert!(page.body.contains("the send asked for the HTML alone") && !page.body.contains("text-generated"));
+}
+
+#[tokio::test]
 async fn a_delivered_outbox_message_offers_its_eml_and_nothing_else_can_be_fetched() {
     let app = TestApp::new().await;
     app.verified_domain("eml.example").await;
