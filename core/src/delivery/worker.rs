@@ -190,6 +190,16 @@ enum Prepared {
     Unsendable(String),
 }
 
+/// What one attempt's result becomes ([`Shared::judge`]).
+pub(super) struct Judged {
+    /// The event to record.
+    event: Happening,
+    /// What the step reports.
+    outcome: Outcome,
+    /// A hard bounce: the caller suppresses the address before recording the event.
+    hard_bounce: bool,
+}
+
 /// Delivers due messages through a [`Mailer`]. Cheap to share behind an `Arc`; steps may
 /// run concurrently (the store's claims keep them apart).
 pub struct DeliveryWorker {
@@ -376,11 +386,31 @@ impl Shared {
         sent: &Message,
         result: &std::result::Result<SendReceipt, SendError>,
     ) -> Result<Outcome> {
+        let judged = self.judge(sent.attempts, result);
+        if judged.hard_bounce {
+            // Suppress first: if the process dies before the event is written, the
+            // address is still protected (the message then ends Failed on re-claim).
+            let (ws, to) = (sent.workspace_id, &sent.to);
+            let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
+            self.core.suppress_automatically(ws, to, reason, source, Some(sent.id)).await?;
+        }
+        let Judged { event, outcome, .. } = judged;
+        // The send happened: its outcome is recorded whatever became of the lease.
+        Ok(match self.record(sent, event, None).await? {
+            Some(_) => outcome,
+            None => Outcome::Skipped,
+        })
+    }
+
+    /// What attempt number `attempt`'s `result` becomes: one table for a message and for
+    /// each recipient of a list (`Delivered`; `Deferred` until the schedule is used up, then
+    /// `Bounced` Soft; `Bounced` of the classified kind).
+    fn judge(&self, attempt: u32, result: &std::result::Result<SendReceipt, SendError>) -> Judged {
         let mut details = reply_details(result);
-        details.attempt = Some(sent.attempts);
+        details.attempt = Some(attempt);
         let (event_type, next_attempt_at, outcome) = match classify(result) {
             Verdict::Delivered => (EventType::Delivered, None, Outcome::Delivered),
-            Verdict::Retry { not_before } => match self.settings.schedule.delay_after(sent.attempts) {
+            Verdict::Retry { not_before } => match self.settings.schedule.delay_after(attempt) {
                 Some(delay) => {
                     let wait = delay.max(not_before.unwrap_or_default());
                     let at = self.core.clock().now()
@@ -394,23 +424,12 @@ impl Shared {
                 }
             },
             Verdict::Bounce(kind) => {
-                if kind == BounceType::Hard {
-                    // Suppress first: if the process dies before the event is written, the
-                    // address is still protected (the message then ends Failed on re-claim).
-                    let (ws, to) = (sent.workspace_id, &sent.to);
-                    let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-                    self.core.suppress_automatically(ws, to, reason, source, Some(sent.id)).await?;
-                }
                 details.bounce_type = Some(kind);
                 (EventType::Bounced, None, Outcome::Bounced(kind))
             }
         };
-        let event = happening(&self.core, event_type, details, None, next_attempt_at);
-        // The send happened: its outcome is recorded whatever became of the lease.
-        Ok(match self.record(sent, event, None).await? {
-            Some(_) => outcome,
-            None => Outcome::Skipped,
-        })
+        let hard_bounce = matches!(outcome, Outcome::Bounced(BounceType::Hard));
+        Judged { event: happening(&self.core, event_type, details, None, next_attempt_at), outcome, hard_bounce }
     }
 
     /// Records an event that ends this step's work on the message without a send.

@@ -33,8 +33,7 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::{Outcome, Shared, happening, response};
-use crate::delivery::classify::{Verdict, classify};
-use crate::model::{BounceType, EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use crate::model::{EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
 use crate::outbound::{SignedCopy, sign_copy};
 use crate::ports::{SendError, SendReceipt};
 use crate::state_machine::{Happening, apply_recipient_event};
@@ -200,38 +199,17 @@ impl Shared {
         attempt: u32,
         result: &std::result::Result<SendReceipt, SendError>,
     ) -> Result<Outcome> {
-        let mut details = super::reply_details(result);
-        details.attempt = Some(attempt);
-        let (event_type, next_attempt_at, outcome) = match classify(result) {
-            Verdict::Delivered => (EventType::Delivered, None, Outcome::Delivered),
-            Verdict::Retry { not_before } => match self.settings.schedule.delay_after(attempt) {
-                Some(delay) => {
-                    let wait = delay.max(not_before.unwrap_or_default());
-                    let at = self.core.clock().now()
-                        + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::days(30));
-                    details.next_attempt_at = Some(at);
-                    (EventType::Deferred, Some(at), Outcome::Deferred)
-                }
-                None => {
-                    details.bounce_type = Some(BounceType::Soft);
-                    (EventType::Bounced, None, Outcome::Bounced(BounceType::Soft))
-                }
-            },
-            Verdict::Bounce(kind) => {
-                if kind == BounceType::Hard {
-                    // Suppress first, as for a single recipient: this address alone.
-                    let (ws, id, address) = {
-                        let m = current.message.lock().await;
-                        (m.workspace_id, m.id, m.recipients[index].email.clone())
-                    };
-                    let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-                    self.core.suppress_automatically(ws, &address, reason, source, Some(id)).await?;
-                }
-                details.bounce_type = Some(kind);
-                (EventType::Bounced, None, Outcome::Bounced(kind))
-            }
-        };
-        let outcome_event = happening(&self.core, event_type, details, None, next_attempt_at);
+        let judged = self.judge(attempt, result);
+        if judged.hard_bounce {
+            // Suppress first, as for a single recipient: this address alone.
+            let (ws, id, address) = {
+                let m = current.message.lock().await;
+                (m.workspace_id, m.id, m.recipients[index].email.clone())
+            };
+            let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
+            self.core.suppress_automatically(ws, &address, reason, source, Some(id)).await?;
+        }
+        let super::Judged { event: outcome_event, outcome, .. } = judged;
         // The send happened: its outcome is recorded whatever became of the lease, with the
         // others that arrived meanwhile.
         current.pending.lock().map_err(|_| poisoned())?.push((index, outcome_event));

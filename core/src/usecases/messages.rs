@@ -596,7 +596,7 @@ impl Tidings {
         &self,
         read: &Message,
         next: Message,
-        mut events: Vec<MessageEvent>,
+        events: Vec<MessageEvent>,
         due_at: Option<DateTime<Utc>>,
         last_event_id: Option<EventId>,
     ) -> Result<(Message, Vec<MessageEvent>)> {
@@ -607,23 +607,21 @@ impl Tidings {
         for event in &events {
             webhook_deliveries.extend(self.webhook_deliveries_for(&next, event).await?);
         }
-        let more_events = events.split_off(1);
-        let event = events.remove(0);
+        // The store takes its own copy; `events` goes back to the caller as written.
         let write = EventWrite {
             expected_status: read.status,
             expected_next_attempt_at: due_at,
             expected_last_event_id: last_event_id,
             message: next.clone(),
-            event: event.clone(),
-            more_events: more_events.clone(),
+            event: events[0].clone(),
+            more_events: events[1..].to_vec(),
             webhook_deliveries,
         };
         self.store.record_event(write).await?;
-        let written: Vec<MessageEvent> = std::iter::once(event).chain(more_events).collect();
-        for event in &written {
+        for event in &events {
             self.observer.message_event(&next, event);
         }
-        Ok((next, written))
+        Ok((next, events))
     }
 }
 

@@ -4,6 +4,7 @@
 //! Tidings` block of one resource. Every use case that acts for a client takes the
 //! authenticated [`Principal`] and enforces scope and workspace isolation itself.
 
+mod address_list;
 mod auth;
 mod batch;
 mod client_auth;

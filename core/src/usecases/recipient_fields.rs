@@ -10,6 +10,7 @@ use crate::email::Mailbox;
 use crate::error::FieldError;
 use crate::model::recipients::dedupe;
 use crate::model::{MAX_RECIPIENTS, RecipientKind};
+use crate::usecases::address_list::AddressList;
 
 /// The recipients of a valid send, once each, in request order with their list.
 pub(crate) type Named = Vec<(RecipientKind, Mailbox)>;
@@ -64,36 +65,12 @@ pub(crate) fn validate_recipients(
 /// One list: a string or an array of strings. `to` must name at least one; an empty `cc` or
 /// `bcc` array is none.
 fn list(name: &str, value: &Value, required: bool, fields: &mut Vec<FieldError>) -> Vec<Mailbox> {
-    let mut parse = |field: String, v: &Value| match v.as_str().map(Mailbox::parse) {
-        Some(Ok(mailbox)) => Some(mailbox),
-        Some(Err(e)) => {
-            fields.push(FieldError::new(field, e.to_string()));
-            None
-        }
-        None => {
-            fields.push(FieldError::new(field, "must be an email address string"));
-            None
-        }
+    let rule = AddressList {
+        name,
+        max: MAX_RECIPIENTS,
+        empty_array: required.then_some("must name at least one address"),
     };
-    match value {
-        Value::Null if !required => Vec::new(),
-        Value::String(_) => parse(name.to_owned(), value).into_iter().collect(),
-        Value::Array(items) if items.is_empty() && required => {
-            fields.push(FieldError::new(name, "must name at least one address"));
-            Vec::new()
-        }
-        Value::Array(items) if items.len() > MAX_RECIPIENTS => {
-            fields.push(FieldError::new(name, format!("must name at most {MAX_RECIPIENTS} addresses")));
-            Vec::new()
-        }
-        Value::Array(items) => {
-            items.iter().enumerate().filter_map(|(i, item)| parse(format!("{name}[{i}]"), item)).collect()
-        }
-        _ => {
-            fields.push(FieldError::new(name, "must be an email address or an array of them"));
-            Vec::new()
-        }
-    }
+    rule.read(value, Mailbox::parse, fields)
 }
 
 #[cfg(test)]

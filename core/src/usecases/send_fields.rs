@@ -15,6 +15,7 @@ use crate::model::extras::{
     MAX_HEADERS, MAX_METADATA_BYTES, MAX_REPLY_TO, MAX_TAGS, Metadata, Tag, check_metadata_key,
 };
 use crate::usecases::SendRequest;
+use crate::usecases::address_list::AddressList;
 
 /// One entry of `tags`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -54,37 +55,12 @@ pub(crate) fn validate_extras(req: &SendRequest) -> Result<MessageExtras, Vec<Fi
 }
 
 fn reply_to(value: &serde_json::Value, fields: &mut Vec<FieldError>) -> Vec<EmailAddress> {
-    use serde_json::Value;
-    let mut parse = |field: String, v: &Value| match v.as_str().map(EmailAddress::parse) {
-        Some(Ok(address)) => Some(address),
-        Some(Err(e)) => {
-            fields.push(FieldError::new(field, e.to_string()));
-            None
-        }
-        None => {
-            fields.push(FieldError::new(field, "must be an email address string"));
-            None
-        }
+    let rule = AddressList {
+        name: "replyTo",
+        max: MAX_REPLY_TO,
+        empty_array: Some("must name at least one address when given as an array"),
     };
-    match value {
-        Value::Null => Vec::new(),
-        Value::String(_) => parse("replyTo".into(), value).into_iter().collect(),
-        Value::Array(items) if items.is_empty() => {
-            fields.push(FieldError::new("replyTo", "must name at least one address when given as an array"));
-            Vec::new()
-        }
-        Value::Array(items) if items.len() > MAX_REPLY_TO => {
-            fields.push(FieldError::new("replyTo", format!("must name at most {MAX_REPLY_TO} addresses")));
-            Vec::new()
-        }
-        Value::Array(items) => {
-            items.iter().enumerate().filter_map(|(i, item)| parse(format!("replyTo[{i}]"), item)).collect()
-        }
-        _ => {
-            fields.push(FieldError::new("replyTo", "must be an email address or an array of them"));
-            Vec::new()
-        }
-    }
+    rule.read(value, EmailAddress::parse, fields)
 }
 
 fn headers(value: &serde_json::Value, fields: &mut Vec<FieldError>) -> Vec<CustomHeader> {
