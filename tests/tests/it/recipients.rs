@@ -12,19 +12,17 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::common::dkim::assert_signed_by;
 use crate::common::receiver::Receiver;
+use crate::common::reports::{report_fixture, smtp_send};
 use crate::common::{assert_error, assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::{ReceivedMessage, Rule, SmtpSink, Stage};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 /// How long a test waits for something it polls for.
 const WAIT: Duration = Duration::from_secs(20);
@@ -353,53 +351,6 @@ fn lists_over_fifty_bad_entries_and_an_empty_to_are_refused_naming_the_field() {
     });
 }
 
-/// A minimal SMTP client: one transaction from the null sender; every reply code.
-async fn smtp_send(addr: SocketAddr, rcpt: &str, data: &[u8]) -> Vec<u16> {
-    let stream = TcpStream::connect(addr).await.expect("connect to the inbound listener");
-    let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    let mut codes = Vec::new();
-    async fn reply(lines: &mut tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>) -> u16 {
-        loop {
-            let line = lines.next_line().await.expect("read a reply").expect("the server closed the connection");
-            if line.as_bytes().get(3) != Some(&b'-') {
-                return line[..3].parse().expect("a reply code");
-            }
-        }
-    }
-    codes.push(reply(&mut lines).await);
-    for command in ["EHLO reporter.example".to_owned(), "MAIL FROM:<>".to_owned(), format!("RCPT TO:<{rcpt}>")] {
-        write.write_all(format!("{command}\r\n").as_bytes()).await.unwrap();
-        codes.push(reply(&mut lines).await);
-    }
-    write.write_all(b"DATA\r\n").await.unwrap();
-    codes.push(reply(&mut lines).await);
-    let mut stuffed = Vec::new();
-    for line in data.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.first() == Some(&b'.') {
-            stuffed.push(b'.');
-        }
-        stuffed.extend_from_slice(line);
-        stuffed.extend_from_slice(b"\r\n");
-    }
-    stuffed.extend_from_slice(b".\r\n");
-    write.write_all(&stuffed).await.unwrap();
-    codes.push(reply(&mut lines).await);
-    write.write_all(b"QUIT\r\n").await.unwrap();
-    codes
-}
-
-/// Core's Gmail bounce fixture about `provider_id`, sent to `recipient` from `return_path`.
-fn gmail_bounce(provider_id: &str, recipient: &str, return_path: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/reports/gmail_5_1_1.eml");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.replace("{{MESSAGE_ID}}", provider_id)
-        .replace("{{RETURN_PATH}}", return_path)
-        .replace("{{RECIPIENT}}", recipient)
-        .into_bytes()
-}
-
 #[test]
 fn a_bounce_report_about_one_recipient_bounces_and_suppresses_that_one_only() {
     block_on(async {
@@ -416,9 +367,9 @@ fn a_bounce_report_about_one_recipient_bounces_and_suppresses_that_one_only() {
 
         // The return path of leaves@'s copy proves the report is about leaves@.
         let codes =
-            smtp_send(s.inbound, &copy.mail_from, &gmail_bounce(provider_id, "leaves@x.example", &copy.mail_from))
+            smtp_send(s.inbound, &copy.mail_from, &report_fixture("gmail_5_1_1.eml", provider_id, "leaves@x.example", &copy.mail_from))
                 .await;
-        assert_eq!(codes, [220, 250, 250, 250, 354, 250], "the report is accepted");
+        assert_eq!(codes, [220, 250, 250, 250, 354, 250, 221], "the report is accepted");
 
         let after = wait_status(&s.server, id, "PartiallyDelivered").await;
         assert_eq!(
@@ -435,6 +386,7 @@ fn a_bounce_report_about_one_recipient_bounces_and_suppresses_that_one_only() {
         let events = timeline(&s.server, id).await;
         let bounced: Vec<_> = typed(&events).into_iter().filter(|(k, _)| k == "Bounced").collect();
         assert_eq!(bounced, [("Bounced".to_owned(), "leaves@x.example".to_owned())]);
+
     });
 }
 

@@ -8,17 +8,15 @@
 //! are tasks that a test's own runtime would take down when that test ends.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::common::receiver::Receiver;
+use crate::common::reports::{report_fixture, smtp_send};
 use crate::common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::SmtpSink;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 /// How long a test waits for something it polls for.
 const WAIT: Duration = Duration::from_secs(15);
@@ -84,55 +82,7 @@ fn return_path_of(sink: &SmtpSink, message: &Value) -> String {
 /// A report fixture from core's tests about `message` (sent to `recipient` from
 /// `return_path`).
 fn fixture(name: &str, message: &Value, recipient: &str, return_path: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/reports").join(name);
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let Ok(text) = String::from_utf8(raw.clone()) else { return raw };
-    text.replace("{{MESSAGE_ID}}", message["providerMessageId"].as_str().unwrap())
-        .replace("{{RETURN_PATH}}", return_path)
-        .replace("{{RECIPIENT}}", recipient)
-        .into_bytes()
-}
-
-/// A minimal SMTP client: one transaction from the null sender, every reply code in order
-/// (greeting, EHLO, MAIL, RCPT, DATA, end of data, QUIT); stops after a refused RCPT.
-async fn smtp_send(addr: SocketAddr, rcpt: &str, data: &[u8]) -> Vec<u16> {
-    let stream = TcpStream::connect(addr).await.expect("connect to the inbound listener");
-    let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    let mut codes = Vec::new();
-    async fn reply(lines: &mut tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>) -> u16 {
-        loop {
-            let line = lines.next_line().await.expect("read a reply").expect("the server closed the connection");
-            if line.as_bytes().get(3) != Some(&b'-') {
-                return line[..3].parse().expect("a reply code");
-            }
-        }
-    }
-    codes.push(reply(&mut lines).await);
-    for command in ["EHLO reporter.example".to_owned(), "MAIL FROM:<>".to_owned(), format!("RCPT TO:<{rcpt}>")] {
-        write.write_all(format!("{command}\r\n").as_bytes()).await.unwrap();
-        codes.push(reply(&mut lines).await);
-    }
-    if codes.last() != Some(&250) {
-        return codes;
-    }
-    write.write_all(b"DATA\r\n").await.unwrap();
-    codes.push(reply(&mut lines).await);
-    let mut stuffed = Vec::with_capacity(data.len() + 64);
-    for line in data.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.first() == Some(&b'.') {
-            stuffed.push(b'.');
-        }
-        stuffed.extend_from_slice(line);
-        stuffed.extend_from_slice(b"\r\n");
-    }
-    stuffed.extend_from_slice(b".\r\n");
-    write.write_all(&stuffed).await.unwrap();
-    codes.push(reply(&mut lines).await);
-    write.write_all(b"QUIT\r\n").await.unwrap();
-    codes.push(reply(&mut lines).await);
-    codes
+    report_fixture(name, message["providerMessageId"].as_str().unwrap(), recipient, return_path)
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod dkim;
 pub mod mail;
 pub mod raw_store;
 pub mod receiver;
+pub mod reports;
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -182,3 +183,4 @@ pub async fn walk_pages_by(server: &TestServer, key: &str, path: &str, limit: us
     }
     panic!("GET {path}: more than 100 pages");
 }
+
