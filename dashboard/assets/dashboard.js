@@ -4,11 +4,14 @@
 "use strict";
 
 document.addEventListener("DOMContentLoaded", function () {
-  // Copy buttons: <button class="copy" data-copy="text">.
-  document.querySelectorAll("button.copy[data-copy]").forEach(function (button) {
+  // Copy buttons: <button class="copy" data-copy="text">, or data-copy-from="#id" to copy
+  // that element's text (a message's source, too long for an attribute).
+  document.querySelectorAll("button.copy[data-copy], button.copy[data-copy-from]").forEach(function (button) {
     button.hidden = false;
     button.addEventListener("click", function () {
-      var text = button.getAttribute("data-copy");
+      var from = button.getAttribute("data-copy-from");
+      var source = from ? document.querySelector(from) : null;
+      var text = source ? source.textContent : button.getAttribute("data-copy");
       var done = function () {
         var label = button.textContent;
         button.textContent = "Copied";
@@ -19,6 +22,45 @@ document.addEventListener("DOMContentLoaded", function () {
       }
     });
   });
+
+  // A message in flight: poll its progress every few seconds (for ten minutes at most) and,
+  // when an event comes in, show its new status and offer to reload for the timeline.
+  var live = document.getElementById("live");
+  if (live && window.fetch) {
+    var url = live.getAttribute("data-watch");
+    var last = live.getAttribute("data-last-event");
+    var polls = 0;
+    live.hidden = false;
+    var poll = function () {
+      polls += 1;
+      fetch(url, { credentials: "same-origin", cache: "no-store" })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (progress) {
+          if (progress && progress.lastEventId !== last) {
+            var status = document.getElementById("status");
+            if (status) {
+              status.setAttribute("data-status", progress.status);
+              var badge = status.querySelector(".badge");
+              if (badge) {
+                badge.textContent = progress.status;
+                badge.className = "badge " + progress.kind;
+              }
+            }
+            live.textContent = "";
+            var link = document.createElement("a");
+            link.href = window.location.pathname + window.location.search;
+            link.id = "live-reload";
+            link.textContent = "Now " + progress.status + ": reload to see the timeline";
+            live.appendChild(link);
+            live.setAttribute("role", "status");
+            last = progress.lastEventId;
+            if (progress.settled) { return; }
+          }
+          if (polls < 200) { setTimeout(poll, 3000); } else { live.textContent = "Stopped watching: reload to see changes."; }
+        }, function () { live.textContent = "Stopped watching: reload to see changes."; });
+    };
+    setTimeout(poll, 3000);
+  }
 
   // "Load remote images": switch the preview frame in place instead of reloading the page.
   var toggle = document.getElementById("load-images");

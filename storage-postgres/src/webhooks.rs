@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
-use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
+use tidings_core::ids::{DeliveryId, MessageId, WebhookId, WorkspaceId};
 use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
 use tidings_core::ports::{EndpointQuota, Page, PageRequest, StoreError, StoreResult, WebhookStore};
 use uuid::Uuid;
@@ -189,6 +189,21 @@ impl WebhookStore for PgStore {
         let (ws, endpoint) = (uuid(workspace.0), uuid(endpoint.0));
         let filters = [("workspace_id", &ws as _), ("endpoint_id", &endpoint as _)];
         newest_first(&client, "webhook_deliveries", &filters, None, page.cursor.map(|c| c.0), page.limit).await
+    }
+
+    async fn list_message_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        let client = self.client().await?;
+        // `deliveries_by_message` (migration 0011) indexes this expression.
+        let sql = "SELECT doc FROM webhook_deliveries WHERE workspace_id = $1 AND (doc->>'message_id') = $2
+                   ORDER BY id DESC LIMIT $3";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(&client, sql, &[&uuid(workspace.0), &message.to_string(), &limit]).await?;
+        rows.iter().map(|row| decode(row, "webhook delivery")).collect()
     }
 
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()> {

@@ -89,6 +89,8 @@ pub const DELIVERY_BY_ENDPOINT: u8 = 0x62;
 /// can skip the deliveries of an endpoint over its quota without reading them (entries
 /// written before the endpoint was kept here have an empty value).
 pub const DELIVERY_DUE: u8 = 0x63;
+/// Deliveries of a message's events: `DLV_MSG ‖ ws ‖ message ‖ delivery` → ``.
+pub const DELIVERY_BY_MESSAGE: u8 = 0x64;
 /// Dashboard session: `SESSION ‖ token sha256` → `DashboardSession` (global: the cookie
 /// names no workspace).
 pub const SESSION: u8 = 0x80;
@@ -285,6 +287,11 @@ pub fn delivery(ws: WorkspaceId, id: DeliveryId) -> Key {
 /// `DLV_EP ‖ ws ‖ endpoint ‖ delivery`.
 pub fn delivery_by_endpoint(ws: WorkspaceId, endpoint: WebhookId, id: DeliveryId) -> Key {
     Key::new(DELIVERY_BY_ENDPOINT).id(ws.to_bytes()).id(endpoint.to_bytes()).id(id.to_bytes())
+}
+
+/// `DLV_MSG ‖ ws ‖ message ‖ delivery`.
+pub fn delivery_by_message(ws: WorkspaceId, message: MessageId, id: DeliveryId) -> Key {
+    Key::new(DELIVERY_BY_MESSAGE).id(ws.to_bytes()).id(message.to_bytes()).id(id.to_bytes())
 }
 
 /// `DLV_DUE ‖ time ‖ delivery ‖ ws` (its value is the endpoint id).

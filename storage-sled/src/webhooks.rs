@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashSet;
 
 use sled::Tree;
-use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
+use tidings_core::ids::{DeliveryId, MessageId, WebhookId, WorkspaceId};
 use tidings_core::model::{WebhookDelivery, WebhookEndpoint};
 use tidings_core::ports::{EndpointQuota, Page, PageRequest, QuotaCount, StoreError, StoreResult, WebhookStore};
 use tidings_core::sealing::Sealed;
@@ -57,6 +57,9 @@ impl Admit<WebhookDelivery> for QuotaCount<'_> {
 /// Adds a new delivery (record, endpoint log entry, queue entry) to `batch`.
 fn put_new_delivery(batch: &mut Batch, d: &WebhookDelivery, value: Vec<u8>) {
     batch.insert(layout::delivery_by_endpoint(d.workspace_id, d.endpoint_id, d.id).0, &[]);
+    if let Some(message) = d.message_id {
+        batch.insert(layout::delivery_by_message(d.workspace_id, message, d.id).0, &[]);
+    }
     if let Some(at) = d.next_attempt_at {
         batch.insert(d.due_key(at), d.due_value());
     }
@@ -167,10 +170,13 @@ impl WebhookStore for SledStore {
                     let delivery_id =
                         DeliveryId::from_bytes(layout::trailing_id(&log_key).ok_or_else(|| bad_key("delivery log"))?);
                     let record_key = layout::delivery(workspace, delivery_id).0;
-                    if let Some(d) = get::<WebhookDelivery>(tree, &record_key, "webhook delivery")?
-                        && let Some(at) = d.next_attempt_at
-                    {
-                        batch.remove(d.due_key(at));
+                    if let Some(d) = get::<WebhookDelivery>(tree, &record_key, "webhook delivery")? {
+                        if let Some(at) = d.next_attempt_at {
+                            batch.remove(d.due_key(at));
+                        }
+                        if let Some(message) = d.message_id {
+                            batch.remove(layout::delivery_by_message(workspace, message, d.id).0);
+                        }
                     }
                     batch.remove(record_key);
                     batch.remove(log_key);
@@ -215,6 +221,21 @@ impl WebhookStore for SledStore {
             let id = DeliveryId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("delivery log"))?);
             get(tree, &layout::delivery(workspace, id).0, "webhook delivery")
         })
+    }
+
+    async fn list_message_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        let tree = self.inner.tree()?;
+        let prefix = Key::new(layout::DELIVERY_BY_MESSAGE).id(workspace.to_bytes()).id(message.to_bytes()).0;
+        let found = page(tree, &prefix, None, limit, Order::NewestFirst, |key, _| {
+            let id = DeliveryId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("message's deliveries"))?);
+            get(tree, &layout::delivery(workspace, id).0, "webhook delivery")
+        })?;
+        Ok(found.items)
     }
 
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()> {

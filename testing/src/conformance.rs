@@ -161,6 +161,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         webhooks::webhooks_round_trip_and_stay_in_their_workspace,
         webhooks::deliveries_are_logged_per_endpoint,
         webhooks::deliveries_are_claimed_under_a_lease,
+        webhooks::deliveries_are_listed_per_message,
         quotas::claims_take_each_endpoint_up_to_its_quota,
         quotas::in_flight_deliveries_count_against_the_quota,
         quotas::quota_claims_keep_the_limit_due_times_and_leases,

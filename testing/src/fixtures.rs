@@ -498,6 +498,7 @@ pub fn delivery(ws: WorkspaceId, endpoint: WebhookId) -> WebhookDelivery {
         attempts: 0,
         response_code: None,
         last_error: None,
+        response_body: None,
         next_attempt_at: Some(at),
         created_at: at,
     }

@@ -349,6 +349,15 @@ impl WebhookStore for UnavailableStore {
         down()
     }
 
+    async fn list_message_webhook_deliveries(
+        &self,
+        _workspace: WorkspaceId,
+        _message: MessageId,
+        _limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        down()
+    }
+
     async fn update_webhook_delivery(&self, _delivery: &WebhookDelivery) -> StoreResult<()> {
         down()
     }

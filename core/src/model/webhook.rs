@@ -157,6 +157,11 @@ pub struct WebhookDelivery {
     pub response_code: Option<u16>,
     /// Last error (timeout, connection refused, `HTTP 500: <first 1 KiB>`...).
     pub last_error: Option<String>,
+    /// The first 1 KiB of the last answer's body, a 2xx's too (what the receiver said, for
+    /// the dashboard); `None` before an answer, for an empty body, and in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_body: Option<String>,
     /// When the next attempt is due; `None` when finished. The stores index this.
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// Creation time.

@@ -534,6 +534,14 @@ pub trait WebhookStore: Send + Sync {
         endpoint: WebhookId,
         page: PageRequest<DeliveryId>,
     ) -> StoreResult<Page<WebhookDelivery>>;
+    /// The deliveries of the events of one message, newest first, at most `limit`:
+    /// what the message caused at every endpoint (the dashboard's message page).
+    async fn list_message_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>>;
     /// Replaces a delivery after an attempt, updating the queue from `next_attempt_at`
     /// (durable). `NotFound` if gone.
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()>;

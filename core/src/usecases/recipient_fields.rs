@@ -65,11 +65,8 @@ pub(crate) fn validate_recipients(
 /// One list: a string or an array of strings. `to` must name at least one; an empty `cc` or
 /// `bcc` array is none.
 fn list(name: &str, value: &Value, required: bool, fields: &mut Vec<FieldError>) -> Vec<Mailbox> {
-    let rule = AddressList {
-        name,
-        max: MAX_RECIPIENTS,
-        empty_array: required.then_some("must name at least one address"),
-    };
+    let rule =
+        AddressList { name, max: MAX_RECIPIENTS, empty_array: required.then_some("must name at least one address") };
     rule.read(value, Mailbox::parse, fields)
 }
 

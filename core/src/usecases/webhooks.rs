@@ -21,13 +21,17 @@ use serde::{Deserialize, Serialize};
 pub use signing::{sign_webhook, signing_secrets};
 
 use crate::error::FieldError;
-use crate::ids::{DeliveryId, EventId, WebhookId};
+use crate::ids::{DeliveryId, EventId, MessageId, WebhookId};
 use crate::model::{
     DeliveryStatus, EventType, Message, MessageEvent, WebhookDelivery, WebhookEndpoint, WebhookEventType,
     WebhookSecret, WebhookUrl,
 };
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
+
+/// Most webhook deliveries of one message that [`Tidings::list_message_webhook_deliveries`]
+/// returns: a message to 50 recipients with a few endpoints has a few hundred at most.
+pub const MESSAGE_DELIVERIES_SHOWN: usize = 200;
 
 /// Body of `POST /v1/webhooks`, before validation.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -193,6 +197,7 @@ impl Tidings {
             attempts: 0,
             response_code: None,
             last_error: None,
+            response_body: None,
             next_attempt_at: Some(now),
             created_at: now,
         };
@@ -216,6 +221,18 @@ impl Tidings {
         let limit = page.limit;
         let found = self.store.list_webhook_deliveries(who.workspace_id, endpoint.id, page).await?;
         Ok(Listed::from_page(found, limit, |d| d.id.to_string()))
+    }
+
+    /// The webhook deliveries message `id`'s events caused, at every endpoint, newest first
+    /// (at most [`MESSAGE_DELIVERIES_SHOWN`]); a `full` key only, like every webhook read.
+    pub async fn list_message_webhook_deliveries(
+        &self,
+        who: &Principal,
+        id: MessageId,
+    ) -> Result<Vec<WebhookDelivery>> {
+        who.require_full()?;
+        let message = self.get_message(who, id).await?;
+        Ok(self.store.list_message_webhook_deliveries(who.workspace_id, message.id, MESSAGE_DELIVERIES_SHOWN).await?)
     }
 
     /// One delivery of an endpoint, payload included (the dashboard's delivery page). A
@@ -286,6 +303,7 @@ impl Tidings {
                 attempts: 0,
                 response_code: None,
                 last_error: None,
+                response_body: None,
                 next_attempt_at: Some(now),
                 created_at: now,
             })

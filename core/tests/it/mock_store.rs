@@ -187,6 +187,12 @@ mock! {
             endpoint: WebhookId,
             page: PageRequest<DeliveryId>,
         ) -> StoreResult<Page<WebhookDelivery>>;
+        async fn list_message_webhook_deliveries(
+            &self,
+            workspace: WorkspaceId,
+            message: MessageId,
+            limit: usize,
+        ) -> StoreResult<Vec<WebhookDelivery>>;
         async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()>;
         async fn claim_due_webhook_deliveries(
             &self,

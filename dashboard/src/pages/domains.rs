@@ -15,8 +15,8 @@ use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
 use crate::layout::{
-    FormErrors, action_button, badge, clipped, clipped_link, csrf_field, danger_button, field_error, maybe_time,
-    next_link, page, segment, status_kind, time,
+    FormErrors, action_button, badge, clipped, clipped_link, csrf_field, danger_button, error_box, field_error,
+    maybe_time, next_link, page, segment, status_kind, time,
 };
 use crate::pages::{PageId, PagePath, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
@@ -116,7 +116,15 @@ pub(crate) async fn show(
     let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
     let senders =
         state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
-    Ok(render(&viewer, &domain, &senders).into_response())
+    Ok(render(&viewer, &domain, &senders, &SenderTyped::default()).into_response())
+}
+
+/// The add-sender form as typed and what was wrong with it, to show again.
+#[derive(Debug, Default)]
+pub(crate) struct SenderTyped {
+    username: String,
+    display_name: String,
+    errors: FormErrors,
 }
 
 /// What the page says about the sandbox sending domain instead of the verify and delete
@@ -126,7 +134,8 @@ const SANDBOX_NOTE: &str = "This is the sandbox sending domain: it lets this wor
      delivery it cannot send: add and verify your own domain.";
 
 /// A domain's page.
-pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> Markup {
+pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, typed: &SenderTyped) -> Markup {
+    let errors = &typed.errors;
     let id = d.id.to_string();
     let status = domain_status(d.status);
     let body = html! {
@@ -207,12 +216,17 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>) -> M
                     }
                 } }
             }
+            @if !errors.is_empty() { (error_box(&errors.lines())) }
             form #add-sender method="post" action={ "/domains/" (id) "/senders" } {
                 (csrf_field(viewer))
                 label for="username" { "Username (the part before @)" }
-                input #username type="text" name="username" required autocomplete="off";
+                input #username type="text" name="username" required autocomplete="off" value=(typed.username)
+                    aria-invalid=[errors.invalid("username")] aria-describedby=[errors.described_by("username", "username")];
+                (field_error(errors, "username", "username"))
                 label for="display_name" { "Display name (optional)" }
-                input #display_name type="text" name="display_name" autocomplete="off";
+                input #display_name type="text" name="display_name" autocomplete="off" value=(typed.display_name)
+                    aria-invalid=[errors.invalid("displayName")] aria-describedby=[errors.described_by("displayName", "display_name")];
+                (field_error(errors, "displayName", "display_name"))
                 div.actions { button type="submit" { "Add sender" } }
             }
         }
@@ -279,10 +293,26 @@ pub(crate) async fn add_sender(
     PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let req =
-        AddSenderRequest { username: posted.fields.text("username"), display_name: posted.fields.text("display_name") };
-    state.core.add_sender(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
-    Ok(see_other(&format!("/domains/{id}")))
+    let Posted { viewer, fields } = posted;
+    let req = AddSenderRequest { username: fields.text("username"), display_name: fields.text("display_name") };
+    match state.core.add_sender(viewer.principal(), id, req).await {
+        Ok(_) => Ok(see_other(&format!("/domains/{id}"))),
+        // The page again with what was typed and each mistake under its field.
+        Err(tidings_core::Error::Validation { fields: wrong }) => {
+            let who = viewer.principal();
+            let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
+            let senders = state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None });
+            let senders = senders.await.or_page(&viewer)?;
+            let typed = SenderTyped {
+                username: fields.get("username").unwrap_or_default().to_owned(),
+                display_name: fields.get("display_name").unwrap_or_default().to_owned(),
+                errors: FormErrors::from_fields(&wrong),
+            };
+            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, render(&viewer, &domain, &senders, &typed))
+                .into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
 }
 
 /// `POST /domains/{id}/senders/{username}/delete` (`confirm=yes`; without it, the

@@ -8,6 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::Error;
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKey, KeyScope};
 use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed, UpdateApiKeyRequest};
@@ -15,7 +16,7 @@ use tidings_core::usecases::{CreateApiKeyRequest, ListParams, Listed, UpdateApiK
 use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
 use crate::form::Posted;
-use crate::layout::{csrf_field, maybe_time, next_link, page, time};
+use crate::layout::{FormErrors, csrf_field, error_box, field_error, maybe_time, next_link, page, time};
 use crate::pages::{PageId, list_params, query_pairs};
 use crate::session::{Signed, Viewer, see_other};
 
@@ -42,10 +43,25 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let view = load(&state, &viewer, list_params(&pairs)).await?;
-    Ok(render(&viewer, &view, None).into_response())
+    Ok(render(&viewer, &view, None, &Typed::default(), &FormErrors::default()).into_response())
 }
 
-fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) -> Markup {
+/// The create form as typed, to show again with its mistakes.
+#[derive(Debug, Default)]
+struct Typed {
+    name: String,
+    scope: String,
+    domain_id: String,
+    rate: String,
+}
+
+fn render(
+    viewer: &Viewer,
+    view: &KeysView,
+    new_key: Option<(&ApiKey, &str)>,
+    typed: &Typed,
+    errors: &FormErrors,
+) -> Markup {
     let names: HashMap<&str, &str> = view.domains.iter().map(|(id, name)| (id.as_str(), name.as_str())).collect();
     let body = html! {
         @if let Some((key, plaintext)) = new_key {
@@ -58,22 +74,23 @@ fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) ->
         div.scroll {
             table #keys {
                 thead { tr {
-                    th { "Name" } th { "Prefix" } th { "Scope" } th.hide-narrow { "Domain" } th.hide-narrow { "Rate limit" }
-                    th.hide-narrow { "Created" } th { "Last used" } th {}
+                    th { "Name" } th { "Prefix" } th { "Scope" } th.hide-narrow { "Domain" } th { "Rate limit" }
+                    th.hide-narrow { "Created" } th { "Last used" } th { span.visually-hidden { "Action" } }
                 } }
                 tbody {
                     @for k in &view.keys.items {
                         tr data-id=(k.id) {
-                            td { (k.name) }
-                            td.mono { (k.prefix) "…" }
-                            td { (scope_word(k.scope)) }
-                            td.hide-narrow {
+                            td data-label="Name" { (k.name) }
+                            td.mono data-label="Prefix" { (k.prefix) "…" }
+                            td data-label="Scope" { (scope_word(k.scope)) }
+                            td.hide-narrow data-label="Domain" {
                                 @match k.sending_domain_id {
                                     Some(d) => { (names.get(d.to_string().as_str()).copied().unwrap_or("(deleted domain)")) },
                                     None => span.none { "any" },
                                 }
                             }
-                            td.hide-narrow {
+                            // An action, so on every screen (a stacked row on a phone).
+                            td data-label="Rate limit" {
                                 form.rate method="post" action={ "/keys/" (k.id) "/rate" } {
                                     (csrf_field(viewer))
                                     input type="number" name="rate_limit_per_sec" min="1" max="10000" required
@@ -83,9 +100,9 @@ fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) ->
                                     button type="submit" { "Set" }
                                 }
                             }
-                            td.hide-narrow { (time(k.created_at)) }
-                            td { (maybe_time(k.last_used_at)) }
-                            td {
+                            td.hide-narrow data-label="Created" { (time(k.created_at)) }
+                            td data-label="Last used" { (maybe_time(k.last_used_at)) }
+                            td.act {
                                 form.revoke method="post" action={ "/keys/" (k.id) "/revoke" }
                                     data-confirm={ "Revoke " (k.name) "? It stops working at once, and sessions signed in with it end." } {
                                     (csrf_field(viewer))
@@ -100,22 +117,32 @@ fn render(viewer: &Viewer, view: &KeysView, new_key: Option<(&ApiKey, &str)>) ->
         (next_link("/keys", &[], view.keys.next_cursor.as_deref()))
         h2 { "New key" }
         section {
+            @if !errors.is_empty() { (error_box(&errors.lines())) }
             form #create-key method="post" action="/keys" {
                 (csrf_field(viewer))
                 label for="name" { "Name" }
-                input #name type="text" name="name" placeholder="web app" autocomplete="off";
+                input #name type="text" name="name" placeholder="web app" autocomplete="off" value=(typed.name)
+                    aria-invalid=[errors.invalid("name")] aria-describedby=[errors.described_by("name", "name")];
+                (field_error(errors, "name", "name"))
                 label for="scope" { "Scope" }
-                select #scope name="scope" {
-                    option value="full" { "full: everything" }
-                    option value="send" { "send: send, and read what it sent" }
+                select #scope name="scope" aria-invalid=[errors.invalid("scope")] aria-describedby=[errors.described_by("scope", "scope")] {
+                    option value="full" selected[typed.scope == "full"] { "full: everything" }
+                    option value="send" selected[typed.scope == "send"] { "send: send, and read what it sent" }
                 }
+                (field_error(errors, "scope", "scope"))
                 label for="domain_id" { "Sending domain" }
-                select #domain_id name="domain_id" {
+                select #domain_id name="domain_id" aria-invalid=[errors.invalid("sendingDomainId")]
+                    aria-describedby=[errors.described_by("sendingDomainId", "domain_id")] {
                     option value="" { "Any domain" }
-                    @for (id, name) in &view.domains { option value=(id) { (name) } }
+                    @for (id, name) in &view.domains { option value=(id) selected[typed.domain_id == *id] { (name) } }
                 }
+                (field_error(errors, "sendingDomainId", "domain_id"))
                 label for="rate_limit_per_sec" { "Rate limit (sends per second, 1–10,000)" }
-                input #rate_limit_per_sec type="number" name="rate_limit_per_sec" min="1" max="10000" value="10";
+                input #rate_limit_per_sec type="number" name="rate_limit_per_sec" min="1" max="10000"
+                    value=(if typed.rate.is_empty() { "10" } else { typed.rate.as_str() })
+                    aria-invalid=[errors.invalid("rateLimitPerSec")]
+                    aria-describedby=[errors.described_by("rateLimitPerSec", "rate_limit_per_sec")];
+                (field_error(errors, "rateLimitPerSec", "rate_limit_per_sec"))
                 div.actions { button type="submit" { "Create key" } }
             }
         }
@@ -134,17 +161,43 @@ fn scope_word(scope: KeyScope) -> &'static str {
 /// plaintext of the new key, once.
 pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
-    let rate_limit_per_sec = rate_field(fields.text("rate_limit_per_sec")).or_page(&viewer)?;
-    let req = CreateApiKeyRequest {
-        name: fields.text("name"),
-        scope: fields.text("scope"),
-        sending_domain_id: fields.text("domain_id"),
-        rate_limit_per_sec,
+    let typed = Typed {
+        name: fields.get("name").unwrap_or_default().to_owned(),
+        scope: fields.get("scope").unwrap_or_default().to_owned(),
+        domain_id: fields.get("domain_id").unwrap_or_default().to_owned(),
+        rate: fields.get("rate_limit_per_sec").unwrap_or_default().trim().to_owned(),
     };
-    let created = state.core.create_api_key(viewer.principal(), req).await.or_page(&viewer)?;
+    let created = match rate_field(fields.text("rate_limit_per_sec")) {
+        Ok(rate_limit_per_sec) => {
+            let req = CreateApiKeyRequest {
+                name: fields.text("name"),
+                scope: fields.text("scope"),
+                sending_domain_id: fields.text("domain_id"),
+                rate_limit_per_sec,
+            };
+            state.core.create_api_key(viewer.principal(), req).await
+        }
+        Err(e) => Err(e),
+    };
     let view = load(&state, &viewer, ListParams::default()).await?;
-    let page = render(&viewer, &view, Some((&created.key, created.plaintext.expose())));
-    Ok((StatusCode::OK, page).into_response())
+    match created {
+        Ok(created) => {
+            let page = render(
+                &viewer,
+                &view,
+                Some((&created.key, created.plaintext.expose())),
+                &Typed::default(),
+                &FormErrors::default(),
+            );
+            Ok((StatusCode::OK, page).into_response())
+        }
+        // The form again with what was typed and each mistake under its field.
+        Err(Error::Validation { fields: wrong }) => {
+            let page = render(&viewer, &view, None, &typed, &FormErrors::from_fields(&wrong));
+            Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
 }
 
 /// `POST /keys/{id}/rate` (`rate_limit_per_sec`): sets the key's send rate; 303 to the list.
@@ -166,7 +219,7 @@ fn rate_field(text: Option<String>) -> tidings_core::Result<Option<i64>> {
         None => Ok(None),
         Some(Ok(n)) => Ok(Some(n)),
         Some(Err(_)) => {
-            Err(tidings_core::Error::field("rate_limit_per_sec", "must be a whole number between 1 and 10000"))
+            Err(tidings_core::Error::field("rateLimitPerSec", "must be a whole number between 1 and 10000"))
         }
     }
 }

@@ -19,15 +19,17 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::email::Mailbox;
 use tidings_core::ids::MessageId;
-use tidings_core::model::{EventDetails, Message, MessageEvent, RecipientKind};
-use tidings_core::usecases::{ListParams, MessageChange};
+use tidings_core::model::{
+    BounceType, EventDetails, Message, MessageEvent, MessageStatus, RecipientKind, Suppression, WebhookDelivery,
+};
+use tidings_core::usecases::{ListParams, MESSAGE_DELIVERIES_SHOWN, MessageChange, MessageSource, Named};
 use tidings_http::Owner;
 
 use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
 use crate::held_body;
-use crate::layout::{badge, csrf_field, danger_button, page, status_kind, time};
+use crate::layout::{badge, csrf_field, danger_button, page, status_kind, time, with_query};
 use crate::pages::{PageId, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
@@ -51,8 +53,106 @@ pub(crate) async fn show(
         Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
         None => false,
     };
-    let view = View { message: &message, events: &events.items, more_events: events.has_more, images, eml };
+    let source = source_of(&state, &viewer, &message).await?;
+    let suppressions = caused_suppressions(&state, &viewer, &message).await;
+    // A `send` key reads no webhooks: the section is left out for it.
+    let deliveries = state.core.list_message_webhook_deliveries(who, id).await.ok();
+    let view = View {
+        message: &message,
+        events: &events.items,
+        more_events: events.has_more,
+        images,
+        eml,
+        source: &source,
+        suppressions: &suppressions,
+        deliveries: deliveries.as_deref(),
+    };
     Ok(render(&viewer, &view).into_response())
+}
+
+/// Largest source shown inline on the page; a larger one is a link to `/source`.
+const INLINE_SOURCE_BYTES: usize = 256 * 1024;
+
+/// What the page says about the source.
+pub(crate) enum SourceView {
+    /// Built: the header block as it went out (unfolded, in order), the whole source when it
+    /// is small enough to show inline, its size, and whose copy it is.
+    Shown { headers: Vec<(String, String)>, raw: Option<String>, bytes: usize, copy_of: Option<String> },
+    /// Not built, and why (in words).
+    Missing(&'static str),
+}
+
+/// Bytes a rebuild of `message` may hold at once: its content, the MIME encoding of it
+/// (base64 grows attachments by a third) and the headers.
+fn rebuild_estimate(message: &Message) -> usize {
+    let bodies = message.html.as_ref().map_or(0, String::len) + message.text.as_ref().map_or(0, String::len);
+    let files: usize = message.extras.attachments.iter().map(|a| a.encoded_len()).sum();
+    2 * bodies + 2 * files + 16 * 1024
+}
+
+/// The source of `message` for the page, built under the workspace's share of the memory
+/// budget (a page of a large message is a rebuild of it).
+async fn source_of(state: &DashboardState, viewer: &Viewer, message: &Message) -> PageResult<SourceView> {
+    let Ok(_claim) = state.budget.hold(owner(viewer), rebuild_estimate(message)) else {
+        return Ok(SourceView::Missing(
+            "The source is not shown now: too many large pages of this workspace are being built. Reload in a moment.",
+        ));
+    };
+    let built = state.core.message_source(viewer.principal(), message.id).await.or_page(viewer)?;
+    Ok(match built {
+        MessageSource::Built { raw, copy_of } => SourceView::Shown {
+            headers: header_block(&raw),
+            bytes: raw.len(),
+            raw: (raw.len() <= INLINE_SOURCE_BYTES).then(|| String::from_utf8_lossy(&raw).into_owned()),
+            copy_of: copy_of.map(|a| a.to_string()),
+        },
+        MessageSource::ContentRemoved => {
+            SourceView::Missing("Its content was removed by retention: the source cannot be rebuilt.")
+        }
+        MessageSource::DomainDeleted => {
+            SourceView::Missing("Its sending domain was deleted: the source cannot be rebuilt.")
+        }
+        MessageSource::Unbuildable(_) => {
+            SourceView::Missing("This message cannot be built (it could not be sent either: see the timeline).")
+        }
+    })
+}
+
+/// The header fields of a message (up to the blank line), each unfolded, in order.
+fn header_block(raw: &[u8]) -> Vec<(String, String)> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
+    let text = String::from_utf8_lossy(&raw[..end]);
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for line in text.split("\r\n") {
+        if line.starts_with([' ', '\t']) {
+            if let Some((_, value)) = fields.last_mut() {
+                value.push(' ');
+                value.push_str(line.trim_start());
+            }
+        } else if let Some((name, value)) = line.split_once(':') {
+            fields.push((name.to_owned(), value.trim_start().to_owned()));
+        }
+    }
+    fields
+}
+
+/// The suppressions this message caused: its hard-bounced and complained recipients whose
+/// entry names it. Only a key that may read suppressions sees them.
+async fn caused_suppressions(state: &DashboardState, viewer: &Viewer, message: &Message) -> Vec<Suppression> {
+    let mut found = Vec::new();
+    for r in message.recipient_list().iter() {
+        let caused = matches!(r.status, MessageStatus::Complained)
+            || (r.status == MessageStatus::Bounced && r.bounce_type == Some(BounceType::Hard));
+        if !caused {
+            continue;
+        }
+        if let Ok(entry) = state.core.get_suppression(viewer.principal(), Named::Parsed(r.email.clone())).await
+            && entry.message_id == Some(message.id)
+        {
+            found.push(entry);
+        }
+    }
+    found
 }
 
 /// What the message page shows.
@@ -67,6 +167,12 @@ pub(crate) struct View<'a> {
     pub(crate) images: bool,
     /// Whether its `.eml` is in the outbox.
     pub(crate) eml: bool,
+    /// Its source as built for sending.
+    pub(crate) source: &'a SourceView,
+    /// The suppressions it caused.
+    pub(crate) suppressions: &'a [Suppression],
+    /// The webhook deliveries its events caused, newest first (`None`: the key may not see them).
+    pub(crate) deliveries: Option<&'a [WebhookDelivery]>,
 }
 
 /// The message page.
@@ -77,9 +183,18 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
     let body = html! {
         section {
             dl.fields {
-                dt { "Status" } dd { span #status data-status=(status) { (badge(status, status_kind(status))) } }
-                dt { "Id" } dd.mono { (id) " " button.copy type="button" data-copy=(id) hidden aria-label="Copy the message id" { "Copy" } }
-                dt { "To" } dd.mono { (m.to_field()) }
+                dt { "Status" } dd {
+                    span #status data-status=(status) { (badge(status, status_kind(status))) }
+                    @if in_flight(m.status) {
+                        // While it is in flight the script watches for new events.
+                        " " span #live data-watch={ "/messages/" (id) "/progress" } data-last-event=(m.last_event_id) hidden { "Watching for changes…" }
+                    }
+                }
+                dt { "Id" } dd.mono { (id) " " (copy_button(&id, "Copy the message id")) }
+                @if let Some(pmid) = &m.provider_message_id {
+                    dt { "Message-ID" } dd.mono { "<" (pmid) "> " (copy_button(&format!("<{pmid}>"), "Copy the Message-ID")) }
+                }
+                dt { "To" } dd.mono { (m.to_field()) " " (copy_button(&m.to_field(), "Copy the recipients")) }
                 @let cc = m.mailboxes_of(RecipientKind::Cc);
                 @if !cc.is_empty() { dt { "Cc" } dd.mono { (joined(&cc)) } }
                 @let bcc = m.mailboxes_of(RecipientKind::Bcc);
@@ -133,6 +248,17 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
                 }
             }
         }
+        @if !view.suppressions.is_empty() {
+            h2 { "Suppressions it caused" }
+            ul #caused-suppressions {
+                @for entry in view.suppressions {
+                    li {
+                        a href=(with_query("/suppressions", &[("email", entry.email.to_string())], None)) { (entry.email.to_string()) }
+                        " " (format!("{:?}", entry.reason)) ", " (time(entry.created_at))
+                    }
+                }
+            }
+        }
         @if m.status.is_cancelable() {
             h2 { "Cancel or reschedule" }
             section #schedule {
@@ -158,6 +284,32 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             }
         }
         @if view.events.is_empty() { p.none { "No events (the timeline may have been purged by retention)." } }
+        @if let Some(deliveries) = view.deliveries {
+            h2 { "Webhook deliveries" }
+            @if deliveries.is_empty() {
+                p.none #webhook-deliveries { "None: no endpoint was subscribed to its events." }
+            } @else {
+                div.scroll {
+                    table #webhook-deliveries {
+                        thead { tr { th { "Event" } th { "Status" } th { "Attempts" } th { "Response" } th { "Queued" } } }
+                        tbody {
+                            @for d in deliveries {
+                                tr data-delivery=(d.id) {
+                                    td data-label="Event" {
+                                        a href={ "/webhooks/" (d.endpoint_id) "/deliveries/" (d.id) } { (d.event_type.as_str()) }
+                                    }
+                                    td data-label="Status" { (badge(&d.status.to_string(), status_kind(&d.status.to_string()))) }
+                                    td data-label="Attempts" { (d.attempts) }
+                                    td data-label="Response" { @if let Some(code) = d.response_code { (code) } @else { "—" } }
+                                    td data-label="Queued" { (time(d.created_at)) }
+                                }
+                            }
+                        }
+                    }
+                }
+                @if deliveries.len() >= MESSAGE_DELIVERIES_SHOWN { p.muted { "Only the newest " (MESSAGE_DELIVERIES_SHOWN) " are shown." } }
+            }
+        }
         @if view.more_events { p.muted { "Only the first " (TIMELINE_LIMIT) " events are shown." } }
         h2 { "HTML" }
         @if m.html.is_some() {
@@ -182,19 +334,36 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
             TextPart::None(why) => p.none #text-body { (why) },
         }
         h2 { "Headers" }
-        div.scroll {
-            table #headers {
-                tr { th { "From" } td.mono { (m.from.to_string()) } }
-                tr { th { "To" } td.mono { (joined(&m.mailboxes_of(RecipientKind::To))) } }
-                @let cc = m.mailboxes_of(RecipientKind::Cc);
-                @if !cc.is_empty() { tr { th { "Cc" } td.mono { (joined(&cc)) } } }
-                tr { th { "Subject" } td { (m.subject) } }
-                @if !m.extras.reply_to.is_empty() {
-                    tr { th { "Reply-To" } td.mono { (m.extras.reply_to.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) } }
+        @match view.source {
+            SourceView::Shown { headers, raw, bytes, copy_of } => {
+                p.muted {
+                    "As they went out, less the DKIM-Signature headers each attempt adds and the Return-Path the receiver writes."
+                    @if let Some(copy_of) = copy_of { " Each recipient's copy has its own tracking links: this is " (copy_of) "'s." }
                 }
-                @if let Some(pmid) = &m.provider_message_id { tr { th { "Message-ID" } td.mono { "<" (pmid) ">" } } }
-                @for header in &m.extras.headers { tr { th.mono { (header.name()) } td.mono { (header.value()) } } }
+                div.scroll {
+                    table #headers {
+                        @for (name, value) in headers { tr { th.mono { (name) } td.mono { (value) } } }
+                    }
+                }
+                h2 { "Source" }
+                @match raw {
+                    Some(raw) => {
+                        details #source-details {
+                            summary { "The whole message (" (kilobytes(*bytes)) ")" }
+                            div.actions {
+                                button.copy type="button" data-copy-from="#source" hidden aria-label="Copy the source" { "Copy" }
+                                " " a href={ "/messages/" (id) "/source" } { "Open as text" }
+                            }
+                            pre #source { (raw) }
+                        }
+                    }
+                    None => p #source-link {
+                        (kilobytes(*bytes)) ", too large to show here: "
+                        a href={ "/messages/" (id) "/source" } { "open the source as text" }
+                    },
+                }
             }
+            SourceView::Missing(why) => p.none #headers { (why) },
         }
     };
     // The subject names the page (the tab, the history), as in a mail program.
@@ -222,6 +391,23 @@ fn text_part(m: &Message) -> TextPart<'_> {
             TextPart::None("This message has no text part (its content may have been removed by retention).")
         }
     }
+}
+
+/// Whether the page watches the message for changes: it waits for an attempt or is in one.
+/// (A delivered message can still be opened or complained about, but not soon enough to
+/// keep a page polling for it.)
+fn in_flight(status: MessageStatus) -> bool {
+    matches!(status, MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sent | MessageStatus::Deferred)
+}
+
+/// A button that copies `text` (shown by the script; without it there is nothing to click).
+fn copy_button(text: &str, label: &str) -> Markup {
+    html! { button.copy type="button" data-copy=(text) hidden aria-label=(label) { "Copy" } }
+}
+
+/// A size in kilobytes (or bytes, under one).
+fn kilobytes(bytes: usize) -> String {
+    if bytes < 1024 { format!("{bytes} bytes") } else { format!("{} KB", bytes.div_ceil(1024)) }
 }
 
 /// Mailboxes as a header lists them.
@@ -301,6 +487,53 @@ pub(crate) async fn eml(
     if let Ok(value) = HeaderValue::from_str(&disposition) {
         headers.insert(CONTENT_DISPOSITION, value);
     }
+    Ok(response)
+}
+
+/// `GET /messages/{id}/source`: the message as it was built for sending ([`MessageSource`]),
+/// as text. The rebuild and the answer count in the workspace's share of the memory budget
+/// until it is sent.
+pub(crate) async fn source(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PageId(id): PageId<MessageId>,
+) -> PageResult<Response> {
+    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let claim = state.budget.hold(owner(&viewer), rebuild_estimate(&message)).map_err(|_| busy(&viewer))?;
+    drop(message);
+    let raw = match state.core.message_source(viewer.principal(), id).await.or_page(&viewer)? {
+        MessageSource::Built { raw, .. } => raw,
+        _ => {
+            let why = "This message's source cannot be rebuilt: its page says why.";
+            return Err(PageError::status(StatusCode::NOT_FOUND, "Not found", why).with_viewer(&viewer));
+        }
+    };
+    let mut response = held_body::bytes(Bytes::from(raw), claim).into_response();
+    // Text, never rendered: the source is the sender's bytes, HTML parts included.
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    Ok(response)
+}
+
+/// `GET /messages/{id}/progress`: `{"status", "lastEventId"}`, which the message page's
+/// script polls while the message is in flight to say when something happened.
+pub(crate) async fn progress(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    PageId(id): PageId<MessageId>,
+) -> PageResult<Response> {
+    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let body = serde_json::json!({
+        "status": message.status.as_str(),
+        "kind": status_kind(message.status.as_str()),
+        "lastEventId": message.last_event_id.to_string(),
+        "settled": !in_flight(message.status),
+    });
+    let mut response = body.to_string().into_response();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
 }
 

@@ -35,6 +35,8 @@ pub(crate) fn table() -> RouteTable {
         .get("/messages/{id}", message::show)
         .get("/messages/{id}/html", message::html)
         .get("/messages/{id}/eml", message::eml)
+        .get("/messages/{id}/source", message::source)
+        .get("/messages/{id}/progress", message::progress)
         .post("/messages/{id}/cancel", message::cancel)
         .post("/messages/{id}/reschedule", message::reschedule)
         .get("/domains", domains::list)

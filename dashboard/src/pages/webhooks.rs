@@ -299,6 +299,9 @@ pub(crate) async fn delivery(
                 @if let Some(e) = &d.last_error {
                     dt { "Last error" } dd { pre #delivery-error { (e) } }
                 }
+                @if let Some(body) = &d.response_body {
+                    dt { "Response body" } dd { pre #delivery-response-body { (body) } }
+                }
                 dt { "Next attempt" } dd { (maybe_time(d.next_attempt_at)) }
                 dt { "Created" } dd { (time(d.created_at)) }
                 @if let Some(m) = d.message_id {

@@ -56,8 +56,18 @@ async fn markup_in_a_message_is_shown_as_text_everywhere() {
         page.body
     );
     assert!(page.body.contains("&lt;b&gt;bold&lt;/b&gt;") && page.body.contains("&lt;i&gt;key&lt;/i&gt;"));
-    // The HTML is not in the page at all, only in the frame.
-    assert!(!page.body.contains("tracker.example"), "the message's HTML is not inlined");
+    // The HTML is never markup of the page: it is rendered only in the frame, and shown as
+    // text in the source (escaped, inside `pre#source`), nowhere else.
+    assert!(
+        !page.body.contains("<img") && !page.body.contains("<a href=\"javascript"),
+        "no markup of it: {}",
+        page.body
+    );
+    let (before, from_source) = page.body.split_once(r#"<pre id="source">"#).expect("the source is on the page");
+    assert!(!before.contains("tracker.example"), "the HTML is not inlined above the source");
+    let source = from_source.split("</pre>").next().unwrap_or_default();
+    assert!(source.contains("tracker.example") && source.contains("&lt;img"), "the source shows it as text: {source}");
+    assert!(!from_source[source.len()..].contains("tracker.example"), "nor after it");
     let frame = format!(r#"<iframe id="preview" sandbox="" src="/messages/{}/html""#, message.id);
     assert!(page.body.contains(&frame), "a sandboxed frame without allow-*: {}", page.body);
     assert!(!page.body.contains("allow-scripts") && !page.body.contains("allow-same-origin"));

@@ -54,6 +54,22 @@ async fn every_page_carries_the_policy_and_no_inline_code() {
                 assert_eq!(page.status, StatusCode::NOT_FOUND, "{what}");
                 assert_headers(&what, &page, PAGE_CSP);
             }
+            "/messages/{id}/source" => {
+                // The sender's bytes as text: never sniffed into a document.
+                assert_eq!(page.status, StatusCode::OK, "{what}");
+                assert_headers(&what, &page, PAGE_CSP);
+                assert_eq!(page.header("content-type"), "text/plain; charset=utf-8", "{what}");
+                assert_eq!(page.header("cache-control"), "no-store", "{what}");
+                assert!(page.body.contains("MIME-Version: 1.0"), "{what}: {}", page.body);
+            }
+            "/messages/{id}/progress" => {
+                assert_eq!(page.status, StatusCode::OK, "{what}");
+                assert_headers(&what, &page, PAGE_CSP);
+                assert_eq!(page.header("content-type"), "application/json", "{what}");
+                assert_eq!(page.header("cache-control"), "no-store", "{what}");
+                let progress: serde_json::Value = serde_json::from_str(&page.body).expect("JSON");
+                assert!(progress["status"].is_string() && progress["lastEventId"].is_string(), "{what}: {progress}");
+            }
             "/assets/dashboard.js" | "/assets/dashboard.css" => {
                 assert_eq!(page.status, StatusCode::OK, "{what}");
                 assert_headers(&what, &page, PAGE_CSP);

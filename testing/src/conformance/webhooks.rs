@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::{Must, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{delivery, now, plus_secs, ulid, webhook};
-use tidings_core::ids::{DeliveryId, WebhookId, WorkspaceId};
+use tidings_core::ids::{DeliveryId, MessageId, WebhookId, WorkspaceId};
 use tidings_core::model::{DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookUrl};
 use tidings_core::ports::{EndpointQuota, PageRequest, Store};
 
@@ -181,4 +181,36 @@ pub(super) async fn deleting_a_webhook_deletes_its_deliveries<S: Store + 'static
     assert_eq!(s.get_webhook_delivery(a, d3.id).await.must("get d3").map(|d| d.id), Some(d3.id), "others stay");
     assert_not_found(s.insert_webhook_deliveries(&[delivery(a, w.id)]).await, "deliveries to a deleted endpoint");
     assert_not_found(s.update_webhook_delivery(&d1).await, "update_webhook_delivery after its endpoint is gone");
+}
+
+pub(super) async fn deliveries_are_listed_per_message<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let (w, w2, wb) = (webhook(a), webhook(a), webhook(b));
+    for x in [&w, &w2, &wb] {
+        s.insert_webhook(x).await.must("insert_webhook");
+    }
+    let (m, other) = (MessageId(ulid()), MessageId(ulid()));
+    let about = |ws, endpoint, message| WebhookDelivery { message_id: Some(message), ..delivery(ws, endpoint) };
+    // Two endpoints, several events, another message, a test delivery and the same message
+    // id in another workspace: only the first kind is this message's.
+    let mut expected = Vec::new();
+    for endpoint in [w.id, w2.id, w.id, w2.id] {
+        let d = about(a, endpoint, m);
+        let noise = [about(a, endpoint, other), delivery(a, endpoint)];
+        s.insert_webhook_deliveries(&[noise[0].clone(), d.clone(), noise[1].clone()]).await.must("insert");
+        expected.insert(0, d.id);
+    }
+    s.insert_webhook_deliveries(&[about(b, wb.id, m)]).await.must("insert in b");
+
+    let listed = s.list_message_webhook_deliveries(a, m, 10).await.must("list_message_webhook_deliveries");
+    assert_eq!(ids(&listed), expected, "the message's deliveries at every endpoint, newest first");
+    let first_two = s.list_message_webhook_deliveries(a, m, 2).await.must("list 2");
+    assert_eq!(ids(&first_two), expected[..2], "at most `limit`, the newest");
+    let none = s.list_message_webhook_deliveries(b, other, 10).await.must("list in b");
+    assert!(none.is_empty(), "another workspace lists none of them");
+
+    s.delete_webhook(a, w.id).await.must("delete_webhook");
+    let left = s.list_message_webhook_deliveries(a, m, 10).await.must("list after delete");
+    assert!(left.iter().all(|d| d.endpoint_id == w2.id), "a deleted endpoint's deliveries are gone");
+    assert_eq!(left.len(), 2, "the other endpoint's stay");
 }

@@ -80,6 +80,18 @@ impl WebhookStore for MemoryStore {
         Ok(newest_first(&self.state().deliveries, &page, |d| d.workspace_id == workspace && d.endpoint_id == endpoint))
     }
 
+    async fn list_message_webhook_deliveries(
+        &self,
+        workspace: WorkspaceId,
+        message: MessageId,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        let st = self.state();
+        let of_message =
+            st.deliveries.values().rev().filter(|d| d.workspace_id == workspace && d.message_id == Some(message));
+        Ok(of_message.take(limit).cloned().collect())
+    }
+
     async fn update_webhook_delivery(&self, delivery: &WebhookDelivery) -> StoreResult<()> {
         let mut st = self.state();
         let stored = st.deliveries.get_mut(&delivery.id).filter(|d| d.workspace_id == delivery.workspace_id);

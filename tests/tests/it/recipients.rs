@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 use crate::common::dkim::assert_signed_by;
 use crate::common::receiver::Receiver;
 use crate::common::reports::{report_fixture, smtp_send};
-use crate::common::{assert_error, assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
+use crate::common::{
+    assert_error, assert_invalid, assert_ok, block_on, dashboard_page, dashboard_session, server_with_dns,
+    verified_domain,
+};
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
@@ -366,9 +369,12 @@ fn a_bounce_report_about_one_recipient_bounces_and_suppresses_that_one_only() {
         let copy = copies(&s.sink, provider_id).into_iter().find(|c| c.recipients == ["leaves@x.example"]).unwrap();
 
         // The return path of leaves@'s copy proves the report is about leaves@.
-        let codes =
-            smtp_send(s.inbound, &copy.mail_from, &report_fixture("gmail_5_1_1.eml", provider_id, "leaves@x.example", &copy.mail_from))
-                .await;
+        let codes = smtp_send(
+            s.inbound,
+            &copy.mail_from,
+            &report_fixture("gmail_5_1_1.eml", provider_id, "leaves@x.example", &copy.mail_from),
+        )
+        .await;
         assert_eq!(codes, [220, 250, 250, 250, 354, 250, 221], "the report is accepted");
 
         let after = wait_status(&s.server, id, "PartiallyDelivered").await;
@@ -387,6 +393,14 @@ fn a_bounce_report_about_one_recipient_bounces_and_suppresses_that_one_only() {
         let bounced: Vec<_> = typed(&events).into_iter().filter(|(k, _)| k == "Bounced").collect();
         assert_eq!(bounced, [("Bounced".to_owned(), "leaves@x.example".to_owned())]);
 
+        // The message's page links the suppression it caused, and only that one.
+        let session = dashboard_session(&s.server, s.server.key()).await;
+        let (status, page) = dashboard_page(&s.server, &session, &format!("/messages/{id}")).await;
+        assert_eq!(status, 200);
+        let caused = page.split(r#"<ul id="caused-suppressions">"#).nth(1).and_then(|rest| rest.split("</ul>").next());
+        let caused = caused.unwrap_or_else(|| panic!("no suppressions section on the page:\n{page}"));
+        assert!(caused.contains(r#"href="/suppressions?email=leaves%40x.example""#), "{caused}");
+        assert!(!caused.contains("stays@"), "{caused}");
     });
 }
 

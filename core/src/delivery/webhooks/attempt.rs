@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{GONE_REASON, WebhookVerdict, WebhookWorker, classify_webhook, describe_webhook_response};
+use super::{GONE_REASON, WebhookVerdict, WebhookWorker, classify_webhook, describe_webhook_response, response_body};
 use crate::Result;
 use crate::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use crate::ports::{StoreError, WebhookAttemptResult, WebhookRequest, WebhookResponse};
@@ -56,6 +56,7 @@ impl WebhookWorker {
         let now = self.core.clock().now();
         delivery.attempts = delivery.attempts.saturating_add(1);
         (delivery.response_code, delivery.last_error) = describe_webhook_response(&response);
+        delivery.response_body = response_body(&response);
         let outcome = match classify_webhook(&response) {
             WebhookVerdict::Delivered => {
                 self.track_health(&endpoint, true, now).await?;

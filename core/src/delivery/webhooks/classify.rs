@@ -53,6 +53,18 @@ pub fn describe_webhook_response(response: &WebhookResponse) -> (Option<u16>, Op
     }
 }
 
+/// The body the receiver answered with, cut to [`MAX_BODY_PREFIX`]; `None` without an
+/// answer or for an empty body.
+pub fn response_body(response: &WebhookResponse) -> Option<String> {
+    match response {
+        WebhookResponse::Answered { body_prefix, .. } => {
+            let body = truncate_at_char(body_prefix, MAX_BODY_PREFIX);
+            (!body.trim().is_empty()).then(|| body.to_owned())
+        }
+        WebhookResponse::Failed { .. } => None,
+    }
+}
+
 /// At most `max` bytes of `text`, cut at a character boundary.
 fn truncate_at_char(text: &str, max: usize) -> &str {
     if text.len() <= max {

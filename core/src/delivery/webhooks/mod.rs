@@ -47,7 +47,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 pub use attempt::AttemptOutcome;
-pub use classify::{MAX_RETRY_AFTER, WebhookVerdict, classify_webhook, describe_webhook_response};
+pub use classify::{MAX_RETRY_AFTER, WebhookVerdict, classify_webhook, describe_webhook_response, response_body};
 pub use dispatch::{DispatchPass, DispatchSettings, WebhookDispatcher};
 
 use crate::Result;
@@ -273,6 +273,7 @@ mod tests {
             attempts: 0,
             response_code: None,
             last_error: None,
+            response_body: None,
             next_attempt_at: Some(at),
             created_at: at,
         }

@@ -43,6 +43,15 @@ impl Setup {
         setup
     }
 
+    /// [`Setup::start`] on a server started with `env` as well.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let (server, dns) = server_with_dns(env).await;
+        let key = server.key().to_owned();
+        let mut setup = Self { server, dns, key, domain_id: String::new() };
+        setup.domain_id = verified_domain(&setup.server, &setup.dns, &setup.key, DOMAIN).await;
+        setup
+    }
+
     /// As the server starts the first time: no domain of the workspace's own, only the
     /// sandbox sending domain.
     pub async fn fresh() -> Self {

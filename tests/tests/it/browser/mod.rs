@@ -17,6 +17,7 @@ mod fit_and_contrast;
 mod harness;
 mod hostile_mail;
 mod keys_and_domains;
+mod message_page;
 mod messages;
 mod recipients;
 mod screenshots;

@@ -184,3 +184,23 @@ pub async fn walk_pages_by(server: &TestServer, key: &str, path: &str, limit: us
     panic!("GET {path}: more than 100 pages");
 }
 
+/// A dashboard session of `key` on `server`: the value of the `Cookie` header that carries it.
+pub async fn dashboard_session(server: &TestServer, key: &str) -> String {
+    let signed = server
+        .request(reqwest::Method::POST, "/sign-in")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "same-origin")
+        .body(format!("key={key}"))
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(signed.status(), 303, "signing in to the dashboard");
+    let cookie = signed.headers().get("set-cookie").and_then(|v| v.to_str().ok()).expect("a session cookie");
+    cookie.split(';').next().unwrap_or_default().to_owned()
+}
+
+/// The dashboard page at `path` as `session` ([`dashboard_session`]) sees it: status and HTML.
+pub async fn dashboard_page(server: &TestServer, session: &str, path: &str) -> (u16, String) {
+    let page = server.request(reqwest::Method::GET, path).header("cookie", session).send().await.expect("a page");
+    (page.status().as_u16(), page.text().await.expect("the page's text"))
+}

@@ -61,4 +61,3 @@ pub async fn smtp_send(addr: SocketAddr, rcpt: &str, data: &[u8]) -> Vec<u16> {
     codes.push(reply(&mut lines).await);
     codes
 }
-
