@@ -167,6 +167,31 @@ async fn a_refused_form_marks_its_wrong_fields_and_points_at_their_messages() {
         assert!(refused.body.contains(&format!(r#"<p class="field-error" id="{id}-error">"#)), "{path}");
     }
 
+    // The key form: a rate out of range keeps what was typed and marks the rate alone.
+    let refused = browser.post("/keys", &[("name", "web app"), ("scope", "send"), ("rate_limit_per_sec", "0")]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    assert!(
+        refused.body.contains(r#"value="0" aria-invalid="true" aria-describedby="rate_limit_per_sec-error">"#),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains(r#"<p class="field-error" id="rate_limit_per_sec-error">"#));
+    assert!(refused.body.contains(r#"value="web app">"#), "the name as typed: {}", refused.body);
+    assert!(refused.body.contains(r#"<option value="send" selected>"#), "the scope as chosen");
+    assert!(!refused.body.contains(r#"id="new-key""#), "no key was made");
+    let rate = browser.post("/keys", &[("rate_limit_per_sec", "fast")]).await;
+    assert!(rate.body.contains(r#"aria-describedby="rate_limit_per_sec-error""#), "not a number: {}", rate.body);
+
+    // The sender form of a domain page.
+    let domains = app.core.list_domains(&app.principal, Default::default()).await.unwrap();
+    let domain = domains.items.iter().find(|d| d.name.to_string() == "send.example").unwrap().id;
+    let path = format!("/domains/{domain}/senders");
+    let refused = browser.post(&path, &[("username", "no spaces allowed"), ("display_name", "Shop")]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    let marked = r#"value="no spaces allowed" aria-invalid="true" aria-describedby="username-error">"#;
+    assert!(refused.body.contains(marked), "{}", refused.body);
+    assert!(refused.body.contains(r#"value="Shop">"#), "the display name as typed");
+
     // The template form too: a name too long and no subject, each marked.
     let long = "n".repeat(300);
     let refused = browser.post("/templates", &[("name", &long), ("subject", " "), ("text", "t")]).await;

@@ -198,6 +198,8 @@ fn long_values_keep_every_list_on_the_screen_with_its_actions_at_1280_and_390_px
             for (path, action) in [
                 ("/suppressions".to_owned(), "table#suppressions form button"),
                 ("/keys".to_owned(), "table#keys form.revoke button"),
+                ("/keys".to_owned(), "table#keys form.rate input[type=number]"),
+                ("/keys".to_owned(), "table#keys form.rate button"),
                 (format!("/webhooks/{}", world.failing_hook), "table#deliveries form.retry button"),
                 (format!("/domains/{}", world.pending_domain), "table#records .record-value"),
                 (format!("/domains/{}", world.pending_domain), "table#records .record-status"),
