@@ -14,6 +14,7 @@
 mod common;
 
 mod access_under_attack;
+mod architecture;
 mod batch;
 mod browser;
 mod cluster;
