@@ -674,3 +674,23 @@ async fn the_sandbox_domains_responses_match_the_documented_schemas() {
     expect(&customer, 201);
     assert_eq!(customer.data()["sandbox"], false);
 }
+
+/// The committed document (`docs/openapi.json`), so that a change to the API's shape shows in
+/// the diff that makes it. `TIDINGS_UPDATE_OPENAPI=1` writes it again.
+#[tokio::test]
+async fn the_committed_document_is_the_one_served() {
+    let api = TestApi::new().await;
+    let served = fetch_document(&api).await;
+    let mut text = serde_json::to_string_pretty(&served).expect("a document");
+    text.push('\n');
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+    if std::env::var_os("TIDINGS_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &text).expect("write docs/openapi.json");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "docs/openapi.json is not the document the router serves: run \
+         `TIDINGS_UPDATE_OPENAPI=1 cargo test -p tidings-http --test it the_committed_document` and commit it"
+    );
+}
