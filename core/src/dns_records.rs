@@ -214,11 +214,15 @@ fn checked(record: DnsRecord, outcome: Result<(), String>, now: DateTime<Utc>) -
 
 /// Verified iff all required records are; none verified is Failed.
 fn overall_status(domain: &Domain) -> DomainStatus {
-    let required = [RecordKind::Spf, RecordKind::Dkim, RecordKind::Dkim2];
-    let verified = required.iter().filter(|&&kind| domain.record_status(kind) == RecordStatus::Verified).count();
+    let required = RecordKind::ALL.into_iter().filter(|kind| kind.is_required());
+    let (mut verified, mut wanted) = (0, 0);
+    for kind in required {
+        wanted += 1;
+        verified += usize::from(domain.record_status(kind) == RecordStatus::Verified);
+    }
     match verified {
         0 => DomainStatus::Failed,
-        n if n == required.len() => DomainStatus::Verified,
+        n if n == wanted => DomainStatus::Verified,
         _ => DomainStatus::PartiallyVerified,
     }
 }

@@ -45,6 +45,9 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
+    /// Every kind of record a domain has, in the order they are listed.
+    pub const ALL: [Self; 4] = [Self::Spf, Self::Dkim, Self::Dkim2, Self::Dmarc];
+
     /// Whether the domain needs this record to be `Verified`.
     pub fn is_required(self) -> bool {
         !matches!(self, Self::Dmarc)

@@ -78,11 +78,6 @@ impl TrackedUrl {
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
-
-    /// The parsed URL.
-    pub fn as_url(&self) -> &url::Url {
-        &self.0
-    }
 }
 
 impl fmt::Display for TrackedUrl {

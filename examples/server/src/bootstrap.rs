@@ -25,29 +25,10 @@ use crate::ServerError;
 use crate::config::{Config, ConfigError, DatabaseUrl, Delivery};
 use crate::secret_key;
 
-/// Which store the server runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
-    /// sled at `<data>/store`: one process at a time (sled locks the directory).
-    Sled,
-    /// PostgreSQL at `TIDINGS_DATABASE_URL`: any number of nodes at once.
-    Postgres,
-}
-
-impl StoreKind {
-    /// Whether no other process can have this store open while this one does. Only then
-    /// was every lease found in it at start taken by a run that is gone.
-    pub fn exclusive(self) -> bool {
-        matches!(self, Self::Sled)
-    }
-}
-
 /// The opened store and where the rate limits and the failed-auth throttle count.
 pub struct OpenStore {
     /// The store.
     pub store: Arc<dyn Store>,
-    /// Which one.
-    pub kind: StoreKind,
     /// The send rate limits and the failed-auth throttle: in this process on sled (the
     /// only process), in the database on PostgreSQL so that every node counts against the
     /// same limits.
@@ -80,7 +61,7 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
             log_sealed(store.sealed_at_connect());
             let limits = Arc::new(store.limits(throttle));
-            Ok(OpenStore { store: Arc::new(store), kind: StoreKind::Postgres, limits, sled: None })
+            Ok(OpenStore { store: Arc::new(store), limits, sled: None })
         }
         None => {
             let sled = open_sled(config, &key.sealer).map_err(|e| match e {
@@ -90,7 +71,6 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             log_sealed(sled.sealed_at_open());
             Ok(OpenStore {
                 store: Arc::new(sled.clone()),
-                kind: StoreKind::Sled,
                 limits: Arc::new(LocalLimits::new(throttle)),
                 sled: Some(sled),
             })

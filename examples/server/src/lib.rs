@@ -163,7 +163,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         tracing::warn!("{warning}");
     }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
-    let bootstrap::OpenStore { store, kind: _, limits, sled } = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
