@@ -166,7 +166,7 @@ async fn every_list_validates_limit_and_cursor() {
             let mut pagination = json!({"limit": limit, "hasMore": false, "nextCursor": null});
             if list == "/v1/messages" {
                 // The one list that pages back too (`endingBefore`).
-                pagination["prevCursor"] = Value::Null;
+                pagination["prevCursor"] = serde_json::Value::Null;
             }
             assert_eq!(body["pagination"], pagination, "{list}");
         }
