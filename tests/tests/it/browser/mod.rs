@@ -20,4 +20,5 @@ mod keys_and_domains;
 mod messages;
 mod recipients;
 mod screenshots;
+mod search;
 mod sessions;
