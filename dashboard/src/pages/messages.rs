@@ -4,6 +4,7 @@
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use chrono::NaiveDate;
 use maud::{Markup, html};
 use tidings_core::Error;
 use tidings_core::ids::MessageId;
@@ -121,6 +122,13 @@ impl Shown {
     }
 }
 
+/// The input type of a creation bound: a date picker for a date (or nothing yet); a text field
+/// for a time, as the overview's hourly bars link with, which a date picker would show empty
+/// and drop at the next search.
+fn date_or_time(value: &str) -> &'static str {
+    if value.is_empty() || NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok() { "date" } else { "text" }
+}
+
 /// A text input of the filter form, with its error under it.
 fn filter_input(errors: &FormErrors, field: &str, label: &str, kind: &str, value: &str, hint: Option<&str>) -> Markup {
     html! {
@@ -157,8 +165,8 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
                 (field_error(errors, "status", "status"))
             }
             (filter_input(errors, "tag", "Tag", "text", &shown.tag, Some("name or name:value")))
-            (filter_input(errors, "createdAfter", "Created from", "date", &shown.created_after, None))
-            (filter_input(errors, "createdBefore", "Created before", "date", &shown.created_before, None))
+            (filter_input(errors, "createdAfter", "Created from", date_or_time(&shown.created_after), &shown.created_after, None))
+            (filter_input(errors, "createdBefore", "Created before", date_or_time(&shown.created_before), &shown.created_before, None))
             @if !shown.to.is_empty() {
                 (filter_input(errors, "to", "Recipient (whole address)", "text", &shown.to, None))
             }

@@ -593,3 +593,17 @@ async fn the_message_list_finds_by_part_of_a_subject_and_pages_back_with_its_fil
     assert_eq!(bad_range.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(bad_range.body.contains(r#"aria-describedby="createdBefore-error""#), "{}", bad_range.body);
 }
+
+#[tokio::test]
+async fn a_time_from_a_link_stays_a_time_in_the_date_range() {
+    let app = TestApp::new().await;
+    let browser = app.sign_in(&app.key).await;
+    let page = browser.get("/messages?createdAfter=2026-12-05T13:00:00Z&createdBefore=2026-12-06").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(r#"id="createdAfter" type="text" name="createdAfter" value="2026-12-05T13:00:00Z""#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"id="createdBefore" type="date" name="createdBefore" value="2026-12-06""#));
+}
