@@ -421,7 +421,7 @@ async fn main() -> Result<()> {
                 db.batch_execute(
                     "CREATE INDEX messages_by_subject_trgm ON messages USING GIN (lower(doc ->> 'subject') \
                      public.gin_trgm_ops); CREATE INDEX messages_by_recipient_trgm ON messages USING GIN \
-                     (tidings_recipient_text(doc) public.gin_trgm_ops)",
+                     (recipient_text public.gin_trgm_ops)",
                 )
                 .await?;
                 let again = write_rate(&store, filled.ws, count, &o, 2 * count).await?;
