@@ -89,6 +89,9 @@ struct Encoded {
     events: Vec<(Vec<u8>, Vec<u8>)>,
     idempotency: Option<(Vec<u8>, Vec<u8>)>,
     deliveries: Vec<Vec<u8>>,
+    /// The search index's keys (`search_index.rs`), made here so that the writer lock is
+    /// held only for the inserts.
+    trigrams: Vec<Vec<u8>>,
 }
 
 fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
@@ -107,6 +110,7 @@ fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
             None => None,
         },
         deliveries: new.webhook_deliveries.iter().map(encode).collect::<StoreResult<_>>()?,
+        trigrams: search_index::entries(m),
     })
 }
 
@@ -164,7 +168,7 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
     for bucket in buckets(m).into_iter().chain(other_recipient_buckets(m)) {
         batch.insert(entry(&bucket, m.id), &[]);
     }
-    for trigram in search_index::entries(m) {
+    for trigram in enc.trigrams {
         batch.insert(trigram, &[]);
     }
     if let Some(at) = m.next_attempt_at {

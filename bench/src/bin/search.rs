@@ -229,7 +229,8 @@ fn percentile(sorted: &[u64], p: usize) -> f64 {
 async fn time_shapes(store: &Arc<dyn Store>, filled: &Filled, o: &Options) -> Result<String> {
     let day: u64 = 24 * 3600 * 1000;
     let week_start = filled.first_ms + 12 * day;
-    let mut table = format!("| store | messages | shape | items | p50 ms | p99 ms |\n|---|---:|---|---:|---:|---:|\n");
+    let mut table =
+        String::from("| store | messages | shape | items | p50 ms | p99 ms |\n|---|---:|---|---:|---:|---:|\n");
     for shape in SHAPES {
         let mut query = MessageQuery::page(PageRequest::first(50));
         query.text = shape.q.map(SearchText::parse).transpose()?;
