@@ -62,6 +62,7 @@ pub mod email;
 pub mod error;
 pub mod feedback;
 pub mod ids;
+pub mod message_search;
 pub mod model;
 pub mod net_policy;
 pub mod outbound;

@@ -72,7 +72,17 @@ impl<T> Page<T> {
     /// The listed items, each turned into its response type by `item`.
     pub fn new<U>(listed: Listed<U>, item: impl FnMut(U) -> T) -> Self {
         let Listed { items, limit, has_more, next_cursor, .. } = listed;
-        Self { items: items.into_iter().map(item).collect(), pagination: Pagination { limit, has_more, next_cursor } }
+        let pagination = Pagination { limit, has_more, next_cursor, prev_cursor: None };
+        Self { items: items.into_iter().map(item).collect(), pagination }
+    }
+
+    /// [`Self::new`] for a list that pages back too (`endingBefore`): `pagination` carries
+    /// `prevCursor`, null on the first page.
+    pub fn both_ways<U>(listed: Listed<U>, item: impl FnMut(U) -> T) -> Self {
+        let prev_cursor = Some(listed.prev_cursor.clone());
+        let mut page = Self::new(listed, item);
+        page.pagination.prev_cursor = prev_cursor;
+        page
     }
 }
 
@@ -99,6 +109,12 @@ pub struct Pagination {
     /// null on the last page
     #[schema(required)]
     next_cursor: Option<String>,
+    /// only on lists that page back (messages): pass as `endingBefore` for the newer page
+    /// before this one; null when nothing newer matches (always on the first page)
+    // `None`: a list that does not page back, and the field is absent; `Some(None)`: null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    prev_cursor: Option<Option<String>>,
 }
 
 /// `data` of an answer that has none (a delete): `null`.

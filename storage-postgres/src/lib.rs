@@ -27,6 +27,7 @@ mod domains;
 mod group_commit;
 mod keys;
 mod limits;
+mod message_list;
 mod message_writes;
 mod messages;
 mod migrate;

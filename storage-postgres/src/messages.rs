@@ -12,7 +12,7 @@ use tidings_core::ports::{
 };
 
 use crate::PgStore;
-use crate::db::{Param, db_error, decode, decode_all, doc, execute, limit, newest_first_where, query, query_opt, uuid};
+use crate::db::{db_error, decode, decode_all, doc, execute, limit, query, query_opt, uuid};
 use crate::group_commit;
 use crate::message_writes::{EventRow, NewRow};
 use crate::queue;
@@ -68,16 +68,6 @@ async fn insert_message(client: &impl GenericClient, m: &Message) -> StoreResult
     )
     .await
     .map(drop)
-}
-
-/// The first `limit` messages, newest first, of two pages of disjoint lists, each newest
-/// first; more follow if either had more or some were left over.
-fn newest_of(a: Page<Message>, b: Page<Message>, limit: usize) -> Page<Message> {
-    let mut items: Vec<Message> = a.items.into_iter().chain(b.items).collect();
-    items.sort_by_key(|m| std::cmp::Reverse(m.id));
-    let has_more = a.has_more || b.has_more || items.len() > limit;
-    items.truncate(limit);
-    Page { items, has_more }
 }
 
 /// The rows of `message_recipients` for the message's recipients beside its first.
@@ -141,47 +131,7 @@ impl MessageStore for PgStore {
     }
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
-        let client = self.client().await?;
-        let ws = uuid(workspace.0);
-        let status = query.status.map(|s| s.as_str());
-        let to = query.to.as_ref().map(|to| to.normalized());
-        let key = query.sent_by.map(|k| uuid(k.0));
-        let (tags, metadata) = label_documents(query);
-        // Filters on the message's own columns, the same for both halves of a `to` list.
-        let mut filters: Vec<(String, Param<'_>)> = Vec::new();
-        if let Some(status) = &status {
-            filters.push(("status = {}".into(), status));
-        }
-        if let Some(key) = &key {
-            filters.push(("api_key_id = {}".into(), key));
-        }
-        // The same expressions as the GIN indexes of migration 0004, so they apply.
-        if let Some(tags) = &tags {
-            filters.push(("(doc -> 'extras' -> 'tags') @> {}".into(), tags));
-        }
-        if let Some(metadata) = &metadata {
-            filters.push(("(doc -> 'extras' -> 'metadata') @> {}".into(), metadata));
-        }
-        let cursor = query.page.cursor.map(|c| c.0);
-        let page_size = query.page.limit;
-        let Some(to) = &to else {
-            let mut all = vec![("workspace_id = {}".to_owned(), &ws as Param<'_>)];
-            all.extend(filters);
-            return newest_first_where(&client, "messages", &all, None, cursor, page_size).await;
-        };
-        // A message's first recipient is its `to_norm` column, the others rows of
-        // message_recipients (migration 0008), never both. Each half is a newest-first walk of
-        // its own index (messages_by_to; message_recipients' key, backwards) that stops after
-        // a page, and the page is the newest of the two: a page costs what it did before
-        // lists existed, however many messages the address has.
-        let mut first = vec![("workspace_id = {}".to_owned(), &ws as Param<'_>), ("to_norm = {}".to_owned(), to)];
-        first.extend(filters.iter().cloned());
-        let mut others = vec![("r.workspace_id = {}".to_owned(), &ws as Param<'_>), ("r.to_norm = {}".to_owned(), to)];
-        others.extend(filters);
-        let joined = "message_recipients r JOIN messages m ON m.id = r.message_id";
-        let a: Page<Message> = newest_first_where(&client, "messages", &first, None, cursor, page_size).await?;
-        let b: Page<Message> = newest_first_where(&client, joined, &others, None, cursor, page_size).await?;
-        Ok(newest_of(a, b, page_size))
+        crate::message_list::list(&self.client().await?, workspace, query).await
     }
 
     async fn list_events(
@@ -250,25 +200,4 @@ impl MessageStore for PgStore {
     async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         crate::retention::purge(self, created_before, limit).await
     }
-}
-
-/// The `tags` and `metadata` filters as JSONB documents the message's must contain: an array
-/// of `{name}` or `{name, value}` objects (each must match one of the message's tags) and an
-/// object of the wanted entries.
-fn label_documents(query: &MessageQuery) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
-    use serde_json::{Map, Value};
-    let tags = (!query.tags.is_empty()).then(|| {
-        let wanted = query.tags.iter().map(|t| {
-            let mut tag = Map::new();
-            tag.insert("name".into(), Value::String(t.name.clone()));
-            if let Some(value) = &t.value {
-                tag.insert("value".into(), Value::String(value.clone()));
-            }
-            Value::Object(tag)
-        });
-        Value::Array(wanted.collect())
-    });
-    let metadata = (!query.metadata.is_empty())
-        .then(|| Value::Object(query.metadata.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()));
-    (tags, metadata)
 }

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_sealing", include_str!("../migrations/0006_sealing.sql")),
     ("0007_sessions", include_str!("../migrations/0007_sessions.sql")),
     ("0008_recipients", include_str!("../migrations/0008_recipients.sql")),
+    ("0009_message_search", include_str!("../migrations/0009_message_search.sql")),
     ("0011_deliveries_by_message", include_str!("../migrations/0011_deliveries_by_message.sql")),
 ];
 

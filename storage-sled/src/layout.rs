@@ -41,6 +41,8 @@ pub const MESSAGE_BY_STATUS: u8 = 0x12;
 pub const MESSAGE_BY_TO: u8 = 0x13;
 /// Messages by sending key: `MSG_KEY ‖ ws ‖ key ‖ msg` → ``.
 pub const MESSAGE_BY_KEY: u8 = 0x14;
+/// Search trigrams: `MSG_TRIGRAM ‖ ws ‖ len ‖ trigram ‖ msg` → `` (see `search_index.rs`).
+pub const MESSAGE_BY_TRIGRAM: u8 = 0x15;
 /// Global delivery queue: `MSG_DUE ‖ time ‖ msg ‖ ws` → ``.
 pub const MESSAGE_DUE: u8 = 0x16;
 /// Global message id index: `MSG_ID ‖ msg` → ws, for `find_message` (inbound reports

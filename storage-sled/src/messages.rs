@@ -2,29 +2,15 @@
 //!
 //! A message is `MESSAGE ‖ ws ‖ id`, its content (bodies, custom headers, attachments) apart
 //! under `MESSAGE_CONTENT ‖ ws ‖ id` (`content.rs`). Three secondary indexes name it by
-//! status, normalized recipient and sending key (`bucket ‖ id`, empty values). An unfiltered list walks the
-//! records, newest first, in O(limit). A filtered list walks one index bucket newest first
-//! and checks every filter on each record it loads (the record, not the index, decides, so
-//! an index entry a concurrent write has not yet moved is harmless). With one filter a page
-//! costs O(limit). With several, it walks the most selective bucket: each candidate bucket is
-//! probed for up to [`PROBE`] entries past the cursor and the one with fewest is walked, so
-//! the cost is O(entries of that bucket until the page fills), there being no composite
-//! indexes. Ties (every candidate has [`PROBE`] or more) go to `to`, then `sent_by`, then
-//! `status`, the usual order of selectivity. Probing instead of keeping entry counts keeps
-//! `create_message` at the writes it needs: counts would add three reads and three writes
-//! to every create, and each sled operation costs it several microseconds under the lock.
-//!
-//! The `tags` and `metadata` filters have no index: they are checked on each record the walk
-//! loads, so a list filtered only by them walks the workspace's messages until the page
-//! fills (O(messages scanned)). Single-node stores are small; PostgreSQL indexes them.
+//! status, normalized recipient and sending key (`bucket ‖ id`, empty values), and the
+//! trigram index (`search_index.rs`) by the trigrams of its subject and recipients; how a
+//! list uses them is in `message_list.rs`.
 //!
 //! `find_message` reads the global id index (`MESSAGE_BY_ID`), written with the message;
 //! stores made before it get it built once at open ([`build_id_index`]).
 //!
 //! Writes are ordered so that a reader, which takes no lock, never sees a message before its
 //! event and index entries exist, nor an idempotency record before its message.
-
-use std::ops::Bound;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -42,6 +28,7 @@ use crate::content;
 use crate::db::{Batch, Order, get, page, prefix_end};
 use crate::layout::{self, Key};
 use crate::queue::{self, DueRecord};
+use crate::search_index;
 use crate::webhooks::queue_deliveries;
 
 /// The index buckets a message is in: by status, by recipient, by key.
@@ -52,22 +39,6 @@ fn buckets(m: &Message) -> [Vec<u8>; 3] {
         Key::new(layout::MESSAGE_BY_TO).id(ws).text(&m.to.normalized()).0,
         Key::new(layout::MESSAGE_BY_KEY).id(ws).id(m.api_key_id.to_bytes()).0,
     ]
-}
-
-/// The buckets a query restricts to, most selective first as a rule (see the module doc).
-fn query_buckets(ws: WorkspaceId, q: &MessageQuery) -> Vec<Vec<u8>> {
-    let ws = ws.to_bytes();
-    let mut out = Vec::with_capacity(3);
-    if let Some(to) = &q.to {
-        out.push(Key::new(layout::MESSAGE_BY_TO).id(ws).text(&to.normalized()).0);
-    }
-    if let Some(key) = q.sent_by {
-        out.push(Key::new(layout::MESSAGE_BY_KEY).id(ws).id(key.to_bytes()).0);
-    }
-    if let Some(status) = q.status {
-        out.push(Key::new(layout::MESSAGE_BY_STATUS).id(ws).byte(layout::status_code(status)).0);
-    }
-    out
 }
 
 /// The `to` index entries of a message's other recipients (cc and bcc included), beside the
@@ -86,32 +57,6 @@ fn other_recipient_buckets(m: &Message) -> Vec<Vec<u8>> {
         .filter(|address| seen.insert(address.clone()))
         .map(|address| Key::new(layout::MESSAGE_BY_TO).id(ws).text(&address).0)
         .collect()
-}
-
-fn matches(m: &Message, q: &MessageQuery) -> bool {
-    q.status.is_none_or(|s| m.status == s)
-        && q.to.as_ref().is_none_or(|to| m.recipient_addresses().iter().any(|r| r.normalized() == to.normalized()))
-        && q.sent_by.is_none_or(|k| m.api_key_id == k)
-        && q.matches_labels(m)
-}
-
-/// How many index entries past the cursor a multi-filter list reads of each candidate bucket
-/// to find the most selective one.
-pub const PROBE: usize = 256;
-
-/// Entries of `bucket` after `cursor` in newest-first order, counted up to [`PROBE`].
-fn probe(tree: &Tree, bucket: &[u8], cursor: Option<&[u8]>) -> StoreResult<usize> {
-    let end = match cursor {
-        Some(cursor) => Some([bucket, cursor].concat()),
-        None => prefix_end(bucket),
-    };
-    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let mut n = 0;
-    for entry in tree.range::<&[u8], _>((Bound::Included(bucket), upper)).rev().take(PROBE) {
-        entry.map_err(sled_error)?;
-        n += 1;
-    }
-    Ok(n)
 }
 
 fn entry(bucket: &[u8], id: MessageId) -> Vec<u8> {
@@ -144,6 +89,9 @@ struct Encoded {
     events: Vec<(Vec<u8>, Vec<u8>)>,
     idempotency: Option<(Vec<u8>, Vec<u8>)>,
     deliveries: Vec<Vec<u8>>,
+    /// The search index's keys (`search_index.rs`), made here so that the writer lock is
+    /// held only for the inserts.
+    trigrams: Vec<Vec<u8>>,
 }
 
 fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
@@ -162,6 +110,7 @@ fn encode_new(new: &NewMessage) -> StoreResult<Encoded> {
             None => None,
         },
         deliveries: new.webhook_deliveries.iter().map(encode).collect::<StoreResult<_>>()?,
+        trigrams: search_index::entries(m),
     })
 }
 
@@ -218,6 +167,9 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
     batch.insert(layout::message_purge(m.id).0, &m.workspace_id.to_bytes()[..]);
     for bucket in buckets(m).into_iter().chain(other_recipient_buckets(m)) {
         batch.insert(entry(&bucket, m.id), &[]);
+    }
+    for trigram in enc.trigrams {
+        batch.insert(trigram, &[]);
     }
     if let Some(at) = m.next_attempt_at {
         batch.insert(m.due_key(at), &[]);
@@ -316,38 +268,7 @@ impl MessageStore for SledStore {
     }
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
-        let tree = self.inner.tree()?;
-        let cursor = query.page.cursor.map(MessageId::to_bytes);
-        let cursor = cursor.as_ref().map(|c| &c[..]);
-        let limit = query.page.limit;
-        let mut buckets = query_buckets(workspace, query);
-        if buckets.len() > 1 {
-            let mut probed = Vec::with_capacity(buckets.len());
-            for bucket in buckets {
-                probed.push((probe(tree, &bucket, cursor)?, bucket));
-            }
-            // A stable sort: on a tie the rule of thumb of `query_buckets` decides.
-            probed.sort_by_key(|(n, _)| *n);
-            buckets = probed.into_iter().map(|(_, bucket)| bucket).collect();
-        }
-        let smallest = buckets.into_iter().next();
-        let Some(bucket) = smallest else {
-            let prefix = Key::new(layout::MESSAGE).id(workspace.to_bytes()).0;
-            return page(tree, &prefix, cursor, limit, Order::NewestFirst, |_, v| {
-                let record: Message = decode(&v, "message")?;
-                if !query.matches_labels(&record) {
-                    return Ok(None);
-                }
-                content::attach(tree, record).map(Some)
-            });
-        };
-        page(tree, &bucket, cursor, limit, Order::NewestFirst, |key, _| {
-            let id = MessageId::from_bytes(layout::trailing_id(key).ok_or_else(|| bad_key("message index"))?);
-            // The record, not the index entry, decides: a status may have changed since the
-            // index was read.
-            let message: Option<Message> = get(tree, &layout::message(workspace, id).0, "message")?;
-            message.filter(|m| matches(m, query)).map(|m| content::attach(tree, m)).transpose()
-        })
+        crate::message_list::list(self.inner.tree()?, workspace, query)
     }
 
     async fn list_events(

@@ -10,6 +10,8 @@
 //!   every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
+//! - [`search_test`]: random messages and random searches, creation bounds and status
+//!   filters, walked both ways, against a plain filter over the messages.
 //!
 //! A storage crate wires both up in a few lines (sled keeps each store in a temp dir):
 //! ```text
@@ -46,6 +48,7 @@ mod queue;
 mod quotas;
 mod recipients;
 mod retention;
+mod search;
 mod secrets;
 mod sessions;
 mod suppressions;
@@ -61,6 +64,7 @@ use std::time::Duration;
 use tidings_core::ports::{Page, PageRequest, Store, StoreError, StoreResult};
 
 pub use model::{CASES_ENV, model_test};
+pub use search::search_test;
 
 /// Makes a fresh, empty store for one check or one model case.
 ///
@@ -123,6 +127,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         messages::events_page_oldest_first,
         messages::events_and_messages_queue_webhook_deliveries,
         find::messages_are_found_by_id_in_any_workspace,
+        search::messages_are_found_by_part_of_their_subject_or_any_recipient,
+        search::creation_bounds_and_pages_before_a_message,
         recipients::messages_with_recipients_round_trip_with_their_events,
         recipients::recipients_are_found_by_any_address_once,
         recipients::partial_outcomes_make_the_aggregate_status,

@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::fixtures::{event_write, message_to_several, new_message, recipient_event_write, ulid};
 use tidings_core::email::EmailAddress;
 use tidings_core::ids::{DomainId, MessageId, WorkspaceId};
+use tidings_core::message_search::SearchText;
 use tidings_core::model::{EventType, Message, MessageStatus, RecipientKind};
 use tidings_core::ports::{CreateOutcome, MessageQuery, PageRequest, Store};
 
@@ -114,6 +115,10 @@ async fn check_events<S: Store>(store: &S, ws: WorkspaceId, old: &Old) {
     }
 }
 
+fn text_of(json: &serde_json::Value, field: &str) -> String {
+    text(json, field).unwrap_or_default().to_owned()
+}
+
 async fn listed<S: Store>(
     store: &S,
     ws: WorkspaceId,
@@ -152,6 +157,34 @@ pub async fn check_store_of_bb14cf0<S: Store>(store: &S, manifest: &str) {
         let same: Vec<MessageId> =
             old.iter().filter(|p| text(&p.json, "status") == status.map(MessageStatus::as_str)).map(|p| p.id).collect();
         assert_eq!(listed(store, ws, status, None).await, same, "status={status:?}");
+    }
+    // A search finds the old messages as it finds new ones: sled indexed them at open,
+    // PostgreSQL's migration 0009 at the upgrade.
+    for o in &old {
+        let subject = text(&o.json, "subject").unwrap_or_default();
+        let to = text(&o.json, "to").unwrap_or_default();
+        for part in [subject, to] {
+            let chars: Vec<char> = part.chars().collect();
+            if chars.len() < 3 {
+                continue;
+            }
+            let middle: String = chars[chars.len() / 2 - 1..(chars.len() / 2 + 2).min(chars.len())].iter().collect();
+            let Ok(search) = SearchText::parse(&middle.to_uppercase()) else { continue };
+            if search.as_str() != middle.to_lowercase() {
+                continue;
+            }
+            let query = MessageQuery { text: Some(search), ..MessageQuery::page(PageRequest::first(200)) };
+            let found = must(store.list_messages(ws, &query).await, "list_messages q").items;
+            let expected: Vec<MessageId> = old
+                .iter()
+                .filter(|p| {
+                    let texts = [text_of(&p.json, "subject"), text_of(&p.json, "to")];
+                    texts.iter().any(|t| t.to_lowercase().contains(&middle.to_lowercase()))
+                })
+                .map(|p| p.id)
+                .collect();
+            assert_eq!(found.iter().map(|m| m.id).collect::<Vec<_>>(), expected, "q={middle:?} finds the old messages");
+        }
     }
 
     // This version delivers what waits: the scheduled one (due by now) and the deferred one,

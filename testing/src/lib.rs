@@ -21,7 +21,7 @@ mod unavailable;
 pub mod webhooks;
 
 pub use clock::FixedClock;
-pub use conformance::{StoreFactory, model_test, run_all};
+pub use conformance::{StoreFactory, model_test, run_all, search_test};
 pub use dns::FakeDns;
 pub use memory::MemoryStore;
 pub use service::TestCore;

@@ -160,7 +160,7 @@ impl Seeded {
             sent_by: shape.by_other_key.then_some(self.other_key),
             tags: Vec::new(),
             metadata: Vec::new(),
-            page: PageRequest { limit, cursor: shape.deep.then(|| seeded_id(self.rows / 2)) },
+            ..MessageQuery::page(PageRequest { limit, cursor: shape.deep.then(|| seeded_id(self.rows / 2)) })
         };
         let mut latencies = Vec::with_capacity(repeat);
         let mut items = 0;

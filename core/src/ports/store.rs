@@ -25,6 +25,7 @@ use crate::ids::{
     ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
     WebhookId, WorkspaceId,
 };
+use crate::message_search::{CreatedRange, SearchText};
 use crate::model::{
     ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
     RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
@@ -105,14 +106,62 @@ pub struct MessageQuery {
     pub tags: Vec<TagFilter>,
     /// Only messages whose metadata holds every one of these `(key, value)` entries.
     pub metadata: Vec<(String, String)>,
-    /// Page.
+    /// Only messages whose subject, a recipient's address or a display name contains this
+    /// text, ignoring case ([`SearchText::matches`]).
+    pub text: Option<SearchText>,
+    /// Only messages created in this range (by their ids).
+    pub created: CreatedRange,
+    /// Page, walking older: the first page, or the one strictly older than `page.cursor`.
     pub page: PageRequest<MessageId>,
+    /// When set (then `page.cursor` is `None`), the page walks newer instead: the up to
+    /// `page.limit` matching messages strictly newer than this id and nearest to it, still
+    /// returned newest first, with `has_more` telling whether matching messages newer than
+    /// the first one exist. Costs what a page in the other direction costs.
+    pub ending_before: Option<MessageId>,
 }
 
 impl MessageQuery {
     /// A query for one page with no filter.
     pub fn page(page: PageRequest<MessageId>) -> Self {
-        Self { status: None, to: None, sent_by: None, tags: Vec::new(), metadata: Vec::new(), page }
+        Self {
+            status: None,
+            to: None,
+            sent_by: None,
+            tags: Vec::new(),
+            metadata: Vec::new(),
+            text: None,
+            created: CreatedRange::default(),
+            page,
+            ending_before: None,
+        }
+    }
+
+    /// The ids the page may hold, from the creation range and the page's start: every id at
+    /// or above `.0` and below `.1` (`None`: unbounded). `ending_before` raises the lower
+    /// bound above itself; `page.cursor` lowers the upper one to itself.
+    pub fn id_bounds(&self) -> (Option<MessageId>, Option<MessageId>) {
+        let mut low = self.created.start;
+        let mut high = self.created.end;
+        if let Some(cursor) = self.page.cursor {
+            high = Some(high.map_or(cursor, |h| h.min(cursor)));
+        }
+        if let Some(after) = self.ending_before {
+            // Strictly newer: at or above the next id (none above the largest).
+            let next = after.0.increment().map(MessageId);
+            match next {
+                Some(next) => low = Some(low.map_or(next, |l| l.max(next))),
+                None => high = Some(MessageId(ulid::Ulid::nil())),
+            }
+        }
+        (low, high)
+    }
+
+    /// Whether `message` passes the filters no store indexes everywhere: `text`, the
+    /// creation range, `tags` and `metadata`. Stores check them on the record they load.
+    pub fn matches_unindexed(&self, message: &Message) -> bool {
+        self.created.contains(message.id)
+            && self.text.as_ref().is_none_or(|t| t.matches(message))
+            && self.matches_labels(message)
     }
 
     /// Whether `message` passes the `tags` and `metadata` filters (the others are indexed

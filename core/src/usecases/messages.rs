@@ -9,12 +9,11 @@ use crate::domain_name::DomainName;
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
-use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{
     Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
     MessageStatus, Recipient, RecipientKind, RequestHash, WrittenHeaders,
 };
-use crate::ports::{CreateOutcome, EventWrite, MessageQuery, NewMessage, PageRequest, TagFilter};
+use crate::ports::{CreateOutcome, EventWrite, NewMessage, PageRequest};
 use crate::state_machine::{Happening, apply_event, apply_recipient_event};
 use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;
@@ -111,22 +110,6 @@ pub struct SendOutcome {
     /// (`Idempotent-Replayed: true`).
     pub replayed: bool,
 }
-
-/// Filters of `GET /v1/messages` as the client sent them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MessageFilters {
-    /// `status`, a status name.
-    pub status: Option<String>,
-    /// `to`, an address.
-    pub to: Option<String>,
-    /// Every `tag` parameter: `name` or `name:value`.
-    pub tags: Vec<String>,
-    /// Every `metadata[key]=value` parameter, as `(key, value)`.
-    pub metadata: Vec<(String, String)>,
-}
-
-/// Most `tag` and most `metadata[...]` filters one list may use.
-pub const MAX_LABEL_FILTERS: usize = 10;
 
 /// A send that passed field validation.
 struct ValidSend {
@@ -459,40 +442,6 @@ impl Tidings {
         Err(Error::AllRecipientsSuppressed { fields })
     }
 
-    /// `GET /v1/messages`: newest first, filtered; a `send` key sees only its own messages.
-    pub async fn list_messages(
-        &self,
-        who: &Principal,
-        params: ListParams,
-        filters: &MessageFilters,
-    ) -> Result<Listed<Message>> {
-        let page = params.to_page(MessageId::parse)?;
-        let mut fields = Vec::new();
-        let status = filters.status.as_deref().and_then(|s| {
-            let parsed = MessageStatus::parse(s);
-            if parsed.is_none() {
-                fields.push(FieldError::new("status", format!("unknown status {s:?}")));
-            }
-            parsed
-        });
-        let to = filters.to.as_deref().and_then(|t| match EmailAddress::parse(t) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                fields.push(FieldError::new("to", e.to_string()));
-                None
-            }
-        });
-        let tags = tag_filters(&filters.tags, &mut fields);
-        let metadata = metadata_filters(&filters.metadata, &mut fields);
-        if !fields.is_empty() {
-            return Err(Error::Validation { fields });
-        }
-        let sent_by = (who.scope == KeyScope::Send).then_some(who.key_id);
-        let query = MessageQuery { status, to, sent_by, tags, metadata, page };
-        let found = self.store.list_messages(who.workspace_id, &query).await?;
-        Ok(Listed::from_page(found, page.limit, |m| m.id.to_string()))
-    }
-
     /// `GET /v1/messages/{id}`.
     pub async fn get_message(&self, who: &Principal, id: MessageId) -> Result<Message> {
         let message = self.store.get_message(who.workspace_id, id).await?.ok_or(Error::NotFound("message"))?;
@@ -715,40 +664,6 @@ fn validate(req: &SendRequest, now: DateTime<Utc>) -> Result<ValidSend> {
         }
         _ => Err(Error::Validation { fields }),
     }
-}
-
-/// `tag=name` (any value) or `tag=name:value`; tag names hold no `:`, so the first one
-/// splits.
-fn tag_filters(raw: &[String], fields: &mut Vec<FieldError>) -> Vec<TagFilter> {
-    if raw.len() > MAX_LABEL_FILTERS {
-        fields.push(FieldError::new("tag", format!("at most {MAX_LABEL_FILTERS} tag filters")));
-        return Vec::new();
-    }
-    let mut out = Vec::with_capacity(raw.len());
-    for text in raw {
-        let (name, value) = match text.split_once(':') {
-            Some((name, value)) => (name, Some(value.to_owned())),
-            None => (text.as_str(), None),
-        };
-        match check_tag_name(name) {
-            Ok(()) => out.push(TagFilter { name: name.to_owned(), value }),
-            Err(e) => fields.push(FieldError::new("tag", format!("{text:?}: the name {e}"))),
-        }
-    }
-    out
-}
-
-fn metadata_filters(raw: &[(String, String)], fields: &mut Vec<FieldError>) -> Vec<(String, String)> {
-    if raw.len() > MAX_LABEL_FILTERS {
-        fields.push(FieldError::new("metadata", format!("at most {MAX_LABEL_FILTERS} metadata filters")));
-        return Vec::new();
-    }
-    for (key, _) in raw {
-        if let Err(e) = check_metadata_key(key) {
-            fields.push(FieldError::new(format!("metadata[{key}]"), e.to_string()));
-        }
-    }
-    raw.to_vec()
 }
 
 /// A subject is one header line of text: no control character (C0, DEL, C1 with U+0085) and

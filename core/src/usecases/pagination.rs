@@ -47,13 +47,16 @@ pub struct Listed<T> {
     pub has_more: bool,
     /// Pass as `cursor` to get the next page; `None` on the last page.
     pub next_cursor: Option<String>,
+    /// Pass as `endingBefore` to get the previous page (newer items): `None` on the first
+    /// page. Only the messages list pages backwards; every other list leaves it `None`.
+    pub prev_cursor: Option<String>,
 }
 
 impl<T> Listed<T> {
     /// Builds the API page from a store page; `cursor_of` gives an item's cursor text.
     pub fn from_page(page: Page<T>, limit: usize, cursor_of: impl Fn(&T) -> String) -> Self {
         let next_cursor = if page.has_more { page.items.last().map(&cursor_of) } else { None };
-        Self { has_more: page.has_more, next_cursor, items: page.items, limit }
+        Self { has_more: page.has_more, next_cursor, items: page.items, limit, prev_cursor: None }
     }
 
     /// Maps the items, keeping the paging.
@@ -63,6 +66,7 @@ impl<T> Listed<T> {
             limit: self.limit,
             has_more: self.has_more,
             next_cursor: self.next_cursor,
+            prev_cursor: self.prev_cursor,
         }
     }
 }

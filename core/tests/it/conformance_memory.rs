@@ -1,6 +1,6 @@
 //! The reference `MemoryStore` passes the Store conformance suite and agrees with itself in
 //! the model test (which checks the suite and the model, more than the store).
-use tidings_testing::{MemoryStore, model_test, run_all};
+use tidings_testing::{MemoryStore, model_test, run_all, search_test};
 
 fn fresh() -> (MemoryStore, ()) {
     (MemoryStore::new(), ())
@@ -14,4 +14,9 @@ async fn memory_store_conforms_to_the_store_contract() {
 #[test]
 fn memory_store_answers_like_the_model() {
     model_test(&fresh, 32);
+}
+
+#[test]
+fn memory_store_finds_messages_like_a_plain_filter() {
+    search_test(&fresh, 32);
 }

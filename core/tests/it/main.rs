@@ -18,6 +18,7 @@ mod usecases_domain_recheck;
 mod usecases_domains;
 mod usecases_feedback;
 mod usecases_keys;
+mod usecases_message_search;
 mod usecases_messages;
 mod usecases_sandbox;
 mod usecases_scheduling;

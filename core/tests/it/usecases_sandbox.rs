@@ -377,7 +377,7 @@ async fn a_sandbox_message_is_failed_by_a_mailer_that_sends_and_delivered_by_the
             sent_by: None,
             tags: vec![],
             metadata: vec![],
-            page: PageRequest::first(10),
+            ..MessageQuery::page(PageRequest::first(10))
         };
         let (store, ws) = (Arc::clone(&t.store), who.workspace_id);
         async move { store.list_messages(ws, &query).await.unwrap().items }

@@ -4,6 +4,7 @@
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use chrono::NaiveDate;
 use maud::{Markup, html};
 use tidings_core::Error;
 use tidings_core::ids::MessageId;
@@ -14,12 +15,14 @@ use crate::DashboardState;
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
 use crate::layout::{
-    FormErrors, badge, clipped, clipped_link, csrf_field, error_box, field_error, next_link, page, status_kind, time,
+    FormErrors, badge, clipped, clipped_link, csrf_field, error_box, field_error, page, status_kind, time, with_query,
 };
 use crate::pages::{list_params, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 
-/// `GET /messages?status&to&tag&metadata=key:value&cursor`.
+/// `GET /messages?q&status&to&tag&metadata=key:value&createdAfter&createdBefore&cursor&endingBefore`:
+/// the parameter names are the API's, so a link from the overview or a bookmark reads the same
+/// in both.
 pub(crate) async fn list(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
@@ -27,31 +30,39 @@ pub(crate) async fn list(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let shown = Shown {
+        q: query_value(&pairs, "q").unwrap_or_default(),
         status: query_value(&pairs, "status").unwrap_or_default(),
         to: query_value(&pairs, "to").unwrap_or_default(),
         tag: query_value(&pairs, "tag").unwrap_or_default(),
         metadata: query_value(&pairs, "metadata").unwrap_or_default(),
+        created_after: query_value(&pairs, "createdAfter").unwrap_or_default(),
+        created_before: query_value(&pairs, "createdBefore").unwrap_or_default(),
     };
+    let given = |text: &String| (!text.is_empty()).then(|| text.clone());
     let mut filters = MessageFilters {
-        status: (!shown.status.is_empty()).then(|| shown.status.clone()),
-        to: (!shown.to.is_empty()).then(|| shown.to.clone()),
+        status: given(&shown.status),
+        to: given(&shown.to),
+        q: given(&shown.q),
+        created_after: given(&shown.created_after),
+        created_before: given(&shown.created_before),
+        ending_before: query_value(&pairs, "endingBefore"),
         ..MessageFilters::default()
     };
     if !shown.tag.is_empty() {
         filters.tags.push(shown.tag.clone());
     }
-    let mut errors = Vec::new();
+    let mut errors = FormErrors::default();
     if !shown.metadata.is_empty() {
         match shown.metadata.split_once(':') {
             Some((key, value)) => filters.metadata.push((key.trim().to_owned(), value.trim().to_owned())),
-            None => errors.push("metadata: write the filter as key:value".to_owned()),
+            None => errors.0.push((Some("metadata".into()), "write the filter as key:value".into())),
         }
     }
     let listed = if errors.is_empty() {
         match state.core.list_messages(viewer.principal(), list_params(&pairs), &filters).await {
             Ok(listed) => Some(listed),
             Err(Error::Validation { fields }) => {
-                errors.extend(fields.iter().map(|f| format!("{}: {}", f.field, f.message)));
+                errors = FormErrors::from_fields(&fields);
                 None
             }
             Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
@@ -65,37 +76,106 @@ pub(crate) async fn list(
 
 /// The filters as typed, to show them again.
 struct Shown {
+    q: String,
     status: String,
     to: String,
     tag: String,
     metadata: String,
+    created_after: String,
+    created_before: String,
 }
 
-fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>, errors: &[String]) -> Markup {
-    let query = [
-        ("status", shown.status.clone()),
-        ("to", shown.to.clone()),
-        ("tag", shown.tag.clone()),
-        ("metadata", shown.metadata.clone()),
-    ];
+impl Shown {
+    /// The query of a link that keeps these filters.
+    fn query(&self) -> [(&'static str, String); 7] {
+        [
+            ("q", self.q.clone()),
+            ("status", self.status.clone()),
+            ("to", self.to.clone()),
+            ("tag", self.tag.clone()),
+            ("metadata", self.metadata.clone()),
+            ("createdAfter", self.created_after.clone()),
+            ("createdBefore", self.created_before.clone()),
+        ]
+    }
+
+    /// What was searched, for the empty state: `"invoice", status Bounced, created before
+    /// 2026-05-01`.
+    fn described(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.q.is_empty() {
+            parts.push(format!("\u{201c}{}\u{201d}", self.q));
+        }
+        for (label, value) in [
+            ("status", &self.status),
+            ("to", &self.to),
+            ("tag", &self.tag),
+            ("metadata", &self.metadata),
+            ("created from", &self.created_after),
+            ("created before", &self.created_before),
+        ] {
+            if !value.is_empty() {
+                parts.push(format!("{label} {value}"));
+            }
+        }
+        parts.join(", ")
+    }
+}
+
+/// The input type of a creation bound: a date picker for a date (or nothing yet); a text field
+/// for a time, as the overview's hourly bars link with, which a date picker would show empty
+/// and drop at the next search.
+fn date_or_time(value: &str) -> &'static str {
+    if value.is_empty() || NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok() { "date" } else { "text" }
+}
+
+/// A text input of the filter form, with its error under it.
+fn filter_input(errors: &FormErrors, field: &str, label: &str, kind: &str, value: &str, hint: Option<&str>) -> Markup {
+    html! {
+        div {
+            label for=(field) { (label) }
+            input id=(field) type=(kind) name=(field) value=(value) placeholder=[hint]
+                aria-invalid=[errors.invalid(field)] aria-describedby=[errors.described_by(field, field)];
+            (field_error(errors, field, field))
+        }
+    }
+}
+
+fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>, errors: &FormErrors) -> Markup {
+    let query = shown.query();
     let body = html! {
         div.actions { a href="/messages/new" { "Send a test email" } }
-        form #filters.filters method="get" action="/messages" {
+        form #filters.filters method="get" action="/messages" role="search" {
+            div.search {
+                label for="q" { "Search recipient or subject" }
+                input #q type="search" name="q" value=(shown.q) minlength="3" maxlength="200"
+                    placeholder="part of an address, a name or a subject"
+                    aria-invalid=[errors.invalid("q")] aria-describedby=[errors.described_by("q", "q")];
+                (field_error(errors, "q", "q"))
+            }
             div {
                 label for="status" { "Status" }
-                select #status name="status" {
+                select #status name="status" aria-invalid=[errors.invalid("status")]
+                    aria-describedby=[errors.described_by("status", "status")] {
                     option value="" { "Any" }
                     @for s in MessageStatus::ALL {
                         option value=(s.as_str()) selected[shown.status == s.as_str()] { (s.as_str()) }
                     }
                 }
+                (field_error(errors, "status", "status"))
             }
-            div { label for="to" { "Recipient" } input #to type="text" name="to" value=(shown.to) inputmode="email"; }
-            div { label for="tag" { "Tag" } input #tag type="text" name="tag" value=(shown.tag) placeholder="name or name:value"; }
-            div { label for="metadata" { "Metadata" } input #metadata type="text" name="metadata" value=(shown.metadata) placeholder="key:value"; }
-            div { button type="submit" { "Filter" } }
+            (filter_input(errors, "tag", "Tag", "text", &shown.tag, Some("name or name:value")))
+            (filter_input(errors, "createdAfter", "Created from", date_or_time(&shown.created_after), &shown.created_after, None))
+            (filter_input(errors, "createdBefore", "Created before", date_or_time(&shown.created_before), &shown.created_before, None))
+            @if !shown.to.is_empty() {
+                (filter_input(errors, "to", "Recipient (whole address)", "text", &shown.to, None))
+            }
+            @if !shown.metadata.is_empty() || errors.invalid("metadata").is_some() {
+                (filter_input(errors, "metadata", "Metadata", "text", &shown.metadata, Some("key:value")))
+            }
+            div { button type="submit" { "Search" } }
         }
-        @if !errors.is_empty() { (error_box(errors)) }
+        @if !errors.is_empty() { (error_box(&errors.lines())) }
         @if let Some(listed) = listed {
             div.scroll {
                 table.fixed #messages {
@@ -119,11 +199,35 @@ fn render_list(viewer: &Viewer, shown: &Shown, listed: Option<&Listed<Message>>,
                     }
                 }
             }
-            @if listed.items.is_empty() { p.none { "No messages match." } }
-            (next_link("/messages", &query, listed.next_cursor.as_deref()))
+            @if listed.items.is_empty() {
+                @let searched = shown.described();
+                p.none {
+                    @if searched.is_empty() { "No messages yet." } @else { "No messages match " (searched) "." }
+                }
+            }
+            (paging_links(&query, listed))
         }
     };
     page(Some(viewer), "Messages", body)
+}
+
+/// "Newer" and "Older" links (`a.prev`, `a.next`) keeping the filters, each shown when there is
+/// such a page.
+fn paging_links(query: &[(&str, String)], listed: &Listed<Message>) -> Markup {
+    let newer = listed.prev_cursor.as_deref().map(|id| {
+        let mut query = query.to_vec();
+        query.push(("endingBefore", id.to_owned()));
+        with_query("/messages", &query, None)
+    });
+    let older = listed.next_cursor.as_deref().map(|cursor| with_query("/messages", query, Some(cursor)));
+    html! {
+        @if newer.is_some() || older.is_some() {
+            p.paging {
+                @if let Some(href) = newer { a.prev href=(href) rel="prev" { "← Newer" } }
+                @if let Some(href) = older { a.next href=(href) rel="next" { "Older →" } }
+            }
+        }
+    }
 }
 
 /// `GET /messages/new`: the test-send form.

@@ -155,7 +155,7 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
             return Ok((status, render_list(&viewer, &listed, Some(&refused))).into_response());
         }
     };
-    let deliveries = Listed { items: Vec::new(), limit: 50, has_more: false, next_cursor: None };
+    let deliveries = Listed { items: Vec::new(), limit: 50, has_more: false, next_cursor: None, prev_cursor: None };
     let shown = secret_box("The endpoint's signing secret.", endpoint.secret.expose());
     Ok((StatusCode::OK, render(&viewer, &endpoint, &deliveries, Some(shown), None)).into_response())
 }

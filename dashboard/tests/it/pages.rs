@@ -547,3 +547,63 @@ async fn the_message_list_pages_with_a_cursor_and_keeps_its_filters() {
     assert_eq!(filtered.body.matches("<tr data-id=").count(), 26);
     assert!(!filtered.body.contains("even@example.com"));
 }
+
+#[tokio::test]
+async fn the_message_list_finds_by_part_of_a_subject_and_pages_back_with_its_filters() {
+    let app = TestApp::new().await;
+    app.verified_domain("search.example").await;
+    for i in 0..53 {
+        let subject = if i == 0 { "Welcome aboard".to_owned() } else { format!("Your Receipt n{i}") };
+        let req = SendRequest {
+            to: Some("ann@example.com".into()),
+            subject: Some(subject),
+            text: Some("t".into()),
+            ..SendRequest::default()
+        };
+        app.core.send_message(&app.principal, req, None).await.unwrap();
+    }
+    let browser = app.sign_in(&app.key).await;
+    let href = |body: &str, class: &str| {
+        let marker = format!(r#"<a class="{class}" href=""#);
+        let at = body.find(&marker).unwrap_or_else(|| panic!("a.{class}")) + marker.len();
+        body[at..].split('"').next().unwrap().replace("&amp;", "&")
+    };
+    let first = browser.get("/messages?q=CEIPT").await;
+    assert_eq!(first.body.matches("<tr data-id=").count(), 50);
+    assert!(!first.body.contains("Welcome aboard"));
+    assert!(!first.body.contains(r#"class="prev""#), "the first page has no newer one");
+    let older = href(&first.body, "next");
+    assert!(older.starts_with("/messages?q=CEIPT&cursor="), "{older}");
+    let second = browser.get(&older).await;
+    assert_eq!(second.body.matches("<tr data-id=").count(), 2);
+    let newer = href(&second.body, "prev");
+    assert!(newer.starts_with("/messages?q=CEIPT&endingBefore="), "{newer}");
+    let back = browser.get(&newer).await;
+    assert_eq!(back.body.matches("<tr data-id=").count(), 50);
+    assert!(!back.body.contains(r#"class="prev""#), "back on the newest page");
+    assert!(back.body.contains(r#"class="next""#));
+
+    let none = browser.get("/messages?q=no+such+thing&status=Bounced").await;
+    assert!(none.body.contains("No messages match \u{201c}no such thing\u{201d}, status Bounced."), "{}", none.body);
+    let short = browser.get("/messages?q=ab").await;
+    assert_eq!(short.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(short.body.contains(r#"aria-invalid="true" aria-describedby="q-error""#), "{}", short.body);
+    assert!(short.body.contains(r#"id="q-error""#));
+    let bad_range = browser.get("/messages?createdAfter=2026-05-02&createdBefore=2026-05-01").await;
+    assert_eq!(bad_range.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(bad_range.body.contains(r#"aria-describedby="createdBefore-error""#), "{}", bad_range.body);
+}
+
+#[tokio::test]
+async fn a_time_from_a_link_stays_a_time_in_the_date_range() {
+    let app = TestApp::new().await;
+    let browser = app.sign_in(&app.key).await;
+    let page = browser.get("/messages?createdAfter=2026-12-05T13:00:00Z&createdBefore=2026-12-06").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(r#"id="createdAfter" type="text" name="createdAfter" value="2026-12-05T13:00:00Z""#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"id="createdBefore" type="date" name="createdBefore" value="2026-12-06""#));
+}

@@ -319,9 +319,42 @@ impl IntoParams for MessageFilterQuery {
              (every one must match); at most 10",
             entries,
         );
+        let text = ObjectBuilder::new().schema_type(Type::String).min_length(Some(3)).max_length(Some(200));
+        let time = || {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .examples([json!("2026-05-01"), json!("2026-05-01T12:00:00Z")])
+        };
         vec![
             query_parameter("status", "only messages in this status", Ref::from_schema_name(MessageStatus::name())),
-            query_parameter("to", "only messages to this address", ObjectBuilder::new().schema_type(Type::String)),
+            query_parameter(
+                "to",
+                "only messages to this address (to, cc or bcc; the whole address, any case)",
+                ObjectBuilder::new().schema_type(Type::String),
+            ),
+            query_parameter(
+                "q",
+                "only messages whose subject, or a recipient's address or display name, contains this text \
+                 (ignoring case; `%` and `_` are plain characters); 3 to 200 characters after trimming",
+                text,
+            ),
+            query_parameter(
+                "createdAfter",
+                "only messages created at or after this time: RFC 3339, or a date (`YYYY-MM-DD`, its 00:00 UTC); \
+                 compared to the millisecond",
+                time(),
+            ),
+            query_parameter(
+                "createdBefore",
+                "only messages created before this time (same forms); must be later than `createdAfter`",
+                time(),
+            ),
+            query_parameter(
+                "endingBefore",
+                "the `pagination.prevCursor` of a page: the page of up to `limit` matching messages just newer \
+                 than it, still newest first. Not with `cursor`.",
+                ObjectBuilder::new().schema_type(Type::String),
+            ),
             with_style(tag, ParameterStyle::Form),
             with_style(metadata, ParameterStyle::DeepObject),
         ]
@@ -395,14 +428,16 @@ fn send_response(outcome: SendOutcome, limit: Option<&RateLimitState>) -> Respon
     response
 }
 
-/// `GET /v1/messages?limit&cursor&status&to&tag&metadata[key]`. `tag` (`name` or
-/// `name:value`) and `metadata[key]=value` may be repeated; every one must match.
+/// `GET /v1/messages?limit&cursor&endingBefore&status&to&q&createdAfter&createdBefore&tag&metadata[key]`.
+/// `tag` (`name` or `name:value`) and `metadata[key]=value` may be repeated; every one must
+/// match.
 #[utoipa::path(
     get,
     path = "/v1/messages",
     tag = "messages",
-    summary = "List messages, newest first",
-    description = "A `send` key sees only the messages it sent.",
+    summary = "List and find messages, newest first",
+    description = "Every filter given must match. A `send` key sees only the messages it sent. \
+        `pagination.prevCursor`, passed as `endingBefore`, pages back to newer messages.",
     params(ListQuery, MessageFilterQuery),
     responses((status = 200, description = "a page", body = inline(MessagePage)))
 )]
@@ -413,8 +448,15 @@ pub async fn list_messages(
 ) -> ApiResult<MessagePage> {
     let q = query::params(raw.as_deref());
     let params = query::list_params(&q)?;
-    let mut filters =
-        MessageFilters { status: q.get("status").cloned(), to: q.get("to").cloned(), ..Default::default() };
+    let mut filters = MessageFilters {
+        status: q.get("status").cloned(),
+        to: q.get("to").cloned(),
+        q: q.get("q").cloned(),
+        created_after: q.get("createdAfter").cloned(),
+        created_before: q.get("createdBefore").cloned(),
+        ending_before: q.get("endingBefore").cloned(),
+        ..Default::default()
+    };
     for (name, value) in query::pairs(raw.as_deref()) {
         if name == "tag" {
             filters.tags.push(value);
@@ -423,7 +465,7 @@ pub async fn list_messages(
         }
     }
     let listed = state.core.list_messages(&who, params, &filters).await?;
-    Ok(Page::new(listed, MessageResponse::from))
+    Ok(Page::both_ways(listed, MessageResponse::from))
 }
 
 /// `GET /v1/messages/{id}`.

@@ -9,7 +9,7 @@ use std::future::Future;
 
 use crate::common::{DropSchema, database_url, fresh_schema, fresh_store, options, reachable};
 use tidings_storage_postgres::{PgStore, migrate};
-use tidings_testing::conformance::{StoreFactory, model_test, run_all};
+use tidings_testing::conformance::{StoreFactory, model_test, run_all, search_test};
 
 /// Makes each store in a fresh schema of the database at `url`.
 struct FreshSchema {
@@ -41,6 +41,16 @@ fn answers_like_the_reference_model() {
     if runtime.block_on(reachable(&url)) {
         drop(runtime);
         model_test(&FreshSchema { url }, 32);
+    }
+}
+
+#[test]
+fn finds_messages_like_a_plain_filter() {
+    let url = database_url();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    if runtime.block_on(reachable(&url)) {
+        drop(runtime);
+        search_test(&FreshSchema { url }, 16);
     }
 }
 

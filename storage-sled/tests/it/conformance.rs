@@ -2,7 +2,7 @@
 //! its own temp dir.
 
 use tidings_storage_sled::SledStore;
-use tidings_testing::conformance::{model_test, run_all};
+use tidings_testing::conformance::{model_test, run_all, search_test};
 
 fn fresh() -> (SledStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -17,4 +17,9 @@ async fn conforms_to_the_store_contract() {
 #[test]
 fn answers_like_the_reference_model() {
     model_test(&fresh, 32);
+}
+
+#[test]
+fn finds_messages_like_a_plain_filter() {
+    search_test(&fresh, 32);
 }

@@ -60,7 +60,7 @@ async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
         sent_by,
         tags: Vec::new(),
         metadata: Vec::new(),
-        page: PageRequest { limit, cursor: None },
+        ..MessageQuery::page(PageRequest { limit, cursor: None })
     };
     for limit in [1, 3, 200] {
         assert_eq!(walk(&store, ws.id, &query(None, None, limit)).await, newest_first(rare_ids.clone()));
@@ -77,7 +77,7 @@ async fn combined_filters_find_the_rare_matches_in_a_large_bucket() {
         sent_by: Some(key.id),
         tags: Vec::new(),
         metadata: Vec::new(),
-        page: PageRequest { limit: 50, cursor: None },
+        ..MessageQuery::page(PageRequest { limit: 50, cursor: None })
     };
     assert_eq!(
         walk(&store, ws.id, &all_queued).await.len(),

@@ -65,7 +65,7 @@ async fn every_resource_and_index_survives_a_reopen() {
         sent_by: Some(key.id),
         tags: Vec::new(),
         metadata: Vec::new(),
-        page: PageRequest::first(10),
+        ..MessageQuery::page(PageRequest::first(10))
     };
     let listed = store.list_messages(ws.id, &only_sent).await.unwrap();
     assert_eq!(listed.items, vec![sent_write.message.clone()]);

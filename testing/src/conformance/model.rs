@@ -578,7 +578,7 @@ impl World {
                             sent_by,
                             tags: tags.clone(),
                             metadata: metadata.clone(),
-                            page
+                            ..MessageQuery::page(page)
                         }
                     ),
                     |m: &Message| m.id

@@ -82,13 +82,25 @@ impl MessageStore for MemoryStore {
 
     async fn list_messages(&self, workspace: WorkspaceId, query: &MessageQuery) -> StoreResult<Page<Message>> {
         let to = query.to.as_ref().map(EmailAddress::normalized);
-        Ok(newest_first(&self.state().messages, &query.page, |m| {
+        let keep = |m: &Message| {
             m.workspace_id == workspace
                 && query.status.is_none_or(|s| m.status == s)
                 && to.as_ref().is_none_or(|to| m.recipient_addresses().iter().any(|r| r.normalized() == *to))
                 && query.sent_by.is_none_or(|k| m.api_key_id == k)
-                && query.matches_labels(m)
-        }))
+                && query.matches_unindexed(m)
+        };
+        // A plain scan of the id range, in the direction the page walks.
+        let (low, high) = query.id_bounds();
+        let st = self.state();
+        let in_range =
+            st.messages.iter().filter(|(id, _)| low.is_none_or(|l| **id >= l) && high.is_none_or(|h| **id < h));
+        let matching = in_range.map(|(_, m)| m).filter(|m| keep(m)).cloned();
+        if query.ending_before.is_some() {
+            let mut page = page_of(matching, query.page.limit);
+            page.items.reverse();
+            return Ok(page);
+        }
+        Ok(page_of(matching.rev(), query.page.limit))
     }
 
     async fn list_events(

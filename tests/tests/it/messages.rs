@@ -391,3 +391,95 @@ async fn a_replay_is_answered_even_when_the_bucket_is_empty() {
     assert_eq!(replayed.as_deref(), Some("true"));
     assert_eq!(again["data"]["id"], first["data"]["id"]);
 }
+
+/// Every id of one `GET` page of `path`, and its `pagination`.
+async fn page_of(server: &TestServer, key: &str, path: &str) -> (Vec<String>, Value) {
+    let (status, body) = server.get(path, key).await;
+    assert_ok(status, &body, 200, &format!("GET {path}"));
+    (ids(&body), body["pagination"].clone())
+}
+
+#[tokio::test]
+async fn messages_are_found_by_part_of_a_subject_or_an_address_and_paged_both_ways() {
+    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "hold")]).await;
+    let key = server.key().to_owned();
+    verified_domain(&server, &dns, &key, "mail.example").await;
+    let mut orders = Vec::new();
+    for n in 0..7 {
+        let sent = send_ok(
+            &server,
+            json!({"to": format!("buyer{n}@Shop.example"), "subject": format!("Order #{n} shipped"), "text": "t"}),
+        )
+        .await;
+        orders.push(sent["id"].as_str().unwrap().to_owned());
+    }
+    orders.reverse();
+    // The next sends are in a later millisecond than every order.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let welcome = send_ok(
+        &server,
+        json!({"to": "Reader Ann <ann@example.com>", "cc": "boss@example.com", "subject": "Welcome", "text": "t"}),
+    )
+    .await;
+    let welcome_id = welcome["id"].as_str().unwrap().to_owned();
+
+    // Part of a subject, any case; part of an address; a display name; a cc.
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=oRdEr%20%23").await;
+    assert_eq!(found, orders);
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=shop.EX").await;
+    assert_eq!(found, orders);
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=%20reader%20").await;
+    assert_eq!(found, std::slice::from_ref(&welcome_id), "a display name, trimmed");
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=boss@").await;
+    assert_eq!(found, std::slice::from_ref(&welcome_id), "a cc recipient");
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=50%25_off").await;
+    assert!(found.is_empty(), "nothing matches");
+    let (found, _) = page_of(&server, &key, "/v1/messages?q=shipped&status=Delivered").await;
+    assert!(found.is_empty(), "q and status together");
+
+    // Dates: the welcome's own creation time is inclusive, as `createdAfter`.
+    let since = welcome["createdAt"].as_str().unwrap().replace('+', "%2B");
+    let (found, _) = page_of(&server, &key, &format!("/v1/messages?createdAfter={since}")).await;
+    assert_eq!(found, std::slice::from_ref(&welcome_id));
+    let (found, _) = page_of(&server, &key, &format!("/v1/messages?createdBefore={since}&q=order")).await;
+    assert_eq!(found, orders, "createdBefore is exclusive");
+    let today = welcome["createdAt"].as_str().unwrap()[..10].to_owned();
+    let (found, _) = page_of(&server, &key, &format!("/v1/messages?createdBefore={today}")).await;
+    assert!(found.is_empty(), "a date is its midnight: nothing was sent before today");
+
+    // Three pages older, then back newer with `endingBefore`.
+    let path = "/v1/messages?q=order&limit=3";
+    let (first, p1) = page_of(&server, &key, path).await;
+    assert_eq!(first, orders[0..3]);
+    assert!(p1["prevCursor"].is_null(), "the first page: {p1}");
+    let (second, p2) = page_of(&server, &key, &format!("{path}&cursor={}", p1["nextCursor"].as_str().unwrap())).await;
+    assert_eq!(second, orders[3..6]);
+    assert_eq!(p2["prevCursor"], orders[3].as_str(), "{p2}");
+    let (third, p3) = page_of(&server, &key, &format!("{path}&cursor={}", p2["nextCursor"].as_str().unwrap())).await;
+    assert_eq!(third, orders[6..7]);
+    assert_eq!((&p3["hasMore"], &p3["nextCursor"]), (&json!(false), &Value::Null), "{p3}");
+    let (back, b2) =
+        page_of(&server, &key, &format!("{path}&endingBefore={}", p3["prevCursor"].as_str().unwrap())).await;
+    assert_eq!(back, second);
+    assert_eq!((&b2["hasMore"], &b2["nextCursor"]), (&json!(true), &json!(orders[5])), "{b2}");
+    let (top, b1) =
+        page_of(&server, &key, &format!("{path}&endingBefore={}", b2["prevCursor"].as_str().unwrap())).await;
+    assert_eq!(top, first);
+    assert!(b1["prevCursor"].is_null(), "back on the first page: {b1}");
+
+    // Refusals name the parameter.
+    let long = "x".repeat(201);
+    for (query, field) in [
+        ("q=ab".to_owned(), "q"),
+        ("q=%20%20ab%20".to_owned(), "q"),
+        (format!("q={long}"), "q"),
+        ("createdAfter=last-week".to_owned(), "createdAfter"),
+        ("createdBefore=2026-02-30".to_owned(), "createdBefore"),
+        ("createdAfter=2026-05-02&createdBefore=2026-05-01".to_owned(), "createdBefore"),
+        (format!("cursor={welcome_id}&endingBefore={welcome_id}"), "endingBefore"),
+        ("endingBefore=nope".to_owned(), "endingBefore"),
+    ] {
+        let (status, body) = server.get(&format!("/v1/messages?{query}"), &key).await;
+        assert_invalid(status, &body, &[field], &format!("GET /v1/messages?{query}"));
+    }
+}

@@ -21,4 +21,5 @@ mod message_page;
 mod messages;
 mod recipients;
 mod screenshots;
+mod search;
 mod sessions;
