@@ -55,6 +55,7 @@ mod auth;
 mod body;
 mod budget;
 mod client_addr;
+mod compat;
 mod envelope;
 mod error;
 mod head;
