@@ -1,7 +1,7 @@
 // Drives the official Resend Node SDK, unchanged, against Tidings' /resend API, and prints
 // one JSON object of what it got back for tests/tests/it/resend_sdk.rs to assert on.
 // Env: RESEND_BASE_URL (https://127.0.0.1:<port>/resend), TIDINGS_KEY, FROM, TO (comma
-// separated), CC, BCC; NODE_EXTRA_CA_CERTS names the server's certificate.
+// separated), CC, BCC, REPLY_TO; NODE_EXTRA_CA_CERTS names the server's certificate.
 import { Resend } from 'resend';
 
 const env = (name) => {
@@ -21,7 +21,7 @@ const email = {
   to,
   cc: env('CC'),
   bcc: [env('BCC')],
-  replyTo: from,
+  replyTo: env('REPLY_TO'),
   subject: 'Hello from the Resend SDK',
   html: '<p>Hello <strong>there</strong></p>',
   text: 'Hello there',
@@ -35,6 +35,11 @@ const email = {
 
 const sent = await resend.emails.send(email, { idempotencyKey: 'sdk-send-1' });
 out.send = sent;
+if (!sent.data) {
+  // Nothing below can run without the id: show what the SDK got.
+  console.log(JSON.stringify(out));
+  process.exit(0);
+}
 out.retry = await resend.emails.send(email, { idempotencyKey: 'sdk-send-1' });
 out.reused = await resend.emails.send({ ...email, subject: 'Another' }, { idempotencyKey: 'sdk-send-1' });
 
@@ -69,9 +74,9 @@ if (out.list.data?.has_more) {
 const inAnHour = new Date(Date.now() + 3600_000).toISOString();
 const scheduled = await resend.emails.send({ from, to: [to[0]], subject: 'Later', text: 'later', scheduledAt: inAnHour });
 out.scheduled = scheduled;
-out.update = await resend.emails.update({ id: scheduled.data.id, scheduledAt: new Date(Date.now() + 7200_000).toISOString() });
-out.cancel = await resend.emails.cancel(scheduled.data.id);
-out.canceled = await resend.emails.get(scheduled.data.id);
+out.update = await resend.emails.update({ id: scheduled.data?.id, scheduledAt: new Date(Date.now() + 7200_000).toISOString() });
+out.cancel = await resend.emails.cancel(scheduled.data?.id);
+out.canceled = await resend.emails.get(scheduled.data?.id);
 
 out.badKey = await new Resend('tid_not_a_real_key_at_all').emails.send(email);
 out.invalid = await resend.emails.send({ ...email, to: ['not an address'] });

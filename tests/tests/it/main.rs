@@ -38,6 +38,7 @@ mod postgres;
 mod readme;
 mod recipients;
 mod replays_and_renders;
+mod resend_sdk;
 mod reports;
 mod sandbox;
 mod scheduling;
