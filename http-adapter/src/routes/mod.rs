@@ -112,9 +112,18 @@ async fn time_limited(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let resend = crate::compat::resend::owns(req.uri().path());
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Core(tidings_core::Error::Unavailable("request timed out".into())).into_response(),
+        Err(_) => {
+            let e = tidings_core::Error::Unavailable("request timed out".into());
+            // A Resend SDK reads only Resend's error body.
+            if resend {
+                crate::compat::resend::ResendError::from(e).into_response()
+            } else {
+                ApiError::Core(e).into_response()
+            }
+        }
     }
 }
 

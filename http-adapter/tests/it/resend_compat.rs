@@ -177,3 +177,23 @@ async fn a_scheduled_email_is_moved_and_canceled() {
     let again = api.post(&format!("/resend/emails/{id}/cancel"), json!({})).await;
     assert_eq!((again.status.as_u16(), resend_error(&again)), (409, "validation_error"));
 }
+
+#[tokio::test]
+async fn every_resend_route_asks_for_a_key_in_resends_words() {
+    let api = api().await;
+    let id = "msg_01J00000000000000000000000";
+    let routes = [
+        ("POST", "/resend/emails".to_owned(), Some(email())),
+        ("POST", "/resend/emails/batch".to_owned(), Some(json!([email()]))),
+        ("GET", "/resend/emails".to_owned(), None),
+        ("GET", format!("/resend/emails/{id}"), None),
+        ("PATCH", format!("/resend/emails/{id}"), Some(json!({"scheduled_at": "2030-01-01T00:00:00Z"}))),
+        ("POST", format!("/resend/emails/{id}/cancel"), None),
+    ];
+    for (method, path, body) in routes {
+        let none = api.call(method, &path, None, body.clone()).await;
+        assert_eq!((none.status.as_u16(), resend_error(&none)), (401, "missing_api_key"), "{method} {path}");
+        let wrong = api.call(method, &path, Some("tid_wrong"), body).await;
+        assert_eq!((wrong.status.as_u16(), resend_error(&wrong)), (403, "invalid_api_key"), "{method} {path}");
+    }
+}

@@ -35,6 +35,12 @@ pub(crate) fn routes(send_body_limit: usize) -> Router<ApiState> {
         .method_not_allowed_fallback(method_not_allowed)
 }
 
+/// Whether a request path (as the API router sees it) is under `/resend`, for the answers
+/// made outside this router (the request timeout).
+pub(crate) fn owns(path: &str) -> bool {
+    path == "/resend" || path.starts_with("/resend/")
+}
+
 async fn unknown_route() -> Response {
     ResendError::UnknownRoute.into_response()
 }
