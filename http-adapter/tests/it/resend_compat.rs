@@ -157,6 +157,11 @@ async fn batches_are_strict_by_default_and_permissive_lists_errors_by_index() {
     assert_eq!(permissive.status, 200, "{}", permissive.body);
     assert_eq!(permissive.body["data"].as_array().unwrap().len(), 1);
     assert_eq!(permissive.body["errors"][0]["index"], 1);
+    let mut by_url = email();
+    by_url["attachments"] = json!([{"filename": "a.pdf", "path": "https://example.org/a.pdf"}]);
+    let refused = api.send(batch(Some("permissive"), json!([email(), by_url]))).await;
+    assert_eq!((refused.status.as_u16(), resend_error(&refused)), (422, "validation_error"));
+    assert!(refused.body["message"].as_str().unwrap().contains("`[1].attachments[0].path`"), "{}", refused.body);
 }
 
 #[tokio::test]
