@@ -9,6 +9,10 @@
 //! from the request and response types and the handlers (`openapi`); [`served_routes`] lists
 //! what the router serves, so tests can hold the two together.
 //!
+//! Resend's emails API is served under `/resend` (`compat::resend`;
+//! docs/api.md#switching-from-resend-or-postmark) over the same use cases, in Resend's shapes
+//! and error body; it is not in the OpenAPI document (docs/decisions.md says why).
+//!
 //! `GET /metrics` exports this process's counters in the Prometheus text format ([`metrics`]);
 //! `GET /readyz` answers 503 once the server starts shutting down ([`Drain`]).
 //!
@@ -55,6 +59,7 @@ mod auth;
 mod body;
 mod budget;
 mod client_addr;
+mod compat;
 mod envelope;
 mod error;
 mod head;

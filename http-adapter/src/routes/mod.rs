@@ -23,6 +23,7 @@ use axum::{Extension, Router};
 use crate::body::BodyLimit;
 use crate::{ApiError, ApiState};
 
+pub(crate) use messages::idempotency_key;
 pub use tracking::loggable_path;
 
 /// Every route of the API; `send_body_limit` is the body limit of `POST /v1/messages`;
@@ -64,8 +65,11 @@ pub(crate) fn operations() -> utoipa::openapi::OpenApi {
 pub fn router(state: ApiState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = state.config.request_timeout;
-    let (routes, _) = table(state.config.max_send_body_bytes.max(limit), state.config.serve_metrics).into_parts();
+    let send_limit = state.config.max_send_body_bytes.max(limit);
+    let (routes, _) = table(send_limit, state.config.serve_metrics).into_parts();
     routes
+        // Resend's API (contract §11), with its own answers for unknown paths and methods.
+        .nest("/resend", crate::compat::resend::routes(send_limit))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(Extension(BodyLimit(limit)))
@@ -108,9 +112,18 @@ async fn time_limited(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let resend = crate::compat::resend::owns(req.uri().path());
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Core(tidings_core::Error::Unavailable("request timed out".into())).into_response(),
+        Err(_) => {
+            let e = tidings_core::Error::Unavailable("request timed out".into());
+            // A Resend SDK reads only Resend's error body.
+            if resend {
+                crate::compat::resend::ResendError::from(e).into_response()
+            } else {
+                ApiError::Core(e).into_response()
+            }
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod hostile_bodies;
 mod metrics;
 mod openapi;
 mod operations;
+mod resend_compat;
 mod send_fields;
 mod support;
 mod suppressions_and_webhooks;

@@ -40,6 +40,7 @@ mod readme;
 mod recipients;
 mod replays_and_renders;
 mod reports;
+mod resend_sdk;
 mod sandbox;
 mod scheduling;
 mod secrets_at_rest;
