@@ -76,9 +76,10 @@ const SEARCH_INDEX_BUILT: &str = "message-search-index";
 
 /// Gives every message of a store made before the search index its entries, once: at open,
 /// before anything else writes (as `build_id_index` does), the marker last, so a crash
-/// midway starts over at the next open (entries are idempotent). O(messages) once: about a
-/// minute per million messages on the project's machine (bench/README.md, "Finding
-/// messages"). A new store marks itself at once. Returns how many messages it indexed.
+/// midway starts over at the next open (entries are idempotent). O(messages), once, while
+/// the open waits: for a store of millions that first open takes minutes (not measured; some
+/// 60 inserts per message). A new store marks itself at once. Returns how many messages it
+/// indexed.
 pub fn build_search_index(tree: &Tree) -> StoreResult<usize> {
     let marker = layout::meta(SEARCH_INDEX_BUILT).0;
     if tree.contains_key(&marker).map_err(sled_error)? {
