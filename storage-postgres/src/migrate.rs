@@ -17,6 +17,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_sealing", include_str!("../migrations/0006_sealing.sql")),
     ("0007_sessions", include_str!("../migrations/0007_sessions.sql")),
     ("0008_recipients", include_str!("../migrations/0008_recipients.sql")),
+    // 0009 is the search indexes' (another branch); migrations apply by name, in any order.
+    ("0010_activity", include_str!("../migrations/0010_activity.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

@@ -260,6 +260,7 @@ impl MessageStore for SledStore {
                     }
                 }
                 stage_message(tree, batch, new, enc)?;
+                crate::activity::stage(tree, batch, [&new.activity])?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
                 }
@@ -294,6 +295,7 @@ impl MessageStore for SledStore {
                     }
                     stage_message(tree, batch, message, enc)?;
                 }
+                crate::activity::stage(tree, batch, new.messages.iter().map(|m| &m.activity))?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
                 }
@@ -453,6 +455,7 @@ impl MessageStore for SledStore {
                 if due_moved && let Some(at) = old.next_attempt_at {
                     batch.remove(old.due_key(at));
                 }
+                crate::activity::stage(tree, batch, [&write.activity])?;
                 Ok(())
             })
             .await

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::activity::ActivityDelta;
 use crate::domain_name::DomainName;
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
@@ -304,7 +305,8 @@ impl Tidings {
             recipient_events.push(skipped);
         }
         message.last_event_id = last;
-        Ok(NewMessage { message, event, recipient_events, idempotency: None, webhook_deliveries })
+        let activity = ActivityDelta::of_new_message(&message, &recipient_events);
+        Ok(NewMessage { message, event, recipient_events, idempotency: None, webhook_deliveries, activity })
     }
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
@@ -607,6 +609,7 @@ impl Tidings {
         for event in &events {
             webhook_deliveries.extend(self.webhook_deliveries_for(&next, event).await?);
         }
+        let activity = ActivityDelta::of_events(read, &events);
         let more_events = events.split_off(1);
         let event = events.remove(0);
         let write = EventWrite {
@@ -617,6 +620,7 @@ impl Tidings {
             event: event.clone(),
             more_events: more_events.clone(),
             webhook_deliveries,
+            activity,
         };
         self.store.record_event(write).await?;
         let written: Vec<MessageEvent> = std::iter::once(event).chain(more_events).collect();
