@@ -18,6 +18,7 @@ mod harness;
 mod hostile_mail;
 mod keys_and_domains;
 mod messages;
+mod overview;
 mod recipients;
 mod screenshots;
 mod sessions;
