@@ -61,19 +61,46 @@ pub(crate) fn hourly(hours: &[HourCounts]) -> Markup {
     }
 }
 
-/// What a bar of [`activity`] stacks, bottom up: the class, the word, the status its link
-/// filters on, and the count.
-const SEGMENTS: [(&str, &str, &str, fn(&ActivityCounts) -> u64); 5] = [
-    ("delivered", "delivered", "Delivered", |c| c.delivered),
-    ("bounced", "bounced", "Bounced", |c| c.bounced()),
-    ("complained", "complained", "Complained", |c| c.complained),
-    ("failed", "failed", "Failed", |c| c.failed),
-    ("other", "suppressed", "Suppressed", |c| c.suppressed),
+/// One kind of segment of a bar of [`activity`].
+struct Segment {
+    /// The outcome class (`o-<class>`), which gives the colour.
+    class: &'static str,
+    /// The word in titles and the legend.
+    word: &'static str,
+    /// The status its link filters the messages list on.
+    status: &'static str,
+    /// Its count in a period.
+    count: fn(&ActivityCounts) -> u64,
+}
+
+/// What a bar of [`activity`] stacks, bottom up.
+const SEGMENTS: [Segment; 5] = [
+    Segment { class: "delivered", word: "delivered", status: "Delivered", count: |c| c.delivered },
+    Segment { class: "bounced", word: "bounced", status: "Bounced", count: |c| c.bounced() },
+    Segment { class: "complained", word: "complained", status: "Complained", count: |c| c.complained },
+    Segment { class: "failed", word: "failed", status: "Failed", count: |c| c.failed },
+    Segment { class: "other", word: "suppressed", status: "Suppressed", count: |c| c.suppressed },
 ];
+
+/// The non-empty segments of one period's bar, bottom up: kind, count, top edge, height.
+fn stacked(counts: &ActivityCounts, base: f64, scale: f64) -> Vec<(&'static Segment, u64, f64, f64)> {
+    let mut top = base;
+    let mut out = Vec::new();
+    for segment in &SEGMENTS {
+        let n = (segment.count)(counts);
+        if n == 0 {
+            continue;
+        }
+        let height = n as f64 * scale;
+        top -= height;
+        out.push((segment, n, top, height));
+    }
+    out
+}
 
 /// The chart of the workspace's `periods` (oldest first) over `range`.
 pub(crate) fn activity(periods: &[Period], range: OverviewRange) -> Markup {
-    let total = |c: &ActivityCounts| SEGMENTS.iter().map(|(.., n)| n(c)).sum::<u64>();
+    let total = |c: &ActivityCounts| SEGMENTS.iter().map(|s| (s.count)(c)).sum::<u64>();
     let max = periods.iter().map(|p| total(&p.counts)).max().unwrap_or(0).max(1);
     let plot_height = HEIGHT - TOP - BOTTOM;
     let slot = (WIDTH - LEFT - RIGHT) / periods.len().max(1) as f64;
@@ -103,17 +130,11 @@ pub(crate) fn activity(periods: &[Period], range: OverviewRange) -> Markup {
             @for (i, period) in periods.iter().enumerate() {
                 @let x = LEFT + slot * i as f64 + (slot - bar) / 2.0;
                 g data-period=(period.start.to_rfc3339()) {
-                    @let mut top = base;
-                    @for (class, word, status, count) in SEGMENTS {
-                        @let n = count(&period.counts);
-                        @if n > 0 {
-                            @let height = n as f64 * scale;
-                            @let _ = { top -= height; };
-                            a href=(messages_link(Some(status), period.start, period.end)) {
-                                rect class={ "o-" (class) } data-outcome=(word) data-count=(n)
-                                    x=(fmt(x)) y=(fmt(top)) width=(fmt(bar)) height=(fmt(height)) {
-                                    title { (label(period.start)) " UTC: " (n) " " (word) }
-                                }
+                    @for (segment, n, y, height) in stacked(&period.counts, base, scale) {
+                        a href=(messages_link(Some(segment.status), period.start, period.end)) {
+                            rect class={ "o-" (segment.class) } data-outcome=(segment.word) data-count=(n)
+                                x=(fmt(x)) y=(fmt(y)) width=(fmt(bar)) height=(fmt(height)) {
+                                title { (label(period.start)) " UTC: " (n) " " (segment.word) }
                             }
                         }
                     }
@@ -126,8 +147,8 @@ pub(crate) fn activity(periods: &[Period], range: OverviewRange) -> Markup {
             }
         }
         ul.legend {
-            @for (class, word, ..) in SEGMENTS {
-                li { span class={ "swatch o-" (class) } {} (word) }
+            @for segment in &SEGMENTS {
+                li { span class={ "swatch o-" (segment.class) } {} (segment.word) }
             }
         }
     }

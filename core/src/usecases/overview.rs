@@ -205,7 +205,7 @@ impl Tidings {
                 counts,
             })
             .collect();
-        domains.sort_by(|a, b| (b.counts.accepted, b.counts.delivered).cmp(&(a.counts.accepted, a.counts.delivered)));
+        domains.sort_by_key(|d| std::cmp::Reverse((d.counts.accepted, d.counts.delivered)));
         Ok(Activity { totals, domains, periods })
     }
 

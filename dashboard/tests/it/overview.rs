@@ -75,7 +75,7 @@ fn element<'a>(body: &'a str, id: &str, tag: &str) -> &'a str {
 }
 
 /// The row of the domains table for `id`.
-fn domain_row<'a>(body: &'a str, id: DomainId) -> &'a str {
+fn domain_row(body: &str, id: DomainId) -> &str {
     let at = body.find(&format!(r#"<tr data-domain="{id}">"#)).unwrap_or_else(|| panic!("the row of {id}"));
     &body[at..at + body[at..].find("</tr>").unwrap()]
 }
