@@ -53,6 +53,7 @@
 //!
 //! What happens afterwards (delivery, webhooks, re-checks, purges) is the [`runtime`].
 
+pub mod activity;
 pub mod client_group;
 pub mod delivery;
 pub mod dkim_keys;

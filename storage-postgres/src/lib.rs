@@ -22,6 +22,7 @@
 //!   [`Sealer`] the store is connected with; at connect the key is checked and plaintext left
 //!   by a version before sealing is sealed (`sealing.rs`).
 
+mod activity;
 mod db;
 mod domains;
 mod group_commit;

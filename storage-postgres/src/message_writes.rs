@@ -16,6 +16,8 @@
 //!   `purge_pending`: retention purges the message (again) once it is old, this event
 //!   included. Only a write that checked the last event (an open or a click) may change the
 //!   tracking tally; any other keeps the stored one (`EventWrite::expected_last_event_id`).
+//! - The activity counters get the deltas of the writes the statement made, summed per
+//!   counter row and upserted once per row (`activity.rs`).
 //! - Deliveries whose endpoint is gone (or in another workspace) are dropped, as the
 //!   reference store does. The statement joins them to their endpoints, read
 //!   `FOR KEY SHARE` so that none can be deleted before it commits.
@@ -23,11 +25,13 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use tidings_core::activity::ActivityDelta;
 use tidings_core::model::WebhookDelivery;
 use tidings_core::ports::{CreateOutcome, EventWrite, NewMessage, StoreError, StoreResult};
 use uuid::Uuid;
 
 use crate::PgStore;
+use crate::activity::ActivityColumns;
 use crate::db::{Param, decode, doc, query, query_opt, tag, uuid};
 use crate::group_commit::{Grouped, Groups, Pending};
 
@@ -145,6 +149,8 @@ pub(crate) struct NewRow {
     other_recipients: Vec<String>,
     idempotency: Option<KeyRow>,
     deliveries: Vec<DeliveryRow>,
+    /// What it adds to the activity counters, if written.
+    activity: ActivityDelta,
 }
 
 /// An idempotency record's row, and the time of the request that takes the key.
@@ -186,6 +192,7 @@ impl NewRow {
             other_recipients: crate::messages::other_recipients(m),
             idempotency: idempotency.transpose()?,
             deliveries: delivery_rows(uuid(m.id.0), &new.webhook_deliveries)?,
+            activity: new.activity.clone(),
         })
     }
 
@@ -211,7 +218,9 @@ impl NewRow {
 async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>> {
     let mut c = NewColumns::default();
     let mut deliveries = DeliveryColumns::default();
+    let mut activity = ActivityColumns::default();
     for r in rows {
+        activity.push(r.id, &r.activity);
         for (id, event) in &r.recipient_events {
             c.more_event_messages.push(r.id);
             c.more_event_ids.push(*id);
@@ -262,6 +271,7 @@ async fn create(store: &PgStore, rows: &[&NewRow]) -> StoreResult<HashSet<Uuid>>
         &c.other_addresses,
     ];
     params.extend(deliveries.params());
+    params.extend(activity.params());
     let client = store.client().await?;
     written(&client, &CREATE, &params).await
 }
@@ -333,9 +343,10 @@ static CREATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
              SELECT r.workspace_id, r.to_norm, r.message_id
              FROM unnest($18::uuid[], $19::uuid[], $20::text[]) AS r(message_id, workspace_id, to_norm)
              JOIN inserted i ON i.id = r.message_id
-         ), {deliveries}
+         ), {deliveries}, {activity}
          SELECT id FROM inserted",
         deliveries = deliveries_ctes(21, "inserted"),
+        activity = crate::activity::upsert_cte(28, "inserted"),
     )
 });
 
@@ -396,6 +407,8 @@ pub(crate) struct EventRow {
     /// `EventWrite::more_events`.
     more_events: Vec<(Uuid, serde_json::Value)>,
     deliveries: Vec<DeliveryRow>,
+    /// What the events add to the activity counters, if written.
+    activity: ActivityDelta,
 }
 
 impl EventRow {
@@ -416,6 +429,7 @@ impl EventRow {
             event: doc(&write.event)?,
             more_events: write.more_events.iter().map(|e| Ok((uuid(e.id.0), doc(e)?))).collect::<StoreResult<_>>()?,
             deliveries: delivery_rows(uuid(m.id.0), &write.webhook_deliveries)?,
+            activity: write.activity.clone(),
         })
     }
 
@@ -443,7 +457,9 @@ impl EventRow {
 async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid>> {
     let mut c = EventColumns::default();
     let mut deliveries = DeliveryColumns::default();
+    let mut activity = ActivityColumns::default();
     for r in rows {
+        activity.push(r.id, &r.activity);
         c.ids.push(r.id);
         c.workspaces.push(r.workspace);
         c.statuses.push(r.status);
@@ -481,6 +497,7 @@ async fn record(store: &PgStore, rows: &[&EventRow]) -> StoreResult<HashSet<Uuid
         &c.more_events,
     ];
     params.extend(deliveries.params());
+    params.extend(activity.params());
     let client = store.client().await?;
     written(&client, &RECORD_EVENTS, &params).await
 }
@@ -535,9 +552,10 @@ static RECORD_EVENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
              SELECT e.message_id, e.id, e.doc
              FROM unnest($13::uuid[], $14::uuid[], $15::jsonb[]) AS e(message_id, id, doc)
              JOIN changed c ON c.id = e.message_id
-         ), {deliveries}
+         ), {deliveries}, {activity}
          SELECT id FROM changed",
         deliveries = deliveries_ctes(16, "changed"),
+        activity = crate::activity::upsert_cte(23, "changed"),
     )
 });
 

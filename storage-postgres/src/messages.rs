@@ -113,6 +113,8 @@ impl MessageStore for PgStore {
             }
             insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
         }
+        let sums = tidings_core::activity::sum_deltas(batch.messages.iter().map(|new| &new.activity));
+        crate::activity::add(&tx, &sums).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(CreateOutcome::Created)
     }

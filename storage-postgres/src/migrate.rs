@@ -18,6 +18,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0007_sessions", include_str!("../migrations/0007_sessions.sql")),
     ("0008_recipients", include_str!("../migrations/0008_recipients.sql")),
     ("0009_message_search", include_str!("../migrations/0009_message_search.sql")),
+    ("0010_activity", include_str!("../migrations/0010_activity.sql")),
     ("0011_deliveries_by_message", include_str!("../migrations/0011_deliveries_by_message.sql")),
 ];
 

@@ -93,6 +93,13 @@ pub const DELIVERY_BY_ENDPOINT: u8 = 0x62;
 pub const DELIVERY_DUE: u8 = 0x63;
 /// Deliveries of a message's events: `DLV_MSG ‖ ws ‖ message ‖ delivery` → ``.
 pub const DELIVERY_BY_MESSAGE: u8 = 0x64;
+/// Activity counters of a workspace's sending domain in one hour:
+/// `ACTIVITY ‖ ws ‖ hour ‖ domain` → the counters, 8 big-endian bytes each in the order of
+/// `ActivityCounts::NAMES` (see `activity.rs`).
+pub const ACTIVITY: u8 = 0x90;
+/// Global hour index of the counters, for their purge: `ACTIVITY_HOUR ‖ hour ‖ ws ‖ domain`
+/// → ``.
+pub const ACTIVITY_HOUR: u8 = 0x91;
 /// Dashboard session: `SESSION ‖ token sha256` → `DashboardSession` (global: the cookie
 /// names no workspace).
 pub const SESSION: u8 = 0x80;
@@ -279,6 +286,16 @@ pub fn idempotency_expiry(at: DateTime<Utc>, ws: WorkspaceId, key: &str) -> Key 
 /// `DOM ‖ ws ‖ domain`.
 pub fn domain(ws: WorkspaceId, id: DomainId) -> Key {
     Key::new(DOMAIN).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `ACTIVITY ‖ ws ‖ hour ‖ domain`.
+pub fn activity(ws: WorkspaceId, hour: DateTime<Utc>, domain: DomainId) -> Key {
+    Key::new(ACTIVITY).id(ws.to_bytes()).time(hour).id(domain.to_bytes())
+}
+
+/// `ACTIVITY_HOUR ‖ hour ‖ ws ‖ domain`.
+pub fn activity_hour(hour: DateTime<Utc>, ws: WorkspaceId, domain: DomainId) -> Key {
+    Key::new(ACTIVITY_HOUR).time(hour).id(ws.to_bytes()).id(domain.to_bytes())
 }
 
 /// `DLV ‖ ws ‖ delivery`.

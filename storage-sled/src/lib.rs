@@ -52,6 +52,7 @@
 //! # }).unwrap();
 //! ```
 
+mod activity;
 mod api_keys;
 mod codec;
 mod content;

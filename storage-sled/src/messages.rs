@@ -212,6 +212,7 @@ impl MessageStore for SledStore {
                     }
                 }
                 stage_message(tree, batch, new, enc)?;
+                crate::activity::stage(tree, batch, [&new.activity])?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
                 }
@@ -246,6 +247,7 @@ impl MessageStore for SledStore {
                     }
                     stage_message(tree, batch, message, enc)?;
                 }
+                crate::activity::stage(tree, batch, new.messages.iter().map(|m| &m.activity))?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
                 }
@@ -374,6 +376,7 @@ impl MessageStore for SledStore {
                 if due_moved && let Some(at) = old.next_attempt_at {
                     batch.remove(old.due_key(at));
                 }
+                crate::activity::stage(tree, batch, [&write.activity])?;
                 Ok(())
             })
             .await

@@ -5,7 +5,7 @@
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
 //!   calls, the first workspace and shared secrets under racing calls, leases and their
 //!   release, per-endpoint and per-workspace claim quotas, cascading deletes, messages to
-//!   several recipients and their racing recipient events). Each check gets its own store
+//!   several recipients and their racing recipient events, the activity counters). Each check gets its own store
 //!   and runs in its own task; all run even if some fail, and the suite then panics naming
 //!   every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
@@ -37,6 +37,7 @@
 //! several records due at the same instant a limited claim or lease release takes, the
 //! order of `list_enabled_webhooks`) it accepts any answer.
 
+mod activity;
 mod batches;
 mod domains;
 mod find;
@@ -180,6 +181,10 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         sessions::touches_only_move_sessions_forward,
         sessions::deleted_sessions_are_gone,
         sessions::expired_sessions_are_deleted_earliest_first_up_to_the_limit,
+        activity::creates_and_events_count_in_their_hour_and_domain,
+        activity::refused_writes_count_nothing,
+        activity::purges_take_old_hours_earliest_first_up_to_the_limit,
+        activity::counters_equal_a_naive_count_of_the_timelines,
     ]
 }
 

@@ -10,6 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use chrono::{DateTime, Duration, Utc};
 use ulid::Ulid;
 
+use tidings_core::activity::ActivityDelta;
 use tidings_core::domain_name::DomainName;
 use tidings_core::email::{DisplayName, EmailAddress, Mailbox};
 use tidings_core::ids::{
@@ -188,6 +189,7 @@ pub fn new_message(message: &Message) -> NewMessage {
         recipient_events: vec![],
         idempotency: None,
         webhook_deliveries: vec![],
+        activity: ActivityDelta::of_new_message(message, &[]),
     }
 }
 
@@ -218,6 +220,7 @@ pub fn event_write(
         expected_status: message.status,
         expected_next_attempt_at: None,
         expected_last_event_id: None,
+        activity: ActivityDelta::of_events(message, std::slice::from_ref(&event)),
         message: after,
         event,
         more_events: vec![],
@@ -280,7 +283,8 @@ pub fn new_message_suppressing(message: &Message, suppressed: &[usize]) -> NewMe
     }
     m.last_event_id = last;
     m.settle_from_recipients();
-    NewMessage { message: m, event: queued, recipient_events, idempotency: None, webhook_deliveries: vec![] }
+    let activity = ActivityDelta::of_new_message(&m, &recipient_events);
+    NewMessage { message: m, event: queued, recipient_events, idempotency: None, webhook_deliveries: vec![], activity }
 }
 
 /// The write for `event_type` happening at `at` to the recipient at `index` of `message` (as
@@ -316,6 +320,7 @@ pub fn recipient_event_write(
         expected_status: message.status,
         expected_next_attempt_at: None,
         expected_last_event_id: Some(message.last_event_id),
+        activity: ActivityDelta::of_events(message, std::slice::from_ref(&event)),
         message: after,
         event,
         more_events: vec![],

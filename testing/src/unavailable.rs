@@ -385,6 +385,21 @@ impl SecretStore for UnavailableStore {
 }
 
 #[async_trait]
+impl tidings_core::ports::ActivityStore for UnavailableStore {
+    async fn activity(
+        &self,
+        _workspace: WorkspaceId,
+        _from: tidings_core::activity::HourStart,
+        _until: tidings_core::activity::HourStart,
+    ) -> StoreResult<Vec<tidings_core::activity::HourlyActivity>> {
+        down()
+    }
+    async fn purge_activity(&self, _before: tidings_core::activity::HourStart, _limit: usize) -> StoreResult<usize> {
+        down()
+    }
+}
+
+#[async_trait]
 impl SessionStore for UnavailableStore {
     async fn insert_session(&self, _session: &tidings_core::model::DashboardSession) -> StoreResult<()> {
         down()

@@ -18,6 +18,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::activity::{ActivityDelta, HourStart, HourlyActivity};
 use crate::domain_name::DomainName;
 use crate::email::EmailAddress;
 use crate::error::Cause;
@@ -198,6 +199,9 @@ pub struct NewMessage {
     pub idempotency: Option<IdempotencyRecord>,
     /// Webhook deliveries for the `Queued` event.
     pub webhook_deliveries: Vec<WebhookDelivery>,
+    /// What it adds to the activity counters ([`ActivityDelta::of_new_message`]), added
+    /// only if the message is written.
+    pub activity: ActivityDelta,
 }
 
 /// Everything written when a batch of messages is accepted (`POST /v1/messages/batch`).
@@ -262,6 +266,10 @@ pub struct EventWrite {
     pub more_events: Vec<MessageEvent>,
     /// Webhook deliveries for the events.
     pub webhook_deliveries: Vec<WebhookDelivery>,
+    /// What the events add to the activity counters ([`ActivityDelta::of_events`]), added
+    /// in the same write and only if it succeeds: a write refused with `Conflict` or
+    /// `NotFound` counts nothing.
+    pub activity: ActivityDelta,
 }
 
 /// A new template version before the store numbers it.
@@ -658,6 +666,27 @@ pub trait SessionStore: Send + Sync {
     async fn delete_expired_sessions(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
 }
 
+/// The activity counters (`crate::activity`): per workspace, sending domain and hour, what
+/// happened to its recipients. `create_message`, `create_messages` and `record_event` add
+/// their writes' `activity` in the same atomic, durable write as their events; a write that
+/// fails, or a create that finds its idempotency key taken, adds nothing.
+#[async_trait]
+pub trait ActivityStore: Send + Sync {
+    /// The workspace's counter rows of the hours from `from` until `until` (excluded),
+    /// by hour then domain; rows with nothing counted may be left out. Costs O(domains ×
+    /// hours) of the range, never O(messages).
+    async fn activity(
+        &self,
+        workspace: WorkspaceId,
+        from: HourStart,
+        until: HourStart,
+    ) -> StoreResult<Vec<HourlyActivity>>;
+    /// Deletes up to `limit` counter rows, of any workspace, of hours before `before`,
+    /// earliest first, without reading later ones; returns how many. The caller repeats
+    /// until that is less than `limit`. Not durable: a purge lost in a crash is done again.
+    async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
+}
+
 /// The whole store.
 pub trait Store:
     WorkspaceStore
@@ -669,6 +698,7 @@ pub trait Store:
     + WebhookStore
     + SecretStore
     + SessionStore
+    + ActivityStore
 {
 }
 
@@ -682,5 +712,6 @@ impl<T> Store for T where
         + WebhookStore
         + SecretStore
         + SessionStore
+        + ActivityStore
 {
 }

@@ -226,6 +226,13 @@ pub(super) async fn purge_message_content(core: Tidings, every: Duration, stop: 
     purge_periodically("message content past retention", every, RETENTION_BATCH, stop, purge).await;
 }
 
+/// Every [`PURGE_EVERY`], deletes activity counters past their retention in batches until
+/// none are left.
+pub(super) async fn purge_activity(core: Tidings, stop: watch::Receiver<bool>) {
+    let purge = || core.purge_expired_activity(PURGE_BATCH);
+    purge_periodically("activity counters past retention", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
+}
+
 /// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again and throttle
 /// windows that are over (on PostgreSQL, rows of the shared tables; in memory, nothing).
 pub(super) async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, stop: watch::Receiver<bool>) {

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::activity::ActivityDelta;
 use crate::domain_name::DomainName;
 use crate::email::{EmailAddress, Mailbox};
 use crate::error::FieldError;
@@ -287,7 +288,8 @@ impl Tidings {
             recipient_events.push(skipped);
         }
         message.last_event_id = last;
-        Ok(NewMessage { message, event, recipient_events, idempotency: None, webhook_deliveries })
+        let activity = ActivityDelta::of_new_message(&message, &recipient_events);
+        Ok(NewMessage { message, event, recipient_events, idempotency: None, webhook_deliveries, activity })
     }
 
     /// The answer to `req` if it repeats an earlier send with the same Idempotency-Key
@@ -556,6 +558,7 @@ impl Tidings {
         for event in &events {
             webhook_deliveries.extend(self.webhook_deliveries_for(&next, event).await?);
         }
+        let activity = ActivityDelta::of_events(read, &events);
         // The store takes its own copy; `events` goes back to the caller as written.
         let write = EventWrite {
             expected_status: read.status,
@@ -565,6 +568,7 @@ impl Tidings {
             event: events[0].clone(),
             more_events: events[1..].to_vec(),
             webhook_deliveries,
+            activity,
         };
         self.store.record_event(write).await?;
         for event in &events {

@@ -75,6 +75,10 @@ pub use templates::*;
 pub use tracking::*;
 pub use webhooks::*;
 
+/// How long activity counters are kept by default: 90 days, three times the overview's
+/// longest range, and room for the reputation guard's windows.
+pub const DEFAULT_ACTIVITY_RETENTION: Duration = Duration::days(90);
+
 /// Settings of the rules that operators may change.
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -101,6 +105,10 @@ pub struct CoreConfig {
     /// How long message bodies and timelines are kept (`TIDINGS_RETENTION`, default 30
     /// days); `None` keeps them forever. See [`Tidings::purge_expired_message_content`].
     pub message_retention: Option<Duration>,
+    /// How long the activity counters of an hour are kept (`crate::activity`; default
+    /// [`DEFAULT_ACTIVITY_RETENTION`]). At least the overview's longest range (30 days) is
+    /// kept whatever this says. See [`Tidings::purge_expired_activity`].
+    pub activity_retention: Duration,
     /// How many template compiles and renders may run at once, each on a blocking thread
     /// (see [`default_render_threads`]): the rest wait their turn without holding
     /// up the async executor.
@@ -131,6 +139,7 @@ impl Default for CoreConfig {
             domain_recheck_interval: Duration::minutes(10),
             tracking: None,
             message_retention: Some(Duration::days(30)),
+            activity_retention: DEFAULT_ACTIVITY_RETENTION,
             render_threads: default_render_threads(),
             render_threads_per_workspace: default_render_threads_per_workspace(),
             sandbox_sending: false,

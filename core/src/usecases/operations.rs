@@ -1,5 +1,6 @@
 //! What operators need beyond the API: the queue depth for metrics, and retention (message
-//! bodies and timelines are kept for [`CoreConfig::message_retention`], then purged).
+//! bodies and timelines are kept for [`CoreConfig::message_retention`], then purged; the
+//! activity counters of an hour for [`CoreConfig::activity_retention`]).
 //!
 //! Retention keeps the message record (status, addresses, subject, ids, times) so that
 //! `GET /v1/messages/{id}` still answers what became of it; what it said
@@ -9,13 +10,16 @@
 //! retention can never make a delivery impossible.
 //!
 //! [`CoreConfig::message_retention`]: super::CoreConfig::message_retention
+//! [`CoreConfig::activity_retention`]: super::CoreConfig::activity_retention
 
 use chrono::DateTime;
 use chrono::Utc;
 
 use crate::Result;
+use crate::activity::HourStart;
 use crate::ports::PendingMessages;
 use crate::usecases::Tidings;
+use crate::usecases::overview::OverviewRange;
 
 impl Tidings {
     /// Messages waiting for a delivery attempt, and how many of them are due now.
@@ -37,5 +41,14 @@ impl Tidings {
             Some(cutoff) => Ok(self.store.purge_message_content(cutoff, limit).await?),
             None => Ok(0),
         }
+    }
+
+    /// Deletes up to `limit` activity counter rows of hours that ended more than
+    /// `activity_retention` ago (never fewer than the overview's longest range); returns how
+    /// many. The server calls this periodically, repeating while a call deletes `limit`.
+    pub async fn purge_expired_activity(&self, limit: usize) -> Result<usize> {
+        let keep = self.config.activity_retention.max(OverviewRange::LONGEST);
+        let before = HourStart::of(self.clock.now() - keep);
+        Ok(self.store.purge_activity(before, limit).await?)
     }
 }

@@ -1,115 +1,122 @@
-//! The dashboard's overview: what became of the caller's recent messages, by
-//! outcome, for the last 24 hours and 7 days and per hour; the queue; and, for a `full` key,
-//! the webhook endpoints that are failing and the domains that are not verified.
+//! The dashboard's overview: for a `full` key, what happened to the workspace's mail over a
+//! range (24 hours, 7 days or 30 days) from the activity counters (`crate::activity`), in
+//! total, per sending domain and per hour or day, with the rates mailbox providers judge a
+//! sender by (`crate::activity::rates`); the queue; the webhook endpoints that are failing
+//! and the domains that are not verified.
 //!
-//! The counts come from the existing list API, newest first, read until a message older
-//! than 7 days turns up or [`OVERVIEW_READ_CAP`] messages were read, whichever comes first:
-//! a page view costs bounded work whatever the store holds, and a workspace that sends more
-//! than the cap in a week gets lower bounds ([`Overview::complete`] is false), which the
-//! page says. A message counts in the window of its creation, under its current status.
-//! A `send` key counts only the messages it sent itself, as it lists only those.
+//! A `send` key sees only the messages it sent itself (`own_messages`): the counters are
+//! the workspace's, so it gets no rates.
+//!
+//! The ranges are whole UTC hours (24 h: the last 24 clock hours, the current one last) or
+//! whole UTC days (7 d and 30 d: the last 7 or 30 days, today last), so that each bar of
+//! the chart is a period a link to the messages list can name exactly.
+
+mod own_messages;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 
+pub use own_messages::*;
+
 use crate::Result;
-use crate::ids::{DomainId, MessageId, WebhookId};
-use crate::model::{Domain, DomainStatus, KeyScope, MessageStatus, WebhookEndpoint};
-use crate::ports::{MessageQuery, PageRequest, PendingMessages};
+use crate::activity::{ActivityCounts, HourStart};
+use crate::domain_name::DomainName;
+use crate::ids::{DomainId, WebhookId};
+use crate::model::{Domain, DomainStatus, KeyScope, WebhookEndpoint};
+use crate::ports::{PageRequest, PendingMessages};
 use crate::usecases::{Principal, Tidings};
 
-/// Most messages one overview reads; beyond it the counts are lower bounds.
-pub const OVERVIEW_READ_CAP: usize = 20_000;
-/// Hours the per-hour chart covers (the current, partial hour is the last).
-pub const OVERVIEW_HOURS: usize = 24;
-/// Most domains or webhook endpoints one overview reads to find the ones needing attention.
+/// Most domains or webhook endpoints one overview reads to find the ones needing attention
+/// and to name the domains of the counters.
 const RESOURCE_READ_CAP: usize = 1_000;
-/// Page size of the reads.
+/// Page size of those reads.
 const PAGE: usize = 200;
 
-/// What became of a message, as the overview counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Outcome {
-    /// Accepted by the receiving server.
-    Delivered,
-    /// Refused, or retries exhausted.
-    Bounced,
-    /// Reported as spam.
-    Complained,
-    /// Waiting for a retry after a temporary failure.
-    Deferred,
-    /// Could not be sent at all.
-    Failed,
-    /// Anything else: queued, scheduled, in flight, suppressed or canceled.
-    Other,
+/// How far back the overview looks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum OverviewRange {
+    /// The last 24 clock hours, by hour.
+    Day,
+    /// The last 7 UTC days, today included, by day.
+    #[default]
+    Week,
+    /// The last 30 UTC days, today included, by day.
+    Month,
 }
 
-impl Outcome {
-    /// Every outcome, in the order the overview shows them.
-    pub const ALL: [Self; 6] =
-        [Self::Delivered, Self::Bounced, Self::Complained, Self::Deferred, Self::Failed, Self::Other];
+impl OverviewRange {
+    /// Every range, shortest first.
+    pub const ALL: [Self; 3] = [Self::Day, Self::Week, Self::Month];
+    /// The longest range: counters are kept at least this long.
+    pub const LONGEST: Duration = Duration::days(30);
 
-    /// The outcome of a message in `status`.
-    pub fn of(status: MessageStatus) -> Self {
-        match status {
-            // Some recipients of it were delivered: the overview counts messages, and a
-            // message that reached people is not a failure.
-            MessageStatus::Delivered | MessageStatus::PartiallyDelivered => Self::Delivered,
-            MessageStatus::Bounced => Self::Bounced,
-            MessageStatus::Complained => Self::Complained,
-            MessageStatus::Deferred => Self::Deferred,
-            MessageStatus::Failed => Self::Failed,
-            MessageStatus::Queued
-            | MessageStatus::Scheduled
-            | MessageStatus::Sent
-            | MessageStatus::Suppressed
-            | MessageStatus::Canceled => Self::Other,
-        }
-    }
-
-    /// A lower-case word for people and for CSS classes.
+    /// The name in the page's address: `24h`, `7d`, `30d`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Delivered => "delivered",
-            Self::Bounced => "bounced",
-            Self::Complained => "complained",
-            Self::Deferred => "deferred",
-            Self::Failed => "failed",
-            Self::Other => "other",
+            Self::Day => "24h",
+            Self::Week => "7d",
+            Self::Month => "30d",
         }
     }
 
-    fn index(self) -> usize {
-        self as usize
+    /// Parses [`Self::as_str`].
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
+    /// In words: "24 hours", "7 days", "30 days".
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::Day => "24 hours",
+            Self::Week => "7 days",
+            Self::Month => "30 days",
+        }
+    }
+
+    /// The periods of the chart at `now`, oldest first, each `[start, end)`: 24 hours or
+    /// 7 or 30 UTC days, the one holding `now` last.
+    pub fn periods(self, now: DateTime<Utc>) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+        let (step, count) = match self {
+            Self::Day => (Duration::hours(1), 24),
+            Self::Week => (Duration::days(1), 7),
+            Self::Month => (Duration::days(1), 30),
+        };
+        let current = now.duration_trunc(step).unwrap_or_else(|_| HourStart::of(now).start());
+        (0..count).rev().map(|back| current - step * back).map(|start| (start, start + step)).collect()
     }
 }
 
-/// Messages counted by outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OutcomeCounts([u64; 6]);
-
-impl OutcomeCounts {
-    /// The count of one outcome.
-    pub fn get(&self, outcome: Outcome) -> u64 {
-        self.0[outcome.index()]
-    }
-
-    /// All outcomes together.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    fn add(&mut self, outcome: Outcome) {
-        self.0[outcome.index()] += 1;
-    }
-}
-
-/// One hour of the chart.
+/// One bar of the chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HourCounts {
-    /// Start of the hour.
+pub struct Period {
+    /// Its first instant.
     pub start: DateTime<Utc>,
-    /// Messages created in it, by outcome.
-    pub counts: OutcomeCounts,
+    /// The first instant after it.
+    pub end: DateTime<Utc>,
+    /// What happened in it.
+    pub counts: ActivityCounts,
+}
+
+/// What happened to the mail of one sending domain over the range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainActivity {
+    /// The domain.
+    pub domain: DomainId,
+    /// Its name; `None` if it was deleted since (its counters stay).
+    pub name: Option<DomainName>,
+    /// Its counts.
+    pub counts: ActivityCounts,
+}
+
+/// The workspace's activity over a range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activity {
+    /// Everything, all domains together.
+    pub totals: ActivityCounts,
+    /// Per sending domain with anything counted, busiest (most accepted, then delivered)
+    /// first.
+    pub domains: Vec<DomainActivity>,
+    /// The chart's bars, oldest first ([`OverviewRange::periods`]).
+    pub periods: Vec<Period>,
 }
 
 /// What the overview shows.
@@ -117,17 +124,13 @@ pub struct HourCounts {
 pub struct Overview {
     /// When it was read.
     pub at: DateTime<Utc>,
-    /// Messages created in the last 24 hours, by outcome.
-    pub last_day: OutcomeCounts,
-    /// Messages created in the last 7 days, by outcome.
-    pub last_week: OutcomeCounts,
-    /// The last [`OVERVIEW_HOURS`] clock hours, oldest first, the current hour last.
-    pub hours: Vec<HourCounts>,
-    /// Whether every message of the 7 days was read; `false` when the read stopped at
-    /// [`OVERVIEW_READ_CAP`], and the counts are then lower bounds.
-    pub complete: bool,
-    /// Messages read.
-    pub read: usize,
+    /// The range asked for.
+    pub range: OverviewRange,
+    /// The workspace's activity over the range; `None` for a key that may not see the
+    /// whole workspace's mail (`send`).
+    pub activity: Option<Activity>,
+    /// The messages a `send` key sent; `None` for a `full` key.
+    pub own: Option<OwnMessages>,
     /// Messages waiting for a delivery attempt, on the whole server (the store counts no
     /// workspace apart).
     pub queue: PendingMessages,
@@ -139,59 +142,71 @@ pub struct Overview {
 }
 
 impl Tidings {
-    /// The overview for `who` (see the module docs).
-    pub async fn overview(&self, who: &Principal) -> Result<Overview> {
+    /// The overview for `who` over `range` (see the module docs).
+    pub async fn overview(&self, who: &Principal, range: OverviewRange) -> Result<Overview> {
         let at = self.clock.now();
-        let day_ago = at - Duration::hours(24);
-        let week_ago = at - Duration::days(7);
-        let first_hour =
-            at.duration_trunc(Duration::hours(1)).unwrap_or(at) - Duration::hours(OVERVIEW_HOURS as i64 - 1);
-        let mut hours: Vec<HourCounts> = (0..OVERVIEW_HOURS)
-            .map(|i| HourCounts { start: first_hour + Duration::hours(i as i64), counts: OutcomeCounts::default() })
-            .collect();
-        let (mut last_day, mut last_week) = (OutcomeCounts::default(), OutcomeCounts::default());
-        let sent_by = (who.scope == KeyScope::Send).then_some(who.key_id);
-        let mut cursor: Option<MessageId> = None;
-        let mut read = 0;
-        let complete = 'read: loop {
-            let mut query = MessageQuery::page(PageRequest { limit: PAGE, cursor });
-            query.sent_by = sent_by;
-            let page = self.store.list_messages(who.workspace_id, &query).await?;
-            cursor = page.items.last().map(|m| m.id);
-            for message in &page.items {
-                if message.created_at <= week_ago {
-                    break 'read true;
-                }
-                if read == OVERVIEW_READ_CAP {
-                    break 'read false;
-                }
-                read += 1;
-                let outcome = Outcome::of(message.status);
-                last_week.add(outcome);
-                if message.created_at > day_ago {
-                    last_day.add(outcome);
-                }
-                if message.created_at >= first_hour {
-                    let hour = ((message.created_at - first_hour).num_hours() as usize).min(OVERVIEW_HOURS - 1);
-                    hours[hour].counts.add(outcome);
-                }
-            }
-            if !page.has_more {
-                break true;
-            }
-        };
-        let full = who.scope == KeyScope::Full;
+        let queue = self.pending_messages().await?;
+        if who.scope != KeyScope::Full {
+            let own = Some(self.own_messages(who, at).await?);
+            let (activity, failing_webhooks, unverified_domains) = (None, None, None);
+            return Ok(Overview { at, range, activity, own, queue, failing_webhooks, unverified_domains });
+        }
+        let domains = self.domains(who).await?;
+        let activity = self.activity(who, range, at, &domains).await?;
+        let unverified = domains.into_iter().filter(|d| d.status != DomainStatus::Verified).collect();
         Ok(Overview {
             at,
-            last_day,
-            last_week,
-            hours,
-            complete,
-            read,
-            queue: self.pending_messages().await?,
-            failing_webhooks: if full { Some(self.failing_webhooks(who).await?) } else { None },
-            unverified_domains: if full { Some(self.unverified_domains(who).await?) } else { None },
+            range,
+            activity: Some(activity),
+            own: None,
+            queue,
+            failing_webhooks: Some(self.failing_webhooks(who).await?),
+            unverified_domains: Some(unverified),
         })
+    }
+
+    /// The counters of `range` at `at`, summed per period and per domain.
+    async fn activity(
+        &self,
+        who: &Principal,
+        range: OverviewRange,
+        at: DateTime<Utc>,
+        domains: &[Domain],
+    ) -> Result<Activity> {
+        let mut periods: Vec<Period> = range
+            .periods(at)
+            .into_iter()
+            .map(|(start, end)| Period { start, end, counts: ActivityCounts::default() })
+            .collect();
+        let (Some(first), Some(last)) = (periods.first(), periods.last()) else {
+            return Ok(Activity { totals: ActivityCounts::default(), domains: Vec::new(), periods });
+        };
+        let (from, until) = (HourStart::of(first.start), HourStart::of(last.end));
+        let rows = self.store.activity(who.workspace_id, from, until).await?;
+        let mut totals = ActivityCounts::default();
+        let mut per_domain: std::collections::BTreeMap<DomainId, ActivityCounts> = Default::default();
+        for row in rows {
+            let start = row.hour.start();
+            // Rows outside the range asked for are the store's mistake; not counting them
+            // keeps the page consistent with its links.
+            let Some(period) = periods.iter_mut().find(|p| p.start <= start && start < p.end) else {
+                continue;
+            };
+            period.counts = period.counts.plus(&row.counts);
+            totals = totals.plus(&row.counts);
+            let domain = per_domain.entry(row.domain).or_default();
+            *domain = domain.plus(&row.counts);
+        }
+        let mut domains: Vec<DomainActivity> = per_domain
+            .into_iter()
+            .map(|(id, counts)| DomainActivity {
+                domain: id,
+                name: domains.iter().find(|d| d.id == id).map(|d| d.name.clone()),
+                counts,
+            })
+            .collect();
+        domains.sort_by_key(|d| std::cmp::Reverse((d.counts.accepted, d.counts.delivered)));
+        Ok(Activity { totals, domains, periods })
     }
 
     async fn failing_webhooks(&self, who: &Principal) -> Result<Vec<WebhookEndpoint>> {
@@ -212,13 +227,14 @@ impl Tidings {
         Ok(found)
     }
 
-    async fn unverified_domains(&self, who: &Principal) -> Result<Vec<Domain>> {
+    /// The workspace's domains, up to [`RESOURCE_READ_CAP`].
+    async fn domains(&self, who: &Principal) -> Result<Vec<Domain>> {
         let mut found = Vec::new();
         let mut cursor: Option<DomainId> = None;
         for _ in 0..RESOURCE_READ_CAP / PAGE {
             let page = self.store.list_domains(who.workspace_id, PageRequest { limit: PAGE, cursor }).await?;
             cursor = page.items.last().map(|d| d.id);
-            found.extend(page.items.into_iter().filter(|d| d.status != DomainStatus::Verified));
+            found.extend(page.items);
             if !page.has_more {
                 break;
             }

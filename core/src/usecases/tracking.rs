@@ -151,7 +151,7 @@ impl Tidings {
             if next_status(status, event_type).is_err() {
                 return Ok(());
             }
-            let Some(tally) = message.tracking_tally.keep(engagement) else {
+            let Some(tally) = message.tracking_tally.keep(engagement, recipient) else {
                 return Ok(());
             };
             let at = self.clock.now();
@@ -180,7 +180,7 @@ impl Tidings {
             }
         }
         let first = match engagement {
-            Engagement::Open => message.tracking_tally.opens == 0,
+            Engagement::Open => !message.tracking_tally.opened_by(recipient),
             Engagement::Click(url) => !message.tracking_tally.clicked_links.contains(&link_digest(url)),
         };
         if first {

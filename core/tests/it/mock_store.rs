@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mockall::mock;
+use tidings_core::activity::{HourStart, HourlyActivity};
 use tidings_core::domain_name::DomainName;
 use tidings_core::email::EmailAddress;
 use tidings_core::ids::{
@@ -16,9 +17,9 @@ use tidings_core::model::{
     WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
-    CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
-    NewTemplateVersion, Page, PageRequest, SecretStore, SessionStore, StoreResult, SuppressionStore, TemplateChange,
-    TemplateStore, WebhookStore, WorkspaceStore,
+    ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore,
+    NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, SecretStore, SessionStore, StoreResult,
+    SuppressionStore, TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
 use tidings_core::secret::{Secret, SecretName};
 
@@ -149,6 +150,11 @@ mock! {
     #[async_trait]
     impl SecretStore for Store {
         async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
+    }
+    #[async_trait]
+    impl ActivityStore for Store {
+        async fn activity(&self, workspace: WorkspaceId, from: HourStart, until: HourStart) -> StoreResult<Vec<HourlyActivity>>;
+        async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
     }
     #[async_trait]
     impl SessionStore for Store {

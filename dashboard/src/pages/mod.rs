@@ -5,7 +5,7 @@ mod domains;
 mod keys;
 mod message;
 mod messages;
-mod overview;
+pub(crate) mod overview;
 mod sign_in;
 mod suppressions;
 mod templates;

@@ -1,40 +1,57 @@
-//! `GET /overview`: counts by outcome, the hourly chart, the queue, and what needs
-//! attention (core's `overview` use case decides all of it).
+//! `GET /overview?range=24h|7d|30d`: for a `full` key, the workspace's activity over the
+//! range (cards with the rates coloured against the thresholds mailbox providers act on, a
+//! table per sending domain, a chart by hour or day, every figure a link to the messages
+//! list filtered to it); for a `send` key, its own messages by outcome. Then the queue and
+//! what needs attention. Core's `overview` use case decides all of it.
 
-use axum::extract::State;
+mod activity;
+mod own;
+
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use tidings_core::usecases::{OVERVIEW_READ_CAP, Outcome, OutcomeCounts, Overview};
+use tidings_core::usecases::{Overview, OverviewRange};
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
 use crate::layout::{badge, maybe_time, page};
+use crate::pages::{query_pairs, query_value};
 use crate::session::{Signed, Viewer};
 
-/// `GET /overview`.
-pub(crate) async fn show(State(state): State<DashboardState>, Signed(viewer): Signed) -> PageResult<Response> {
-    let overview = state.core.overview(viewer.principal()).await.or_page(&viewer)?;
+/// `GET /overview`. A missing or unknown `range` shows the default (7 days).
+pub(crate) async fn show(
+    State(state): State<DashboardState>,
+    Signed(viewer): Signed,
+    RawQuery(raw): RawQuery,
+) -> PageResult<Response> {
+    let pairs = query_pairs(raw.as_deref());
+    let range = query_value(&pairs, "range").and_then(|r| OverviewRange::parse(&r)).unwrap_or_default();
+    let overview = state.core.overview(viewer.principal(), range).await.or_page(&viewer)?;
     Ok(render(&viewer, &overview).into_response())
+}
+
+/// The address of the messages list filtered to `status` (all statuses if `None`) and to
+/// messages created from `start` until `end`: the parameters of the list's date filter,
+/// RFC 3339 in UTC to the second.
+pub(crate) fn messages_link(status: Option<&str>, start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+    let format = "%Y-%m-%dT%H:%M:%SZ";
+    let dates = format!("createdAfter={}&createdBefore={}", start.format(format), end.format(format));
+    match status {
+        Some(status) => format!("/messages?status={status}&{dates}"),
+        None => format!("/messages?{dates}"),
+    }
 }
 
 /// The page for `overview`.
 pub(crate) fn render(viewer: &Viewer, overview: &Overview) -> Markup {
-    let own = viewer.scope_word() == "send";
     let body = html! {
-        @if own {
-            p.notice { "You signed in with a send key: these are the messages this key sent." }
+        @if let Some(activity) = &overview.activity {
+            (activity::section(activity, overview.range, overview.at))
         }
-        @if !overview.complete {
-            p.notice #partial {
-                "More than " (OVERVIEW_READ_CAP) " messages in the last 7 days: the counts below are lower bounds (at least)."
-            }
+        @if let Some(own) = &overview.own {
+            (own::section(own))
         }
-        h2 { "Last 24 hours" }
-        (counts("day", &overview.last_day, overview.complete))
-        h2 { "Last 7 days" }
-        (counts("week", &overview.last_week, overview.complete))
-        h2 { "Messages per hour" }
-        section { (crate::chart::hourly(&overview.hours)) }
         h2 { "Queue" }
         section #queue {
             p {
@@ -85,27 +102,21 @@ pub(crate) fn render(viewer: &Viewer, overview: &Overview) -> Markup {
     page(Some(viewer), "Overview", body)
 }
 
-/// The outcome counts of one window.
-fn counts(window: &str, counts: &OutcomeCounts, complete: bool) -> Markup {
-    html! {
-        div.counts id={ "counts-" (window) } {
-            @for outcome in Outcome::ALL {
-                div.count data-outcome=(outcome.as_str()) {
-                    span.n { @if !complete { "≥ " } (counts.get(outcome)) }
-                    span.w title=(label(outcome)) { span class={ "swatch o-" (outcome.as_str()) } {} (outcome.as_str()) }
-                }
-            }
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn label(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Delivered => "delivered",
-        Outcome::Bounced => "bounced",
-        Outcome::Complained => "complained",
-        Outcome::Deferred => "deferred",
-        Outcome::Failed => "failed",
-        Outcome::Other => "queued, sent, scheduled, suppressed or canceled",
+    #[test]
+    fn links_name_the_status_and_the_period_in_rfc_3339_utc() {
+        let start = DateTime::parse_from_rfc3339("2026-12-05T00:00:00Z").unwrap().with_timezone(&Utc);
+        let end = DateTime::parse_from_rfc3339("2026-12-06T00:00:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(
+            messages_link(Some("Bounced"), start, end),
+            "/messages?status=Bounced&createdAfter=2026-12-05T00:00:00Z&createdBefore=2026-12-06T00:00:00Z"
+        );
+        assert_eq!(
+            messages_link(None, start, end),
+            "/messages?createdAfter=2026-12-05T00:00:00Z&createdBefore=2026-12-06T00:00:00Z"
+        );
     }
 }

@@ -232,7 +232,7 @@ pub(super) async fn record_event_checks_the_expected_last_event<S: Store + 'stat
     let open = |read: &Message| {
         let mut write = event_write(read, EventType::Opened, plus_secs(read.updated_at, 1), None);
         write.expected_last_event_id = Some(read.last_event_id);
-        write.message.tracking_tally = read.tracking_tally.keep(Engagement::Open).expect("room for an open");
+        write.message.tracking_tally = read.tracking_tally.keep(Engagement::Open, 0).expect("room for an open");
         write
     };
     let first = open(&delivered);
@@ -247,7 +247,7 @@ pub(super) async fn record_event_checks_the_expected_last_event<S: Store + 'stat
     let url = TrackedUrl::parse("https://shop.example/a").expect("a URL");
     let mut click = event_write(&stored, EventType::Clicked, plus_secs(stored.updated_at, 1), None);
     click.expected_last_event_id = Some(stored.last_event_id);
-    click.message.tracking_tally = stored.tracking_tally.keep(Engagement::Click(&url)).expect("room for a click");
+    click.message.tracking_tally = stored.tracking_tally.keep(Engagement::Click(&url), 0).expect("room for a click");
     let expected = click.message.clone();
     s.record_event(click).await.must("a click expecting the current last event");
     assert_eq!(

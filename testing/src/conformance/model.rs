@@ -29,6 +29,7 @@ use crate::fixtures::{
     workspace,
 };
 use deliveries::{DeliveryOp, ENDPOINTS, Hooks, delivery_op};
+use tidings_core::activity::{ActivityDelta, HourStart, HourlyActivity};
 use tidings_core::email::EmailAddress;
 use tidings_core::email::Mailbox;
 use tidings_core::ids::{DomainId, EventId, MessageId, SuppressionId, WorkspaceId};
@@ -198,6 +199,15 @@ enum Op {
     CountPending {
         ahead_secs: i16,
     },
+    /// `activity` of a workspace over the hours around the clock.
+    Activity {
+        ws: usize,
+    },
+    /// `purge_activity` of the hours before the clock's (plus `ahead_hours`).
+    PurgeActivity {
+        ahead_hours: i8,
+        limit: usize,
+    },
     InsertSuppression {
         ws: usize,
         to: usize,
@@ -311,6 +321,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<Index>(), any::<bool>(), 1usize..=3)
             .prop_map(|(msg, after, limit)| Op::PurgeContent { msg, after, limit }),
         1 => (-30i16..=400).prop_map(|ahead_secs| Op::CountPending { ahead_secs }),
+        2 => any_ws().prop_map(|ws| Op::Activity { ws }),
+        1 => (-2i8..=2, 1usize..=3).prop_map(|(ahead_hours, limit)| Op::PurgeActivity { ahead_hours, limit }),
         2 => (ws(), to(), any::<bool>(), reason())
             .prop_map(|(ws, to, shout, reason)| Op::InsertSuppression { ws, to, shout, reason }),
         1 => (any_ws(), to(), any::<bool>()).prop_map(|(ws, to, shout)| Op::DeleteSuppression { ws, to, shout }),
@@ -355,6 +367,11 @@ macro_rules! walk {
             }
         }
     }};
+}
+
+/// Rows with nothing counted may be left out (`ActivityStore::activity`).
+fn without_zero_rows(rows: Vec<HourlyActivity>) -> Vec<HourlyActivity> {
+    rows.into_iter().filter(|r| !r.counts.is_zero()).collect()
 }
 
 fn same<T: PartialEq + Debug>(what: &str, under_test: &StoreResult<T>, model: &StoreResult<T>) -> Result<(), String> {
@@ -522,6 +539,7 @@ impl World {
                     expected_status: current.status,
                     expected_next_attempt_at: None,
                     expected_last_event_id: current.has_recipient_list().then_some(current.last_event_id),
+                    activity: ActivityDelta::of_events(&current, std::slice::from_ref(&event)),
                     message: after,
                     event,
                     more_events: vec![],
@@ -626,6 +644,21 @@ impl World {
                 let now = self.at(i64::from(ahead_secs));
                 let (a, b) = both!(sut, model, |st| st.count_pending_messages(now));
                 same("count_pending_messages", &a, &b)?;
+            }
+            Op::Activity { ws } => {
+                let ws = self.workspaces[ws];
+                // Every hour a case can reach (it starts at the clock's start and ticks at
+                // most 40 × 255 s), and one hour cut at the clock.
+                let start = HourStart::of(self.at(0)).plus_hours(-48);
+                for (from, until) in [(start, start.plus_hours(96)), (start, HourStart::of(self.at(0)))] {
+                    let (a, b) = both!(sut, model, |st| st.activity(ws, from, until));
+                    same("activity", &a.map(without_zero_rows), &b.map(without_zero_rows))?;
+                }
+            }
+            Op::PurgeActivity { ahead_hours, limit } => {
+                let before = HourStart::of(self.at(0)).plus_hours(i64::from(ahead_hours));
+                let (a, b) = both!(sut, model, |st| st.purge_activity(before, limit));
+                same("purge_activity", &a, &b)?;
             }
             Op::InsertSuppression { ws, to, shout, reason } => {
                 let entry = Suppression {

@@ -34,6 +34,7 @@ impl MessageStore for MemoryStore {
             st.idempotency.insert((record.workspace_id, record.key.clone()), record.clone());
         }
         st.queue_deliveries(&new.webhook_deliveries);
+        st.count_activity([&new.activity]);
         Ok(CreateOutcome::Created)
     }
 
@@ -69,6 +70,7 @@ impl MessageStore for MemoryStore {
             st.idempotency.insert((record.workspace_id, record.key.clone()), record.clone());
         }
         st.queue_deliveries(&deliveries);
+        st.count_activity(batch.messages.iter().map(|new| &new.activity));
         Ok(CreateOutcome::Created)
     }
 
@@ -161,6 +163,7 @@ impl MessageStore for MemoryStore {
             events.insert(event.id, event);
         }
         st.queue_deliveries(&write.webhook_deliveries);
+        st.count_activity([&write.activity]);
         Ok(())
     }
 

@@ -47,6 +47,7 @@ use tidings_core::secret::{Secret, SecretName};
 use tidings_core::ports::Store;
 
 mod accounts;
+mod activity;
 mod domains;
 mod messages;
 mod sessions;
@@ -84,6 +85,8 @@ struct State {
     /// Sealed.
     secrets: BTreeMap<SecretName, Vec<u8>>,
     sessions: BTreeMap<tidings_core::model::SessionTokenHash, tidings_core::model::DashboardSession>,
+    /// The activity counters, by workspace, hour and domain.
+    activity: BTreeMap<tidings_core::activity::ActivityKey, tidings_core::activity::ActivityCounts>,
 }
 
 impl MemoryStore {

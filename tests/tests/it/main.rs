@@ -35,6 +35,7 @@ mod messages;
 mod mx_guard;
 mod operations;
 mod operator_logs;
+mod overview;
 mod postgres;
 mod readme;
 mod recipients;

@@ -16,7 +16,7 @@ use crate::common::receiver::{Receiver, Reply};
 use crate::common::{assert_ok, create_key, server_with_dns, verified_domain};
 
 /// The widths, with a height that suits each.
-const SIZES: [(u32, u32); 2] = [(1280, 800), (390, 844)];
+pub(super) const SIZES: [(u32, u32); 2] = [(1280, 800), (390, 844)];
 
 /// An address as long as the rules allow a local part (64) on a long domain.
 const LONG_TO: &str = "a.very.long.local.part.that.goes.on.and.on.for.sixty.four.chars@\
@@ -115,7 +115,7 @@ async fn test_event(setup: &Setup, hook: &str, status: &str) -> String {
 
 /// What does not fit on the page now: sideways scroll of the page, a scroll box whose table
 /// is wider than the box, a control or cell that leaves the viewport, a time on two lines.
-const FIT: &str = r#"
+pub(super) const FIT: &str = r#"
     const w = window.innerWidth, bad = [];
     if (document.documentElement.scrollWidth > w) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth);
     for (const box of document.querySelectorAll('.scroll')) {
@@ -330,7 +330,7 @@ fn every_text_meets_aa_contrast_computed_from_the_rendered_styles() {
     });
 }
 
-async fn contrast(
+pub(super) async fn contrast(
     browser: &Browser,
     page: &str,
     width: u32,
