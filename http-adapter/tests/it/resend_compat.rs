@@ -61,21 +61,38 @@ async fn a_send_answers_its_id_and_get_shows_resends_email_object() {
 }
 
 #[tokio::test]
-async fn list_pages_forward_with_after_and_refuses_before() {
+async fn list_pages_forward_with_after_and_back_with_before() {
     let api = api().await;
     let mut ids = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         ids.push(api.post("/resend/emails", email()).await.body["id"].as_str().unwrap().to_owned());
     }
+    let page_ids = |body: &serde_json::Value| -> Vec<String> {
+        body["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+    };
     let first = api.get("/resend/emails?limit=2").await;
     assert_eq!(first.body["has_more"], true);
+    assert_eq!(page_ids(&first.body), [ids[4].clone(), ids[3].clone()], "newest first");
     let last = first.body["data"][1]["id"].as_str().unwrap();
     let second = api.get(&format!("/resend/emails?limit=2&after={last}")).await;
-    assert_eq!(second.body["has_more"], false);
-    assert_eq!(second.body["data"][0]["id"], ids[0].as_str(), "newest first; the oldest last");
-    let before = api.get(&format!("/resend/emails?before={last}")).await;
-    assert_eq!((before.status.as_u16(), resend_error(&before)), (422, "validation_error"));
-    assert!(before.body["message"].as_str().unwrap().contains("before"));
+    assert_eq!(second.body["has_more"], true);
+    assert_eq!(page_ids(&second.body), [ids[2].clone(), ids[1].clone()]);
+    let third = api.get(&format!("/resend/emails?limit=2&after={}", ids[1])).await;
+    assert_eq!((page_ids(&third.body), &third.body["has_more"]), (vec![ids[0].clone()], &json!(false)));
+
+    // Back from the third page: the two just newer, and more newer ones still.
+    let back = api.get(&format!("/resend/emails?limit=2&before={}", ids[0])).await;
+    assert_eq!(back.status.as_u16(), 200, "{}", back.body);
+    assert_eq!(page_ids(&back.body), [ids[2].clone(), ids[1].clone()], "still newest first");
+    assert_eq!(back.body["has_more"], true, "newer ones exist");
+    let front = api.get(&format!("/resend/emails?limit=2&before={}", ids[2])).await;
+    assert_eq!((page_ids(&front.body), &front.body["has_more"]), (vec![ids[4].clone(), ids[3].clone()], &json!(false)));
+
+    let both = api.get(&format!("/resend/emails?after={last}&before={last}")).await;
+    assert_eq!((both.status.as_u16(), resend_error(&both)), (422, "validation_error"));
+    let bad = api.get("/resend/emails?before=not-an-id").await;
+    assert_eq!((bad.status.as_u16(), resend_error(&bad)), (422, "validation_error"));
+    assert!(bad.body["message"].as_str().unwrap().contains("before"), "{}", bad.body);
 }
 
 #[tokio::test]

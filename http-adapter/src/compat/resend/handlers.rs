@@ -101,26 +101,40 @@ fn at_index(i: usize, e: Error) -> Error {
     }
 }
 
-/// `GET /resend/emails?limit&after`: newest first. `after` is the id of the last email of
-/// the previous page, which is exactly core's cursor; `before` (paging backwards) is not
-/// served yet and is refused naming it.
+/// `GET /resend/emails?limit&after|before`: newest first. `after` is the id of the last email
+/// of the previous page, which is exactly core's cursor; `before` is the id of the first
+/// email of a page, for the page of newer emails (core's `endingBefore`), whose `has_more`
+/// then says whether still newer ones exist, as Resend's does for that direction.
 pub(super) async fn list_emails(
     State(state): State<ApiState>,
     Resend(who): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response> {
     let q = query::params(raw.as_deref());
-    if q.contains_key("before") {
-        return Err(Error::field("before", "is not supported by Tidings yet: page forwards with `after`").into());
+    let before = q.get("before").cloned();
+    if before.is_some() && q.contains_key("after") {
+        return Err(Error::field("before", "cannot be used with `after`: page one way at a time").into());
     }
     let limit = match q.get("limit") {
         None => DEFAULT_LIMIT,
         Some(text) => text.parse().map_err(|_| Error::field("limit", "must be an integer between 1 and 100"))?,
     };
     let params = ListParams { limit: Some(limit), cursor: q.get("after").cloned() };
-    let listed = state.core.list_messages(&who.0, params, &MessageFilters::default()).await?;
+    let backwards = before.is_some();
+    let filters = MessageFilters { ending_before: before, ..MessageFilters::default() };
+    let listed = state.core.list_messages(&who.0, params, &filters).await.map_err(|e| match e {
+        // Core names its own parameter; the client wrote `before`.
+        Error::Validation { fields } if backwards => Error::Validation {
+            fields: fields
+                .into_iter()
+                .map(|f| if f.field == "endingBefore" { tidings_core::FieldError::new("before", f.message) } else { f })
+                .collect(),
+        },
+        other => other,
+    })?;
+    let has_more = if backwards { listed.prev_cursor.is_some() } else { listed.has_more };
     let data = listed.items.into_iter().map(EmailResponse::listed).collect::<Vec<_>>();
-    Ok(Json(json!({ "object": "list", "has_more": listed.has_more, "data": data })).into_response())
+    Ok(Json(json!({ "object": "list", "has_more": has_more, "data": data })).into_response())
 }
 
 /// `GET /resend/emails/{id}`.
