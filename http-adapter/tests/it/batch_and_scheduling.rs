@@ -4,19 +4,11 @@
 
 use crate::support::TestApi;
 use serde_json::{Value, json};
-use tidings_core::ids::DomainId;
-use tidings_core::model::DomainStatus;
 
 /// A workspace with a Verified `example.com` and a key of `rate` sends per second.
 async fn api_with_key(rate: u32) -> (TestApi, String) {
     let api = TestApi::new().await;
-    let domain = api.post("/v1/domains", json!({"domain": "example.com"})).await;
-    let id = domain.data()["id"].as_str().unwrap().to_owned();
-    let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
-    domain.status = DomainStatus::Verified;
-    domain.verified_at = Some(domain.created_at);
-    api.core.store().update_domain(&domain).await.unwrap();
+    api.verified_domain("example.com").await;
     let key = api.post("/v1/keys", json!({"name": "batch", "rateLimitPerSec": rate})).await;
     let key = key.data()["plaintextKey"].as_str().unwrap().to_owned();
     (api, key)

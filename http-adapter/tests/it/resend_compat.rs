@@ -2,21 +2,13 @@
 //! shapes, its errors as `{"statusCode","name","message"}` and never in the envelope.
 
 use serde_json::{Value, json};
-use tidings_core::ids::DomainId;
-use tidings_core::model::DomainStatus;
 
 use crate::support::{Reply, TestApi};
 
 /// A workspace whose `example.com` is Verified.
 async fn api() -> TestApi {
     let api = TestApi::new().await;
-    let domain = api.post("/v1/domains", json!({"domain": "example.com"})).await;
-    let id = domain.data()["id"].as_str().unwrap().to_owned();
-    let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
-    domain.status = DomainStatus::Verified;
-    domain.verified_at = Some(domain.created_at);
-    api.core.store().update_domain(&domain).await.unwrap();
+    api.verified_domain("example.com").await;
     api
 }
 

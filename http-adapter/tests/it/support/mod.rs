@@ -55,6 +55,21 @@ pub struct Reply {
 }
 
 impl TestApi {
+    /// Adds `name` to the default workspace and marks it Verified in the store (no DNS
+    /// server answers in these tests); its id.
+    pub async fn verified_domain(&self, name: &str) -> String {
+        let added = self.post("/v1/domains", serde_json::json!({ "domain": name })).await;
+        assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+        let id = added.data()["id"].as_str().unwrap().to_owned();
+        let who = self.core.authenticate(&self.key).await.unwrap();
+        let id_typed = tidings_core::ids::DomainId::parse_or_none(&id);
+        let mut domain = self.core.get_domain(&who, id_typed).await.unwrap();
+        domain.status = tidings_core::model::DomainStatus::Verified;
+        domain.verified_at = Some(domain.created_at);
+        self.core.store().update_domain(&domain).await.unwrap();
+        id
+    }
+
     /// Default HTTP settings.
     pub async fn new() -> Self {
         Self::with_config(HttpConfig::default()).await
