@@ -7,11 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_transport_smtp::testing::{Rule, SmtpSink, Stage};
 
-use crate::common::{assert_ok, block_on, create_key, server_with_dns, verified_domain};
+use crate::common::{
+    assert_ok, block_on, create_key, dashboard_page, dashboard_session, server_with_dns, verified_domain,
+};
 
 const DOMAIN: &str = "overview.example";
 
@@ -84,19 +85,9 @@ fn the_overview_counts_relayed_mail_per_recipient_as_its_timelines_do() {
         assert_eq!((delivered, hard), (10, 3), "the relay delivered ten recipients and refused three");
 
         // The dashboard, signed in with the bootstrap key.
-        let signed = server
-            .request(Method::POST, "/sign-in")
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("sec-fetch-site", "same-origin")
-            .body(format!("key={}", server.key()))
-            .send()
-            .await
-            .expect("sign in");
-        assert_eq!(signed.status(), 303);
-        let cookie = signed.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
-        let page = server.request(Method::GET, "/overview?range=24h").header("cookie", cookie).send().await.unwrap();
-        assert_eq!(page.status(), 200);
-        let body = page.text().await.unwrap();
+        let session = dashboard_session(&server, server.key()).await;
+        let (status, body) = dashboard_page(&server, &session, "/overview?range=24h").await;
+        assert_eq!(status, 200);
 
         let card = element(&body, "card-delivered", "a");
         assert!(card.contains(&format!(r#"<span class="n">{delivered}</span>"#)), "{card}");
