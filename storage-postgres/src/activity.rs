@@ -152,7 +152,7 @@ impl ActivityStore for PgStore {
         // purging at once share the work.
         let sql = "DELETE FROM activity_hours t USING (
                        SELECT workspace_id, hour, domain_id FROM activity_hours WHERE hour < $1
-                       ORDER BY hour LIMIT $2 FOR UPDATE SKIP LOCKED
+                       ORDER BY hour, workspace_id, domain_id LIMIT $2 FOR UPDATE SKIP LOCKED
                    ) old
                    WHERE t.workspace_id = old.workspace_id AND t.hour = old.hour AND t.domain_id = old.domain_id";
         let n = execute(&client, sql, &[&before.start(), &sql_limit(limit)]).await?;

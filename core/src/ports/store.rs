@@ -682,7 +682,8 @@ pub trait ActivityStore: Send + Sync {
         until: HourStart,
     ) -> StoreResult<Vec<HourlyActivity>>;
     /// Deletes up to `limit` counter rows, of any workspace, of hours before `before`,
-    /// earliest first, without reading later ones; returns how many. The caller repeats
+    /// earliest first (ties by workspace then domain, so every store purges the same
+    /// rows), without reading later ones; returns how many. The caller repeats
     /// until that is less than `limit`. Not durable: a purge lost in a crash is done again.
     async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
 }
