@@ -25,6 +25,7 @@
 mod activity;
 mod db;
 mod domains;
+mod event_feed;
 mod group_commit;
 mod keys;
 mod limits;

@@ -330,12 +330,12 @@ static CREATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
              WHERE u.key IS NULL
                 OR EXISTS (SELECT 1 FROM fresh_keys k WHERE k.workspace_id = u.key_workspace AND k.key = u.key)
                 OR EXISTS (SELECT 1 FROM expired_keys k WHERE k.workspace_id = u.key_workspace AND k.key = u.key)
-             RETURNING id
+             RETURNING id, workspace_id
          ), events AS (
-             INSERT INTO message_events (message_id, id, doc)
-             SELECT u.id, u.event_id, u.event_doc FROM input u JOIN inserted i ON i.id = u.id
+             INSERT INTO message_events (message_id, id, doc, workspace_id)
+             SELECT u.id, u.event_id, u.event_doc, u.workspace_id FROM input u JOIN inserted i ON i.id = u.id
              UNION ALL
-             SELECT e.message_id, e.id, e.doc
+             SELECT e.message_id, e.id, e.doc, i.workspace_id
              FROM unnest($15::uuid[], $16::uuid[], $17::jsonb[]) AS e(message_id, id, doc)
              JOIN inserted i ON i.id = e.message_id
          ), recipients AS (
@@ -544,12 +544,12 @@ static RECORD_EVENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
              WHERE m.id = u.id AND m.workspace_id = u.workspace_id AND m.status = u.expected_status
                AND (u.expected_next IS NULL OR m.next_attempt_at = u.expected_next)
                AND (u.expected_last_event IS NULL OR m.doc->>'last_event_id' = u.expected_last_event)
-             RETURNING m.id
+             RETURNING m.id, m.workspace_id
          ), events AS (
-             INSERT INTO message_events (message_id, id, doc)
-             SELECT u.id, u.event_id, u.event_doc FROM input u JOIN changed c ON c.id = u.id
+             INSERT INTO message_events (message_id, id, doc, workspace_id)
+             SELECT u.id, u.event_id, u.event_doc, u.workspace_id FROM input u JOIN changed c ON c.id = u.id
              UNION ALL
-             SELECT e.message_id, e.id, e.doc
+             SELECT e.message_id, e.id, e.doc, c.workspace_id
              FROM unnest($13::uuid[], $14::uuid[], $15::jsonb[]) AS e(message_id, id, doc)
              JOIN changed c ON c.id = e.message_id
          ), {deliveries}, {activity}

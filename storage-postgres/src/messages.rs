@@ -18,9 +18,10 @@ use crate::message_writes::{EventRow, NewRow};
 use crate::queue;
 use crate::webhooks::{Missing, insert_deliveries};
 
-async fn insert_event(client: &impl GenericClient, event: &MessageEvent) -> StoreResult<()> {
-    let sql = "INSERT INTO message_events (message_id, id, doc) VALUES ($1, $2, $3)";
-    execute(client, sql, &[&uuid(event.message_id.0), &uuid(event.id.0), &doc(event)?]).await.map(drop)
+async fn insert_event(client: &impl GenericClient, workspace: WorkspaceId, event: &MessageEvent) -> StoreResult<()> {
+    let sql = "INSERT INTO message_events (message_id, id, doc, workspace_id) VALUES ($1, $2, $3, $4)";
+    let params = [uuid(event.message_id.0), uuid(event.id.0), uuid(workspace.0)];
+    execute(client, sql, &[&params[0], &params[1], &doc(event)?, &params[2]]).await.map(drop)
 }
 
 /// Takes the idempotency key for `record`, unless it is held and unexpired at `at`: then
@@ -109,7 +110,7 @@ impl MessageStore for PgStore {
             insert_message(&tx, &new.message).await?;
             insert_other_recipients(&tx, &new.message).await?;
             for event in std::iter::once(&new.event).chain(&new.recipient_events) {
-                insert_event(&tx, event).await?;
+                insert_event(&tx, new.message.workspace_id, event).await?;
             }
             insert_deliveries(&tx, &new.webhook_deliveries, Missing::Drop).await?;
         }

@@ -70,6 +70,13 @@ impl Inner {
         self.flusher.failure()
     }
 
+    /// The number of the write being made, for the event feed (`event_feed.rs`): call only
+    /// inside a write (under the writer lock), where numbers are taken in the order writes
+    /// are applied. sled's generator jumps ahead after a crash, so none is given twice.
+    pub fn next_commit(&self) -> StoreResult<u64> {
+        self.db.generate_id().map_err(sled_error)
+    }
+
     /// Bytes on disk.
     pub fn size_on_disk(&self) -> sled::Result<u64> {
         self.db.size_on_disk()

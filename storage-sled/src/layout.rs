@@ -17,7 +17,7 @@
 //! prefix of another.
 
 use chrono::{DateTime, Utc};
-use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, MessageId, WebhookId, WorkspaceId};
+use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, EventId, MessageId, WebhookId, WorkspaceId};
 use tidings_core::model::{KeyHash, MessageStatus, SuppressionReason};
 use tidings_core::secret::SecretName;
 
@@ -55,6 +55,9 @@ pub const MESSAGE_PURGE: u8 = 0x18;
 /// What a message said: `MSG_CONTENT ‖ ws ‖ msg` → `MessageContent`, absent when it has
 /// none or retention removed it (see `content.rs`).
 pub const MESSAGE_CONTENT: u8 = 0x19;
+/// The event feed (`event_feed.rs`): `EVENT_FEED ‖ ws ‖ commit (u64 BE) ‖ event` → message
+/// id; the event itself is its `EVENT` key.
+pub const EVENT_FEED: u8 = 0x1e;
 /// Idempotency record: `IDEM ‖ ws ‖ key text` → `IdempotencyRecord`.
 pub const IDEMPOTENCY: u8 = 0x20;
 /// Global expiry index: `IDEM_EXP ‖ time ‖ ws ‖ key text` → ``.
@@ -266,6 +269,11 @@ pub fn secret(name: SecretName) -> Key {
 /// `EVT ‖ ws ‖ msg` (prefix of a timeline).
 pub fn events(ws: WorkspaceId, id: MessageId) -> Key {
     Key::new(EVENT).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `EVENT_FEED ‖ ws ‖ commit ‖ event`.
+pub fn event_feed(ws: WorkspaceId, commit: u64, event: EventId) -> Key {
+    Key::new(EVENT_FEED).id(ws.to_bytes()).raw(&commit.to_be_bytes()).id(event.to_bytes())
 }
 
 /// `MSG_DUE ‖ time ‖ msg ‖ ws`.

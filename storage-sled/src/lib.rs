@@ -59,6 +59,7 @@ mod content;
 mod db;
 mod domain_cache;
 mod domains;
+mod event_feed;
 mod flusher;
 mod layout;
 mod message_list;

@@ -181,6 +181,11 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
     Ok(())
 }
 
+/// The events a create writes, with their workspace, for the feed.
+fn written_events(new: &NewMessage) -> impl Iterator<Item = (WorkspaceId, &MessageEvent)> {
+    std::iter::once(&new.event).chain(&new.recipient_events).map(|e| (new.message.workspace_id, e))
+}
+
 /// Stages the idempotency record after the messages it names.
 fn stage_key(batch: &mut Batch, taken: TakenKey) {
     let TakenKey { key, value, expiry, stale_expiry } = taken;
@@ -212,6 +217,8 @@ impl MessageStore for SledStore {
                     }
                 }
                 stage_message(tree, batch, new, enc)?;
+                let commit = self.inner.next_commit()?;
+                crate::event_feed::stage(batch, commit, written_events(new));
                 crate::activity::stage(tree, batch, [&new.activity])?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
@@ -247,6 +254,8 @@ impl MessageStore for SledStore {
                     }
                     stage_message(tree, batch, message, enc)?;
                 }
+                let commit = self.inner.next_commit()?;
+                crate::event_feed::stage(batch, commit, new.messages.iter().flat_map(written_events));
                 crate::activity::stage(tree, batch, new.messages.iter().map(|m| &m.activity))?;
                 if let Some(t) = taken {
                     stage_key(batch, t);
@@ -342,6 +351,9 @@ impl MessageStore for SledStore {
                 for (key, value) in &events {
                     batch.insert(key.clone(), value.clone());
                 }
+                let commit = self.inner.next_commit()?;
+                let feed = std::iter::once(&write.event).chain(&write.more_events).map(|e| (new.workspace_id, e));
+                crate::event_feed::stage(batch, commit, feed);
                 // Retention looks at it (again) once it is old: this may be a late event. The
                 // entry is written only if retention took it away: most events find the one
                 // the create wrote, and an insert costs more than this read.
@@ -415,7 +427,11 @@ impl MessageStore for SledStore {
     async fn purge_message_content(&self, created_before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         // Not waited for: a purge lost in a crash leaves the index entries, and the next
         // purge does it again.
-        self.inner.write(|tree, batch| crate::retention::purge(tree, batch, created_before, limit))
+        // The feed keys of timelines an earlier purge deleted go first (`event_feed.rs`).
+        self.inner.write(|tree, batch| {
+            crate::event_feed::purge_orphans(tree, batch, limit)?;
+            crate::retention::purge(tree, batch, created_before, limit)
+        })
     }
 
     async fn get_idempotency(

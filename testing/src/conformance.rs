@@ -5,7 +5,8 @@
 //!   and `Conflict`, workspace isolation, pagination, filters, idempotency under racing
 //!   calls, the first workspace and shared secrets under racing calls, leases and their
 //!   release, per-endpoint and per-workspace claim quotas, cascading deletes, messages to
-//!   several recipients and their racing recipient events, the activity counters). Each check gets its own store
+//!   several recipients and their racing recipient events, the activity counters, the event
+//!   feed). Each check gets its own store
 //!   and runs in its own task; all run even if some fail, and the suite then panics naming
 //!   every failed check.
 //! - [`model_test`]: random operation sequences run against the store under test and
@@ -40,6 +41,7 @@
 mod activity;
 mod batches;
 mod domains;
+mod event_feed;
 mod find;
 mod keys;
 mod leases;
@@ -185,6 +187,9 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         activity::refused_writes_count_nothing,
         activity::purges_take_old_hours_earliest_first_up_to_the_limit,
         activity::counters_equal_a_naive_count_of_the_timelines,
+        event_feed::the_feed_keeps_each_workspaces_events_in_write_order,
+        event_feed::purged_timelines_leave_the_feed,
+        event_feed::a_reader_racing_writers_misses_nothing,
     ]
 }
 

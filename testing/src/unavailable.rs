@@ -400,6 +400,18 @@ impl tidings_core::ports::ActivityStore for UnavailableStore {
 }
 
 #[async_trait]
+impl tidings_core::ports::EventFeedStore for UnavailableStore {
+    async fn event_feed(
+        &self,
+        _workspace: WorkspaceId,
+        _after: Option<tidings_core::ports::FeedPosition>,
+        _limit: usize,
+    ) -> StoreResult<Vec<tidings_core::ports::FeedEntry>> {
+        down()
+    }
+}
+
+#[async_trait]
 impl SessionStore for UnavailableStore {
     async fn insert_session(&self, _session: &tidings_core::model::DashboardSession) -> StoreResult<()> {
         down()

@@ -16,7 +16,7 @@ pub use dns::{DnsCheck, DnsError, NoDns};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
 pub use limits::Limits;
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
-pub use observer::{EventObserver, NoObserver, Observers, WebhookAttemptResult, delivery_latency};
+pub use observer::{EventObserver, ObserverId, ObserverSet, WebhookAttemptResult, delivery_latency};
 pub use random::{Random, SystemRandom};
 pub use store::*;
 pub use webhook_sender::{MAX_BODY_PREFIX, WebhookRequest, WebhookResponse, WebhookSender};

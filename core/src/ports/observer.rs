@@ -1,14 +1,20 @@
 //! `EventObserver`: how a front end learns, as they happen, of the things operators count
 //! or read in logs (messages accepted and their timeline events, suppressions added, webhook
 //! attempts and endpoints disabled) without core knowing how they are counted, exported or
-//! logged. The server gives core a Prometheus registry and its operator log together
-//! ([`Observers`]); tests give a recording fake; by default nobody listens ([`NoObserver`]).
+//! logged. Any number listen at once ([`ObserverSet`], what a service holds): the server adds
+//! a Prometheus registry and its operator log, an embedding application its own reactions,
+//! tests a recording fake; by default nobody listens.
+//!
+//! This is the live, in-process view: what happened while the process was down is not told
+//! again. A reaction that must not be missed reads the durable feed instead
+//! (`Tidings::events_since`), which this wakes up early.
 //!
 //! Called after the event is durable, from the use case that recorded it, so every front end
 //! and every worker of the process is counted once. An observer must be cheap and must not
 //! block: it runs on the request's or worker's task.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::model::{EventType, Message, MessageEvent, Suppression, WebhookDelivery, WebhookEndpoint};
@@ -74,39 +80,101 @@ pub trait EventObserver: Send + Sync {
     }
 }
 
-/// Listens to nothing: the default.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoObserver;
+/// Which observer of an [`ObserverSet`] it is, to take it out again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObserverId(u64);
 
-impl EventObserver for NoObserver {}
-
-/// Several observers as one, each told of everything in order (metrics and logs).
+/// The observers of one service, shared by all its clones: one added through any clone,
+/// before or after the others were made, is told of what every clone records. Telling them
+/// takes a snapshot of the list (two atomic operations, no lock held while they run), so an
+/// observer may add or remove observers without deadlock.
 #[derive(Default, Clone)]
-pub struct Observers(pub Vec<Arc<dyn EventObserver>>);
+pub struct ObserverSet {
+    inner: Arc<ObserverList>,
+}
 
-impl EventObserver for Observers {
+/// The observers as one snapshot: replaced whole when one is added or removed.
+type Snapshot = Arc<[(ObserverId, Arc<dyn EventObserver>)]>;
+
+#[derive(Default)]
+struct ObserverList {
+    next_id: AtomicU64,
+    // Copy on write: added and removed rarely, read on every event.
+    list: RwLock<Snapshot>,
+}
+
+impl ObserverSet {
+    /// Adds `observer`; it is told of everything recorded from now on, in the order
+    /// observers were added.
+    pub fn add(&self, observer: Arc<dyn EventObserver>) -> ObserverId {
+        let id = ObserverId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut list = self.inner.list.write().unwrap_or_else(PoisonError::into_inner);
+        let mut grown: Vec<_> = list.iter().cloned().collect();
+        grown.push((id, observer));
+        *list = grown.into();
+        id
+    }
+
+    /// Takes an observer out; `false` if it was not in the set.
+    pub fn remove(&self, id: ObserverId) -> bool {
+        let mut list = self.inner.list.write().unwrap_or_else(PoisonError::into_inner);
+        let kept: Vec<_> = list.iter().filter(|(each, _)| *each != id).cloned().collect();
+        let removed = kept.len() != list.len();
+        *list = kept.into();
+        removed
+    }
+
+    /// How many observers listen.
+    pub fn len(&self) -> usize {
+        self.snapshot().len()
+    }
+
+    /// Whether nobody listens.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        // A panicking observer cannot leave the list half-written (it is replaced whole).
+        Arc::clone(&self.inner.list.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn each(&self, tell: impl Fn(&dyn EventObserver)) {
+        for (_, observer) in self.snapshot().iter() {
+            tell(observer.as_ref());
+        }
+    }
+}
+
+impl std::fmt::Debug for ObserverSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObserverSet").field("observers", &self.len()).finish()
+    }
+}
+
+impl EventObserver for ObserverSet {
     fn message_accepted(&self, message: &Message) {
-        self.0.iter().for_each(|o| o.message_accepted(message));
+        self.each(|o| o.message_accepted(message));
     }
 
     fn message_event(&self, message: &Message, event: &MessageEvent) {
-        self.0.iter().for_each(|o| o.message_event(message, event));
+        self.each(|o| o.message_event(message, event));
     }
 
     fn webhook_attempt(&self, result: WebhookAttemptResult, response_code: Option<u16>) {
-        self.0.iter().for_each(|o| o.webhook_attempt(result, response_code));
+        self.each(|o| o.webhook_attempt(result, response_code));
     }
 
     fn webhook_delivery(&self, delivery: &WebhookDelivery, result: WebhookAttemptResult) {
-        self.0.iter().for_each(|o| o.webhook_delivery(delivery, result));
+        self.each(|o| o.webhook_delivery(delivery, result));
     }
 
     fn webhook_endpoint_disabled(&self, endpoint: &WebhookEndpoint) {
-        self.0.iter().for_each(|o| o.webhook_endpoint_disabled(endpoint));
+        self.each(|o| o.webhook_endpoint_disabled(endpoint));
     }
 
     fn suppression_added(&self, suppression: &Suppression) {
-        self.0.iter().for_each(|o| o.suppression_added(suppression));
+        self.each(|o| o.suppression_added(suppression));
     }
 }
 

@@ -688,6 +688,48 @@ pub trait ActivityStore: Send + Sync {
     async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
 }
 
+/// A place in a workspace's event feed ([`EventFeedStore`]): the events after it come next.
+/// `commit` orders the writes as they became visible (a sequence number taken under the
+/// store's writer lock on sled, the writing transaction's id on PostgreSQL); `event` orders
+/// the events of one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FeedPosition {
+    /// The write's place among the workspace's writes.
+    pub commit: u64,
+    /// The event's place within its write.
+    pub event: EventId,
+}
+
+/// One event of the feed with its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedEntry {
+    /// Where a reader goes on from, to read what came after this event.
+    pub position: FeedPosition,
+    /// The event, as recorded.
+    pub event: MessageEvent,
+}
+
+/// The durable event feed: every event `create_message`, `create_messages` and
+/// `record_event` write, per workspace, in an order a reader can follow without missing
+/// one. Ids alone do not give that order: two writers take ids, then commit in either
+/// order, and a reader between the commits that went on from the higher id would never see
+/// the lower one. A position is given only to what no write still in progress can come
+/// before.
+#[async_trait]
+pub trait EventFeedStore: Send + Sync {
+    /// Up to `limit` events of `workspace` after `after` (from the feed's start: `None`),
+    /// in feed order. An event recorded after this call comes after every position it
+    /// returned. Events leave the feed when retention purges their message's timeline (at
+    /// the latest once they are older than the retention); events recorded before the
+    /// store had a feed are not in it. Costs O(limit).
+    async fn event_feed(
+        &self,
+        workspace: WorkspaceId,
+        after: Option<FeedPosition>,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedEntry>>;
+}
+
 /// The whole store.
 pub trait Store:
     WorkspaceStore
@@ -700,6 +742,7 @@ pub trait Store:
     + SecretStore
     + SessionStore
     + ActivityStore
+    + EventFeedStore
 {
 }
 
@@ -714,5 +757,6 @@ impl<T> Store for T where
         + SecretStore
         + SessionStore
         + ActivityStore
+        + EventFeedStore
 {
 }

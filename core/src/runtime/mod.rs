@@ -21,10 +21,10 @@
 //! let store = Arc::new(MemoryStore::new());
 //! let core = Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), config);
 //! // A mailer that keeps mail on this machine (an application's is the SMTP relay of
-//! // `tidings-transport-smtp`), and a webhook sender (`tidings-webhook-http`'s in a service).
+//! // `tidings-transport-smtp`); no webhook sender (`tidings-webhook-http`'s in a service
+//! // that has webhook endpoints).
 //! let mailer = Arc::new(FakeMailer::local());
-//! let webhooks = Arc::new(tidings_testing::FakeWebhooks::default());
-//! let runtime = Runtime::start(core.clone(), Some(mailer.clone()), webhooks, RuntimeSettings::default()).await;
+//! let runtime = Runtime::start(core.clone(), Some(mailer.clone()), None, RuntimeSettings::default()).await;
 //!
 //! let (_, key) = core.create_workspace("acme", None).await?;
 //! let who = core.authenticate(key.plaintext.expose()).await?;
@@ -113,7 +113,10 @@ pub struct Runtime {
 
 impl Runtime {
     /// Starts every loop on the current Tokio runtime. `mailer` `None` delivers nothing
-    /// (messages are accepted and stay queued: the server's `hold` mode).
+    /// (messages are accepted and stay queued: the server's `hold` mode). `webhook_sender`
+    /// `None` posts no webhooks: for a service with no webhook endpoints, which then needs
+    /// no HTTP client; deliveries to endpoints created anyway stay pending (the API and the
+    /// dashboard show them so) until a runtime with a sender runs.
     ///
     /// On a store that only this process can have open ([`MessageStore::is_exclusive`]),
     /// messages and webhook deliveries that a previous run left leased are made due at once
@@ -124,7 +127,7 @@ impl Runtime {
     pub async fn start(
         core: Tidings,
         mailer: Option<Arc<dyn Mailer>>,
-        webhook_sender: Arc<dyn WebhookSender>,
+        webhook_sender: Option<Arc<dyn WebhookSender>>,
         settings: RuntimeSettings,
     ) -> Self {
         let (stop, stopped) = watch::channel(false);
@@ -142,20 +145,15 @@ impl Runtime {
             }
             tasks.push(tokio::spawn(loops::deliver(worker, core.clone(), stopped.clone())));
         }
-        let webhooks = Arc::new(WebhookWorker::new(core.clone(), webhook_sender, settings.webhooks.clone()));
-        if exclusive {
-            match webhooks.release_leases_after_restart(core.clock().now()).await {
-                Ok(0) => {}
-                Ok(released) => {
-                    tracing::info!(released, "webhook deliveries left claimed by the previous run are due again");
-                }
-                Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+        match webhook_sender {
+            Some(sender) => {
+                let dispatcher = Self::webhook_dispatcher(&core, sender, &settings, exclusive).await;
+                tasks.push(tokio::spawn(loops::deliver_webhooks(dispatcher, core.clone(), stopped.clone())));
             }
+            None => tracing::info!("no webhook sender: webhook deliveries wait for a runtime that has one"),
         }
-        let dispatcher = WebhookDispatcher::new(webhooks, settings.dispatch);
         let recheck_every = core.config().domain_recheck_interval.to_std().unwrap_or(Duration::from_secs(600));
         tasks.extend([
-            tokio::spawn(loops::deliver_webhooks(dispatcher, core.clone(), stopped.clone())),
             tokio::spawn(loops::recheck_domains(core.clone(), recheck_every, stopped.clone())),
             tokio::spawn(loops::purge_idempotency_keys(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_sessions(core.clone(), stopped.clone())),
@@ -166,6 +164,27 @@ impl Runtime {
             tasks.push(tokio::spawn(loops::purge_limits(limits, core, stopped)));
         }
         Self { stop, tasks }
+    }
+
+    /// The webhook worker and its dispatcher; on an exclusive store, deliveries a previous
+    /// run left leased are made due first.
+    async fn webhook_dispatcher(
+        core: &Tidings,
+        sender: Arc<dyn WebhookSender>,
+        settings: &RuntimeSettings,
+        exclusive: bool,
+    ) -> Arc<WebhookDispatcher> {
+        let webhooks = Arc::new(WebhookWorker::new(core.clone(), sender, settings.webhooks.clone()));
+        if exclusive {
+            match webhooks.release_leases_after_restart(core.clock().now()).await {
+                Ok(0) => {}
+                Ok(released) => {
+                    tracing::info!(released, "webhook deliveries left claimed by the previous run are due again");
+                }
+                Err(e) => tracing::warn!("could not release the webhook delivery leases of the previous run: {e}"),
+            }
+        }
+        WebhookDispatcher::new(webhooks, settings.dispatch)
     }
 
     /// Asks every loop to stop and waits until all have: in-flight sends and webhook POSTs

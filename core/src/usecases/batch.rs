@@ -18,7 +18,7 @@
 use crate::error::FieldError;
 use crate::ids::{ApiKeyId, MessageId};
 use crate::model::{BatchItemRecord, IdempotencyKey, IdempotencyRecord, Message, RequestHash, StoredError};
-use crate::ports::{CreateOutcome, NewBatch, NewMessage};
+use crate::ports::{CreateOutcome, EventObserver, NewBatch, NewMessage};
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::rate_limited_send::is_render_refusal;
 use crate::usecases::{Principal, SendRequest, Tidings};

@@ -14,7 +14,7 @@ use crate::model::{
     Domain, EventDetails, EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageExtras,
     MessageStatus, Recipient, RecipientKind, RequestHash, WrittenHeaders,
 };
-use crate::ports::{CreateOutcome, EventWrite, NewMessage, PageRequest};
+use crate::ports::{CreateOutcome, EventObserver, EventWrite, NewMessage, PageRequest};
 use crate::state_machine::{Happening, apply_event, apply_recipient_event};
 use crate::text_checks::is_line_or_control;
 use crate::tracking::TrackingTally;

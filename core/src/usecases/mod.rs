@@ -9,6 +9,7 @@ mod auth;
 mod batch;
 mod client_auth;
 mod domains;
+mod event_feed;
 mod feedback;
 mod idempotency;
 mod keys;
@@ -44,13 +45,14 @@ use crate::dns_records::RecordPolicy;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
 use crate::model::{KeyScope, RateLimit};
 use crate::outbound::ReturnPath;
-use crate::ports::{Clock, DnsCheck, EventObserver, NoObserver, Random, Store};
+use crate::ports::{Clock, DnsCheck, EventObserver, ObserverId, ObserverSet, Random, Store};
 use crate::tracking::TrackingConfig;
 
 pub use auth::*;
 pub use batch::*;
 pub use client_auth::*;
 pub use domains::*;
+pub use event_feed::*;
 pub use feedback::*;
 pub use keys::*;
 pub use message_list::*;
@@ -194,8 +196,9 @@ pub struct Tidings {
     pub(crate) config: Arc<CoreConfig>,
     /// Sends holding an Idempotency-Key in this process ([`Tidings::take_send_turn`]).
     pub(crate) send_turns: SendTurns,
-    /// Told of every recorded event ([`Tidings::with_observer`]); nobody by default.
-    pub(crate) observer: Arc<dyn EventObserver>,
+    /// Told of every recorded event ([`Tidings::add_observer`]); shared by every clone,
+    /// empty by default.
+    pub(crate) observer: ObserverSet,
     /// Where templates are compiled and rendered ([`render_pool`]).
     pub(crate) render_pool: render_pool::RenderPool,
 }
@@ -219,20 +222,33 @@ impl Tidings {
             // the configuration per send showed in the profile (bench/README.md).
             config: Arc::new(config),
             send_turns: SendTurns::default(),
-            observer: Arc::new(NoObserver),
+            observer: ObserverSet::default(),
             render_pool,
         }
     }
 
-    /// The same service, telling `observer` of every event it records from now on (metrics).
-    pub fn with_observer(mut self, observer: Arc<dyn EventObserver>) -> Self {
-        self.observer = observer;
+    /// Adds `observer` beside any others (the metrics, the operator log, an application's
+    /// reactions): it is told of every event this service records from now on, through
+    /// every clone of it, made before or after this call. Returns the id that
+    /// [`Self::remove_observer`] takes.
+    pub fn add_observer(&self, observer: Arc<dyn EventObserver>) -> ObserverId {
+        self.observer.add(observer)
+    }
+
+    /// Takes out an observer [`Self::add_observer`] added; `false` if it was not there.
+    pub fn remove_observer(&self, id: ObserverId) -> bool {
+        self.observer.remove(id)
+    }
+
+    /// [`Self::add_observer`] as a builder step, for wiring at start.
+    pub fn with_observer(self, observer: Arc<dyn EventObserver>) -> Self {
+        self.observer.add(observer);
         self
     }
 
-    /// The observer, for workers that report what core does not record itself (webhook
+    /// The observers, for workers that report what core does not record itself (webhook
     /// attempts).
-    pub fn observer(&self) -> &Arc<dyn EventObserver> {
+    pub fn observer(&self) -> &ObserverSet {
         &self.observer
     }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::email::EmailAddress;
 use crate::ids::{MessageId, SuppressionId, WorkspaceId};
 use crate::model::{Suppression, SuppressionReason, SuppressionSource};
+use crate::ports::EventObserver;
 use crate::usecases::Named;
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};

@@ -17,9 +17,9 @@ use tidings_core::model::{
     WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
-    ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore,
-    NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, SecretStore, SessionStore, StoreResult,
-    SuppressionStore, TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
+    ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventFeedStore, EventWrite, FeedEntry, FeedPosition,
+    KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, SecretStore,
+    SessionStore, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
 use tidings_core::secret::{Secret, SecretName};
 
@@ -155,6 +155,10 @@ mock! {
     impl ActivityStore for Store {
         async fn activity(&self, workspace: WorkspaceId, from: HourStart, until: HourStart) -> StoreResult<Vec<HourlyActivity>>;
         async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
+    }
+    #[async_trait]
+    impl EventFeedStore for Store {
+        async fn event_feed(&self, workspace: WorkspaceId, after: Option<FeedPosition>, limit: usize) -> StoreResult<Vec<FeedEntry>>;
     }
     #[async_trait]
     impl SessionStore for Store {

@@ -1,7 +1,8 @@
 //! The `EventObserver` hears of every event core records, once, after it is stored: the
 //! send's `Queued` (not an idempotent replay's), each delivery event with the message as it
 //! became, the acceptance-to-delivery latency, each webhook attempt's result and delivery,
-//! an endpoint the worker disables, and each suppression newly added.
+//! an endpoint the worker disables, and each suppression newly added. Any number of
+//! observers listen, through every clone of the service.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -137,14 +138,26 @@ async fn deferrals_and_bounces_are_observed_with_the_bounce_type() {
 }
 
 #[tokio::test]
-async fn an_unobserved_service_records_as_before() {
+async fn observers_hear_every_clone_made_before_or_after_they_were_added() {
     let d = Delivery::new("1m", vec![]).await;
-    let (_core, _worker, recorder) = observed(&d);
+    let earlier_clone = d.t.core.clone();
+    let (_core, _worker, first) = observed(&d);
+    let second = Arc::new(Recorder::default());
+    let id = earlier_clone.add_observer(Arc::clone(&second) as Arc<dyn EventObserver>);
 
-    d.send("user@example.net").await;
+    d.send("user@example.net").await; // through the fixture's own service
     d.step().await;
 
-    assert!(recorder.events().is_empty(), "only the observed service reports");
+    let expected = [EventType::Queued, EventType::Sent, EventType::Delivered];
+    let types = |r: &Recorder| r.events().iter().map(|(t, ..)| *t).collect::<Vec<_>>();
+    assert_eq!(types(&first), expected, "added through a later clone, hears the original");
+    assert_eq!(types(&second), expected, "added through an earlier clone, hears it too");
+
+    assert!(d.t.core.remove_observer(id), "taken out through any clone");
+    assert!(!d.t.core.remove_observer(id), "once");
+    d.send("other@example.net").await;
+    assert_eq!(types(&second).len(), 3, "a removed observer hears nothing more");
+    assert_eq!(types(&first).len(), 4, "the others still do");
 }
 
 /// Answers 503, then 200.

@@ -47,7 +47,8 @@ async fn main() -> Result<(), Error> {
     let mailer = RelayMailer::new(&RelayConfig::from_url(&format!("smtp://{}", relay.addr()))?)?;
     let webhooks = HttpWebhookSender::new(dns, SenderSettings::default())?;
     let runtime =
-        Runtime::start(core.clone(), Some(Arc::new(mailer)), Arc::new(webhooks), RuntimeSettings::default()).await;
+        Runtime::start(core.clone(), Some(Arc::new(mailer)), Some(Arc::new(webhooks)), RuntimeSettings::default())
+            .await;
 
     // A workspace, its first API key, and a sending domain whose records are published.
     let (_, first_key) = core.create_workspace("acme", None).await?;

@@ -179,9 +179,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let metrics = Arc::new(Metrics::new());
     let return_path = bootstrap::return_path(&config, &*store).await?;
     // Core tells both of every event: the metrics count it, the operator's log names it.
-    let observers = tidings_core::ports::Observers(vec![metrics.clone(), Arc::new(oplog::OperatorLog)]);
     let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_path)
-        .with_observer(Arc::new(observers));
+        .with_observer(metrics.clone())
+        .with_observer(Arc::new(oplog::OperatorLog));
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
         let mut stdout = std::io::stdout().lock();
         // Nothing else is ever written to stdout by the server, so this line is easy to
@@ -220,7 +220,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         ..RuntimeSettings::default()
     };
     // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
-    let runtime = Runtime::start(core.clone(), mailer, webhook_sender, settings).await;
+    let runtime = Runtime::start(core.clone(), mailer, Some(webhook_sender), settings).await;
     // Bounce and complaint reports: served until shutdown like the HTTPS listener.
     let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
         (Some(addr), Some(domain)) => {

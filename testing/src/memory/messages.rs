@@ -24,10 +24,8 @@ impl MessageStore for MemoryStore {
             return Err(e);
         }
         let id = new.message.id;
-        let events = st.events.entry(id).or_default();
-        for event in std::iter::once(&new.event).chain(&new.recipient_events) {
-            events.insert(event.id, event.clone());
-        }
+        let commit = st.next_commit();
+        st.add_events(commit, new.message.workspace_id, id, std::iter::once(&new.event).chain(&new.recipient_events));
         st.messages.insert(id, new.message.clone());
         st.purge_pending.insert(id);
         if let Some(record) = &new.idempotency {
@@ -58,12 +56,15 @@ impl MessageStore for MemoryStore {
         if let Some(e) = st.deliveries_conflict(&deliveries) {
             return Err(e);
         }
+        let commit = st.next_commit();
         for new in &batch.messages {
             let id = new.message.id;
-            let events = st.events.entry(id).or_default();
-            for event in std::iter::once(&new.event).chain(&new.recipient_events) {
-                events.insert(event.id, event.clone());
-            }
+            st.add_events(
+                commit,
+                new.message.workspace_id,
+                id,
+                std::iter::once(&new.event).chain(&new.recipient_events),
+            );
             st.messages.insert(id, new.message.clone());
         }
         if let Some(record) = &batch.idempotency {
@@ -156,12 +157,11 @@ impl MessageStore for MemoryStore {
         {
             message.tracking_tally = stored.tracking_tally.clone();
         }
+        let workspace = message.workspace_id;
         st.messages.insert(id, message);
         st.purge_pending.insert(id);
-        let events = st.events.entry(id).or_default();
-        for event in std::iter::once(write.event).chain(write.more_events) {
-            events.insert(event.id, event);
-        }
+        let commit = st.next_commit();
+        st.add_events(commit, workspace, id, std::iter::once(&write.event).chain(&write.more_events));
         st.queue_deliveries(&write.webhook_deliveries);
         st.count_activity([&write.activity]);
         Ok(())

@@ -49,6 +49,7 @@ use tidings_core::ports::Store;
 mod accounts;
 mod activity;
 mod domains;
+mod event_feed;
 mod messages;
 mod sessions;
 mod webhooks;
@@ -87,6 +88,10 @@ struct State {
     sessions: BTreeMap<tidings_core::model::SessionTokenHash, tidings_core::model::DashboardSession>,
     /// The activity counters, by workspace, hour and domain.
     activity: BTreeMap<tidings_core::activity::ActivityKey, tidings_core::activity::ActivityCounts>,
+    /// The event feed: where each event is, in the order of the writes (`event_feed.rs`).
+    feed: BTreeMap<tidings_core::ports::FeedPosition, (WorkspaceId, MessageId)>,
+    /// Writes numbered so far.
+    feed_commits: u64,
 }
 
 impl MemoryStore {

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{GONE_REASON, WebhookVerdict, WebhookWorker, classify_webhook, describe_webhook_response, response_body};
 use crate::Result;
 use crate::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
-use crate::ports::{StoreError, WebhookAttemptResult, WebhookRequest, WebhookResponse};
+use crate::ports::{EventObserver, StoreError, WebhookAttemptResult, WebhookRequest, WebhookResponse};
 use crate::usecases::{sign_webhook, signing_secrets};
 
 /// What one attempt did.
