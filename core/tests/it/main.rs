@@ -8,6 +8,7 @@ mod delivery_races;
 mod delivery_recipients;
 mod delivery_restart;
 mod delivery_worker;
+mod inprocess;
 mod limits_conformance;
 mod mock_store;
 mod observer;
