@@ -25,7 +25,7 @@ use crate::usecases::Tidings;
 /// let bob = EmailAddress::parse("bob@example.net").unwrap();
 /// let both = Recipients::from(ann).and(bob);
 /// assert_eq!(both.len(), 2);
-/// assert!(Recipients::try_from(Vec::new()).is_err());
+/// assert!(Recipients::try_from(Vec::<EmailAddress>::new()).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recipients(Vec<Mailbox>);

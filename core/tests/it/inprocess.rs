@@ -161,7 +161,10 @@ async fn upserting_a_template_writes_only_what_changed() {
     assert_eq!(changed.id, made.id);
     assert_eq!(changed.versions.len(), 2);
     let current = changed.current_version().unwrap();
-    assert_eq!((current.subject.as_str(), current.html.as_deref(), current.text.as_deref()), ("Hi {{name}}", Some("<p>Hi</p>"), None));
+    assert_eq!(
+        (current.subject.as_str(), current.html.as_deref(), current.text.as_deref()),
+        ("Hi {{name}}", Some("<p>Hi</p>"), None)
+    );
 
     let listed = t.core.list_templates(acme.principal(), ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
@@ -272,7 +275,9 @@ async fn an_email_is_the_same_message_as_the_api_request_it_stands_for() {
     assert_eq!((&typed.from, &typed.to, &typed.subject), (&api.from, &api.to, &api.subject));
     assert_eq!((&typed.html, &typed.text), (&api.html, &api.text));
     assert_eq!(typed.recipients.len(), 4);
-    let addresses = |m: &tidings_core::model::Message| m.recipients.iter().map(|r| (r.email.clone(), r.name.clone())).collect::<Vec<_>>();
+    let addresses = |m: &tidings_core::model::Message| {
+        m.recipients.iter().map(|r| (r.email.clone(), r.name.clone())).collect::<Vec<_>>()
+    };
     assert_eq!(addresses(&typed), addresses(&api));
     assert_eq!(typed.extras, api.extras);
     assert_eq!(typed.tracking, api.tracking);
@@ -301,10 +306,8 @@ struct Welcome<'a> {
 async fn an_email_from_an_upserted_template_renders_its_variables() {
     let t = TestCore::new();
     let (acme, _) = verified(&t).await;
-    let template = acme
-        .upsert_template("welcome", TemplateBody::new("Welcome, {{name}}").text("Hello, {{name}}."))
-        .await
-        .unwrap();
+    let template =
+        acme.upsert_template("welcome", TemplateBody::new("Welcome, {{name}}").text("Hello, {{name}}.")).await.unwrap();
     let content = Content::template(template.id).variables(&Welcome { name: "Ann" }).unwrap();
     let email = Email::new(mailbox("hello@example.com"), address("ann@example.net"), content);
     let message = acme.send(email).await.unwrap().message;
@@ -342,7 +345,10 @@ fn tags_keep_their_order_and_maps_their_entries() {
     let (request, key) = welcome().tag("b", "2").tag("a", "1").metadata("k", "v").into_request();
     assert_eq!(key, None);
     let tags = request.tags.unwrap();
-    assert_eq!(tags, [TagRequest { name: "b".into(), value: "2".into() }, TagRequest { name: "a".into(), value: "1".into() }]);
+    assert_eq!(
+        tags,
+        [TagRequest { name: "b".into(), value: "2".into() }, TagRequest { name: "a".into(), value: "1".into() }]
+    );
     assert_eq!(request.metadata, Some(serde_json::json!({"k": "v"})));
     assert_eq!(request.headers, None);
 }

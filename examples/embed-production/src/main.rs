@@ -46,7 +46,9 @@ const SIGNUPS_PER_SEC: u32 = 5;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt().with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
     let data = PathBuf::from(env_or("TIDINGS_DATA_DIR", "tidings-data"));
     owner_only_dir(&data)?;
     let key = sealing_key(Path::new(&env_or("TIDINGS_SEALING_KEY_FILE", "tidings-sealing.key")))?;
@@ -169,7 +171,8 @@ fn sealing_key(file: &Path) -> Result<SealingKey, Error> {
 async fn stop_signal() {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
     }
     #[cfg(not(unix))]

@@ -5,7 +5,8 @@ fn the_readme_shows_this_example_as_it_is() {
     let readme = include_str!("../../../README.md");
     let example = include_str!("../src/main.rs");
     let section = readme.split("## Embedding\n").nth(1).expect("the README has an Embedding section");
-    let production = section.split("### In production\n").nth(1).expect("the Embedding section has an In production part");
+    let production =
+        section.split("### In production\n").nth(1).expect("the Embedding section has an In production part");
     let block = production
         .split("```rust\n")
         .nth(1)

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use tidings_core::ports::{PageRequest, Store};
+use tidings_core::ports::{DomainStore, PageRequest, TemplateStore, WorkspaceStore};
 use tidings_core::sealing::{Sealer, SealingKey};
 use tidings_storage_sled::SledStore;
 use tidings_transport_smtp::testing::SmtpSink;
@@ -36,7 +36,7 @@ fn start(dir: &Path, relay: &SmtpSink) -> Running {
     let (lines, received) = mpsc::channel();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|line| lines.send(line)));
-    let mut next = || received.recv_timeout(Duration::from_secs(60)).expect("a line from the example");
+    let next = || received.recv_timeout(Duration::from_secs(60)).expect("a line from the example");
     let ready = next();
     assert!(ready.starts_with("ready: "), "{ready}");
     let listening = next();

@@ -33,7 +33,8 @@ async fn main() -> Result<(), Error> {
     let relay = SmtpSink::start().await?;
     let dns_server = TestDnsServer::start([]).await?;
     let data = tempfile::tempdir()?;
-    let store = Arc::new(SledStore::open(data.path().join("store"), Sealer::new(&SealingKey::generate(&SystemRandom)))?);
+    let store =
+        Arc::new(SledStore::open(data.path().join("store"), Sealer::new(&SealingKey::generate(&SystemRandom)))?);
     let dns = Arc::new(HickoryDns::with_server(dns_server.addr())?);
     let core = Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns.clone(), CoreConfig::default());
     let mailer = RelayMailer::new(&RelayConfig::from_url(&format!("smtp://{}", relay.addr()))?)?;

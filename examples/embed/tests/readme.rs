@@ -11,5 +11,9 @@ fn the_readme_shows_this_example_as_it_is() {
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
         .expect("the Try it locally part holds a rust block");
-    assert_eq!(format!("{block}\n"), example, "README.md's Try it locally block differs from examples/embed/src/main.rs");
+    assert_eq!(
+        format!("{block}\n"),
+        example,
+        "README.md's Try it locally block differs from examples/embed/src/main.rs"
+    );
 }
