@@ -138,7 +138,7 @@ impl WorkspaceHandle {
         let mut oldest = None;
         loop {
             let page = self.core.list_templates(&self.who, params).await?;
-            oldest = page.items.into_iter().filter(|t| t.name == name).last().or(oldest);
+            oldest = page.items.into_iter().rev().find(|t| t.name == name).or(oldest);
             match page.next_cursor {
                 Some(cursor) => params = ListParams { limit: Some(200), cursor: Some(cursor) },
                 None => return Ok(oldest),
