@@ -282,6 +282,13 @@ fn unquote(name: &str) -> Result<String, AddressError> {
     Ok(out)
 }
 
+/// An address without a display name.
+impl From<EmailAddress> for Mailbox {
+    fn from(address: EmailAddress) -> Self {
+        Self { display_name: None, address }
+    }
+}
+
 impl fmt::Display for Mailbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.display_name {

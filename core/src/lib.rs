@@ -63,6 +63,7 @@ pub mod email;
 pub mod error;
 pub mod feedback;
 pub mod ids;
+pub mod inprocess;
 pub mod message_search;
 pub mod model;
 pub mod net_policy;

@@ -46,3 +46,64 @@ impl DnsCheck for NoDns {
         Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
     }
 }
+
+/// A [`DnsCheck`] that answers from records held in memory instead of asking the network:
+/// for development (a laptop whose domain is published nowhere) and tests. Names are looked
+/// up exactly (lower case, no trailing dot, as [`DnsName`] spells them); a name holding no
+/// value is NXDOMAIN.
+///
+/// Publishing a domain's records here ([`StaticDns::publish_all`]) makes it verify without
+/// any DNS host; never use it in production, where that would vouch for records nobody
+/// published.
+///
+/// ```
+/// use tidings_core::domain_name::DnsName;
+/// use tidings_core::ports::{DnsCheck, StaticDns};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let dns = StaticDns::default();
+/// dns.add_txt("example.com", "v=spf1 -all");
+/// let name = DnsName::parse("example.com").unwrap();
+/// assert_eq!(dns.txt_records(&name).await.unwrap(), ["v=spf1 -all"]);
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct StaticDns(std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>);
+
+impl StaticDns {
+    /// Adds a TXT value at `name`.
+    pub fn add_txt(&self, name: &str, value: &str) {
+        self.zone().entry(name.to_owned()).or_default().push(value.to_owned());
+    }
+
+    /// Publishes the domain's records of the given kinds exactly as Tidings asked for them.
+    pub fn publish(&self, domain: &crate::model::Domain, kinds: &[crate::model::RecordKind]) {
+        for record in domain.records.iter().filter(|r| kinds.contains(&r.kind)) {
+            self.add_txt(&record.name, &record.value);
+        }
+    }
+
+    /// Publishes every record of the domain.
+    pub fn publish_all(&self, domain: &crate::model::Domain) {
+        for record in &domain.records {
+            self.add_txt(&record.name, &record.value);
+        }
+    }
+
+    /// Removes everything.
+    pub fn clear(&self) {
+        self.zone().clear();
+    }
+
+    fn zone(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<String>>> {
+        // A panic while holding the lock leaves the map whole (every change is one call).
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl DnsCheck for StaticDns {
+    async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
+        self.zone().get(name.as_str()).cloned().ok_or_else(|| DnsError::NxDomain(name.to_string()))
+    }
+}

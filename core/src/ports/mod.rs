@@ -12,7 +12,7 @@ mod store;
 mod webhook_sender;
 
 pub use clock::{Clock, SystemClock};
-pub use dns::{DnsCheck, DnsError, NoDns};
+pub use dns::{DnsCheck, DnsError, NoDns, StaticDns};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
 pub use limits::Limits;
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};

@@ -174,7 +174,11 @@ impl Tidings {
     }
 
     /// A workspace named `name` and its first `full` key, not yet stored.
-    fn new_workspace(&self, name: &str, bootstrap: Option<ApiKeyPlaintext>) -> Result<(Workspace, CreatedKey)> {
+    pub(crate) fn new_workspace(
+        &self,
+        name: &str,
+        bootstrap: Option<ApiKeyPlaintext>,
+    ) -> Result<(Workspace, CreatedKey)> {
         let name = validate_name("name", Some(name), DEFAULT_WORKSPACE_NAME)
             .map_err(|e| Error::Validation { fields: vec![e] })?;
         let now = self.clock.now();

@@ -33,7 +33,7 @@ mod sessions;
 mod submission;
 mod submitted_message;
 mod suppressions;
-mod templates;
+pub(crate) mod templates;
 mod tracking;
 mod webhooks;
 

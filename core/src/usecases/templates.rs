@@ -306,7 +306,7 @@ fn template_gone(e: StoreError) -> Error {
     crate::error::missing("template")(e)
 }
 
-fn template_name(text: Option<&str>) -> Result<String, FieldError> {
+pub(crate) fn template_name(text: Option<&str>) -> Result<String, FieldError> {
     let name = text.map(str::trim).unwrap_or_default();
     if name.is_empty() {
         return Err(FieldError::new("name", "is required"));
@@ -332,7 +332,7 @@ fn subject_template(text: Option<&str>) -> Result<String, FieldError> {
     }
 }
 
-fn non_empty(body: Option<String>) -> Option<String> {
+pub(crate) fn non_empty(body: Option<String>) -> Option<String> {
     body.filter(|b| !b.is_empty())
 }
 

@@ -9,6 +9,7 @@ mod delivery_recipients;
 mod delivery_restart;
 mod delivery_worker;
 mod event_feed;
+mod inprocess;
 mod limits_conformance;
 mod mock_store;
 mod observer;
