@@ -13,7 +13,7 @@
 
 use std::process::Command;
 
-use mail_parser::{MessageParser, MimeHeaders};
+use mail_parser::MessageParser;
 use serde_json::Value;
 
 use crate::common::block_on;
