@@ -30,7 +30,7 @@ pub(crate) fn routes(send_body_limit: usize) -> Router<ApiState> {
     use handlers::{send, send_batch};
     let send_limit = axum::Extension(BodyLimit(send_body_limit));
     Router::new()
-        .route("/email", post(send::<false>).layer(send_limit.clone()))
+        .route("/email", post(send::<false>).layer(send_limit))
         .route("/email/withTemplate", post(send::<true>).layer(send_limit))
         .route("/email/batch", post(send_batch::<ApiJsonArray<message::PostmarkMessage>>))
         .route("/email/batchWithTemplates", post(send_batch::<ApiJson<message::TemplatedBatch>>))
