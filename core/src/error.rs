@@ -142,7 +142,7 @@ pub enum Error {
     #[error("{0}")]
     DomainNotVerified(String),
     /// 422 `recipient_suppressed`.
-    #[error("{0} is on the suppression list")]
+    #[error("{0}{suffix}", suffix = SUPPRESSED)]
     RecipientSuppressed(String),
     /// 422 `recipient_suppressed` for a send to several recipients, every one of them
     /// suppressed; the fields name each (`to`, `cc`, `bcc`: the address is in the message).
@@ -212,6 +212,24 @@ pub(crate) fn missing(what: &'static str) -> impl Fn(StoreError) -> Error {
         StoreError::NotFound => Error::NotFound(what),
         other => other.into(),
     }
+}
+
+/// What follows the address in [`Error::RecipientSuppressed`]'s message and in each field
+/// message of [`Error::AllRecipientsSuppressed`].
+const SUPPRESSED: &str = " is on the suppression list";
+
+/// A field message saying `address` is suppressed, as [`Error::AllRecipientsSuppressed`]
+/// names each recipient.
+pub fn suppressed_message(address: &str) -> String {
+    format!("{address}{SUPPRESSED}")
+}
+
+/// The address a suppression refusal's message names ([`Error::RecipientSuppressed`]'s
+/// message, or a field message of [`Error::AllRecipientsSuppressed`]), if it is one. A front
+/// end that must list the addresses (Postmark's 406) reads them back from a batch item's
+/// stored error, which keeps only the text.
+pub fn suppressed_address(message: &str) -> Option<&str> {
+    message.strip_suffix(SUPPRESSED).filter(|a| !a.is_empty() && !a.contains(' '))
 }
 
 /// Result alias for use cases.

@@ -20,18 +20,29 @@ impl FromRequestParts<ApiState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Self::Rejection> {
-        let client = client_ip(parts);
-        let presented = presented_key(&parts.headers);
-        match state.core.authenticate_client(&*state.limits, client, presented).await? {
-            AuthOutcome::Admitted(principal) => {
-                // The body, read after this extractor, counts in the workspace's share.
-                parts.extensions.insert(crate::Owner::Workspace(principal.workspace_id));
-                Ok(Self(principal))
-            }
-            AuthOutcome::Refused(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
-            AuthOutcome::Refused(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
-            AuthOutcome::Refused(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),
+        let presented = presented_key(&parts.headers).map(str::to_owned);
+        authenticate(parts, state, presented.as_deref()).await.map(Self)
+    }
+}
+
+/// Who presented `key` (read from the request by the caller: `/v1`'s headers, or another
+/// provider's, such as Postmark's `X-Postmark-Server-Token`), under the failed-auth throttle of
+/// the request's client address. Every front end that takes a key goes through here.
+pub(crate) async fn authenticate(
+    parts: &mut Parts,
+    state: &ApiState,
+    key: Option<&str>,
+) -> Result<Principal, ApiError> {
+    let client = client_ip(parts);
+    match state.core.authenticate_client(&*state.limits, client, key).await? {
+        AuthOutcome::Admitted(principal) => {
+            // The body, read after this extractor, counts in the workspace's share.
+            parts.extensions.insert(crate::Owner::Workspace(principal.workspace_id));
+            Ok(principal)
         }
+        AuthOutcome::Refused(AuthRefusal::Missing) => Err(ApiError::MissingApiKey),
+        AuthOutcome::Refused(AuthRefusal::Invalid) => Err(Error::InvalidApiKey.into()),
+        AuthOutcome::Refused(AuthRefusal::Blocked(wait)) => Err(ApiError::TooManyAuthFailures(wait)),
     }
 }
 

@@ -50,7 +50,7 @@ pub enum ApiError {
 
 /// `Retry-After` of a [`ApiError::Busy`] answer, in seconds: large bodies in flight are
 /// usually done within one.
-const BUSY_RETRY_AFTER_SECS: u32 = 1;
+pub(crate) const BUSY_RETRY_AFTER_SECS: u32 = 1;
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -161,15 +161,11 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if let Self::Core(e @ (Error::Internal(_) | Error::Unavailable(_))) = &self {
-            tracing::error!(error = %e, "request failed");
-        }
-        let (status, code, message, details) = self.parts();
-        let mut response = envelope::failure(status, ErrorObject::new(code, message, &details));
-        let headers = response.headers_mut();
-        match &self {
+impl ApiError {
+    /// `Retry-After` (and the rate-limit headers) on a 429, `Retry-After` on a busy 503: the
+    /// headers a client of any surface (`/v1`, the drop-in APIs) may wait by.
+    pub(crate) fn insert_retry_headers(&self, headers: &mut axum::http::HeaderMap) {
+        match self {
             Self::RateLimited { retry_after, limit } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
                 let state = RateLimitState { limit: *limit, remaining: 0, reset: retry_after.seconds };
@@ -181,10 +177,22 @@ impl IntoResponse for ApiError {
             Self::Busy | Self::TooSlow => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
             }
-            Self::MetricsTokenRequired => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
-            }
             _ => {}
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Core(e @ (Error::Internal(_) | Error::Unavailable(_))) = &self {
+            tracing::error!(error = %e, "request failed");
+        }
+        let (status, code, message, details) = self.parts();
+        let mut response = envelope::failure(status, ErrorObject::new(code, message, &details));
+        let headers = response.headers_mut();
+        self.insert_retry_headers(headers);
+        if let Self::MetricsTokenRequired = self {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
         }
         response
     }

@@ -146,16 +146,19 @@ impl<'de> serde::Deserialize<'de> for IsObject {
 /// The body of a JSON request: 400 without the JSON content type, 413 over the limit, 503
 /// over the budget.
 async fn json_bytes(req: Request, state: &ApiState) -> Result<Vec<u8>, ApiError> {
-    let is_json = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
+    if !is_json(req.headers()) {
         return Err(ApiError::InvalidJson("send the body as JSON with `Content-Type: application/json`".into()));
     }
     crate::body::read(req, &state.body_budget, state.config.max_body_bytes).await
+}
+
+/// Whether a request says its body is JSON (`Content-Type: application/json`, any parameters).
+pub(crate) fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// Parses a body: syntax first (400), then shape (422 naming the field).

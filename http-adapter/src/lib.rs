@@ -9,9 +9,10 @@
 //! from the request and response types and the handlers (`openapi`); [`served_routes`] lists
 //! what the router serves, so tests can hold the two together.
 //!
-//! Resend's emails API is served under `/resend` (`compat::resend`;
-//! docs/api.md#switching-from-resend-or-postmark) over the same use cases, in Resend's shapes
-//! and error body; it is not in the OpenAPI document (docs/decisions.md says why).
+//! Resend's emails API is served under `/resend` (`compat::resend`) and Postmark's email API
+//! under `/postmark` (`compat::postmark`; docs/api.md#switching-from-resend-or-postmark) over
+//! the same use cases, in their shapes and error bodies; they are not in the OpenAPI document
+//! (docs/decisions.md says why).
 //!
 //! `GET /metrics` exports this process's counters in the Prometheus text format ([`metrics`]);
 //! `GET /readyz` answers 503 once the server starts shutting down ([`Drain`]).

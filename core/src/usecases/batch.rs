@@ -288,6 +288,10 @@ fn stored_error(e: &Error) -> StoredError {
         Error::Validation { fields } => {
             ("validation failed".to_owned(), fields.iter().map(|f| (f.field.clone(), f.message.clone())).collect())
         }
+        // Each recipient's field, so that a front end can name them (Postmark's 406 does).
+        Error::AllRecipientsSuppressed { fields } => {
+            (e.to_string(), fields.iter().map(|f| (f.field.clone(), f.message.clone())).collect())
+        }
         other => (other.to_string(), Vec::new()),
     };
     StoredError { code: e.code().to_owned(), message, fields }

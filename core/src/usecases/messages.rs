@@ -438,7 +438,7 @@ impl Tidings {
         let fields = named
             .iter()
             .map(|(kind, mailbox)| {
-                FieldError::new(kind.as_str(), format!("{} is on the suppression list", mailbox.address))
+                FieldError::new(kind.as_str(), crate::error::suppressed_message(&mailbox.address.to_string()))
             })
             .collect();
         Err(Error::AllRecipientsSuppressed { fields })

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
-use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
+use crate::ports::{NewTemplateVersion, PageRequest, StoreError, TemplateChange};
 use crate::templates::Rendered;
 use crate::text_checks::is_line_or_control;
 use crate::usecases::render_pool::OwnedSource;
@@ -295,6 +295,25 @@ impl Tidings {
         let template =
             self.store.get_template(workspace, template_id).await?.ok_or_else(|| unknown("templateId", "template"))?;
         template.current_version().cloned().map(Some).ok_or_else(|| inconsistent(&template))
+    }
+
+    /// The ids of `who`'s workspace's templates named exactly `name`, newest first (names are
+    /// not unique, so the caller decides what several mean). For front ends that name a
+    /// template by its name in a send (Postmark's `TemplateAlias`). Any key may ask, `send`
+    /// keys too: a send may use any template of the workspace, and this reveals no more.
+    /// Reads the templates page by page; a workspace holds few.
+    pub async fn template_ids_named(&self, who: &Principal, name: &str) -> Result<Vec<TemplateId>> {
+        let name = name.trim();
+        let mut found = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.store.list_templates(who.workspace_id, PageRequest { limit: 200, cursor }).await?;
+            cursor = page.items.last().map(|t| t.id);
+            found.extend(page.items.iter().filter(|t| t.name == name).map(|t| t.id));
+            if !page.has_more || cursor.is_none() {
+                return Ok(found);
+            }
+        }
     }
 
     async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {

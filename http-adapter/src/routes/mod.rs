@@ -70,6 +70,8 @@ pub fn router(state: ApiState) -> Router {
     routes
         // Resend's API (contract §11), with its own answers for unknown paths and methods.
         .nest("/resend", crate::compat::resend::routes(send_limit))
+        // Postmark's email API (contract §11), likewise.
+        .nest("/postmark", crate::compat::postmark::routes(send_limit))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(Extension(BodyLimit(limit)))
@@ -112,18 +114,13 @@ async fn time_limited(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let resend = crate::compat::resend::owns(req.uri().path());
+    let path = req.uri().path().to_owned();
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => {
-            let e = tidings_core::Error::Unavailable("request timed out".into());
-            // A Resend SDK reads only Resend's error body.
-            if resend {
-                crate::compat::resend::ResendError::from(e).into_response()
-            } else {
-                ApiError::Core(e).into_response()
-            }
-        }
+        // Another provider's SDK reads only its provider's error body.
+        Err(_) => crate::compat::timed_out(&path).unwrap_or_else(|| {
+            ApiError::Core(tidings_core::Error::Unavailable("request timed out".into())).into_response()
+        }),
     }
 }
 

@@ -37,6 +37,7 @@ mod operations;
 mod operator_logs;
 mod overview;
 mod postgres;
+mod postmark_sdk;
 mod readme;
 mod recipients;
 mod replays_and_renders;

@@ -3,13 +3,13 @@
 //! that an SDK returns or raises the error its user already handles. A 5xx is opaque to the
 //! client and logged once with its cause, as on `/v1`.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tidings_core::Error;
-use tidings_core::usecases::RateLimitState;
 
 use crate::ApiError;
+use crate::error::BUSY_RETRY_AFTER_SECS;
 
 /// Everything a `/resend` request can fail with: what the shared extractors and the use
 /// cases answer, and this surface's own 404 and 405.
@@ -23,20 +23,7 @@ pub(crate) enum ResendError {
     MethodNotAllowed,
 }
 
-impl From<ApiError> for ResendError {
-    fn from(e: ApiError) -> Self {
-        Self::Api(e)
-    }
-}
-
-impl From<Error> for ResendError {
-    fn from(e: Error) -> Self {
-        Self::Api(ApiError::Core(e))
-    }
-}
-
-/// `Retry-After` of a busy answer, as `/v1` gives it.
-const BUSY_RETRY_AFTER_SECS: u32 = 1;
+crate::compat::wraps_api_error!(ResendError);
 
 /// Status, Resend's error name and the message.
 fn parts(e: &ResendError) -> (StatusCode, &'static str, String) {
@@ -170,20 +157,8 @@ impl IntoResponse for ResendError {
         let (status, name, message) = parts(&self);
         let body = json!({ "statusCode": status.as_u16(), "name": name, "message": message });
         let mut response = (status, axum::Json(body)).into_response();
-        let headers = response.headers_mut();
-        match &self {
-            Self::Api(ApiError::RateLimited { retry_after, limit }) => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
-                let state = RateLimitState { limit: *limit, remaining: 0, reset: retry_after.seconds };
-                crate::rate_limit::insert_headers(headers, &state);
-            }
-            Self::Api(ApiError::TooManyAuthFailures(retry_after)) => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.seconds));
-            }
-            Self::Api(ApiError::Busy | ApiError::TooSlow) => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER_SECS));
-            }
-            _ => {}
+        if let Self::Api(api) = &self {
+            api.insert_retry_headers(response.headers_mut());
         }
         response
     }

@@ -9,6 +9,7 @@ pub mod mail;
 pub mod raw_store;
 pub mod receiver;
 pub mod reports;
+pub mod sdk;
 
 use std::future::Future;
 use std::sync::OnceLock;
