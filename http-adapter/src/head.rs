@@ -19,15 +19,24 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// bytes each (HTTP/2's measure, RFC 9113 §6.5.2), the same on both protocols.
 pub const MAX_HEADER_LIST_BYTES: usize = 16 * 1024;
 
-/// Middleware: 414 or 431 in the envelope for a head over the limits.
+/// Middleware: 414 or 431 in the envelope (in Resend's body under `/resend`) for a head over
+/// the limits.
 pub(crate) async fn check_head(req: Request, next: Next) -> Response {
+    let refuse = |e: ApiError| {
+        // A Resend SDK reads only Resend's error body.
+        if crate::compat::resend::owns(req.uri().path()) {
+            crate::compat::resend::outer_answer(e)
+        } else {
+            e.into_response()
+        }
+    };
     let uri = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if uri > MAX_URI_BYTES {
-        return ApiError::UriTooLong.into_response();
+        return refuse(ApiError::UriTooLong);
     }
     let headers: usize = req.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 32).sum();
     if headers > MAX_HEADER_LIST_BYTES {
-        return ApiError::HeadersTooLarge.into_response();
+        return refuse(ApiError::HeadersTooLarge);
     }
     next.run(req).await
 }

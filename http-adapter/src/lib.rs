@@ -9,10 +9,10 @@
 //! from the request and response types and the handlers (`openapi`); [`served_routes`] lists
 //! what the router serves, so tests can hold the two together.
 //!
-//! Resend's emails API is served under `/resend` (`compat::resend`) and Postmark's email API
-//! under `/postmark` (`compat::postmark`; docs/api.md#switching-from-resend-or-postmark) over
-//! the same use cases, in their shapes and error bodies; they are not in the OpenAPI document
-//! (docs/decisions.md says why).
+//! Resend's emails, domains and API keys are served under `/resend` (`compat::resend`) and
+//! Postmark's email API under `/postmark` (`compat::postmark`;
+//! docs/api.md#switching-from-resend-or-postmark) over the same use cases, in their shapes and
+//! error bodies; they are not in the OpenAPI document (docs/decisions.md says why).
 //!
 //! `GET /metrics` exports this process's counters in the Prometheus text format ([`metrics`]);
 //! `GET /readyz` answers 503 once the server starts shutting down ([`Drain`]).
@@ -78,7 +78,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tidings_core::ports::Limits;
+use tidings_core::ports::{FileFetcher, Limits, NoFileFetcher};
 use tidings_core::usecases::{AuthThrottleConfig, LocalLimits, MetricsToken, Tidings};
 
 pub use body::{BodyError, ConnectionUploads, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, receive};
@@ -165,6 +165,8 @@ pub struct ApiState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) drain: Drain,
     pub(crate) body_budget: MemoryBudget,
+    /// Fetches the files Resend's attachment `path` names; by default none is fetched.
+    pub(crate) file_fetcher: Arc<dyn FileFetcher>,
 }
 
 impl ApiState {
@@ -181,7 +183,16 @@ impl ApiState {
         let metrics = Arc::new(Metrics::new());
         let largest = config.max_body_bytes.max(config.max_send_body_bytes);
         let body_budget = MemoryBudget::new(config.max_body_bytes_in_flight, largest, config.request_timeout);
-        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default(), body_budget }
+        let file_fetcher = Arc::new(NoFileFetcher);
+        Self { core, limits, config: Arc::new(config), metrics, drain: Drain::default(), body_budget, file_fetcher }
+    }
+
+    /// The same state fetching the files a Resend attachment names by `path` with `fetcher`
+    /// (the server gives it `tidings_webhook_http::HttpFileFetcher`, behind the webhooks' SSRF
+    /// guard). Without this call such an attachment is refused with a 422 naming it.
+    pub fn with_file_fetcher(mut self, fetcher: Arc<dyn FileFetcher>) -> Self {
+        self.file_fetcher = fetcher;
+        self
     }
 
     /// The same state exporting `metrics` at `/metrics` and counting requests into it; give

@@ -59,6 +59,14 @@ impl TemplateStore for PgStore {
         row.map(|row| decode(&row, "template")).transpose()
     }
 
+    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+        let client = self.client().await?;
+        // Names have no index: the workspace's rows by `templates_by_workspace`, filtered.
+        let sql = "SELECT doc FROM templates WHERE workspace_id = $1 AND doc->>'name' = $2 ORDER BY id DESC LIMIT 1";
+        let row = query_opt(&client, sql, &[&uuid(workspace.0), &name]).await?;
+        row.map(|row| decode(&row, "template")).transpose()
+    }
+
     async fn list_templates(
         &self,
         workspace: WorkspaceId,

@@ -47,6 +47,20 @@ impl TemplateStore for SledStore {
         self.inner.get(&template_key(workspace, id), "template")
     }
 
+    /// A scan of the workspace's templates, newest first: names have no index (a workspace
+    /// has few templates, and only Resend's `template.id` looks one up by name).
+    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+        let prefix = Key::new(layout::TEMPLATE).id(workspace.to_bytes()).0;
+        for entry in self.inner.tree()?.scan_prefix(&prefix).rev() {
+            let (_, value) = entry.map_err(sled_error)?;
+            let template: Template = decode(&value, "template")?;
+            if template.name == name {
+                return Ok(Some(template));
+            }
+        }
+        Ok(None)
+    }
+
     async fn list_templates(
         &self,
         workspace: WorkspaceId,

@@ -165,6 +165,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         templates::template_versions_are_numbered_one_past_the_highest,
         templates::concurrent_versions_get_distinct_numbers,
         templates::template_updates_and_deletes,
+        templates::a_template_is_found_by_its_exact_name_newest_first,
         suppressions::suppressions_match_case_insensitively,
         suppressions::suppression_lists_filter_by_reason_and_page,
         webhooks::webhooks_round_trip_and_stay_in_their_workspace,

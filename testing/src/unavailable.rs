@@ -230,6 +230,10 @@ impl TemplateStore for UnavailableStore {
         down()
     }
 
+    async fn find_template_by_name(&self, _workspace: WorkspaceId, _name: &str) -> StoreResult<Option<Template>> {
+        down()
+    }
+
     async fn list_templates(
         &self,
         _workspace: WorkspaceId,

@@ -1,6 +1,8 @@
 //! The [`WebhookSender`](tidings_core::ports::WebhookSender) port on hyper + rustls:
 //! [`HttpWebhookSender`] POSTs one signed request and reports what it observed
-//! (docs/api.md#webhooks).
+//! (docs/api.md#webhooks). [`HttpFileFetcher`], the
+//! [`FileFetcher`](tidings_core::ports::FileFetcher) port, GETs a file a client named by URL
+//! (Resend's attachment `path`) through the same SSRF guard.
 //!
 //! Decisions:
 //! - **SSRF guard at connect time.** The connector (`guard.rs`) resolves the host itself (an
@@ -31,6 +33,7 @@
 //!   the response arrives, not from core's `Clock`: the receiver meant its own wall-clock time,
 //!   and the port reports a delay precisely so core need not know when the answer came.
 
+mod fetcher;
 mod guard;
 mod outcome;
 mod sender;
@@ -39,6 +42,7 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 
+pub use fetcher::{FetcherSettings, HttpFileFetcher};
 pub use guard::{NotPublic, check_address};
 pub use sender::{BuildError, HttpWebhookSender, SenderSettings};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use hyper::header::HeaderValue;
 use tokio_rustls::rustls;
 
-use crate::guard::ConnectError;
+use crate::guard::{ConnectError, NotPublic};
 
 /// `Retry-After` (RFC 9110 §10.2.3) as a delay from `now`: delay-seconds, or an HTTP-date
 /// (a past date is zero). Anything unreadable is `None`.
@@ -29,6 +29,18 @@ pub(crate) fn human_duration(duration: Duration) -> String {
     } else {
         format!("{}ms", duration.as_millis())
     }
+}
+
+/// The guard's refusal, when that is why hyper-util made no connection.
+pub(crate) fn guard_refusal(error: &hyper_util::client::legacy::Error) -> Option<NotPublic> {
+    let mut next = error.source();
+    while let Some(current) = next {
+        if let Some(ConnectError::NotPublic(refused)) = current.downcast_ref::<ConnectError>() {
+            return Some(*refused);
+        }
+        next = current.source();
+    }
+    None
 }
 
 /// The delivery log's reason for a request hyper-util could not complete: the guard's or the

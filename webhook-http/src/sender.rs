@@ -95,12 +95,7 @@ impl HttpWebhookSender {
         }
         let user_agent = HeaderValue::from_str(&settings.user_agent)
             .map_err(|_| BuildError::InvalidUserAgent(settings.user_agent.clone()))?;
-        let tls = tls_config(&settings.extra_roots)?;
-        let mut connector = HttpsConnector::from((GuardedConnector::new(resolver, settings.allow_private), tls));
-        if !settings.allow_private {
-            // Also checked before sending; this makes the connector refuse on its own.
-            connector.enforce_https();
-        }
+        let connector = guarded_https(resolver, settings.allow_private, &settings.extra_roots)?;
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_max_idle_per_host(settings.max_idle_per_host)
@@ -168,6 +163,21 @@ async fn read_prefix(mut body: Incoming, prefix: &mut Vec<u8>) {
             None => return,
         }
     }
+}
+
+/// The guarded connector under rustls: https only unless `allow_private` (also checked before
+/// each request; this makes the connector refuse on its own).
+pub(crate) fn guarded_https(
+    resolver: Arc<dyn ResolveHost>,
+    allow_private: bool,
+    extra_roots: &[CertificateDer<'static>],
+) -> Result<HttpsConnector<GuardedConnector>, BuildError> {
+    let tls = tls_config(extra_roots)?;
+    let mut connector = HttpsConnector::from((GuardedConnector::new(resolver, allow_private), tls));
+    if !allow_private {
+        connector.enforce_https();
+    }
+    Ok(connector)
 }
 
 fn tls_config(extra_roots: &[CertificateDer<'static>]) -> Result<ClientConfig, BuildError> {

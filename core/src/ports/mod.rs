@@ -4,6 +4,7 @@
 mod clock;
 mod dns;
 mod endpoint_quota;
+mod file_fetcher;
 mod limits;
 mod mailer;
 mod observer;
@@ -14,6 +15,7 @@ mod webhook_sender;
 pub use clock::{Clock, SystemClock};
 pub use dns::{DnsCheck, DnsError, NoDns, StaticDns};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
+pub use file_fetcher::{FetchError, FetchedFile, FileFetcher, NoFileFetcher};
 pub use limits::Limits;
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use observer::{EventObserver, ObserverId, ObserverSet, WebhookAttemptResult, delivery_latency};

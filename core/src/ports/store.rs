@@ -505,6 +505,9 @@ pub trait TemplateStore: Send + Sync {
     async fn insert_template(&self, template: &Template) -> StoreResult<()>;
     /// A template with all its versions.
     async fn get_template(&self, workspace: WorkspaceId, id: TemplateId) -> StoreResult<Option<Template>>;
+    /// The newest template of the workspace whose name is exactly `name` (names are not
+    /// unique), with all its versions.
+    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>>;
     /// Templates with their versions, newest first.
     async fn list_templates(
         &self,

@@ -316,6 +316,12 @@ impl Tidings {
         }
     }
 
+    /// The id of the newest template of the caller's workspace named exactly `name`, if any:
+    /// Resend's `template.id` may be a template's name. Any key that may send may ask.
+    pub async fn find_template_by_name(&self, who: &Principal, name: &str) -> Result<Option<TemplateId>> {
+        Ok(self.store.find_template_by_name(who.workspace_id, name).await?.map(|t| t.id))
+    }
+
     async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {
         self.store.get_template(workspace, id).await?.ok_or(Error::NotFound("template"))
     }

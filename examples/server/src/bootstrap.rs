@@ -207,6 +207,23 @@ pub fn webhook_sender(
     Ok(Arc::new(sender))
 }
 
+/// The fetcher of Resend's attachment `path` URLs: the webhook sender's rules (SSRF guard on
+/// the address connected to, https only unless `TIDINGS_WEBHOOK_ALLOW_PRIVATE`, no redirects)
+/// and its time limit, per file.
+pub fn file_fetcher(
+    config: &Config,
+    dns: Arc<tidings_dns::HickoryDns>,
+) -> Result<Arc<dyn tidings_core::ports::FileFetcher>, ServerError> {
+    let settings = tidings_webhook_http::FetcherSettings {
+        allow_private: config.webhook_allow_private,
+        timeout: WEBHOOK_TIMEOUT,
+        ..Default::default()
+    };
+    let fetcher = tidings_webhook_http::HttpFileFetcher::new(dns, settings)
+        .map_err(|e| ServerError::WebhookSender(e.to_string()))?;
+    Ok(Arc::new(fetcher))
+}
+
 /// How messages leave: the transport of `TIDINGS_DELIVERY`; `None` with `hold` (nothing
 /// leaves).
 pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Option<Arc<dyn Mailer>>, ServerError> {

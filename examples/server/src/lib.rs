@@ -163,6 +163,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         tracing::warn!("{warning}");
     }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
+    let file_fetcher = bootstrap::file_fetcher(&config, dns.clone())?;
     let bootstrap::OpenStore { store, limits, sled } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -262,7 +263,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         );
     }
     let core_for_dashboard = core.clone();
-    let state = ApiState::with_limits(core, http, limits).with_metrics(metrics);
+    let state = ApiState::with_limits(core, http, limits).with_metrics(metrics).with_file_fetcher(file_fetcher);
     let drain = state.drain();
     // `/metrics` on a plain-HTTP listener of its own, served until shutdown like the others.
     if let Some(addr) = config.metrics_listen {

@@ -83,6 +83,8 @@ pub fn router(state: ApiState) -> Router {
         // A panic is a bug, but it must cost one request, not the connection or the process,
         // and the client still gets the envelope.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        // The catcher sees no request: a caught panic under `/resend` gets Resend's body here.
+        .layer(axum::middleware::from_fn(resend_panic_body))
         // Outside the time limit and the panic catcher, so their 503 and 500 are counted.
         .layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track_requests))
         // Outside the time limit, so timeouts and panics are answered with the id and logged
@@ -126,7 +128,23 @@ async fn time_limited(
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
-    ApiError::Core(tidings_core::Error::Internal("handler panicked".into())).into_response()
+    let mut response = ApiError::Core(tidings_core::Error::Internal("handler panicked".into())).into_response();
+    response.extensions_mut().insert(Panicked);
+    response
+}
+
+/// Marks [`panic_response`]'s answer, for [`resend_panic_body`].
+#[derive(Debug, Clone, Copy)]
+struct Panicked;
+
+/// A caught panic's 500 in Resend's body for a request under `/resend`.
+async fn resend_panic_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resend = crate::compat::resend::owns(req.uri().path());
+    let response = next.run(req).await;
+    if resend && response.extensions().get::<Panicked>().is_some() {
+        return crate::compat::resend::ResendError::Panicked.into_response();
+    }
+    response
 }
 
 /// Marks the answer of [`router`]'s fallbacks (a path it does not serve, a method a path
@@ -141,7 +159,11 @@ pub enum Unrouted {
     WrongMethod,
 }
 
-async fn unknown_route() -> Response {
+async fn unknown_route(uri: axum::http::Uri) -> Response {
+    // `/resend` itself: the nested router serves only the paths below it.
+    if crate::compat::resend::owns(uri.path()) {
+        return crate::compat::resend::unknown_route().await;
+    }
     let mut response = ApiError::UnknownRoute.into_response();
     response.extensions_mut().insert(Unrouted::UnknownPath);
     response
@@ -151,4 +173,40 @@ async fn method_not_allowed() -> Response {
     let mut response = ApiError::MethodNotAllowed.into_response();
     response.extensions_mut().insert(Unrouted::WrongMethod);
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    /// A panic is a bug, so no route can be made to panic on purpose: a router with one that
+    /// does, under the same two layers as [`router`].
+    #[tokio::test]
+    async fn a_caught_panic_under_resend_is_answered_in_resends_body() {
+        async fn boom() -> Response {
+            panic!("a bug")
+        }
+        let app: Router = Router::new()
+            .route("/resend/emails", axum::routing::get(boom))
+            .route("/v1/messages", axum::routing::get(boom))
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+            .layer(axum::middleware::from_fn(resend_panic_body));
+        let body = |response: Response| async move {
+            let bytes = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
+            serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+        };
+        let resend = app.clone().oneshot(Request::get("/resend/emails").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(resend.status(), 500);
+        let resend = body(resend).await;
+        assert_eq!(
+            (resend["statusCode"].as_u64(), resend["name"].as_str()),
+            (Some(500), Some("internal_server_error"))
+        );
+        let v1 = app.oneshot(Request::get("/v1/messages").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(body(v1).await["success"], false, "the envelope elsewhere");
+    }
 }

@@ -211,3 +211,220 @@ async fn every_resend_route_asks_for_a_key_in_resends_words() {
         assert_eq!((wrong.status.as_u16(), resend_error(&wrong)), (403, "invalid_api_key"), "{method} {path}");
     }
 }
+
+#[tokio::test]
+async fn domains_are_created_listed_read_verified_and_removed_in_resends_shapes() {
+    let api = TestApi::new().await;
+    let created = api.post("/resend/domains", json!({"name": "shop.example", "region": "eu-west-1"})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(created.body["name"], "shop.example");
+    assert_eq!(created.body["status"], "not_started");
+    assert_eq!(created.body["region"], "us-east-1", "Tidings has one region");
+    let records = created.body["records"].as_array().unwrap();
+    assert!(!records.is_empty());
+    for record in records {
+        for field in ["record", "name", "type", "value", "ttl", "status"] {
+            assert!(record[field].is_string(), "{field} in {record}");
+        }
+        assert_eq!(record["status"], "not_started");
+    }
+    let kinds: Vec<&str> = records.iter().map(|r| r["record"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["SPF", "DKIM", "DKIM", "DMARC"]);
+
+    let listed = api.get("/resend/domains?limit=10").await;
+    assert_eq!((listed.body["object"].as_str(), listed.body["has_more"].as_bool()), (Some("list"), Some(false)));
+    assert_eq!(listed.body["data"][0]["id"], id.as_str(), "{}", listed.body);
+    assert!(listed.body["data"][0].get("records").is_none());
+    let got = api.get(&format!("/resend/domains/{id}")).await;
+    assert_eq!((got.body["object"].as_str(), got.body["id"].as_str()), (Some("domain"), Some(id.as_str())));
+    assert_eq!(got.body["records"].as_array().map(Vec::len), Some(4));
+
+    // No DNS answers here: the check runs and the records fail.
+    let verified = api.post(&format!("/resend/domains/{id}/verify"), json!({})).await;
+    assert_eq!(verified.body, json!({"object": "domain", "id": id}), "{}", verified.body);
+    let after = api.get(&format!("/resend/domains/{id}")).await;
+    assert_eq!(after.body["status"], "failed", "{}", after.body);
+    assert_eq!(after.body["records"][0]["status"], "failed");
+
+    let removed = api.call("DELETE", &format!("/resend/domains/{id}"), Some(&api.key.clone()), None).await;
+    assert_eq!(removed.body, json!({"object": "domain", "id": id, "deleted": true}), "{}", removed.body);
+    let gone = api.get(&format!("/resend/domains/{id}")).await;
+    assert_eq!((gone.status.as_u16(), resend_error(&gone)), (404, "not_found"));
+    assert_eq!(gone.body["message"], "Domain not found");
+}
+
+#[tokio::test]
+async fn what_a_domain_cannot_be_is_refused_naming_resends_fields() {
+    let api = TestApi::new().await;
+    let bad_name = api.post("/resend/domains", json!({"name": "not a domain"})).await;
+    assert_eq!((bad_name.status.as_u16(), resend_error(&bad_name)), (422, "validation_error"));
+    assert!(bad_name.body["message"].as_str().unwrap().starts_with("`name`"), "{}", bad_name.body);
+    let missing = api.post("/resend/domains", json!({})).await;
+    assert_eq!(resend_error(&missing), "missing_required_field", "{}", missing.body);
+    let unsupported =
+        api.post("/resend/domains", json!({"name": "a.example", "custom_return_path": "out", "tls": "enforced"})).await;
+    assert_eq!((unsupported.status.as_u16(), resend_error(&unsupported)), (422, "validation_error"));
+    let message = unsupported.body["message"].as_str().unwrap();
+    assert!(message.contains("`custom_return_path`") && message.contains("`tls`"), "{message}");
+    assert_eq!(api.get("/resend/domains").await.body["data"], json!([]), "nothing was added");
+    let before = api.get("/resend/domains?before=dom_x").await;
+    assert_eq!((before.status.as_u16(), resend_error(&before)), (422, "validation_error"));
+}
+
+#[tokio::test]
+async fn api_keys_are_created_with_their_token_listed_and_removed() {
+    let api = TestApi::new().await;
+    let created = api.post("/resend/api-keys", json!({"name": "ci", "permission": "sending_access"})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let (id, token) = (created.body["id"].as_str().unwrap(), created.body["token"].as_str().unwrap());
+    assert_eq!(created.body.as_object().unwrap().len(), 2, "only id and token: {}", created.body);
+    // The token is a Tidings key with the scope asked for: it sends, it manages nothing.
+    let listed_by_it = api.call("GET", "/resend/emails", Some(token), None).await;
+    assert_eq!(listed_by_it.status, 200, "{}", listed_by_it.body);
+    let domains_by_it = api.call("GET", "/resend/domains", Some(token), None).await;
+    assert_eq!((domains_by_it.status.as_u16(), resend_error(&domains_by_it)), (401, "restricted_api_key"));
+    assert_eq!(api.get(&format!("/v1/keys/{id}")).await.data()["scope"], "send");
+
+    let listed = api.get("/resend/api-keys").await;
+    assert_eq!(listed.body["object"], "list", "{}", listed.body);
+    let ci = listed.body["data"].as_array().unwrap().iter().find(|k| k["id"] == id).expect("listed");
+    assert_eq!(ci["name"], "ci");
+    assert!(ci["created_at"].is_string() && ci.get("last_used_at").is_some(), "{ci}");
+
+    let removed = api.call("DELETE", &format!("/resend/api-keys/{id}"), Some(&api.key.clone()), None).await;
+    assert_eq!(removed.body, json!({"object": "api_key", "id": id, "deleted": true}), "{}", removed.body);
+    let revoked = api.call("GET", "/resend/emails", Some(token), None).await;
+    assert_eq!((revoked.status.as_u16(), resend_error(&revoked)), (403, "invalid_api_key"));
+    let again = api.call("DELETE", &format!("/resend/api-keys/{id}"), Some(&api.key.clone()), None).await;
+    assert_eq!((again.status.as_u16(), resend_error(&again)), (404, "not_found"));
+
+    let bad = api.post("/resend/api-keys", json!({"name": "x", "permission": "everything"})).await;
+    assert_eq!((bad.status.as_u16(), resend_error(&bad)), (422, "validation_error"));
+    assert!(bad.body["message"].as_str().unwrap().contains("`permission`"), "{}", bad.body);
+    let no_domain =
+        api.post("/resend/api-keys", json!({"name": "x", "domain_id": "dom_01J00000000000000000000000"})).await;
+    assert_eq!((no_domain.status.as_u16(), resend_error(&no_domain)), (422, "validation_error"));
+    assert!(no_domain.body["message"].as_str().unwrap().contains("`domain_id`"), "{}", no_domain.body);
+}
+
+#[tokio::test]
+async fn a_batch_holds_at_most_resends_hundred() {
+    let api = api().await;
+    let many: Vec<Value> = (0..101).map(|_| email()).collect();
+    let refused = api.post("/resend/emails/batch", json!(many)).await;
+    assert_eq!((refused.status.as_u16(), resend_error(&refused)), (422, "validation_error"));
+    assert!(refused.body["message"].as_str().unwrap().contains("at most 100"), "{}", refused.body);
+    let hundred: Vec<Value> = (0..100).map(|_| email()).collect();
+    let mut api_fast = api;
+    api_fast.key = api_fast.post("/v1/keys", json!({"rateLimitPerSec": 1000})).await.data()["plaintextKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let taken = api_fast.post("/resend/emails/batch", json!(hundred)).await;
+    assert_eq!(taken.body["data"].as_array().map(Vec::len), Some(100), "{}", taken.body);
+}
+
+#[tokio::test]
+async fn answers_made_before_routing_are_in_resends_body_too() {
+    let api = api().await;
+    let long = format!("/resend/emails?after={}", "x".repeat(tidings_http::MAX_URI_BYTES));
+    let too_long = api.get(&long).await;
+    assert_eq!((too_long.status.as_u16(), resend_error(&too_long)), (414, "validation_error"));
+    let heavy = axum::http::Request::get("/resend/emails")
+        .header("authorization", format!("Bearer {}", api.key))
+        .header("x-padding", "y".repeat(tidings_http::MAX_HEADER_LIST_BYTES))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let heavy = api.send(heavy).await;
+    assert_eq!((heavy.status.as_u16(), resend_error(&heavy)), (431, "validation_error"));
+    let root = api.get("/resend").await;
+    assert_eq!((root.status.as_u16(), resend_error(&root)), (404, "not_found"));
+    let unserved =
+        api.call("PATCH", "/resend/api-keys/key_x", Some(&api.key.clone()), Some(json!({"name": "n"}))).await;
+    assert_eq!((unserved.status.as_u16(), resend_error(&unserved)), (405, "method_not_allowed"));
+    // The envelope stays the envelope elsewhere.
+    let v1 = api.get(&format!("/v1/messages?cursor={}", "x".repeat(tidings_http::MAX_URI_BYTES))).await;
+    assert_eq!((v1.status.as_u16(), v1.body["success"].as_bool()), (414, Some(false)));
+}
+
+/// Files by URL, from a map: the router's handling of `path` (the real fetcher, behind the
+/// SSRF guard, is tested in tidings-webhook-http and end to end).
+struct Files;
+
+#[async_trait::async_trait]
+impl tidings_core::ports::FileFetcher for Files {
+    async fn fetch(
+        &self,
+        url: &str,
+        max_bytes: usize,
+    ) -> Result<tidings_core::ports::FetchedFile, tidings_core::ports::FetchError> {
+        use tidings_core::ports::{FetchError, FetchedFile};
+        match url {
+            "https://files.example/a.txt" => {
+                Ok(FetchedFile { bytes: b"fetched\n".to_vec(), content_type: Some("text/plain".into()) })
+            }
+            "https://files.example/huge" => Err(FetchError::TooLarge { limit: max_bytes }),
+            _ => Err(FetchError::Status(404)),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_attachment_path_is_fetched_into_the_message_or_refused_naming_it() {
+    let api = api().await.with_file_fetcher(std::sync::Arc::new(Files));
+    let mut body = email();
+    body["attachments"] = json!([{"filename": "a.txt", "path": "https://files.example/a.txt"}]);
+    let sent = api.post("/resend/emails", body).await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let v1 = api.get(&format!("/v1/messages/{}", sent.body["id"].as_str().unwrap())).await;
+    let file = &v1.data()["attachments"][0];
+    assert_eq!((file["size"].as_u64(), file["contentType"].as_str()), (Some(8), Some("text/plain")), "{file}");
+
+    for (path, why) in [("https://files.example/missing", "HTTP 404"), ("https://files.example/huge", "larger than")] {
+        let mut body = email();
+        body["attachments"] = json!([{"filename": "f", "path": path}]);
+        let refused = api.post("/resend/emails", body).await;
+        assert_eq!((refused.status.as_u16(), resend_error(&refused)), (422, "validation_error"));
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(message.contains("`attachments[0].path`") && message.contains(why), "{message}");
+    }
+    let mut both = email();
+    both["attachments"] = json!([{"filename": "f", "path": "https://files.example/a.txt", "content": "aGk="}]);
+    assert_eq!(resend_error(&api.post("/resend/emails", both).await), "validation_error");
+    let mut eleven = email();
+    eleven["attachments"] = json!(
+        (0..11)
+            .map(|i| json!({"filename": format!("{i}.txt"), "path": "https://files.example/a.txt"}))
+            .collect::<Vec<_>>()
+    );
+    let refused = api.post("/resend/emails", eleven).await;
+    assert!(refused.body["message"].as_str().unwrap().contains("`attachments[10].path`: too many"), "{}", refused.body);
+    let mut in_batch = email();
+    in_batch["attachments"] = json!([{"filename": "a.txt", "path": "https://files.example/missing"}]);
+    let batch = api.post("/resend/emails/batch", json!([email(), in_batch])).await;
+    assert!(batch.body["message"].as_str().unwrap().contains("`[1].attachments[0].path`"), "{}", batch.body);
+}
+
+#[tokio::test]
+async fn a_template_is_used_by_its_id_or_by_its_name() {
+    let api = api().await;
+    let old = api.post("/v1/templates", json!({"name": "Welcome", "subject": "Old {{name}}", "text": "old"})).await;
+    assert_eq!(old.status, 201, "{}", old.body);
+    let new =
+        api.post("/v1/templates", json!({"name": "Welcome", "subject": "Hi {{name}}", "text": "Hello {{name}}"})).await;
+    let new_id = new.data()["id"].as_str().unwrap().to_owned();
+    let send = |template: Value| json!({"from": "hi@example.com", "to": "a@example.net", "template": template});
+    for by in [json!("Welcome"), json!(new_id)] {
+        let sent = api.post("/resend/emails", send(json!({"id": by, "variables": {"name": "Ann"}}))).await;
+        assert_eq!(sent.status, 200, "{by}: {}", sent.body);
+        let got = api.get(&format!("/resend/emails/{}", sent.body["id"].as_str().unwrap())).await;
+        assert_eq!(got.body["subject"], "Hi Ann", "{by}: the newest template of that name");
+    }
+    let unknown = api.post("/resend/emails", send(json!({"id": "Goodbye"}))).await;
+    assert_eq!((unknown.status.as_u16(), resend_error(&unknown)), (422, "validation_error"));
+    assert!(unknown.body["message"].as_str().unwrap().starts_with("`template.id`"), "{}", unknown.body);
+    let batch =
+        api.post("/resend/emails/batch", json!([send(json!({"id": "Welcome", "variables": {"name": "Bo"}}))])).await;
+    assert_eq!(batch.body["data"].as_array().map(Vec::len), Some(1), "{}", batch.body);
+}

@@ -136,3 +136,22 @@ pub(super) async fn template_updates_and_deletes<S: Store + 'static>(s: Arc<S>) 
     assert_not_found(s.update_template(a, t.id, rename()).await, "update a deleted template");
     assert_eq!(s.get_template(a, other.id).await.must("get other"), Some(other), "other templates stay");
 }
+
+pub(super) async fn a_template_is_found_by_its_exact_name_newest_first<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let named = |ws, name: &str| Template { name: name.to_owned(), ..template(ws) };
+    let older = named(a, "Welcome");
+    s.insert_template(&older).await.must("insert older");
+    let other = named(a, "Receipt");
+    s.insert_template(&other).await.must("insert other");
+    let newer = named(a, "Welcome");
+    s.insert_template(&newer).await.must("insert newer");
+    s.insert_template(&named(b, "Welcome")).await.must("insert in b");
+    let found = s.find_template_by_name(a, "Welcome").await.must("find Welcome");
+    assert_eq!(found, Some(newer.clone()), "the newest of that name, with its versions");
+    assert_eq!(s.find_template_by_name(a, "Receipt").await.must("find Receipt").map(|t| t.id), Some(other.id));
+    assert_eq!(s.find_template_by_name(a, "welcome").await.must("case"), None, "the exact name only");
+    assert_eq!(s.find_template_by_name(a, "Welcom").await.must("prefix"), None, "the whole name only");
+    let solo = WorkspaceId(ulid());
+    assert_eq!(s.find_template_by_name(solo, "Welcome").await.must("empty workspace"), None, "isolated");
+}

@@ -135,6 +135,12 @@ impl TemplateStore for MemoryStore {
         Ok(self.state().templates.get(&id).filter(|t| t.workspace_id == workspace).cloned())
     }
 
+    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+        let st = self.state();
+        let named = st.templates.values().filter(|t| t.workspace_id == workspace && t.name == name);
+        Ok(named.max_by_key(|t| t.id).cloned())
+    }
+
     async fn list_templates(
         &self,
         workspace: WorkspaceId,

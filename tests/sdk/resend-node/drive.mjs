@@ -1,7 +1,9 @@
 // Drives the official Resend Node SDK, unchanged, against Tidings' /resend API, and prints
 // one JSON object of what it got back for tests/tests/it/resend_sdk.rs to assert on.
 // Env: RESEND_BASE_URL (https://127.0.0.1:<port>/resend), TIDINGS_KEY, FROM, TO (comma
-// separated), CC, BCC, REPLY_TO; NODE_EXTRA_CA_CERTS names the server's certificate.
+// separated), CC, BCC, REPLY_TO, FILE_URL (a file to attach by `path`), SUPPRESSED (a
+// suppressed address), NEW_DOMAIN (a domain to add and remove); NODE_EXTRA_CA_CERTS names
+// the server's certificate.
 import { Resend } from 'resend';
 
 const env = (name) => {
@@ -30,6 +32,7 @@ const email = {
   attachments: [
     { filename: 'hello.txt', content: Buffer.from('attached bytes\n'), contentType: 'text/plain' },
     { filename: 'b64.txt', content: Buffer.from('base64 bytes\n').toString('base64') },
+    { filename: 'remote.txt', path: env('FILE_URL') },
   ],
 };
 
@@ -78,6 +81,26 @@ out.update = await resend.emails.update({ id: scheduled.data?.id, scheduledAt: n
 out.cancel = await resend.emails.cancel(scheduled.data?.id);
 out.canceled = await resend.emails.get(scheduled.data?.id);
 
+// Domains: add, list, read, check, remove.
+out.domainCreate = await resend.domains.create({ name: env('NEW_DOMAIN'), region: 'eu-west-1' });
+const domainId = out.domainCreate.data?.id;
+out.domainList = await resend.domains.list();
+out.domainGet = await resend.domains.get(domainId);
+out.domainVerify = await resend.domains.verify(domainId);
+out.domainVerified = await resend.domains.get(domainId);
+out.domainRemove = await resend.domains.remove(domainId);
+out.domainGone = await resend.domains.get(domainId);
+
+// API keys: a sending key sends but manages nothing; removed, it fails.
+out.keyCreate = await resend.apiKeys.create({ name: 'sdk sender', permission: 'sending_access' });
+const sender = new Resend(out.keyCreate.data?.token);
+out.sendByNewKey = await sender.emails.send({ from, to: [to[0]], subject: 'By the new key', text: 'new key' });
+out.domainsBySender = await sender.domains.list();
+out.keyList = await resend.apiKeys.list();
+out.keyRemove = await resend.apiKeys.remove(out.keyCreate.data?.id);
+out.sendByRemovedKey = await sender.emails.send({ from, to: [to[0]], subject: 'Removed key', text: 'no' });
+
+out.suppressed = await resend.emails.send({ from, to: [env('SUPPRESSED')], subject: 'Suppressed', text: 'no' });
 out.badKey = await new Resend('tid_not_a_real_key_at_all').emails.send(email);
 out.invalid = await resend.emails.send({ ...email, to: ['not an address'] });
 out.notFound = await resend.emails.get('msg_01J00000000000000000000000');

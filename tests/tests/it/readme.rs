@@ -23,6 +23,8 @@
 //!   - `cargo`: `cargo run … -p tidings-server` is the harness's server (no second build),
 //!     `cargo test …` is what runs this test; anything else fails.
 //!   - `./test` (the README's test command) is a stand-in that says it runs this test.
+//!   - `npm install resend@<version>` links the Resend SDK that `tests/sdk/resend-node` pins
+//!     (`npm ci` there first if needed) instead of downloading it; `node` is the real one.
 //!   - `swaks` is the real one (`./test` installs it; plain `cargo test` skips a block that
 //!     calls it when it is missing, saying so, as `tool_available` does for every test).
 //! - `text`: a Prometheus sample: every `# HELP`/`# TYPE` line and every sample's series
@@ -124,6 +126,7 @@ async fn every_readme_block_runs_or_is_checked() {
         ("README_CLI_DATA_DIR".to_owned(), cli_data.path().display().to_string()),
         ("README_DATA_DIR".to_owned(), server.data_dir().path().display().to_string()),
         ("README_SUBMISSION_ADDR".to_owned(), server.submission_addr().to_string()),
+        ("README_RESEND_SDK_DIR".to_owned(), root.join("tests/sdk/resend-node").display().to_string()),
     ]);
     if let Some(url) = cli_data.database_url() {
         env.insert("README_CLI_DATABASE_URL".to_owned(), url);
@@ -140,7 +143,7 @@ async fn every_readme_block_runs_or_is_checked() {
     // The sh blocks, a section at a time, in README order.
     let mut sections: Vec<Vec<(Block, Vec<String>)>> = Vec::new();
     // The programs beyond bash, curl and python3 that blocks call, and where they come from.
-    let tools = [("swaks", "apt-get install swaks")];
+    let tools = [("swaks", "apt-get install swaks"), ("npm", "install Node.js 20 and npm (Debian: nodejs, npm)")];
     for block in all.iter().filter(|b| b.lang == "sh") {
         let calls = |tool: &str| block.lines.iter().any(|l| l.trim_start().starts_with(&format!("{tool} ")));
         if let Some((tool, _)) = tools.iter().find(|(tool, install)| {

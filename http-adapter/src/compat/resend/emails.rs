@@ -8,6 +8,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tidings_core::Error;
+use tidings_core::ids::TemplateId;
 use tidings_core::model::{Message, MessageStatus, RecipientKind};
 use tidings_core::usecases::{self, AttachmentRequest, SendRequest, TagRequest};
 
@@ -23,7 +24,7 @@ pub(super) struct CreateEmailRequest {
     html: Option<String>,
     text: Option<String>,
     headers: Option<Value>,
-    attachments: Option<Vec<ResendAttachment>>,
+    pub(super) attachments: Option<Vec<ResendAttachment>>,
     tags: Option<Vec<ResendTag>>,
     scheduled_at: Option<String>,
     template: Option<TemplateRef>,
@@ -46,15 +47,16 @@ struct ResendTag {
     value: String,
 }
 
-/// One file of `attachments`.
+/// One file of `attachments`: its bytes as `content`, or a URL to fetch them from as `path`
+/// (`attachment_paths` fetches them before [`CreateEmailRequest::into_send`]).
 #[derive(Deserialize)]
-struct ResendAttachment {
-    content: Option<Content>,
+pub(super) struct ResendAttachment {
+    pub(super) content: Option<Content>,
     /// resend-node's type allows `false` for "no name".
     #[serde(default, deserialize_with = "filename")]
     filename: Option<String>,
-    path: Option<String>,
-    content_type: Option<String>,
+    pub(super) path: Option<String>,
+    pub(super) content_type: Option<String>,
     content_id: Option<String>,
 }
 
@@ -139,8 +141,9 @@ fn filename<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error>
 const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
 impl CreateEmailRequest {
-    /// Core's send request; what only Resend has and Tidings does not serve is refused here,
-    /// naming the field, rather than dropped silently.
+    /// Core's send request, once every `path` was fetched into `content`; what only Resend has
+    /// and Tidings does not serve is refused here, naming the field, rather than dropped
+    /// silently.
     pub(super) fn into_send(self) -> Result<SendRequest, Error> {
         if self.topic_id.as_ref().is_some_and(|t| !t.is_null()) {
             return Err(Error::field("topic_id", "is not supported by Tidings: leave it out"));
@@ -148,10 +151,8 @@ impl CreateEmailRequest {
         let mut attachments = Vec::new();
         for (i, a) in self.attachments.into_iter().flatten().enumerate() {
             if a.path.is_some() {
-                return Err(Error::field(
-                    format!("attachments[{i}].path"),
-                    "is not supported by Tidings: give the file's bytes as `content` (base64, an array of bytes or a Buffer)",
-                ));
+                // `attachment_paths` takes every path out; one left here was never fetched.
+                return Err(Error::field(format!("attachments[{i}].path"), "was not fetched"));
             }
             let content = a.content.ok_or_else(|| Error::field(format!("attachments[{i}].content"), "is required"))?;
             attachments.push(AttachmentRequest {
@@ -185,6 +186,14 @@ impl CreateEmailRequest {
             scheduled_at: self.scheduled_at,
             written_headers: None,
         })
+    }
+}
+
+impl CreateEmailRequest {
+    /// `template.id` when it is no template id: then it names a template, and the handler
+    /// puts that template's id in its place.
+    pub(super) fn template_name_mut(&mut self) -> Option<&mut String> {
+        self.template.as_mut().map(|t| &mut t.id).filter(|id| TemplateId::parse(id).is_none())
     }
 }
 
@@ -366,13 +375,6 @@ mod tests {
 
     #[test]
     fn what_tidings_does_not_serve_is_refused_naming_the_field() {
-        let path = parsed(
-            serde_json::json!({ "to": "a@x.example", "attachments": [{ "filename": "a", "path": "https://x.example/a" }] }),
-        );
-        assert!(
-            matches!(path, Err(Error::Validation { ref fields }) if fields[0].field == "attachments[0].path"),
-            "{path:?}"
-        );
         let topic = parsed(serde_json::json!({ "to": "a@x.example", "topic_id": "t" }));
         assert!(matches!(topic, Err(Error::Validation { ref fields }) if fields[0].field == "topic_id"));
         let buffer = serde_json::from_value::<Content>(serde_json::json!({ "type": "Blob", "data": [1] }));

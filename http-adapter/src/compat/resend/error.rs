@@ -21,6 +21,8 @@ pub(crate) enum ResendError {
     UnknownRoute,
     /// 405 `method_not_allowed`.
     MethodNotAllowed,
+    /// 500 `internal_server_error`: a handler panicked (logged where it was caught).
+    Panicked,
 }
 
 crate::compat::wraps_api_error!(ResendError);
@@ -32,6 +34,9 @@ fn parts(e: &ResendError) -> (StatusCode, &'static str, String) {
         ResendError::UnknownRoute => return (S::NOT_FOUND, "not_found", "Route not found".into()),
         ResendError::MethodNotAllowed => {
             return (S::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed on this path".into());
+        }
+        ResendError::Panicked => {
+            return (S::INTERNAL_SERVER_ERROR, "internal_server_error", "An unexpected error occurred".into());
         }
         ResendError::Api(api) => api,
     };
@@ -136,6 +141,25 @@ fn resend_field(field: &str) -> String {
         }
     }
     out
+}
+
+/// `e` with core's field `from` named `to`, where a Resend request names a field otherwise
+/// than `/v1` does (`domain` is Resend's `name`).
+pub(super) fn renamed(e: Error, from: &str, to: &str) -> Error {
+    match e {
+        Error::Validation { fields } => Error::Validation {
+            fields: fields
+                .into_iter()
+                .map(|mut f| {
+                    if f.field == from {
+                        f.field = to.to_owned();
+                    }
+                    f
+                })
+                .collect(),
+        },
+        other => other,
+    }
 }
 
 /// Core's resource names in Resend's words.

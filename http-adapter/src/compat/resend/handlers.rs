@@ -3,6 +3,8 @@
 //! envelope: a send is `{"id"}`, a batch `{"data":[{"id"}…]}`, a list
 //! `{"object":"list","has_more","data"}`.
 
+use std::collections::HashMap;
+
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -11,21 +13,19 @@ use serde_json::json;
 use tidings_core::Error;
 use tidings_core::ids::MessageId;
 use tidings_core::usecases::{
-    Admission, BatchItem, BatchValidation, LimitedSend, ListParams, MessageFilters, RateLimitState,
+    Admission, BatchItem, BatchValidation, LimitedSend, ListParams, MessageFilters, Principal, RateLimitState,
 };
 
+use super::attachment_paths::{FetchBudget, fetch_paths};
 use super::auth::{Caller, Resend, ResendBody};
 use super::emails::{CreateEmailRequest, CreatedEmail, EmailRef, EmailResponse, UpdateEmailRequest};
-use super::error::ResendError;
+use super::error::{ResendError, renamed};
 use crate::json::{ApiJson, ApiJsonArray};
 use crate::path::IdPath;
 use crate::routes::idempotency_key;
 use crate::{ApiError, ApiState, query};
 
 type Result<T, E = ResendError> = std::result::Result<T, E>;
-
-/// Resend's page size when `limit` is absent.
-const DEFAULT_LIMIT: i64 = 20;
 
 /// `POST /resend/emails`: one send, under the key's rate limit and Idempotency-Key.
 pub(super) async fn send_email(
@@ -36,6 +36,10 @@ pub(super) async fn send_email(
 ) -> Result<Response> {
     let who = who.0;
     let key = idempotency_key(&headers)?;
+    let mut reqs = [req];
+    let _fetched = fetch_paths(&mut reqs, false, &fetch_budget(&state, &who)).await?;
+    resolve_template_names(&state, &who, &mut reqs).await?;
+    let [req] = reqs;
     let req = req.into_send()?;
     match state.core.send_rate_limited(&*state.limits, &who, req, key).await? {
         Admission::Allowed(LimitedSend { outcome, limit }) => {
@@ -53,11 +57,16 @@ pub(super) async fn send_batch(
     State(state): State<ApiState>,
     Resend(who): Caller,
     headers: HeaderMap,
-    ResendBody(ApiJsonArray(reqs)): ResendBody<ApiJsonArray<CreateEmailRequest>>,
+    ResendBody(ApiJsonArray(mut reqs)): ResendBody<ApiJsonArray<CreateEmailRequest>>,
 ) -> Result<Response> {
     let who = who.0;
     let key = idempotency_key(&headers)?;
     let mode = BatchValidation::parse(headers.get("x-batch-validation").and_then(|v| v.to_str().ok()))?;
+    if reqs.len() > MAX_BATCH {
+        return Err(Error::field("batch", format!("must hold at most {MAX_BATCH} emails")).into());
+    }
+    let _fetched = fetch_paths(&mut reqs, true, &fetch_budget(&state, &who)).await?;
+    resolve_template_names(&state, &who, &mut reqs).await?;
     let reqs = reqs
         .into_iter()
         .enumerate()
@@ -85,6 +94,36 @@ pub(super) async fn send_batch(
         BatchValidation::Strict => json!({ "data": data }),
     };
     Ok(answer(StatusCode::OK, body, limit.as_ref(), outcome.replayed))
+}
+
+/// Most emails in one batch: Resend's limit (core's, for `/v1`, is higher).
+pub(super) const MAX_BATCH: usize = 100;
+
+/// Where this request's `path` attachments are fetched and counted.
+fn fetch_budget<'a>(state: &'a ApiState, who: &Principal) -> FetchBudget<'a> {
+    FetchBudget { fetcher: &*state.file_fetcher, memory: &state.body_budget, workspace: who.workspace_id }
+}
+
+/// Resend's `template.id` may be a template's name (contract §11): each name becomes the id
+/// of the newest template so named. A name no template has is left as it is, and the send
+/// use case refuses it as an unknown template (422 naming `template.id`).
+async fn resolve_template_names(state: &ApiState, who: &Principal, emails: &mut [CreateEmailRequest]) -> Result<()> {
+    let mut found: HashMap<String, Option<String>> = HashMap::new();
+    for email in emails {
+        let Some(name) = email.template_name_mut() else { continue };
+        let id = match found.get(name.as_str()) {
+            Some(id) => id.clone(),
+            None => {
+                let id = state.core.find_template_by_name(who, name).await?.map(|id| id.to_string());
+                found.insert(name.clone(), id.clone());
+                id
+            }
+        };
+        if let Some(id) = id {
+            *name = id;
+        }
+    }
+    Ok(())
 }
 
 /// An item's fault named with its index, as the batch body's parse names them (`[2].to`).
@@ -115,23 +154,13 @@ pub(super) async fn list_emails(
     if before.is_some() && q.contains_key("after") {
         return Err(Error::field("before", "cannot be used with `after`: page one way at a time").into());
     }
-    let limit = match q.get("limit") {
-        None => DEFAULT_LIMIT,
-        Some(text) => text.parse().map_err(|_| Error::field("limit", "must be an integer between 1 and 100"))?,
-    };
+    let limit = super::paging::limit(q.get("limit").map(String::as_str))?;
     let params = ListParams { limit: Some(limit), cursor: q.get("after").cloned() };
     let backwards = before.is_some();
     let filters = MessageFilters { ending_before: before, ..MessageFilters::default() };
-    let listed = state.core.list_messages(&who.0, params, &filters).await.map_err(|e| match e {
-        // Core names its own parameter; the client wrote `before`.
-        Error::Validation { fields } if backwards => Error::Validation {
-            fields: fields
-                .into_iter()
-                .map(|f| if f.field == "endingBefore" { tidings_core::FieldError::new("before", f.message) } else { f })
-                .collect(),
-        },
-        other => other,
-    })?;
+    // Core names its own parameter; the client wrote `before`.
+    let listed =
+        state.core.list_messages(&who.0, params, &filters).await.map_err(|e| renamed(e, "endingBefore", "before"))?;
     let has_more = if backwards { listed.prev_cursor.is_some() } else { listed.has_more };
     let data = listed.items.into_iter().map(EmailResponse::listed).collect::<Vec<_>>();
     Ok(Json(json!({ "object": "list", "has_more": has_more, "data": data })).into_response())

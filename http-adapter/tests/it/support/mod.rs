@@ -103,6 +103,14 @@ impl TestApi {
         Self { app, key: created.plaintext.expose().to_owned(), core, drain }
     }
 
+    /// The same service and key, its router fetching Resend's attachment `path`s with
+    /// `fetcher`.
+    pub fn with_file_fetcher(self, fetcher: Arc<dyn tidings_core::ports::FileFetcher>) -> Self {
+        let state = ApiState::new(self.core.clone(), HttpConfig::default()).with_file_fetcher(fetcher);
+        let drain = state.drain();
+        Self { app: router(state), drain, ..self }
+    }
+
     /// The API over a store that is down ([`UnavailableStore`]); there is no key.
     pub fn without_store() -> Self {
         let core = Tidings::new(

@@ -52,7 +52,7 @@ impl Workspace {
         std::fs::write(&wrapper, script).expect("write the wrapper");
         let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
         std::fs::set_permissions(&wrapper, executable).expect("make the wrapper executable");
-        for name in ["curl", "tidings-server", "cargo"] {
+        for name in ["curl", "tidings-server", "cargo", "npm"] {
             std::os::unix::fs::symlink(&wrapper, bin.join(name)).expect("link a wrapper");
         }
         std::fs::write(dir.path().join(".prelude.sh"), PRELUDE).expect("write the prelude");

@@ -1,5 +1,5 @@
 # The commands the README's sh blocks call, as the harness runs them (tests/tests/it/readme.rs).
-# Installed on the blocks' PATH as `curl`, `tidings-server` and `cargo`; chooses by the name
+# Installed on the blocks' PATH as `curl`, `tidings-server`, `cargo` and `npm`; chooses by the name
 # it is called by. README_LINE is the README line of the command running (bash's DEBUG trap).
 import json
 import os
@@ -98,4 +98,23 @@ def cargo(args):
         sys.exit(f"README.md:{LINE}: the readme test runs no `cargo {' '.join(args)}`; teach tests/tests/it/readme/wrappers.py")
 
 
-{"curl": curl, "tidings-server": tidings_server, "cargo": cargo}[os.path.basename(sys.argv[0])](sys.argv[1:])
+def npm(args):
+    """`npm install resend@<version>`: the SDK the Resend test drives (tests/sdk/resend-node,
+    pinned to the same version), linked into the block's directory instead of downloaded;
+    installed there with the real `npm ci` when it is not yet. Nothing else."""
+    sdk = os.environ["README_RESEND_SDK_DIR"]
+    with open(os.path.join(sdk, "package.json")) as f:
+        pinned = json.load(f)["dependencies"]["resend"]
+    if args != ["install", f"resend@{pinned}"]:
+        sys.exit(f"README.md:{LINE}: the readme test runs `npm install resend@{pinned}` only, not `npm {' '.join(args)}`")
+    if not os.path.exists(os.path.join(sdk, "node_modules", "resend", "package.json")):
+        real = [p for p in os.environ["PATH"].split(":")[1:] if os.path.exists(os.path.join(p, "npm"))]
+        if not real:
+            sys.exit(f"README.md:{LINE}: npm is not installed")
+        subprocess.run([os.path.join(real[0], "npm"), "ci", "--no-audit", "--no-fund", "--silent"], cwd=sdk, check=True)
+    if not os.path.exists("node_modules"):
+        os.symlink(os.path.join(sdk, "node_modules"), "node_modules")
+    print(f"README.md:{LINE}: (readme test) resend@{pinned} from {sdk}")
+
+
+{"curl": curl, "tidings-server": tidings_server, "cargo": cargo, "npm": npm}[os.path.basename(sys.argv[0])](sys.argv[1:])
