@@ -10,7 +10,9 @@
 //! stores made before it get it built once at open ([`build_id_index`]).
 //!
 //! Writes are ordered so that a reader, which takes no lock, never sees a message before its
-//! event and index entries exist, nor an idempotency record before its message.
+//! event and index entries exist, nor an idempotency record before its message. The trigram
+//! entries go in first of all, before the writer lock is taken and outside the redo record
+//! (`search_index.rs` says why that is safe).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -89,8 +91,8 @@ struct Encoded {
     events: Vec<(Vec<u8>, Vec<u8>)>,
     idempotency: Option<(Vec<u8>, Vec<u8>)>,
     deliveries: Vec<Vec<u8>>,
-    /// The search index's keys (`search_index.rs`), made here so that the writer lock is
-    /// held only for the inserts.
+    /// The search index's keys (`search_index.rs`), inserted before the writer lock is taken
+    /// ([`search_index::insert_entries`]).
     trigrams: Vec<Vec<u8>>,
 }
 
@@ -168,9 +170,6 @@ fn stage_message(tree: &Tree, batch: &mut Batch, new: &NewMessage, enc: Encoded)
     for bucket in buckets(m).into_iter().chain(other_recipient_buckets(m)) {
         batch.insert(entry(&bucket, m.id), &[]);
     }
-    for trigram in enc.trigrams {
-        batch.insert(trigram, &[]);
-    }
     if let Some(at) = m.next_attempt_at {
         batch.insert(m.due_key(at), &[]);
     }
@@ -206,8 +205,12 @@ impl MessageStore for SledStore {
     async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
         let mut enc = encode_new(new)?;
         let idempotency = enc.idempotency.take();
+        let trigrams = std::mem::take(&mut enc.trigrams);
+        let message_key = enc.message_key.clone();
+        search_index::insert_entries(self.inner.tree()?, &trigrams)?;
         let m = &new.message;
-        self.inner
+        let outcome = self
+            .inner
             .write_durable(|tree, batch| {
                 let mut taken = None;
                 if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
@@ -225,17 +228,27 @@ impl MessageStore for SledStore {
                 }
                 Ok(CreateOutcome::Created)
             })
-            .await
+            .await?;
+        if matches!(outcome, CreateOutcome::Duplicate(_)) {
+            search_index::remove_entries(self.inner.tree()?, &message_key, &trigrams)?;
+        }
+        Ok(outcome)
     }
 
     async fn create_messages(&self, new: &NewBatch) -> StoreResult<CreateOutcome> {
-        let encoded = new.messages.iter().map(encode_new).collect::<StoreResult<Vec<_>>>()?;
+        let mut encoded = new.messages.iter().map(encode_new).collect::<StoreResult<Vec<_>>>()?;
         let idempotency = match &new.idempotency {
             Some(r) => Some((layout::idempotency(r.workspace_id, r.key.as_str()).0, encode(r)?)),
             None => None,
         };
+        let trigrams: Vec<(Vec<u8>, Vec<Vec<u8>>)> =
+            encoded.iter_mut().map(|enc| (enc.message_key.clone(), std::mem::take(&mut enc.trigrams))).collect();
+        for (_, entries) in &trigrams {
+            search_index::insert_entries(self.inner.tree()?, entries)?;
+        }
         // One writer-lock section and one sled batch, then one group commit: all or nothing.
-        self.inner
+        let outcome = self
+            .inner
             .write_durable(|tree, batch| {
                 let mut taken = None;
                 if let (Some(record), Some((key, value))) = (&new.idempotency, idempotency) {
@@ -262,7 +275,13 @@ impl MessageStore for SledStore {
                 }
                 Ok(CreateOutcome::Created)
             })
-            .await
+            .await?;
+        if matches!(outcome, CreateOutcome::Duplicate(_)) {
+            for (message_key, entries) in &trigrams {
+                search_index::remove_entries(self.inner.tree()?, message_key, entries)?;
+            }
+        }
+        Ok(outcome)
     }
 
     async fn get_message(&self, workspace: WorkspaceId, id: MessageId) -> StoreResult<Option<Message>> {

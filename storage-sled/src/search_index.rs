@@ -7,8 +7,21 @@
 //! are candidates, and a candidate missing another of them is not a match: the list walks the
 //! rarest bucket and checks the others with point reads before it loads a record, and the
 //! record decides. A message's subject and recipients never change after its create, and no
-//! message is ever deleted (retention keeps both), so the entries are written once, in the
-//! create's write, and never moved.
+//! message is ever deleted (retention keeps both), so the entries are written once, by the
+//! create, and never moved.
+//!
+//! The create inserts them first, one plain insert each, before it takes the writer lock and
+//! outside its redo record ([`insert_entries`]): they are about 60 of the create's 70 keys,
+//! and in the locked batch they doubled the time the lock was held and were logged twice
+//! (redo record, then the keys; bench/README.md, "sled: what the index costs a create").
+//! That is safe because an entry only names a candidate that the list then loads and checks:
+//! - a reader that sees the message sees its entries, inserted before it by the same thread;
+//! - after a crash, sled recovers a prefix of its log (the redo record relies on the same),
+//!   so a message that survived has its entries, which precede even its redo record;
+//! - entries whose message was never written (a crash between the two, a create refused
+//!   under the lock) name no record and are skipped by the list. An idempotent replay, the
+//!   one refusal that is part of normal traffic, removes them again ([`remove_entries`]); a
+//!   conflict does not, since its id may be a stored message's.
 //!
 //! Cost: one key per distinct trigram, about 60 for a 40-character subject and one address,
 //! each some 40 bytes. Stores made before the index get their entries once at open
@@ -64,6 +77,30 @@ pub fn query_buckets(ws: WorkspaceId, text: &SearchText) -> Vec<Vec<u8>> {
         at.into_iter().filter_map(|i| all.get(i)).collect()
     };
     picked.into_iter().map(|t| bucket(ws, t)).collect()
+}
+
+/// Inserts a create's index entries (see the module doc): before its writer-lock section,
+/// each a plain insert (sled orders them before the create's own writes in its log), so that
+/// other writers are not held up by them.
+pub fn insert_entries(tree: &Tree, entries: &[Vec<u8>]) -> StoreResult<()> {
+    for entry in entries {
+        tree.insert(entry.as_slice(), &[][..]).map_err(sled_error)?;
+    }
+    Ok(())
+}
+
+/// Removes the entries [`insert_entries`] made for a create that stored nothing (an
+/// idempotent replay), unless a message is stored under `message_key` after all (ids are
+/// minted fresh for each request, so that is a safeguard). One left behind by a crash is
+/// harmless: it names no record.
+pub fn remove_entries(tree: &Tree, message_key: &[u8], entries: &[Vec<u8>]) -> StoreResult<()> {
+    if tree.contains_key(message_key).map_err(sled_error)? {
+        return Ok(());
+    }
+    for entry in entries {
+        tree.remove(entry.as_slice()).map_err(sled_error)?;
+    }
+    Ok(())
 }
 
 /// Whether `bucket` holds message `id`.

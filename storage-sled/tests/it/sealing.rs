@@ -154,7 +154,7 @@ async fn a_store_written_before_sealing_is_read_and_sealed_at_open() {
 /// `open()`, tried again (for up to 10 s) while a database dropped just before still holds
 /// the directory's lock: sled releases it from a background thread after the last handle
 /// goes, which once took long enough here to fail an immediate open.
-async fn once_unlocked<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+pub(crate) async fn once_unlocked<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match open() {
@@ -168,6 +168,6 @@ async fn once_unlocked<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result
 
 /// Opens a sled database directly, without sled's own flusher thread, whose late exit could
 /// keep the directory locked a moment after the database is dropped.
-fn open_sled(path: impl AsRef<Path>) -> sled::Result<sled::Db> {
+pub(crate) fn open_sled(path: impl AsRef<Path>) -> sled::Result<sled::Db> {
     sled::Config::new().path(path).flush_every_ms(None).open()
 }
