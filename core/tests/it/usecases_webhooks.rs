@@ -29,6 +29,7 @@ fn create(url: &str, types: &[&str]) -> CreateWebhookRequest {
         url: Some(url.to_owned()),
         event_types: Some(types.iter().map(|s| (*s).to_owned()).collect()),
         enabled: None,
+        format: None,
     }
 }
 
@@ -155,8 +156,9 @@ async fn an_invalid_update_changes_nothing() {
         url: Some("http://insecure.example.com/".into()),
         event_types: Some(vec![]),
         enabled: Some(false),
+        format: Some("svix".into()),
     };
-    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes"]);
+    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes", "format"]);
     assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), before);
 }
 
