@@ -221,6 +221,5 @@ fn resend_and_postmark_endpoints_get_their_formats_and_only_their_events() {
             let last = hits.last().expect("the test event").json();
             assert_eq!(last[key_name], expected, "{last}");
         }
-        drop(dns);
     });
 }
