@@ -20,6 +20,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0009_message_search", include_str!("../migrations/0009_message_search.sql")),
     ("0010_activity", include_str!("../migrations/0010_activity.sql")),
     ("0011_deliveries_by_message", include_str!("../migrations/0011_deliveries_by_message.sql")),
+    ("0012_webhook_format", include_str!("../migrations/0012_webhook_format.sql")),
     ("0013_search_text", include_str!("../migrations/0013_search_text.sql")),
     ("0014_event_feed", include_str!("../migrations/0014_event_feed.sql")),
 ];

@@ -21,8 +21,8 @@ use tidings_core::model::{
     ApiKey, ApiKeyPlaintext, DeliveryStatus, DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, EventDetails,
     EventType, IdempotencyKey, IdempotencyRecord, KeyScope, Message, MessageEvent, MessageStatus, RateLimit, Recipient,
     RecipientKind, RecordKind, RecordStatus, RequestHash, Sender, SenderUsername, Suppression, SuppressionReason,
-    SuppressionSource, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret,
-    WebhookUrl, Workspace,
+    SuppressionSource, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookFormat,
+    WebhookSecret, WebhookUrl, Workspace,
 };
 use tidings_core::ports::{EventWrite, NewMessage, NewTemplateVersion, SystemRandom};
 use tidings_core::sealing::{Sealer, SealingKey};
@@ -478,6 +478,7 @@ pub fn webhook(ws: WorkspaceId) -> WebhookEndpoint {
             WebhookEventType::Message(EventType::Bounced),
         ],
         enabled: true,
+        format: WebhookFormat::Tidings,
         secret: WebhookSecret::generate(&SystemRandom),
         previous_secret: None,
         disabled_reason: None,

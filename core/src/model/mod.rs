@@ -28,5 +28,7 @@ pub(crate) use session::new_csrf_token;
 pub use session::{DashboardSession, SessionToken, SessionTokenHash};
 pub use suppression::{Suppression, SuppressionReason, SuppressionSource};
 pub use template::{Template, TemplateVersion};
-pub use webhook::{DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookSecret, WebhookUrl};
+pub use webhook::{
+    DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookFormat, WebhookSecret, WebhookUrl,
+};
 pub use workspace::Workspace;

@@ -40,6 +40,87 @@ impl WebhookEventType {
     }
 }
 
+/// The shape of the requests an endpoint receives (docs/api.md#webhook-formats): Tidings'
+/// own (Standard Webhooks), or what Resend's or Postmark's webhook handlers already parse, so
+/// an application that switched provider keeps its handlers. Records written before formats
+/// existed read as [`WebhookFormat::Tidings`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// `{type, createdAt, data}` with `webhook-*` Standard Webhooks headers.
+    #[default]
+    Tidings,
+    /// Resend's `{type, created_at, data}` with `svix-*` headers (the same HMAC scheme).
+    Resend,
+    /// Postmark's `RecordType` objects; signed with `webhook-*` headers besides, which
+    /// Postmark's receivers ignore.
+    Postmark,
+}
+
+impl WebhookFormat {
+    /// Every format.
+    pub const ALL: [Self; 3] = [Self::Tidings, Self::Resend, Self::Postmark];
+
+    /// The API name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tidings => "tidings",
+            Self::Resend => "resend",
+            Self::Postmark => "postmark",
+        }
+    }
+
+    /// Parses the API name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == text)
+    }
+
+    /// What this format calls a message event of type `event_type`, or `None` when it has no
+    /// equivalent: such events are not sent to endpoints in this format. The one mapping
+    /// the payload renderers, the fan-out and docs/api.md's table follow.
+    pub fn event_name(self, event_type: EventType) -> Option<&'static str> {
+        use EventType as E;
+        match self {
+            Self::Tidings => Some(event_type.as_str()),
+            Self::Resend => match event_type {
+                E::Sent => Some("email.sent"),
+                E::Scheduled => Some("email.scheduled"),
+                E::Delivered => Some("email.delivered"),
+                E::Deferred => Some("email.delivery_delayed"),
+                E::Bounced => Some("email.bounced"),
+                E::Complained => Some("email.complained"),
+                E::Opened => Some("email.opened"),
+                E::Clicked => Some("email.clicked"),
+                E::Failed => Some("email.failed"),
+                E::Suppressed => Some("email.suppressed"),
+                E::Queued | E::Canceled => None,
+            },
+            Self::Postmark => match event_type {
+                E::Delivered => Some("Delivery"),
+                E::Bounced => Some("Bounce"),
+                E::Complained => Some("SpamComplaint"),
+                E::Opened => Some("Open"),
+                E::Clicked => Some("Click"),
+                E::Queued | E::Sent | E::Scheduled | E::Deferred | E::Failed | E::Suppressed | E::Canceled => None,
+            },
+        }
+    }
+
+    /// Whether endpoints in this format are sent events of `event_type` (a `Test` always is).
+    pub fn carries(self, event_type: WebhookEventType) -> bool {
+        match event_type {
+            WebhookEventType::Test => true,
+            WebhookEventType::Message(t) => self.event_name(t).is_some(),
+        }
+    }
+}
+
+impl fmt::Display for WebhookFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A signing secret: `whsec_` + base64 of 32 random bytes. The HMAC key is the decoded bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookSecret(Secret<String>);
@@ -84,6 +165,9 @@ pub struct WebhookEndpoint {
     pub event_types: Vec<WebhookEventType>,
     /// Disabled endpoints get no deliveries.
     pub enabled: bool,
+    /// The shape of its requests; `Tidings` for records written before formats existed.
+    #[serde(default)]
+    pub format: WebhookFormat,
     /// Current signing secret.
     pub secret: WebhookSecret,
     /// The secret before the last rotation and when it stops signing.
@@ -99,9 +183,10 @@ pub struct WebhookEndpoint {
 }
 
 impl WebhookEndpoint {
-    /// Whether this endpoint wants events of `event_type`.
+    /// Whether this endpoint wants events of `event_type`: enabled, subscribed, and its
+    /// format has an equivalent of the event.
     pub fn wants(&self, event_type: WebhookEventType) -> bool {
-        self.enabled && self.event_types.contains(&event_type)
+        self.enabled && self.event_types.contains(&event_type) && self.format.carries(event_type)
     }
 }
 
@@ -171,5 +256,54 @@ pub struct WebhookDelivery {
 impl fmt::Display for DeliveryStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An enabled endpoint in `format` subscribed to every message event.
+    fn endpoint(format: WebhookFormat) -> WebhookEndpoint {
+        let t = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        WebhookEndpoint {
+            id: WebhookId(ulid::Ulid(1)),
+            workspace_id: WorkspaceId(ulid::Ulid(2)),
+            url: WebhookUrl::parse("https://hooks.example.com/", false).unwrap(),
+            event_types: EventType::ALL.into_iter().map(WebhookEventType::Message).collect(),
+            enabled: true,
+            format,
+            secret: serde_json::from_value(serde_json::json!("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")).unwrap(),
+            previous_secret: None,
+            disabled_reason: None,
+            failing_since: None,
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    #[test]
+    fn an_endpoint_stored_before_formats_existed_reads_as_tidings() {
+        let endpoint = endpoint(WebhookFormat::Resend);
+        let mut stored = serde_json::to_value(&endpoint).unwrap();
+        assert_eq!(stored["format"], "resend");
+        stored.as_object_mut().unwrap().remove("format");
+        let read: WebhookEndpoint = serde_json::from_value(stored).unwrap();
+        assert_eq!(read, WebhookEndpoint { format: WebhookFormat::Tidings, ..endpoint });
+    }
+
+    #[test]
+    fn an_endpoint_wants_only_events_its_format_has() {
+        for format in WebhookFormat::ALL {
+            let endpoint = endpoint(format);
+            for t in EventType::ALL {
+                let wanted = endpoint.wants(WebhookEventType::Message(t));
+                assert_eq!(wanted, format.event_name(t).is_some(), "{format} {t:?}");
+            }
+            assert!(format.carries(WebhookEventType::Test));
+        }
+        assert!(!endpoint(WebhookFormat::Postmark).wants(WebhookEventType::Message(EventType::Queued)));
+        let disabled = WebhookEndpoint { enabled: false, ..endpoint(WebhookFormat::Tidings) };
+        assert!(!disabled.wants(WebhookEventType::Message(EventType::Delivered)));
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::model::WebhookUrl;
+use crate::model::{WebhookFormat, WebhookUrl};
 
 /// Longest prefix of a response body an adapter reports, in bytes (into `lastError`).
 pub const MAX_BODY_PREFIX: usize = 1_024;
@@ -25,16 +25,27 @@ pub struct WebhookRequest {
     pub webhook_signature: String,
     /// The exact body, the JSON fixed when the delivery was queued.
     pub body: String,
+    /// The endpoint's format, which names the signature headers.
+    pub format: WebhookFormat,
 }
 
 impl WebhookRequest {
-    /// Every header to send, by name, `content-type` included.
+    /// Every header to send, by name, `content-type` included. The signature is the same
+    /// in every format; a `resend` endpoint gets it under Svix's names (`svix-id`,
+    /// `svix-timestamp`, `svix-signature`), which Resend's SDK and the svix library read,
+    /// the others under Standard Webhooks' (`webhook-*`).
     pub fn headers(&self) -> [(&'static str, String); 4] {
+        let [id, timestamp, signature] = match self.format {
+            WebhookFormat::Resend => ["svix-id", "svix-timestamp", "svix-signature"],
+            WebhookFormat::Tidings | WebhookFormat::Postmark => {
+                ["webhook-id", "webhook-timestamp", "webhook-signature"]
+            }
+        };
         [
             ("content-type", "application/json".to_owned()),
-            ("webhook-id", self.webhook_id.clone()),
-            ("webhook-timestamp", self.webhook_timestamp.to_string()),
-            ("webhook-signature", self.webhook_signature.clone()),
+            (id, self.webhook_id.clone()),
+            (timestamp, self.webhook_timestamp.to_string()),
+            (signature, self.webhook_signature.clone()),
         ]
     }
 }
@@ -66,4 +77,28 @@ pub enum WebhookResponse {
 pub trait WebhookSender: Send + Sync {
     /// POSTs `request` once and reports what happened.
     async fn post(&self, request: &WebhookRequest) -> WebhookResponse;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resend_endpoints_get_the_signature_under_svix_names_the_others_under_standard_webhooks() {
+        let request = |format| WebhookRequest {
+            url: WebhookUrl::parse("https://hooks.example.com/", false).unwrap(),
+            webhook_id: "msg_1".into(),
+            webhook_timestamp: 1_700_000_000,
+            webhook_signature: "v1,abc=".into(),
+            body: "{}".into(),
+            format,
+        };
+        let names = |format| request(format).headers().map(|(name, _)| name);
+        assert_eq!(names(WebhookFormat::Resend), ["content-type", "svix-id", "svix-timestamp", "svix-signature"]);
+        for format in [WebhookFormat::Tidings, WebhookFormat::Postmark] {
+            assert_eq!(names(format), ["content-type", "webhook-id", "webhook-timestamp", "webhook-signature"]);
+        }
+        let values = request(WebhookFormat::Resend).headers().map(|(_, value)| value);
+        assert_eq!(values, ["application/json", "msg_1", "1700000000", "v1,abc="]);
+    }
 }

@@ -39,6 +39,7 @@ fn webhook() -> WebhookEndpoint {
         url: WebhookUrl::parse("https://hooks.example.com/x", false).unwrap(),
         event_types: Vec::new(),
         enabled: true,
+        format: crate::model::WebhookFormat::Tidings,
         secret: WebhookSecret::generate(&SystemRandom),
         previous_secret: Some((WebhookSecret::generate(&SystemRandom), Utc::now())),
         disabled_reason: None,

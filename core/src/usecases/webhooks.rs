@@ -24,7 +24,7 @@ use crate::error::FieldError;
 use crate::ids::{DeliveryId, EventId, MessageId, WebhookId};
 use crate::model::{
     DeliveryStatus, EventType, Message, MessageEvent, WebhookDelivery, WebhookEndpoint, WebhookEventType,
-    WebhookSecret, WebhookUrl,
+    WebhookFormat, WebhookSecret, WebhookUrl,
 };
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
@@ -43,6 +43,8 @@ pub struct CreateWebhookRequest {
     pub event_types: Option<Vec<String>>,
     /// Default true.
     pub enabled: Option<bool>,
+    /// `tidings` (default), `resend` or `postmark`.
+    pub format: Option<String>,
 }
 
 /// Body of `PATCH /v1/webhooks/{id}`: fields given are changed, others kept.
@@ -55,6 +57,8 @@ pub struct UpdateWebhookRequest {
     pub event_types: Option<Vec<String>>,
     /// Enable or disable.
     pub enabled: Option<bool>,
+    /// New format.
+    pub format: Option<String>,
 }
 
 impl Tidings {
@@ -78,7 +82,11 @@ impl Tidings {
             }
             Some(names) => parse_event_types(&names).map_err(|e| errors.push(e)).ok(),
         };
-        let (Some(url), Some(event_types)) = (url, event_types) else {
+        let format = match req.format.as_deref() {
+            None => Some(WebhookFormat::Tidings),
+            Some(text) => parse_format(text).map_err(|e| errors.push(e)).ok(),
+        };
+        let (Some(url), Some(event_types), Some(format)) = (url, event_types, format) else {
             return Err(Error::Validation { fields: errors });
         };
         let now = self.clock.now();
@@ -88,6 +96,7 @@ impl Tidings {
             url,
             event_types,
             enabled: req.enabled.unwrap_or(true),
+            format,
             secret: WebhookSecret::generate(&*self.random),
             previous_secret: None,
             disabled_reason: None,
@@ -114,7 +123,8 @@ impl Tidings {
         self.find_webhook(who, id).await
     }
 
-    /// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`. Re-enabling a
+    /// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`, `format`. A new
+    /// format applies to deliveries queued from then on; queued ones keep their body. Re-enabling a
     /// disabled endpoint clears why it was disabled and its failure run.
     pub async fn update_webhook(
         &self,
@@ -126,6 +136,7 @@ impl Tidings {
         let mut errors = Vec::new();
         let url = req.url.as_deref().and_then(|text| self.parse_url(text).map_err(|e| errors.push(e)).ok());
         let event_types = req.event_types.and_then(|names| parse_event_types(&names).map_err(|e| errors.push(e)).ok());
+        let format = req.format.as_deref().and_then(|text| parse_format(text).map_err(|e| errors.push(e)).ok());
         // Look the endpoint up first: a missing endpoint is 404 whatever the body says.
         let mut endpoint = self.find_webhook(who, id).await?;
         if !errors.is_empty() {
@@ -139,6 +150,9 @@ impl Tidings {
         }
         if let Some(event_types) = event_types {
             endpoint.event_types = event_types;
+        }
+        if let Some(format) = format {
+            endpoint.format = format;
         }
         if let Some(enabled) = req.enabled {
             if enabled && !endpoint.enabled {
@@ -192,7 +206,7 @@ impl Tidings {
             event_id,
             message_id: None,
             event_type: WebhookEventType::Test,
-            payload: payload::test_payload(endpoint.id, event_id, now)?,
+            payload: payload::test_body(endpoint.format, endpoint.id, event_id, now)?,
             status: DeliveryStatus::Pending,
             attempts: 0,
             response_code: None,
@@ -284,21 +298,31 @@ impl Tidings {
     ) -> Result<Vec<WebhookDelivery>> {
         let event_type = WebhookEventType::Message(event.event_type);
         let endpoints = self.store.list_enabled_webhooks(message.workspace_id).await?;
-        let mut wanted = endpoints.iter().filter(|e| e.wants(event_type)).peekable();
-        if wanted.peek().is_none() {
-            return Ok(Vec::new());
-        }
-        let body = payload::message_event_payload(message, event)?;
+        let wanted = endpoints.iter().filter(|e| e.wants(event_type));
+        // One body per format in use, rendered once however many endpoints share it.
+        let mut bodies: Vec<(WebhookFormat, String)> = Vec::new();
         let now = self.clock.now();
-        Ok(wanted
-            .map(|endpoint| WebhookDelivery {
+        let mut deliveries = Vec::new();
+        for endpoint in wanted {
+            let body = match bodies.iter().find(|(format, _)| *format == endpoint.format) {
+                Some((_, body)) => body.clone(),
+                None => {
+                    // `wants` checked that the format has the event, so a body is rendered.
+                    let Some(body) = payload::message_event_body(endpoint.format, message, event)? else {
+                        continue;
+                    };
+                    bodies.push((endpoint.format, body.clone()));
+                    body
+                }
+            };
+            deliveries.push(WebhookDelivery {
                 id: DeliveryId::new_at(now, &*self.random),
                 workspace_id: message.workspace_id,
                 endpoint_id: endpoint.id,
                 event_id: event.id,
                 message_id: Some(message.id),
                 event_type,
-                payload: body.clone(),
+                payload: body,
                 status: DeliveryStatus::Pending,
                 attempts: 0,
                 response_code: None,
@@ -306,8 +330,9 @@ impl Tidings {
                 response_body: None,
                 next_attempt_at: Some(now),
                 created_at: now,
-            })
-            .collect())
+            });
+        }
+        Ok(deliveries)
     }
 
     async fn find_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
@@ -322,6 +347,14 @@ impl Tidings {
     fn parse_url(&self, text: &str) -> std::result::Result<WebhookUrl, FieldError> {
         WebhookUrl::parse(text, self.config.allow_private_webhooks).map_err(|e| FieldError::new("url", e.to_string()))
     }
+}
+
+/// `format`: one of the API names of [`WebhookFormat`].
+fn parse_format(text: &str) -> std::result::Result<WebhookFormat, FieldError> {
+    WebhookFormat::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = WebhookFormat::ALL.iter().map(|f| f.as_str()).collect();
+        FieldError::new("format", format!("unknown format {text:?}; known formats: {}", known.join(", ")))
+    })
 }
 
 /// `eventTypes`: a non-empty list of known names, first occurrences kept in order.
@@ -370,5 +403,17 @@ mod tests {
             assert_eq!(err.field, "eventTypes", "{bad:?}");
         }
         assert!(parse_event_types(&names(&["Bogus"])).unwrap_err().message.contains("\"Bogus\""));
+    }
+
+    #[test]
+    fn formats_parse_by_their_api_names_and_an_unknown_one_names_the_field() {
+        for format in WebhookFormat::ALL {
+            assert_eq!(parse_format(format.as_str()), Ok(format));
+        }
+        for bad in ["", "Resend", "svix", "standard"] {
+            let err = parse_format(bad).unwrap_err();
+            assert_eq!(err.field, "format", "{bad:?}");
+            assert!(err.message.contains("tidings, resend, postmark"), "{}", err.message);
+        }
     }
 }

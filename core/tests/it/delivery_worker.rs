@@ -278,6 +278,7 @@ async fn every_event_is_fanned_out_to_subscribed_webhooks() {
         url: Some("https://hooks.example.com/tidings".into()),
         event_types: Some(names),
         enabled: None,
+        format: None,
     };
     let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
     let queued = d.send("user@example.net").await;

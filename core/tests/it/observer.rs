@@ -181,6 +181,7 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
         url: Some("https://hooks.example.com/tidings".into()),
         event_types: Some(vec!["Queued".into()]),
         enabled: None,
+        format: None,
     };
     core.create_webhook(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Flaky(Mutex::new(0))), WebhookSettings::default());
@@ -222,6 +223,7 @@ async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
         url: Some("https://hooks.example.com/tidings".into()),
         event_types: Some(vec!["Queued".into()]),
         enabled: None,
+        format: None,
     };
     core.create_webhook(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Gone), WebhookSettings::default());

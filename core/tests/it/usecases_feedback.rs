@@ -93,6 +93,7 @@ async fn a_hard_bounce_report_bounces_suppresses_notifies_and_blocks_the_next_se
         url: Some("https://hooks.example.com/tidings".into()),
         event_types: Some(vec!["Bounced".into()]),
         enabled: None,
+        format: None,
     };
     let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
     let m = delivered(&d, "no.such.user@gmail.com").await;
@@ -293,6 +294,7 @@ async fn a_flood_of_delay_reports_keeps_a_bounded_number() {
         url: Some("https://hooks.example.com/tidings".into()),
         event_types: Some(vec!["Deferred".into()]),
         enabled: None,
+        format: None,
     };
     let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
     let m = delivered(&d, "greylisted@example.org").await;

@@ -476,6 +476,7 @@ async fn recorded_events_move_the_message_and_reach_subscribed_webhooks() {
                 url: Some("https://hooks.example.com/tidings".into()),
                 event_types: Some(vec!["Delivered".into()]),
                 enabled: None,
+                format: None,
             },
         )
         .await

@@ -293,6 +293,7 @@ async fn webhook_payloads_carry_the_tags_and_metadata() {
                 url: Some("https://hooks.example.com/tidings".into()),
                 event_types: Some(vec!["Queued".into()]),
                 enabled: None,
+                format: None,
             },
         )
         .await

@@ -161,6 +161,7 @@ async fn opens_and_clicks_fan_out_to_webhooks() {
         url: Some("https://hooks.example.com/t".into()),
         event_types: Some(vec!["Opened".into(), "Clicked".into()]),
         enabled: None,
+        format: None,
     };
     let hook = t.core.create_webhook(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
@@ -324,6 +325,7 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
         url: Some("https://hooks.example.com/t".into()),
         event_types: Some(vec!["Opened".into(), "Clicked".into()]),
         enabled: None,
+        format: None,
     };
     let hook = t.core.create_webhook(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tidings_core::Error;
 use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, EventId, WebhookId};
 use tidings_core::model::{
-    DeliveryStatus, EventDetails, EventType, Message, MessageEvent, WebhookEndpoint, WebhookEventType,
+    DeliveryStatus, EventDetails, EventType, Message, MessageEvent, WebhookEndpoint, WebhookEventType, WebhookFormat,
 };
 use tidings_core::ports::{EndpointQuota, StoreError, SystemRandom, WebhookStore};
 use tidings_core::usecases::{
@@ -29,6 +29,7 @@ fn create(url: &str, types: &[&str]) -> CreateWebhookRequest {
         url: Some(url.to_owned()),
         event_types: Some(types.iter().map(|s| (*s).to_owned()).collect()),
         enabled: None,
+        format: None,
     }
 }
 
@@ -155,8 +156,9 @@ async fn an_invalid_update_changes_nothing() {
         url: Some("http://insecure.example.com/".into()),
         event_types: Some(vec![]),
         enabled: Some(false),
+        format: Some("svix".into()),
     };
-    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes"]);
+    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes", "format"]);
     assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), before);
 }
 
@@ -335,6 +337,45 @@ async fn each_subscribed_endpoint_gets_its_own_delivery_with_the_same_body() {
     assert_eq!(endpoints, expected);
     assert_ne!(deliveries[0].id, deliveries[1].id);
     assert_eq!(deliveries[0].payload, deliveries[1].payload);
+}
+
+#[tokio::test]
+async fn each_endpoint_gets_the_body_of_its_format_and_only_the_events_its_format_has() {
+    let t = TestCore::new();
+    let who = full_key();
+    let types = &["Queued", "Delivered"];
+    let in_format = |format: &str| CreateWebhookRequest { format: Some(format.to_owned()), ..create(URL, types) };
+    let tidings = endpoint(&t, &who, types).await;
+    let resend = t.core.create_webhook(&who, in_format("resend")).await.unwrap();
+    let resend_too = t.core.create_webhook(&who, in_format("resend")).await.unwrap();
+    let postmark = t.core.create_webhook(&who, in_format("postmark")).await.unwrap();
+    assert_eq!(
+        (tidings.format, resend.format, postmark.format),
+        (WebhookFormat::Tidings, WebhookFormat::Resend, WebhookFormat::Postmark)
+    );
+    let message = message_of(&who);
+
+    let delivered = t.core.webhook_deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap();
+    let body_of = |id| -> Value {
+        let d = delivered.iter().find(|d| d.endpoint_id == id).expect("a delivery for the endpoint");
+        serde_json::from_str(&d.payload).unwrap()
+    };
+    assert_eq!(delivered.len(), 4, "every endpoint has Delivered");
+    assert_eq!(body_of(tidings.id)["type"], "Delivered");
+    assert_eq!(body_of(resend.id)["type"], "email.delivered");
+    assert_eq!(body_of(resend.id), body_of(resend_too.id), "one body per format");
+    assert_eq!(body_of(postmark.id)["RecordType"], "Delivery");
+    assert_eq!(body_of(postmark.id)["MessageID"], message.id.to_string());
+
+    let queued =
+        MessageEvent { event_type: EventType::Queued, provider_message_id: None, ..delivered_event(&message, t.now()) };
+    let queued = t.core.webhook_deliveries_for(&message, &queued).await.unwrap();
+    let endpoints: Vec<WebhookId> = queued.iter().map(|d| d.endpoint_id).collect();
+    assert_eq!(endpoints, [tidings.id], "neither Resend nor Postmark has Queued");
+
+    // A test event takes the endpoint's format too.
+    let test = t.core.test_webhook(&who, postmark.id).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&test.payload).unwrap()["RecordType"], "Test");
 }
 
 #[tokio::test]

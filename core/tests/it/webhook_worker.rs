@@ -40,6 +40,7 @@ impl Hooks {
             url: Some("https://hooks.example.com/tidings".into()),
             event_types: Some(vec!["Queued".into()]),
             enabled: None,
+            format: None,
         };
         let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
         let sender = Arc::new(FakeWebhooks::answering(script));

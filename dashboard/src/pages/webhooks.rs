@@ -1,7 +1,7 @@
 //! `/webhooks`: the list and the create form (the secret is shown once, on the page that
 //! answers the create); an endpoint's page with its deliveries log (response codes and
 //! errors, retry where a delivery failed), enable or disable, a test event, secret rotation
-//! (the new secret shown once), editing its URL and events, and deletion; a delivery's page
+//! (the new secret shown once), editing its URL, events and format, and deletion; a delivery's page
 //! with the payload sent, the receiver's answer and the message it is about.
 
 use axum::extract::{RawQuery, State};
@@ -10,7 +10,9 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::Error;
 use tidings_core::ids::{DeliveryId, WebhookId};
-use tidings_core::model::{DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType};
+use tidings_core::model::{
+    DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookFormat,
+};
 use tidings_core::usecases::{CreateWebhookRequest, Listed, UpdateWebhookRequest};
 
 use crate::DashboardState;
@@ -39,6 +41,7 @@ pub(crate) async fn list(
 struct Refused {
     url: String,
     event_types: Vec<String>,
+    format: String,
     errors: FormErrors,
 }
 
@@ -51,6 +54,7 @@ impl Refused {
                 Self {
                     url: fields.get("url").unwrap_or("").trim().to_owned(),
                     event_types: fields.all("event_types"),
+                    format: fields.get("format").unwrap_or("").to_owned(),
                     errors: FormErrors::from_fields(&wrong),
                 },
             )),
@@ -59,9 +63,9 @@ impl Refused {
     }
 }
 
-/// The URL field and the event checkboxes of an endpoint form, with `url` and the events
-/// `checked`, the wrong ones marked.
-fn endpoint_fields(url: &str, checked: impl Fn(EventType) -> bool, errors: &FormErrors) -> Markup {
+/// The URL field, the event checkboxes and the format of an endpoint form, with `url`, the
+/// events `checked` and `format` chosen, the wrong ones marked.
+fn endpoint_fields(url: &str, checked: impl Fn(EventType) -> bool, format: &str, errors: &FormErrors) -> Markup {
     html! {
         label for="url" { "URL (https)" }
         input #url type="url" name="url" required placeholder="https://hooks.example.com/tidings" autocomplete="off" value=(url)
@@ -77,6 +81,31 @@ fn endpoint_fields(url: &str, checked: impl Fn(EventType) -> bool, errors: &Form
             }
         }
         (field_error(errors, "eventTypes", "event-types"))
+        label for="format" { "Format" }
+        select #format name="format" aria-invalid=[errors.invalid("format")] aria-describedby=[errors.described_by("format", "format")] {
+            @for f in WebhookFormat::ALL {
+                option value=(f.as_str()) selected[f.as_str() == format] { (format_label(f)) }
+            }
+        }
+        (field_error(errors, "format", "format"))
+        p.muted { "Resend and Postmark formats send the events those services have; the others are not sent to this endpoint." }
+    }
+}
+
+/// How the format select names a format.
+fn format_label(format: WebhookFormat) -> &'static str {
+    match format {
+        WebhookFormat::Tidings => "tidings: Tidings events, Standard Webhooks signature",
+        WebhookFormat::Resend => "resend: Resend's events, svix signature",
+        WebhookFormat::Postmark => "postmark: Postmark's RecordType payloads",
+    }
+}
+
+/// The header that carries a delivery's id to an endpoint in `format`.
+fn id_header(format: WebhookFormat) -> &'static str {
+    match format {
+        WebhookFormat::Resend => "svix-id",
+        WebhookFormat::Tidings | WebhookFormat::Postmark => "webhook-id",
     }
 }
 
@@ -118,8 +147,8 @@ fn render_list(viewer: &Viewer, listed: &Listed<WebhookEndpoint>, refused: Optio
             form #create-webhook method="post" action="/webhooks" {
                 (csrf_field(viewer))
                 @match refused {
-                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.errors)),
-                    None => (endpoint_fields("", |t| matches!(t, EventType::Delivered | EventType::Bounced | EventType::Complained), &FormErrors::default())),
+                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.format, &r.errors)),
+                    None => (endpoint_fields("", |t| matches!(t, EventType::Delivered | EventType::Bounced | EventType::Complained), WebhookFormat::Tidings.as_str(), &FormErrors::default())),
                 }
                 div.actions { button type="submit" { "Create" } }
             }
@@ -139,13 +168,14 @@ fn secret_box(title: &str, secret: &str) -> Markup {
     }
 }
 
-/// `POST /webhooks` (`url`, `event_types`): the new endpoint's page with its secret, once.
+/// `POST /webhooks` (`url`, `event_types`, `format`): the new endpoint's page with its secret, once.
 pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = CreateWebhookRequest {
         url: fields.text("url"),
         event_types: Some(fields.all("event_types")),
         enabled: Some(true),
+        format: fields.text("format"),
     };
     let endpoint = match state.core.create_webhook(viewer.principal(), req).await {
         Ok(endpoint) => endpoint,
@@ -191,6 +221,7 @@ fn render(
                 @if let Some(reason) = &w.disabled_reason { dt { "Disabled because" } dd { (reason) } }
                 @if w.failing_since.is_some() { dt { "Failing since" } dd { (maybe_time(w.failing_since)) } }
                 dt { "Events" } dd { (event_names(w)) }
+                dt { "Format" } dd #webhook-format { (w.format.as_str()) }
                 dt { "Created" } dd { (time(w.created_at)) }
             }
             div.actions {
@@ -242,8 +273,8 @@ fn render(
             form #edit-webhook method="post" action={ "/webhooks/" (id) "/edit" } {
                 (csrf_field(viewer))
                 @match refused {
-                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.errors)),
-                    None => (endpoint_fields(w.url.as_str(), |t| w.event_types.iter().any(|e| e.as_str() == t.as_str()), &FormErrors::default())),
+                    Some(r) => (endpoint_fields(&r.url, |t| r.event_types.iter().any(|e| e == t.as_str()), &r.format, &r.errors)),
+                    None => (endpoint_fields(w.url.as_str(), |t| w.event_types.iter().any(|e| e.as_str() == t.as_str()), w.format.as_str(), &FormErrors::default())),
                 }
                 div.actions { button type="submit" { "Save" } }
             }
@@ -291,7 +322,7 @@ pub(crate) async fn delivery(
         section {
             dl.fields {
                 dt { "Endpoint" } dd.mono { a href={ "/webhooks/" (endpoint.id) } { (endpoint.url.as_str()) } }
-                dt { "Delivery id" } dd.mono { (d.id) " " span.muted { "(the webhook-id header)" } }
+                dt { "Delivery id" } dd.mono { (d.id) " " span.muted { "(the " (id_header(endpoint.format)) " header)" } }
                 dt { "Event" } dd { (event_word(d.event_type)) }
                 dt { "Status" } dd #delivery-status data-status=(status) { (badge(&status, status_kind(&status))) }
                 dt { "Attempts" } dd { (d.attempts) }
@@ -322,7 +353,7 @@ pub(crate) async fn delivery(
     Ok(page(Some(&viewer), "Webhook delivery", body).into_response())
 }
 
-/// `POST /webhooks/{id}/edit` (`url`, `event_types`): 303 back, or the page with the form
+/// `POST /webhooks/{id}/edit` (`url`, `event_types`, `format`): 303 back, or the page with the form
 /// again and what was wrong.
 pub(crate) async fn edit(
     State(state): State<DashboardState>,
@@ -330,8 +361,12 @@ pub(crate) async fn edit(
     posted: Posted,
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
-    let req =
-        UpdateWebhookRequest { url: fields.text("url"), event_types: Some(fields.all("event_types")), enabled: None };
+    let req = UpdateWebhookRequest {
+        url: fields.text("url"),
+        event_types: Some(fields.all("event_types")),
+        enabled: None,
+        format: fields.text("format"),
+    };
     match state.core.update_webhook(viewer.principal(), id, req).await {
         Ok(endpoint) => Ok(see_other(&format!("/webhooks/{}", endpoint.id))),
         Err(e) => {
@@ -364,7 +399,7 @@ pub(crate) async fn delete(
 
 /// Sets `enabled` through the update use case; 303 back.
 async fn set_enabled(state: DashboardState, id: WebhookId, posted: Posted, enabled: bool) -> PageResult<Response> {
-    let req = UpdateWebhookRequest { url: None, event_types: None, enabled: Some(enabled) };
+    let req = UpdateWebhookRequest { enabled: Some(enabled), ..UpdateWebhookRequest::default() };
     let endpoint = state.core.update_webhook(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", endpoint.id)))
 }

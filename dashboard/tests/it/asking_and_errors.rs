@@ -55,6 +55,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         url: Some("https://hooks.example.com/kept".into()),
         event_types: Some(vec!["Delivered".into()]),
         enabled: Some(true),
+        format: None,
     };
     let hook = app.core.create_webhook(who, hook).await.unwrap().id;
     let (_, key) = app.create_key("full", None).await;
@@ -284,6 +285,7 @@ async fn a_webhook_delivery_has_a_page_and_retry_shows_only_where_it_failed() {
         url: Some("https://hooks.example.com/h".into()),
         event_types: Some(vec!["Delivered".into()]),
         enabled: Some(true),
+        format: None,
     };
     let hook = app.core.create_webhook(who, hook).await.unwrap().id;
     let mut failed = app.core.test_webhook(who, hook).await.unwrap();

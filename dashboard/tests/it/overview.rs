@@ -212,6 +212,7 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
         url: Some("https://hooks.example.com/down".into()),
         event_types: Some(vec!["Delivered".into()]),
         enabled: None,
+        format: None,
     };
     let mut hook = app.core.create_webhook(&app.principal, hook).await.unwrap();
     hook.failing_since = Some(now() - Duration::hours(3));
@@ -220,6 +221,7 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
         url: Some("https://hooks.example.com/fine".into()),
         event_types: Some(vec!["Delivered".into()]),
         enabled: None,
+        format: None,
     };
     app.core.create_webhook(&app.principal, quiet).await.unwrap();
     let browser = app.sign_in(&app.key).await;

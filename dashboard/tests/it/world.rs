@@ -94,6 +94,7 @@ impl World {
                     url: Some(hook_url.clone()),
                     event_types: Some(vec!["Delivered".into()]),
                     enabled: Some(true),
+                    format: None,
                 },
             )
             .await

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use super::table::RouteTable;
-use super::wire::{DeliveryStatus, Ulid, WebhookEventType};
+use super::wire::{DeliveryStatus, Ulid, WebhookEventType, WebhookFormat};
 use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
@@ -32,11 +32,14 @@ pub struct CreateWebhookRequest {
     event_types: Option<Vec<String>>,
     /// default true
     enabled: Option<bool>,
+    /// default `tidings`
+    #[schema(value_type = Option<WebhookFormat>)]
+    format: Option<String>,
 }
 
 impl From<CreateWebhookRequest> for usecases::CreateWebhookRequest {
     fn from(r: CreateWebhookRequest) -> Self {
-        Self { url: r.url, event_types: r.event_types, enabled: r.enabled }
+        Self { url: r.url, event_types: r.event_types, enabled: r.enabled, format: r.format }
     }
 }
 
@@ -50,11 +53,14 @@ pub struct UpdateWebhookRequest {
     event_types: Option<Vec<String>>,
     /// enable or disable
     enabled: Option<bool>,
+    /// new format, for deliveries queued from now on
+    #[schema(value_type = Option<WebhookFormat>)]
+    format: Option<String>,
 }
 
 impl From<UpdateWebhookRequest> for usecases::UpdateWebhookRequest {
     fn from(r: UpdateWebhookRequest) -> Self {
-        Self { url: r.url, event_types: r.event_types, enabled: r.enabled }
+        Self { url: r.url, event_types: r.event_types, enabled: r.enabled, format: r.format }
     }
 }
 
@@ -68,6 +74,7 @@ pub struct WebhookResponse {
     url: String,
     enabled: bool,
     event_types: Vec<WebhookEventType>,
+    format: WebhookFormat,
     /// why the server disabled the endpoint (e.g. it answered 410 Gone)
     #[schema(required)]
     disabled_reason: Option<String>,
@@ -86,6 +93,7 @@ impl From<WebhookEndpoint> for WebhookResponse {
             url: w.url.to_string(),
             enabled: w.enabled,
             event_types: w.event_types.iter().map(|t| (*t).into()).collect(),
+            format: w.format.into(),
             disabled_reason: w.disabled_reason,
             failing_since: w.failing_since,
             created_at: w.created_at,
@@ -106,6 +114,7 @@ pub struct WebhookWithSecretResponse {
     url: String,
     enabled: bool,
     event_types: Vec<WebhookEventType>,
+    format: WebhookFormat,
     /// why the server disabled the endpoint (e.g. it answered 410 Gone)
     #[schema(required)]
     disabled_reason: Option<String>,
@@ -122,9 +131,18 @@ pub struct WebhookWithSecretResponse {
 impl From<WebhookEndpoint> for WebhookWithSecretResponse {
     fn from(w: WebhookEndpoint) -> Self {
         let secret = w.secret.expose().to_owned();
-        let WebhookResponse { id, url, enabled, event_types, disabled_reason, failing_since, created_at, updated_at } =
-            w.into();
-        Self { id, url, enabled, event_types, disabled_reason, failing_since, created_at, updated_at, secret }
+        let WebhookResponse {
+            id,
+            url,
+            enabled,
+            event_types,
+            format,
+            disabled_reason,
+            failing_since,
+            created_at,
+            updated_at,
+        } = w.into();
+        Self { id, url, enabled, event_types, format, disabled_reason, failing_since, created_at, updated_at, secret }
     }
 }
 
@@ -239,12 +257,12 @@ pub async fn get_webhook(
     Ok(Success::new("OK", endpoint.into()))
 }
 
-/// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`.
+/// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`, `format`.
 #[utoipa::path(
     patch,
     path = "/v1/webhooks/{id}",
     tag = "webhooks",
-    summary = "Change the URL, event types or enabled",
+    summary = "Change the URL, event types, enabled or format",
     request_body = UpdateWebhookRequest,
     responses(
         (status = 200, description = "the endpoint", body = inline(WebhookOk)),

@@ -264,6 +264,27 @@ impl From<model::DeliveryStatus> for DeliveryStatus {
     }
 }
 
+/// the shape of an endpoint's requests: `tidings` (Standard Webhooks), `resend` (Resend's
+/// events, `svix-*` signature) or `postmark` (Postmark's `RecordType` payloads); see
+/// docs/api.md#webhook-formats
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    Tidings,
+    Resend,
+    Postmark,
+}
+
+impl From<model::WebhookFormat> for WebhookFormat {
+    fn from(f: model::WebhookFormat) -> Self {
+        match f {
+            model::WebhookFormat::Tidings => Self::Tidings,
+            model::WebhookFormat::Resend => Self::Resend,
+            model::WebhookFormat::Postmark => Self::Postmark,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use tidings_core::model::{EventType as CoreEvent, MessageStatus as CoreStatus, WebhookEventType as CoreHook};
@@ -284,6 +305,9 @@ mod tests {
             assert_eq!(wire(WebhookEventType::from(CoreHook::Message(t))), t.as_str());
         }
         assert_eq!(wire(WebhookEventType::from(CoreHook::Test)), CoreHook::Test.as_str());
+        for f in model::WebhookFormat::ALL {
+            assert_eq!(wire(WebhookFormat::from(f)), f.as_str());
+        }
         for r in [
             model::SuppressionReason::Manual,
             model::SuppressionReason::HardBounce,

@@ -137,6 +137,7 @@ async fn creating_a_webhook_is_201_with_a_whsec_secret_that_list_and_get_hide() 
     assert_eq!(created["eventTypes"], json!(["Delivered"]));
     assert!(created["disabledReason"].is_null());
     assert!(created["failingSince"].is_null(), "a new endpoint is not failing");
+    assert_eq!(created["format"], "tidings", "the default format");
     let id = id_of(&created);
 
     let r = api.get("/v1/webhooks").await;
@@ -157,6 +158,7 @@ async fn plain_http_private_addresses_and_empty_event_types_are_422_naming_the_f
         (json!({"url": "http://hooks.example.com/", "eventTypes": ["Delivered"]}), "url"),
         (json!({"url": "https://127.0.0.1/", "eventTypes": ["Delivered"]}), "url"),
         (json!({"url": HOOK_URL, "eventTypes": []}), "eventTypes"),
+        (json!({"url": HOOK_URL, "eventTypes": ["Delivered"], "format": "svix"}), "format"),
     ];
     for (body, field) in cases {
         let r = api.post("/v1/webhooks", body.clone()).await;
@@ -179,6 +181,23 @@ async fn patch_disables_a_webhook_and_keeps_the_rest() {
 
     let r = api.patch(&format!("/v1/webhooks/{id}"), json!({"url": "http://hooks.example.com/"})).await;
     assert_eq!((r.status, r.error_code()), (StatusCode::UNPROCESSABLE_ENTITY, "validation_error"));
+}
+
+#[tokio::test]
+async fn the_format_is_set_on_create_changed_by_patch_and_an_unknown_one_changes_nothing() {
+    let api = TestApi::new().await;
+    let body = json!({"url": HOOK_URL, "eventTypes": ["Delivered"], "format": "resend"});
+    let r = api.post("/v1/webhooks", body).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.data()["format"], "resend");
+    let id = id_of(r.data());
+    let r = api.patch(&format!("/v1/webhooks/{id}"), json!({"format": "postmark"})).await;
+    assert_eq!((r.status, &r.data()["format"]), (StatusCode::OK, &json!("postmark")), "{}", r.body);
+    let r = api.patch(&format!("/v1/webhooks/{id}"), json!({"format": "mailgun", "enabled": false})).await;
+    assert_eq!((r.status, r.error_code()), (StatusCode::UNPROCESSABLE_ENTITY, "validation_error"));
+    assert_eq!(r.body["error"]["details"][0]["field"], "format", "{}", r.body);
+    let kept = api.get(&format!("/v1/webhooks/{id}")).await;
+    assert_eq!((&kept.data()["format"], &kept.data()["enabled"]), (&json!("postmark"), &json!(true)));
 }
 
 #[tokio::test]

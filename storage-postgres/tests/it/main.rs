@@ -9,3 +9,4 @@ mod limits;
 mod nodes;
 mod old_store;
 mod sealing;
+mod webhook_format;

@@ -48,7 +48,7 @@ async fn fill(store: &PgStore, ws: &Workspace, dom: &Domain, hook: &WebhookEndpo
 }
 
 /// A client on `schema`.
-async fn client(url: &str, schema: &str) -> tokio_postgres::Client {
+pub(crate) async fn client(url: &str, schema: &str) -> tokio_postgres::Client {
     let mut config: tokio_postgres::Config = url.parse().unwrap();
     config.options(format!("-c search_path={schema}"));
     let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();

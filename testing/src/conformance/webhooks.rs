@@ -5,7 +5,9 @@ use std::sync::Arc;
 use super::{Must, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{delivery, now, plus_secs, ulid, webhook};
 use tidings_core::ids::{DeliveryId, MessageId, WebhookId, WorkspaceId};
-use tidings_core::model::{DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookUrl};
+use tidings_core::model::{
+    DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookFormat, WebhookUrl,
+};
 use tidings_core::ports::{EndpointQuota, PageRequest, Store};
 
 fn ids(deliveries: &[WebhookDelivery]) -> Vec<DeliveryId> {
@@ -15,8 +17,9 @@ fn ids(deliveries: &[WebhookDelivery]) -> Vec<DeliveryId> {
 pub(super) async fn webhooks_round_trip_and_stay_in_their_workspace<S: Store + 'static>(s: Arc<S>) {
     let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
     let mut made = Vec::new();
-    for i in 0..4 {
-        let w = WebhookEndpoint { enabled: i != 1, ..webhook(a) };
+    // Every format, so each one is stored and read back (in `get`, `list` and `list_enabled`).
+    for (i, format) in (0..4).zip(WebhookFormat::ALL.into_iter().cycle()) {
+        let w = WebhookEndpoint { enabled: i != 1, format, ..webhook(a) };
         s.insert_webhook(&w).await.must("insert_webhook");
         made.push(w);
     }
@@ -44,6 +47,7 @@ pub(super) async fn webhooks_round_trip_and_stay_in_their_workspace<S: Store + '
         event_types: vec![WebhookEventType::Message(EventType::Complained)],
         enabled: false,
         disabled_reason: Some("410 Gone".to_owned()),
+        format: WebhookFormat::Postmark,
         updated_at: plus_secs(w1.updated_at, 1),
         ..w1.clone()
     };

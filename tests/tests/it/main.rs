@@ -55,4 +55,5 @@ mod suppressions_webhooks;
 mod tenant_fairness;
 mod tracking;
 mod walkthrough;
+mod webhook_formats;
 mod webhooks;

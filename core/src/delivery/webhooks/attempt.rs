@@ -110,6 +110,7 @@ impl WebhookWorker {
             webhook_timestamp: timestamp,
             webhook_signature: signature,
             body: delivery.payload.clone(),
+            format: endpoint.format,
         }
     }
 

@@ -9,6 +9,13 @@
 //! is that recipient too. An event about the whole of such a message (`Queued`) has the
 //! message's `to` as the API shows it: the to recipients joined by `", "`. The body is rendered once, when the
 //! delivery is queued, so every retry sends and signs the same bytes.
+//!
+//! That is the `tidings` format; endpoints in the `resend` and `postmark` formats get their
+//! bodies from [`resend`] and [`postmark`] (docs/api.md#webhook-formats), chosen by
+//! [`message_event_body`] and [`test_body`].
+
+mod postmark;
+mod resend;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -16,7 +23,7 @@ use serde::Serialize;
 use crate::email::EmailAddress;
 use crate::ids::{EventId, MessageId, WebhookId};
 use crate::model::extras::{Metadata, Tag};
-use crate::model::{EventDetails, Message, MessageEvent, WebhookEventType};
+use crate::model::{EventDetails, Message, MessageEvent, WebhookEventType, WebhookFormat};
 use crate::{Error, Result};
 
 #[derive(Serialize)]
@@ -53,12 +60,47 @@ struct TestDetails {
     description: &'static str,
 }
 
-fn render<D: Serialize>(payload: &Payload<'_, D>) -> Result<String> {
+/// What every format's `Test` event says about itself.
+const ABOUT_TEST: &str = "A test event sent on request to check this endpoint; it concerns no message.";
+
+fn render_json<T: Serialize>(payload: &T) -> Result<String> {
     serde_json::to_string(payload).map_err(|e| Error::Internal(crate::Cause::context("webhook payload", e)))
 }
 
+fn render<D: Serialize>(payload: &Payload<'_, D>) -> Result<String> {
+    render_json(payload)
+}
+
+/// The body announcing `event` of `message` to endpoints in `format`, or `None` when the
+/// format has no equivalent of the event ([`WebhookFormat::event_name`]).
+pub(super) fn message_event_body(
+    format: WebhookFormat,
+    message: &Message,
+    event: &MessageEvent,
+) -> Result<Option<String>> {
+    match format {
+        WebhookFormat::Tidings => message_event_payload(message, event).map(Some),
+        WebhookFormat::Resend => resend::message_event(message, event),
+        WebhookFormat::Postmark => postmark::message_event(message, event),
+    }
+}
+
+/// The body of a `Test` event for `endpoint` in `format`, created at `at`.
+pub(super) fn test_body(
+    format: WebhookFormat,
+    endpoint: WebhookId,
+    event_id: EventId,
+    at: DateTime<Utc>,
+) -> Result<String> {
+    match format {
+        WebhookFormat::Tidings => test_payload(endpoint, event_id, at),
+        WebhookFormat::Resend => resend::test_event(endpoint, event_id, at),
+        WebhookFormat::Postmark => postmark::test_event(endpoint, event_id),
+    }
+}
+
 /// The body announcing `event` of `message`.
-pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> Result<String> {
+fn message_event_payload(message: &Message, event: &MessageEvent) -> Result<String> {
     let provider_message_id = event.provider_message_id.as_deref().or(message.provider_message_id.as_deref());
     render(&Payload {
         event_type: WebhookEventType::Message(event.event_type).as_str(),
@@ -79,7 +121,7 @@ pub(super) fn message_event_payload(message: &Message, event: &MessageEvent) -> 
 }
 
 /// The body of a `Test` event for `endpoint`, created at `at`.
-pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Result<String> {
+fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Result<String> {
     let no_metadata = Metadata::default();
     render(&Payload {
         event_type: WebhookEventType::Test.as_str(),
@@ -94,10 +136,10 @@ pub(super) fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<
             provider_message_id: None,
             tags: &[],
             metadata: &no_metadata,
-            details: TestDetails {
-                webhook_id: endpoint,
-                description: "A test event sent on request to check this endpoint; it concerns no message.",
-            },
+            details: TestDetails { webhook_id: endpoint, description: ABOUT_TEST },
         },
     })
 }
+
+#[cfg(test)]
+mod tests;

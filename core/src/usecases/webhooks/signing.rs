@@ -80,6 +80,7 @@ mod tests {
             url: crate::model::WebhookUrl::parse("https://hooks.example.com/", false).unwrap(),
             event_types: vec![crate::model::WebhookEventType::Test],
             enabled: true,
+            format: crate::model::WebhookFormat::Tidings,
             secret: current.clone(),
             previous_secret: None,
             disabled_reason: None,
