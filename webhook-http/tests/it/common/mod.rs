@@ -167,6 +167,7 @@ pub fn request(url: &str) -> WebhookRequest {
         webhook_timestamp: 1_714_564_800,
         webhook_signature: "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=".to_owned(),
         body: BODY.to_owned(),
+        format: tidings_core::model::WebhookFormat::default(),
     }
 }
 

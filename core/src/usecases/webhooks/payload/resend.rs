@@ -121,8 +121,9 @@ pub(super) fn message_event(message: &Message, event: &MessageEvent) -> Result<O
             timestamp: event.occurred_at,
             user_agent: details.user_agent.as_deref().unwrap_or(""),
         }),
-        failed: (event.event_type == EventType::Failed)
-            .then(|| Failed { reason: if response.is_empty() { "The message could not be sent." } else { response } }),
+        failed: (event.event_type == EventType::Failed).then_some(Failed {
+            reason: if response.is_empty() { "The message could not be sent." } else { response },
+        }),
         suppressed: (event.event_type == EventType::Suppressed).then_some(Suppressed {
             message: "The recipient is on this workspace's suppression list.",
             suppression_type: "OnAccountSuppressionList",
