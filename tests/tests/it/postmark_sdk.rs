@@ -20,7 +20,7 @@ use crate::common::sdk::{DOMAIN, Setup, attachments, node_sdk_ready, printed};
 #[test]
 fn the_postmark_node_sdk_sends_and_fails_as_its_users_expect() {
     let test = "the_postmark_node_sdk_sends_and_fails_as_its_users_expect";
-    if node_sdk_ready(test, "postmark-node", "postmark") {
+    if node_sdk_ready(test, "postmark-node", &["postmark"]) {
         block_on(drive_and_check());
     }
 }

@@ -15,25 +15,19 @@
 //! `TIDINGS_TEST_REQUIRE_ALL=1`, as `./test` runs it); `./test` runs `npm ci` and installs the
 //! Python SDK, and the Node test runs `npm ci` when the SDK is not installed yet.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use mail_parser::{MessageParser, MimeHeaders};
+use mail_parser::MessageParser;
 use serde_json::Value;
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::{ReceivedMessage, SmtpSink};
 
-use crate::common::dkim::assert_signed_by;
+use crate::common::sdk::{attachments, node_sdk_ready, printed};
 use crate::common::{block_on, server_with_dns, verified_domain};
 
 const DOMAIN: &str = "shop.example";
-const INSTALL: &str = "install Node.js 20 and npm (Debian: nodejs, npm)";
-
-fn sdk_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/resend-node")
-}
 
 /// The suppressed address the drivers send to.
 const SUPPRESSED: &str = "gone@x.example";
@@ -90,21 +84,7 @@ impl Setup {
     /// The copies of the message with this Message-ID that reached the sink, once there are
     /// four (one per recipient), each checked to be signed twice by the domain.
     async fn delivered_copies(&self, provider_id: &str) -> Vec<ReceivedMessage> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let copies = loop {
-            let copies: Vec<_> = self.sink.messages().into_iter().filter(|m| m.text().contains(provider_id)).collect();
-            if copies.len() == 4 || Instant::now() > deadline {
-                break copies;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let mut rcpts: Vec<String> = copies.iter().flat_map(|m| m.recipients.clone()).collect();
-        rcpts.sort();
-        assert_eq!(rcpts, ["ann@x.example", "bob@y.example", "carol@z.example", "dan@w.example"]);
-        for copy in &copies {
-            assert_signed_by(&copy.data, self.dns.addr(), DOMAIN).await;
-        }
-        copies
+        crate::common::sdk::delivered_copies(&self.sink, &self.dns, provider_id).await
     }
 }
 
@@ -162,42 +142,10 @@ impl Drop for FileServer {
     }
 }
 
-/// What a driver printed, after checking it ran.
-fn printed(output: &std::process::Output, driver: &str) -> Value {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{driver} failed: {stderr}");
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("{driver} printed no JSON ({e}): {} {stderr}", String::from_utf8_lossy(&output.stdout))
-    })
-}
-
-/// The file names and contents of a received copy's attachments.
-fn attachments(raw: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let parsed = MessageParser::default().parse(raw).expect("the copy parses");
-    parsed.attachments().map(|a| (a.attachment_name().unwrap_or_default().to_owned(), a.contents().to_vec())).collect()
-}
-
-/// Whether Node runs and the pinned SDK is installed (`npm ci` when it is not).
-fn sdk_ready(test: &str) -> bool {
-    if !tidings_e2e::tool_available(test, Command::new("node").arg("--version"), INSTALL) {
-        return false;
-    }
-    if sdk_dir().join("node_modules/resend/package.json").exists() {
-        return true;
-    }
-    let installed = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--silent"])
-        .current_dir(sdk_dir())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(installed, "{test}: `npm ci` in {} failed", sdk_dir().display());
-    true
-}
-
 #[test]
 fn the_resend_node_sdk_sends_reads_and_fails_as_its_users_expect() {
     let test = "the_resend_node_sdk_sends_reads_and_fails_as_its_users_expect";
-    if !sdk_ready(test) {
+    if !node_sdk_ready(test, "resend-node", &["resend"]) {
         return;
     }
     block_on(async {

@@ -9,7 +9,6 @@
 //! Without Node the Node verification is skipped with `skipped: …` (a failure under
 //! `TIDINGS_TEST_REQUIRE_ALL=1`, as `./test` runs it); the rest still runs.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,32 +16,10 @@ use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
 use crate::common::receiver::{Hit, Receiver};
+use crate::common::sdk::{node_sdk_ready, sdk_dir};
 use crate::common::{assert_ok, block_on, server_with_dns, verified_domain};
 
 const WAIT: Duration = Duration::from_secs(20);
-const INSTALL: &str = "install Node.js 20 and npm (Debian: nodejs, npm)";
-
-fn verifier_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/webhook-verify-node")
-}
-
-/// Whether Node runs and the pinned verifiers are installed (`npm ci` when they are not).
-fn verifiers_ready(test: &str) -> bool {
-    if !tidings_e2e::tool_available(test, Command::new("node").arg("--version"), INSTALL) {
-        return false;
-    }
-    let dir = verifier_dir();
-    if dir.join("node_modules/svix/package.json").exists() && dir.join("node_modules/resend/package.json").exists() {
-        return true;
-    }
-    let installed = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--silent"])
-        .current_dir(&dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(installed, "{test}: `npm ci` in {} failed", dir.display());
-    true
-}
 
 /// What svix and the Resend SDK say of each `(secret, body, headers)`.
 fn node_verdicts(requests: &[(String, String, Value)]) -> Vec<Value> {
@@ -52,7 +29,7 @@ fn node_verdicts(requests: &[(String, String, Value)]) -> Vec<Value> {
         .collect();
     let mut child = Command::new("node")
         .arg("verify.mjs")
-        .current_dir(verifier_dir())
+        .current_dir(sdk_dir("webhook-verify-node"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -172,7 +149,7 @@ fn resend_and_postmark_endpoints_get_their_formats_and_only_their_events() {
 
         // The verifiers: both accept every request, and both refuse a tampered one (so
         // their acceptance means something).
-        if verifiers_ready(test) {
+        if node_sdk_ready(test, "webhook-verify-node", &["svix", "resend"]) {
             let secret = resend["secret"].as_str().unwrap().to_owned();
             let mut requests: Vec<(String, String, Value)> = resend_hits
                 .iter()

@@ -42,31 +42,40 @@ pub(super) async fn fetch_paths(
     batch: bool,
     budget: &FetchBudget<'_>,
 ) -> Result<Vec<Claim>, ResendError> {
-    let mut claims = Vec::new();
-    let (mut fetches, mut bytes_left) = (0, max_fetched_bytes());
-    for (item, email) in emails.iter_mut().enumerate() {
-        for (i, file) in email.attachments.iter_mut().flatten().enumerate() {
-            let Some(url) = file.path.take() else { continue };
-            let name = |leaf: &str| {
-                let field = format!("attachments[{i}].{leaf}");
-                if batch { format!("[{item}].{field}") } else { field }
-            };
+    // Every refusal that needs no fetch first: nothing is fetched for a request refused anyway.
+    let mut fetches = 0;
+    for (item, email) in emails.iter().enumerate() {
+        for (i, file) in email.attachments.iter().flatten().enumerate() {
+            if file.path.is_none() {
+                continue;
+            }
+            let name = field_name(batch, item, i);
             if file.content.is_some() {
-                return Err(Error::field(name("path"), "cannot be given with `content`: give one of them").into());
+                return Err(Error::field(name, "cannot be given with `content`: give one of them").into());
             }
             fetches += 1;
             if fetches > MAX_FETCHES {
                 let why = format!("too many files to fetch: at most {MAX_FETCHES} per request");
-                return Err(Error::field(name("path"), why).into());
+                return Err(Error::field(name, why).into());
             }
+        }
+    }
+    let mut claims = Vec::new();
+    let mut bytes_left = max_fetched_bytes();
+    for (item, email) in emails.iter_mut().enumerate() {
+        for (i, file) in email.attachments.iter_mut().flatten().enumerate() {
+            let Some(url) = file.path.take() else { continue };
+            let name = field_name(batch, item, i);
             if bytes_left == 0 {
-                return Err(Error::field(name("path"), "the attachments already take the whole size limit").into());
+                return Err(Error::field(name, "the attachments already take the whole size limit").into());
             }
-            let claim =
-                budget.memory.hold(Owner::Workspace(budget.workspace), bytes_left).map_err(|_| ApiError::Busy)?;
+            let owner = Owner::Workspace(budget.workspace);
+            // Held at the most the file may take while it arrives, then at what it took.
+            let most = budget.memory.hold(owner, bytes_left).map_err(|_| ApiError::Busy)?;
             let fetched =
-                budget.fetcher.fetch(&url, bytes_left).await.map_err(|e| Error::field(name("path"), e.to_string()))?;
-            claims.push(claim);
+                budget.fetcher.fetch(&url, bytes_left).await.map_err(|e| Error::field(name, e.to_string()))?;
+            drop(most);
+            claims.push(budget.memory.hold(owner, fetched.bytes.len()).map_err(|_| ApiError::Busy)?);
             bytes_left -= fetched.bytes.len();
             if file.content_type.is_none() {
                 file.content_type = fetched.content_type;
@@ -75,4 +84,10 @@ pub(super) async fn fetch_paths(
         }
     }
     Ok(claims)
+}
+
+/// `attachments[i].path`, or `[item].attachments[i].path` in a batch.
+fn field_name(batch: bool, item: usize, i: usize) -> String {
+    let field = format!("attachments[{i}].path");
+    if batch { format!("[{item}].{field}") } else { field }
 }

@@ -2,7 +2,7 @@
 //! `postmark_sdk.rs`): a server relaying to an SMTP sink with a verified domain, a driver
 //! script run with the key and the addresses, its printed JSON, the installed SDK (`npm ci`
 //! when missing), and the copies that reached the sink, each checked to be signed twice by
-//! the domain.
+//! the domain, by mail-auth and by dkimpy.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +16,7 @@ use tidings_transport_smtp::testing::{ReceivedMessage, SmtpSink};
 
 use super::dkim::assert_signed_by;
 use super::{server_with_dns, verified_domain};
+use crate::interop::verifiers::{self, Verdicts};
 
 /// The sending domain of every SDK test.
 pub const DOMAIN: &str = "shop.example";
@@ -64,21 +65,53 @@ impl Setup {
     /// four (one per recipient of [`Self::driver`]'s addresses), each checked to be signed
     /// twice by the domain.
     pub async fn delivered_copies(&self, provider_id: &str) -> Vec<ReceivedMessage> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let copies = loop {
-            let copies: Vec<_> = self.sink.messages().into_iter().filter(|m| m.text().contains(provider_id)).collect();
-            if copies.len() == 4 || Instant::now() > deadline {
-                break copies;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let mut rcpts: Vec<String> = copies.iter().flat_map(|m| m.recipients.clone()).collect();
-        rcpts.sort();
-        assert_eq!(rcpts, ["ann@x.example", "bob@y.example", "carol@z.example", "dan@w.example"]);
-        for copy in &copies {
-            assert_signed_by(&copy.data, self.dns.addr(), DOMAIN).await;
+        delivered_copies(&self.sink, &self.dns, provider_id).await
+    }
+}
+
+/// The copies of the message with this Message-ID that reached `sink`, once there are four
+/// (one per recipient of the drivers' addresses), each checked to be signed twice by
+/// [`DOMAIN`] with its keys published on `dns`.
+pub async fn delivered_copies(sink: &SmtpSink, dns: &TestDnsServer, provider_id: &str) -> Vec<ReceivedMessage> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let copies = loop {
+        let copies: Vec<_> = sink.messages().into_iter().filter(|m| m.text().contains(provider_id)).collect();
+        if copies.len() == 4 || Instant::now() > deadline {
+            break copies;
         }
-        copies
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut rcpts: Vec<String> = copies.iter().flat_map(|m| m.recipients.clone()).collect();
+    rcpts.sort();
+    assert_eq!(rcpts, ["ann@x.example", "bob@y.example", "carol@z.example", "dan@w.example"]);
+    for copy in &copies {
+        assert_signed_by(&copy.data, dns.addr(), DOMAIN).await;
+    }
+    assert_dkimpy_passes(&copies, dns);
+    copies
+}
+
+/// Both signatures of every copy verified by dkimpy too (`tests/interop/verify_dkim.py`),
+/// the verifier of many Python receivers, asking `dns` for the keys.
+fn assert_dkimpy_passes(copies: &[ReceivedMessage], dns: &TestDnsServer) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let files: Vec<String> = copies
+        .iter()
+        .enumerate()
+        .map(|(i, copy)| {
+            let file = dir.path().join(format!("copy-{i}.eml"));
+            std::fs::write(&file, &copy.data).expect("the copy is written");
+            file.display().to_string()
+        })
+        .collect();
+    let args = [vec!["--dns".to_owned(), dns.addr().to_string()], files.clone()].concat();
+    let mut verdicts = Verdicts::default();
+    verifiers::run("python3", "verify_dkim.py", &args, &|file| file.to_owned(), &mut verdicts);
+    for file in &files {
+        for check in ["dkimpy rsa-sha256", "dkimpy ed25519-sha256"] {
+            let verdict = verdicts.get(file).and_then(|v| v.get(check));
+            assert!(verdict.is_some_and(|v| v.ok), "{check} of {file}: {:?}", verdict.map(|v| &v.reason));
+        }
     }
 }
 
@@ -97,14 +130,14 @@ pub fn attachments(raw: &[u8]) -> Vec<(String, Vec<u8>)> {
     parsed.attachments().map(|a| (a.attachment_name().unwrap_or_default().to_owned(), a.contents().to_vec())).collect()
 }
 
-/// Whether Node runs and the pinned npm `package` is installed in `tests/sdk/<dir>` (`npm ci`
-/// when it is not).
-pub fn node_sdk_ready(test: &str, dir: &str, package: &str) -> bool {
+/// Whether Node runs and the pinned npm `packages` are installed in `tests/sdk/<dir>` (`npm ci`
+/// when they are not).
+pub fn node_sdk_ready(test: &str, dir: &str, packages: &[&str]) -> bool {
     if !tidings_e2e::tool_available(test, Command::new("node").arg("--version"), INSTALL) {
         return false;
     }
     let dir = sdk_dir(dir);
-    if dir.join("node_modules").join(package).join("package.json").exists() {
+    if packages.iter().all(|package| dir.join("node_modules").join(package).join("package.json").exists()) {
         return true;
     }
     let installed = Command::new("npm")

@@ -16,7 +16,7 @@
 //! saying what to install (fails it under `./test`: [`tidings_e2e::tool_available`]).
 
 mod corpus;
-mod verifiers;
+pub(crate) mod verifiers;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
