@@ -7,7 +7,7 @@
 
 use axum::extract::Request;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::ApiError;
 
@@ -19,17 +19,11 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// bytes each (HTTP/2's measure, RFC 9113 §6.5.2), the same on both protocols.
 pub const MAX_HEADER_LIST_BYTES: usize = 16 * 1024;
 
-/// Middleware: 414 or 431 in the envelope (in Resend's body under `/resend`) for a head over
-/// the limits.
+/// Middleware: 414 or 431 in the envelope (in Resend's or Postmark's body under `/resend`
+/// or `/postmark`) for a head over the limits.
 pub(crate) async fn check_head(req: Request, next: Next) -> Response {
-    let refuse = |e: ApiError| {
-        // A Resend SDK reads only Resend's error body.
-        if crate::compat::resend::owns(req.uri().path()) {
-            crate::compat::resend::outer_answer(e)
-        } else {
-            e.into_response()
-        }
-    };
+    // An SDK of another provider reads only that provider's error body.
+    let refuse = |e: ApiError| crate::compat::outer_answer(req.uri().path(), e);
     let uri = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if uri > MAX_URI_BYTES {
         return refuse(ApiError::UriTooLong);

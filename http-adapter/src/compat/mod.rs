@@ -21,6 +21,25 @@ pub(crate) fn timed_out(path: &str) -> Option<Response> {
     }
 }
 
+/// Whether `path` is under one of the surfaces (`/resend`, `/postmark`), whose clients read
+/// only their provider's error body.
+pub(crate) fn owns(path: &str) -> bool {
+    resend::owns(path) || postmark::owns(path)
+}
+
+/// An answer made outside a surface's router (the head's limits, a caught panic, the API
+/// router's own fallback) in the error body of the surface `path` is under, so that its SDK
+/// raises its own error type; the envelope for a path of `/v1`.
+pub(crate) fn outer_answer(path: &str, e: crate::ApiError) -> Response {
+    if resend::owns(path) {
+        resend::outer_answer(e)
+    } else if postmark::owns(path) {
+        postmark::PostmarkError::from(e).into_response()
+    } else {
+        e.into_response()
+    }
+}
+
 /// Defines a surface's two extractor wrappers around `/v1`'s extractors: `$parts<T>` for one
 /// that reads the request's head (`Authed`, `IdPath`, …) and `$body<T>` for a body extractor
 /// (`ApiJson`, `ApiJsonArray`), each answering its refusal as `$error` (built from the

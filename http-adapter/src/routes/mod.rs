@@ -137,14 +137,18 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 #[derive(Debug, Clone, Copy)]
 struct Panicked;
 
-/// A caught panic's 500 in Resend's body for a request under `/resend`.
+/// A caught panic's 500 in Resend's or Postmark's body for a request under `/resend` or
+/// `/postmark`.
 async fn resend_panic_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let resend = crate::compat::resend::owns(req.uri().path());
+    let path = req.uri().path().to_owned();
     let response = next.run(req).await;
-    if resend && response.extensions().get::<Panicked>().is_some() {
+    if response.extensions().get::<Panicked>().is_none() || !crate::compat::owns(&path) {
+        return response;
+    }
+    if crate::compat::resend::owns(&path) {
         return crate::compat::resend::ResendError::Panicked.into_response();
     }
-    response
+    crate::compat::outer_answer(&path, ApiError::Core(tidings_core::Error::Internal("handler panicked".into())))
 }
 
 /// Marks the answer of [`router`]'s fallbacks (a path it does not serve, a method a path
@@ -160,9 +164,12 @@ pub enum Unrouted {
 }
 
 async fn unknown_route(uri: axum::http::Uri) -> Response {
-    // `/resend` itself: the nested router serves only the paths below it.
+    // `/resend` and `/postmark` themselves: the nested routers serve only the paths below.
     if crate::compat::resend::owns(uri.path()) {
         return crate::compat::resend::unknown_route().await;
+    }
+    if crate::compat::postmark::owns(uri.path()) {
+        return crate::compat::outer_answer(uri.path(), ApiError::UnknownRoute);
     }
     let mut response = ApiError::UnknownRoute.into_response();
     response.extensions_mut().insert(Unrouted::UnknownPath);

@@ -244,3 +244,16 @@ async fn the_keys_rate_limit_holds_and_is_answered_429_in_postmarks_shape() {
     assert_eq!(postmark_error(&second, 429), 429);
     assert!(second.headers.contains_key("retry-after"));
 }
+
+#[tokio::test]
+async fn answers_made_before_routing_are_in_postmarks_body_too() {
+    let api = api().await;
+    let long = format!("/postmark/email?x={}", "x".repeat(tidings_http::MAX_URI_BYTES));
+    let too_long = api.send(request(&long[9..], Some(&api.key.clone()), &message())).await;
+    assert_eq!(postmark_error(&too_long, 414), 300);
+    let mut heavy = request("/email", Some(&api.key.clone()), &message());
+    heavy.headers_mut().insert("x-padding", "y".repeat(tidings_http::MAX_HEADER_LIST_BYTES).parse().unwrap());
+    assert_eq!(postmark_error(&api.send(heavy).await, 431), 300);
+    let root = api.send(request("", Some(&api.key.clone()), &message())).await;
+    assert_eq!(postmark_error(&root, 404), 0);
+}
