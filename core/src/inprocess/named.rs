@@ -15,9 +15,7 @@ use tokio::sync::Mutex;
 use crate::domain_name::DomainName;
 use crate::model::{Domain, Template, TemplateVersion};
 use crate::usecases::templates::{non_empty, template_name};
-use crate::usecases::{
-    AddDomainRequest, AddTemplateVersionRequest, CreateTemplateRequest, ListParams, is_reserved_for_sandbox,
-};
+use crate::usecases::{AddDomainRequest, AddTemplateVersionRequest, CreateTemplateRequest, is_reserved_for_sandbox};
 use crate::{Error, Result};
 
 use super::WorkspaceHandle;
@@ -132,17 +130,11 @@ impl WorkspaceHandle {
         self.core.get_template(&self.who, found.id).await
     }
 
-    /// The oldest template named `name`: every page is read, since the list is newest first.
+    /// The oldest template named `name` (the last of `template_ids_named`, newest first).
     async fn oldest_template(&self, name: &str) -> Result<Option<Template>> {
-        let mut params = ListParams { limit: Some(200), cursor: None };
-        let mut oldest = None;
-        loop {
-            let page = self.core.list_templates(&self.who, params).await?;
-            oldest = page.items.into_iter().rev().find(|t| t.name == name).or(oldest);
-            match page.next_cursor {
-                Some(cursor) => params = ListParams { limit: Some(200), cursor: Some(cursor) },
-                None => return Ok(oldest),
-            }
+        match self.core.template_ids_named(&self.who, name).await?.last() {
+            Some(id) => Ok(Some(self.core.get_template(&self.who, *id).await?)),
+            None => Ok(None),
         }
     }
 }
