@@ -119,8 +119,11 @@ pub struct HttpConfig {
     /// When set, `/metrics` answers only a scraper presenting this token as
     /// `Authorization: Bearer <token>` (401 otherwise).
     pub metrics_token: Option<MetricsToken>,
-    /// Whether [`router`] serves `/metrics`; `false` when [`metrics_router`] serves it on a
-    /// listener of its own.
+    /// Whether [`router`] serves `/metrics`. Off by default: a router nested in an
+    /// application's own must not export the service's counters to whoever reaches that
+    /// application unless the embedder chose to (with [`metrics_token`](Self::metrics_token)
+    /// set, or behind its own guard). The server turns it on unless [`metrics_router`] serves
+    /// them on a listener of its own.
     pub serve_metrics: bool,
 }
 
@@ -134,7 +137,7 @@ impl Default for HttpConfig {
             auth_throttle: AuthThrottleConfig::default(),
             trusted_proxies: TrustedProxies::default(),
             metrics_token: None,
-            serve_metrics: true,
+            serve_metrics: false,
         }
     }
 }

@@ -64,6 +64,7 @@ mod flusher;
 mod layout;
 mod message_list;
 mod messages;
+pub mod private_files;
 mod queue;
 mod retention;
 mod sealing;
@@ -80,6 +81,7 @@ use std::sync::Arc;
 
 use db::Inner;
 use flusher::Flusher;
+pub use private_files::{KeyFileError, KeyOrigin, load_or_create_sealing_key};
 pub use sealing::SealingError;
 use tidings_core::sealing::Sealer;
 
@@ -90,6 +92,15 @@ pub enum SledError {
     /// corrupt files).
     #[error("cannot open the sled database: {0}")]
     Open(#[from] sled::Error),
+    /// The store's directory could not be created or made private.
+    #[error("cannot make the store's directory {path} private: {source}")]
+    Directory {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// What the file system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The flusher thread could not be started.
     #[error("cannot start the flusher thread: {0}")]
     Flusher(#[from] std::io::Error),
@@ -131,6 +142,7 @@ pub struct SledStore {
     inner: Arc<Inner>,
     sealer: Sealer,
     sealed_at_open: usize,
+    narrowed_at_open: Option<u32>,
     domains: Arc<domain_cache::DomainCache>,
 }
 
@@ -144,8 +156,12 @@ impl SledStore {
     /// Opens (or creates) the store in directory `path`. Only one process may have it open.
     /// Secrets are sealed with `sealer`, which must have the key the store was sealed with:
     /// [`SledError::is_wrong_key`] otherwise. Plaintext secrets of an older store are sealed
-    /// now ([`Self::sealed_at_open`] says how many).
+    /// now ([`Self::sealed_at_open`] says how many). The directory is made this user's only
+    /// (`700`, [`private_files`]); [`Self::narrowed_at_open`] says if it was open to others.
     pub fn open_with(path: impl AsRef<Path>, options: SledOptions, sealer: Sealer) -> Result<Self, SledError> {
+        let path = path.as_ref();
+        let narrowed_at_open = private_files::make_private_dir(path)
+            .map_err(|source| SledError::Directory { path: path.to_owned(), source })?;
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(options.cache_capacity_bytes)
@@ -164,7 +180,14 @@ impl SledStore {
         let flusher = Flusher::start(db.clone())?;
         let inner = Arc::new(Inner::new(db, tree, flusher));
         let sealed_at_open = sealing::seal_at_open(&inner, &sealer)?.sealed;
-        Ok(Self { inner, sealer, sealed_at_open, domains: Arc::default() })
+        Ok(Self { inner, sealer, sealed_at_open, narrowed_at_open, domains: Arc::default() })
+    }
+
+    /// The permission bits the store's directory had when this open took group and other
+    /// permissions away from it (a directory made by hand or by an older version), for the
+    /// caller to log; `None` if it was private already.
+    pub fn narrowed_at_open(&self) -> Option<u32> {
+        self.narrowed_at_open
     }
 
     /// How many records and secrets were stored in plaintext (by a version before sealing)
@@ -176,12 +199,5 @@ impl SledStore {
     /// Bytes the database occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, SledError> {
         Ok(self.inner.size_on_disk()?)
-    }
-
-    /// Why the store failed, if it has: a flush to disk failed or stalled (a full disk, an
-    /// I/O error). Every call then answers `Unavailable`; the process should stop and be
-    /// restarted, and the reopened store holds exactly what was durable (`flusher.rs`).
-    pub fn failure(&self) -> Option<Arc<str>> {
-        self.inner.failure()
     }
 }

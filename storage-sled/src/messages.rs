@@ -202,6 +202,11 @@ impl MessageStore for SledStore {
         true
     }
 
+    // A failed or stalled flush to disk (`flusher.rs`): only a restart mends it.
+    fn failure(&self) -> Option<std::sync::Arc<str>> {
+        self.inner.failure()
+    }
+
     async fn create_message(&self, new: &NewMessage) -> StoreResult<CreateOutcome> {
         let mut enc = encode_new(new)?;
         let idempotency = enc.idempotency.take();

@@ -245,14 +245,25 @@ impl DeliveryWorker {
         }
     }
 
+    /// Claims up to `limit` messages due at `now` (at least one), leased until `now` +
+    /// [`DeliverySettings::lease`], which it returns with them. The claim of both
+    /// [`Self::deliver_due`] and the runtime's delivery loop, which then run [`Self::attempt`]
+    /// on each: the two differ only in how many attempts overlap.
+    pub(crate) async fn claim(&self, now: DateTime<Utc>, limit: usize) -> Result<(Vec<Message>, DateTime<Utc>)> {
+        let lease_until = now + self.shared.settings.lease();
+        let claimed = self.shared.core.store().claim_due_messages(now, lease_until, limit.max(1)).await?;
+        Ok((claimed, lease_until))
+    }
+
     /// One step: claims up to `batch_size` messages due at `now` (leased until `now` +
     /// [`DeliverySettings::lease`]) and takes each through one attempt, `concurrency` at a
     /// time. Fails only if the claim itself fails; per-message errors are in the report.
-    /// Event times come from the service's clock.
+    /// Event times come from the service's clock. Tests step delivery with it; the runtime's
+    /// loop makes the same claim and attempts, pipelined (claiming again as attempts finish
+    /// instead of after the batch's slowest).
     pub async fn deliver_due(&self, now: DateTime<Utc>) -> Result<DeliveryReport> {
         let settings = &self.shared.settings;
-        let lease_until = now + settings.lease();
-        let claimed = self.shared.core.store().claim_due_messages(now, lease_until, settings.batch_size.max(1)).await?;
+        let (claimed, lease_until) = self.claim(now, settings.batch_size).await?;
         let mut report = DeliveryReport { claimed: claimed.len(), ..DeliveryReport::default() };
         let mut outcomes = futures::stream::iter(claimed)
             .map(|message| self.attempt(message, lease_until))

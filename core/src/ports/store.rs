@@ -419,6 +419,14 @@ pub trait MessageStore: Send + Sync {
     fn is_exclusive(&self) -> bool {
         false
     }
+    /// Why the store has failed for good, if it has: a failure that only reopening it mends
+    /// (sled's flush to disk failed or stalled: every call answers `Unavailable` from then
+    /// on, and the reopened store holds exactly what was durable). The process should stop
+    /// and be restarted. `None`, the default, for a store that recovers by itself (a
+    /// database connection is made again). Cheap: may be polled often.
+    fn failure(&self) -> Option<std::sync::Arc<str>> {
+        None
+    }
     /// How many messages have a next attempt, and how many of those are due at `now`
     /// ([`PendingMessages`]). For the queue-depth gauge, read every few seconds at most: it
     /// may cost O(messages waiting) (a count over the due index), never O(messages).

@@ -64,11 +64,9 @@ pub(super) async fn deliver(worker: Arc<DeliveryWorker>, core: Tidings, mut stop
         }
         let free = slots.saturating_sub(running.len());
         if pause.is_zero() && free >= claim_at {
-            let now = core.clock().now();
-            let lease_until = now + settings.lease();
             let asked = free.min(settings.batch_size.max(1));
-            match core.store().claim_due_messages(now, lease_until, asked).await {
-                Ok(claimed) => {
+            match worker.claim(core.clock().now(), asked).await {
+                Ok((claimed, lease_until)) => {
                     if claimed.len() < asked {
                         pause = DELIVERY_IDLE_POLL;
                     }

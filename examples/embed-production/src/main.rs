@@ -5,7 +5,8 @@
 //! (the event feed, no webhooks), the API and its metrics under `/mail`, logs through
 //! `tracing`, and a clean stop on SIGTERM. `cargo run -p tidings-example-embed-production`, configured by:
 //!
-//! - `TIDINGS_DATA_DIR`: the data directory (default `./tidings-data`), made owner-only.
+//! - `TIDINGS_DATA_DIR`: the data directory (default `./tidings-data`); the store in it is
+//!   made owner-only by the store.
 //! - `TIDINGS_SEALING_KEY_FILE`: the sealing key (base64), made owner-only on the first
 //!   start when absent. Back it up apart from the data: without it the store's DKIM keys
 //!   and webhook secrets cannot be opened.
@@ -31,13 +32,13 @@ use tidings_core::inprocess::{Content, Email, TemplateBody, WorkspaceHandle};
 use tidings_core::model::{DomainStatus, EventType, RateLimit};
 use tidings_core::ports::{DnsCheck, StaticDns, SystemClock, SystemRandom};
 use tidings_core::runtime::{Runtime, RuntimeSettings};
-use tidings_core::sealing::{Sealer, SealingKey};
+use tidings_core::sealing::Sealer;
 use tidings_core::usecases::{
     Admission, CoreConfig, DEFAULT_WORKSPACE_NAME, FeedCursor, LocalLimits, MetricsToken, Tidings,
 };
 use tidings_dns::HickoryDns;
 use tidings_http::{ApiError, ApiState, HttpConfig, Metrics};
-use tidings_storage_sled::SledStore;
+use tidings_storage_sled::{KeyOrigin, SledStore, load_or_create_sealing_key};
 use tidings_transport_smtp::{RelayConfig, RelayMailer};
 use tracing_subscriber::EnvFilter;
 
@@ -48,12 +49,19 @@ const SIGNUPS_PER_SEC: u32 = 5;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    // Logs to stderr: stdout carries the ready and listening lines.
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
         .init();
+    // The store's directory is made owner-only by the store itself, the key file is created
+    // owner-only: both hold what nobody else on the machine may read.
     let data = PathBuf::from(env_or("TIDINGS_DATA_DIR", "tidings-data"));
-    owner_only_dir(&data)?;
-    let key = sealing_key(Path::new(&env_or("TIDINGS_SEALING_KEY_FILE", "tidings-sealing.key")))?;
+    let (key, origin) =
+        load_or_create_sealing_key(Path::new(&env_or("TIDINGS_SEALING_KEY_FILE", "tidings-sealing.key")))?;
+    if origin == KeyOrigin::Generated {
+        tracing::warn!("generated a new sealing key: back it up apart from the data directory");
+    }
     let store = Arc::new(SledStore::open(data.join("store"), Sealer::new(&key))?);
 
     // DNS: the system's resolver, or for development a static one that vouches for the
@@ -100,7 +108,8 @@ async fn main() -> Result<(), Error> {
         welcome: welcome.id,
     };
     let metrics_token = std::env::var("TIDINGS_METRICS_TOKEN").ok().map(|t| MetricsToken::parse(&t)).transpose()?;
-    let api = ApiState::new(core.clone(), HttpConfig { metrics_token, ..HttpConfig::default() }).with_metrics(metrics);
+    let api = ApiState::new(core.clone(), HttpConfig { metrics_token, serve_metrics: true, ..HttpConfig::default() })
+        .with_metrics(metrics);
     let app = Router::new()
         .route("/signup", post(sign_up))
         .with_state(signup)
@@ -166,27 +175,6 @@ async fn react_to_outcomes(acme: WorkspaceHandle, saved: PathBuf) -> Result<(), 
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-/// The data directory, readable by this user only: it holds every message sent.
-fn owner_only_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    #[cfg(unix)]
-    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    Ok(())
-}
-
-/// The sealing key in `file`, made (owner-only) on the first start.
-fn sealing_key(file: &Path) -> Result<SealingKey, Error> {
-    if !file.exists() {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let key = SealingKey::generate(&SystemRandom);
-        std::io::Write::write_all(&mut options.open(file)?, key.to_base64().expose().as_bytes())?;
-    }
-    Ok(SealingKey::from_base64(std::fs::read_to_string(file)?.trim())?)
 }
 
 /// SIGTERM (a service manager stopping the service) or Ctrl-C.

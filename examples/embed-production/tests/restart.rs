@@ -103,6 +103,14 @@ async fn the_production_example_finds_what_it_made_after_a_restart() {
     assert_eq!(third.ready, ready, "the same workspace, domain and template at every start");
     stop(third);
 
+    #[cfg(unix)]
+    {
+        // Owner-only: the store (made so by the store library) and the key file.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode("data/store"), mode("sealing.key")), (0o700, 0o600));
+    }
+
     // What the three runs left in the store, read with the example's own key.
     let key = SealingKey::from_base64(std::fs::read_to_string(dir.path().join("sealing.key")).unwrap().trim()).unwrap();
     let store = SledStore::open(dir.path().join("data/store"), Sealer::new(&key)).unwrap();

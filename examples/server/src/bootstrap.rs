@@ -33,9 +33,6 @@ pub struct OpenStore {
     /// only process), in the database on PostgreSQL so that every node counts against the
     /// same limits.
     pub limits: Arc<dyn Limits>,
-    /// The sled store again, watched for a failure that only a restart mends
-    /// ([`SledStore::failure`]); `None` on PostgreSQL, which reconnects by itself.
-    pub sled: Option<SledStore>,
 }
 
 /// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
@@ -61,7 +58,7 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
             log_sealed(store.sealed_at_connect());
             let limits = Arc::new(store.limits(throttle));
-            Ok(OpenStore { store: Arc::new(store), limits, sled: None })
+            Ok(OpenStore { store: Arc::new(store), limits })
         }
         None => {
             let sled = open_sled(config, &key.sealer).map_err(|e| match e {
@@ -69,11 +66,7 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
                 SledOpen::Failed(e) => e,
             })?;
             log_sealed(sled.sealed_at_open());
-            Ok(OpenStore {
-                store: Arc::new(sled.clone()),
-                limits: Arc::new(LocalLimits::new(throttle)),
-                sled: Some(sled),
-            })
+            Ok(OpenStore { store: Arc::new(sled), limits: Arc::new(LocalLimits::new(throttle)) })
         }
     }
 }

@@ -164,7 +164,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let file_fetcher = bootstrap::file_fetcher(&config, dns.clone())?;
-    let bootstrap::OpenStore { store, limits, sled } = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, limits } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -263,6 +263,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         );
     }
     let core_for_dashboard = core.clone();
+    let watched = core.store().clone();
     let state = ApiState::with_limits(core, http, limits).with_metrics(metrics).with_file_fetcher(file_fetcher);
     let drain = state.drain();
     // `/metrics` on a plain-HTTP listener of its own, served until shutdown like the others.
@@ -304,7 +305,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
                     tokio::time::sleep(delay).await;
                 }
             }
-            reason = workers::store_failure(sled) => {
+            reason = workers::store_failure(watched) => {
                 drain.start();
                 tracing::error!("the store failed, stopping so that the server is restarted: {reason}");
                 let _ = failed_tx.send(reason);

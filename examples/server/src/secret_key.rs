@@ -8,12 +8,14 @@
 //! `TIDINGS_SECRET_KEY` (or `TIDINGS_SECRET_KEY_FILE` on another disk or a secrets mount).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use tidings_core::ports::SystemRandom;
-use tidings_core::sealing::{Sealer, SealingKey};
+use tidings_core::sealing::Sealer;
+use tidings_storage_sled::private_files::read_sealing_key;
+use tidings_storage_sled::{KeyOrigin, load_or_create_sealing_key};
 
 use crate::config::{Config, ConfigError};
+#[cfg(doc)]
 use crate::data_dir;
 
 /// The name of the generated key file in the data dir.
@@ -61,42 +63,38 @@ impl SecretKey {
 }
 
 /// The key from the configuration (see the module docs). The data dir must exist
-/// ([`data_dir::prepare`]).
+/// ([`data_dir::prepare`]). The key file is read, and generated `600`, by the store's
+/// library ([`tidings_storage_sled::private_files`]), as for any embedder.
 pub fn load(config: &Config) -> Result<SecretKey, ConfigError> {
     if let Some(key) = &config.secret_key {
         return Ok(SecretKey { sealer: Sealer::new(key), source: KeySource::Env });
     }
     if let Some(path) = &config.secret_key_file {
-        let key = read(path).map_err(|m| ConfigError::new("TIDINGS_SECRET_KEY_FILE", None, m))?;
+        let key =
+            read_sealing_key(path).map_err(|e| ConfigError::new("TIDINGS_SECRET_KEY_FILE", None, e.to_string()))?;
         return Ok(SecretKey { sealer: Sealer::new(&key), source: KeySource::File(path.clone()) });
     }
     let path = config.data_dir.join(KEY_FILE);
-    let in_data_dir = |m: String| ConfigError::new("TIDINGS_DATA_DIR", None, m);
-    if path.exists() {
-        let key = read(&path).map_err(in_data_dir)?;
-        return Ok(SecretKey { sealer: Sealer::new(&key), source: KeySource::File(path) });
-    }
-    let key = SealingKey::generate(&SystemRandom);
-    let text = format!("{}\n", key.to_base64().expose());
-    data_dir::write_private(&path, text.as_bytes(), true)
-        .map_err(|e| in_data_dir(format!("cannot write the new secret key file {}: {e}", path.display())))?;
-    tracing::info!(
-        path = %path.display(),
-        "generated the key that seals the store's secrets; keep a copy apart from the store \
-         (or move it to TIDINGS_SECRET_KEY): the secrets cannot be read without it"
-    );
-    Ok(SecretKey { sealer: Sealer::new(&key), source: KeySource::Generated(path) })
-}
-
-/// The key in the file at `path`: the base64 of 32 bytes, surrounding whitespace ignored.
-/// Errors never show the file's content.
-fn read(path: &Path) -> Result<SealingKey, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    SealingKey::from_base64(&text).map_err(|e| format!("{}: the key {e}", path.display()))
+    let (key, origin) =
+        load_or_create_sealing_key(&path).map_err(|e| ConfigError::new("TIDINGS_DATA_DIR", None, e.to_string()))?;
+    let source = match origin {
+        KeyOrigin::Existing => KeySource::File(path),
+        KeyOrigin::Generated => {
+            tracing::info!(
+                path = %path.display(),
+                "generated the key that seals the store's secrets; keep a copy apart from the store \
+                 (or move it to TIDINGS_SECRET_KEY): the secrets cannot be read without it"
+            );
+            KeySource::Generated(path)
+        }
+    };
+    Ok(SecretKey { sealer: Sealer::new(&key), source })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn config(data: &Path, env: &[(&str, String)]) -> Config {

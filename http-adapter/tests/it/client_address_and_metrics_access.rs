@@ -69,7 +69,11 @@ async fn an_untrusted_peer_cannot_pick_its_throttle_bucket_with_the_header() {
 
 #[tokio::test]
 async fn with_a_token_metrics_answer_only_a_scraper_presenting_it() {
-    let config = HttpConfig { metrics_token: Some(MetricsToken::parse(TOKEN).unwrap()), ..Default::default() };
+    let config = HttpConfig {
+        metrics_token: Some(MetricsToken::parse(TOKEN).unwrap()),
+        serve_metrics: true,
+        ..Default::default()
+    };
     let api = TestApi::with_config(config).await;
     for bearer in [None, Some("wrong-token-0123456789abcdef"), Some(&api.key.clone())] {
         let r = api.send(request("/metrics", "192.0.2.1", None, bearer)).await;
@@ -112,4 +116,15 @@ async fn metrics_moved_to_their_own_listener_are_not_served_by_the_api_router() 
     assert_eq!(scrape.status(), StatusCode::OK);
     let other = metrics.oneshot(request("/v1/keys", "127.0.0.1", None, None)).await.unwrap();
     assert_eq!(other.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_router_with_the_default_settings_serves_no_metrics() {
+    // What an application nesting the API in its own router gets unless it opts in: the
+    // counters are not exported to whoever reaches that application.
+    let api = TestApi::with_config(HttpConfig::default()).await;
+    let r: Reply = api.send(request("/metrics", "127.0.0.1", None, None)).await;
+    assert_eq!((r.status, r.error_code()), (StatusCode::NOT_FOUND, "not_found"));
+    let opted_in = TestApi::with_config(HttpConfig { serve_metrics: true, ..Default::default() }).await;
+    assert_eq!(status_of(&opted_in, request("/metrics", "127.0.0.1", None, None)).await, StatusCode::OK);
 }

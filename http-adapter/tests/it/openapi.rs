@@ -116,7 +116,8 @@ async fn the_router_serves_exactly_the_documented_operations() {
 async fn every_documented_operation_is_routed_and_asks_for_credentials_unless_public() {
     // Every probe fails authentication; let them all through the failed-auth throttle.
     let throttle = AuthThrottleConfig { max_failures: 1000, ..Default::default() };
-    let api = TestApi::with_config(HttpConfig { auth_throttle: throttle, ..Default::default() }).await;
+    let config = HttpConfig { auth_throttle: throttle, serve_metrics: true, ..Default::default() };
+    let api = TestApi::with_config(config).await;
     let doc = fetch_document(&api).await;
     let operations = documented_operations(&doc);
     for (method, path) in &operations {

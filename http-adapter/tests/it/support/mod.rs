@@ -70,9 +70,9 @@ impl TestApi {
         id
     }
 
-    /// Default HTTP settings.
+    /// Default HTTP settings, with `/metrics` served as the server serves it.
     pub async fn new() -> Self {
-        Self::with_config(HttpConfig::default()).await
+        Self::with_config(HttpConfig { serve_metrics: true, ..HttpConfig::default() }).await
     }
 
     /// Given HTTP settings.
