@@ -11,7 +11,7 @@ use tidings_core::ports::{
 };
 
 use crate::PgStore;
-use crate::db::{db_error, decode, doc, execute, newest_first, query_opt, uuid};
+use crate::db::{db_error, decode, doc, execute, limit as db_limit, newest_first, query, query_opt, uuid};
 
 /// The template, locked until the transaction ends. `NotFound` if absent.
 async fn lock_template(tx: &Transaction<'_>, workspace: WorkspaceId, id: TemplateId) -> StoreResult<Template> {
@@ -59,12 +59,17 @@ impl TemplateStore for PgStore {
         row.map(|row| decode(&row, "template")).transpose()
     }
 
-    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+    async fn template_ids_named(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<TemplateId>> {
         let client = self.client().await?;
         // Names have no index: the workspace's rows by `templates_by_workspace`, filtered.
-        let sql = "SELECT doc FROM templates WHERE workspace_id = $1 AND doc->>'name' = $2 ORDER BY id DESC LIMIT 1";
-        let row = query_opt(&client, sql, &[&uuid(workspace.0), &name]).await?;
-        row.map(|row| decode(&row, "template")).transpose()
+        let sql = "SELECT id FROM templates WHERE workspace_id = $1 AND doc->>'name' = $2 ORDER BY id DESC LIMIT $3";
+        let rows = query(&client, sql, &[&uuid(workspace.0), &name, &db_limit(limit)]).await?;
+        Ok(rows.iter().map(|row| TemplateId(ulid::Ulid::from_bytes(*row.get::<_, uuid::Uuid>(0).as_bytes()))).collect())
     }
 
     async fn list_templates(

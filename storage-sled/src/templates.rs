@@ -48,17 +48,26 @@ impl TemplateStore for SledStore {
     }
 
     /// A scan of the workspace's templates, newest first: names have no index (a workspace
-    /// has few templates, and only Resend's `template.id` looks one up by name).
-    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+    /// has few templates, and only sends that name a template by its name look one up).
+    async fn template_ids_named(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<TemplateId>> {
         let prefix = Key::new(layout::TEMPLATE).id(workspace.to_bytes()).0;
+        let mut ids = Vec::new();
         for entry in self.inner.tree()?.scan_prefix(&prefix).rev() {
+            if ids.len() >= limit {
+                break;
+            }
             let (_, value) = entry.map_err(sled_error)?;
             let template: Template = decode(&value, "template")?;
             if template.name == name {
-                return Ok(Some(template));
+                ids.push(template.id);
             }
         }
-        Ok(None)
+        Ok(ids)
     }
 
     async fn list_templates(

@@ -230,7 +230,12 @@ impl TemplateStore for UnavailableStore {
         down()
     }
 
-    async fn find_template_by_name(&self, _workspace: WorkspaceId, _name: &str) -> StoreResult<Option<Template>> {
+    async fn template_ids_named(
+        &self,
+        _workspace: WorkspaceId,
+        _name: &str,
+        _limit: usize,
+    ) -> StoreResult<Vec<TemplateId>> {
         down()
     }
 

@@ -130,9 +130,10 @@ impl WorkspaceHandle {
         self.core.get_template(&self.who, found.id).await
     }
 
-    /// The oldest template named `name` (the last of `template_ids_named`, newest first).
+    /// The oldest template named `name`: the last of all of them (`template_ids_named` lists
+    /// newest first). Once per start of a service, over the few templates of one name.
     async fn oldest_template(&self, name: &str) -> Result<Option<Template>> {
-        match self.core.template_ids_named(&self.who, name).await?.last() {
+        match self.core.template_ids_named(&self.who, name, usize::MAX).await?.last() {
             Some(id) => Ok(Some(self.core.get_template(&self.who, *id).await?)),
             None => Ok(None),
         }

@@ -513,9 +513,14 @@ pub trait TemplateStore: Send + Sync {
     async fn insert_template(&self, template: &Template) -> StoreResult<()>;
     /// A template with all its versions.
     async fn get_template(&self, workspace: WorkspaceId, id: TemplateId) -> StoreResult<Option<Template>>;
-    /// The newest template of the workspace whose name is exactly `name` (names are not
-    /// unique), with all its versions.
-    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>>;
+    /// The ids of the workspace's templates whose name is exactly `name`, newest first, at
+    /// most `limit` (names are not unique: a caller asks for 2 to tell one from several).
+    async fn template_ids_named(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<TemplateId>>;
     /// Templates with their versions, newest first.
     async fn list_templates(
         &self,

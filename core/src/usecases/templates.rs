@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
-use crate::ports::{NewTemplateVersion, PageRequest, StoreError, TemplateChange};
+use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
 use crate::templates::Rendered;
 use crate::text_checks::is_line_or_control;
 use crate::usecases::render_pool::OwnedSource;
@@ -297,29 +297,14 @@ impl Tidings {
         template.current_version().cloned().map(Some).ok_or_else(|| inconsistent(&template))
     }
 
-    /// The ids of `who`'s workspace's templates named exactly `name`, newest first (names are
-    /// not unique, so the caller decides what several mean). For front ends that name a
-    /// template by its name in a send (Postmark's `TemplateAlias`). Any key may ask, `send`
-    /// keys too: a send may use any template of the workspace, and this reveals no more.
-    /// Reads the templates page by page; a workspace holds few.
-    pub async fn template_ids_named(&self, who: &Principal, name: &str) -> Result<Vec<TemplateId>> {
-        let name = name.trim();
-        let mut found = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = self.store.list_templates(who.workspace_id, PageRequest { limit: 200, cursor }).await?;
-            cursor = page.items.last().map(|t| t.id);
-            found.extend(page.items.iter().filter(|t| t.name == name).map(|t| t.id));
-            if !page.has_more || cursor.is_none() {
-                return Ok(found);
-            }
-        }
-    }
-
-    /// The id of the newest template of the caller's workspace named exactly `name`, if any:
-    /// Resend's `template.id` may be a template's name. Any key that may send may ask.
-    pub async fn find_template_by_name(&self, who: &Principal, name: &str) -> Result<Option<TemplateId>> {
-        Ok(self.store.find_template_by_name(who.workspace_id, name).await?.map(|t| t.id))
+    /// The ids of `who`'s workspace's templates named exactly `name` (surrounding white
+    /// space ignored), newest first, at most `limit` (names are not unique, so the caller
+    /// decides what several mean: Resend's `template.id` takes the newest, Postmark's
+    /// `TemplateAlias` asks for 2 and refuses an ambiguous name, the in-process
+    /// `upsert_template` updates the newest). Any key may ask, `send` keys too: a send may
+    /// use any template of the workspace, and this reveals no more.
+    pub async fn template_ids_named(&self, who: &Principal, name: &str, limit: usize) -> Result<Vec<TemplateId>> {
+        Ok(self.store.template_ids_named(who.workspace_id, name.trim(), limit).await?)
     }
 
     async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {

@@ -110,7 +110,8 @@ mock! {
     impl TemplateStore for Store {
         async fn insert_template(&self, template: &Template) -> StoreResult<()>;
         async fn get_template(&self, workspace: WorkspaceId, id: TemplateId) -> StoreResult<Option<Template>>;
-        async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>>;
+        async fn template_ids_named(&self, workspace: WorkspaceId, name: &str, limit: usize)
+        -> StoreResult<Vec<TemplateId>>;
         async fn list_templates(
             &self,
             workspace: WorkspaceId,

@@ -98,7 +98,7 @@ async fn a_template_is_used_by_its_name_or_its_id() {
     api.post("/v1/templates", json!({"name": "welcome", "subject": "Another"})).await;
     let ambiguous = post(&api, "/email/withTemplate", by_alias).await;
     assert_eq!(postmark_error(&ambiguous, 422), 300);
-    assert!(ambiguous.body["Message"].as_str().unwrap().contains("names 2 templates"), "{}", ambiguous.body);
+    assert!(ambiguous.body["Message"].as_str().unwrap().contains("names several templates"), "{}", ambiguous.body);
 }
 
 #[tokio::test]

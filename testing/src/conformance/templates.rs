@@ -147,11 +147,15 @@ pub(super) async fn a_template_is_found_by_its_exact_name_newest_first<S: Store 
     let newer = named(a, "Welcome");
     s.insert_template(&newer).await.must("insert newer");
     s.insert_template(&named(b, "Welcome")).await.must("insert in b");
-    let found = s.find_template_by_name(a, "Welcome").await.must("find Welcome");
-    assert_eq!(found, Some(newer.clone()), "the newest of that name, with its versions");
-    assert_eq!(s.find_template_by_name(a, "Receipt").await.must("find Receipt").map(|t| t.id), Some(other.id));
-    assert_eq!(s.find_template_by_name(a, "welcome").await.must("case"), None, "the exact name only");
-    assert_eq!(s.find_template_by_name(a, "Welcom").await.must("prefix"), None, "the whole name only");
+    let named_in = |ws, name: &'static str, limit| {
+        let s = s.clone();
+        async move { s.template_ids_named(ws, name, limit).await.must("template_ids_named") }
+    };
+    assert_eq!(named_in(a, "Welcome", 10).await, vec![newer.id, older.id], "newest first");
+    assert_eq!(named_in(a, "Welcome", 1).await, vec![newer.id], "at most the limit");
+    assert_eq!(named_in(a, "Receipt", 10).await, vec![other.id]);
+    assert_eq!(named_in(a, "welcome", 10).await, vec![], "the exact name only");
+    assert_eq!(named_in(a, "Welcom", 10).await, vec![], "the whole name only");
     let solo = WorkspaceId(ulid());
-    assert_eq!(s.find_template_by_name(solo, "Welcome").await.must("empty workspace"), None, "isolated");
+    assert_eq!(named_in(solo, "Welcome", 10).await, vec![], "isolated");
 }

@@ -135,10 +135,18 @@ impl TemplateStore for MemoryStore {
         Ok(self.state().templates.get(&id).filter(|t| t.workspace_id == workspace).cloned())
     }
 
-    async fn find_template_by_name(&self, workspace: WorkspaceId, name: &str) -> StoreResult<Option<Template>> {
+    async fn template_ids_named(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<TemplateId>> {
         let st = self.state();
-        let named = st.templates.values().filter(|t| t.workspace_id == workspace && t.name == name);
-        Ok(named.max_by_key(|t| t.id).cloned())
+        let mut ids: Vec<TemplateId> =
+            st.templates.values().filter(|t| t.workspace_id == workspace && t.name == name).map(|t| t.id).collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.truncate(limit);
+        Ok(ids)
     }
 
     async fn list_templates(

@@ -115,7 +115,8 @@ async fn send_many(state: &ApiState, who: &Principal, messages: Vec<PostmarkMess
 async fn translate(state: &ApiState, who: &Principal, message: PostmarkMessage, kind: Kind) -> Result<Translated> {
     let mut translated = message.translate(kind)?;
     if let Some(alias) = translated.alias.take() {
-        let ids = state.core.template_ids_named(who, &alias).await?;
+        // Two are enough to tell one template from several.
+        let ids = state.core.template_ids_named(who, &alias, 2).await?;
         match ids.as_slice() {
             [id] => translated.req.template_id = Some(id.to_string()),
             [] => {
@@ -123,8 +124,8 @@ async fn translate(state: &ApiState, who: &Principal, message: PostmarkMessage, 
                     format!("Template not found: no template of this workspace is named `{alias}` (`TemplateAlias`)");
                 return Err(Fault::new(Code::TemplateNotFound, message).into());
             }
-            several => {
-                let why = format!("names {} templates of this workspace; give one's id as `TemplateId`", several.len());
+            _ => {
+                let why = "names several templates of this workspace; give one's id as `TemplateId`".to_owned();
                 return Err(Fault::field("TemplateAlias", why).into());
             }
         }
