@@ -9,14 +9,19 @@ use tidings_core::ports::{Clock, DnsCheck, SystemRandom};
 use tidings_core::usecases::{CoreConfig, Principal, Tidings};
 
 use crate::fixtures::{millis, ulid};
-use crate::{FakeDns, FixedClock, MemoryStore};
+use crate::{FakeDns, FaultyStore, FixedClock, MemoryStore};
 
-/// The service over a fresh in-memory store, a fixed clock and a fake DNS.
+/// The service over a fresh in-memory store (behind a [`FaultyStore`]), a fixed clock and a
+/// fake DNS.
 pub struct TestCore {
     /// The service under test.
     pub core: Tidings,
-    /// Its store, for arranging and inspecting state directly.
+    /// Its store, for arranging and inspecting state directly: what is done here bypasses
+    /// `faults` and is not counted there.
     pub store: Arc<MemoryStore>,
+    /// The store as the service sees it: `store` behind a wrapper that passes every call on
+    /// until the test injects a fault or a hook, and counts the calls.
+    pub faults: Arc<FaultyStore>,
     /// Its DNS.
     pub dns: Arc<FakeDns>,
     /// Its clock.
@@ -45,8 +50,9 @@ impl TestCore {
 
     fn assemble(store: Arc<MemoryStore>, dns: Arc<dyn DnsCheck>, fake: Arc<FakeDns>, config: CoreConfig) -> Self {
         let clock = Arc::new(FixedClock::at(millis(Utc::now())));
-        let core = Tidings::new(Arc::clone(&store) as _, Arc::clone(&clock) as _, Arc::new(SystemRandom), dns, config);
-        Self { core, store, dns: fake, clock }
+        let faults = Arc::new(FaultyStore::new(Arc::clone(&store) as _));
+        let core = Tidings::new(Arc::clone(&faults) as _, Arc::clone(&clock) as _, Arc::new(SystemRandom), dns, config);
+        Self { core, store, faults, dns: fake, clock }
     }
 
     /// The current time of the service's clock.

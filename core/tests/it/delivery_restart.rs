@@ -2,21 +2,18 @@
 //! by the first step, without waiting for their leases to end.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tidings_core::delivery::{DeliverySettings, DeliveryWorker};
-use tidings_core::ids::{EventId, MessageId};
-use tidings_core::model::{EventDetails, EventType, MessageStatus};
-use tidings_core::ports::{Mailer, MessageStore, SystemRandom};
+use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
+use tidings_core::model::{EventDetails, EventType, Message, MessageStatus};
+use tidings_core::ports::{Mailer, MessageStore};
 use tidings_core::state_machine::Happening;
-use tidings_core::usecases::{CoreConfig, Tidings};
+use tidings_testing::TestCore;
 use tidings_testing::delivery::Delivery;
+use tidings_testing::faulty::Op;
 use tidings_testing::fixtures;
 use tidings_testing::mailer::{FakeMailer, rejected};
-use tidings_testing::{FakeDns, FixedClock};
-
-use crate::mock_store::MockStore;
 
 #[tokio::test]
 async fn messages_left_claimed_by_a_killed_process_are_sent_at_once_after_a_restart() {
@@ -59,30 +56,24 @@ async fn messages_left_claimed_by_a_killed_process_are_sent_at_once_after_a_rest
 
 #[tokio::test]
 async fn leases_are_released_in_batches_until_one_comes_back_short() {
-    let now = fixtures::now();
-    let mut store = MockStore::new();
-    let (calls, limits) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
-    let (counted, seen) = (Arc::clone(&calls), Arc::clone(&limits));
-    store.expect_release_message_leases().returning(move |at, limit| {
-        assert_eq!(at, now, "released to the time given");
-        seen.lock().unwrap().push(limit);
-        // Two full batches, then a short one.
-        Ok(if counted.fetch_add(1, Ordering::SeqCst) < 2 { limit } else { 2 })
-    });
-    let core = Tidings::new(
-        Arc::new(store),
-        Arc::new(FixedClock::at(now)),
-        Arc::new(SystemRandom),
-        Arc::new(FakeDns::default()),
-        CoreConfig::default(),
-    );
-    let mailer = Arc::new(FakeMailer::default()) as Arc<dyn Mailer>;
-    let worker = DeliveryWorker::new(core, mailer, DeliverySettings::default());
+    let t = TestCore::new();
+    let (ws, key, domain) = (WorkspaceId(fixtures::ulid()), ApiKeyId(fixtures::ulid()), DomainId(fixtures::ulid()));
+    // Two full batches of the worker's (1000) and two more.
+    for _ in 0..2002 {
+        let message = Message { next_attempt_at: Some(t.now()), ..fixtures::message(ws, key, domain) };
+        t.store.create_message(&fixtures::new_message(&message)).await.unwrap();
+    }
+    let leased = t.store.claim_due_messages(t.now(), t.now() + chrono::Duration::minutes(5), 5000).await.unwrap();
+    assert_eq!(leased.len(), 2002, "arranged: all left claimed by a dead process");
+    let worker = DeliveryWorker::new(t.core.clone(), Arc::new(FakeMailer::default()), DeliverySettings::default());
+    let later = t.now() + chrono::Duration::seconds(1);
 
-    let released = worker.release_leases_after_restart(now).await.unwrap();
+    let released = worker.release_leases_after_restart(later).await.unwrap();
 
-    let limits = limits.lock().unwrap().clone();
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "stops after the short batch");
-    assert!(limits.len() == 3 && limits.iter().all(|l| *l == limits[0] && *l > 2), "one batch size: {limits:?}");
-    assert_eq!(released, 2 * limits[0] + 2);
+    assert_eq!(released, 2002);
+    assert_eq!(t.faults.calls(Op::ReleaseMessageLeases), 3, "stops after the short batch");
+    let pending = t.store.count_pending_messages(later).await.unwrap();
+    assert_eq!((pending.total, pending.due), (2002, 2002), "all due again");
+    let sample = t.store.get_message(ws, leased[0].id).await.unwrap().unwrap();
+    assert_eq!(sample.next_attempt_at, Some(later), "released to the time given");
 }

@@ -1,7 +1,7 @@
 //! The integration tests of `tidings-core`, one binary: the use cases and the workers driven
-//! through the public API over `tidings-testing`'s in-memory store and fakes, a mockall
-//! store ([`mock_store`]) where a failure must be injected, and the conformance suites run on
-//! the reference implementations.
+//! through the public API over `tidings-testing`'s in-memory store and fakes, with its
+//! `FaultyStore` around the store where a failure or a concurrent writer must be injected,
+//! and the conformance suites run on the reference implementations.
 
 mod conformance_memory;
 mod delivery_races;
@@ -11,7 +11,6 @@ mod delivery_worker;
 mod event_feed;
 mod inprocess;
 mod limits_conformance;
-mod mock_store;
 mod observer;
 mod outbound_dkim;
 mod outbound_tracking;

@@ -1,5 +1,5 @@
 //! Authentication, API keys and workspaces over the in-memory store with a fixed clock;
-//! storage failures through a mock store.
+//! storage failures injected through `TestCore::faults`.
 
 use std::sync::Arc;
 
@@ -8,15 +8,11 @@ use tidings_core::Error;
 use tidings_core::ids::ApiKeyId;
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::ports::{DomainStore, KeyStore, StoreError, SystemRandom, WorkspaceStore};
-use tidings_core::usecases::{
-    CoreConfig, CreateApiKeyRequest, CreatedKey, ListParams, Principal, Tidings, UpdateApiKeyRequest,
-};
+use tidings_core::usecases::{CreateApiKeyRequest, CreatedKey, ListParams, Principal, UpdateApiKeyRequest};
+use tidings_testing::TestCore;
+use tidings_testing::faulty::{Op, When};
 use tidings_testing::fixtures;
-use tidings_testing::service;
 use tidings_testing::service::invalid_fields;
-use tidings_testing::{FakeDns, FixedClock, TestCore};
-
-use crate::mock_store::MockStore;
 
 /// A workspace with its first key, and that key authenticated.
 async fn workspace(t: &TestCore, name: &str) -> (CreatedKey, Principal) {
@@ -419,10 +415,9 @@ async fn a_bootstrap_key_is_ignored_once_the_store_has_a_workspace() {
 
 #[tokio::test]
 async fn an_unreachable_store_fails_the_first_start() {
-    let mut store = MockStore::new();
-    store.expect_create_first_workspace().returning(|_, _| Err(StoreError::Unavailable("disk on fire".into())));
-    let core = core_over(store);
-    assert_eq!(core.ensure_default_workspace(None).await, Err(Error::Unavailable("disk on fire".into())));
+    let t = TestCore::new();
+    t.faults.fail(Op::CreateFirstWorkspace, When::Always, StoreError::Unavailable("disk on fire".into()));
+    assert_eq!(t.core.ensure_default_workspace(None).await, Err(Error::Unavailable("disk on fire".into())));
 }
 
 #[tokio::test]
@@ -433,44 +428,36 @@ async fn workspace_names_are_validated() {
     }
 }
 
-fn core_over(store: MockStore) -> Tidings {
-    let clock = Arc::new(FixedClock::at(fixtures::now()));
-    Tidings::new(Arc::new(store), clock, Arc::new(SystemRandom), Arc::new(FakeDns::default()), CoreConfig::default())
-}
-
 #[tokio::test]
 async fn an_unreachable_store_is_unavailable_not_an_invalid_key() {
-    let mut store = MockStore::new();
-    store.expect_find_api_key_by_hash().returning(|_| Err(StoreError::Unavailable("disk on fire".into())));
-    let core = core_over(store);
-    let key = ApiKeyPlaintext::generate(&SystemRandom);
-    assert_eq!(core.authenticate(key.expose()).await, Err(Error::Unavailable("disk on fire".into())));
+    let t = TestCore::new();
+    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    t.faults.fail(Op::FindApiKeyByHash, When::Always, StoreError::Unavailable("disk on fire".into()));
+    assert_eq!(t.core.authenticate(first.plaintext.expose()).await, Err(Error::Unavailable("disk on fire".into())));
 }
 
 #[tokio::test]
 async fn failing_to_record_last_use_does_not_fail_authentication() {
-    let plaintext = ApiKeyPlaintext::generate(&SystemRandom);
-    let ws = fixtures::workspace();
-    let key = tidings_core::model::ApiKey {
-        key_hash: plaintext.hash(),
-        prefix: plaintext.prefix(),
-        ..fixtures::api_key(ws.id)
-    };
-    let mut store = MockStore::new();
-    let found = key.clone();
-    store.expect_find_api_key_by_hash().returning(move |_| Ok(Some(found.clone())));
-    store.expect_touch_api_key().times(1).returning(|_, _, _| Err(StoreError::Unavailable("busy".into())));
-    let core = core_over(store);
-    let who = core.authenticate(plaintext.expose()).await.unwrap();
-    assert_eq!((who.workspace_id, who.key_id), (ws.id, key.id));
+    let t = TestCore::new();
+    let (ws, first) = t.core.create_workspace("acme", None).await.unwrap();
+    t.faults.fail(Op::TouchApiKey, When::Always, StoreError::Unavailable("busy".into()));
+    let who = t.core.authenticate(first.plaintext.expose()).await.unwrap();
+    assert_eq!((who.workspace_id, who.key_id), (ws.id, first.key.id));
+    assert_eq!(t.faults.calls(Op::TouchApiKey), 1, "the use was recorded, and that failed");
 }
 
 #[tokio::test]
 async fn a_revocation_lost_to_a_concurrent_one_is_not_found() {
-    let mut store = MockStore::new();
-    store.expect_revoke_api_key().returning(|_, _, _| Err(StoreError::NotFound));
-    let core = core_over(store);
-    let who = service::full_key();
-    let id = fixtures::api_key(who.workspace_id).id.to_string();
-    assert_eq!(core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    let t = TestCore::new();
+    let (_, who) = workspace(&t, "acme").await;
+    let (other, _) = key_beside(&t, &who, "full").await;
+    // The other revocation lands between the request and the store's write.
+    let (store, ws, id, at) = (Arc::clone(&t.store), other.key.workspace_id, other.key.id, t.now());
+    t.faults.before(Op::RevokeApiKey, When::Once, move || {
+        let store = Arc::clone(&store);
+        async move { store.revoke_api_key(ws, id, at).await.map(drop).unwrap() }
+    });
+    let id = other.key.id.to_string();
+    assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.faults.calls(Op::RevokeApiKey), 1);
 }

@@ -2,9 +2,8 @@
 //! public endpoints record, and every way a token is refused without recording anything.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tidings_core::ids::{ApiKeyId, DomainId, EventId, MessageId, WorkspaceId};
+use tidings_core::ids::{EventId, MessageId, WorkspaceId};
 use tidings_core::model::{
     Domain, DomainStatus, EventDetails, EventType, Message, MessageEvent, MessageStatus, MessageTracking,
 };
@@ -19,11 +18,10 @@ use tidings_core::usecases::{
     TrackingRequest,
 };
 use tidings_core::{Error, IdempotencyConflict};
+use tidings_testing::faulty::{Op, When};
 use tidings_testing::service::full_key;
-use tidings_testing::{FakeDns, FixedClock, TestCore};
+use tidings_testing::{FakeDns, TestCore};
 use tidings_testing::{MemoryStore, fixtures};
-
-use crate::mock_store::MockStore;
 
 const TARGET: &str = "https://shop.example.com/orders/42";
 const NOT_FOUND: Error = Error::NotFound("tracking link");
@@ -260,10 +258,11 @@ async fn a_message_that_never_left_answers_but_records_nothing() {
     assert_eq!(event_types(&t, &who, &queued).await, [EventType::Queued]);
 }
 
-fn core_over(store: MockStore) -> Tidings {
+/// The service of another node sharing `t`'s store: its writes bypass `t.faults`.
+fn other_node(t: &TestCore) -> Tidings {
     Tidings::new(
-        Arc::new(store),
-        Arc::new(FixedClock::at(fixtures::now())),
+        Arc::clone(&t.store) as _,
+        Arc::clone(&t.clock) as _,
         Arc::new(SystemRandom),
         Arc::new(FakeDns::default()),
         tracking_config(),
@@ -272,49 +271,38 @@ fn core_over(store: MockStore) -> Tidings {
 
 #[tokio::test]
 async fn a_bad_token_is_refused_before_the_store_is_asked() {
-    // No expectations: any store call would panic.
-    let core = core_over(MockStore::new());
+    let t = TestCore::with_config(tracking_config());
     let (ws, msg) = (WorkspaceId(fixtures::ulid()), MessageId(fixtures::ulid()));
     let forged = TrackingKey::from_bytes([6; 32]);
-    assert_eq!(core.record_open(&forged.sign_open(ws, msg, None), None).await, Err(NOT_FOUND));
-    assert_eq!(core.record_click(&forged.sign_click(ws, msg, None, &target()), None).await, Err(NOT_FOUND));
-    assert_eq!(core.record_click(&key().sign_open(ws, msg, None), None).await, Err(NOT_FOUND), "wrong kind");
+    assert_eq!(t.core.record_open(&forged.sign_open(ws, msg, None), None).await, Err(NOT_FOUND));
+    assert_eq!(t.core.record_click(&forged.sign_click(ws, msg, None, &target()), None).await, Err(NOT_FOUND));
+    assert_eq!(t.core.record_click(&key().sign_open(ws, msg, None), None).await, Err(NOT_FOUND), "wrong kind");
+    assert_eq!(t.faults.total_calls(), 0);
 }
 
 #[tokio::test]
 async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
-    let mut sent =
-        fixtures::message(WorkspaceId(fixtures::ulid()), ApiKeyId(fixtures::ulid()), DomainId(fixtures::ulid()));
-    sent.status = MessageStatus::Sent;
-    let mut delivered = sent.clone();
-    delivered.status = MessageStatus::Delivered;
-    let reads = Arc::new(AtomicUsize::new(0));
-    let writes = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut store = MockStore::new();
-    let (first, fresh, counter) = (sent.clone(), delivered.clone(), Arc::clone(&reads));
-    store.expect_get_message().returning(move |_, _| {
-        Ok(Some(if counter.fetch_add(1, Ordering::SeqCst) == 0 { first.clone() } else { fresh.clone() }))
+    let t = TestCore::with_config(tracking_config());
+    let who = full_key();
+    let sent = sent_message(&t, &who).await;
+    // The delivery report, on another node, is written between the open's read and its write.
+    let (node, read, delivered) = (other_node(&t), sent.clone(), happening(&t, EventType::Delivered));
+    t.faults.before(Op::RecordEvent, When::Once, move || {
+        let (node, read, delivered) = (node.clone(), read.clone(), delivered.clone());
+        async move { node.record_message_event(&read, delivered).await.map(drop).unwrap() }
     });
-    store.expect_list_enabled_webhooks().returning(|_| Ok(Vec::new()));
-    let seen = Arc::clone(&writes);
-    store.expect_record_event().returning(move |write| {
-        let mut seen = seen.lock().unwrap();
-        seen.push((write.expected_status, write.message.status, write.event.event_type));
-        if seen.len() == 1 { Err(StoreError::Conflict("changed".into())) } else { Ok(()) }
-    });
-    let core = core_over(store);
+    let (reads, writes) = (t.faults.calls(Op::GetMessage), t.faults.calls(Op::RecordEvent));
 
-    core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
+    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
 
-    let writes = writes.lock().unwrap().clone();
+    assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the lost write and the retry");
+    assert_eq!(t.faults.calls(Op::GetMessage) - reads, 2, "read again after the lost write");
+    let stored = t.core.get_message(&who, sent.id).await.unwrap();
+    assert_eq!((stored.status, stored.tracking_tally.opens), (MessageStatus::Delivered, 1));
     assert_eq!(
-        writes,
-        [
-            (MessageStatus::Sent, MessageStatus::Sent, EventType::Opened),
-            (MessageStatus::Delivered, MessageStatus::Delivered, EventType::Opened),
-        ]
+        event_types(&t, &who, &sent).await,
+        [EventType::Queued, EventType::Sent, EventType::Delivered, EventType::Opened]
     );
-    assert_eq!(reads.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -377,24 +365,26 @@ async fn concurrent_replays_cannot_slip_past_the_cap_together() {
 
 #[tokio::test]
 async fn an_open_written_only_if_no_event_came_in_between() {
-    let sent = {
-        let mut m =
-            fixtures::message(WorkspaceId(fixtures::ulid()), ApiKeyId(fixtures::ulid()), DomainId(fixtures::ulid()));
-        m.status = MessageStatus::Delivered;
-        m
-    };
-    let expected = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut store = MockStore::new();
-    let read = sent.clone();
-    store.expect_get_message().returning(move |_, _| Ok(Some(read.clone())));
-    store.expect_list_enabled_webhooks().returning(|_| Ok(Vec::new()));
-    let seen = Arc::clone(&expected);
-    store.expect_record_event().returning(move |write| {
-        seen.lock().unwrap().push((write.expected_last_event_id, write.message.tracking_tally.opens));
-        Ok(())
+    let t = TestCore::with_config(tracking_config());
+    let who = full_key();
+    let sent = sent_message(&t, &who).await;
+    let open = key().sign_open(sent.workspace_id, sent.id, None);
+    // Another open, on another node, is written between this open's read and its write: it
+    // changes no status, only the tally and the last event.
+    let (node, token) = (other_node(&t), open.clone());
+    t.faults.before(Op::RecordEvent, When::Once, move || {
+        let (node, token) = (node.clone(), token.clone());
+        async move { node.record_open(&token, Some("other")).await.unwrap() }
     });
-    core_over(store).record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
-    assert_eq!(*expected.lock().unwrap(), [(Some(sent.last_event_id), 1)], "the write names the event it read last");
+    let writes = t.faults.calls(Op::RecordEvent);
+
+    t.core.record_open(&open, None).await.unwrap();
+
+    assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the write naming the event it read lost, then the retry");
+    let stored = t.core.get_message(&who, sent.id).await.unwrap();
+    assert_eq!(stored.tracking_tally.opens, 2, "neither open's count is lost");
+    let opened = event_types(&t, &who, &sent).await.into_iter().filter(|e| *e == EventType::Opened).count();
+    assert_eq!(opened, 2);
 }
 
 /// Whether two keys sign alike (keys cannot be compared otherwise: nothing exposes them).

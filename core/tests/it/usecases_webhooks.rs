@@ -16,11 +16,10 @@ use tidings_core::usecases::{
     CoreConfig, CreateWebhookRequest, ListParams, Principal, Tidings, UpdateWebhookRequest, sign_webhook,
     signing_secrets,
 };
+use tidings_testing::faulty::{Op, When};
 use tidings_testing::service::{full_key, invalid_fields, send_key_beside};
 use tidings_testing::{FakeDns, FixedClock, TestCore};
 use tidings_testing::{MemoryStore, fixtures};
-
-use crate::mock_store::MockStore;
 
 const URL: &str = "https://hooks.example.com/tidings";
 
@@ -551,18 +550,16 @@ async fn malformed_ids_are_not_found() {
 
 #[tokio::test]
 async fn fan_out_fails_when_the_store_is_unavailable() {
-    let mut store = MockStore::new();
-    store.expect_list_enabled_webhooks().returning(|_| Err(StoreError::Unavailable("connection lost".into())));
-    let core = Tidings::new(
-        Arc::new(store),
-        Arc::new(FixedClock::at(fixtures::now())),
-        Arc::new(SystemRandom),
-        Arc::new(FakeDns::default()),
-        CoreConfig::default(),
+    let t = TestCore::new();
+    let who = full_key();
+    endpoint(&t, &who, &["Delivered"]).await;
+    t.faults.fail(Op::ListEnabledWebhooks, When::Always, StoreError::Unavailable("connection lost".into()));
+    let message = message_of(&who);
+    let event = delivered_event(&message, t.now());
+    assert_eq!(
+        t.core.webhook_deliveries_for(&message, &event).await,
+        Err(Error::Unavailable("connection lost".into()))
     );
-    let message = message_of(&full_key());
-    let event = delivered_event(&message, fixtures::now());
-    assert_eq!(core.webhook_deliveries_for(&message, &event).await, Err(Error::Unavailable("connection lost".into())));
 }
 
 #[tokio::test]
@@ -570,20 +567,16 @@ async fn an_endpoint_deleted_during_an_update_is_not_found() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
-    let mut store = MockStore::new();
-    let found = created.clone();
-    store.expect_get_webhook().returning(move |_, _| Ok(Some(found.clone())));
-    store.expect_update_webhook().returning(|_| Err(StoreError::NotFound));
-    let core = Tidings::new(
-        Arc::new(store),
-        Arc::new(FixedClock::at(fixtures::now())),
-        Arc::new(SystemRandom),
-        Arc::new(FakeDns::default()),
-        CoreConfig::default(),
-    );
+    // The deletion lands between the rotation's read and its write.
+    let (store, deleted) = (Arc::clone(&t.store), created.clone());
+    t.faults.before(Op::UpdateWebhook, When::Once, move || {
+        let (store, deleted) = (Arc::clone(&store), deleted.clone());
+        async move { store.delete_webhook(deleted.workspace_id, deleted.id).await.unwrap() }
+    });
     let id = created.id.to_string();
     assert_eq!(
-        core.rotate_webhook_secret(&who, WebhookId::parse_or_none(&id)).await.map(drop),
+        t.core.rotate_webhook_secret(&who, WebhookId::parse_or_none(&id)).await.map(drop),
         Err(Error::NotFound("webhook"))
     );
+    assert_eq!(t.faults.calls(Op::UpdateWebhook), 1, "the write was tried");
 }

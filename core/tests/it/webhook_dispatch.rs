@@ -18,12 +18,11 @@ use tidings_core::ids::{DeliveryId, WorkspaceId};
 use tidings_core::model::{DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookUrl};
 use tidings_core::ports::{StoreError, SystemRandom, WebhookRequest, WebhookResponse, WebhookSender, WebhookStore};
 use tidings_core::usecases::{CoreConfig, Tidings};
-use tidings_testing::MemoryStore;
+use tidings_testing::faulty::{Op, When};
 use tidings_testing::fixtures::{self, plus_secs, ulid};
 use tidings_testing::{FakeDns, FixedClock};
+use tidings_testing::{FaultyStore, MemoryStore};
 use tokio::sync::watch;
-
-use crate::mock_store::MockStore;
 
 /// How long a test waits for something that should happen at once before calling it hung.
 const HUNG: Duration = Duration::from_secs(20);
@@ -347,37 +346,18 @@ impl tracing::Subscriber for Warnings {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
-/// A store that is the memory store, except that recording a delivery fails while `broken`.
-fn failing_store(memory: Arc<MemoryStore>, broken: Arc<std::sync::atomic::AtomicBool>) -> MockStore {
-    use futures::executor::block_on;
-    let mut store = MockStore::new();
-    let m = Arc::clone(&memory);
-    store
-        .expect_claim_due_webhook_deliveries()
-        .returning(move |now, until, limit, quota| block_on(m.claim_due_webhook_deliveries(now, until, limit, quota)));
-    let m = Arc::clone(&memory);
-    store.expect_get_webhook().returning(move |ws, id| block_on(m.get_webhook(ws, id)));
-    store.expect_update_webhook_delivery().returning(move |d| {
-        if broken.load(std::sync::atomic::Ordering::SeqCst) {
-            Err(StoreError::Unavailable("disk on fire".into()))
-        } else {
-            block_on(memory.update_webhook_delivery(d))
-        }
-    });
-    store
-}
-
 // A current-thread runtime: the spawned tasks run on this thread, where `Warnings` listens.
 #[tokio::test(flavor = "current_thread")]
 async fn a_tasks_storage_error_is_logged_and_the_delivery_stays_leased_until_its_lease_ends() {
     let warnings = Warnings::default();
     let _listening = tracing::subscriber::set_default(warnings.clone());
     let memory = Arc::new(MemoryStore::new());
-    let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let store = Arc::new(FaultyStore::new(Arc::clone(&memory) as _));
+    store.fail(Op::UpdateWebhookDelivery, When::Always, StoreError::Unavailable("disk on fire".into()));
     let now = fixtures::now();
     let clock = Arc::new(FixedClock::at(now));
     let core = Tidings::new(
-        Arc::new(failing_store(Arc::clone(&memory), Arc::clone(&broken))),
+        Arc::clone(&store) as _,
         Arc::clone(&clock) as _,
         Arc::new(SystemRandom),
         Arc::new(FakeDns::default()),
@@ -408,7 +388,7 @@ async fn a_tasks_storage_error_is_logged_and_the_delivery_stays_leased_until_its
     assert_eq!((stored.status, stored.next_attempt_at), (DeliveryStatus::Pending, Some(now + lease)), "still leased");
     assert_eq!(dispatcher.dispatch_due(now + lease - chrono::Duration::seconds(1)).await.unwrap().claimed, 0);
 
-    broken.store(false, std::sync::atomic::Ordering::SeqCst);
+    store.heal();
     assert_eq!(dispatcher.dispatch_due(now + lease).await.unwrap().claimed, 1, "claimed again once the lease ends");
     tokio::time::timeout(HUNG, dispatcher.idle()).await.expect("idle");
     let stored = memory.get_webhook_delivery(queued.workspace_id, queued.id).await.unwrap().unwrap();

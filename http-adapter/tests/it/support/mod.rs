@@ -11,7 +11,7 @@ use tidings_core::ports::{NoDns, SystemClock, SystemRandom};
 use tidings_core::tracking::{PublicUrl, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{CoreConfig, Tidings};
 use tidings_http::{ApiState, Drain, HttpConfig, Metrics, router};
-use tidings_testing::{MemoryStore, UnavailableStore};
+use tidings_testing::{FaultyStore, MemoryStore};
 use tower::ServiceExt;
 
 /// The API with a fresh store and its bootstrap key.
@@ -111,10 +111,10 @@ impl TestApi {
         Self { app: router(state), drain, ..self }
     }
 
-    /// The API over a store that is down ([`UnavailableStore`]); there is no key.
+    /// The API over a store that is down ([`FaultyStore::down`]); there is no key.
     pub fn without_store() -> Self {
         let core = Tidings::new(
-            Arc::new(UnavailableStore),
+            Arc::new(FaultyStore::down()),
             Arc::new(SystemClock),
             Arc::new(SystemRandom),
             Arc::new(NoDns),
