@@ -25,6 +25,7 @@ pub enum DnsError {
 }
 
 /// Reads DNS records.
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait DnsCheck: Send + Sync {
     /// All TXT records at `name`, each with its character-strings already joined (a long

@@ -13,6 +13,8 @@ mod store;
 mod webhook_sender;
 
 pub use clock::{Clock, SystemClock};
+#[cfg(test)]
+pub(crate) use dns::MockDnsCheck;
 pub use dns::{DnsCheck, DnsError, NoDns, StaticDns};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
 pub use file_fetcher::{FetchError, FetchedFile, FileFetcher, NoFileFetcher};
