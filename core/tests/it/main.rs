@@ -1,7 +1,8 @@
 //! The integration tests of `tidings-core`, one binary: the use cases and the workers driven
 //! through the public API over `tidings-testing`'s in-memory store and fakes, a mockall
 //! store ([`mock_store`]) where a failure must be injected, and the conformance suites run on
-//! the reference implementations.
+//! the reference implementations. [`module_graph`] reads the crate's sources instead: its
+//! top-level modules must depend on each other without cycles.
 
 mod conformance_memory;
 mod delivery_races;
@@ -12,6 +13,7 @@ mod event_feed;
 mod inprocess;
 mod limits_conformance;
 mod mock_store;
+mod module_graph;
 mod observer;
 mod outbound_dkim;
 mod outbound_tracking;
