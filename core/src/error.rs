@@ -4,8 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ports::StoreError;
-
 /// Why something failed, kept whole for the logs: the error itself (its `source()` chain
 /// intact), boxed so that the adapters' error types stay out of core's API. Shared, so the
 /// errors that carry one stay `Clone`; two are equal when they read the same, which is all
@@ -189,28 +187,6 @@ impl Error {
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal_error",
         }
-    }
-}
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Self {
-        match e {
-            // A use case that expects NotFound/Conflict handles them itself; one that reaches
-            // here lost a race with a delete, which the client sees as a missing resource.
-            StoreError::NotFound => Self::NotFound("resource"),
-            StoreError::Conflict(text) => Self::Conflict(text),
-            StoreError::Unavailable(cause) => Self::Unavailable(cause),
-            e @ StoreError::Corrupt(_) => Self::Internal(Cause::new(e)),
-        }
-    }
-}
-
-/// Maps a store error for a use case that names what it was looking for: the store's
-/// `NotFound` (the record never existed or vanished mid-operation) becomes a 404 for `what`.
-pub(crate) fn missing(what: &'static str) -> impl Fn(StoreError) -> Error {
-    move |e| match e {
-        StoreError::NotFound => Error::NotFound(what),
-        other => other.into(),
     }
 }
 

@@ -25,7 +25,7 @@ static LAST_ULIDS: std::sync::Mutex<Vec<u128>> = std::sync::Mutex::new(Vec::new(
 /// Milliseconds remembered by [`LAST_ULIDS`].
 const REMEMBERED_MILLISECONDS: usize = 64;
 
-fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Ulid {
+fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::random::Random) -> Ulid {
     let mut bytes = [0u8; 10];
     random.fill(&mut bytes);
     let low = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
@@ -55,7 +55,7 @@ fn monotonic_ulid(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::
 /// An id of `previous`'s millisecond greater than it by a random step of 1 to 2^48, or by 1
 /// when its random part has no room for the step (and `fresh` when it has none at all, as
 /// before).
-fn after(previous: Ulid, fresh: Ulid, random: &dyn crate::ports::Random) -> Ulid {
+fn after(previous: Ulid, fresh: Ulid, random: &dyn crate::random::Random) -> Ulid {
     let mut bytes = [0u8; 8];
     random.fill(&mut bytes[2..]);
     let step = u128::from(u64::from_be_bytes(bytes)) + 1;
@@ -87,7 +87,7 @@ macro_rules! typed_id {
 
             /// A fresh id for something created at `at` (millisecond precision), with random
             /// low bits.
-            pub fn new_at(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::ports::Random) -> Self {
+            pub fn new_at(at: chrono::DateTime<chrono::Utc>, random: &dyn crate::random::Random) -> Self {
                 Self(monotonic_ulid(at, random))
             }
 
@@ -207,7 +207,7 @@ pub trait TypedId: Copy + fmt::Display + Send + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::SystemRandom;
+    use crate::random::SystemRandom;
 
     #[test]
     fn ids_made_in_one_millisecond_sort_in_creation_order() {
@@ -245,7 +245,7 @@ mod tests {
         // The first id's random part is one below the largest, so the next one in that
         // millisecond has no room for a random step and takes the next value.
         struct NearlyOnes;
-        impl crate::ports::Random for NearlyOnes {
+        impl crate::random::Random for NearlyOnes {
             fn fill(&self, bytes: &mut [u8]) {
                 bytes.fill(0xff);
                 if let Some(last) = bytes.last_mut() {
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn no_id_made_even_at_the_epoch_with_zero_randomness_is_none() {
         struct Zeros;
-        impl crate::ports::Random for Zeros {
+        impl crate::random::Random for Zeros {
             fn fill(&self, bytes: &mut [u8]) {
                 bytes.fill(0);
             }

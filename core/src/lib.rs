@@ -54,6 +54,7 @@
 //! What happens afterwards (delivery, webhooks, re-checks, purges) is the [`runtime`].
 
 pub mod activity;
+pub mod classify;
 pub mod client_group;
 pub mod delivery;
 pub mod dkim_keys;
@@ -69,6 +70,7 @@ pub mod model;
 pub mod net_policy;
 pub mod outbound;
 pub mod ports;
+pub mod random;
 pub mod runtime;
 pub mod sealing;
 pub mod secret;

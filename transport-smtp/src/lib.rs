@@ -7,7 +7,7 @@
 //!
 //! The transports report what they observed, in SMTP's terms: a reply with its code and
 //! text, or why there was none. Whether that is a bounce or a reason to retry is core's
-//! decision (`delivery::classify`). The messages arrive built and DKIM-signed; these
+//! decision (`tidings_core::classify`). The messages arrive built and DKIM-signed; these
 //! transports never alter a byte of them.
 //!
 //! With the `testing` feature, [`testing::SmtpSink`] is a scriptable SMTP server on

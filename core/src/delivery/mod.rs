@@ -1,18 +1,18 @@
 //! Delivery: the worker that takes queued messages to the transport ([`worker`]), the one
-//! table that classifies what the transport reports ([`classify`]), the retry schedule
+//! table that classifies what the transport reports ([`crate::classify`]), the retry schedule
 //! ([`schedule`]), and the worker that POSTs webhook deliveries ([`webhooks`]). The runtime
 //! runs each message's attempt as a task of its own, claiming more as they finish, and
 //! webhooks through the [`WebhookDispatcher`], which runs each delivery as its own task so
 //! that a dead endpoint delays nobody else; tests call the step functions
 //! ([`DeliveryWorker::deliver_due`]) directly.
 
-pub mod classify;
 pub mod schedule;
 mod signers;
 pub mod webhooks;
 pub mod worker;
 
-pub use classify::{MAX_NAMED_RETRY, Verdict, classify, classify_error, classify_reply, named_retry_delay};
+// The classification table is shared with the bounce-report use case below this module.
+pub use crate::classify::{MAX_NAMED_RETRY, Verdict, classify, classify_error, classify_reply, named_retry_delay};
 pub use schedule::{RetrySchedule, ScheduleError};
 pub use webhooks::{
     AttemptOutcome, DispatchPass, DispatchSettings, WebhookDispatcher, WebhookReport, WebhookSettings, WebhookWorker,

@@ -48,7 +48,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
-use crate::delivery::classify::{Verdict, classify};
+use crate::classify::{Verdict, classify};
 use crate::delivery::schedule::RetrySchedule;
 use crate::delivery::signers::SignerCache;
 use crate::ids::{EventId, MessageId};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
-use crate::ports::Random;
+use crate::random::Random;
 use crate::secret::Secret;
 
 const KEY_PREFIX: &str = "tid_";
@@ -146,7 +146,7 @@ pub struct ApiKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::SystemRandom;
+    use crate::random::SystemRandom;
 
     #[test]
     fn generated_keys_have_the_documented_shape_and_parse_back() {

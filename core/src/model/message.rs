@@ -5,9 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::email::{EmailAddress, Mailbox};
 use crate::ids::{ApiKeyId, DomainId, EventId, MessageId, TemplateId, TemplateVersionId, WorkspaceId};
-use crate::model::MessageExtras;
 use crate::model::recipients::{Recipient, WrittenHeaders};
-use crate::tracking::TrackingTally;
+use crate::model::{MessageExtras, TrackingTally};
 
 /// Where a message is in its life (docs/api.md#messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -305,7 +304,7 @@ pub struct Message {
     #[serde(default)]
     pub scheduled_at: Option<DateTime<Utc>>,
     /// The opens and clicks its timeline holds, which bounds how many more it keeps
-    /// ([`crate::tracking::tally`]); empty until the first one, and for messages stored
+    /// ([`super::tracking_tally`]); empty until the first one, and for messages stored
     /// before the tally existed.
     #[serde(default, skip_serializing_if = "TrackingTally::is_empty")]
     pub tracking_tally: TrackingTally,

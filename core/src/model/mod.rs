@@ -11,6 +11,8 @@ mod sender;
 mod session;
 mod suppression;
 mod template;
+mod tracked_url;
+pub mod tracking_tally;
 mod webhook;
 mod workspace;
 
@@ -28,6 +30,8 @@ pub(crate) use session::new_csrf_token;
 pub use session::{DashboardSession, SessionToken, SessionTokenHash};
 pub use suppression::{Suppression, SuppressionReason, SuppressionSource};
 pub use template::{Template, TemplateVersion};
+pub use tracked_url::{MAX_TRACKED_URL_BYTES, TrackedUrl};
+pub use tracking_tally::{Engagement, TrackingTally};
 pub use webhook::{
     DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookFormat, WebhookSecret, WebhookUrl,
 };

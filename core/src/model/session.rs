@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ids::{ApiKeyId, SessionId, WorkspaceId};
-use crate::ports::Random;
+use crate::random::Random;
 use crate::secret::Secret;
 
 const TOKEN_PREFIX: &str = "tds_";
@@ -98,7 +98,7 @@ pub struct DashboardSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::SystemRandom;
+    use crate::random::SystemRandom;
 
     #[test]
     fn tokens_round_trip_and_malformed_ones_are_refused() {

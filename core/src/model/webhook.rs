@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{DeliveryId, EventId, MessageId, WebhookId, WorkspaceId};
 use crate::model::EventType;
-use crate::ports::Random;
+use crate::random::Random;
 use crate::secret::Secret;
 
 pub use crate::net_policy::WebhookUrl;

@@ -4,7 +4,11 @@
 //! One process keeps them in memory ([`LocalLimits`](crate::usecases::LocalLimits)); nodes
 //! that share a database share them through it (`tidings-storage-postgres`'s `PgLimits`), so
 //! a key's limit and a client's failures count once however many nodes serve them.
+//!
+//! What the port answers ([`Admission`], [`RateLimitState`], [`RetryAfter`]) is defined here,
+//! beside it, so that the port does not reach up into the use cases that answer with it.
 
+use std::fmt;
 use std::net::IpAddr;
 
 use async_trait::async_trait;
@@ -13,7 +17,6 @@ use chrono::{DateTime, Utc};
 use super::StoreResult;
 use crate::ids::ApiKeyId;
 use crate::model::RateLimit;
-use crate::usecases::{Admission, RateLimitState};
 
 /// Send tokens and failed-authentication counts, with the semantics of
 /// [`RateLimiter`](crate::usecases::RateLimiter) and
@@ -66,4 +69,106 @@ pub trait Limits: Send + Sync {
     /// Forgets state that no longer limits anything at `now` (full buckets, windows that are
     /// over), at most `limit` entries; returns how many. A background task calls it.
     async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+}
+
+/// How long a refused client must wait: the `Retry-After` header, in whole seconds (at
+/// least 1, so a client that honours it never retries immediately).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RetryAfter {
+    /// Seconds to wait, ≥ 1.
+    pub seconds: u64,
+}
+
+impl RetryAfter {
+    /// Rounds a wait in nanoseconds up to whole seconds, at least 1.
+    pub fn from_nanos(nanos: i128) -> Self {
+        const NANOS_PER_SEC: i128 = 1_000_000_000;
+        let seconds = (nanos.max(0) + NANOS_PER_SEC - 1) / NANOS_PER_SEC;
+        Self { seconds: u64::try_from(seconds).unwrap_or(u64::MAX).max(1) }
+    }
+}
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.seconds)
+    }
+}
+
+/// What a rate limit or the failed-authentication throttle answers: go ahead with `T`, or
+/// wait. Being limited is an outcome a front end answers (429), not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Admission<T> {
+    /// Let through; `T` is what the caller gets (the bucket's state, the send it made).
+    Allowed(T),
+    /// Refused for now; nothing was taken or done.
+    Limited {
+        /// When to ask again.
+        retry_after: RetryAfter,
+    },
+}
+
+impl<T> Admission<T> {
+    /// What was let through, if it was.
+    pub fn allowed(self) -> Option<T> {
+        match self {
+            Self::Allowed(value) => Some(value),
+            Self::Limited { .. } => None,
+        }
+    }
+
+    /// Whether it was let through.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allowed(_))
+    }
+
+    /// Whether it was refused for now.
+    pub fn is_limited(&self) -> bool {
+        matches!(self, Self::Limited { .. })
+    }
+
+    /// `Allowed(f(value))`, or the same limit.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Admission<U> {
+        match self {
+            Self::Allowed(value) => Admission::Allowed(f(value)),
+            Self::Limited { retry_after } => Admission::Limited { retry_after },
+        }
+    }
+}
+
+/// The in-process limiters answer `Err(wait)` when limited.
+impl<T> From<Result<T, RetryAfter>> for Admission<T> {
+    fn from(answer: Result<T, RetryAfter>) -> Self {
+        match answer {
+            Ok(value) => Self::Allowed(value),
+            Err(retry_after) => Self::Limited { retry_after },
+        }
+    }
+}
+
+/// The limit's state after a granted send, for the `RateLimit-Limit`, `RateLimit-Remaining`
+/// and `RateLimit-Reset` response headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitState {
+    /// The key's `rateLimitPerSec` (the bucket's capacity).
+    pub limit: u32,
+    /// Whole tokens left after this send.
+    pub remaining: u32,
+    /// Seconds (rounded up) until the bucket is full again; 0 if it is full.
+    pub reset: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_at_least_one_second() {
+        assert_eq!(RetryAfter::from_nanos(-5).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(0).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1_000_000_000).seconds, 1);
+        assert_eq!(RetryAfter::from_nanos(1_000_000_001).seconds, 2);
+        assert_eq!(RetryAfter::from_nanos(59_500_000_000).seconds, 60);
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! The transport reports what happened in SMTP's own terms (the reply, or why there was none);
 //! it does not decide what that means for the message. Core classifies outcomes in one place
-//! (`delivery::classify`), so relay, MX, the SMTP submission front end and bounce reports all
+//! (`crate::classify`), so relay, MX, the SMTP submission front end and bounce reports all
 //! share one table.
 
 use async_trait::async_trait;
@@ -113,7 +113,7 @@ pub struct SendReceipt {
 }
 
 /// Why a send did not succeed, as observed; core decides what it means
-/// (`delivery::classify`).
+/// (`crate::classify`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
     /// A server answered with a non-2xx reply (to the greeting, EHLO, MAIL, RCPT or DATA).

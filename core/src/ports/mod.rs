@@ -8,8 +8,8 @@ mod file_fetcher;
 mod limits;
 mod mailer;
 mod observer;
-mod random;
 mod store;
+mod store_error;
 mod webhook_sender;
 
 pub use clock::{Clock, SystemClock};
@@ -18,9 +18,13 @@ pub(crate) use dns::MockDnsCheck;
 pub use dns::{DnsCheck, DnsError, NoDns, StaticDns};
 pub use endpoint_quota::{EndpointQuota, QuotaCount};
 pub use file_fetcher::{FetchError, FetchedFile, FileFetcher, NoFileFetcher};
-pub use limits::Limits;
+pub use limits::{Admission, Limits, RateLimitState, RetryAfter};
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use observer::{EventObserver, ObserverId, ObserverSet, WebhookAttemptResult, delivery_latency};
-pub use random::{Random, SystemRandom};
 pub use store::*;
+pub(crate) use store_error::missing;
+pub use store_error::{StoreError, StoreResult};
 pub use webhook_sender::{MAX_BODY_PREFIX, WebhookRequest, WebhookResponse, WebhookSender};
+
+// A port like these, defined below the model because ids and generated secrets are made from it.
+pub use crate::random::{Random, SystemRandom};

@@ -21,7 +21,6 @@ use chrono::{DateTime, Utc};
 use crate::activity::{ActivityDelta, HourStart, HourlyActivity};
 use crate::domain_name::DomainName;
 use crate::email::EmailAddress;
-use crate::error::Cause;
 use crate::ids::{
     ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
     WebhookId, WorkspaceId,
@@ -32,41 +31,8 @@ use crate::model::{
     RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
     WebhookDelivery, WebhookEndpoint, Workspace,
 };
-use crate::ports::EndpointQuota;
+use crate::ports::{EndpointQuota, StoreResult};
 use crate::secret::{Secret, SecretName};
-
-/// Storage failures, in terms a caller can act on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The record to change does not exist (in this workspace).
-    #[error("not found")]
-    NotFound,
-    /// A uniqueness rule or an optimistic-concurrency expectation failed.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// The store cannot be reached or written (disk full, I/O error, connection lost). The
-    /// operation had no effect; retrying later may succeed.
-    #[error("storage unavailable: {0}")]
-    Unavailable(#[source] Cause),
-    /// Stored data could not be decoded: a bug or corruption, never the caller's fault.
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(#[source] Cause),
-}
-
-impl StoreError {
-    /// [`StoreError::Unavailable`] because of `error`, which happened while doing `what`.
-    pub fn unavailable(what: impl Into<String>, error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::Unavailable(Cause::context(what, error))
-    }
-
-    /// [`StoreError::Corrupt`] because of `error`, met while reading or writing `what`.
-    pub fn corrupt(what: impl Into<String>, error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::Corrupt(Cause::context(what, error))
-    }
-}
-
-/// Result alias for store calls.
-pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Where a list starts and how much it returns. `limit` is 1–200 (validated by core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

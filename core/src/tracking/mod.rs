@@ -1,6 +1,6 @@
 //! Open and click tracking (docs/api.md#tracking): signed tokens ([`token`]), the rewriting of a
 //! message's HTML part ([`html`]) that puts them into links and a pixel, and how many opens
-//! and clicks a message keeps ([`tally`]).
+//! and clicks a message keeps ([`TrackingTally`], on the message record in the model).
 //!
 //! A token carries everything the public endpoints need: what it is for (open or click),
 //! the workspace and message, and for a click the destination URL, all under an
@@ -14,7 +14,6 @@
 //! but no key id yet.
 
 pub mod html;
-pub mod tally;
 pub mod token;
 
 use std::fmt;
@@ -26,10 +25,14 @@ use crate::secret::SecretName;
 use crate::shared_key::{SHARED_KEY_BYTES, shared_key};
 
 pub use html::{decode_entities, rewrite_html};
-pub use tally::{
+pub use token::{MAX_TOKEN_CHARS, TokenError, TokenKind, Verified};
+
+// The tally and the URLs it counts live on the message record, in the model; the tracking
+// front ends use them under these names.
+pub use crate::model::tracking_tally::{
     Engagement, MAX_LINKS_KEPT, MAX_OPENS_KEPT, MAX_REPEAT_CLICKS_KEPT, MAX_REPORTED_DELAYS_KEPT, TrackingTally,
 };
-pub use token::{MAX_TOKEN_CHARS, MAX_TRACKED_URL_BYTES, TokenError, TokenKind, TrackedUrl, Verified};
+pub use crate::model::{MAX_TRACKED_URL_BYTES, TrackedUrl};
 
 /// Length of a [`TrackingKey`] in bytes: HMAC-SHA256's output size, the key length RFC 2104
 /// recommends as the minimum.

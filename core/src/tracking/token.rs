@@ -20,18 +20,14 @@
 //! [`MAX_TOKEN_CHARS`] characters and a rewritten link stays under ~2,800 characters plus
 //! the public base: within what every mail client and browser accepts.
 
-use std::fmt;
-
 use aws_lc_rs::hmac;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::TrackingKey;
 use crate::ids::{MessageId, WorkspaceId};
+use crate::model::{MAX_TRACKED_URL_BYTES, TrackedUrl};
 
-/// Longest destination URL (after normalisation) that is tracked; longer links stay as
-/// written.
-pub const MAX_TRACKED_URL_BYTES: usize = 2000;
 /// Longest token [`TrackingKey::verify`] looks at (that of a click on the longest URL, with
 /// a recipient).
 pub const MAX_TOKEN_CHARS: usize = (HEADER + 1 + MAX_TRACKED_URL_BYTES + TAG).div_ceil(3) * 4;
@@ -57,32 +53,6 @@ impl TokenKind {
             Self::Open => 1,
             Self::Click => 2,
         }
-    }
-}
-
-/// A destination that may be tracked: an absolute http or https URL of at most
-/// [`MAX_TRACKED_URL_BYTES`], in the `url` crate's normalised form (so the redirect's
-/// `Location` is always a valid header value).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrackedUrl(url::Url);
-
-impl TrackedUrl {
-    /// `text` (surrounding whitespace ignored) if it can be tracked; `None` otherwise.
-    pub fn parse(text: &str) -> Option<Self> {
-        let url = url::Url::parse(text.trim()).ok()?;
-        let tracked = matches!(url.scheme(), "http" | "https") && url.as_str().len() <= MAX_TRACKED_URL_BYTES;
-        tracked.then_some(Self(url))
-    }
-
-    /// The URL.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-}
-
-impl fmt::Display for TrackedUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

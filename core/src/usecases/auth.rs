@@ -12,11 +12,12 @@ mod local;
 mod rate_limit;
 mod throttle;
 
-use std::fmt;
-
 pub use local::LocalLimits;
-pub use rate_limit::{RateLimitState, RateLimiter};
+pub use rate_limit::RateLimiter;
 pub use throttle::{AuthThrottle, AuthThrottleConfig};
+
+// What the `Limits` port answers, under the use-case paths the front ends import it from.
+pub use crate::ports::{Admission, RateLimitState, RetryAfter};
 
 use crate::model::ApiKeyPlaintext;
 use crate::usecases::{Principal, Tidings};
@@ -24,81 +25,6 @@ use crate::{Error, Result};
 
 /// How stale `last_used_at` may be: a key used again within this time is not touched again.
 pub const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::seconds(1);
-
-/// How long a refused client must wait: the `Retry-After` header, in whole seconds (at
-/// least 1, so a client that honours it never retries immediately).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RetryAfter {
-    /// Seconds to wait, ≥ 1.
-    pub seconds: u64,
-}
-
-impl RetryAfter {
-    /// Rounds a wait in nanoseconds up to whole seconds, at least 1.
-    pub fn from_nanos(nanos: i128) -> Self {
-        const NANOS_PER_SEC: i128 = 1_000_000_000;
-        let seconds = (nanos.max(0) + NANOS_PER_SEC - 1) / NANOS_PER_SEC;
-        Self { seconds: u64::try_from(seconds).unwrap_or(u64::MAX).max(1) }
-    }
-}
-
-impl fmt::Display for RetryAfter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.seconds)
-    }
-}
-
-/// What a rate limit or the failed-authentication throttle answers: go ahead with `T`, or
-/// wait. Being limited is an outcome a front end answers (429), not an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub enum Admission<T> {
-    /// Let through; `T` is what the caller gets (the bucket's state, the send it made).
-    Allowed(T),
-    /// Refused for now; nothing was taken or done.
-    Limited {
-        /// When to ask again.
-        retry_after: RetryAfter,
-    },
-}
-
-impl<T> Admission<T> {
-    /// What was let through, if it was.
-    pub fn allowed(self) -> Option<T> {
-        match self {
-            Self::Allowed(value) => Some(value),
-            Self::Limited { .. } => None,
-        }
-    }
-
-    /// Whether it was let through.
-    pub fn is_allowed(&self) -> bool {
-        matches!(self, Self::Allowed(_))
-    }
-
-    /// Whether it was refused for now.
-    pub fn is_limited(&self) -> bool {
-        matches!(self, Self::Limited { .. })
-    }
-
-    /// `Allowed(f(value))`, or the same limit.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Admission<U> {
-        match self {
-            Self::Allowed(value) => Admission::Allowed(f(value)),
-            Self::Limited { retry_after } => Admission::Limited { retry_after },
-        }
-    }
-}
-
-/// The in-process limiters answer `Err(wait)` when limited.
-impl<T> From<Result<T, RetryAfter>> for Admission<T> {
-    fn from(answer: Result<T, RetryAfter>) -> Self {
-        match answer {
-            Ok(value) => Self::Allowed(value),
-            Err(retry_after) => Self::Limited { retry_after },
-        }
-    }
-}
 
 impl Tidings {
     /// Authenticates a presented key (the bearer token or `X-Api-Key` value).
@@ -140,16 +66,6 @@ pub(crate) fn elapsed_nanos(from: chrono::DateTime<chrono::Utc>, to: chrono::Dat
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn retry_after_rounds_up_to_at_least_one_second() {
-        assert_eq!(RetryAfter::from_nanos(-5).seconds, 1);
-        assert_eq!(RetryAfter::from_nanos(0).seconds, 1);
-        assert_eq!(RetryAfter::from_nanos(1).seconds, 1);
-        assert_eq!(RetryAfter::from_nanos(1_000_000_000).seconds, 1);
-        assert_eq!(RetryAfter::from_nanos(1_000_000_001).seconds, 2);
-        assert_eq!(RetryAfter::from_nanos(59_500_000_000).seconds, 60);
-    }
 
     #[test]
     fn elapsed_is_never_negative() {

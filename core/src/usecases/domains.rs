@@ -258,7 +258,7 @@ fn already_added(name: &DomainName) -> Error {
 }
 
 fn domain_gone(e: StoreError) -> Error {
-    crate::error::missing("domain")(e)
+    crate::ports::missing("domain")(e)
 }
 
 /// `verifiedAt` records the first time the domain became Verified; two verifications racing

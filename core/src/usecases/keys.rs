@@ -113,7 +113,7 @@ impl Tidings {
         self.store
             .revoke_api_key(who.workspace_id, id, self.clock.now())
             .await
-            .map_err(crate::error::missing("API key"))?;
+            .map_err(crate::ports::missing("API key"))?;
         Ok(())
     }
 
@@ -135,7 +135,7 @@ impl Tidings {
         self.store
             .set_api_key_rate_limit(who.workspace_id, id, rate_limit)
             .await
-            .map_err(crate::error::missing("API key"))
+            .map_err(crate::ports::missing("API key"))
     }
 
     /// Operator: creates a workspace and its first `full` key (named `default`) in one

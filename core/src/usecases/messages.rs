@@ -466,7 +466,7 @@ impl Tidings {
             .store
             .list_events(who.workspace_id, message.id, page)
             .await
-            .map_err(crate::error::missing("message"))?;
+            .map_err(crate::ports::missing("message"))?;
         Ok(Listed::from_page(found, page.limit, |e| e.id.to_string()))
     }
 

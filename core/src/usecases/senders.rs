@@ -79,7 +79,7 @@ impl Tidings {
         self.store
             .delete_sender(who.workspace_id, domain.id, &username)
             .await
-            .map_err(crate::error::missing("sender"))?;
+            .map_err(crate::ports::missing("sender"))?;
         Ok(())
     }
 

@@ -72,7 +72,7 @@ impl Tidings {
     pub async fn delete_suppression(&self, who: &Principal, email: Named<EmailAddress>) -> Result<()> {
         who.require_full()?;
         let email = email.or_not_found("suppression")?;
-        self.store.delete_suppression(who.workspace_id, &email).await.map_err(crate::error::missing("suppression"))?;
+        self.store.delete_suppression(who.workspace_id, &email).await.map_err(crate::ports::missing("suppression"))?;
         Ok(())
     }
 

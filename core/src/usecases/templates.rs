@@ -313,7 +313,7 @@ impl Tidings {
 }
 
 fn template_gone(e: StoreError) -> Error {
-    crate::error::missing("template")(e)
+    crate::ports::missing("template")(e)
 }
 
 pub(crate) fn template_name(text: Option<&str>) -> Result<String, FieldError> {

@@ -2,7 +2,7 @@
 //! and the public endpoints' use cases: a pixel load records `Opened`, a followed link records
 //! `Clicked` and yields where to redirect.
 //!
-//! Only so many opens and clicks become events ([`crate::tracking::tally`]); the pixel is
+//! Only so many opens and clicks become events ([`crate::model::tracking_tally`]); the pixel is
 //! served and the redirect answered for every request all the same.
 //!
 //! Every refusal is `NotFound`, whatever its cause (bad token, unknown message, another
@@ -14,9 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::EventId;
+use crate::model::tracking_tally::link_digest;
 use crate::model::{Domain, EventDetails, EventType, Message, MessageTracking};
 use crate::state_machine::{Happening, apply_recipient_event, next_status};
-use crate::tracking::tally::link_digest;
 use crate::tracking::{Engagement, TokenKind, TrackedUrl, Verified};
 use crate::usecases::Tidings;
 use crate::{Error, Result};
@@ -78,7 +78,7 @@ impl TrackingRequest {
 
 impl Tidings {
     /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message,
-    /// if it keeps another open ([`crate::tracking::tally`]).
+    /// if it keeps another open ([`crate::model::tracking_tally`]).
     pub async fn record_open(&self, token: &str, user_agent: Option<&str>) -> Result<()> {
         let (verified, message) = self.tracked_message(token, TokenKind::Open).await?;
         let details = EventDetails { user_agent: user_agent.map(clip_user_agent), ..EventDetails::default() };
@@ -86,7 +86,7 @@ impl Tidings {
     }
 
     /// `GET /t/c/{token}`: records `Clicked` (URL and user agent) if the message keeps
-    /// another click on this link ([`crate::tracking::tally`]), and returns the URL to
+    /// another click on this link ([`crate::model::tracking_tally`]), and returns the URL to
     /// redirect to, which only ever comes from inside the signed token: every click is
     /// redirected, recorded or not.
     pub async fn record_click(&self, token: &str, user_agent: Option<&str>) -> Result<TrackedUrl> {

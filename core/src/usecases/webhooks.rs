@@ -169,7 +169,7 @@ impl Tidings {
     /// `DELETE /v1/webhooks/{id}`: removes the endpoint and its delivery log.
     pub async fn delete_webhook(&self, who: &Principal, id: WebhookId) -> Result<()> {
         who.require_full()?;
-        self.store.delete_webhook(who.workspace_id, id).await.map_err(crate::error::missing("webhook"))?;
+        self.store.delete_webhook(who.workspace_id, id).await.map_err(crate::ports::missing("webhook"))?;
         Ok(())
     }
 
@@ -218,7 +218,7 @@ impl Tidings {
         self.store
             .insert_webhook_deliveries(std::slice::from_ref(&delivery))
             .await
-            .map_err(crate::error::missing("webhook"))?;
+            .map_err(crate::ports::missing("webhook"))?;
         Ok(delivery)
     }
 
@@ -283,7 +283,7 @@ impl Tidings {
         };
         delivery.status = if delivery.attempts == 0 { DeliveryStatus::Pending } else { DeliveryStatus::Retrying };
         delivery.next_attempt_at = Some(self.clock.now());
-        self.store.update_webhook_delivery(&delivery).await.map_err(crate::error::missing("webhook delivery"))?;
+        self.store.update_webhook_delivery(&delivery).await.map_err(crate::ports::missing("webhook delivery"))?;
         Ok(delivery)
     }
 
@@ -340,7 +340,7 @@ impl Tidings {
     }
 
     async fn save_webhook(&self, endpoint: &WebhookEndpoint) -> Result<()> {
-        self.store.update_webhook(endpoint).await.map_err(crate::error::missing("webhook"))?;
+        self.store.update_webhook(endpoint).await.map_err(crate::ports::missing("webhook"))?;
         Ok(())
     }
 

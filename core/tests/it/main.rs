@@ -1,7 +1,9 @@
 //! The integration tests of `tidings-core`, one binary: the use cases and the workers driven
 //! through the public API over `tidings-testing`'s in-memory store and fakes, with its
 //! `FaultyStore` around the store where a failure or a concurrent writer must be injected,
-//! and the conformance suites run on the reference implementations.
+//! and the conformance suites run on the reference implementations. [`module_graph`] reads
+//! the crate's sources instead: its top-level modules must depend on each other without
+//! cycles.
 
 mod conformance_memory;
 mod delivery_races;
@@ -11,6 +13,7 @@ mod delivery_worker;
 mod event_feed;
 mod inprocess;
 mod limits_conformance;
+mod module_graph;
 mod observer;
 mod outbound_dkim;
 mod outbound_tracking;

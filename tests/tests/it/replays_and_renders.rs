@@ -31,7 +31,7 @@ use tidings_transport_smtp::testing::SmtpSink;
 const WAIT: Duration = Duration::from_secs(20);
 /// Replays of one pixel and of one link.
 const REPLAYS: usize = 200;
-/// What a message keeps (core's `tracking::tally`): opens, repeat clicks, links.
+/// What a message keeps (core's `model::tracking_tally`): opens, repeat clicks, links.
 const OPENS_KEPT: usize = 10;
 const REPEAT_CLICKS_KEPT: usize = 10;
 /// The secret in the tracked destination: a password-reset link's token.

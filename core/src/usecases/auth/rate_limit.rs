@@ -16,21 +16,10 @@ use chrono::{DateTime, Utc};
 use super::{RetryAfter, elapsed_nanos};
 use crate::ids::ApiKeyId;
 use crate::model::RateLimit;
+use crate::ports::RateLimitState;
 
 /// Units per token.
 const UNIT: i128 = 1_000_000_000;
-
-/// The limit's state after a granted send, for the `RateLimit-Limit`, `RateLimit-Remaining`
-/// and `RateLimit-Reset` response headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimitState {
-    /// The key's `rateLimitPerSec` (the bucket's capacity).
-    pub limit: u32,
-    /// Whole tokens left after this send.
-    pub remaining: u32,
-    /// Seconds (rounded up) until the bucket is full again; 0 if it is full.
-    pub reset: u64,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {

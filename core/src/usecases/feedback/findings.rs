@@ -3,7 +3,7 @@
 //! message's current status.
 
 use super::{Ignored, MAX_RESPONSE_CHARS};
-use crate::delivery::classify::{Verdict, classify_reply};
+use crate::classify::{Verdict, classify_reply};
 use crate::email::EmailAddress;
 use crate::feedback::{Action, Arf, Diagnostic, Dsn, DsnRecipient, FeedbackType, Report};
 use crate::model::{BounceType, EventDetails};

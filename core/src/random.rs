@@ -1,4 +1,8 @@
 //! `Random`: the source of randomness for ids, API keys, webhook secrets and DKIM selectors.
+//!
+//! A port like those in [`crate::ports`], which re-exports it, but kept below them: typed ids
+//! ([`crate::ids`]) and the model's generated secrets are made from it, and the ports speak
+//! of those, so it cannot live above them without a cycle.
 
 /// Cryptographically secure random bytes.
 pub trait Random: Send + Sync {

@@ -2,6 +2,10 @@
 //! (STYLE: "classify remote outcomes once, in one module"). Relay, direct MX, the outbox and
 //! later asynchronous bounce reports all go through it.
 //!
+//! It sits below both of its users: the delivery worker (`crate::delivery`, which re-exports
+//! it) and the use case that reads bounce reports (`crate::usecases`), which the worker
+//! itself calls into.
+//!
 //! | observed | verdict |
 //! |---|---|
 //! | 2xx reply | `Delivered` |
@@ -146,5 +150,4 @@ fn unit_seconds(unit: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-#[path = "classify_tests.rs"]
 mod tests;

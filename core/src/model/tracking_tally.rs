@@ -26,8 +26,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::TrackedUrl;
-use crate::model::MAX_RECIPIENTS;
+use super::{MAX_RECIPIENTS, TrackedUrl};
 
 /// Most `Opened` events one message keeps.
 pub const MAX_OPENS_KEPT: u32 = 10;
