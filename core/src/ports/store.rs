@@ -701,7 +701,9 @@ pub struct FeedEntry {
 pub trait EventFeedStore: Send + Sync {
     /// Up to `limit` events of `workspace` after `after` (from the feed's start: `None`),
     /// in feed order. An event recorded after this call comes after every position it
-    /// returned. Events leave the feed when retention purges their message's timeline (at
+    /// returned. An event may reach the feed a moment after its write returned (a store
+    /// may hold back what writes still in progress elsewhere could precede: PostgreSQL waits
+    /// for every transaction older than the write), never out of place. Events leave the feed when retention purges their message's timeline (at
     /// the latest once they are older than the retention); events recorded before the
     /// store had a feed are not in it. Costs O(limit).
     async fn event_feed(

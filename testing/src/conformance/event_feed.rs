@@ -26,6 +26,27 @@ async fn follow<S: Store>(s: &S, ws: WorkspaceId, mut after: Option<FeedPosition
     }
 }
 
+/// [`follow`] until it returns at least `want` events, or 10 s have passed (then what it
+/// has, for the caller's assertion to show). A read may lag the writes that returned before
+/// it (on PostgreSQL a transaction open anywhere, such as another check's, holds the feed
+/// back), never lose them or reorder what it returned.
+async fn follow_at_least<S: Store>(
+    s: &S,
+    ws: WorkspaceId,
+    after: Option<FeedPosition>,
+    page: usize,
+    want: usize,
+) -> Vec<FeedEntry> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let all = follow(s, ws, after, page).await;
+        if all.len() >= want || std::time::Instant::now() >= deadline {
+            return all;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 fn ids(entries: &[FeedEntry]) -> Vec<EventId> {
     entries.iter().map(|e| e.event.id).collect()
 }
@@ -46,7 +67,7 @@ pub(super) async fn the_feed_keeps_each_workspaces_events_in_write_order<S: Stor
     s.create_messages(&new).await.must("create_messages");
     advance(&*s, &sent, EventType::Delivered).await;
 
-    let feed = follow(&*s, ws, None, 100).await;
+    let feed = follow_at_least(&*s, ws, None, 100, 6).await;
     let timeline = |m: MessageId| {
         let s = Arc::clone(&s);
         async move { s.list_events(ws, m, PageRequest::first(100)).await.must("list_events").items }
@@ -68,14 +89,14 @@ pub(super) async fn the_feed_keeps_each_workspaces_events_in_write_order<S: Stor
     assert_eq!(follow(&*s, ws, None, 1).await, feed, "one at a time, the same feed");
     assert_eq!(follow(&*s, ws, Some(positions[2]), 2).await, feed[3..], "from a position: what came after it");
     assert!(s.event_feed(ws, positions.last().copied(), 10).await.must("at the end").is_empty());
-    let other_feed = follow(&*s, other, None, 10).await;
+    let other_feed = follow_at_least(&*s, other, None, 10, 1).await;
     assert_eq!(other_feed.len(), 1, "another workspace's feed has its own event only");
     assert_eq!(other_feed[0].event.event_type, EventType::Queued);
 
     // What is written later comes after every position handed out.
     let next = message_at(ws, t0);
     put(&*s, &next).await;
-    let after_end = s.event_feed(ws, positions.last().copied(), 10).await.must("after the end");
+    let after_end = follow_at_least(&*s, ws, positions.last().copied(), 10, 1).await;
     assert_eq!(after_end.len(), 1);
     assert_eq!(after_end[0].event.message_id, next.id);
 }
@@ -93,7 +114,7 @@ pub(super) async fn purged_timelines_leave_the_feed<S: Store + 'static>(s: Arc<S
         let delivered = advance(&*s, &sent, EventType::Delivered).await;
         assert_eq!(delivered.status, MessageStatus::Delivered);
     }
-    assert_eq!(follow(&*s, ws, None, 10).await.len(), 6);
+    assert_eq!(follow_at_least(&*s, ws, None, 10, 6).await.len(), 6);
     assert_eq!(s.purge_message_content(plus_secs(t0, 5), 10).await.must("purge"), 1);
     let kept = follow(&*s, ws, None, 10).await;
     assert_eq!(kept.len(), 3, "the purged timeline's events are gone from the feed");
