@@ -1,8 +1,11 @@
 //! The use cases: one function per operation of the API, shared by every front end.
 //!
-//! [`Tidings`] holds the ports and the configuration; each submodule adds the `impl
-//! Tidings` block of one resource. Every use case that acts for a client takes the
-//! authenticated [`Principal`] and enforces scope and workspace isolation itself.
+//! [`Tidings`] holds the ports and the configuration; each submodule adds the use cases of
+//! one resource. An area is reached through a handle that [`Tidings`] hands out, so a front
+//! end calls the area it needs (`core.webhooks().create(..)`: [`Webhooks`]) instead of one
+//! object with every method; the resources not yet moved still add an `impl Tidings`
+//! block. Every use case that acts for a client takes the authenticated [`Principal`] and
+//! enforces scope and workspace isolation itself.
 
 mod address_list;
 mod auth;

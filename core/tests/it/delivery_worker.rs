@@ -280,7 +280,7 @@ async fn every_event_is_fanned_out_to_subscribed_webhooks() {
         enabled: None,
         format: None,
     };
-    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
     let queued = d.send("user@example.net").await;
 
     d.step().await;

@@ -183,7 +183,7 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
         enabled: None,
         format: None,
     };
-    core.create_webhook(&d.who, req).await.unwrap();
+    core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Flaky(Mutex::new(0))), WebhookSettings::default());
     core.send_message(&d.who, send_request(), None).await.unwrap();
 
@@ -225,7 +225,7 @@ async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
         enabled: None,
         format: None,
     };
-    core.create_webhook(&d.who, req).await.unwrap();
+    core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Gone), WebhookSettings::default());
     core.send_message(&d.who, send_request(), None).await.unwrap();
 

@@ -56,7 +56,7 @@ pub(crate) async fn show(
     let source = source_of(&state, &viewer, &message).await?;
     let suppressions = caused_suppressions(&state, &viewer, &message).await;
     // A `send` key reads no webhooks: the section is left out for it.
-    let deliveries = state.core.list_message_webhook_deliveries(who, id).await.ok();
+    let deliveries = state.core.webhooks().message_deliveries(who, id).await.ok();
     let view = View {
         message: &message,
         events: &events.items,

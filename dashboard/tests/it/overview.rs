@@ -214,7 +214,7 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
         enabled: None,
         format: None,
     };
-    let mut hook = app.core.create_webhook(&app.principal, hook).await.unwrap();
+    let mut hook = app.core.webhooks().create(&app.principal, hook).await.unwrap();
     hook.failing_since = Some(now() - Duration::hours(3));
     app.store.update_webhook(&hook).await.unwrap();
     let quiet = CreateWebhookRequest {
@@ -223,7 +223,7 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
         enabled: None,
         format: None,
     };
-    app.core.create_webhook(&app.principal, quiet).await.unwrap();
+    app.core.webhooks().create(&app.principal, quiet).await.unwrap();
     let browser = app.sign_in(&app.key).await;
     let body = browser.get("/overview").await.body;
     assert!(body.contains(r#"<span class="n" id="queue-total">2</span>"#), "{body}");

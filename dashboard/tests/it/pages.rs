@@ -274,7 +274,7 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(created.status, StatusCode::OK, "{}", created.body);
     let secret_at = created.body.find(r#"id="new-secret">whsec_"#).expect("the secret") + r#"id="new-secret">"#.len();
     let secret = created.body[secret_at..].split('<').next().unwrap().to_owned();
-    let hook = app.core.list_webhooks(&app.principal, Default::default()).await.unwrap().items.remove(0);
+    let hook = app.core.webhooks().list(&app.principal, Default::default()).await.unwrap().items.remove(0);
     assert_eq!(hook.secret.expose(), secret);
     assert_eq!(hook.event_types.len(), 2);
     let id = hook.id.to_string();
@@ -291,7 +291,8 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     // An attempt that failed: its response code and error are in the log, with a retry.
     let mut delivery = app
         .core
-        .list_webhook_deliveries(&app.principal, WebhookId::parse_or_none(&id), Default::default())
+        .webhooks()
+        .deliveries(&app.principal, WebhookId::parse_or_none(&id), Default::default())
         .await
         .unwrap()
         .items
@@ -309,9 +310,9 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(rotated.status, StatusCode::OK);
     assert!(rotated.body.contains(r#"id="new-secret">whsec_"#) && !rotated.body.contains(&secret));
     assert_eq!(browser.post(&format!("/webhooks/{id}/disable"), &[]).await.status, StatusCode::SEE_OTHER);
-    assert!(!app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
+    assert!(!app.core.webhooks().get(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     browser.post(&format!("/webhooks/{id}/enable"), &[]).await;
-    assert!(app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
+    assert!(app.core.webhooks().get(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     let bad = browser.post("/webhooks", &[("url", "http://127.0.0.1/x"), ("event_types", "Delivered")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
     // The form comes back as typed, the URL marked and its message under it.

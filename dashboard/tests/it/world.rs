@@ -88,7 +88,8 @@ impl World {
             .unwrap();
         let hook_url = format!("https://hooks.example.com/{tag}-hook");
         let webhook = core
-            .create_webhook(
+            .webhooks()
+            .create(
                 who,
                 CreateWebhookRequest {
                     url: Some(hook_url.clone()),
@@ -99,7 +100,7 @@ impl World {
             )
             .await
             .unwrap();
-        let delivery = core.test_webhook(who, webhook.id).await.unwrap();
+        let delivery = core.webhooks().test(who, webhook.id).await.unwrap();
         let suppressed = format!("{tag}-suppressed@example.com");
         core.add_suppression(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
 
