@@ -202,7 +202,7 @@ async fn a_recipient_suppressed_while_queued_is_not_sent() {
     let d = Delivery::new("1m", vec![]).await;
     let queued = d.send("user@example.net").await;
     let req = AddSuppressionRequest { email: Some("User@Example.net".into()) };
-    d.t.core.add_suppression(&d.who, req).await.unwrap();
+    d.t.core.suppressions().add(&d.who, req).await.unwrap();
 
     assert_eq!(d.step().await.suppressed, 1);
 
@@ -261,7 +261,7 @@ async fn a_crashed_attempt_to_a_since_suppressed_recipient_fails_instead_of_send
     let d = Delivery::new("1m", vec![]).await;
     let queued = crash_after_sent(&d).await;
     let req = AddSuppressionRequest { email: Some("user@example.net".into()) };
-    d.t.core.add_suppression(&d.who, req).await.unwrap();
+    d.t.core.suppressions().add(&d.who, req).await.unwrap();
     d.t.clock.advance(d.worker.settings().lease());
 
     assert_eq!(d.step().await.failed, 1);

@@ -146,7 +146,7 @@ async fn caused_suppressions(state: &DashboardState, viewer: &Viewer, message: &
         if !caused {
             continue;
         }
-        if let Ok(entry) = state.core.get_suppression(viewer.principal(), Named::Parsed(r.email.clone())).await
+        if let Ok(entry) = state.core.suppressions().get(viewer.principal(), Named::Parsed(r.email.clone())).await
             && entry.message_id == Some(message.id)
         {
             found.push(entry);

@@ -43,7 +43,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         ..SendRequest::default()
     };
     let message = app.core.send_message(who, send, None).await.unwrap().message.id;
-    app.core.add_suppression(who, AddSuppressionRequest { email: Some("kept@example.com".into()) }).await.unwrap();
+    app.core.suppressions().add(who, AddSuppressionRequest { email: Some("kept@example.com".into()) }).await.unwrap();
     let template = CreateTemplateRequest {
         name: Some("kept".into()),
         subject: Some("s".into()),

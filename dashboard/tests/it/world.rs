@@ -102,7 +102,7 @@ impl World {
             .unwrap();
         let delivery = core.webhooks().test(who, webhook.id).await.unwrap();
         let suppressed = format!("{tag}-suppressed@example.com");
-        core.add_suppression(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
+        core.suppressions().add(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
 
         let key = |name: String, scope: &str, domain: Option<String>| CreateApiKeyRequest {
             name: Some(name),
