@@ -370,7 +370,7 @@ impl Tidings {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
         }
         if mailbox.display_name.is_none()
-            && let Some(sender) = self.find_sender(ws, domain.id, mailbox.address.local_part()).await?
+            && let Some(sender) = self.senders().find(ws, domain.id, mailbox.address.local_part()).await?
         {
             mailbox.display_name = sender.display_name;
         }

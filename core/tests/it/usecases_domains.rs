@@ -208,7 +208,7 @@ async fn a_domain_with_some_records_published_is_partially_verified_and_not_send
     assert_eq!(checked.record_status(RecordKind::Dkim), RecordStatus::Failed);
     assert!(checked.records[1].error.is_some());
     assert_eq!(t.core.get_domain(&who, domain.id).await.unwrap().status, DomainStatus::PartiallyVerified);
-    let refused = t.core.add_sender(&who, domain.id, sender("billing", None)).await;
+    let refused = t.core.senders().add(&who, domain.id, sender("billing", None)).await;
     assert_eq!(refused, Err(Error::DomainNotVerified("domain example.com is not verified".to_owned())));
 }
 
@@ -375,7 +375,7 @@ async fn another_workspace_sees_nothing_and_may_add_the_same_name() {
     let alice = full_key();
     let bob = full_key();
     let domain = verified_domain(&t, &alice, "example.com").await;
-    t.core.add_sender(&alice, domain.id, sender("billing", None)).await.unwrap();
+    t.core.senders().add(&alice, domain.id, sender("billing", None)).await.unwrap();
     let id = domain.id.to_string();
 
     assert_eq!(t.core.get_domain(&bob, DomainId::parse_or_none(&id)).await, Err(Error::NotFound("domain")));
@@ -386,18 +386,18 @@ async fn another_workspace_sees_nothing_and_may_add_the_same_name() {
     );
     assert_eq!(t.core.delete_domain(&bob, DomainId::parse_or_none(&id)).await, Err(Error::NotFound("domain")));
     assert_eq!(
-        t.core.add_sender(&bob, DomainId::parse_or_none(&id), sender("x", None)).await,
+        t.core.senders().add(&bob, DomainId::parse_or_none(&id), sender("x", None)).await,
         Err(Error::NotFound("domain"))
     );
     assert_eq!(
-        t.core.list_senders(&bob, DomainId::parse_or_none(&id), ListParams::default()).await,
+        t.core.senders().list(&bob, DomainId::parse_or_none(&id), ListParams::default()).await,
         Err(Error::NotFound("domain"))
     );
     assert_eq!(
-        t.core.delete_sender(&bob, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into()).await,
+        t.core.senders().delete(&bob, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into()).await,
         Err(Error::NotFound("domain"))
     );
-    assert_eq!(t.core.find_sender(bob.workspace_id, domain.id, "billing").await, Ok(None));
+    assert_eq!(t.core.senders().find(bob.workspace_id, domain.id, "billing").await, Ok(None));
     assert!(t.core.list_domains(&bob, ListParams::default()).await.unwrap().items.is_empty());
 
     let bobs = t.core.add_domain(&bob, add("example.com")).await.unwrap();
@@ -427,21 +427,30 @@ async fn a_send_key_may_not_manage_domains_or_senders() {
     );
     assert_eq!(t.core.delete_domain(&sender_key, DomainId::parse_or_none(&id)).await, denied);
     assert_eq!(
-        t.core.add_sender(&sender_key, DomainId::parse_or_none(&id), sender("billing", None)).await.map(drop),
+        t.core.senders().add(&sender_key, DomainId::parse_or_none(&id), sender("billing", None)).await.map(drop),
         denied
     );
     assert_eq!(
-        t.core.list_senders(&sender_key, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        t.core.senders().list(&sender_key, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
         denied
     );
     assert_eq!(
-        t.core.delete_sender(&sender_key, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into()).await,
+        t.core
+            .senders()
+            .delete(&sender_key, DomainId::parse_or_none(&id), SenderUsername::parse("billing").into())
+            .await,
         denied
     );
     // Nothing happened.
     assert_eq!(t.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap(), domain);
     assert!(
-        t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap().items.is_empty()
+        t.core
+            .senders()
+            .list(&who, DomainId::parse_or_none(&id), ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
     );
 }
 
@@ -453,7 +462,7 @@ async fn a_sender_is_registered_on_a_verified_domain() {
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
 
-    let added = t.core.add_sender(&who, domain.id, sender("Billing", Some(" Acme Billing "))).await.unwrap();
+    let added = t.core.senders().add(&who, domain.id, sender("Billing", Some(" Acme Billing "))).await.unwrap();
 
     assert_eq!(added.username.as_str(), "Billing");
     assert_eq!(added.address.to_string(), "Billing@example.com");
@@ -461,9 +470,9 @@ async fn a_sender_is_registered_on_a_verified_domain() {
     assert_eq!(added.domain_id, domain.id);
     assert_eq!(added.workspace_id, who.workspace_id);
     assert_eq!(added.created_at, t.now());
-    assert_eq!(t.core.find_sender(who.workspace_id, domain.id, "billing").await, Ok(Some(added.clone())));
-    assert_eq!(t.core.find_sender(who.workspace_id, domain.id, "someone").await, Ok(None));
-    assert_eq!(t.core.find_sender(who.workspace_id, domain.id, "not valid").await, Ok(None));
+    assert_eq!(t.core.senders().find(who.workspace_id, domain.id, "billing").await, Ok(Some(added.clone())));
+    assert_eq!(t.core.senders().find(who.workspace_id, domain.id, "someone").await, Ok(None));
+    assert_eq!(t.core.senders().find(who.workspace_id, domain.id, "not valid").await, Ok(None));
 }
 
 #[tokio::test]
@@ -473,15 +482,18 @@ async fn senders_are_refused_on_pending_and_unknown_domains() {
     let pending = t.core.add_domain(&who, add("example.com")).await.unwrap();
 
     assert_eq!(
-        t.core.add_sender(&who, pending.id, sender("billing", None)).await,
+        t.core.senders().add(&who, pending.id, sender("billing", None)).await,
         Err(Error::DomainNotVerified("domain example.com is not verified".to_owned()))
     );
     assert_eq!(
-        t.core.add_sender(&who, DomainId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), sender("billing", None)).await,
+        t.core
+            .senders()
+            .add(&who, DomainId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), sender("billing", None))
+            .await,
         Err(Error::NotFound("domain"))
     );
     assert_eq!(
-        t.core.add_sender(&who, DomainId::parse_or_none("nope"), sender("billing", None)).await,
+        t.core.senders().add(&who, DomainId::parse_or_none("nope"), sender("billing", None)).await,
         Err(Error::NotFound("domain"))
     );
 }
@@ -492,13 +504,13 @@ async fn a_username_registered_twice_is_a_conflict_ignoring_case() {
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
     let id = domain.id.to_string();
-    t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("billing", None)).await.unwrap();
+    t.core.senders().add(&who, DomainId::parse_or_none(&id), sender("billing", None)).await.unwrap();
 
-    let again = t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("BILLING", Some("Other"))).await;
+    let again = t.core.senders().add(&who, DomainId::parse_or_none(&id), sender("BILLING", Some("Other"))).await;
 
     assert_eq!(again, Err(Error::Conflict("sender BILLING is already registered on example.com".to_owned())));
     assert_eq!(
-        t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap().items.len(),
+        t.core.senders().list(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap().items.len(),
         1
     );
 }
@@ -511,12 +523,12 @@ async fn sender_fields_are_validated_together() {
     let id = domain.id.to_string();
 
     assert_eq!(
-        invalid_fields(t.core.add_sender(&who, DomainId::parse_or_none(&id), AddSenderRequest::default()).await),
+        invalid_fields(t.core.senders().add(&who, DomainId::parse_or_none(&id), AddSenderRequest::default()).await),
         ["username"]
     );
     for bad in ["", "bill ing", "bill@ing", ".billing", "a..b", "bïlling", &"a".repeat(65), "billing\r\n"] {
         assert_eq!(
-            invalid_fields(t.core.add_sender(&who, DomainId::parse_or_none(&id), sender(bad, None)).await),
+            invalid_fields(t.core.senders().add(&who, DomainId::parse_or_none(&id), sender(bad, None)).await),
             ["username"],
             "{bad:?}"
         );
@@ -524,19 +536,20 @@ async fn sender_fields_are_validated_together() {
     assert_eq!(
         invalid_fields(
             t.core
-                .add_sender(&who, DomainId::parse_or_none(&id), sender("billing", Some("Acme\r\nBcc: x@y.com")))
+                .senders()
+                .add(&who, DomainId::parse_or_none(&id), sender("billing", Some("Acme\r\nBcc: x@y.com")))
                 .await
         ),
         ["displayName"]
     );
     assert_eq!(
         invalid_fields(
-            t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("bill ing", Some(&"n".repeat(257)))).await
+            t.core.senders().add(&who, DomainId::parse_or_none(&id), sender("bill ing", Some(&"n".repeat(257)))).await
         ),
         ["username", "displayName"]
     );
     // An empty display name means none.
-    let plain = t.core.add_sender(&who, DomainId::parse_or_none(&id), sender("plain", Some(""))).await.unwrap();
+    let plain = t.core.senders().add(&who, DomainId::parse_or_none(&id), sender("plain", Some(""))).await.unwrap();
     assert_eq!(plain.display_name, None);
 }
 
@@ -548,23 +561,21 @@ async fn senders_are_listed_newest_first_and_deleted_by_username() {
     let id = domain.id.to_string();
     let mut added = Vec::new();
     for name in ["a", "b", "c"] {
-        added.push(t.core.add_sender(&who, DomainId::parse_or_none(&id), sender(name, None)).await.unwrap());
+        added.push(t.core.senders().add(&who, DomainId::parse_or_none(&id), sender(name, None)).await.unwrap());
         // Ids made in one millisecond have no order among themselves.
         t.clock.advance(Duration::milliseconds(1));
     }
 
     let first = t
         .core
-        .list_senders(&who, DomainId::parse_or_none(&id), ListParams { limit: Some(2), cursor: None })
+        .senders()
+        .list(&who, DomainId::parse_or_none(&id), ListParams { limit: Some(2), cursor: None })
         .await
         .unwrap();
     let rest = t
         .core
-        .list_senders(
-            &who,
-            DomainId::parse_or_none(&id),
-            ListParams { limit: Some(2), cursor: first.next_cursor.clone() },
-        )
+        .senders()
+        .list(&who, DomainId::parse_or_none(&id), ListParams { limit: Some(2), cursor: first.next_cursor.clone() })
         .await
         .unwrap();
     assert_eq!(first.items, [added[2].clone(), added[1].clone()]);
@@ -572,16 +583,16 @@ async fn senders_are_listed_newest_first_and_deleted_by_username() {
     assert_eq!(rest.items, [added[0].clone()]);
     assert!(!rest.has_more);
 
-    t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("B").into()).await.unwrap();
+    t.core.senders().delete(&who, DomainId::parse_or_none(&id), SenderUsername::parse("B").into()).await.unwrap();
 
-    let left = t.core.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap();
+    let left = t.core.senders().list(&who, DomainId::parse_or_none(&id), ListParams::default()).await.unwrap();
     assert_eq!(left.items, [added[2].clone(), added[0].clone()]);
     assert_eq!(
-        t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("b").into()).await,
+        t.core.senders().delete(&who, DomainId::parse_or_none(&id), SenderUsername::parse("b").into()).await,
         Err(Error::NotFound("sender"))
     );
     assert_eq!(
-        t.core.delete_sender(&who, DomainId::parse_or_none(&id), SenderUsername::parse("not valid").into()).await,
+        t.core.senders().delete(&who, DomainId::parse_or_none(&id), SenderUsername::parse("not valid").into()).await,
         Err(Error::NotFound("sender"))
     );
 }
@@ -591,14 +602,14 @@ async fn deleting_a_domain_removes_its_senders() {
     let t = TestCore::new();
     let who = full_key();
     let domain = verified_domain(&t, &who, "example.com").await;
-    t.core.add_sender(&who, domain.id, sender("billing", None)).await.unwrap();
+    t.core.senders().add(&who, domain.id, sender("billing", None)).await.unwrap();
 
     t.core.delete_domain(&who, domain.id).await.unwrap();
 
-    assert_eq!(t.core.find_sender(who.workspace_id, domain.id, "billing").await, Ok(None));
+    assert_eq!(t.core.senders().find(who.workspace_id, domain.id, "billing").await, Ok(None));
     let again = verified_domain(&t, &who, "example.com").await;
-    assert!(t.core.list_senders(&who, again.id, ListParams::default()).await.unwrap().items.is_empty());
-    t.core.add_sender(&who, again.id, sender("billing", None)).await.unwrap();
+    assert!(t.core.senders().list(&who, again.id, ListParams::default()).await.unwrap().items.is_empty());
+    t.core.senders().add(&who, again.id, sender("billing", None)).await.unwrap();
 }
 
 #[tokio::test]

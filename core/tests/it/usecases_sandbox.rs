@@ -309,7 +309,7 @@ async fn with_the_sandbox_off_an_existing_sandbox_is_invisible_and_unusable() {
         off.update_domain_tracking(&who, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
             .await
             .map(drop),
-        off.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        off.senders().list(&who, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
     ] {
         assert_eq!(result, Err(Error::NotFound("domain")));
     }

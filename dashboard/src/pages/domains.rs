@@ -115,7 +115,7 @@ pub(crate) async fn show(
     let who = viewer.principal();
     let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
     let senders =
-        state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
+        state.core.senders().list(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
     Ok(render(&viewer, &domain, &senders, &SenderTyped::default()).into_response())
 }
 
@@ -295,14 +295,14 @@ pub(crate) async fn add_sender(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = AddSenderRequest { username: fields.text("username"), display_name: fields.text("display_name") };
-    match state.core.add_sender(viewer.principal(), id, req).await {
+    match state.core.senders().add(viewer.principal(), id, req).await {
         Ok(_) => Ok(see_other(&format!("/domains/{id}"))),
         // The page again with what was typed and each mistake under its field.
         Err(tidings_core::Error::Validation { fields: wrong }) => {
             let who = viewer.principal();
             let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
-            let senders = state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None });
-            let senders = senders.await.or_page(&viewer)?;
+            let first_page = ListParams { limit: Some(200), cursor: None };
+            let senders = state.core.senders().list(who, id, first_page).await.or_page(&viewer)?;
             let typed = SenderTyped {
                 username: fields.get("username").unwrap_or_default().to_owned(),
                 display_name: fields.get("display_name").unwrap_or_default().to_owned(),
@@ -331,6 +331,6 @@ pub(crate) async fn delete_sender(
         return Ok(Ask { action: &action, question, yes: "Remove the sender", back: &back }.page(&posted.viewer));
     }
     let (id, username) = (DomainId::parse_or_none(&id), SenderUsername::parse(&username).into());
-    state.core.delete_sender(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
+    state.core.senders().delete(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{id}")))
 }

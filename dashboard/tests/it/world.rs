@@ -66,13 +66,14 @@ impl World {
         let who = &principal;
         let domain_name = core.get_domain(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
         let sender = format!("{tag}-billing");
-        core.add_sender(
-            who,
-            DomainId::parse_or_none(&domain),
-            AddSenderRequest { username: Some(sender.clone()), display_name: None },
-        )
-        .await
-        .unwrap();
+        core.senders()
+            .add(
+                who,
+                DomainId::parse_or_none(&domain),
+                AddSenderRequest { username: Some(sender.clone()), display_name: None },
+            )
+            .await
+            .unwrap();
         let template_name = format!("{tag}-template");
         let template = core
             .create_template(

@@ -353,7 +353,7 @@ pub async fn create_sender(
     IdPath(id): IdPath<DomainId>,
     ApiJson(req): ApiJson<AddSenderRequest>,
 ) -> ApiResult<SenderCreated> {
-    let sender = state.core.add_sender(&who, id, req.into()).await?;
+    let sender = state.core.senders().add(&who, id, req.into()).await?;
     Ok(Success::new("sender registered", sender.into()))
 }
 
@@ -375,7 +375,7 @@ pub async fn list_senders(
     IdPath(id): IdPath<DomainId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<SenderPage> {
-    let listed = state.core.list_senders(&who, id, params).await?;
+    let listed = state.core.senders().list(&who, id, params).await?;
     Ok(Page::new(listed, SenderResponse::from))
 }
 
@@ -396,7 +396,7 @@ pub async fn delete_sender(
     ApiPath((id, username)): ApiPath<(String, String)>,
 ) -> ApiResult<Deleted> {
     let username = SenderUsername::parse(&username).into();
-    state.core.delete_sender(&who, DomainId::parse_or_none(&id), username).await?;
+    state.core.senders().delete(&who, DomainId::parse_or_none(&id), username).await?;
     Ok(Success::new("sender removed", Null))
 }
 
