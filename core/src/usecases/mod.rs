@@ -102,7 +102,7 @@ pub struct CoreConfig {
     /// addresses; otherwise the envelope sender is the `From` address and no report matches.
     pub return_path: Option<ReturnPath>,
     /// How long after its last check (or its creation) a domain that is not Verified is
-    /// checked again by [`Tidings::recheck_domains`].
+    /// checked again by [`Domains::recheck`].
     pub domain_recheck_interval: Duration,
     /// Open and click tracking (docs/api.md#tracking, `TIDINGS_PUBLIC_URL`): `None` tracks
     /// nothing (sends asking for it are accepted; their HTML is sent as written).

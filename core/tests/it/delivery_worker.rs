@@ -215,7 +215,7 @@ async fn a_recipient_suppressed_while_queued_is_not_sent() {
 async fn a_message_whose_domain_was_deleted_fails_unsent() {
     let d = Delivery::new("1m", vec![]).await;
     let queued = d.send("user@example.net").await;
-    d.t.core.delete_domain(&d.who, d.domain.id).await.unwrap();
+    d.t.core.domains().delete(&d.who, d.domain.id).await.unwrap();
 
     assert_eq!(d.step().await.failed, 1);
 

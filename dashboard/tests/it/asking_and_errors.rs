@@ -184,7 +184,7 @@ async fn a_refused_form_marks_its_wrong_fields_and_points_at_their_messages() {
     assert!(rate.body.contains(r#"aria-describedby="rate_limit_per_sec-error""#), "not a number: {}", rate.body);
 
     // The sender form of a domain page.
-    let domains = app.core.list_domains(&app.principal, Default::default()).await.unwrap();
+    let domains = app.core.domains().list(&app.principal, Default::default()).await.unwrap();
     let domain = domains.items.iter().find(|d| d.name.to_string() == "send.example").unwrap().id;
     let path = format!("/domains/{domain}/senders");
     let refused = browser.post(&path, &[("username", "no spaces allowed"), ("display_name", "Shop")]).await;

@@ -64,7 +64,7 @@ impl World {
     /// verifies its domain (the caller's DNS).
     pub async fn build(core: &Tidings, principal: Principal, full: String, tag: &str, domain: String) -> Self {
         let who = &principal;
-        let domain_name = core.get_domain(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
+        let domain_name = core.domains().get(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
         let sender = format!("{tag}-billing");
         core.senders()
             .add(
