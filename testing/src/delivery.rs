@@ -43,7 +43,7 @@ impl Delivery {
         let t = TestCore::with_config(config);
         let who = full_key();
         let req = AddDomainRequest { domain: Some("acme.example.com".into()) };
-        let mut domain = t.core.add_domain(&who, req).await.unwrap();
+        let mut domain = t.core.domains().add(&who, req).await.unwrap();
         domain.status = DomainStatus::Verified;
         domain.verified_at = Some(t.now());
         t.store.update_domain(&domain).await.unwrap();

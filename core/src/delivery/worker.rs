@@ -403,7 +403,7 @@ impl Shared {
             // address is still protected (the message then ends Failed on re-claim).
             let (ws, to) = (sent.workspace_id, &sent.to);
             let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-            self.core.suppress_automatically(ws, to, reason, source, Some(sent.id)).await?;
+            self.core.suppressions().add_automatically(ws, to, reason, source, Some(sent.id)).await?;
         }
         let Judged { event, outcome, .. } = judged;
         // The send happened: its outcome is recorded whatever became of the lease.

@@ -207,7 +207,7 @@ impl Shared {
                 (m.workspace_id, m.id, m.recipients[index].email.clone())
             };
             let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-            self.core.suppress_automatically(ws, &address, reason, source, Some(id)).await?;
+            self.core.suppressions().add_automatically(ws, &address, reason, source, Some(id)).await?;
         }
         let super::Judged { event: outcome_event, outcome, .. } = judged;
         // The send happened: its outcome is recorded whatever became of the lease, with the

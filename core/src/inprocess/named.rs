@@ -75,7 +75,7 @@ impl WorkspaceHandle {
     /// `name` is validated as `POST /v1/domains` validates it.
     ///
     /// Verification is separate: publish the records, then
-    /// [`Tidings::verify_domain`](crate::usecases::Tidings::verify_domain) (or let the
+    /// [`Domains::verify`](crate::usecases::Domains::verify) (or let the
     /// runtime's re-check loop find them).
     pub async fn ensure_domain(&self, name: &str) -> Result<Domain> {
         let parsed = DomainName::parse(name).map_err(|e| Error::field("domain", e.to_string()))?;
@@ -83,12 +83,12 @@ impl WorkspaceHandle {
         // The sandbox's names are refused as the API refuses them, though a workspace's
         // sandbox domain may be in the store under one.
         if is_reserved_for_sandbox(&parsed) {
-            return self.core.add_domain(&self.who, add).await;
+            return self.core.domains().add(&self.who, add).await;
         }
         if let Some(found) = self.find_domain(&parsed).await? {
             return Ok(found);
         }
-        match self.core.add_domain(&self.who, add).await {
+        match self.core.domains().add(&self.who, add).await {
             // Added by someone else since the lookup: the store's uniqueness rule refused ours.
             Err(Error::Conflict(_)) => self.find_domain(&parsed).await?.ok_or(Error::NotFound("domain")),
             added => added,

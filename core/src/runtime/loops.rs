@@ -187,7 +187,7 @@ pub(super) async fn recheck_domains(core: Tidings, interval: Duration, mut stop:
             _ = stop.changed() => return,
             _ = tick.tick() => {}
         }
-        match core.recheck_domains(core.clock().now(), RECHECK_BATCH).await {
+        match core.domains().recheck(core.clock().now(), RECHECK_BATCH).await {
             Ok(report) => {
                 for (domain, error) in &report.errors {
                     tracing::warn!(%domain, "domain re-check could not be stored: {error}");

@@ -23,11 +23,11 @@ use crate::ports::{Page, PageRequest, StoreError};
 use crate::usecases::{ListParams, Listed, Principal, SANDBOX_DOMAIN, Tidings, is_reserved_for_sandbox};
 use crate::{Error, Result, dkim_keys};
 
-/// Domains re-verified at once by [`Tidings::recheck_domains`]: each costs up to one DNS
+/// Domains re-verified at once by [`Domains::recheck`]: each costs up to one DNS
 /// timeout, so a slow resolver does not stretch a pass to `limit` timeouts.
 const RECHECK_CONCURRENCY: usize = 8;
 
-/// What one [`Tidings::recheck_domains`] pass did.
+/// What one [`Domains::recheck`] pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecheckReport {
     /// Domains checked (deleted meanwhile ones are not counted).
@@ -57,51 +57,9 @@ pub struct UpdateDomainTrackingRequest {
 }
 
 impl Tidings {
-    /// `POST /v1/domains`: adds a domain in status `Pending` with freshly generated DKIM
-    /// keys (new selectors every time, so a re-added domain never reuses old records) and
-    /// the four records to publish. Tracking starts off. The sandbox domain's name and names
-    /// under it are refused (422 naming `domain`), whether sandbox sending is on or off.
-    pub async fn add_domain(&self, who: &Principal, req: AddDomainRequest) -> Result<Domain> {
-        who.require_full()?;
-        let text = req.domain.as_deref().ok_or_else(|| Error::field("domain", "is required"))?;
-        let name = DomainName::parse(text).map_err(|e| Error::field("domain", e.to_string()))?;
-        if is_reserved_for_sandbox(&name) {
-            return Err(Error::field(
-                "domain",
-                format!(
-                    "{name} is reserved: {SANDBOX_DOMAIN} and the names under it are Tidings' sandbox sending domain"
-                ),
-            ));
-        }
-        if self.store.find_domain_by_name(who.workspace_id, &name).await?.is_some() {
-            return Err(already_added(&name));
-        }
-
-        let keys = self.generate_dkim_keys().await?;
-        let records = dns_records::records_for(&name, &keys, &self.config.records)
-            .map_err(|e| Error::Internal(crate::Cause::context("building DNS records failed", e)))?;
-
-        let now = self.clock.now();
-        let domain = Domain {
-            id: DomainId::new_at(now, &*self.random),
-            workspace_id: who.workspace_id,
-            name,
-            status: DomainStatus::Pending,
-            records,
-            dkim: keys,
-            open_tracking: false,
-            click_tracking: false,
-            created_at: now,
-            verified_at: None,
-            last_checked_at: None,
-            kind: DomainKind::Customer,
-        };
-        match self.store.insert_domain(&domain).await {
-            Ok(()) => Ok(domain),
-            // Two concurrent adds of one name: the store's uniqueness rule decides.
-            Err(StoreError::Conflict(_)) => Err(already_added(&domain.name)),
-            Err(e) => Err(e.into()),
-        }
+    /// The sending-domain use cases.
+    pub fn domains(&self) -> Domains<'_> {
+        Domains { core: self }
     }
 
     /// Fresh DKIM keys (RSA-2048 and Ed25519) with new selectors.
@@ -114,15 +72,79 @@ impl Tidings {
             .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation failed", e)))
     }
 
+    /// The caller's domain `id`, or NotFound (also for the sandbox while sandbox sending is
+    /// off).
+    pub(crate) async fn domain_of(&self, who: &Principal, id: DomainId) -> Result<Domain> {
+        let found = self.store.get_domain(who.workspace_id, id).await?;
+        found.filter(|d| self.shows(d)).ok_or(Error::NotFound("domain"))
+    }
+}
+
+/// The domain area of [`Tidings`] ([`Tidings::domains`]): sending domains with their DKIM
+/// keys and records, their verification through DNS, tracking settings, and the periodic
+/// re-check.
+#[derive(Clone, Copy)]
+pub struct Domains<'a> {
+    core: &'a Tidings,
+}
+
+impl Domains<'_> {
+    /// `POST /v1/domains`: adds a domain in status `Pending` with freshly generated DKIM
+    /// keys (new selectors every time, so a re-added domain never reuses old records) and
+    /// the four records to publish. Tracking starts off. The sandbox domain's name and names
+    /// under it are refused (422 naming `domain`), whether sandbox sending is on or off.
+    pub async fn add(&self, who: &Principal, req: AddDomainRequest) -> Result<Domain> {
+        who.require_full()?;
+        let text = req.domain.as_deref().ok_or_else(|| Error::field("domain", "is required"))?;
+        let name = DomainName::parse(text).map_err(|e| Error::field("domain", e.to_string()))?;
+        if is_reserved_for_sandbox(&name) {
+            return Err(Error::field(
+                "domain",
+                format!(
+                    "{name} is reserved: {SANDBOX_DOMAIN} and the names under it are Tidings' sandbox sending domain"
+                ),
+            ));
+        }
+        if self.core.store.find_domain_by_name(who.workspace_id, &name).await?.is_some() {
+            return Err(already_added(&name));
+        }
+
+        let keys = self.core.generate_dkim_keys().await?;
+        let records = dns_records::records_for(&name, &keys, &self.core.config.records)
+            .map_err(|e| Error::Internal(crate::Cause::context("building DNS records failed", e)))?;
+
+        let now = self.core.clock.now();
+        let domain = Domain {
+            id: DomainId::new_at(now, &*self.core.random),
+            workspace_id: who.workspace_id,
+            name,
+            status: DomainStatus::Pending,
+            records,
+            dkim: keys,
+            open_tracking: false,
+            click_tracking: false,
+            created_at: now,
+            verified_at: None,
+            last_checked_at: None,
+            kind: DomainKind::Customer,
+        };
+        match self.core.store.insert_domain(&domain).await {
+            Ok(()) => Ok(domain),
+            // Two concurrent adds of one name: the store's uniqueness rule decides.
+            Err(StoreError::Conflict(_)) => Err(already_added(&domain.name)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// `GET /v1/domains`: the workspace's domains, newest first. With sandbox sending on, the
     /// sandbox domain is among them (made now if the workspace has none yet, so that the
     /// first list already shows what a send without `from` uses); off, it is left out.
-    pub async fn list_domains(&self, who: &Principal, params: ListParams) -> Result<Listed<Domain>> {
+    pub async fn list(&self, who: &Principal, params: ListParams) -> Result<Listed<Domain>> {
         who.require_full()?;
         let page = params.to_page(DomainId::parse)?;
-        let found = if self.config.sandbox_sending {
-            self.sandbox_domain(who.workspace_id).await?;
-            self.store.list_domains(who.workspace_id, page).await?
+        let found = if self.core.config.sandbox_sending {
+            self.core.sandbox_domain(who.workspace_id).await?;
+            self.core.store.list_domains(who.workspace_id, page).await?
         } else {
             self.list_customer_domains(who.workspace_id, page).await?
         };
@@ -134,7 +156,7 @@ impl Tidings {
     /// holds `limit` domains and `has_more` stays exact.
     async fn list_customer_domains(&self, ws: WorkspaceId, page: PageRequest<DomainId>) -> Result<Page<Domain>> {
         let wider = PageRequest { limit: page.limit.saturating_add(1), cursor: page.cursor };
-        let found = self.store.list_domains(ws, wider).await?;
+        let found = self.core.store.list_domains(ws, wider).await?;
         let mut items: Vec<Domain> = found.items.into_iter().filter(|d| !d.is_sandbox()).collect();
         let has_more = found.has_more || items.len() > page.limit;
         items.truncate(page.limit);
@@ -142,9 +164,9 @@ impl Tidings {
     }
 
     /// `GET /v1/domains/{id}`: one domain with its records and their last check.
-    pub async fn get_domain(&self, who: &Principal, id: DomainId) -> Result<Domain> {
+    pub async fn get(&self, who: &Principal, id: DomainId) -> Result<Domain> {
         who.require_full()?;
-        self.domain_of(who, id).await
+        self.core.domain_of(who, id).await
     }
 
     /// `POST /v1/domains/{id}/verify`: looks up every record in DNS now and stores the
@@ -152,9 +174,9 @@ impl Tidings {
     /// NotFound if the domain is unknown, or was deleted while DNS was being asked. The
     /// sandbox domain is returned as it is: it is Verified by construction, and DNS knows
     /// nothing of `.invalid` names.
-    pub async fn verify_domain(&self, who: &Principal, id: DomainId) -> Result<Domain> {
+    pub async fn verify(&self, who: &Principal, id: DomainId) -> Result<Domain> {
         who.require_full()?;
-        let before = self.domain_of(who, id).await?;
+        let before = self.core.domain_of(who, id).await?;
         self.check_and_store(&before).await?.ok_or(Error::NotFound("domain"))
     }
 
@@ -164,9 +186,9 @@ impl Tidings {
     /// first, a few at a time. `Failed` domains are included, not only `Pending` and
     /// `PartiallyVerified`: a domain whose first automatic check came before its owner
     /// published the records is `Failed`, and must still verify once they do.
-    pub async fn recheck_domains(&self, now: DateTime<Utc>, limit: usize) -> Result<RecheckReport> {
-        let cutoff = now - self.config.domain_recheck_interval;
-        let due = self.store.list_domains_to_recheck(cutoff, limit).await?;
+    pub async fn recheck(&self, now: DateTime<Utc>, limit: usize) -> Result<RecheckReport> {
+        let cutoff = now - self.core.config.domain_recheck_interval;
+        let due = self.core.store.list_domains_to_recheck(cutoff, limit).await?;
         let mut report = RecheckReport::default();
         // The sandbox is Verified, so stores never list it; were one to, it is still not checked.
         let due = due.into_iter().filter(|d| !d.is_sandbox());
@@ -193,17 +215,18 @@ impl Tidings {
         if before.is_sandbox() {
             return Ok(Some(before.clone()));
         }
-        let checked = dns_records::verify(before, &self.config.records, &*self.dns, self.clock.now()).await;
+        let checked =
+            dns_records::verify(before, &self.core.config.records, &*self.core.dns, self.core.clock.now()).await;
         // DNS may take seconds; take the verification outcome onto a fresh read so that a
         // tracking change made meanwhile is not overwritten with the old settings.
-        let Some(mut domain) = self.store.get_domain(before.workspace_id, before.id).await? else {
+        let Some(mut domain) = self.core.store.get_domain(before.workspace_id, before.id).await? else {
             return Ok(None);
         };
         domain.status = checked.status;
         domain.records = checked.records;
         domain.last_checked_at = checked.last_checked_at;
         domain.verified_at = earliest(domain.verified_at, checked.verified_at);
-        match self.store.update_domain(&domain).await {
+        match self.core.store.update_domain(&domain).await {
             Ok(()) => Ok(Some(domain)),
             Err(StoreError::NotFound) => Ok(None),
             Err(e) => Err(e.into()),
@@ -211,21 +234,21 @@ impl Tidings {
     }
 
     /// `PATCH /v1/domains/{id}`: switches default open and click tracking.
-    pub async fn update_domain_tracking(
+    pub async fn update_tracking(
         &self,
         who: &Principal,
         id: DomainId,
         req: UpdateDomainTrackingRequest,
     ) -> Result<Domain> {
         who.require_full()?;
-        let mut domain = self.domain_of(who, id).await?;
+        let mut domain = self.core.domain_of(who, id).await?;
         if let Some(on) = req.open_tracking {
             domain.open_tracking = on;
         }
         if let Some(on) = req.click_tracking {
             domain.click_tracking = on;
         }
-        self.store.update_domain(&domain).await.map_err(domain_gone)?;
+        self.core.store.update_domain(&domain).await.map_err(domain_gone)?;
         Ok(domain)
     }
 
@@ -234,22 +257,15 @@ impl Tidings {
     /// Messages from it still waiting in the queue are failed by the delivery worker. The
     /// sandbox domain cannot be deleted (422 naming `id`): it would only be made again, with
     /// new keys, by the next send, and its queued messages would fail.
-    pub async fn delete_domain(&self, who: &Principal, id: DomainId) -> Result<()> {
+    pub async fn delete(&self, who: &Principal, id: DomainId) -> Result<()> {
         who.require_full()?;
-        if self.domain_of(who, id).await?.is_sandbox() {
+        if self.core.domain_of(who, id).await?.is_sandbox() {
             return Err(Error::field(
                 "id",
                 format!("{SANDBOX_DOMAIN} is the sandbox sending domain, which cannot be deleted"),
             ));
         }
-        self.store.delete_domain(who.workspace_id, id).await.map_err(domain_gone)
-    }
-
-    /// The caller's domain `id`, or NotFound (also for the sandbox while sandbox sending is
-    /// off).
-    pub(crate) async fn domain_of(&self, who: &Principal, id: DomainId) -> Result<Domain> {
-        let found = self.store.get_domain(who.workspace_id, id).await?;
-        found.filter(|d| self.shows(d)).ok_or(Error::NotFound("domain"))
+        self.core.store.delete_domain(who.workspace_id, id).await.map_err(domain_gone)
     }
 }
 

@@ -251,14 +251,9 @@ impl Tidings {
                         // before the event, the address is protected and a resent report
                         // records the event.
                         let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-                        self.suppress_automatically(
-                            message.workspace_id,
-                            &about.address,
-                            reason,
-                            source,
-                            Some(message.id),
-                        )
-                        .await?;
+                        self.suppressions()
+                            .add_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
+                            .await?;
                     }
                     let hard = *kind == BounceType::Hard;
                     self.record(message, about, EventType::Bounced, details.clone(), |m| ReportOutcome::Bounced {
@@ -285,7 +280,8 @@ impl Tidings {
                     return done(ReportOutcome::Duplicate { message: unchanged() });
                 }
                 let (reason, source) = (SuppressionReason::Complaint, SuppressionSource::Complaint);
-                self.suppress_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
+                self.suppressions()
+                    .add_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
                     .await?;
                 if status != S::Delivered {
                     return done(ReportOutcome::Complained { message: unchanged(), recorded: false });

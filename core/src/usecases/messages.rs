@@ -268,7 +268,7 @@ impl Tidings {
             details: EventDetails { scheduled_at: valid.scheduled_at, ..EventDetails::default() },
             recipient: None,
         };
-        let mut webhook_deliveries = self.webhook_deliveries_for(&message, &event).await?;
+        let mut webhook_deliveries = self.webhooks().deliveries_for(&message, &event).await?;
         // Each suppressed recipient among several is `Suppressed` at once, with an event of
         // its own after the `Queued` one.
         let mut recipient_events = Vec::with_capacity(suppressed.len());
@@ -284,7 +284,7 @@ impl Tidings {
                 details: EventDetails::default(),
                 recipient: Some(address.clone()),
             };
-            webhook_deliveries.extend(self.webhook_deliveries_for(&message, &skipped).await?);
+            webhook_deliveries.extend(self.webhooks().deliveries_for(&message, &skipped).await?);
             recipient_events.push(skipped);
         }
         message.last_event_id = last;
@@ -370,7 +370,7 @@ impl Tidings {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
         }
         if mailbox.display_name.is_none()
-            && let Some(sender) = self.find_sender(ws, domain.id, mailbox.address.local_part()).await?
+            && let Some(sender) = self.senders().find(ws, domain.id, mailbox.address.local_part()).await?
         {
             mailbox.display_name = sender.display_name;
         }
@@ -556,7 +556,7 @@ impl Tidings {
         }
         let mut webhook_deliveries = Vec::new();
         for event in &events {
-            webhook_deliveries.extend(self.webhook_deliveries_for(&next, event).await?);
+            webhook_deliveries.extend(self.webhooks().deliveries_for(&next, event).await?);
         }
         let activity = ActivityDelta::of_events(read, &events);
         // The store takes its own copy; `events` goes back to the caller as written.

@@ -1,8 +1,11 @@
 //! The use cases: one function per operation of the API, shared by every front end.
 //!
-//! [`Tidings`] holds the ports and the configuration; each submodule adds the `impl
-//! Tidings` block of one resource. Every use case that acts for a client takes the
-//! authenticated [`Principal`] and enforces scope and workspace isolation itself.
+//! [`Tidings`] holds the ports and the configuration; each submodule adds the use cases of
+//! one resource. An area is reached through a handle that [`Tidings`] hands out, so a front
+//! end calls the area it needs (`core.webhooks().create(..)`: [`Webhooks`]) instead of one
+//! object with every method; the resources not yet moved still add an `impl Tidings`
+//! block. Every use case that acts for a client takes the authenticated [`Principal`] and
+//! enforces scope and workspace isolation itself.
 
 mod address_list;
 mod auth;
@@ -99,7 +102,7 @@ pub struct CoreConfig {
     /// addresses; otherwise the envelope sender is the `From` address and no report matches.
     pub return_path: Option<ReturnPath>,
     /// How long after its last check (or its creation) a domain that is not Verified is
-    /// checked again by [`Tidings::recheck_domains`].
+    /// checked again by [`Domains::recheck`].
     pub domain_recheck_interval: Duration,
     /// Open and click tracking (docs/api.md#tracking, `TIDINGS_PUBLIC_URL`): `None` tracks
     /// nothing (sends asking for it are accepted; their HTML is sent as written).

@@ -151,7 +151,7 @@ impl Tidings {
             let (activity, failing_webhooks, unverified_domains) = (None, None, None);
             return Ok(Overview { at, range, activity, own, queue, failing_webhooks, unverified_domains });
         }
-        let domains = self.domains(who).await?;
+        let domains = self.all_domains(who).await?;
         let activity = self.activity(who, range, at, &domains).await?;
         let unverified = domains.into_iter().filter(|d| d.status != DomainStatus::Verified).collect();
         Ok(Overview {
@@ -228,7 +228,7 @@ impl Tidings {
     }
 
     /// The workspace's domains, up to [`RESOURCE_READ_CAP`].
-    async fn domains(&self, who: &Principal) -> Result<Vec<Domain>> {
+    async fn all_domains(&self, who: &Principal) -> Result<Vec<Domain>> {
         let mut found = Vec::new();
         let mut cursor: Option<DomainId> = None;
         for _ in 0..RESOURCE_READ_CAP / PAGE {

@@ -20,20 +20,34 @@ pub struct AddSenderRequest {
 }
 
 impl Tidings {
+    /// The use cases of a domain's registered senders.
+    pub fn senders(&self) -> Senders<'_> {
+        Senders { core: self }
+    }
+}
+
+/// The sender area of [`Tidings`] ([`Tidings::senders`]): the usernames registered on a
+/// Verified domain, and the lookup the send use case makes for a `from` address.
+#[derive(Clone, Copy)]
+pub struct Senders<'a> {
+    core: &'a Tidings,
+}
+
+impl Senders<'_> {
     /// `POST /v1/domains/{id}/senders`: registers `username@domain`. The domain must exist
     /// (404) and be Verified (422 `domain_not_verified`); a username already registered on
     /// it, compared case-insensitively, is a 409.
-    pub async fn add_sender(&self, who: &Principal, domain_id: DomainId, req: AddSenderRequest) -> Result<Sender> {
+    pub async fn add(&self, who: &Principal, domain_id: DomainId, req: AddSenderRequest) -> Result<Sender> {
         who.require_full()?;
-        let domain = self.domain_of(who, domain_id).await?;
+        let domain = self.core.domain_of(who, domain_id).await?;
         let (username, display_name, address) = validate(&req, &domain)?;
         if !domain.is_sendable() {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
         }
 
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let sender = Sender {
-            id: SenderId::new_at(now, &*self.random),
+            id: SenderId::new_at(now, &*self.core.random),
             workspace_id: who.workspace_id,
             domain_id: domain.id,
             username,
@@ -41,7 +55,7 @@ impl Tidings {
             address,
             created_at: now,
         };
-        match self.store.insert_sender(&sender).await {
+        match self.core.store.insert_sender(&sender).await {
             Ok(()) => Ok(sender),
             Err(StoreError::Conflict(_)) => {
                 Err(Error::Conflict(format!("sender {} is already registered on {}", sender.username, domain.name)))
@@ -52,31 +66,22 @@ impl Tidings {
     }
 
     /// `GET /v1/domains/{id}/senders`: the domain's senders, newest first.
-    pub async fn list_senders(
-        &self,
-        who: &Principal,
-        domain_id: DomainId,
-        params: ListParams,
-    ) -> Result<Listed<Sender>> {
+    pub async fn list(&self, who: &Principal, domain_id: DomainId, params: ListParams) -> Result<Listed<Sender>> {
         who.require_full()?;
-        let domain = self.domain_of(who, domain_id).await?;
+        let domain = self.core.domain_of(who, domain_id).await?;
         let page = params.to_page(SenderId::parse)?;
-        let found = self.store.list_senders(who.workspace_id, domain.id, page).await?;
+        let found = self.core.store.list_senders(who.workspace_id, domain.id, page).await?;
         Ok(Listed::from_page(found, page.limit, |s| s.id.to_string()))
     }
 
     /// `DELETE /v1/domains/{id}/senders/{username}`: removes a sender (username matched
     /// case-insensitively). 404 if the domain or the sender does not exist.
-    pub async fn delete_sender(
-        &self,
-        who: &Principal,
-        domain_id: DomainId,
-        username: Named<SenderUsername>,
-    ) -> Result<()> {
+    pub async fn delete(&self, who: &Principal, domain_id: DomainId, username: Named<SenderUsername>) -> Result<()> {
         who.require_full()?;
-        let domain = self.domain_of(who, domain_id).await?;
+        let domain = self.core.domain_of(who, domain_id).await?;
         let username = username.or_not_found("sender")?;
-        self.store
+        self.core
+            .store
             .delete_sender(who.workspace_id, domain.id, &username)
             .await
             .map_err(crate::ports::missing("sender"))?;
@@ -85,14 +90,9 @@ impl Tidings {
 
     /// For the send use case: the sender registered as `local_part` on the domain, if any
     /// (case-insensitive). A local part that cannot be a username has no sender: `None`.
-    pub async fn find_sender(
-        &self,
-        workspace: WorkspaceId,
-        domain_id: DomainId,
-        local_part: &str,
-    ) -> Result<Option<Sender>> {
+    pub async fn find(&self, workspace: WorkspaceId, domain_id: DomainId, local_part: &str) -> Result<Option<Sender>> {
         let Ok(username) = SenderUsername::parse(local_part) else { return Ok(None) };
-        Ok(self.store.get_sender(workspace, domain_id, &username).await?)
+        Ok(self.core.store.get_sender(workspace, domain_id, &username).await?)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The suppression list (docs/api.md#suppressions): addresses every later send
 //! skips. Clients add (`Manual`) and remove entries with a `full` key; bounce and
-//! complaint handling adds them through [`Tidings::suppress_automatically`].
+//! complaint handling adds them through [`Suppressions::add_automatically`].
 //!
 //! Addresses match case-insensitively (the store compares [`EmailAddress::normalized`]);
 //! the entry keeps the address as first given.
@@ -24,11 +24,25 @@ pub struct AddSuppressionRequest {
 }
 
 impl Tidings {
+    /// The suppression list's use cases.
+    pub fn suppressions(&self) -> Suppressions<'_> {
+        Suppressions { core: self }
+    }
+}
+
+/// The suppression area of [`Tidings`] ([`Tidings::suppressions`]): the addresses every
+/// later send skips, added by clients or by bounce and complaint handling.
+#[derive(Clone, Copy)]
+pub struct Suppressions<'a> {
+    core: &'a Tidings,
+}
+
+impl Suppressions<'_> {
     /// `POST /v1/suppressions`: suppresses an address with reason `Manual`, source `api`.
     /// Returns the entry and whether this call created it; an address already on the list
     /// (whatever its reason) is returned unchanged with `false`, which the front end
     /// answers with 200 instead of 201.
-    pub async fn add_suppression(&self, who: &Principal, req: AddSuppressionRequest) -> Result<(Suppression, bool)> {
+    pub async fn add(&self, who: &Principal, req: AddSuppressionRequest) -> Result<(Suppression, bool)> {
         who.require_full()?;
         let email = match req.email.as_deref() {
             None => return Err(Error::field("email", "is required")),
@@ -39,7 +53,7 @@ impl Tidings {
 
     /// `GET /v1/suppressions`: entries, newest first, optionally only those of one
     /// `reason` (`Manual`, `HardBounce`, `Complaint`; anything else is a 422 naming it).
-    pub async fn list_suppressions(
+    pub async fn list(
         &self,
         who: &Principal,
         params: ListParams,
@@ -55,24 +69,28 @@ impl Tidings {
         };
         let page = params.to_page(SuppressionId::parse)?;
         let limit = page.limit;
-        let found = self.store.list_suppressions(who.workspace_id, reason, page).await?;
+        let found = self.core.store.list_suppressions(who.workspace_id, reason, page).await?;
         Ok(Listed::from_page(found, limit, |s| s.id.to_string()))
     }
 
     /// The entry for an address (the path segment, already URL-decoded). An address that
     /// cannot be parsed ([`Named::Malformed`]) cannot be on the list: not found.
-    pub async fn get_suppression(&self, who: &Principal, email: Named<EmailAddress>) -> Result<Suppression> {
+    pub async fn get(&self, who: &Principal, email: Named<EmailAddress>) -> Result<Suppression> {
         who.require_full()?;
         let email = email.or_not_found("suppression")?;
-        self.store.get_suppression(who.workspace_id, &email).await?.ok_or(Error::NotFound("suppression"))
+        self.core.store.get_suppression(who.workspace_id, &email).await?.ok_or(Error::NotFound("suppression"))
     }
 
     /// `DELETE /v1/suppressions/{email}`: the address can be sent to again. Not found if it
     /// is not on the list (or is not an address at all).
-    pub async fn delete_suppression(&self, who: &Principal, email: Named<EmailAddress>) -> Result<()> {
+    pub async fn delete(&self, who: &Principal, email: Named<EmailAddress>) -> Result<()> {
         who.require_full()?;
         let email = email.or_not_found("suppression")?;
-        self.store.delete_suppression(who.workspace_id, &email).await.map_err(crate::ports::missing("suppression"))?;
+        self.core
+            .store
+            .delete_suppression(who.workspace_id, &email)
+            .await
+            .map_err(crate::ports::missing("suppression"))?;
         Ok(())
     }
 
@@ -80,7 +98,7 @@ impl Tidings {
     /// `message_id`. An address already suppressed keeps its existing entry (a `Manual`
     /// entry is not relabelled by a later bounce), so this is safe to repeat when a report
     /// is processed twice. Returns the entry and whether it was created now.
-    pub async fn suppress_automatically(
+    pub async fn add_automatically(
         &self,
         workspace: WorkspaceId,
         email: &EmailAddress,
@@ -99,9 +117,9 @@ impl Tidings {
         source: SuppressionSource,
         message_id: Option<MessageId>,
     ) -> Result<(Suppression, bool)> {
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let entry = Suppression {
-            id: SuppressionId::new_at(now, &*self.random),
+            id: SuppressionId::new_at(now, &*self.core.random),
             workspace_id: workspace,
             email,
             reason,
@@ -109,9 +127,9 @@ impl Tidings {
             message_id,
             created_at: now,
         };
-        let (stored, created) = self.store.insert_suppression(&entry).await?;
+        let (stored, created) = self.core.store.insert_suppression(&entry).await?;
         if created {
-            self.observer.suppression_added(&stored);
+            self.core.observer.suppression_added(&stored);
         }
         Ok((stored, created))
     }

@@ -29,7 +29,7 @@ use crate::model::{
 use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
-/// Most webhook deliveries of one message that [`Tidings::list_message_webhook_deliveries`]
+/// Most webhook deliveries of one message that [`Webhooks::message_deliveries`]
 /// returns: a message to 50 recipients with a few endpoints has a few hundred at most.
 pub const MESSAGE_DELIVERIES_SHOWN: usize = 200;
 
@@ -62,10 +62,24 @@ pub struct UpdateWebhookRequest {
 }
 
 impl Tidings {
+    /// The webhook use cases: endpoints, their secrets and their delivery log.
+    pub fn webhooks(&self) -> Webhooks<'_> {
+        Webhooks { core: self }
+    }
+}
+
+/// The webhook area of [`Tidings`] ([`Tidings::webhooks`]): endpoints, their secrets and
+/// their delivery log, and the fan-out rule that queues deliveries for a message event.
+#[derive(Clone, Copy)]
+pub struct Webhooks<'a> {
+    core: &'a Tidings,
+}
+
+impl Webhooks<'_> {
     /// `POST /v1/webhooks`: creates an endpoint with a fresh `whsec_` secret. The returned
     /// endpoint carries the secret; the front end shows it in this response and after a
     /// rotation only.
-    pub async fn create_webhook(&self, who: &Principal, req: CreateWebhookRequest) -> Result<WebhookEndpoint> {
+    pub async fn create(&self, who: &Principal, req: CreateWebhookRequest) -> Result<WebhookEndpoint> {
         who.require_full()?;
         let mut errors = Vec::new();
         let url = match req.url.as_deref() {
@@ -89,36 +103,36 @@ impl Tidings {
         let (Some(url), Some(event_types), Some(format)) = (url, event_types, format) else {
             return Err(Error::Validation { fields: errors });
         };
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let endpoint = WebhookEndpoint {
-            id: WebhookId::new_at(now, &*self.random),
+            id: WebhookId::new_at(now, &*self.core.random),
             workspace_id: who.workspace_id,
             url,
             event_types,
             enabled: req.enabled.unwrap_or(true),
             format,
-            secret: WebhookSecret::generate(&*self.random),
+            secret: WebhookSecret::generate(&*self.core.random),
             previous_secret: None,
             disabled_reason: None,
             failing_since: None,
             created_at: now,
             updated_at: now,
         };
-        self.store.insert_webhook(&endpoint).await?;
+        self.core.store.insert_webhook(&endpoint).await?;
         Ok(endpoint)
     }
 
     /// `GET /v1/webhooks`: endpoints, newest first.
-    pub async fn list_webhooks(&self, who: &Principal, params: ListParams) -> Result<Listed<WebhookEndpoint>> {
+    pub async fn list(&self, who: &Principal, params: ListParams) -> Result<Listed<WebhookEndpoint>> {
         who.require_full()?;
         let page = params.to_page(WebhookId::parse)?;
         let limit = page.limit;
-        let found = self.store.list_webhooks(who.workspace_id, page).await?;
+        let found = self.core.store.list_webhooks(who.workspace_id, page).await?;
         Ok(Listed::from_page(found, limit, |w| w.id.to_string()))
     }
 
     /// `GET /v1/webhooks/{id}`.
-    pub async fn get_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
+    pub async fn get(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
         who.require_full()?;
         self.find_webhook(who, id).await
     }
@@ -126,12 +140,7 @@ impl Tidings {
     /// `PATCH /v1/webhooks/{id}`: changes `url`, `eventTypes`, `enabled`, `format`. A new
     /// format applies to deliveries queued from then on; queued ones keep their body. Re-enabling a
     /// disabled endpoint clears why it was disabled and its failure run.
-    pub async fn update_webhook(
-        &self,
-        who: &Principal,
-        id: WebhookId,
-        req: UpdateWebhookRequest,
-    ) -> Result<WebhookEndpoint> {
+    pub async fn update(&self, who: &Principal, id: WebhookId, req: UpdateWebhookRequest) -> Result<WebhookEndpoint> {
         who.require_full()?;
         let mut errors = Vec::new();
         let url = req.url.as_deref().and_then(|text| self.parse_url(text).map_err(|e| errors.push(e)).ok());
@@ -161,15 +170,15 @@ impl Tidings {
             }
             endpoint.enabled = enabled;
         }
-        endpoint.updated_at = self.clock.now();
+        endpoint.updated_at = self.core.clock.now();
         self.save_webhook(&endpoint).await?;
         Ok(endpoint)
     }
 
     /// `DELETE /v1/webhooks/{id}`: removes the endpoint and its delivery log.
-    pub async fn delete_webhook(&self, who: &Principal, id: WebhookId) -> Result<()> {
+    pub async fn delete(&self, who: &Principal, id: WebhookId) -> Result<()> {
         who.require_full()?;
-        self.store.delete_webhook(who.workspace_id, id).await.map_err(crate::ports::missing("webhook"))?;
+        self.core.store.delete_webhook(who.workspace_id, id).await.map_err(crate::ports::missing("webhook"))?;
         Ok(())
     }
 
@@ -177,14 +186,14 @@ impl Tidings {
     /// signs beside it until `now + webhook_secret_overlap` (24 h by default), so receivers
     /// can switch without dropping requests. Only one previous secret is kept: rotating
     /// twice within the overlap retires the first one at once.
-    pub async fn rotate_webhook_secret(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
+    pub async fn rotate_secret(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
         who.require_full()?;
         let mut endpoint = self.find_webhook(who, id).await?;
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let until = now
-            .checked_add_signed(self.config.webhook_secret_overlap)
+            .checked_add_signed(self.core.config.webhook_secret_overlap)
             .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
-        let old = std::mem::replace(&mut endpoint.secret, WebhookSecret::generate(&*self.random));
+        let old = std::mem::replace(&mut endpoint.secret, WebhookSecret::generate(&*self.core.random));
         endpoint.previous_secret = Some((old, until));
         endpoint.updated_at = now;
         self.save_webhook(&endpoint).await?;
@@ -194,13 +203,13 @@ impl Tidings {
     /// `POST /v1/webhooks/{id}/test`: queues one `Test` event for this endpoint, due now,
     /// whatever its `eventTypes`, and returns the queued delivery. A disabled endpoint is
     /// queued too; the delivery worker applies its rule for disabled endpoints.
-    pub async fn test_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookDelivery> {
+    pub async fn test(&self, who: &Principal, id: WebhookId) -> Result<WebhookDelivery> {
         who.require_full()?;
         let endpoint = self.find_webhook(who, id).await?;
-        let now = self.clock.now();
-        let event_id = EventId::new_at(now, &*self.random);
+        let now = self.core.clock.now();
+        let event_id = EventId::new_at(now, &*self.core.random);
         let delivery = WebhookDelivery {
-            id: DeliveryId::new_at(now, &*self.random),
+            id: DeliveryId::new_at(now, &*self.core.random),
             workspace_id: endpoint.workspace_id,
             endpoint_id: endpoint.id,
             event_id,
@@ -215,7 +224,8 @@ impl Tidings {
             next_attempt_at: Some(now),
             created_at: now,
         };
-        self.store
+        self.core
+            .store
             .insert_webhook_deliveries(std::slice::from_ref(&delivery))
             .await
             .map_err(crate::ports::missing("webhook"))?;
@@ -223,7 +233,7 @@ impl Tidings {
     }
 
     /// `GET /v1/webhooks/{id}/deliveries`: the endpoint's delivery log, newest first.
-    pub async fn list_webhook_deliveries(
+    pub async fn deliveries(
         &self,
         who: &Principal,
         webhook_id: WebhookId,
@@ -233,25 +243,25 @@ impl Tidings {
         let page = params.to_page(DeliveryId::parse)?;
         let endpoint = self.find_webhook(who, webhook_id).await?;
         let limit = page.limit;
-        let found = self.store.list_webhook_deliveries(who.workspace_id, endpoint.id, page).await?;
+        let found = self.core.store.list_webhook_deliveries(who.workspace_id, endpoint.id, page).await?;
         Ok(Listed::from_page(found, limit, |d| d.id.to_string()))
     }
 
     /// The webhook deliveries message `id`'s events caused, at every endpoint, newest first
     /// (at most [`MESSAGE_DELIVERIES_SHOWN`]); a `full` key only, like every webhook read.
-    pub async fn list_message_webhook_deliveries(
-        &self,
-        who: &Principal,
-        id: MessageId,
-    ) -> Result<Vec<WebhookDelivery>> {
+    pub async fn message_deliveries(&self, who: &Principal, id: MessageId) -> Result<Vec<WebhookDelivery>> {
         who.require_full()?;
-        let message = self.get_message(who, id).await?;
-        Ok(self.store.list_message_webhook_deliveries(who.workspace_id, message.id, MESSAGE_DELIVERIES_SHOWN).await?)
+        let message = self.core.get_message(who, id).await?;
+        Ok(self
+            .core
+            .store
+            .list_message_webhook_deliveries(who.workspace_id, message.id, MESSAGE_DELIVERIES_SHOWN)
+            .await?)
     }
 
     /// One delivery of an endpoint, payload included (the dashboard's delivery page). A
     /// delivery of another endpoint, or of another workspace, is not found.
-    pub async fn get_webhook_delivery(
+    pub async fn delivery(
         &self,
         who: &Principal,
         webhook_id: WebhookId,
@@ -259,7 +269,7 @@ impl Tidings {
     ) -> Result<WebhookDelivery> {
         who.require_full()?;
         let endpoint = self.find_webhook(who, webhook_id).await?;
-        match self.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
+        match self.core.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
             Some(d) if d.endpoint_id == endpoint.id => Ok(d),
             _ => Err(Error::NotFound("webhook delivery")),
         }
@@ -269,7 +279,7 @@ impl Tidings {
     /// endpoint due now, in any status (see the module docs), and returns it. Its attempt
     /// count and last result are kept for the log; the status becomes `Pending` if it was
     /// never attempted, `Retrying` otherwise.
-    pub async fn retry_webhook_delivery(
+    pub async fn retry_delivery(
         &self,
         who: &Principal,
         webhook_id: WebhookId,
@@ -277,13 +287,13 @@ impl Tidings {
     ) -> Result<WebhookDelivery> {
         who.require_full()?;
         let endpoint = self.find_webhook(who, webhook_id).await?;
-        let mut delivery = match self.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
+        let mut delivery = match self.core.store.get_webhook_delivery(who.workspace_id, delivery_id).await? {
             Some(d) if d.endpoint_id == endpoint.id => d,
             _ => return Err(Error::NotFound("webhook delivery")),
         };
         delivery.status = if delivery.attempts == 0 { DeliveryStatus::Pending } else { DeliveryStatus::Retrying };
-        delivery.next_attempt_at = Some(self.clock.now());
-        self.store.update_webhook_delivery(&delivery).await.map_err(crate::ports::missing("webhook delivery"))?;
+        delivery.next_attempt_at = Some(self.core.clock.now());
+        self.core.store.update_webhook_delivery(&delivery).await.map_err(crate::ports::missing("webhook delivery"))?;
         Ok(delivery)
     }
 
@@ -291,17 +301,13 @@ impl Tidings {
     /// message's workspace that subscribes to the event's type, carrying its payload
     /// (docs/api.md#signing). The caller stores them in the same write as the event, so an event
     /// is never recorded without its deliveries.
-    pub async fn webhook_deliveries_for(
-        &self,
-        message: &Message,
-        event: &MessageEvent,
-    ) -> Result<Vec<WebhookDelivery>> {
+    pub async fn deliveries_for(&self, message: &Message, event: &MessageEvent) -> Result<Vec<WebhookDelivery>> {
         let event_type = WebhookEventType::Message(event.event_type);
-        let endpoints = self.store.list_enabled_webhooks(message.workspace_id).await?;
+        let endpoints = self.core.store.list_enabled_webhooks(message.workspace_id).await?;
         let wanted = endpoints.iter().filter(|e| e.wants(event_type));
         // One body per format in use, rendered once however many endpoints share it.
         let mut bodies: Vec<(WebhookFormat, String)> = Vec::new();
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let mut deliveries = Vec::new();
         for endpoint in wanted {
             let body = match bodies.iter().find(|(format, _)| *format == endpoint.format) {
@@ -316,7 +322,7 @@ impl Tidings {
                 }
             };
             deliveries.push(WebhookDelivery {
-                id: DeliveryId::new_at(now, &*self.random),
+                id: DeliveryId::new_at(now, &*self.core.random),
                 workspace_id: message.workspace_id,
                 endpoint_id: endpoint.id,
                 event_id: event.id,
@@ -336,16 +342,17 @@ impl Tidings {
     }
 
     async fn find_webhook(&self, who: &Principal, id: WebhookId) -> Result<WebhookEndpoint> {
-        self.store.get_webhook(who.workspace_id, id).await?.ok_or(Error::NotFound("webhook"))
+        self.core.store.get_webhook(who.workspace_id, id).await?.ok_or(Error::NotFound("webhook"))
     }
 
     async fn save_webhook(&self, endpoint: &WebhookEndpoint) -> Result<()> {
-        self.store.update_webhook(endpoint).await.map_err(crate::ports::missing("webhook"))?;
+        self.core.store.update_webhook(endpoint).await.map_err(crate::ports::missing("webhook"))?;
         Ok(())
     }
 
     fn parse_url(&self, text: &str) -> std::result::Result<WebhookUrl, FieldError> {
-        WebhookUrl::parse(text, self.config.allow_private_webhooks).map_err(|e| FieldError::new("url", e.to_string()))
+        WebhookUrl::parse(text, self.core.config.allow_private_webhooks)
+            .map_err(|e| FieldError::new("url", e.to_string()))
     }
 }
 

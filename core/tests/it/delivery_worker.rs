@@ -202,7 +202,7 @@ async fn a_recipient_suppressed_while_queued_is_not_sent() {
     let d = Delivery::new("1m", vec![]).await;
     let queued = d.send("user@example.net").await;
     let req = AddSuppressionRequest { email: Some("User@Example.net".into()) };
-    d.t.core.add_suppression(&d.who, req).await.unwrap();
+    d.t.core.suppressions().add(&d.who, req).await.unwrap();
 
     assert_eq!(d.step().await.suppressed, 1);
 
@@ -215,7 +215,7 @@ async fn a_recipient_suppressed_while_queued_is_not_sent() {
 async fn a_message_whose_domain_was_deleted_fails_unsent() {
     let d = Delivery::new("1m", vec![]).await;
     let queued = d.send("user@example.net").await;
-    d.t.core.delete_domain(&d.who, d.domain.id).await.unwrap();
+    d.t.core.domains().delete(&d.who, d.domain.id).await.unwrap();
 
     assert_eq!(d.step().await.failed, 1);
 
@@ -261,7 +261,7 @@ async fn a_crashed_attempt_to_a_since_suppressed_recipient_fails_instead_of_send
     let d = Delivery::new("1m", vec![]).await;
     let queued = crash_after_sent(&d).await;
     let req = AddSuppressionRequest { email: Some("user@example.net".into()) };
-    d.t.core.add_suppression(&d.who, req).await.unwrap();
+    d.t.core.suppressions().add(&d.who, req).await.unwrap();
     d.t.clock.advance(d.worker.settings().lease());
 
     assert_eq!(d.step().await.failed, 1);
@@ -280,7 +280,7 @@ async fn every_event_is_fanned_out_to_subscribed_webhooks() {
         enabled: None,
         format: None,
     };
-    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
     let queued = d.send("user@example.net").await;
 
     d.step().await;

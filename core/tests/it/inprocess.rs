@@ -28,7 +28,7 @@ async fn verified(t: &TestCore) -> (WorkspaceHandle, Domain) {
     let acme = t.core.ensure_workspace("acme").await.unwrap();
     let domain = acme.ensure_domain("example.com").await.unwrap();
     t.dns.publish_all(&domain);
-    let domain = t.core.verify_domain(acme.principal(), domain.id).await.unwrap();
+    let domain = t.core.domains().verify(acme.principal(), domain.id).await.unwrap();
     assert_eq!(domain.status, tidings_core::model::DomainStatus::Verified);
     (acme, domain)
 }
@@ -112,7 +112,7 @@ async fn ensuring_a_domain_keeps_its_keys_and_records() {
     let first = acme.ensure_domain("Example.COM").await.unwrap();
     let again = acme.ensure_domain("example.com.").await.unwrap();
     assert_eq!(again, first);
-    let listed = t.core.list_domains(acme.principal(), ListParams::default()).await.unwrap();
+    let listed = t.core.domains().list(acme.principal(), ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
 }
 
@@ -131,7 +131,7 @@ async fn concurrent_ensures_of_one_domain_add_it_once() {
         ids.insert(task.await.unwrap());
     }
     assert_eq!(ids.len(), 1);
-    assert_eq!(t.core.list_domains(acme.principal(), ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(t.core.domains().list(acme.principal(), ListParams::default()).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test]
@@ -141,7 +141,7 @@ async fn a_bad_or_reserved_domain_name_is_refused_as_the_api_refuses_it() {
     assert_eq!(invalid_fields(acme.ensure_domain("not a domain").await), ["domain"]);
     let reserved = format!("x.{}", tidings_core::usecases::SANDBOX_DOMAIN);
     assert_eq!(invalid_fields(acme.ensure_domain(&reserved).await), ["domain"]);
-    assert!(t.core.list_domains(acme.principal(), ListParams::default()).await.unwrap().items.is_empty());
+    assert!(t.core.domains().list(acme.principal(), ListParams::default()).await.unwrap().items.is_empty());
 }
 
 // --- templates -------------------------------------------------------------------------------

@@ -183,7 +183,7 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
         enabled: None,
         format: None,
     };
-    core.create_webhook(&d.who, req).await.unwrap();
+    core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Flaky(Mutex::new(0))), WebhookSettings::default());
     core.send_message(&d.who, send_request(), None).await.unwrap();
 
@@ -225,7 +225,7 @@ async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
         enabled: None,
         format: None,
     };
-    core.create_webhook(&d.who, req).await.unwrap();
+    core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Gone), WebhookSettings::default());
     core.send_message(&d.who, send_request(), None).await.unwrap();
 
@@ -245,9 +245,9 @@ async fn a_suppression_is_observed_when_added_and_not_when_it_already_was() {
     core.send_message(&d.who, send_request(), None).await.unwrap();
     worker.deliver_due(d.t.now()).await.unwrap();
     let manual = tidings_core::usecases::AddSuppressionRequest { email: Some("user@example.net".into()) };
-    core.add_suppression(&d.who, manual).await.unwrap();
+    core.suppressions().add(&d.who, manual).await.unwrap();
     let other = tidings_core::usecases::AddSuppressionRequest { email: Some("gone@example.net".into()) };
-    core.add_suppression(&d.who, other).await.unwrap();
+    core.suppressions().add(&d.who, other).await.unwrap();
 
     let seen = recorder.suppressed.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert_eq!(

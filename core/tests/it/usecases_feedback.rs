@@ -95,7 +95,7 @@ async fn a_hard_bounce_report_bounces_suppresses_notifies_and_blocks_the_next_se
         enabled: None,
         format: None,
     };
-    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
     let m = delivered(&d, "no.such.user@gmail.com").await;
 
     let (after, hard) = bounced(process(&d, "gmail_5_1_1.eml", &m).await);
@@ -296,7 +296,7 @@ async fn a_flood_of_delay_reports_keeps_a_bounded_number() {
         enabled: None,
         format: None,
     };
-    let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
     let m = delivered(&d, "greylisted@example.org").await;
     let mut kept = 0;
     for n in 0..40 {

@@ -470,7 +470,8 @@ async fn recorded_events_move_the_message_and_reach_subscribed_webhooks() {
     verified_domain(&t, &who, "acme.com").await;
     let hook = t
         .core
-        .create_webhook(
+        .webhooks()
+        .create(
             &who,
             CreateWebhookRequest {
                 url: Some("https://hooks.example.com/tidings".into()),
@@ -512,7 +513,7 @@ async fn recorded_events_move_the_message_and_reach_subscribed_webhooks() {
         events.items.iter().map(|e| e.event_type).collect::<Vec<_>>(),
         [EventType::Queued, EventType::Sent, EventType::Delivered]
     );
-    let deliveries = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
+    let deliveries = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     assert_eq!(deliveries.items.len(), 1, "only the Delivered event is subscribed");
     let payload: serde_json::Value = serde_json::from_str(&deliveries.items[0].payload).unwrap();
     assert_eq!(payload["type"], "Delivered");

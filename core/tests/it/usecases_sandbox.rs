@@ -67,7 +67,7 @@ async fn verified_domain(t: &TestCore, who: &Principal, name: &str) -> Domain {
 
 /// The workspace's domains as `core` lists them, all pages.
 async fn listed(core: &Tidings, who: &Principal) -> Vec<Domain> {
-    core.list_domains(who, ListParams { limit: Some(200), cursor: None }).await.unwrap().items
+    core.domains().list(who, ListParams { limit: Some(200), cursor: None }).await.unwrap().items
 }
 
 /// Every domain the store holds for the workspace, the sandbox included.
@@ -128,7 +128,7 @@ async fn with_the_sandbox_on_the_first_list_makes_and_shows_it() {
         domains.iter().map(|d| (d.name.as_str(), d.kind)).collect::<Vec<_>>(),
         [(SANDBOX_DOMAIN, DomainKind::Sandbox)]
     );
-    let by_id = t.core.get_domain(&who, domains[0].id).await.unwrap();
+    let by_id = t.core.domains().get(&who, domains[0].id).await.unwrap();
     assert_eq!(by_id, domains[0]);
     assert_eq!(listed(&t.core, &who).await, domains, "listing again makes no second one");
 }
@@ -229,15 +229,20 @@ async fn the_sandbox_cannot_be_deleted_verifying_it_changes_nothing_and_tracking
     let sandbox = listed(&t.core, &who).await.remove(0);
     let id = sandbox.id.to_string();
 
-    assert_eq!(invalid_fields(t.core.delete_domain(&who, DomainId::parse_or_none(&id)).await), ["id"]);
+    assert_eq!(invalid_fields(t.core.domains().delete(&who, DomainId::parse_or_none(&id)).await), ["id"]);
     t.clock.advance(Duration::hours(1));
     // The fake DNS publishes nothing: a real check would fail every record.
-    assert_eq!(t.core.verify_domain(&who, DomainId::parse_or_none(&id)).await.unwrap(), sandbox, "returned as it is");
-    let report = t.core.recheck_domains(t.now() + Duration::days(1), 100).await.unwrap();
+    assert_eq!(
+        t.core.domains().verify(&who, DomainId::parse_or_none(&id)).await.unwrap(),
+        sandbox,
+        "returned as it is"
+    );
+    let report = t.core.domains().recheck(t.now() + Duration::days(1), 100).await.unwrap();
     assert_eq!(report.checked, 0, "the background re-check never takes it");
     let tracked = t
         .core
-        .update_domain_tracking(
+        .domains()
+        .update_tracking(
             &who,
             DomainId::parse_or_none(&id),
             UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
@@ -274,7 +279,7 @@ async fn the_sandbox_name_and_names_under_it_cannot_be_added() {
     for t in [sandbox_on(), TestCore::new()] {
         let who = full_key();
         for name in [SANDBOX_DOMAIN, "mail.sandbox.tidings.invalid", "SANDBOX.tidings.invalid."] {
-            let added = t.core.add_domain(&who, AddDomainRequest { domain: Some(name.into()) }).await;
+            let added = t.core.domains().add(&who, AddDomainRequest { domain: Some(name.into()) }).await;
             assert_eq!(invalid_fields(added), ["domain"], "{name}");
         }
     }
@@ -303,13 +308,14 @@ async fn with_the_sandbox_off_an_existing_sandbox_is_invisible_and_unusable() {
 
     assert!(listed(&off, &who).await.is_empty(), "not listed");
     for result in [
-        off.get_domain(&who, DomainId::parse_or_none(&id)).await.map(drop),
-        off.verify_domain(&who, DomainId::parse_or_none(&id)).await.map(drop),
-        off.delete_domain(&who, DomainId::parse_or_none(&id)).await,
-        off.update_domain_tracking(&who, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
+        off.domains().get(&who, DomainId::parse_or_none(&id)).await.map(drop),
+        off.domains().verify(&who, DomainId::parse_or_none(&id)).await.map(drop),
+        off.domains().delete(&who, DomainId::parse_or_none(&id)).await,
+        off.domains()
+            .update_tracking(&who, DomainId::parse_or_none(&id), UpdateDomainTrackingRequest::default())
             .await
             .map(drop),
-        off.list_senders(&who, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        off.senders().list(&who, DomainId::parse_or_none(&id), ListParams::default()).await.map(drop),
     ] {
         assert_eq!(result, Err(Error::NotFound("domain")));
     }
@@ -346,7 +352,7 @@ async fn with_the_sandbox_off_pages_of_domains_skip_it_and_stay_full() {
         let mut seen = Vec::new();
         let mut cursor = None;
         loop {
-            let page = off.list_domains(&who, ListParams { limit: Some(limit), cursor }).await.unwrap();
+            let page = off.domains().list(&who, ListParams { limit: Some(limit), cursor }).await.unwrap();
             assert!(
                 page.items.len() == limit as usize || !page.has_more,
                 "limit {limit}: a page before the end is full"

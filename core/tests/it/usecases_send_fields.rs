@@ -287,7 +287,8 @@ async fn webhook_payloads_carry_the_tags_and_metadata() {
     verified(&t, &who).await;
     let hook = t
         .core
-        .create_webhook(
+        .webhooks()
+        .create(
             &who,
             CreateWebhookRequest {
                 url: Some("https://hooks.example.com/tidings".into()),
@@ -301,7 +302,7 @@ async fn webhook_payloads_carry_the_tags_and_metadata() {
 
     t.core.send_message(&who, full_send("u@example.com"), None).await.unwrap();
 
-    let deliveries = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
+    let deliveries = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let payload: serde_json::Value = serde_json::from_str(&deliveries.items[0].payload).unwrap();
     assert_eq!(payload["data"]["tags"], json!([{"name": "plan", "value": "pro"}, {"name": "beta", "value": ""}]));
     assert_eq!(payload["data"]["metadata"], json!({"orderId": "A-17", "region": "eu"}));

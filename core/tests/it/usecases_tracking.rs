@@ -161,13 +161,13 @@ async fn opens_and_clicks_fan_out_to_webhooks() {
         enabled: None,
         format: None,
     };
-    let hook = t.core.create_webhook(&who, hook).await.unwrap();
+    let hook = t.core.webhooks().create(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
 
     t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
     t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
 
-    let log = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
+    let log = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let mut types: Vec<String> = log.items.iter().map(|d| format!("{:?}", d.event_type)).collect();
     types.sort();
     assert_eq!(types, ["Message(Clicked)", "Message(Opened)"]);
@@ -315,7 +315,7 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
         enabled: None,
         format: None,
     };
-    let hook = t.core.create_webhook(&who, hook).await.unwrap();
+    let hook = t.core.webhooks().create(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
     let open = key().sign_open(sent.workspace_id, sent.id, None);
     let click = key().sign_click(sent.workspace_id, sent.id, None, &target());
@@ -338,7 +338,7 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
     assert_eq!(clicked.len(), 1 + MAX_REPEAT_CLICKS_KEPT as usize + 1, "first, repeats, the other link's first");
     assert_eq!(clicked[0].details.user_agent.as_deref(), Some("first"));
     assert_eq!(clicked.last().unwrap().details.url.as_deref(), Some("https://shop.example.com/x"));
-    let log = t.core.list_webhook_deliveries(&who, hook.id, ListParams::default()).await.unwrap();
+    let log = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     assert_eq!(log.items.len(), opened.len() + clicked.len(), "a delivery per kept event only");
 }
 

@@ -33,7 +33,7 @@ fn create(url: &str, types: &[&str]) -> CreateWebhookRequest {
 }
 
 async fn endpoint(t: &TestCore, who: &Principal, types: &[&str]) -> WebhookEndpoint {
-    t.core.create_webhook(who, create(URL, types)).await.unwrap()
+    t.core.webhooks().create(who, create(URL, types)).await.unwrap()
 }
 
 fn message_of(who: &Principal) -> Message {
@@ -71,7 +71,7 @@ async fn an_endpoint_is_created_enabled_with_a_fresh_secret() {
     assert_eq!(base64::engine::general_purpose::STANDARD.decode(secret).unwrap().len(), 32);
     assert_eq!((created.previous_secret.clone(), created.disabled_reason.clone()), (None, None));
     assert_eq!(created.created_at, t.now());
-    assert_eq!(t.core.get_webhook(&who, created.id).await.unwrap(), created);
+    assert_eq!(t.core.webhooks().get(&who, created.id).await.unwrap(), created);
 
     let other = endpoint(&t, &who, &["Delivered"]).await;
     assert_ne!(other.secret, created.secret);
@@ -82,7 +82,7 @@ async fn an_endpoint_may_be_created_disabled() {
     let t = TestCore::new();
     let who = full_key();
     let req = CreateWebhookRequest { enabled: Some(false), ..create(URL, &["Sent"]) };
-    assert!(!t.core.create_webhook(&who, req).await.unwrap().enabled);
+    assert!(!t.core.webhooks().create(&who, req).await.unwrap().enabled);
 }
 
 #[tokio::test]
@@ -90,20 +90,24 @@ async fn url_and_event_types_are_validated() {
     let t = TestCore::new();
     let who = full_key();
     assert_eq!(
-        invalid_fields(t.core.create_webhook(&who, CreateWebhookRequest::default()).await),
+        invalid_fields(t.core.webhooks().create(&who, CreateWebhookRequest::default()).await),
         ["url", "eventTypes"]
     );
     for url in ["http://hooks.example.com/", "https://127.0.0.1/hook", "https://[::1]/", "https://localhost/", "nope"] {
-        assert_eq!(invalid_fields(t.core.create_webhook(&who, create(url, &["Sent"])).await), ["url"], "{url}");
+        assert_eq!(invalid_fields(t.core.webhooks().create(&who, create(url, &["Sent"])).await), ["url"], "{url}");
     }
     for types in [&[][..], &["Delivered", "delivered"], &["Bogus"]] {
-        assert_eq!(invalid_fields(t.core.create_webhook(&who, create(URL, types)).await), ["eventTypes"], "{types:?}");
+        assert_eq!(
+            invalid_fields(t.core.webhooks().create(&who, create(URL, types)).await),
+            ["eventTypes"],
+            "{types:?}"
+        );
     }
-    match t.core.create_webhook(&who, create("http://hooks.example.com/", &["Sent"])).await {
+    match t.core.webhooks().create(&who, create("http://hooks.example.com/", &["Sent"])).await {
         Err(Error::Validation { fields }) => assert_eq!(fields[0].message, "must use https"),
         other => panic!("{other:?}"),
     }
-    assert!(t.core.list_webhooks(&who, ListParams::default()).await.unwrap().items.is_empty());
+    assert!(t.core.webhooks().list(&who, ListParams::default()).await.unwrap().items.is_empty());
 }
 
 #[tokio::test]
@@ -112,7 +116,7 @@ async fn the_operator_may_allow_private_targets() {
     let clock = Arc::new(FixedClock::at(fixtures::now()));
     let config = CoreConfig { allow_private_webhooks: true, ..CoreConfig::default() };
     let core = Tidings::new(store, clock, Arc::new(SystemRandom), Arc::new(FakeDns::default()), config);
-    let created = core.create_webhook(&full_key(), create("http://127.0.0.1:9000/hook", &["Sent"])).await.unwrap();
+    let created = core.webhooks().create(&full_key(), create("http://127.0.0.1:9000/hook", &["Sent"])).await.unwrap();
     assert_eq!(created.url.as_str(), "http://127.0.0.1:9000/hook");
 }
 
@@ -131,17 +135,17 @@ async fn an_update_changes_only_what_it_names() {
     t.clock.advance(Duration::seconds(10));
     let req =
         UpdateWebhookRequest { event_types: Some(vec!["Bounced".into(), "Complained".into()]), ..Default::default() };
-    let after = t.core.update_webhook(&who, before.id, req).await.unwrap();
+    let after = t.core.webhooks().update(&who, before.id, req).await.unwrap();
     assert_eq!(
         after.event_types,
         [WebhookEventType::Message(EventType::Bounced), WebhookEventType::Message(EventType::Complained)]
     );
     assert_eq!((&after.url, after.enabled, &after.secret), (&before.url, before.enabled, &before.secret));
     assert_eq!(after.updated_at, t.now());
-    assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), after);
+    assert_eq!(t.core.webhooks().get(&who, before.id).await.unwrap(), after);
 
     let req = UpdateWebhookRequest { url: Some("https://other.example.com/in".into()), ..Default::default() };
-    let moved = t.core.update_webhook(&who, before.id, req).await.unwrap();
+    let moved = t.core.webhooks().update(&who, before.id, req).await.unwrap();
     assert_eq!(moved.url.as_str(), "https://other.example.com/in");
     assert_eq!(moved.event_types, after.event_types);
 }
@@ -157,8 +161,8 @@ async fn an_invalid_update_changes_nothing() {
         enabled: Some(false),
         format: Some("svix".into()),
     };
-    assert_eq!(invalid_fields(t.core.update_webhook(&who, before.id, req).await), ["url", "eventTypes", "format"]);
-    assert_eq!(t.core.get_webhook(&who, before.id).await.unwrap(), before);
+    assert_eq!(invalid_fields(t.core.webhooks().update(&who, before.id, req).await), ["url", "eventTypes", "format"]);
+    assert_eq!(t.core.webhooks().get(&who, before.id).await.unwrap(), before);
 }
 
 #[tokio::test]
@@ -175,12 +179,12 @@ async fn re_enabling_clears_the_automatic_disable() {
     t.store.update_webhook(&disabled).await.unwrap();
 
     let req = UpdateWebhookRequest { enabled: Some(true), ..Default::default() };
-    let enabled = t.core.update_webhook(&who, created.id, req).await.unwrap();
+    let enabled = t.core.webhooks().update(&who, created.id, req).await.unwrap();
     assert!(enabled.enabled);
     assert_eq!((enabled.disabled_reason, enabled.failing_since), (None, None));
 
     let req = UpdateWebhookRequest { enabled: Some(false), ..Default::default() };
-    assert!(!t.core.update_webhook(&who, created.id, req).await.unwrap().enabled);
+    assert!(!t.core.webhooks().update(&who, created.id, req).await.unwrap().enabled);
 }
 
 #[tokio::test]
@@ -188,10 +192,10 @@ async fn a_deleted_endpoint_is_gone() {
     let t = TestCore::new();
     let who = full_key();
     let id = endpoint(&t, &who, &["Delivered"]).await.id.to_string();
-    t.core.delete_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
-    assert_eq!(t.core.get_webhook(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
-    assert_eq!(t.core.delete_webhook(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
-    assert!(t.core.list_webhooks(&who, ListParams::default()).await.unwrap().items.is_empty());
+    t.core.webhooks().delete(&who, WebhookId::parse_or_none(&id)).await.unwrap();
+    assert_eq!(t.core.webhooks().get(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
+    assert_eq!(t.core.webhooks().delete(&who, WebhookId::parse_or_none(&id)).await, Err(Error::NotFound("webhook")));
+    assert!(t.core.webhooks().list(&who, ListParams::default()).await.unwrap().items.is_empty());
 }
 
 #[tokio::test]
@@ -201,9 +205,9 @@ async fn endpoints_are_listed_newest_first() {
     let a = endpoint(&t, &who, &["Sent"]).await;
     t.clock.advance(Duration::milliseconds(5));
     let b = endpoint(&t, &who, &["Sent"]).await;
-    let page = t.core.list_webhooks(&who, ListParams { limit: Some(1), cursor: None }).await.unwrap();
+    let page = t.core.webhooks().list(&who, ListParams { limit: Some(1), cursor: None }).await.unwrap();
     assert_eq!(page.items, [b]);
-    let page = t.core.list_webhooks(&who, ListParams { limit: Some(1), cursor: page.next_cursor }).await.unwrap();
+    let page = t.core.webhooks().list(&who, ListParams { limit: Some(1), cursor: page.next_cursor }).await.unwrap();
     assert_eq!(page.items, [a]);
     assert!(!page.has_more);
 }
@@ -213,11 +217,11 @@ async fn a_rotated_secret_keeps_the_old_one_signing_for_the_overlap() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
-    let rotated = t.core.rotate_webhook_secret(&who, created.id).await.unwrap();
+    let rotated = t.core.webhooks().rotate_secret(&who, created.id).await.unwrap();
     assert_ne!(rotated.secret, created.secret);
     assert!(rotated.secret.expose().starts_with("whsec_"));
     assert_eq!(rotated.previous_secret, Some((created.secret.clone(), t.now() + Duration::hours(24))));
-    assert_eq!(t.core.get_webhook(&who, created.id).await.unwrap(), rotated);
+    assert_eq!(t.core.webhooks().get(&who, created.id).await.unwrap(), rotated);
 
     let body = br#"{"type":"Delivered"}"#;
     let signed = sign_webhook(&signing_secrets(&rotated, t.now()), "msg_1", 1_700_000_000, body);
@@ -236,7 +240,7 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Bounced"]).await;
-    let delivery = t.core.test_webhook(&who, created.id).await.unwrap();
+    let delivery = t.core.webhooks().test(&who, created.id).await.unwrap();
     assert_eq!(delivery.endpoint_id, created.id);
     assert_eq!(delivery.workspace_id, who.workspace_id);
     assert_eq!(delivery.event_type, WebhookEventType::Test);
@@ -256,7 +260,7 @@ async fn a_test_event_is_queued_whatever_the_event_types() {
     assert_eq!(data["details"]["webhookId"], created.id.to_string());
     assert_eq!((&data["tags"], &data["metadata"]), (&json!([]), &json!({})), "no message, no labels");
 
-    let log = t.core.list_webhook_deliveries(&who, created.id, ListParams::default()).await.unwrap();
+    let log = t.core.webhooks().deliveries(&who, created.id, ListParams::default()).await.unwrap();
     assert_eq!(log.items, std::slice::from_ref(&delivery));
     let due = t
         .store
@@ -273,14 +277,14 @@ async fn a_message_event_fans_out_to_the_subscribed_enabled_endpoints_of_its_wor
     let wants_delivered = endpoint(&t, &who, &["Sent", "Delivered"]).await;
     let _wants_bounced = endpoint(&t, &who, &["Bounced"]).await;
     let disabled = CreateWebhookRequest { enabled: Some(false), ..create(URL, &["Delivered"]) };
-    t.core.create_webhook(&who, disabled).await.unwrap();
+    t.core.webhooks().create(&who, disabled).await.unwrap();
     let stranger = full_key();
     endpoint(&t, &stranger, &["Delivered"]).await;
 
     let message = message_of(&who);
     let occurred = t.now() - Duration::seconds(2);
     let event = delivered_event(&message, occurred);
-    let deliveries = t.core.webhook_deliveries_for(&message, &event).await.unwrap();
+    let deliveries = t.core.webhooks().deliveries_for(&message, &event).await.unwrap();
 
     assert_eq!(deliveries.len(), 1);
     let d = &deliveries[0];
@@ -318,7 +322,7 @@ async fn an_event_nobody_subscribed_to_makes_no_deliveries() {
     endpoint(&t, &who, &["Bounced"]).await;
     let message = message_of(&who);
     let event = delivered_event(&message, t.now());
-    assert!(t.core.webhook_deliveries_for(&message, &event).await.unwrap().is_empty());
+    assert!(t.core.webhooks().deliveries_for(&message, &event).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -328,7 +332,7 @@ async fn each_subscribed_endpoint_gets_its_own_delivery_with_the_same_body() {
     let a = endpoint(&t, &who, &["Delivered"]).await;
     let b = endpoint(&t, &who, &["Delivered", "Opened"]).await;
     let message = message_of(&who);
-    let deliveries = t.core.webhook_deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap();
+    let deliveries = t.core.webhooks().deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap();
     let mut endpoints: Vec<_> = deliveries.iter().map(|d| d.endpoint_id).collect();
     endpoints.sort();
     let mut expected = vec![a.id, b.id];
@@ -345,16 +349,16 @@ async fn each_endpoint_gets_the_body_of_its_format_and_only_the_events_its_forma
     let types = &["Queued", "Delivered"];
     let in_format = |format: &str| CreateWebhookRequest { format: Some(format.to_owned()), ..create(URL, types) };
     let tidings = endpoint(&t, &who, types).await;
-    let resend = t.core.create_webhook(&who, in_format("resend")).await.unwrap();
-    let resend_too = t.core.create_webhook(&who, in_format("resend")).await.unwrap();
-    let postmark = t.core.create_webhook(&who, in_format("postmark")).await.unwrap();
+    let resend = t.core.webhooks().create(&who, in_format("resend")).await.unwrap();
+    let resend_too = t.core.webhooks().create(&who, in_format("resend")).await.unwrap();
+    let postmark = t.core.webhooks().create(&who, in_format("postmark")).await.unwrap();
     assert_eq!(
         (tidings.format, resend.format, postmark.format),
         (WebhookFormat::Tidings, WebhookFormat::Resend, WebhookFormat::Postmark)
     );
     let message = message_of(&who);
 
-    let delivered = t.core.webhook_deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap();
+    let delivered = t.core.webhooks().deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap();
     let body_of = |id| -> Value {
         let d = delivered.iter().find(|d| d.endpoint_id == id).expect("a delivery for the endpoint");
         serde_json::from_str(&d.payload).unwrap()
@@ -368,12 +372,12 @@ async fn each_endpoint_gets_the_body_of_its_format_and_only_the_events_its_forma
 
     let queued =
         MessageEvent { event_type: EventType::Queued, provider_message_id: None, ..delivered_event(&message, t.now()) };
-    let queued = t.core.webhook_deliveries_for(&message, &queued).await.unwrap();
+    let queued = t.core.webhooks().deliveries_for(&message, &queued).await.unwrap();
     let endpoints: Vec<WebhookId> = queued.iter().map(|d| d.endpoint_id).collect();
     assert_eq!(endpoints, [tidings.id], "neither Resend nor Postmark has Queued");
 
     // A test event takes the endpoint's format too.
-    let test = t.core.test_webhook(&who, postmark.id).await.unwrap();
+    let test = t.core.webhooks().test(&who, postmark.id).await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&test.payload).unwrap()["RecordType"], "Test");
 }
 
@@ -383,7 +387,7 @@ async fn a_delivery_can_be_retried_now_whatever_its_status() {
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
     let webhook_id = created.id.to_string();
-    let queued = t.core.test_webhook(&who, WebhookId::parse_or_none(&webhook_id)).await.unwrap();
+    let queued = t.core.webhooks().test(&who, WebhookId::parse_or_none(&webhook_id)).await.unwrap();
 
     for (status, attempts, expected) in [
         (DeliveryStatus::Failed, 7, DeliveryStatus::Retrying),
@@ -401,7 +405,7 @@ async fn a_delivery_can_be_retried_now_whatever_its_status() {
         t.clock.advance(Duration::minutes(1));
 
         let retried =
-            t.core.retry_webhook_delivery(&who, WebhookId::parse_or_none(&webhook_id), queued.id).await.unwrap();
+            t.core.webhooks().retry_delivery(&who, WebhookId::parse_or_none(&webhook_id), queued.id).await.unwrap();
         assert_eq!((retried.status, retried.attempts), (expected, attempts));
         assert_eq!(retried.next_attempt_at, Some(t.now()));
         assert_eq!((retried.id, retried.response_code), (queued.id, Some(500)));
@@ -420,16 +424,16 @@ async fn a_delivery_is_retried_only_through_its_own_endpoint() {
     let who = full_key();
     let a = endpoint(&t, &who, &["Delivered"]).await;
     let b = endpoint(&t, &who, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&who, a.id).await.unwrap();
+    let delivery = t.core.webhooks().test(&who, a.id).await.unwrap();
     let id = delivery.id.to_string();
-    let retried = t.core.retry_webhook_delivery(&who, b.id, DeliveryId::parse_or_none(&id)).await;
+    let retried = t.core.webhooks().retry_delivery(&who, b.id, DeliveryId::parse_or_none(&id)).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
-    let retried = t.core.retry_webhook_delivery(&who, a.id, DeliveryId::parse_or_none("garbage")).await;
+    let retried = t.core.webhooks().retry_delivery(&who, a.id, DeliveryId::parse_or_none("garbage")).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
     let missing = fixtures::delivery(who.workspace_id, a.id).id.to_string();
-    let retried = t.core.retry_webhook_delivery(&who, a.id, DeliveryId::parse_or_none(&missing)).await;
+    let retried = t.core.webhooks().retry_delivery(&who, a.id, DeliveryId::parse_or_none(&missing)).await;
     assert_eq!(retried, Err(Error::NotFound("webhook delivery")));
-    let b_log = t.core.list_webhook_deliveries(&who, b.id, ListParams::default()).await.unwrap();
+    let b_log = t.core.webhooks().deliveries(&who, b.id, ListParams::default()).await.unwrap();
     assert!(b_log.items.is_empty());
 }
 
@@ -438,23 +442,21 @@ async fn the_delivery_log_pages_newest_first() {
     let t = TestCore::new();
     let who = full_key();
     let id = endpoint(&t, &who, &["Delivered"]).await.id.to_string();
-    let first = t.core.test_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
+    let first = t.core.webhooks().test(&who, WebhookId::parse_or_none(&id)).await.unwrap();
     t.clock.advance(Duration::milliseconds(5));
-    let second = t.core.test_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap();
+    let second = t.core.webhooks().test(&who, WebhookId::parse_or_none(&id)).await.unwrap();
     assert_ne!(first.event_id, second.event_id);
     let page = t
         .core
-        .list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), ListParams { limit: Some(1), cursor: None })
+        .webhooks()
+        .deliveries(&who, WebhookId::parse_or_none(&id), ListParams { limit: Some(1), cursor: None })
         .await
         .unwrap();
     assert_eq!((page.items, page.has_more), (vec![second], true));
     let next = ListParams { limit: Some(1), cursor: page.next_cursor };
-    assert_eq!(t.core.list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), next).await.unwrap().items, [first]);
+    assert_eq!(t.core.webhooks().deliveries(&who, WebhookId::parse_or_none(&id), next).await.unwrap().items, [first]);
     let bad = ListParams { limit: Some(0), cursor: None };
-    assert_eq!(
-        invalid_fields(t.core.list_webhook_deliveries(&who, WebhookId::parse_or_none(&id), bad).await),
-        ["limit"]
-    );
+    assert_eq!(invalid_fields(t.core.webhooks().deliveries(&who, WebhookId::parse_or_none(&id), bad).await), ["limit"]);
 }
 
 #[tokio::test]
@@ -462,32 +464,37 @@ async fn a_send_key_cannot_manage_webhooks() {
     let t = TestCore::new();
     let who = full_key();
     let created = endpoint(&t, &who, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&who, created.id).await.unwrap();
+    let delivery = t.core.webhooks().test(&who, created.id).await.unwrap();
     let sender = send_key_beside(&who);
     let (id, did) = (created.id.to_string(), delivery.id.to_string());
     let scope = Err::<(), _>(Error::InsufficientScope);
-    assert_eq!(t.core.create_webhook(&sender, create(URL, &["Sent"])).await.map(drop), scope);
-    assert_eq!(t.core.list_webhooks(&sender, ListParams::default()).await.map(drop), scope);
-    assert_eq!(t.core.get_webhook(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
-    assert_eq!(
-        t.core.update_webhook(&sender, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default()).await.map(drop),
-        scope
-    );
-    assert_eq!(t.core.rotate_webhook_secret(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
-    assert_eq!(t.core.test_webhook(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
-    assert_eq!(
-        t.core.list_webhook_deliveries(&sender, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
-        scope
-    );
+    assert_eq!(t.core.webhooks().create(&sender, create(URL, &["Sent"])).await.map(drop), scope);
+    assert_eq!(t.core.webhooks().list(&sender, ListParams::default()).await.map(drop), scope);
+    assert_eq!(t.core.webhooks().get(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
     assert_eq!(
         t.core
-            .retry_webhook_delivery(&sender, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
+            .webhooks()
+            .update(&sender, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default())
             .await
             .map(drop),
         scope
     );
-    assert_eq!(t.core.delete_webhook(&sender, WebhookId::parse_or_none(&id)).await, scope);
-    assert_eq!(t.core.get_webhook(&who, WebhookId::parse_or_none(&id)).await.unwrap(), created);
+    assert_eq!(t.core.webhooks().rotate_secret(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(t.core.webhooks().test(&sender, WebhookId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(
+        t.core.webhooks().deliveries(&sender, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        scope
+    );
+    assert_eq!(
+        t.core
+            .webhooks()
+            .retry_delivery(&sender, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
+            .await
+            .map(drop),
+        scope
+    );
+    assert_eq!(t.core.webhooks().delete(&sender, WebhookId::parse_or_none(&id)).await, scope);
+    assert_eq!(t.core.webhooks().get(&who, WebhookId::parse_or_none(&id)).await.unwrap(), created);
 }
 
 #[tokio::test]
@@ -496,33 +503,34 @@ async fn another_workspaces_endpoint_is_not_found() {
     let alice = full_key();
     let bob = full_key();
     let created = endpoint(&t, &alice, &["Delivered"]).await;
-    let delivery = t.core.test_webhook(&alice, created.id).await.unwrap();
+    let delivery = t.core.webhooks().test(&alice, created.id).await.unwrap();
     let (id, did) = (created.id.to_string(), delivery.id.to_string());
     let missing = Err::<(), _>(Error::NotFound("webhook"));
-    assert_eq!(t.core.get_webhook(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(t.core.webhooks().get(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
     assert_eq!(
-        t.core.update_webhook(&bob, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default()).await.map(drop),
+        t.core.webhooks().update(&bob, WebhookId::parse_or_none(&id), UpdateWebhookRequest::default()).await.map(drop),
         missing
     );
-    assert_eq!(t.core.rotate_webhook_secret(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
-    assert_eq!(t.core.test_webhook(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(t.core.webhooks().rotate_secret(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
+    assert_eq!(t.core.webhooks().test(&bob, WebhookId::parse_or_none(&id)).await.map(drop), missing);
     assert_eq!(
-        t.core.list_webhook_deliveries(&bob, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
+        t.core.webhooks().deliveries(&bob, WebhookId::parse_or_none(&id), ListParams::default()).await.map(drop),
         missing
     );
     assert_eq!(
         t.core
-            .retry_webhook_delivery(&bob, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
+            .webhooks()
+            .retry_delivery(&bob, WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&did))
             .await
             .map(drop),
         missing
     );
-    assert_eq!(t.core.delete_webhook(&bob, WebhookId::parse_or_none(&id)).await, missing);
-    assert!(t.core.list_webhooks(&bob, ListParams::default()).await.unwrap().items.is_empty());
-    assert_eq!(t.core.get_webhook(&alice, WebhookId::parse_or_none(&id)).await.unwrap(), created);
+    assert_eq!(t.core.webhooks().delete(&bob, WebhookId::parse_or_none(&id)).await, missing);
+    assert!(t.core.webhooks().list(&bob, ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(t.core.webhooks().get(&alice, WebhookId::parse_or_none(&id)).await.unwrap(), created);
     // Alice's endpoint does not receive Bob's events.
     let message = message_of(&bob);
-    assert!(t.core.webhook_deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap().is_empty());
+    assert!(t.core.webhooks().deliveries_for(&message, &delivered_event(&message, t.now())).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -531,17 +539,17 @@ async fn malformed_ids_are_not_found() {
     let who = full_key();
     for id in ["", "webhook", "01ARZ3NDEKTSV4RRFFQ69G5FA"] {
         assert_eq!(
-            t.core.get_webhook(&who, WebhookId::parse_or_none(id)).await,
+            t.core.webhooks().get(&who, WebhookId::parse_or_none(id)).await,
             Err(Error::NotFound("webhook")),
             "{id:?}"
         );
         assert_eq!(
-            t.core.delete_webhook(&who, WebhookId::parse_or_none(id)).await,
+            t.core.webhooks().delete(&who, WebhookId::parse_or_none(id)).await,
             Err(Error::NotFound("webhook")),
             "{id:?}"
         );
         assert_eq!(
-            t.core.test_webhook(&who, WebhookId::parse_or_none(id)).await.map(drop),
+            t.core.webhooks().test(&who, WebhookId::parse_or_none(id)).await.map(drop),
             Err(Error::NotFound("webhook")),
             "{id:?}"
         );
@@ -557,7 +565,7 @@ async fn fan_out_fails_when_the_store_is_unavailable() {
     let message = message_of(&who);
     let event = delivered_event(&message, t.now());
     assert_eq!(
-        t.core.webhook_deliveries_for(&message, &event).await,
+        t.core.webhooks().deliveries_for(&message, &event).await,
         Err(Error::Unavailable("connection lost".into()))
     );
 }
@@ -575,7 +583,7 @@ async fn an_endpoint_deleted_during_an_update_is_not_found() {
     });
     let id = created.id.to_string();
     assert_eq!(
-        t.core.rotate_webhook_secret(&who, WebhookId::parse_or_none(&id)).await.map(drop),
+        t.core.webhooks().rotate_secret(&who, WebhookId::parse_or_none(&id)).await.map(drop),
         Err(Error::NotFound("webhook"))
     );
     assert_eq!(t.faults.calls(Op::UpdateWebhook), 1, "the write was tried");

@@ -42,7 +42,7 @@ impl Hooks {
             enabled: None,
             format: None,
         };
-        let endpoint = d.t.core.create_webhook(&d.who, req).await.unwrap();
+        let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
         let sender = Arc::new(FakeWebhooks::answering(script));
         let mut settings = WebhookSettings::default();
         if let Some(schedule) = schedule {
@@ -183,7 +183,7 @@ async fn a_410_fails_the_delivery_and_disables_the_endpoint() {
     let endpoint = h.stored_endpoint().await;
     assert!(!endpoint.enabled);
     assert_eq!(endpoint.disabled_reason.as_deref(), Some(GONE_REASON));
-    let listed = h.d.t.core.get_webhook(&h.d.who, h.endpoint.id).await.unwrap();
+    let listed = h.d.t.core.webhooks().get(&h.d.who, h.endpoint.id).await.unwrap();
     assert_eq!(listed.disabled_reason.as_deref(), Some(GONE_REASON), "visible on the endpoint");
 }
 
@@ -212,7 +212,7 @@ async fn a_delivery_fails_when_the_schedule_is_used_up() {
 async fn after_a_rotation_both_secrets_sign_until_the_overlap_ends() {
     let h = Hooks::new(None, vec![]).await;
     let old = h.endpoint.secret.expose().to_owned();
-    let rotated = h.d.t.core.rotate_webhook_secret(&h.d.who, h.endpoint.id).await.unwrap();
+    let rotated = h.d.t.core.webhooks().rotate_secret(&h.d.who, h.endpoint.id).await.unwrap();
     let new = rotated.secret.expose().to_owned();
     h.queue().await;
 
@@ -236,7 +236,7 @@ async fn a_delivery_to_an_endpoint_disabled_after_queueing_fails_unsent() {
     let h = Hooks::new(None, vec![]).await;
     let queued = h.queue().await;
     let off = UpdateWebhookRequest { enabled: Some(false), ..UpdateWebhookRequest::default() };
-    h.d.t.core.update_webhook(&h.d.who, h.endpoint.id, off).await.unwrap();
+    h.d.t.core.webhooks().update(&h.d.who, h.endpoint.id, off).await.unwrap();
 
     assert_eq!(h.step().await.failed, 1);
 
@@ -250,7 +250,7 @@ async fn a_delivery_to_an_endpoint_disabled_after_queueing_fails_unsent() {
 async fn a_deleted_endpoint_gets_nothing() {
     let h = Hooks::new(None, vec![]).await;
     h.queue().await;
-    h.d.t.core.delete_webhook(&h.d.who, h.endpoint.id).await.unwrap();
+    h.d.t.core.webhooks().delete(&h.d.who, h.endpoint.id).await.unwrap();
 
     let report = h.step().await;
 

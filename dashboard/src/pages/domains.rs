@@ -46,7 +46,7 @@ pub(crate) async fn list(
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
-    let listed = state.core.list_domains(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
+    let listed = state.core.domains().list(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
     Ok(render_list(&viewer, &listed, None).into_response())
 }
 
@@ -93,10 +93,10 @@ fn render_list(viewer: &Viewer, listed: &Listed<Domain>, refused: Option<(&str, 
 pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = AddDomainRequest { domain: fields.text("name") };
-    match state.core.add_domain(viewer.principal(), req).await {
+    match state.core.domains().add(viewer.principal(), req).await {
         Ok(domain) => Ok(see_other(&format!("/domains/{}", domain.id))),
         Err(tidings_core::Error::Validation { fields: wrong }) => {
-            let listed = state.core.list_domains(viewer.principal(), ListParams::default()).await.or_page(&viewer)?;
+            let listed = state.core.domains().list(viewer.principal(), ListParams::default()).await.or_page(&viewer)?;
             let errors = FormErrors::from_fields(&wrong);
             let typed = fields.get("name").unwrap_or("").trim();
             let page = render_list(&viewer, &listed, Some((typed, &errors)));
@@ -113,9 +113,9 @@ pub(crate) async fn show(
     PageId(id): PageId<DomainId>,
 ) -> PageResult<Response> {
     let who = viewer.principal();
-    let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
+    let domain = state.core.domains().get(who, id).await.or_page(&viewer)?;
     let senders =
-        state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
+        state.core.senders().list(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
     Ok(render(&viewer, &domain, &senders, &SenderTyped::default()).into_response())
 }
 
@@ -251,7 +251,7 @@ pub(crate) async fn verify(
     PageId(id): PageId<DomainId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let domain = state.core.verify_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    let domain = state.core.domains().verify(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
@@ -265,7 +265,8 @@ pub(crate) async fn tracking(
         open_tracking: Some(posted.fields.checked("open")),
         click_tracking: Some(posted.fields.checked("click")),
     };
-    let domain = state.core.update_domain_tracking(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
+    let domain =
+        state.core.domains().update_tracking(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
@@ -277,13 +278,13 @@ pub(crate) async fn delete(
     posted: Posted,
 ) -> PageResult<Response> {
     if !confirmed(&posted.fields) {
-        let domain = state.core.get_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+        let domain = state.core.domains().get(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
         let (action, back) = (format!("/domains/{}/delete", domain.id), format!("/domains/{}", domain.id));
         let question =
             format!("Delete {}? Its keys and senders go with it; queued messages from it fail.", domain.name);
         return Ok(Ask { action: &action, question, yes: "Delete the domain", back: &back }.page(&posted.viewer));
     }
-    state.core.delete_domain(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    state.core.domains().delete(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/domains"))
 }
 
@@ -295,14 +296,14 @@ pub(crate) async fn add_sender(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = AddSenderRequest { username: fields.text("username"), display_name: fields.text("display_name") };
-    match state.core.add_sender(viewer.principal(), id, req).await {
+    match state.core.senders().add(viewer.principal(), id, req).await {
         Ok(_) => Ok(see_other(&format!("/domains/{id}"))),
         // The page again with what was typed and each mistake under its field.
         Err(tidings_core::Error::Validation { fields: wrong }) => {
             let who = viewer.principal();
-            let domain = state.core.get_domain(who, id).await.or_page(&viewer)?;
-            let senders = state.core.list_senders(who, id, ListParams { limit: Some(200), cursor: None });
-            let senders = senders.await.or_page(&viewer)?;
+            let domain = state.core.domains().get(who, id).await.or_page(&viewer)?;
+            let first_page = ListParams { limit: Some(200), cursor: None };
+            let senders = state.core.senders().list(who, id, first_page).await.or_page(&viewer)?;
             let typed = SenderTyped {
                 username: fields.get("username").unwrap_or_default().to_owned(),
                 display_name: fields.get("display_name").unwrap_or_default().to_owned(),
@@ -323,7 +324,7 @@ pub(crate) async fn delete_sender(
     posted: Posted,
 ) -> PageResult<Response> {
     if !confirmed(&posted.fields) {
-        let domain = state.core.get_domain(posted.viewer.principal(), DomainId::parse_or_none(&id)).await;
+        let domain = state.core.domains().get(posted.viewer.principal(), DomainId::parse_or_none(&id)).await;
         let domain = domain.or_page(&posted.viewer)?;
         let action = format!("/domains/{}/senders/{}/delete", domain.id, segment(&username));
         let back = format!("/domains/{}", domain.id);
@@ -331,6 +332,6 @@ pub(crate) async fn delete_sender(
         return Ok(Ask { action: &action, question, yes: "Remove the sender", back: &back }.page(&posted.viewer));
     }
     let (id, username) = (DomainId::parse_or_none(&id), SenderUsername::parse(&username).into());
-    state.core.delete_sender(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
+    state.core.senders().delete(posted.viewer.principal(), id, username).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{id}")))
 }

@@ -30,7 +30,8 @@ struct KeysView {
 async fn load(state: &DashboardState, viewer: &Viewer, params: ListParams) -> PageResult<KeysView> {
     let who = viewer.principal();
     let keys = state.core.list_api_keys(who, params).await.or_page(viewer)?;
-    let domains = state.core.list_domains(who, ListParams { limit: Some(200), cursor: None }).await.or_page(viewer)?;
+    let domains =
+        state.core.domains().list(who, ListParams { limit: Some(200), cursor: None }).await.or_page(viewer)?;
     let domains = domains.items.iter().map(|d| (d.id.to_string(), d.name.to_string())).collect();
     Ok(KeysView { keys, domains })
 }

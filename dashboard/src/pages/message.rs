@@ -56,7 +56,7 @@ pub(crate) async fn show(
     let source = source_of(&state, &viewer, &message).await?;
     let suppressions = caused_suppressions(&state, &viewer, &message).await;
     // A `send` key reads no webhooks: the section is left out for it.
-    let deliveries = state.core.list_message_webhook_deliveries(who, id).await.ok();
+    let deliveries = state.core.webhooks().message_deliveries(who, id).await.ok();
     let view = View {
         message: &message,
         events: &events.items,
@@ -146,7 +146,7 @@ async fn caused_suppressions(state: &DashboardState, viewer: &Viewer, message: &
         if !caused {
             continue;
         }
-        if let Ok(entry) = state.core.get_suppression(viewer.principal(), Named::Parsed(r.email.clone())).await
+        if let Ok(entry) = state.core.suppressions().get(viewer.principal(), Named::Parsed(r.email.clone())).await
             && entry.message_id == Some(message.id)
         {
             found.push(entry);

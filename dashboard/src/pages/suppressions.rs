@@ -32,7 +32,7 @@ pub(crate) async fn list(
     let who = viewer.principal();
     let mut errors = Vec::new();
     let (items, next) = match &email {
-        Some(email) => match state.core.get_suppression(who, EmailAddress::parse(email).into()).await {
+        Some(email) => match state.core.suppressions().get(who, EmailAddress::parse(email).into()).await {
             Ok(entry) => (vec![entry], None),
             Err(Error::NotFound(_)) => (Vec::new(), None),
             Err(Error::Validation { fields }) => {
@@ -41,7 +41,7 @@ pub(crate) async fn list(
             }
             Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
         },
-        None => match state.core.list_suppressions(who, list_params(&pairs), reason.clone()).await {
+        None => match state.core.suppressions().list(who, list_params(&pairs), reason.clone()).await {
             Ok(listed) => (listed.items, listed.next_cursor),
             Err(Error::Validation { fields }) => {
                 errors.extend(fields.iter().map(|f| format!("{}: {}", f.field, f.message)));
@@ -127,10 +127,10 @@ fn render(
 pub(crate) async fn add(State(state): State<DashboardState>, posted: Posted) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let req = AddSuppressionRequest { email: fields.text("email") };
-    match state.core.add_suppression(viewer.principal(), req).await {
+    match state.core.suppressions().add(viewer.principal(), req).await {
         Ok(_) => Ok(see_other("/suppressions")),
         Err(Error::Validation { fields: wrong }) => {
-            let listed = state.core.list_suppressions(viewer.principal(), Default::default(), None).await;
+            let listed = state.core.suppressions().list(viewer.principal(), Default::default(), None).await;
             let listed = listed.or_page(&viewer)?;
             let errors = FormErrors::from_fields(&wrong);
             let typed = fields.get("email").unwrap_or("").trim();
@@ -156,13 +156,14 @@ pub(crate) async fn remove(
     if !confirmed(&fields) {
         let entry = state
             .core
-            .get_suppression(viewer.principal(), EmailAddress::parse(&email).into())
+            .suppressions()
+            .get(viewer.principal(), EmailAddress::parse(&email).into())
             .await
             .or_page(&viewer)?;
         let action = format!("/suppressions/{}/delete", segment(&entry.email.to_string()));
         let question = format!("Remove {} from the suppression list? Mail to it will be sent again.", entry.email);
         return Ok(Ask { action: &action, question, yes: "Remove it", back: "/suppressions" }.page(&viewer));
     }
-    state.core.delete_suppression(viewer.principal(), EmailAddress::parse(&email).into()).await.or_page(&viewer)?;
+    state.core.suppressions().delete(viewer.principal(), EmailAddress::parse(&email).into()).await.or_page(&viewer)?;
     Ok(see_other("/suppressions"))
 }

@@ -33,7 +33,7 @@ pub(crate) async fn list(
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
-    let listed = state.core.list_webhooks(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
+    let listed = state.core.webhooks().list(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
     Ok(render_list(&viewer, &listed, None).into_response())
 }
 
@@ -177,11 +177,11 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
         enabled: Some(true),
         format: fields.text("format"),
     };
-    let endpoint = match state.core.create_webhook(viewer.principal(), req).await {
+    let endpoint = match state.core.webhooks().create(viewer.principal(), req).await {
         Ok(endpoint) => endpoint,
         Err(e) => {
             let (status, refused) = Refused::from(&fields, e, &viewer)?;
-            let listed = state.core.list_webhooks(viewer.principal(), Default::default()).await.or_page(&viewer)?;
+            let listed = state.core.webhooks().list(viewer.principal(), Default::default()).await.or_page(&viewer)?;
             return Ok((status, render_list(&viewer, &listed, Some(&refused))).into_response());
         }
     };
@@ -199,8 +199,8 @@ pub(crate) async fn show(
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
     let who = viewer.principal();
-    let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
-    let deliveries = state.core.list_webhook_deliveries(who, id, list_params(&pairs)).await.or_page(&viewer)?;
+    let endpoint = state.core.webhooks().get(who, id).await.or_page(&viewer)?;
+    let deliveries = state.core.webhooks().deliveries(who, id, list_params(&pairs)).await.or_page(&viewer)?;
     Ok(render(&viewer, &endpoint, &deliveries, None, None).into_response())
 }
 
@@ -311,8 +311,8 @@ pub(crate) async fn delivery(
 ) -> PageResult<Response> {
     let (id, delivery_id) = (WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&delivery_id));
     let who = viewer.principal();
-    let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
-    let d = state.core.get_webhook_delivery(who, id, delivery_id).await.or_page(&viewer)?;
+    let endpoint = state.core.webhooks().get(who, id).await.or_page(&viewer)?;
+    let d = state.core.webhooks().delivery(who, id, delivery_id).await.or_page(&viewer)?;
     let payload = serde_json::from_str::<serde_json::Value>(&d.payload)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
@@ -367,13 +367,13 @@ pub(crate) async fn edit(
         enabled: None,
         format: fields.text("format"),
     };
-    match state.core.update_webhook(viewer.principal(), id, req).await {
+    match state.core.webhooks().update(viewer.principal(), id, req).await {
         Ok(endpoint) => Ok(see_other(&format!("/webhooks/{}", endpoint.id))),
         Err(e) => {
             let (status, refused) = Refused::from(&fields, e, &viewer)?;
             let who = viewer.principal();
-            let endpoint = state.core.get_webhook(who, id).await.or_page(&viewer)?;
-            let deliveries = state.core.list_webhook_deliveries(who, id, Default::default()).await.or_page(&viewer)?;
+            let endpoint = state.core.webhooks().get(who, id).await.or_page(&viewer)?;
+            let deliveries = state.core.webhooks().deliveries(who, id, Default::default()).await.or_page(&viewer)?;
             Ok((status, render(&viewer, &endpoint, &deliveries, None, Some(&refused))).into_response())
         }
     }
@@ -388,19 +388,19 @@ pub(crate) async fn delete(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     if !confirmed(&fields) {
-        let endpoint = state.core.get_webhook(viewer.principal(), id).await.or_page(&viewer)?;
+        let endpoint = state.core.webhooks().get(viewer.principal(), id).await.or_page(&viewer)?;
         let (action, back) = (format!("/webhooks/{}/delete", endpoint.id), format!("/webhooks/{}", endpoint.id));
         let question = format!("Delete the endpoint {}? Its delivery log goes with it.", endpoint.url.as_str());
         return Ok(Ask { action: &action, question, yes: "Delete the endpoint", back: &back }.page(&viewer));
     }
-    state.core.delete_webhook(viewer.principal(), id).await.or_page(&viewer)?;
+    state.core.webhooks().delete(viewer.principal(), id).await.or_page(&viewer)?;
     Ok(see_other("/webhooks"))
 }
 
 /// Sets `enabled` through the update use case; 303 back.
 async fn set_enabled(state: DashboardState, id: WebhookId, posted: Posted, enabled: bool) -> PageResult<Response> {
     let req = UpdateWebhookRequest { enabled: Some(enabled), ..UpdateWebhookRequest::default() };
-    let endpoint = state.core.update_webhook(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
+    let endpoint = state.core.webhooks().update(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", endpoint.id)))
 }
 
@@ -430,8 +430,8 @@ pub(crate) async fn rotate(
 ) -> PageResult<Response> {
     let Posted { viewer, .. } = posted;
     let who = viewer.principal();
-    let endpoint = state.core.rotate_webhook_secret(who, id).await.or_page(&viewer)?;
-    let deliveries = state.core.list_webhook_deliveries(who, id, Default::default()).await.or_page(&viewer)?;
+    let endpoint = state.core.webhooks().rotate_secret(who, id).await.or_page(&viewer)?;
+    let deliveries = state.core.webhooks().deliveries(who, id, Default::default()).await.or_page(&viewer)?;
     let shown = secret_box(
         "The new signing secret. The old one keeps signing beside it for 24 hours.",
         endpoint.secret.expose(),
@@ -445,7 +445,7 @@ pub(crate) async fn test(
     PageId(id): PageId<WebhookId>,
     posted: Posted,
 ) -> PageResult<Response> {
-    let delivery = state.core.test_webhook(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    let delivery = state.core.webhooks().test(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/webhooks/{}", delivery.endpoint_id)))
 }
 
@@ -457,7 +457,8 @@ pub(crate) async fn retry(
 ) -> PageResult<Response> {
     let delivery = state
         .core
-        .retry_webhook_delivery(
+        .webhooks()
+        .retry_delivery(
             posted.viewer.principal(),
             WebhookId::parse_or_none(&id),
             DeliveryId::parse_or_none(&delivery_id),

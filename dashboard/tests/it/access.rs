@@ -87,7 +87,7 @@ async fn every_route_answers_every_kind_of_session_as_the_api_would() {
     let (_, beta) = app.core.create_workspace("beta", None).await.unwrap();
     let beta_key = beta.plaintext.expose().to_owned();
     let beta_who = app.core.authenticate(&beta_key).await.unwrap();
-    app.core.add_domain(&beta_who, AddDomainRequest { domain: Some("beta-only.example".into()) }).await.unwrap();
+    app.core.domains().add(&beta_who, AddDomainRequest { domain: Some("beta-only.example".into()) }).await.unwrap();
 
     // One session per kind; the revoked one is made, then its key revoked.
     let revoked = app.sign_in(&world.revoked.0).await;

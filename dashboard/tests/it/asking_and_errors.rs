@@ -43,7 +43,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         ..SendRequest::default()
     };
     let message = app.core.send_message(who, send, None).await.unwrap().message.id;
-    app.core.add_suppression(who, AddSuppressionRequest { email: Some("kept@example.com".into()) }).await.unwrap();
+    app.core.suppressions().add(who, AddSuppressionRequest { email: Some("kept@example.com".into()) }).await.unwrap();
     let template = CreateTemplateRequest {
         name: Some("kept".into()),
         subject: Some("s".into()),
@@ -57,7 +57,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         enabled: Some(true),
         format: None,
     };
-    let hook = app.core.create_webhook(who, hook).await.unwrap().id;
+    let hook = app.core.webhooks().create(who, hook).await.unwrap().id;
     let (_, key) = app.create_key("full", None).await;
     let browser = app.sign_in(&app.key).await;
     let before = fingerprint(&*app.store, who).await;
@@ -184,7 +184,7 @@ async fn a_refused_form_marks_its_wrong_fields_and_points_at_their_messages() {
     assert!(rate.body.contains(r#"aria-describedby="rate_limit_per_sec-error""#), "not a number: {}", rate.body);
 
     // The sender form of a domain page.
-    let domains = app.core.list_domains(&app.principal, Default::default()).await.unwrap();
+    let domains = app.core.domains().list(&app.principal, Default::default()).await.unwrap();
     let domain = domains.items.iter().find(|d| d.name.to_string() == "send.example").unwrap().id;
     let path = format!("/domains/{domain}/senders");
     let refused = browser.post(&path, &[("username", "no spaces allowed"), ("display_name", "Shop")]).await;
@@ -287,15 +287,15 @@ async fn a_webhook_delivery_has_a_page_and_retry_shows_only_where_it_failed() {
         enabled: Some(true),
         format: None,
     };
-    let hook = app.core.create_webhook(who, hook).await.unwrap().id;
-    let mut failed = app.core.test_webhook(who, hook).await.unwrap();
+    let hook = app.core.webhooks().create(who, hook).await.unwrap().id;
+    let mut failed = app.core.webhooks().test(who, hook).await.unwrap();
     failed.status = DeliveryStatus::Failed;
     failed.attempts = 3;
     failed.response_code = Some(500);
     failed.last_error = Some("HTTP 500: <b>receiver exploded</b>".into());
     failed.next_attempt_at = None;
     app.store.update_webhook_delivery(&failed).await.unwrap();
-    let mut delivered = app.core.test_webhook(who, hook).await.unwrap();
+    let mut delivered = app.core.webhooks().test(who, hook).await.unwrap();
     delivered.status = DeliveryStatus::Delivered;
     delivered.attempts = 1;
     delivered.response_code = Some(204);
@@ -328,10 +328,10 @@ async fn a_webhook_delivery_has_a_page_and_retry_shows_only_where_it_failed() {
         )
         .await;
     assert_eq!(edited.status, StatusCode::SEE_OTHER, "{}", edited.body);
-    let endpoint = app.core.get_webhook(who, hook).await.unwrap();
+    let endpoint = app.core.webhooks().get(who, hook).await.unwrap();
     assert_eq!(endpoint.url.as_str(), "https://hooks.example.com/moved");
     assert_eq!(endpoint.event_types.len(), 2);
     let deleted = browser.post(&format!("/webhooks/{hook}/delete"), &[("confirm", "yes")]).await;
     assert_eq!((deleted.status, deleted.location()), (StatusCode::SEE_OTHER, "/webhooks"));
-    assert!(app.core.get_webhook(who, hook).await.is_err());
+    assert!(app.core.webhooks().get(who, hook).await.is_err());
 }

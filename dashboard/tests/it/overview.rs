@@ -62,7 +62,7 @@ async fn sent(app: &TestApp, domain: DomainId, ago: Duration, outcomes: &[EventT
 }
 
 async fn domain(app: &TestApp, name: &str) -> DomainId {
-    let added = app.core.add_domain(&app.principal, AddDomainRequest { domain: Some(name.into()) }).await.unwrap();
+    let added = app.core.domains().add(&app.principal, AddDomainRequest { domain: Some(name.into()) }).await.unwrap();
     added.id
 }
 
@@ -207,14 +207,14 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
     app.clock.set(now());
     message(&app, app.principal.key_id, Duration::hours(1), MessageStatus::Queued).await;
     message(&app, app.principal.key_id, Duration::hours(2), MessageStatus::Deferred).await;
-    app.core.add_domain(&app.principal, AddDomainRequest { domain: Some("todo.example".into()) }).await.unwrap();
+    app.core.domains().add(&app.principal, AddDomainRequest { domain: Some("todo.example".into()) }).await.unwrap();
     let hook = CreateWebhookRequest {
         url: Some("https://hooks.example.com/down".into()),
         event_types: Some(vec!["Delivered".into()]),
         enabled: None,
         format: None,
     };
-    let mut hook = app.core.create_webhook(&app.principal, hook).await.unwrap();
+    let mut hook = app.core.webhooks().create(&app.principal, hook).await.unwrap();
     hook.failing_since = Some(now() - Duration::hours(3));
     app.store.update_webhook(&hook).await.unwrap();
     let quiet = CreateWebhookRequest {
@@ -223,7 +223,7 @@ async fn failing_webhooks_unverified_domains_and_the_queue_are_listed() {
         enabled: None,
         format: None,
     };
-    app.core.create_webhook(&app.principal, quiet).await.unwrap();
+    app.core.webhooks().create(&app.principal, quiet).await.unwrap();
     let browser = app.sign_in(&app.key).await;
     let body = browser.get("/overview").await.body;
     assert!(body.contains(r#"<span class="n" id="queue-total">2</span>"#), "{body}");

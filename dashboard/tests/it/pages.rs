@@ -106,7 +106,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert_eq!(verified.status, StatusCode::SEE_OTHER);
     let page = browser.get(&format!("/domains/{id}")).await;
     assert!(page.body.contains(r#"data-status="Failed""#) && page.body.contains(r#"class="record-error""#));
-    let domain = app.core.get_domain(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
+    let domain = app.core.domains().get(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
     for record in &domain.records {
         app.dns.add_txt(&record.name, &record.value);
     }
@@ -115,7 +115,7 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     assert!(page.body.contains(r#"<span id="domain-status" data-status="Verified">"#), "{}", page.body);
     // Tracking switches, a sender, then deletion.
     browser.post(&format!("/domains/{id}/tracking"), &[("click", "on")]).await;
-    let domain = app.core.get_domain(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
+    let domain = app.core.domains().get(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
     assert!((domain.click_tracking, domain.open_tracking) == (true, false));
     let added = browser
         .post(&format!("/domains/{id}/senders"), &[("username", "billing"), ("display_name", "Acme Billing")])
@@ -141,7 +141,7 @@ async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
     );
     let sent = browser.post("/messages", &[("to", "ann@example.com"), ("subject", "Hi"), ("text", "Hello")]).await;
     assert_eq!(sent.status, StatusCode::SEE_OTHER, "a fresh workspace sends from the sandbox: {}", sent.body);
-    let domains = app.core.list_domains(&app.principal, Default::default()).await.unwrap();
+    let domains = app.core.domains().list(&app.principal, Default::default()).await.unwrap();
     let sandbox = domains.items.iter().find(|d| d.is_sandbox()).expect("the sandbox domain is listed");
     let page = browser.get(&format!("/domains/{}", sandbox.id)).await;
     assert!(page.body.contains(r#"id="sandbox-note""#), "{}", page.body);
@@ -151,7 +151,7 @@ async fn the_sandbox_domain_is_labelled_and_has_nothing_to_verify_or_delete() {
     // A forged delete is still refused by core, and the domain stays.
     let deleted = browser.post(&format!("/domains/{}/delete", sandbox.id), YES).await;
     assert_ne!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
-    assert!(app.core.get_domain(&app.principal, sandbox.id).await.is_ok());
+    assert!(app.core.domains().get(&app.principal, sandbox.id).await.is_ok());
 }
 
 #[tokio::test]
@@ -274,7 +274,7 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(created.status, StatusCode::OK, "{}", created.body);
     let secret_at = created.body.find(r#"id="new-secret">whsec_"#).expect("the secret") + r#"id="new-secret">"#.len();
     let secret = created.body[secret_at..].split('<').next().unwrap().to_owned();
-    let hook = app.core.list_webhooks(&app.principal, Default::default()).await.unwrap().items.remove(0);
+    let hook = app.core.webhooks().list(&app.principal, Default::default()).await.unwrap().items.remove(0);
     assert_eq!(hook.secret.expose(), secret);
     assert_eq!(hook.event_types.len(), 2);
     let id = hook.id.to_string();
@@ -291,7 +291,8 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     // An attempt that failed: its response code and error are in the log, with a retry.
     let mut delivery = app
         .core
-        .list_webhook_deliveries(&app.principal, WebhookId::parse_or_none(&id), Default::default())
+        .webhooks()
+        .deliveries(&app.principal, WebhookId::parse_or_none(&id), Default::default())
         .await
         .unwrap()
         .items
@@ -309,9 +310,9 @@ async fn a_webhook_secret_is_shown_at_creation_and_rotation_only() {
     assert_eq!(rotated.status, StatusCode::OK);
     assert!(rotated.body.contains(r#"id="new-secret">whsec_"#) && !rotated.body.contains(&secret));
     assert_eq!(browser.post(&format!("/webhooks/{id}/disable"), &[]).await.status, StatusCode::SEE_OTHER);
-    assert!(!app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
+    assert!(!app.core.webhooks().get(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     browser.post(&format!("/webhooks/{id}/enable"), &[]).await;
-    assert!(app.core.get_webhook(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
+    assert!(app.core.webhooks().get(&app.principal, WebhookId::parse_or_none(&id)).await.unwrap().enabled);
     let bad = browser.post("/webhooks", &[("url", "http://127.0.0.1/x"), ("event_types", "Delivered")]).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
     // The form comes back as typed, the URL marked and its message under it.

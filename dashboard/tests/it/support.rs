@@ -180,14 +180,15 @@ impl TestApp {
     pub async fn verified_domain(&self, name: &str) -> String {
         let domain = self
             .core
-            .add_domain(&self.principal, tidings_core::usecases::AddDomainRequest { domain: Some(name.to_owned()) })
+            .domains()
+            .add(&self.principal, tidings_core::usecases::AddDomainRequest { domain: Some(name.to_owned()) })
             .await
             .unwrap();
         for record in &domain.records {
             self.dns.add_txt(&record.name, &record.value);
         }
         let id = domain.id.to_string();
-        let checked = self.core.verify_domain(&self.principal, DomainId::parse_or_none(&id)).await.unwrap();
+        let checked = self.core.domains().verify(&self.principal, DomainId::parse_or_none(&id)).await.unwrap();
         assert!(checked.is_sendable(), "{:?}", checked.status);
         id
     }

@@ -64,15 +64,16 @@ impl World {
     /// verifies its domain (the caller's DNS).
     pub async fn build(core: &Tidings, principal: Principal, full: String, tag: &str, domain: String) -> Self {
         let who = &principal;
-        let domain_name = core.get_domain(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
+        let domain_name = core.domains().get(who, DomainId::parse_or_none(&domain)).await.unwrap().name.to_string();
         let sender = format!("{tag}-billing");
-        core.add_sender(
-            who,
-            DomainId::parse_or_none(&domain),
-            AddSenderRequest { username: Some(sender.clone()), display_name: None },
-        )
-        .await
-        .unwrap();
+        core.senders()
+            .add(
+                who,
+                DomainId::parse_or_none(&domain),
+                AddSenderRequest { username: Some(sender.clone()), display_name: None },
+            )
+            .await
+            .unwrap();
         let template_name = format!("{tag}-template");
         let template = core
             .create_template(
@@ -88,7 +89,8 @@ impl World {
             .unwrap();
         let hook_url = format!("https://hooks.example.com/{tag}-hook");
         let webhook = core
-            .create_webhook(
+            .webhooks()
+            .create(
                 who,
                 CreateWebhookRequest {
                     url: Some(hook_url.clone()),
@@ -99,9 +101,9 @@ impl World {
             )
             .await
             .unwrap();
-        let delivery = core.test_webhook(who, webhook.id).await.unwrap();
+        let delivery = core.webhooks().test(who, webhook.id).await.unwrap();
         let suppressed = format!("{tag}-suppressed@example.com");
-        core.add_suppression(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
+        core.suppressions().add(who, AddSuppressionRequest { email: Some(suppressed.clone()) }).await.unwrap();
 
         let key = |name: String, scope: &str, domain: Option<String>| CreateApiKeyRequest {
             name: Some(name),

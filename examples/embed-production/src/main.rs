@@ -88,7 +88,7 @@ async fn main() -> Result<(), Error> {
         dns.publish_all(&domain);
     }
     if domain.status != DomainStatus::Verified {
-        domain = core.verify_domain(acme.principal(), domain.id).await?;
+        domain = core.domains().verify(acme.principal(), domain.id).await?;
     }
     for record in domain.records.iter().filter(|_| domain.status != DomainStatus::Verified) {
         tracing::warn!(name = %record.name, value = %record.value, "publish this TXT record");

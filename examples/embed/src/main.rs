@@ -49,7 +49,7 @@ async fn main() -> Result<(), Error> {
     for record in &domain.records {
         dns_server.set_txt(&record.name, &[record.value.as_str()]).await;
     }
-    core.verify_domain(acme.principal(), domain.id).await?;
+    core.domains().verify(acme.principal(), domain.id).await?;
 
     // Send through the library: no API key, typed fields.
     let email = Email::new(

@@ -221,7 +221,7 @@ pub async fn create_domain(
     Authed(who): Authed,
     ApiJson(req): ApiJson<AddDomainRequest>,
 ) -> ApiResult<DomainCreated> {
-    let domain = state.core.add_domain(&who, req.into()).await?;
+    let domain = state.core.domains().add(&who, req.into()).await?;
     Ok(Success::new("domain added", domain.into()))
 }
 
@@ -242,7 +242,7 @@ pub async fn list_domains(
     Authed(who): Authed,
     ListQuery(params): ListQuery,
 ) -> ApiResult<DomainPage> {
-    let listed = state.core.list_domains(&who, params).await?;
+    let listed = state.core.domains().list(&who, params).await?;
     Ok(Page::new(listed, DomainResponse::from))
 }
 
@@ -262,7 +262,7 @@ pub async fn get_domain(
     Authed(who): Authed,
     IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.get_domain(&who, id).await?;
+    let domain = state.core.domains().get(&who, id).await?;
     Ok(Success::new("OK", domain.into()))
 }
 
@@ -284,7 +284,7 @@ pub async fn update_domain(
     IdPath(id): IdPath<DomainId>,
     ApiJson(req): ApiJson<UpdateDomainRequest>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.update_domain_tracking(&who, id, req.into()).await?;
+    let domain = state.core.domains().update_tracking(&who, id, req.into()).await?;
     Ok(Success::new("domain updated", domain.into()))
 }
 
@@ -307,7 +307,7 @@ pub async fn verify_domain(
     Authed(who): Authed,
     IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<DomainOk> {
-    let domain = state.core.verify_domain(&who, id).await?;
+    let domain = state.core.domains().verify(&who, id).await?;
     Ok(Success::new("domain checked", domain.into()))
 }
 
@@ -329,7 +329,7 @@ pub async fn delete_domain(
     Authed(who): Authed,
     IdPath(id): IdPath<DomainId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_domain(&who, id).await?;
+    state.core.domains().delete(&who, id).await?;
     Ok(Success::new("domain deleted", Null))
 }
 
@@ -353,7 +353,7 @@ pub async fn create_sender(
     IdPath(id): IdPath<DomainId>,
     ApiJson(req): ApiJson<AddSenderRequest>,
 ) -> ApiResult<SenderCreated> {
-    let sender = state.core.add_sender(&who, id, req.into()).await?;
+    let sender = state.core.senders().add(&who, id, req.into()).await?;
     Ok(Success::new("sender registered", sender.into()))
 }
 
@@ -375,7 +375,7 @@ pub async fn list_senders(
     IdPath(id): IdPath<DomainId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<SenderPage> {
-    let listed = state.core.list_senders(&who, id, params).await?;
+    let listed = state.core.senders().list(&who, id, params).await?;
     Ok(Page::new(listed, SenderResponse::from))
 }
 
@@ -396,7 +396,7 @@ pub async fn delete_sender(
     ApiPath((id, username)): ApiPath<(String, String)>,
 ) -> ApiResult<Deleted> {
     let username = SenderUsername::parse(&username).into();
-    state.core.delete_sender(&who, DomainId::parse_or_none(&id), username).await?;
+    state.core.senders().delete(&who, DomainId::parse_or_none(&id), username).await?;
     Ok(Success::new("sender removed", Null))
 }
 

@@ -110,7 +110,7 @@ pub async fn add_suppression(
     Authed(who): Authed,
     ApiJson(req): ApiJson<AddSuppressionRequest>,
 ) -> ApiResult<Response> {
-    let (entry, created) = state.core.add_suppression(&who, req.into()).await?;
+    let (entry, created) = state.core.suppressions().add(&who, req.into()).await?;
     Ok(if created {
         SuppressionCreated::new("address suppressed", entry.into()).into_response()
     } else {
@@ -137,7 +137,7 @@ pub async fn list_suppressions(
 ) -> ApiResult<SuppressionPage> {
     let q = query::params(raw.as_deref());
     let params = query::list_params(&q)?;
-    let listed = state.core.list_suppressions(&who, params, q.get("reason").cloned()).await?;
+    let listed = state.core.suppressions().list(&who, params, q.get("reason").cloned()).await?;
     Ok(Page::new(listed, SuppressionResponse::from))
 }
 
@@ -157,7 +157,7 @@ pub async fn get_suppression(
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
 ) -> ApiResult<SuppressionOk> {
-    let entry = state.core.get_suppression(&who, EmailAddress::parse(&email).into()).await?;
+    let entry = state.core.suppressions().get(&who, EmailAddress::parse(&email).into()).await?;
     Ok(Success::new("OK", entry.into()))
 }
 
@@ -177,7 +177,7 @@ pub async fn delete_suppression(
     Authed(who): Authed,
     ApiPath(email): ApiPath<String>,
 ) -> ApiResult<Removed> {
-    state.core.delete_suppression(&who, EmailAddress::parse(&email).into()).await?;
+    state.core.suppressions().delete(&who, EmailAddress::parse(&email).into()).await?;
     Ok(Success::new("suppression removed", Null))
 }
 

@@ -212,7 +212,7 @@ pub async fn create_webhook(
     Authed(who): Authed,
     ApiJson(req): ApiJson<CreateWebhookRequest>,
 ) -> ApiResult<WebhookCreated> {
-    let endpoint = state.core.create_webhook(&who, req.into()).await?;
+    let endpoint = state.core.webhooks().create(&who, req.into()).await?;
     Ok(Success::new("webhook created", endpoint.into()))
 }
 
@@ -233,7 +233,7 @@ pub async fn list_webhooks(
     Authed(who): Authed,
     ListQuery(params): ListQuery,
 ) -> ApiResult<WebhookPage> {
-    let listed = state.core.list_webhooks(&who, params).await?;
+    let listed = state.core.webhooks().list(&who, params).await?;
     Ok(Page::new(listed, WebhookResponse::from))
 }
 
@@ -253,7 +253,7 @@ pub async fn get_webhook(
     Authed(who): Authed,
     IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<WebhookOk> {
-    let endpoint = state.core.get_webhook(&who, id).await?;
+    let endpoint = state.core.webhooks().get(&who, id).await?;
     Ok(Success::new("OK", endpoint.into()))
 }
 
@@ -275,7 +275,7 @@ pub async fn update_webhook(
     IdPath(id): IdPath<WebhookId>,
     ApiJson(req): ApiJson<UpdateWebhookRequest>,
 ) -> ApiResult<WebhookOk> {
-    let endpoint = state.core.update_webhook(&who, id, req.into()).await?;
+    let endpoint = state.core.webhooks().update(&who, id, req.into()).await?;
     Ok(Success::new("webhook updated", endpoint.into()))
 }
 
@@ -295,7 +295,7 @@ pub async fn delete_webhook(
     Authed(who): Authed,
     IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_webhook(&who, id).await?;
+    state.core.webhooks().delete(&who, id).await?;
     Ok(Success::new("webhook deleted", Null))
 }
 
@@ -321,7 +321,7 @@ pub async fn test_webhook(
     Authed(who): Authed,
     IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<DeliveryCreated> {
-    let delivery = state.core.test_webhook(&who, id).await?;
+    let delivery = state.core.webhooks().test(&who, id).await?;
     Ok(Success::new("test event queued", delivery.into()))
 }
 
@@ -343,7 +343,7 @@ pub async fn rotate_webhook_secret(
     Authed(who): Authed,
     IdPath(id): IdPath<WebhookId>,
 ) -> ApiResult<Rotated> {
-    let endpoint = state.core.rotate_webhook_secret(&who, id).await?;
+    let endpoint = state.core.webhooks().rotate_secret(&who, id).await?;
     Ok(Success::new("webhook secret rotated", endpoint.into()))
 }
 
@@ -365,7 +365,7 @@ pub async fn list_webhook_deliveries(
     IdPath(id): IdPath<WebhookId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<DeliveryPage> {
-    let listed = state.core.list_webhook_deliveries(&who, id, params).await?;
+    let listed = state.core.webhooks().deliveries(&who, id, params).await?;
     Ok(Page::new(listed, WebhookDeliveryResponse::from))
 }
 
@@ -386,7 +386,7 @@ pub async fn retry_webhook_delivery(
     ApiPath((id, delivery_id)): ApiPath<(String, String)>,
 ) -> ApiResult<DeliveryOk> {
     let (id, delivery_id) = (WebhookId::parse_or_none(&id), DeliveryId::parse_or_none(&delivery_id));
-    let delivery = state.core.retry_webhook_delivery(&who, id, delivery_id).await?;
+    let delivery = state.core.webhooks().retry_delivery(&who, id, delivery_id).await?;
     Ok(Success::new("delivery retry queued", delivery.into()))
 }
 

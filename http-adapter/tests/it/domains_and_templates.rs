@@ -30,7 +30,7 @@ async fn add_template(api: &TestApi, body: Value) -> Value {
 /// No DNS server answers in these tests: the domain is marked Verified in the store.
 async fn mark_verified(api: &TestApi, domain_id: &str) {
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(domain_id)).await.unwrap();
+    let mut domain = api.core.domains().get(&who, DomainId::parse_or_none(domain_id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

@@ -115,7 +115,7 @@ async fn send_one(api: &TestApi) -> String {
     assert_eq!(domain.status, StatusCode::CREATED, "{}", domain.body);
     let who = api.core.authenticate(&api.key).await.unwrap();
     let mut domain =
-        api.core.get_domain(&who, DomainId::parse_or_none(domain.data()["id"].as_str().unwrap())).await.unwrap();
+        api.core.domains().get(&who, DomainId::parse_or_none(domain.data()["id"].as_str().unwrap())).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

@@ -423,7 +423,7 @@ fn expect(reply: &Reply, status: u16) {
 /// The test DNS answers nothing: the domain is marked Verified in the store.
 async fn mark_verified(api: &TestApi, domain_id: &str) {
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(domain_id)).await.unwrap();
+    let mut domain = api.core.domains().get(&who, DomainId::parse_or_none(domain_id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

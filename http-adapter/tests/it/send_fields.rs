@@ -17,7 +17,7 @@ async fn verified_domain(api: &TestApi) {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let id = r.data()["id"].as_str().unwrap().to_owned();
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
+    let mut domain = api.core.domains().get(&who, DomainId::parse_or_none(&id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();

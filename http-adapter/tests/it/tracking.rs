@@ -28,7 +28,7 @@ async fn verified_domain(api: &TestApi) -> String {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let id = r.data()["id"].as_str().unwrap().to_owned();
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let mut domain = api.core.get_domain(&who, DomainId::parse_or_none(&id)).await.unwrap();
+    let mut domain = api.core.domains().get(&who, DomainId::parse_or_none(&id)).await.unwrap();
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();
@@ -55,7 +55,7 @@ async fn stored_message(api: &TestApi, id: &str) -> Message {
 async fn send_out(api: &TestApi, id: &str) -> Vec<String> {
     let message = stored_message(api, id).await;
     let who = api.core.authenticate(&api.key).await.unwrap();
-    let domain = api.core.get_domain(&who, message.domain_id).await.unwrap();
+    let domain = api.core.domains().get(&who, message.domain_id).await.unwrap();
     let built = build_message(&message, &domain, api.core.config().tracking.as_ref()).unwrap();
     let sent = Happening {
         event_id: EventId::new_at(api.core.clock().now(), &SystemRandom),

@@ -199,9 +199,9 @@ pub(super) async fn create_domain(
     ResendBody(ApiJson(req)): ResendBody<ApiJson<CreateDomainRequest>>,
 ) -> Result<Response> {
     let (add, tracking) = req.into_parts()?;
-    let mut domain = state.core.add_domain(&who.0, add).await.map_err(|e| renamed(e, "domain", "name"))?;
+    let mut domain = state.core.domains().add(&who.0, add).await.map_err(|e| renamed(e, "domain", "name"))?;
     if tracking.open_tracking.is_some() || tracking.click_tracking.is_some() {
-        domain = state.core.update_domain_tracking(&who.0, domain.id, tracking).await?;
+        domain = state.core.domains().update_tracking(&who.0, domain.id, tracking).await?;
     }
     Ok((StatusCode::CREATED, Json(DomainResponse::with_records(domain))).into_response())
 }
@@ -213,7 +213,7 @@ pub(super) async fn list_domains(
     RawQuery(raw): RawQuery,
 ) -> Result<Response> {
     let params = super::paging::forward_page(raw.as_deref())?;
-    let listed = state.core.list_domains(&who.0, params).await?;
+    let listed = state.core.domains().list(&who.0, params).await?;
     let data = listed.items.into_iter().map(DomainResponse::listed).collect::<Vec<_>>();
     Ok(Json(json!({ "object": "list", "has_more": listed.has_more, "data": data })).into_response())
 }
@@ -224,7 +224,7 @@ pub(super) async fn get_domain(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<DomainId>>,
 ) -> Result<Response> {
-    let domain = state.core.get_domain(&who.0, id).await?;
+    let domain = state.core.domains().get(&who.0, id).await?;
     let body = DomainResponse { object: Some("domain"), ..DomainResponse::with_records(domain) };
     Ok(Json(body).into_response())
 }
@@ -236,7 +236,7 @@ pub(super) async fn verify_domain(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<DomainId>>,
 ) -> Result<Response> {
-    let domain = state.core.verify_domain(&who.0, id).await?;
+    let domain = state.core.domains().verify(&who.0, id).await?;
     Ok(Json(json!({ "object": "domain", "id": domain.id.to_string() })).into_response())
 }
 
@@ -246,7 +246,7 @@ pub(super) async fn remove_domain(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<DomainId>>,
 ) -> Result<Response> {
-    state.core.delete_domain(&who.0, id).await?;
+    state.core.domains().delete(&who.0, id).await?;
     Ok(Json(json!({ "object": "domain", "id": id.to_string(), "deleted": true })).into_response())
 }
 

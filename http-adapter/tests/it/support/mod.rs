@@ -63,7 +63,7 @@ impl TestApi {
         let id = added.data()["id"].as_str().unwrap().to_owned();
         let who = self.core.authenticate(&self.key).await.unwrap();
         let id_typed = tidings_core::ids::DomainId::parse_or_none(&id);
-        let mut domain = self.core.get_domain(&who, id_typed).await.unwrap();
+        let mut domain = self.core.domains().get(&who, id_typed).await.unwrap();
         domain.status = tidings_core::model::DomainStatus::Verified;
         domain.verified_at = Some(domain.created_at);
         self.core.store().update_domain(&domain).await.unwrap();
