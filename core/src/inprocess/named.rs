@@ -115,7 +115,7 @@ impl WorkspaceHandle {
                 html: body.html,
                 text: body.text,
             };
-            return self.core.create_template(&self.who, request).await;
+            return self.core.templates().create(&self.who, request).await;
         };
         if found.current_version().is_some_and(|current| body.is_version(current)) {
             return Ok(found);
@@ -126,15 +126,15 @@ impl WorkspaceHandle {
             text: body.text,
             make_current: Some(true),
         };
-        self.core.add_template_version(&self.who, found.id, version).await?;
-        self.core.get_template(&self.who, found.id).await
+        self.core.templates().add_version(&self.who, found.id, version).await?;
+        self.core.templates().get(&self.who, found.id).await
     }
 
-    /// The oldest template named `name`: the last of all of them (`template_ids_named` lists
+    /// The oldest template named `name`: the last of all of them (`Templates::ids_named` lists
     /// newest first). Once per start of a service, over the few templates of one name.
     async fn oldest_template(&self, name: &str) -> Result<Option<Template>> {
-        match self.core.template_ids_named(&self.who, name, usize::MAX).await?.last() {
-            Some(id) => Ok(Some(self.core.get_template(&self.who, *id).await?)),
+        match self.core.templates().ids_named(&self.who, name, usize::MAX).await?.last() {
+            Some(id) => Ok(Some(self.core.templates().get(&self.who, *id).await?)),
             None => Ok(None),
         }
     }

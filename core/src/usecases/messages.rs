@@ -187,7 +187,8 @@ impl Tidings {
         let (domain, from) = self.resolve_from(who, valid.from.take()).await?;
         let suppressed = self.suppressed_recipients(who.workspace_id, &valid.recipients).await?;
         let version = self
-            .resolve_template_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
+            .templates()
+            .resolve_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
             .await?;
         // Every check that does not need the rendered text comes before the render, so that
         // a send refused after rendering was refused by its template: that one keeps its

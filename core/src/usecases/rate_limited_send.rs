@@ -11,12 +11,9 @@
 //! come before the render (a bad field, a suppressed recipient, an unknown template) still
 //! give it back.
 
-use crate::ids::TemplateId;
 use crate::ports::Limits;
-use crate::templates::Rendered;
 use crate::usecases::{
-    AddTemplateVersionRequest, Admission, BatchOutcome, BatchValidation, Principal, RateLimitState,
-    RenderTemplateRequest, SendOutcome, SendRequest, Tidings,
+    Admission, BatchOutcome, BatchValidation, Principal, RateLimitState, SendOutcome, SendRequest, Tidings,
 };
 use crate::{Error, Result};
 
@@ -101,59 +98,6 @@ impl Tidings {
         };
         self.refund_sends(limits, who, unused).await;
         Ok(Admission::Allowed((outcome, Some(limit))))
-    }
-
-    /// [`Tidings::render_template`] under the key's rate limit: a preview renders like a send
-    /// and takes a token like one (`Limited` when the bucket is empty, and nothing
-    /// was rendered). The token is given back only when the request was refused before
-    /// anything was rendered (an unknown template or version, bad variables).
-    pub async fn render_template_rate_limited(
-        &self,
-        limits: &dyn Limits,
-        who: &Principal,
-        id: TemplateId,
-        req: RenderTemplateRequest,
-    ) -> Result<Admission<(Rendered, RateLimitState)>> {
-        who.require_full()?;
-        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
-            Admission::Allowed(limit) => limit,
-            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
-        };
-        match self.render_template(who, id, req).await {
-            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
-            Err(e) => {
-                if !is_render_refusal(&e) {
-                    self.refund_send(limits, who).await;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// [`Tidings::render_template_draft`] under the key's rate limit, as
-    /// [`Self::render_template_rate_limited`]: a draft's preview renders like a send.
-    pub async fn render_template_draft_rate_limited(
-        &self,
-        limits: &dyn Limits,
-        who: &Principal,
-        id: TemplateId,
-        draft: AddTemplateVersionRequest,
-        variables: Option<serde_json::Value>,
-    ) -> Result<Admission<(Rendered, RateLimitState)>> {
-        who.require_full()?;
-        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
-            Admission::Allowed(limit) => limit,
-            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
-        };
-        match self.render_template_draft(who, id, draft, variables).await {
-            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
-            Err(e) => {
-                if !is_render_refusal(&e) {
-                    self.refund_send(limits, who).await;
-                }
-                Err(e)
-            }
-        }
     }
 
     /// Gives back `n` tokens of a batch's items that queued nothing; failures as in

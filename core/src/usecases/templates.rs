@@ -1,6 +1,7 @@
 //! Templates and their versions (docs/api.md#templates): creation,
-//! versions, renaming and switching the current version, rendering without sending, and the
-//! lookup the send use case uses to find the version a message is built from.
+//! versions, renaming and switching the current version, rendering without sending (also
+//! under the key's rate limit, as a send is), and the lookup the send use case uses to find
+//! the version a message is built from.
 //!
 //! Decisions of our own:
 //! - `html` and `text` are both optional, also together: a template may carry only a subject,
@@ -16,11 +17,12 @@ use serde_json::{Map, Value};
 
 use crate::ids::{TemplateId, TemplateVersionId, WorkspaceId};
 use crate::model::{Template, TemplateVersion};
-use crate::ports::{NewTemplateVersion, StoreError, TemplateChange};
+use crate::ports::{Limits, NewTemplateVersion, StoreError, TemplateChange};
 use crate::templates::Rendered;
 use crate::text_checks::is_line_or_control;
+use crate::usecases::rate_limited_send::is_render_refusal;
 use crate::usecases::render_pool::OwnedSource;
-use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::usecases::{Admission, ListParams, Listed, Principal, RateLimitState, Tidings};
 use crate::{Error, FieldError, Result};
 
 /// Longest template name, in characters.
@@ -88,9 +90,24 @@ fn version_source(version: &TemplateVersion) -> OwnedSource {
 }
 
 impl Tidings {
+    /// The template use cases.
+    pub fn templates(&self) -> Templates<'_> {
+        Templates { core: self }
+    }
+}
+
+/// The template area of [`Tidings`] ([`Tidings::templates`]): templates and their versions,
+/// renaming and switching the current version, rendering without sending (also under the
+/// key's rate limit), and the lookups the send use cases make by id or by name.
+#[derive(Clone, Copy)]
+pub struct Templates<'a> {
+    core: &'a Tidings,
+}
+
+impl Templates<'_> {
     /// `POST /v1/templates`: creates a template whose version 1 is current. The bodies are
     /// compiled first; a syntax error is a 422 `template_syntax_error` naming line and column.
-    pub async fn create_template(&self, who: &Principal, req: CreateTemplateRequest) -> Result<Template> {
+    pub async fn create(&self, who: &Principal, req: CreateTemplateRequest) -> Result<Template> {
         who.require_full()?;
         let mut faults = Vec::new();
         let name = collect(&mut faults, template_name(req.name.as_deref()));
@@ -99,15 +116,16 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.check_syntax_in_pool(
-            who.workspace_id,
-            OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
-        )
-        .await?;
+        self.core
+            .check_syntax_in_pool(
+                who.workspace_id,
+                OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
+            )
+            .await?;
 
-        let now = self.clock.now();
-        let id = TemplateId::new_at(now, &*self.random);
-        let version_id = TemplateVersionId::new_at(now, &*self.random);
+        let now = self.core.clock.now();
+        let id = TemplateId::new_at(now, &*self.core.random);
+        let version_id = TemplateVersionId::new_at(now, &*self.core.random);
         let template = Template {
             id,
             workspace_id: who.workspace_id,
@@ -124,34 +142,34 @@ impl Tidings {
                 created_at: now,
             }],
         };
-        self.store.insert_template(&template).await?;
+        self.core.store.insert_template(&template).await?;
         Ok(template)
     }
 
     /// `GET /v1/templates`: templates with all their versions, newest first.
-    pub async fn list_templates(&self, who: &Principal, params: ListParams) -> Result<Listed<Template>> {
+    pub async fn list(&self, who: &Principal, params: ListParams) -> Result<Listed<Template>> {
         who.require_full()?;
         let page = params.to_page(TemplateId::parse)?;
-        let found = self.store.list_templates(who.workspace_id, page).await?;
+        let found = self.core.store.list_templates(who.workspace_id, page).await?;
         Ok(Listed::from_page(found, page.limit, |t| t.id.to_string()))
     }
 
     /// `GET /v1/templates/{id}`: a template with all its versions.
-    pub async fn get_template(&self, who: &Principal, id: TemplateId) -> Result<Template> {
+    pub async fn get(&self, who: &Principal, id: TemplateId) -> Result<Template> {
         who.require_full()?;
         self.template_of(who.workspace_id, id).await
     }
 
     /// `DELETE /v1/templates/{id}`: deletes the template and its versions. Messages already
     /// sent keep the version id they recorded.
-    pub async fn delete_template(&self, who: &Principal, id: TemplateId) -> Result<()> {
+    pub async fn delete(&self, who: &Principal, id: TemplateId) -> Result<()> {
         who.require_full()?;
-        self.store.delete_template(who.workspace_id, id).await.map_err(template_gone)
+        self.core.store.delete_template(who.workspace_id, id).await.map_err(template_gone)
     }
 
     /// `POST /v1/templates/{id}/versions`: adds the next version (numbered one past the
     /// highest) and, unless `makeCurrent` is false, makes it current.
-    pub async fn add_template_version(
+    pub async fn add_version(
         &self,
         who: &Principal,
         id: TemplateId,
@@ -161,21 +179,23 @@ impl Tidings {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.check_syntax_in_pool(
-            who.workspace_id,
-            OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
-        )
-        .await?;
+        self.core
+            .check_syntax_in_pool(
+                who.workspace_id,
+                OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
+            )
+            .await?;
 
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let version = NewTemplateVersion {
-            id: TemplateVersionId::new_at(now, &*self.random),
+            id: TemplateVersionId::new_at(now, &*self.core.random),
             subject,
             html,
             text,
             created_at: now,
         };
-        self.store
+        self.core
+            .store
             .add_template_version(who.workspace_id, template.id, version, req.make_current.unwrap_or(true))
             .await
             .map_err(template_gone)
@@ -184,12 +204,7 @@ impl Tidings {
     /// `PATCH /v1/templates/{id}`: renames the template or makes another of its versions
     /// current. A version id that is not one of this template's is a 422 naming
     /// `currentVersionId`.
-    pub async fn update_template(
-        &self,
-        who: &Principal,
-        id: TemplateId,
-        req: UpdateTemplateRequest,
-    ) -> Result<Template> {
+    pub async fn update(&self, who: &Principal, id: TemplateId, req: UpdateTemplateRequest) -> Result<Template> {
         who.require_full()?;
         let template = self.template_of(who.workspace_id, id).await?;
         let mut faults = Vec::new();
@@ -205,6 +220,7 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         }
         match self
+            .core
             .store
             .update_template(who.workspace_id, template.id, TemplateChange { name, current_version_id })
             .await
@@ -221,12 +237,7 @@ impl Tidings {
     /// `POST /v1/templates/{id}/render`: renders the current version, or `versionId`, with
     /// `variables`, without sending anything. A missing variable is a 422
     /// `template_render_error` naming it.
-    pub async fn render_template(
-        &self,
-        who: &Principal,
-        id: TemplateId,
-        req: RenderTemplateRequest,
-    ) -> Result<Rendered> {
+    pub async fn render(&self, who: &Principal, id: TemplateId, req: RenderTemplateRequest) -> Result<Rendered> {
         who.require_full()?;
         let template = self.template_of(who.workspace_id, id).await?;
         let mut faults = Vec::new();
@@ -238,14 +249,14 @@ impl Tidings {
         let (Some(variables), Some(version)) = (variables, version) else {
             return Err(Error::Validation { fields: faults });
         };
-        self.render_in_pool(who.workspace_id, version_source(version), variables).await
+        self.core.render_in_pool(who.workspace_id, version_source(version), variables).await
     }
 
     /// Renders a version of template `id` as typed, with `variables`, storing nothing: what
     /// the dashboard's editor previews before the version is added. The subject is required as
     /// when adding one; a syntax error is a 422 `template_syntax_error`, a missing variable a
     /// 422 `template_render_error`, as for a stored version.
-    pub async fn render_template_draft(
+    pub async fn render_draft(
         &self,
         who: &Principal,
         id: TemplateId,
@@ -262,7 +273,7 @@ impl Tidings {
             return Err(Error::Validation { fields: faults });
         };
         let source = OwnedSource { subject, html: non_empty(draft.html), text: non_empty(draft.text) };
-        self.render_in_pool(who.workspace_id, source, variables).await
+        self.core.render_in_pool(who.workspace_id, source, variables).await
     }
 
     /// For the send use case: the template version a message is built from. A pinned
@@ -270,7 +281,7 @@ impl Tidings {
     /// it is the current version; with neither, `None`. Unknown ids (or ids of another
     /// workspace) are 422s naming `templateId` or `templateVersionId`, and so is a version
     /// that does not belong to the named template.
-    pub async fn resolve_template_version(
+    pub async fn resolve_version(
         &self,
         workspace: WorkspaceId,
         template_id: Option<&str>,
@@ -283,7 +294,8 @@ impl Tidings {
         if let Some(text) = template_version_id {
             let unknown_version = || unknown("templateVersionId", "template version");
             let version_id = TemplateVersionId::parse(text).ok_or_else(unknown_version)?;
-            let version = self.store.get_template_version(workspace, version_id).await?.ok_or_else(unknown_version)?;
+            let version =
+                self.core.store.get_template_version(workspace, version_id).await?.ok_or_else(unknown_version)?;
             if let Some(template_id) = template_id
                 && version.template_id != template_id
             {
@@ -292,8 +304,12 @@ impl Tidings {
             return Ok(Some(version));
         }
         let Some(template_id) = template_id else { return Ok(None) };
-        let template =
-            self.store.get_template(workspace, template_id).await?.ok_or_else(|| unknown("templateId", "template"))?;
+        let template = self
+            .core
+            .store
+            .get_template(workspace, template_id)
+            .await?
+            .ok_or_else(|| unknown("templateId", "template"))?;
         template.current_version().cloned().map(Some).ok_or_else(|| inconsistent(&template))
     }
 
@@ -303,12 +319,80 @@ impl Tidings {
     /// `TemplateAlias` asks for 2 and refuses an ambiguous name, the in-process
     /// `upsert_template` updates the newest). Any key may ask, `send` keys too: a send may
     /// use any template of the workspace, and this reveals no more.
-    pub async fn template_ids_named(&self, who: &Principal, name: &str, limit: usize) -> Result<Vec<TemplateId>> {
-        Ok(self.store.template_ids_named(who.workspace_id, name.trim(), limit).await?)
+    pub async fn ids_named(&self, who: &Principal, name: &str, limit: usize) -> Result<Vec<TemplateId>> {
+        Ok(self.core.store.template_ids_named(who.workspace_id, name.trim(), limit).await?)
     }
 
     async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {
-        self.store.get_template(workspace, id).await?.ok_or(Error::NotFound("template"))
+        self.core.store.get_template(workspace, id).await?.ok_or(Error::NotFound("template"))
+    }
+}
+
+// Previews under the key's rate limit (docs/api.md#rate-limits): a preview renders like a
+// send, so it takes a token like one, and keeps it once its template was compiled or
+// rendered, as a send refused by its template does (see `rate_limited_send.rs`).
+impl Templates<'_> {
+    /// [`Templates::render`] under the key's rate limit: a preview renders like a send
+    /// and takes a token like one (`Limited` when the bucket is empty, and nothing
+    /// was rendered). The token is given back only when the request was refused before
+    /// anything was rendered (an unknown template or version, bad variables).
+    pub async fn render_rate_limited(
+        &self,
+        limits: &dyn Limits,
+        who: &Principal,
+        id: TemplateId,
+        req: RenderTemplateRequest,
+    ) -> Result<Admission<(Rendered, RateLimitState)>> {
+        who.require_full()?;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.core.clock.now()).await? {
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
+        };
+        match self.render(who, id, req).await {
+            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
+            Err(e) => {
+                if !is_render_refusal(&e) {
+                    self.refund_send(limits, who).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Templates::render_draft`] under the key's rate limit, as
+    /// [`Self::render_rate_limited`]: a draft's preview renders like a send.
+    pub async fn render_draft_rate_limited(
+        &self,
+        limits: &dyn Limits,
+        who: &Principal,
+        id: TemplateId,
+        draft: AddTemplateVersionRequest,
+        variables: Option<serde_json::Value>,
+    ) -> Result<Admission<(Rendered, RateLimitState)>> {
+        who.require_full()?;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.core.clock.now()).await? {
+            Admission::Allowed(limit) => limit,
+            Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
+        };
+        match self.render_draft(who, id, draft, variables).await {
+            Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
+            Err(e) => {
+                if !is_render_refusal(&e) {
+                    self.refund_send(limits, who).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives back the token of a preview that rendered nothing. A failure to reach the limits
+    /// is logged and otherwise ignored: the preview was decided already, and a token lost
+    /// costs the key at most one send for a second. (The sends' own refund is private to
+    /// `rate_limited_send.rs`; this is the same call with the same log line.)
+    async fn refund_send(&self, limits: &dyn Limits, who: &Principal) {
+        if let Err(error) = limits.refund_send(who.key_id, who.rate_limit, self.core.clock.now()).await {
+            tracing::warn!(key = %who.key_id, %error, "could not give back a rate-limit token");
+        }
     }
 }
 

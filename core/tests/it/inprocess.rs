@@ -166,7 +166,7 @@ async fn upserting_a_template_writes_only_what_changed() {
         ("Hi {{name}}", Some("<p>Hi</p>"), None)
     );
 
-    let listed = t.core.list_templates(acme.principal(), ListParams::default()).await.unwrap();
+    let listed = t.core.templates().list(acme.principal(), ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
 }
 
@@ -181,7 +181,7 @@ async fn of_two_templates_with_one_name_the_oldest_is_upserted() {
         subject: Some("Two".into()),
         ..Default::default()
     };
-    t.core.create_template(acme.principal(), request).await.unwrap();
+    t.core.templates().create(acme.principal(), request).await.unwrap();
     let found = acme.upsert_template("welcome", TemplateBody::new("One")).await.unwrap();
     assert_eq!(found.id, oldest.id);
     assert_eq!(found.versions.len(), 1);
@@ -202,7 +202,7 @@ async fn concurrent_upserts_of_one_template_make_one() {
         ids.insert(task.await.unwrap());
     }
     assert_eq!(ids.len(), 1);
-    assert_eq!(t.core.list_templates(acme.principal(), ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(t.core.templates().list(acme.principal(), ListParams::default()).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test]
@@ -211,7 +211,7 @@ async fn a_template_with_a_syntax_error_is_refused_and_nothing_is_made() {
     let acme = t.core.ensure_workspace("acme").await.unwrap();
     let refused = acme.upsert_template("welcome", TemplateBody::new("Hi {{#if}}")).await.unwrap_err();
     assert!(matches!(refused, Error::TemplateSyntax(_)), "{refused:?}");
-    assert!(t.core.list_templates(acme.principal(), ListParams::default()).await.unwrap().items.is_empty());
+    assert!(t.core.templates().list(acme.principal(), ListParams::default()).await.unwrap().items.is_empty());
 }
 
 // --- sending ---------------------------------------------------------------------------------

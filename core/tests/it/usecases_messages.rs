@@ -176,7 +176,8 @@ async fn subjects_with_any_control_character_or_line_separator_are_refused() {
     }
     let template = t
         .core
-        .create_template(
+        .templates()
+        .create(
             &who,
             CreateTemplateRequest {
                 name: Some("hello".into()),
@@ -204,7 +205,7 @@ async fn subjects_with_any_control_character_or_line_separator_are_refused() {
         html: None,
         text: Some("Hi".into()),
     };
-    assert_eq!(invalid_fields(t.core.create_template(&who, refused_template).await.map(|_| ())), ["subject"]);
+    assert_eq!(invalid_fields(t.core.templates().create(&who, refused_template).await.map(|_| ())), ["subject"]);
 
     let tab = SendRequest { subject: Some("Order\t42".into()), ..text_send("u@example.com") };
     assert_eq!(t.core.send_message(&who, tab, None).await.unwrap().message.subject, "Order\t42");
@@ -217,7 +218,8 @@ async fn templates_render_and_the_version_is_recorded() {
     verified_domain(&t, &who, "acme.com").await;
     let template = t
         .core
-        .create_template(
+        .templates()
+        .create(
             &who,
             CreateTemplateRequest {
                 name: Some("welcome".into()),

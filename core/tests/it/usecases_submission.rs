@@ -279,7 +279,7 @@ async fn template(t: &TestCore, who: &Principal) -> String {
         text: Some("Hello {{name}}".into()),
         ..CreateTemplateRequest::default()
     };
-    t.core.create_template(who, req).await.unwrap().id.to_string()
+    t.core.templates().create(who, req).await.unwrap().id.to_string()
 }
 
 #[tokio::test]
@@ -367,7 +367,8 @@ async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
 
     let unknown = t
         .core
-        .render_template_rate_limited(
+        .templates()
+        .render_rate_limited(
             &limits,
             &who,
             TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"),
@@ -377,12 +378,8 @@ async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
     assert_eq!(unknown.map(drop), Err(Error::NotFound("template")), "refused before rendering: given back");
     let (rendered, limit) = t
         .core
-        .render_template_rate_limited(
-            &limits,
-            &who,
-            TemplateId::parse_or_none(&id),
-            with(serde_json::json!({"name": "Ann"})),
-        )
+        .templates()
+        .render_rate_limited(&limits, &who, TemplateId::parse_or_none(&id), with(serde_json::json!({"name": "Ann"})))
         .await
         .unwrap()
         .allowed()
@@ -390,28 +387,21 @@ async fn a_template_preview_takes_a_token_and_keeps_it_when_the_render_fails() {
     assert_eq!((rendered.subject.as_str(), limit.remaining), ("Hi Ann", 1));
     let failed = t
         .core
-        .render_template_rate_limited(&limits, &who, TemplateId::parse_or_none(&id), with(serde_json::json!({})))
+        .templates()
+        .render_rate_limited(&limits, &who, TemplateId::parse_or_none(&id), with(serde_json::json!({})))
         .await;
     assert!(matches!(failed, Err(Error::TemplateRender(_))), "{failed:?}");
     let empty = t
         .core
-        .render_template_rate_limited(
-            &limits,
-            &who,
-            TemplateId::parse_or_none(&id),
-            with(serde_json::json!({"name": "Ann"})),
-        )
+        .templates()
+        .render_rate_limited(&limits, &who, TemplateId::parse_or_none(&id), with(serde_json::json!({"name": "Ann"})))
         .await;
     assert!(matches!(empty, Ok(Admission::Limited { .. })), "the failed render kept its token: {empty:?}");
     let send_key = service::send_key_beside(&who);
     assert_eq!(
         t.core
-            .render_template_rate_limited(
-                &limits,
-                &send_key,
-                TemplateId::parse_or_none(&id),
-                with(serde_json::json!({}))
-            )
+            .templates()
+            .render_rate_limited(&limits, &send_key, TemplateId::parse_or_none(&id), with(serde_json::json!({})))
             .await
             .map(drop),
         Err(Error::InsufficientScope)

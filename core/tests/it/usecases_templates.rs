@@ -38,7 +38,8 @@ fn render_with(variables: serde_json::Value) -> RenderTemplateRequest {
 
 async fn welcome(t: &TestCore, who: &Principal) -> Template {
     t.core
-        .create_template(who, create("Welcome", "Welcome, {{name}}", Some("<p>Hi {{name}}</p>"), Some("Hi {{name}}")))
+        .templates()
+        .create(who, create("Welcome", "Welcome, {{name}}", Some("<p>Hi {{name}}</p>"), Some("Hi {{name}}")))
         .await
         .unwrap()
 }
@@ -47,11 +48,16 @@ async fn welcome(t: &TestCore, who: &Principal) -> Template {
 async fn three_versions(t: &TestCore, who: &Principal) -> (Template, [TemplateVersion; 3]) {
     let template = welcome(t, who).await;
     let id = template.id.to_string();
-    let v2 = t.core.add_template_version(who, TemplateId::parse_or_none(&id), version("Second", None)).await.unwrap();
-    let v3 =
-        t.core.add_template_version(who, TemplateId::parse_or_none(&id), version("Third", Some(false))).await.unwrap();
+    let v2 =
+        t.core.templates().add_version(who, TemplateId::parse_or_none(&id), version("Second", None)).await.unwrap();
+    let v3 = t
+        .core
+        .templates()
+        .add_version(who, TemplateId::parse_or_none(&id), version("Third", Some(false)))
+        .await
+        .unwrap();
     let v1 = template.versions[0].clone();
-    (t.core.get_template(who, TemplateId::parse_or_none(&id)).await.unwrap(), [v1, v2, v3])
+    (t.core.templates().get(who, TemplateId::parse_or_none(&id)).await.unwrap(), [v1, v2, v3])
 }
 
 // --- creation -------------------------------------------------------------------------------
@@ -75,7 +81,7 @@ async fn creating_a_template_makes_its_first_version_current() {
     assert_eq!(first.html.as_deref(), Some("<p>Hi {{name}}</p>"));
     assert_eq!(first.text.as_deref(), Some("Hi {{name}}"));
     assert_eq!(first.created_at, t.now());
-    assert_eq!(t.core.get_template(&who, template.id).await.unwrap(), template);
+    assert_eq!(t.core.templates().get(&who, template.id).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -84,21 +90,24 @@ async fn name_and_subject_are_required_and_reported_together() {
     let who = full_key();
 
     assert_eq!(
-        invalid_fields(t.core.create_template(&who, CreateTemplateRequest::default()).await),
+        invalid_fields(t.core.templates().create(&who, CreateTemplateRequest::default()).await),
         ["name", "subject"]
     );
-    assert_eq!(invalid_fields(t.core.create_template(&who, create("  ", " ", None, None)).await), ["name", "subject"]);
     assert_eq!(
-        invalid_fields(t.core.create_template(&who, create(&"n".repeat(201), "Hi", None, None)).await),
+        invalid_fields(t.core.templates().create(&who, create("  ", " ", None, None)).await),
+        ["name", "subject"]
+    );
+    assert_eq!(
+        invalid_fields(t.core.templates().create(&who, create(&"n".repeat(201), "Hi", None, None)).await),
         ["name"]
     );
     assert_eq!(
-        invalid_fields(t.core.create_template(&who, create("Welcome", "Hi\r\nBcc: x@y.com", None, None)).await),
+        invalid_fields(t.core.templates().create(&who, create("Welcome", "Hi\r\nBcc: x@y.com", None, None)).await),
         ["subject"]
     );
-    assert!(t.core.list_templates(&who, ListParams::default()).await.unwrap().items.is_empty());
+    assert!(t.core.templates().list(&who, ListParams::default()).await.unwrap().items.is_empty());
 
-    let longest = t.core.create_template(&who, create(&"é".repeat(200), "Hi", None, None)).await.unwrap();
+    let longest = t.core.templates().create(&who, create(&"é".repeat(200), "Hi", None, None)).await.unwrap();
     assert_eq!(longest.name.chars().count(), 200);
 }
 
@@ -107,11 +116,11 @@ async fn a_template_without_bodies_is_allowed_and_empty_bodies_count_as_absent()
     let t = TestCore::new();
     let who = full_key();
 
-    let template = t.core.create_template(&who, create("Bare", "Hello", Some(""), None)).await.unwrap();
+    let template = t.core.templates().create(&who, create("Bare", "Hello", Some(""), None)).await.unwrap();
 
     assert_eq!(template.versions[0].html, None);
     assert_eq!(template.versions[0].text, None);
-    let rendered = t.core.render_template(&who, template.id, RenderTemplateRequest::default()).await.unwrap();
+    let rendered = t.core.templates().render(&who, template.id, RenderTemplateRequest::default()).await.unwrap();
     assert_eq!(rendered.subject, "Hello");
     assert_eq!(rendered.html, None);
     assert_eq!(rendered.text, None);
@@ -122,16 +131,19 @@ async fn a_syntax_error_is_reported_with_its_line_and_column_and_nothing_is_stor
     let t = TestCore::new();
     let who = full_key();
 
-    let result =
-        t.core.create_template(&who, create("Broken", "Hi", Some("<p>\n  {{#if vip}}Dear customer\n</p>"), None)).await;
+    let result = t
+        .core
+        .templates()
+        .create(&who, create("Broken", "Hi", Some("<p>\n  {{#if vip}}Dear customer\n</p>"), None))
+        .await;
 
     let Err(Error::TemplateSyntax(message)) = result else { panic!("expected a syntax error, got {result:?}") };
     assert!(message.contains("html"), "{message}");
     assert!(message.contains("line"), "{message}");
     assert!(message.contains("column"), "{message}");
-    assert!(t.core.list_templates(&who, ListParams::default()).await.unwrap().items.is_empty());
+    assert!(t.core.templates().list(&who, ListParams::default()).await.unwrap().items.is_empty());
 
-    let subject = t.core.create_template(&who, create("Broken", "Hi {{name", None, None)).await;
+    let subject = t.core.templates().create(&who, create("Broken", "Hi {{name", None, None)).await;
     assert!(matches!(subject, Err(Error::TemplateSyntax(ref m)) if m.contains("subject")), "{subject:?}");
 }
 
@@ -143,7 +155,8 @@ async fn rendering_escapes_variables_in_html_only() {
     let who = full_key();
     let template = t
         .core
-        .create_template(
+        .templates()
+        .create(
             &who,
             create(
                 "Escape",
@@ -155,8 +168,12 @@ async fn rendering_escapes_variables_in_html_only() {
         .await
         .unwrap();
 
-    let rendered =
-        t.core.render_template(&who, template.id, render_with(json!({"thing": "<b>Tom & Jerry</b>"}))).await.unwrap();
+    let rendered = t
+        .core
+        .templates()
+        .render(&who, template.id, render_with(json!({"thing": "<b>Tom & Jerry</b>"})))
+        .await
+        .unwrap();
 
     assert_eq!(rendered.subject, "Re: <b>Tom & Jerry</b>");
     assert_eq!(
@@ -172,11 +189,11 @@ async fn a_missing_variable_is_a_render_error_naming_it() {
     let who = full_key();
     let template = welcome(&t, &who).await;
 
-    let result = t.core.render_template(&who, template.id, render_with(json!({"other": 1}))).await;
+    let result = t.core.templates().render(&who, template.id, render_with(json!({"other": 1}))).await;
 
     let Err(Error::TemplateRender(message)) = result else { panic!("expected a render error, got {result:?}") };
     assert!(message.contains("name"), "{message}");
-    let absent = t.core.render_template(&who, template.id, RenderTemplateRequest::default()).await;
+    let absent = t.core.templates().render(&who, template.id, RenderTemplateRequest::default()).await;
     assert!(matches!(absent, Err(Error::TemplateRender(_))), "{absent:?}");
 }
 
@@ -190,12 +207,14 @@ async fn render_requests_are_validated() {
 
     assert_eq!(
         invalid_fields(
-            t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!(["name"]))).await
+            t.core.templates().render(&who, TemplateId::parse_or_none(&id), render_with(json!(["name"]))).await
         ),
         ["variables"]
     );
     assert_eq!(
-        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!("Tom"))).await),
+        invalid_fields(
+            t.core.templates().render(&who, TemplateId::parse_or_none(&id), render_with(json!("Tom"))).await
+        ),
         ["variables"]
     );
     let foreign_version = RenderTemplateRequest {
@@ -203,22 +222,23 @@ async fn render_requests_are_validated() {
         version_id: Some(other.current_version_id.to_string()),
     };
     assert_eq!(
-        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), foreign_version).await),
+        invalid_fields(t.core.templates().render(&who, TemplateId::parse_or_none(&id), foreign_version).await),
         ["versionId"]
     );
     let both = RenderTemplateRequest { variables: Some(json!(3)), version_id: Some("nope".to_owned()) };
     assert_eq!(
-        invalid_fields(t.core.render_template(&who, TemplateId::parse_or_none(&id), both).await),
+        invalid_fields(t.core.templates().render(&who, TemplateId::parse_or_none(&id), both).await),
         ["variables", "versionId"]
     );
     let null = RenderTemplateRequest { variables: Some(serde_json::Value::Null), version_id: None };
     assert!(matches!(
-        t.core.render_template(&who, TemplateId::parse_or_none(&id), null).await,
+        t.core.templates().render(&who, TemplateId::parse_or_none(&id), null).await,
         Err(Error::TemplateRender(_))
     ));
     assert_eq!(
         t.core
-            .render_template(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), render_with(json!({})))
+            .templates()
+            .render(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), render_with(json!({})))
             .await,
         Err(Error::NotFound("template"))
     );
@@ -252,23 +272,25 @@ async fn a_new_version_needs_a_subject_and_valid_syntax() {
     assert_eq!(
         invalid_fields(
             t.core
-                .add_template_version(&who, TemplateId::parse_or_none(&id), AddTemplateVersionRequest::default())
+                .templates()
+                .add_version(&who, TemplateId::parse_or_none(&id), AddTemplateVersionRequest::default())
                 .await
         ),
         ["subject"]
     );
     let broken = AddTemplateVersionRequest { text: Some("{{/if}}".to_owned()), ..version("Hi", None) };
     assert!(matches!(
-        t.core.add_template_version(&who, TemplateId::parse_or_none(&id), broken).await,
+        t.core.templates().add_version(&who, TemplateId::parse_or_none(&id), broken).await,
         Err(Error::TemplateSyntax(_))
     ));
     assert_eq!(
         t.core
-            .add_template_version(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), version("Hi", None))
+            .templates()
+            .add_version(&who, TemplateId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), version("Hi", None))
             .await,
         Err(Error::NotFound("template"))
     );
-    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
+    assert_eq!(t.core.templates().get(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -280,7 +302,8 @@ async fn the_current_version_can_be_switched_and_the_template_renamed() {
 
     let switched = t
         .core
-        .update_template(
+        .templates()
+        .update(
             &who,
             TemplateId::parse_or_none(&id),
             UpdateTemplateRequest { name: None, current_version_id: Some(v1.id.to_string()) },
@@ -289,7 +312,8 @@ async fn the_current_version_can_be_switched_and_the_template_renamed() {
         .unwrap();
     let renamed = t
         .core
-        .update_template(
+        .templates()
+        .update(
             &who,
             TemplateId::parse_or_none(&id),
             UpdateTemplateRequest { name: Some(" Hello ".to_owned()), current_version_id: None },
@@ -300,10 +324,11 @@ async fn the_current_version_can_be_switched_and_the_template_renamed() {
     assert_eq!(switched.current_version_id, v1.id);
     assert_eq!(renamed.name, "Hello");
     assert_eq!(renamed.current_version_id, v1.id);
-    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), renamed);
+    assert_eq!(t.core.templates().get(&who, TemplateId::parse_or_none(&id)).await.unwrap(), renamed);
     let rendered = t
         .core
-        .render_template(
+        .templates()
+        .render(
             &who,
             TemplateId::parse_or_none(&id),
             RenderTemplateRequest { variables: None, version_id: Some(v3.id.to_string()) },
@@ -325,21 +350,22 @@ async fn switching_to_a_version_of_another_template_is_a_validation_error() {
     assert_eq!(
         invalid_fields(
             t.core
-                .update_template(&who, TemplateId::parse_or_none(&id), to(&other.current_version_id.to_string()))
+                .templates()
+                .update(&who, TemplateId::parse_or_none(&id), to(&other.current_version_id.to_string()))
                 .await
         ),
         ["currentVersionId"]
     );
     assert_eq!(
-        invalid_fields(t.core.update_template(&who, TemplateId::parse_or_none(&id), to("v1")).await),
+        invalid_fields(t.core.templates().update(&who, TemplateId::parse_or_none(&id), to("v1")).await),
         ["currentVersionId"]
     );
     let both = UpdateTemplateRequest { name: Some(String::new()), current_version_id: Some("v1".to_owned()) };
     assert_eq!(
-        invalid_fields(t.core.update_template(&who, TemplateId::parse_or_none(&id), both).await),
+        invalid_fields(t.core.templates().update(&who, TemplateId::parse_or_none(&id), both).await),
         ["name", "currentVersionId"]
     );
-    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
+    assert_eq!(t.core.templates().get(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 // --- the send use case's lookup -------------------------------------------------------------
@@ -352,10 +378,10 @@ async fn a_pinned_version_wins_over_the_current_one() {
     let ws = who.workspace_id;
     let tid = template.id.to_string();
 
-    assert_eq!(t.core.resolve_template_version(ws, None, None).await, Ok(None));
-    assert_eq!(t.core.resolve_template_version(ws, Some(&tid), None).await, Ok(Some(v2)));
-    assert_eq!(t.core.resolve_template_version(ws, None, Some(&v3.id.to_string())).await, Ok(Some(v3)));
-    assert_eq!(t.core.resolve_template_version(ws, Some(&tid), Some(&v1.id.to_string())).await, Ok(Some(v1)));
+    assert_eq!(t.core.templates().resolve_version(ws, None, None).await, Ok(None));
+    assert_eq!(t.core.templates().resolve_version(ws, Some(&tid), None).await, Ok(Some(v2)));
+    assert_eq!(t.core.templates().resolve_version(ws, None, Some(&v3.id.to_string())).await, Ok(Some(v3)));
+    assert_eq!(t.core.templates().resolve_version(ws, Some(&tid), Some(&v1.id.to_string())).await, Ok(Some(v1)));
 }
 
 #[tokio::test]
@@ -371,22 +397,28 @@ async fn unknown_or_inconsistent_template_ids_name_the_field_at_fault() {
     let unknown = ulid().to_string();
 
     let fields = |r| invalid_fields::<Option<TemplateVersion>>(r);
-    assert_eq!(fields(t.core.resolve_template_version(ws, Some(&unknown), None).await), ["templateId"]);
-    assert_eq!(fields(t.core.resolve_template_version(ws, Some("bad id"), None).await), ["templateId"]);
-    assert_eq!(fields(t.core.resolve_template_version(ws, Some(&theirs.id.to_string()), None).await), ["templateId"]);
-    assert_eq!(fields(t.core.resolve_template_version(ws, None, Some(&unknown)).await), ["templateVersionId"]);
-    assert_eq!(fields(t.core.resolve_template_version(ws, None, Some("v1")).await), ["templateVersionId"]);
+    assert_eq!(fields(t.core.templates().resolve_version(ws, Some(&unknown), None).await), ["templateId"]);
+    assert_eq!(fields(t.core.templates().resolve_version(ws, Some("bad id"), None).await), ["templateId"]);
     assert_eq!(
-        fields(t.core.resolve_template_version(ws, None, Some(&theirs.current_version_id.to_string())).await),
+        fields(t.core.templates().resolve_version(ws, Some(&theirs.id.to_string()), None).await),
+        ["templateId"]
+    );
+    assert_eq!(fields(t.core.templates().resolve_version(ws, None, Some(&unknown)).await), ["templateVersionId"]);
+    assert_eq!(fields(t.core.templates().resolve_version(ws, None, Some("v1")).await), ["templateVersionId"]);
+    assert_eq!(
+        fields(t.core.templates().resolve_version(ws, None, Some(&theirs.current_version_id.to_string())).await),
         ["templateVersionId"]
     );
     assert_eq!(
-        fields(t.core.resolve_template_version(ws, Some(&tid), Some(&other.current_version_id.to_string())).await),
+        fields(t.core.templates().resolve_version(ws, Some(&tid), Some(&other.current_version_id.to_string())).await),
         ["templateVersionId"]
     );
     assert_eq!(
         fields(
-            t.core.resolve_template_version(ws, Some("bad id"), Some(&template.current_version_id.to_string())).await
+            t.core
+                .templates()
+                .resolve_version(ws, Some("bad id"), Some(&template.current_version_id.to_string()))
+                .await
         ),
         ["templateId"]
     );
@@ -402,20 +434,20 @@ async fn a_deleted_template_and_its_versions_are_gone() {
     let id = template.id.to_string();
     let version_id = template.current_version_id.to_string();
 
-    t.core.delete_template(&who, TemplateId::parse_or_none(&id)).await.unwrap();
+    t.core.templates().delete(&who, TemplateId::parse_or_none(&id)).await.unwrap();
 
-    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
-    assert_eq!(t.core.delete_template(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.templates().get(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.templates().delete(&who, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
     assert_eq!(
-        t.core.render_template(&who, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"}))).await,
+        t.core.templates().render(&who, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"}))).await,
         Err(Error::NotFound("template"))
     );
     assert_eq!(
-        invalid_fields(t.core.resolve_template_version(who.workspace_id, None, Some(&version_id)).await),
+        invalid_fields(t.core.templates().resolve_version(who.workspace_id, None, Some(&version_id)).await),
         ["templateVersionId"]
     );
     assert_eq!(
-        t.core.delete_template(&who, TemplateId::parse_or_none("bad id")).await,
+        t.core.templates().delete(&who, TemplateId::parse_or_none("bad id")).await,
         Err(Error::NotFound("template"))
     );
 }
@@ -431,9 +463,9 @@ async fn templates_are_listed_newest_first_in_pages() {
         t.clock.advance(Duration::milliseconds(1));
     }
 
-    let first = t.core.list_templates(&who, ListParams { limit: Some(2), cursor: None }).await.unwrap();
+    let first = t.core.templates().list(&who, ListParams { limit: Some(2), cursor: None }).await.unwrap();
     let rest =
-        t.core.list_templates(&who, ListParams { limit: Some(2), cursor: first.next_cursor.clone() }).await.unwrap();
+        t.core.templates().list(&who, ListParams { limit: Some(2), cursor: first.next_cursor.clone() }).await.unwrap();
 
     assert_eq!(first.items, [made[2].clone(), made[1].clone()]);
     assert_eq!(first.next_cursor, Some(made[1].id.to_string()));
@@ -441,7 +473,7 @@ async fn templates_are_listed_newest_first_in_pages() {
     assert_eq!(rest.items, [made[0].clone()]);
     assert!(!rest.has_more);
     assert_eq!(
-        invalid_fields(t.core.list_templates(&who, ListParams { limit: Some(201), cursor: None }).await),
+        invalid_fields(t.core.templates().list(&who, ListParams { limit: Some(201), cursor: None }).await),
         ["limit"]
     );
 }
@@ -454,15 +486,19 @@ async fn another_workspace_cannot_see_or_touch_a_template() {
     let template = welcome(&t, &owner).await;
     let id = template.id.to_string();
 
-    assert_eq!(t.core.get_template(&other, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
-    assert_eq!(t.core.delete_template(&other, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
+    assert_eq!(t.core.templates().get(&other, TemplateId::parse_or_none(&id)).await, Err(Error::NotFound("template")));
     assert_eq!(
-        t.core.add_template_version(&other, TemplateId::parse_or_none(&id), version("x", None)).await,
+        t.core.templates().delete(&other, TemplateId::parse_or_none(&id)).await,
+        Err(Error::NotFound("template"))
+    );
+    assert_eq!(
+        t.core.templates().add_version(&other, TemplateId::parse_or_none(&id), version("x", None)).await,
         Err(Error::NotFound("template"))
     );
     assert_eq!(
         t.core
-            .update_template(
+            .templates()
+            .update(
                 &other,
                 TemplateId::parse_or_none(&id),
                 UpdateTemplateRequest { name: Some("x".into()), current_version_id: None }
@@ -471,11 +507,11 @@ async fn another_workspace_cannot_see_or_touch_a_template() {
         Err(Error::NotFound("template"))
     );
     assert_eq!(
-        t.core.render_template(&other, TemplateId::parse_or_none(&id), render_with(json!({}))).await,
+        t.core.templates().render(&other, TemplateId::parse_or_none(&id), render_with(json!({}))).await,
         Err(Error::NotFound("template"))
     );
-    assert!(t.core.list_templates(&other, ListParams::default()).await.unwrap().items.is_empty());
-    assert_eq!(t.core.get_template(&owner, TemplateId::parse_or_none(&id)).await.unwrap(), template);
+    assert!(t.core.templates().list(&other, ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(t.core.templates().get(&owner, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }
 
 #[tokio::test]
@@ -487,21 +523,29 @@ async fn a_send_key_may_not_manage_or_render_templates() {
     let key = send_key_beside(&who);
     let denied = Err::<(), _>(Error::InsufficientScope);
 
-    assert_eq!(t.core.create_template(&key, create("x", "y", None, None)).await.map(drop), denied);
-    assert_eq!(t.core.list_templates(&key, ListParams::default()).await.map(drop), denied);
-    assert_eq!(t.core.get_template(&key, TemplateId::parse_or_none(&id)).await.map(drop), denied);
-    assert_eq!(t.core.delete_template(&key, TemplateId::parse_or_none(&id)).await, denied);
+    assert_eq!(t.core.templates().create(&key, create("x", "y", None, None)).await.map(drop), denied);
+    assert_eq!(t.core.templates().list(&key, ListParams::default()).await.map(drop), denied);
+    assert_eq!(t.core.templates().get(&key, TemplateId::parse_or_none(&id)).await.map(drop), denied);
+    assert_eq!(t.core.templates().delete(&key, TemplateId::parse_or_none(&id)).await, denied);
     assert_eq!(
-        t.core.add_template_version(&key, TemplateId::parse_or_none(&id), version("x", None)).await.map(drop),
+        t.core.templates().add_version(&key, TemplateId::parse_or_none(&id), version("x", None)).await.map(drop),
         denied
     );
     assert_eq!(
-        t.core.update_template(&key, TemplateId::parse_or_none(&id), UpdateTemplateRequest::default()).await.map(drop),
+        t.core
+            .templates()
+            .update(&key, TemplateId::parse_or_none(&id), UpdateTemplateRequest::default())
+            .await
+            .map(drop),
         denied
     );
     assert_eq!(
-        t.core.render_template(&key, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"}))).await.map(drop),
+        t.core
+            .templates()
+            .render(&key, TemplateId::parse_or_none(&id), render_with(json!({"name": "x"})))
+            .await
+            .map(drop),
         denied
     );
-    assert_eq!(t.core.get_template(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
+    assert_eq!(t.core.templates().get(&who, TemplateId::parse_or_none(&id)).await.unwrap(), template);
 }

@@ -37,7 +37,7 @@ pub(crate) async fn list(
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let pairs = query_pairs(raw.as_deref());
-    let listed = state.core.list_templates(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
+    let listed = state.core.templates().list(viewer.principal(), list_params(&pairs)).await.or_page(&viewer)?;
     Ok(render_list(&viewer, &listed, &CreateTemplateRequest::default(), &FormErrors::default()).into_response())
 }
 
@@ -124,13 +124,14 @@ pub(crate) async fn create(
         html: fields.body("html"),
         text: fields.body("text"),
     };
-    match state.core.create_template(viewer.principal(), req.clone()).await {
+    match state.core.templates().create(viewer.principal(), req.clone()).await {
         Ok(template) => Ok(see_other(&format!("/templates/{}", template.id))),
         Err(e) => {
             let (status, lines) = form_errors(e, &viewer)?;
             let listed = state
                 .core
-                .list_templates(viewer.principal(), tidings_core::usecases::ListParams::default())
+                .templates()
+                .list(viewer.principal(), tidings_core::usecases::ListParams::default())
                 .await
                 .or_page(&viewer)?;
             Ok((status, render_list(&viewer, &listed, &req, &lines)).into_response())
@@ -216,7 +217,7 @@ pub(crate) async fn show(
     PageId(id): PageId<TemplateId>,
     headers: HeaderMap,
 ) -> PageResult<Response> {
-    let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
+    let template = state.core.templates().get(viewer.principal(), id).await.or_page(&viewer)?;
     let extras = Extras { base_url: base_url(&headers), ..Extras::default() };
     Ok(render(&viewer, &template, &extras).into_response())
 }
@@ -401,11 +402,11 @@ pub(crate) async fn add_version(
         text: fields.body("text"),
         make_current: Some(fields.checked("make_current")),
     };
-    match state.core.add_template_version(viewer.principal(), id, req.clone()).await {
+    match state.core.templates().add_version(viewer.principal(), id, req.clone()).await {
         Ok(_) => Ok(see_other(&format!("/templates/{id}"))),
         Err(e) => {
             let (status, lines) = form_errors(e, &viewer)?;
-            let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
+            let template = state.core.templates().get(viewer.principal(), id).await.or_page(&viewer)?;
             let extras =
                 Extras { draft: Some(req), version_errors: lines, base_url: base_url(&headers), ..Extras::default() };
             Ok((status, render(&viewer, &template, &extras)).into_response())
@@ -420,7 +421,7 @@ pub(crate) async fn make_current(
     posted: Posted,
 ) -> PageResult<Response> {
     let req = UpdateTemplateRequest { name: None, current_version_id: posted.fields.text("version_id") };
-    let template = state.core.update_template(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
+    let template = state.core.templates().update(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/templates/{}", template.id)))
 }
 
@@ -435,14 +436,14 @@ pub(crate) async fn preview(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let who = viewer.principal();
-    let template = state.core.get_template(who, id).await.or_page(&viewer)?;
+    let template = state.core.templates().get(who, id).await.or_page(&viewer)?;
     let typed = fields.get("variables").unwrap_or("").to_owned();
     let version_id = fields.text("version_id");
     let (status, preview) = match json_object("variables", Some(&typed)) {
         Err(line) => (StatusCode::UNPROCESSABLE_ENTITY, Err(vec![line])),
         Ok(variables) => {
             let req = RenderTemplateRequest { variables, version_id: version_id.clone() };
-            match state.core.render_template_rate_limited(&*state.limits, who, id, req).await {
+            match state.core.templates().render_rate_limited(&*state.limits, who, id, req).await {
                 Ok(Admission::Allowed((rendered, _))) => (StatusCode::OK, Ok(rendered)),
                 Ok(Admission::Limited { retry_after }) => (
                     StatusCode::TOO_MANY_REQUESTS,
@@ -477,7 +478,7 @@ pub(crate) async fn preview_draft(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     let who = viewer.principal();
-    let template = state.core.get_template(who, id).await.or_page(&viewer)?;
+    let template = state.core.templates().get(who, id).await.or_page(&viewer)?;
     let draft = AddTemplateVersionRequest {
         subject: fields.text("subject"),
         html: fields.body("html"),
@@ -488,7 +489,11 @@ pub(crate) async fn preview_draft(
     let (status, preview) = match json_object("variables", Some(&typed)) {
         Err(line) => (StatusCode::UNPROCESSABLE_ENTITY, Err(vec![line])),
         Ok(variables) => {
-            match state.core.render_template_draft_rate_limited(&*state.limits, who, id, draft.clone(), variables).await
+            match state
+                .core
+                .templates()
+                .render_draft_rate_limited(&*state.limits, who, id, draft.clone(), variables)
+                .await
             {
                 Ok(Admission::Allowed((rendered, _))) => (StatusCode::OK, Ok(rendered)),
                 Ok(Admission::Limited { retry_after }) => (
@@ -524,7 +529,7 @@ pub(crate) async fn send(
     posted: Posted<TEMPLATE_BODY_LIMIT>,
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
-    let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
+    let template = state.core.templates().get(viewer.principal(), id).await.or_page(&viewer)?;
     let draft = SendDraft {
         to: fields.get("to").unwrap_or("").trim().to_owned(),
         from: fields.get("from").unwrap_or("").trim().to_owned(),
@@ -566,13 +571,13 @@ pub(crate) async fn delete(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     if !confirmed(&fields) {
-        let template = state.core.get_template(viewer.principal(), id).await.or_page(&viewer)?;
+        let template = state.core.templates().get(viewer.principal(), id).await.or_page(&viewer)?;
         let (action, back) = (format!("/templates/{}/delete", template.id), format!("/templates/{}", template.id));
         let question =
             format!("Delete the template {}? Every version goes; sends that name it are refused.", template.name);
         return Ok(Ask { action: &action, question, yes: "Delete the template", back: &back }.page(&viewer));
     }
-    state.core.delete_template(viewer.principal(), id).await.or_page(&viewer)?;
+    state.core.templates().delete(viewer.principal(), id).await.or_page(&viewer)?;
     Ok(see_other("/templates"))
 }
 

@@ -50,7 +50,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         html: None,
         text: Some("t".into()),
     };
-    let template = app.core.create_template(who, template).await.unwrap().id;
+    let template = app.core.templates().create(who, template).await.unwrap().id;
     let hook = CreateWebhookRequest {
         url: Some("https://hooks.example.com/kept".into()),
         event_types: Some(vec!["Delivered".into()]),
@@ -243,7 +243,7 @@ async fn a_template_shows_its_id_and_curl_sends_a_test_and_is_deleted() {
     assert!(drafted.body.contains(r#"<dd id="preview-subject">Draft B-2</dd>"#), "{}", drafted.body);
     assert!(drafted.body.contains(r#"<pre id="preview-text">Dear Bo</pre>"#), "{}", drafted.body);
     assert!(drafted.body.contains(r#"value="Draft {{order}}""#), "the editor keeps the draft");
-    let stored = app.core.get_template(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
+    let stored = app.core.templates().get(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
     assert_eq!(stored.versions.len(), 1, "nothing stored");
     let broken = browser
         .post(&format!("/templates/{id}/preview-draft"), &[("subject", "Draft {{#if x}}"), ("variables", "{}")])
@@ -274,7 +274,7 @@ async fn a_template_shows_its_id_and_curl_sends_a_test_and_is_deleted() {
 
     let deleted = browser.post(&format!("/templates/{id}/delete"), &[("confirm", "yes")]).await;
     assert_eq!((deleted.status, deleted.location()), (StatusCode::SEE_OTHER, "/templates"));
-    assert!(app.core.get_template(&app.principal, TemplateId::parse_or_none(&id)).await.is_err(), "deleted");
+    assert!(app.core.templates().get(&app.principal, TemplateId::parse_or_none(&id)).await.is_err(), "deleted");
 }
 
 #[tokio::test]

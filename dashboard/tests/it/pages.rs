@@ -235,7 +235,7 @@ async fn templates_preview_with_typed_variables_and_name_line_and_column_of_erro
 
     let v2 = browser.post(&format!("/templates/{id}/versions"), &[("subject", "v2 {{order}}"), ("text", "t")]).await;
     assert_eq!(v2.status, StatusCode::SEE_OTHER, "{}", v2.body);
-    let template = app.core.get_template(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
+    let template = app.core.templates().get(&app.principal, TemplateId::parse_or_none(&id)).await.unwrap();
     assert_eq!(template.versions.len(), 2);
     let first = template.versions.iter().find(|v| v.version_no == 1).unwrap();
     assert_eq!(template.current_version_id, first.id, "added without make_current");
@@ -244,7 +244,8 @@ async fn templates_preview_with_typed_variables_and_name_line_and_column_of_erro
     assert_eq!(made.status, StatusCode::SEE_OTHER);
     assert_eq!(
         app.core
-            .get_template(&app.principal, TemplateId::parse_or_none(&id))
+            .templates()
+            .get(&app.principal, TemplateId::parse_or_none(&id))
             .await
             .unwrap()
             .current_version_id

@@ -76,7 +76,8 @@ impl World {
             .unwrap();
         let template_name = format!("{tag}-template");
         let template = core
-            .create_template(
+            .templates()
+            .create(
                 who,
                 CreateTemplateRequest {
                     name: Some(template_name.clone()),

@@ -201,7 +201,7 @@ pub async fn create_template(
     Authed(who): Authed,
     ApiJson(req): ApiJson<CreateTemplateRequest>,
 ) -> ApiResult<TemplateCreated> {
-    let template = state.core.create_template(&who, req.into()).await?;
+    let template = state.core.templates().create(&who, req.into()).await?;
     Ok(Success::new("template created", template.into()))
 }
 
@@ -222,7 +222,7 @@ pub async fn list_templates(
     Authed(who): Authed,
     ListQuery(params): ListQuery,
 ) -> ApiResult<TemplatePage> {
-    let listed = state.core.list_templates(&who, params).await?;
+    let listed = state.core.templates().list(&who, params).await?;
     Ok(Page::new(listed, TemplateResponse::from))
 }
 
@@ -242,7 +242,7 @@ pub async fn get_template(
     Authed(who): Authed,
     IdPath(id): IdPath<TemplateId>,
 ) -> ApiResult<TemplateOk> {
-    let template = state.core.get_template(&who, id).await?;
+    let template = state.core.templates().get(&who, id).await?;
     Ok(Success::new("OK", template.into()))
 }
 
@@ -264,7 +264,7 @@ pub async fn update_template(
     IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<UpdateTemplateRequest>,
 ) -> ApiResult<TemplateOk> {
-    let template = state.core.update_template(&who, id, req.into()).await?;
+    let template = state.core.templates().update(&who, id, req.into()).await?;
     Ok(Success::new("template updated", template.into()))
 }
 
@@ -285,7 +285,7 @@ pub async fn delete_template(
     Authed(who): Authed,
     IdPath(id): IdPath<TemplateId>,
 ) -> ApiResult<Deleted> {
-    state.core.delete_template(&who, id).await?;
+    state.core.templates().delete(&who, id).await?;
     Ok(Success::new("template deleted", Null))
 }
 
@@ -308,7 +308,7 @@ pub async fn create_template_version(
     IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<AddTemplateVersionRequest>,
 ) -> ApiResult<VersionCreated> {
-    let version = state.core.add_template_version(&who, id, req.into()).await?;
+    let version = state.core.templates().add_version(&who, id, req.into()).await?;
     Ok(Success::new("template version created", version.into()))
 }
 
@@ -336,7 +336,7 @@ pub async fn render_template(
     IdPath(id): IdPath<TemplateId>,
     ApiJson(req): ApiJson<RenderTemplateRequest>,
 ) -> ApiResult<Response> {
-    match state.core.render_template_rate_limited(&*state.limits, &who, id, req.into()).await? {
+    match state.core.templates().render_rate_limited(&*state.limits, &who, id, req.into()).await? {
         usecases::Admission::Allowed((rendered, limit)) => {
             let mut response = RenderedOk::new("OK", rendered.into()).into_response();
             crate::rate_limit::insert_headers(response.headers_mut(), &limit);

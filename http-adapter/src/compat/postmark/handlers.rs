@@ -116,7 +116,7 @@ async fn translate(state: &ApiState, who: &Principal, message: PostmarkMessage, 
     let mut translated = message.translate(kind)?;
     if let Some(alias) = translated.alias.take() {
         // Two are enough to tell one template from several.
-        let ids = state.core.template_ids_named(who, &alias, 2).await?;
+        let ids = state.core.templates().ids_named(who, &alias, 2).await?;
         match ids.as_slice() {
             [id] => translated.req.template_id = Some(id.to_string()),
             [] => {

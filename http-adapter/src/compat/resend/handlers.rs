@@ -114,7 +114,7 @@ async fn resolve_template_names(state: &ApiState, who: &Principal, emails: &mut 
         let id = match found.get(name.as_str()) {
             Some(id) => id.clone(),
             None => {
-                let id = state.core.template_ids_named(who, name, 1).await?.first().map(ToString::to_string);
+                let id = state.core.templates().ids_named(who, name, 1).await?.first().map(ToString::to_string);
                 found.insert(name.clone(), id.clone());
                 id
             }
