@@ -27,7 +27,7 @@
 //!     Arc::new(NoDns),
 //!     config,
 //! );
-//! let (_, first_key) = core.create_workspace("acme", None).await?;
+//! let (_, first_key) = core.workspaces().create("acme", None).await?;
 //! let who = core.authenticate(first_key.plaintext.expose()).await?;
 //! let request = SendRequest {
 //!     to: Some("ann@example.net".into()),

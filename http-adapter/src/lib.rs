@@ -39,7 +39,7 @@
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let store = Arc::new(tidings_testing::MemoryStore::new()); // or sled, or PostgreSQL
 //! let core = Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), CoreConfig::default());
-//! let (_, key) = core.create_workspace("acme", None).await.unwrap();
+//! let (_, key) = core.workspaces().create("acme", None).await.unwrap();
 //! let api = tidings_http::router(ApiState::new(core, HttpConfig::default()));
 //! let app = axum::Router::new().nest_service("/mail", api);
 //!

@@ -43,7 +43,7 @@
 //!     Ok(Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), CoreConfig::default()))
 //! };
 //! let core = open(&key)?;
-//! let (workspace, first_key) = core.create_workspace("acme", None).await?;
+//! let (workspace, first_key) = core.workspaces().create("acme", None).await?;
 //! drop(core); // sled admits one process, and one open store, per directory
 //! let reopened = open(&key)?;
 //! let who = reopened.authenticate(first_key.plaintext.expose()).await?;

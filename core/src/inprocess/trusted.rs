@@ -20,7 +20,7 @@ impl Principal {
     ///
     /// Nothing checks that `workspace` exists: take it from
     /// [`Tidings::ensure_workspace`](crate::usecases::Tidings::ensure_workspace) (which
-    /// returns a handle holding this principal) or `list_workspaces`.
+    /// returns a handle holding this principal) or `workspaces().list`.
     pub fn trusted(workspace: WorkspaceId) -> Self {
         Self {
             workspace_id: workspace,

@@ -28,7 +28,7 @@ impl std::fmt::Debug for WorkspaceHandle {
 
 impl Tidings {
     /// The workspace named `name`, made (with a first `full` key whose plaintext is
-    /// dropped: make keys for other clients with `create_api_key`) if there is none, so a
+    /// dropped: make keys for other clients with `keys().create`) if there is none, so a
     /// service calls this at every start and gets the same workspace each time. Give it
     /// [`DEFAULT_WORKSPACE_NAME`](crate::usecases::DEFAULT_WORKSPACE_NAME) to share the
     /// workspace `tidings-server` makes on a fresh store.
@@ -36,9 +36,10 @@ impl Tidings {
     /// Names are compared exactly; of several workspaces with one name, the oldest is the
     /// one. Callers in one process take turns, so they make at most one. On a fresh shared
     /// store, the first workspace is made in one atomic step (as
-    /// [`Tidings::ensure_default_workspace`]), so nodes starting together agree on it;
-    /// a further workspace made by several nodes at the very same moment may be made twice,
-    /// and every call then returns the oldest, so they agree from then on.
+    /// [`Workspaces::ensure_default`](crate::usecases::Workspaces::ensure_default)), so
+    /// nodes starting together agree on it; a further workspace made by several nodes at the
+    /// very same moment may be made twice, and every call then returns the oldest, so they
+    /// agree from then on.
     pub async fn ensure_workspace(&self, name: &str) -> Result<WorkspaceHandle> {
         let _turn = ENSURING.lock().await;
         if let Some(found) = self.oldest_workspace(name).await? {
@@ -48,7 +49,7 @@ impl Tidings {
         let first = self.store.create_first_workspace(&workspace, &created.key).await?;
         // Not the first: unless another node just made this very one, it is simply added.
         if !first && self.oldest_workspace(name).await?.is_none() {
-            self.create_workspace(name, None).await?;
+            self.workspaces().create(name, None).await?;
         }
         let found = self.oldest_workspace(name).await?.ok_or(Error::NotFound("workspace"))?;
         Ok(self.handle(found))
@@ -61,8 +62,8 @@ impl Tidings {
     }
 
     async fn oldest_workspace(&self, name: &str) -> Result<Option<Workspace>> {
-        // `list_workspaces` is oldest first.
-        Ok(self.list_workspaces().await?.into_iter().find(|w| w.name == name))
+        // `Workspaces::list` is oldest first.
+        Ok(self.workspaces().list().await?.into_iter().find(|w| w.name == name))
     }
 
     fn handle(&self, workspace: Workspace) -> WorkspaceHandle {

@@ -26,7 +26,7 @@
 //! let mailer = Arc::new(FakeMailer::local());
 //! let runtime = Runtime::start(core.clone(), Some(mailer.clone()), None, RuntimeSettings::default()).await;
 //!
-//! let (_, key) = core.create_workspace("acme", None).await?;
+//! let (_, key) = core.workspaces().create("acme", None).await?;
 //! let who = core.authenticate(key.plaintext.expose()).await?;
 //! let request = SendRequest {
 //!     to: Some("ann@example.net".into()),

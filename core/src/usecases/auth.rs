@@ -30,7 +30,7 @@ impl Tidings {
     /// Authenticates a presented key (the bearer token or `X-Api-Key` value).
     ///
     /// Unknown, malformed and revoked keys all give [`Error::InvalidApiKey`], so a client
-    /// cannot tell which it was. A revoked key fails from the moment `revoke_api_key`
+    /// cannot tell which it was. A revoked key fails from the moment `keys().revoke`
     /// returned, because the store answers the lookup from the same record. A store that
     /// cannot be reached is [`Error::Unavailable`], never a 401: the key may well be good.
     ///

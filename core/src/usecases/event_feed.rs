@@ -13,7 +13,7 @@
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
 //! let core = Tidings::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), Arc::new(SystemRandom), Arc::new(NoDns), config);
-//! let (_, key) = core.create_workspace("acme", None).await?;
+//! let (_, key) = core.workspaces().create("acme", None).await?;
 //! let who = core.authenticate(key.plaintext.expose()).await?;
 //!
 //! // The cursor the application saved last time (none on the first start).

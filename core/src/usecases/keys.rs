@@ -64,113 +64,14 @@ struct KeySpec {
 }
 
 impl Tidings {
-    /// `POST /v1/keys`: creates a key in the caller's workspace and returns it with its
-    /// plaintext. All field errors are reported together.
-    ///
-    /// `sendingDomainId` must name a domain of the workspace (otherwise a 422 naming it),
-    /// but need not be Verified yet: a domain can lose or gain verification later, so the
-    /// send use case checks verification at send time.
-    pub async fn create_api_key(&self, who: &Principal, req: CreateApiKeyRequest) -> Result<CreatedKey> {
-        who.require_full()?;
-        let spec = self.validate_key_request(who.workspace_id, req).await?;
-        who.require_key_manager_of(spec.sending_domain_id)?;
-        let created = self.new_key(who.workspace_id, spec);
-        self.store.insert_api_key(&created.key).await?;
-        Ok(created)
+    /// The API key use cases.
+    pub fn keys(&self) -> Keys<'_> {
+        Keys { core: self }
     }
 
-    /// `GET /v1/keys`: the workspace's keys that are not revoked, newest first.
-    pub async fn list_api_keys(&self, who: &Principal, params: ListParams) -> Result<Listed<ApiKey>> {
-        who.require_full()?;
-        let page = params.to_page(ApiKeyId::parse)?;
-        let limit = page.limit;
-        let found = self.store.list_api_keys(who.workspace_id, page).await?;
-        Ok(Listed::from_page(found, limit, |k| k.id.to_string()))
-    }
-
-    /// `GET /v1/keys/{id}`: one key. Revoked keys are not found: to the API they are gone.
-    pub async fn get_api_key(&self, who: &Principal, id: ApiKeyId) -> Result<ApiKey> {
-        who.require_full()?;
-        match self.store.get_api_key(who.workspace_id, id).await? {
-            Some(key) if key.revoked_at.is_none() => Ok(key),
-            _ => Err(Error::NotFound("API key")),
-        }
-    }
-
-    /// `DELETE /v1/keys/{id}`: revokes a key; it fails authentication from the moment this
-    /// returns. Not found if absent or already revoked. A key may revoke itself (the
-    /// request that does so still completes).
-    ///
-    /// A domain-restricted caller revokes only keys restricted to its domain (itself
-    /// included): another live key is 403 `insufficient_scope`; an absent one is 404 as for
-    /// any caller (the caller may list the keys anyway, so this tells it nothing new).
-    pub async fn revoke_api_key(&self, who: &Principal, id: ApiKeyId) -> Result<()> {
-        who.require_full()?;
-        if who.sending_domain_id.is_some() {
-            let target = self.get_api_key(who, id).await?;
-            who.require_key_manager_of(target.sending_domain_id)?;
-        }
-        self.store
-            .revoke_api_key(who.workspace_id, id, self.clock.now())
-            .await
-            .map_err(crate::ports::missing("API key"))?;
-        Ok(())
-    }
-
-    /// `PATCH /v1/keys/{id}`: sets a live key's send rate, from the key's next send on (on
-    /// every node: the rate is read with the key). A `full` key changes any key of its
-    /// workspace, itself included (it could make a key with any rate anyway); a
-    /// domain-restricted one only keys restricted to its domain, as for revoking.
-    pub async fn update_api_key(&self, who: &Principal, id: ApiKeyId, req: UpdateApiKeyRequest) -> Result<ApiKey> {
-        who.require_full()?;
-        // Found and allowed before the body is judged: another workspace's id is a 404
-        // whatever the body says.
-        let target = self.get_api_key(who, id).await?;
-        who.require_key_manager_of(target.sending_domain_id)?;
-        let rate_limit = match req.rate_limit_per_sec {
-            None => Err(FieldError::new("rateLimitPerSec", "is required")),
-            Some(n) => rate_limit(n),
-        }
-        .map_err(|e| Error::Validation { fields: vec![e] })?;
-        self.store
-            .set_api_key_rate_limit(who.workspace_id, id, rate_limit)
-            .await
-            .map_err(crate::ports::missing("API key"))
-    }
-
-    /// Operator: creates a workspace and its first `full` key (named `default`) in one
-    /// atomic write. `bootstrap` is the plaintext to use for that key (from configuration);
-    /// `None` generates one. A bootstrap key already in use is a `Conflict`.
-    pub async fn create_workspace(
-        &self,
-        name: &str,
-        bootstrap: Option<ApiKeyPlaintext>,
-    ) -> Result<(Workspace, CreatedKey)> {
-        let (workspace, created) = self.new_workspace(name, bootstrap)?;
-        self.store.create_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
-        Ok((workspace, created))
-    }
-
-    /// Operator: every workspace, oldest first (`tidings-server workspace list`: the id a
-    /// new key needs when the first one is lost).
-    pub async fn list_workspaces(&self) -> Result<Vec<Workspace>> {
-        Ok(self.store.list_workspaces().await?)
-    }
-
-    /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
-    /// Returns `None` when the store already has a workspace, so restarts change nothing.
-    ///
-    /// The store checks for "no workspace yet" and writes in one atomic step
-    /// ([`create_first_workspace`](crate::ports::WorkspaceStore::create_first_workspace)),
-    /// so of several nodes starting at once on one fresh shared store exactly one makes the
-    /// workspace and the others get `None`, with or without a bootstrap key.
-    pub async fn ensure_default_workspace(
-        &self,
-        bootstrap: Option<ApiKeyPlaintext>,
-    ) -> Result<Option<(Workspace, CreatedKey)>> {
-        let (workspace, created) = self.new_workspace(DEFAULT_WORKSPACE_NAME, bootstrap)?;
-        let first = self.store.create_first_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
-        Ok(first.then_some((workspace, created)))
+    /// The operator's workspace use cases.
+    pub fn workspaces(&self) -> Workspaces<'_> {
+        Workspaces { core: self }
     }
 
     /// A workspace named `name` and its first `full` key, not yet stored.
@@ -196,43 +97,6 @@ impl Tidings {
         Ok((workspace, created))
     }
 
-    async fn validate_key_request(&self, workspace: WorkspaceId, req: CreateApiKeyRequest) -> Result<KeySpec> {
-        let mut errors = Vec::new();
-        let name = validate_name("name", req.name.as_deref(), DEFAULT_KEY_NAME).map_err(|e| errors.push(e)).ok();
-        let scope = match req.scope.as_deref() {
-            None | Some("full") => Some(KeyScope::Full),
-            Some("send") => Some(KeyScope::Send),
-            Some(_) => {
-                errors.push(FieldError::new("scope", "must be \"full\" or \"send\""));
-                None
-            }
-        };
-        let rate_limit = match req.rate_limit_per_sec {
-            None => Some(RateLimit::DEFAULT),
-            Some(n) => rate_limit(n).map_err(|e| errors.push(e)).ok(),
-        };
-        let sending_domain_id = match req.sending_domain_id.as_deref() {
-            None => None,
-            Some(text) => {
-                let found = match DomainId::parse(text) {
-                    // The sandbox is a domain of the workspace only while sandbox sending is on.
-                    Some(id) => self.store.get_domain(workspace, id).await?.filter(|d| self.shows(d)).map(|d| d.id),
-                    None => None,
-                };
-                if found.is_none() {
-                    errors.push(FieldError::new("sendingDomainId", "is not a domain of this workspace"));
-                }
-                found
-            }
-        };
-        match (name, scope, rate_limit) {
-            (Some(name), Some(scope), Some(rate_limit)) if errors.is_empty() => {
-                Ok(KeySpec { name, scope, sending_domain_id, rate_limit })
-            }
-            _ => Err(Error::Validation { fields: errors }),
-        }
-    }
-
     fn new_key(&self, workspace: WorkspaceId, spec: KeySpec) -> CreatedKey {
         self.key_from(workspace, spec, ApiKeyPlaintext::generate(&*self.random))
     }
@@ -253,6 +117,169 @@ impl Tidings {
             revoked_at: None,
         };
         CreatedKey { key, plaintext }
+    }
+}
+
+/// The API key area of [`Tidings`] ([`Tidings::keys`]): a workspace's keys, created, listed,
+/// read, revoked and given another send rate by a `full` key of that workspace.
+#[derive(Clone, Copy)]
+pub struct Keys<'a> {
+    core: &'a Tidings,
+}
+
+impl Keys<'_> {
+    /// `POST /v1/keys`: creates a key in the caller's workspace and returns it with its
+    /// plaintext. All field errors are reported together.
+    ///
+    /// `sendingDomainId` must name a domain of the workspace (otherwise a 422 naming it),
+    /// but need not be Verified yet: a domain can lose or gain verification later, so the
+    /// send use case checks verification at send time.
+    pub async fn create(&self, who: &Principal, req: CreateApiKeyRequest) -> Result<CreatedKey> {
+        who.require_full()?;
+        let spec = self.validate_key_request(who.workspace_id, req).await?;
+        who.require_key_manager_of(spec.sending_domain_id)?;
+        let created = self.core.new_key(who.workspace_id, spec);
+        self.core.store.insert_api_key(&created.key).await?;
+        Ok(created)
+    }
+
+    /// `GET /v1/keys`: the workspace's keys that are not revoked, newest first.
+    pub async fn list(&self, who: &Principal, params: ListParams) -> Result<Listed<ApiKey>> {
+        who.require_full()?;
+        let page = params.to_page(ApiKeyId::parse)?;
+        let limit = page.limit;
+        let found = self.core.store.list_api_keys(who.workspace_id, page).await?;
+        Ok(Listed::from_page(found, limit, |k| k.id.to_string()))
+    }
+
+    /// `GET /v1/keys/{id}`: one key. Revoked keys are not found: to the API they are gone.
+    pub async fn get(&self, who: &Principal, id: ApiKeyId) -> Result<ApiKey> {
+        who.require_full()?;
+        match self.core.store.get_api_key(who.workspace_id, id).await? {
+            Some(key) if key.revoked_at.is_none() => Ok(key),
+            _ => Err(Error::NotFound("API key")),
+        }
+    }
+
+    /// `DELETE /v1/keys/{id}`: revokes a key; it fails authentication from the moment this
+    /// returns. Not found if absent or already revoked. A key may revoke itself (the
+    /// request that does so still completes).
+    ///
+    /// A domain-restricted caller revokes only keys restricted to its domain (itself
+    /// included): another live key is 403 `insufficient_scope`; an absent one is 404 as for
+    /// any caller (the caller may list the keys anyway, so this tells it nothing new).
+    pub async fn revoke(&self, who: &Principal, id: ApiKeyId) -> Result<()> {
+        who.require_full()?;
+        if who.sending_domain_id.is_some() {
+            let target = self.get(who, id).await?;
+            who.require_key_manager_of(target.sending_domain_id)?;
+        }
+        self.core
+            .store
+            .revoke_api_key(who.workspace_id, id, self.core.clock.now())
+            .await
+            .map_err(crate::ports::missing("API key"))?;
+        Ok(())
+    }
+
+    /// `PATCH /v1/keys/{id}`: sets a live key's send rate, from the key's next send on (on
+    /// every node: the rate is read with the key). A `full` key changes any key of its
+    /// workspace, itself included (it could make a key with any rate anyway); a
+    /// domain-restricted one only keys restricted to its domain, as for revoking.
+    pub async fn update(&self, who: &Principal, id: ApiKeyId, req: UpdateApiKeyRequest) -> Result<ApiKey> {
+        who.require_full()?;
+        // Found and allowed before the body is judged: another workspace's id is a 404
+        // whatever the body says.
+        let target = self.get(who, id).await?;
+        who.require_key_manager_of(target.sending_domain_id)?;
+        let rate_limit = match req.rate_limit_per_sec {
+            None => Err(FieldError::new("rateLimitPerSec", "is required")),
+            Some(n) => rate_limit(n),
+        }
+        .map_err(|e| Error::Validation { fields: vec![e] })?;
+        self.core
+            .store
+            .set_api_key_rate_limit(who.workspace_id, id, rate_limit)
+            .await
+            .map_err(crate::ports::missing("API key"))
+    }
+
+    async fn validate_key_request(&self, workspace: WorkspaceId, req: CreateApiKeyRequest) -> Result<KeySpec> {
+        let mut errors = Vec::new();
+        let name = validate_name("name", req.name.as_deref(), DEFAULT_KEY_NAME).map_err(|e| errors.push(e)).ok();
+        let scope = match req.scope.as_deref() {
+            None | Some("full") => Some(KeyScope::Full),
+            Some("send") => Some(KeyScope::Send),
+            Some(_) => {
+                errors.push(FieldError::new("scope", "must be \"full\" or \"send\""));
+                None
+            }
+        };
+        let rate_limit = match req.rate_limit_per_sec {
+            None => Some(RateLimit::DEFAULT),
+            Some(n) => rate_limit(n).map_err(|e| errors.push(e)).ok(),
+        };
+        let sending_domain_id = match req.sending_domain_id.as_deref() {
+            None => None,
+            Some(text) => {
+                let found = match DomainId::parse(text) {
+                    // The sandbox is a domain of the workspace only while sandbox sending is on.
+                    Some(id) => {
+                        self.core.store.get_domain(workspace, id).await?.filter(|d| self.core.shows(d)).map(|d| d.id)
+                    }
+                    None => None,
+                };
+                if found.is_none() {
+                    errors.push(FieldError::new("sendingDomainId", "is not a domain of this workspace"));
+                }
+                found
+            }
+        };
+        match (name, scope, rate_limit) {
+            (Some(name), Some(scope), Some(rate_limit)) if errors.is_empty() => {
+                Ok(KeySpec { name, scope, sending_domain_id, rate_limit })
+            }
+            _ => Err(Error::Validation { fields: errors }),
+        }
+    }
+}
+
+/// The workspace area of [`Tidings`] ([`Tidings::workspaces`]), for operators (the server's
+/// command line and first start; no [`Principal`]): making a workspace with its first `full`
+/// key, the `default` one of a fresh store, and listing them.
+#[derive(Clone, Copy)]
+pub struct Workspaces<'a> {
+    core: &'a Tidings,
+}
+
+impl Workspaces<'_> {
+    /// Operator: creates a workspace and its first `full` key (named `default`) in one
+    /// atomic write. `bootstrap` is the plaintext to use for that key (from configuration);
+    /// `None` generates one. A bootstrap key already in use is a `Conflict`.
+    pub async fn create(&self, name: &str, bootstrap: Option<ApiKeyPlaintext>) -> Result<(Workspace, CreatedKey)> {
+        let (workspace, created) = self.core.new_workspace(name, bootstrap)?;
+        self.core.store.create_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
+        Ok((workspace, created))
+    }
+
+    /// Operator: every workspace, oldest first (`tidings-server workspace list`: the id a
+    /// new key needs when the first one is lost).
+    pub async fn list(&self) -> Result<Vec<Workspace>> {
+        Ok(self.core.store.list_workspaces().await?)
+    }
+
+    /// Operator, at start-up: gives a fresh store its `default` workspace and first key.
+    /// Returns `None` when the store already has a workspace, so restarts change nothing.
+    ///
+    /// The store checks for "no workspace yet" and writes in one atomic step
+    /// ([`create_first_workspace`](crate::ports::WorkspaceStore::create_first_workspace)),
+    /// so of several nodes starting at once on one fresh shared store exactly one makes the
+    /// workspace and the others get `None`, with or without a bootstrap key.
+    pub async fn ensure_default(&self, bootstrap: Option<ApiKeyPlaintext>) -> Result<Option<(Workspace, CreatedKey)>> {
+        let (workspace, created) = self.core.new_workspace(DEFAULT_WORKSPACE_NAME, bootstrap)?;
+        let first =
+            self.core.store.create_first_workspace(&workspace, &created.key).await.map_err(workspace_conflict)?;
+        Ok(first.then_some((workspace, created)))
     }
 }
 

@@ -63,7 +63,7 @@ async fn ensuring_a_workspace_makes_it_once_and_finds_it_after() {
     assert_eq!(first.id(), again.id());
     assert_ne!(first.id(), other.id());
     assert_eq!(first.workspace().name, "acme");
-    let names: Vec<String> = t.core.list_workspaces().await.unwrap().into_iter().map(|w| w.name).collect();
+    let names: Vec<String> = t.core.workspaces().list().await.unwrap().into_iter().map(|w| w.name).collect();
     assert_eq!(names, ["acme", "globex"]);
     assert_eq!(t.core.workspace(first.id()).await.unwrap().id(), first.id());
 }
@@ -71,10 +71,10 @@ async fn ensuring_a_workspace_makes_it_once_and_finds_it_after() {
 #[tokio::test]
 async fn a_workspace_made_by_ensure_default_workspace_is_found_by_its_name() {
     let t = TestCore::new();
-    let (made, _) = t.core.ensure_default_workspace(None).await.unwrap().unwrap();
+    let (made, _) = t.core.workspaces().ensure_default(None).await.unwrap().unwrap();
     let found = t.core.ensure_workspace(tidings_core::usecases::DEFAULT_WORKSPACE_NAME).await.unwrap();
     assert_eq!(found.id(), made.id);
-    assert_eq!(t.core.list_workspaces().await.unwrap().len(), 1);
+    assert_eq!(t.core.workspaces().list().await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -91,14 +91,14 @@ async fn concurrent_ensures_of_one_workspace_make_one() {
         ids.insert(task.await.unwrap());
     }
     assert_eq!(ids.len(), 1);
-    assert_eq!(t.core.list_workspaces().await.unwrap().len(), 1);
+    assert_eq!(t.core.workspaces().list().await.unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn a_bad_workspace_name_is_refused_and_an_unknown_id_is_not_found() {
     let t = TestCore::new();
     assert_eq!(invalid_fields(t.core.ensure_workspace("").await), ["name"]);
-    assert!(t.core.list_workspaces().await.unwrap().is_empty());
+    assert!(t.core.workspaces().list().await.unwrap().is_empty());
     let unknown = t.core.workspace(tidings_core::ids::WorkspaceId::NONE).await.unwrap_err();
     assert!(matches!(unknown, Error::NotFound("workspace")), "{unknown:?}");
 }

@@ -16,7 +16,7 @@ use tidings_testing::service::invalid_fields;
 
 /// A workspace with its first key, and that key authenticated.
 async fn workspace(t: &TestCore, name: &str) -> (CreatedKey, Principal) {
-    let (_, first) = t.core.create_workspace(name, None).await.unwrap();
+    let (_, first) = t.core.workspaces().create(name, None).await.unwrap();
     let who = t.core.authenticate(first.plaintext.expose()).await.unwrap();
     (first, who)
 }
@@ -24,7 +24,7 @@ async fn workspace(t: &TestCore, name: &str) -> (CreatedKey, Principal) {
 /// A key of `scope` beside `who`, authenticated.
 async fn key_beside(t: &TestCore, who: &Principal, scope: &str) -> (CreatedKey, Principal) {
     let req = CreateApiKeyRequest { scope: Some(scope.to_owned()), ..Default::default() };
-    let created = t.core.create_api_key(who, req).await.unwrap();
+    let created = t.core.keys().create(who, req).await.unwrap();
     let principal = t.core.authenticate(created.plaintext.expose()).await.unwrap();
     (created, principal)
 }
@@ -32,7 +32,7 @@ async fn key_beside(t: &TestCore, who: &Principal, scope: &str) -> (CreatedKey, 
 #[tokio::test]
 async fn a_new_workspace_gets_a_full_key_that_authenticates() {
     let t = TestCore::new();
-    let (workspace, first) = t.core.create_workspace("Acme", None).await.unwrap();
+    let (workspace, first) = t.core.workspaces().create("Acme", None).await.unwrap();
     assert_eq!(workspace.name, "Acme");
     assert_eq!(first.key.workspace_id, workspace.id);
     assert_eq!((first.key.name.as_str(), first.key.scope), ("default", KeyScope::Full));
@@ -55,7 +55,7 @@ async fn a_new_workspace_gets_a_full_key_that_authenticates() {
 async fn a_key_is_created_with_the_defaults_of_the_spec() {
     let t = TestCore::new();
     let (_, who) = workspace(&t, "acme").await;
-    let created = t.core.create_api_key(&who, CreateApiKeyRequest::default()).await.unwrap();
+    let created = t.core.keys().create(&who, CreateApiKeyRequest::default()).await.unwrap();
     let key = &created.key;
     assert_eq!(key.name, "default");
     assert_eq!(key.scope, KeyScope::Full);
@@ -83,7 +83,7 @@ async fn a_key_takes_every_option() {
         sending_domain_id: Some(domain.id.to_string()),
         rate_limit_per_sec: Some(10_000),
     };
-    let created = t.core.create_api_key(&who, req).await.unwrap();
+    let created = t.core.keys().create(&who, req).await.unwrap();
     let principal = t.core.authenticate(created.plaintext.expose()).await.unwrap();
     assert_eq!(created.key.name, "checkout service");
     assert_eq!(principal.scope, KeyScope::Send);
@@ -101,10 +101,10 @@ async fn every_invalid_field_is_reported_at_once() {
         sending_domain_id: Some("not-an-id".into()),
         rate_limit_per_sec: Some(0),
     };
-    let fields = invalid_fields(t.core.create_api_key(&who, req).await);
+    let fields = invalid_fields(t.core.keys().create(&who, req).await);
     assert_eq!(fields, ["name", "scope", "rateLimitPerSec", "sendingDomainId"]);
     // Nothing was stored.
-    assert_eq!(t.core.list_api_keys(&who, ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(t.core.keys().list(&who, ListParams::default()).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test]
@@ -120,11 +120,11 @@ async fn out_of_range_and_malformed_values_name_their_field() {
         (CreateApiKeyRequest { scope: Some("Full".into()), ..Default::default() }, "scope"),
     ];
     for (req, field) in cases {
-        assert_eq!(invalid_fields(t.core.create_api_key(&who, req.clone()).await), [field], "{req:?}");
+        assert_eq!(invalid_fields(t.core.keys().create(&who, req.clone()).await), [field], "{req:?}");
     }
     for limit in [1, 10_000] {
         let req = CreateApiKeyRequest { rate_limit_per_sec: Some(limit), ..Default::default() };
-        assert!(t.core.create_api_key(&who, req).await.is_ok(), "{limit}");
+        assert!(t.core.keys().create(&who, req).await.is_ok(), "{limit}");
     }
 }
 
@@ -138,7 +138,7 @@ async fn the_sending_domain_must_belong_to_the_workspace() {
     let unknown = fixtures::domain(alice.workspace_id, "never-added.example.com");
     for id in [bobs.id.to_string(), unknown.id.to_string()] {
         let req = CreateApiKeyRequest { sending_domain_id: Some(id), ..Default::default() };
-        assert_eq!(invalid_fields(t.core.create_api_key(&alice, req).await), ["sendingDomainId"]);
+        assert_eq!(invalid_fields(t.core.keys().create(&alice, req).await), ["sendingDomainId"]);
     }
 }
 
@@ -157,38 +157,34 @@ async fn a_domain_restricted_full_key_manages_only_keys_of_its_domain() {
         sending_domain_id: domain.map(|d| d.id.to_string()),
         ..Default::default()
     };
-    let restricted = t.core.create_api_key(&admin, make("full", Some(&mine))).await.unwrap();
+    let restricted = t.core.keys().create(&admin, make("full", Some(&mine))).await.unwrap();
     let restricted = t.core.authenticate(restricted.plaintext.expose()).await.unwrap();
-    let unrestricted_send = t.core.create_api_key(&admin, make("send", None)).await.unwrap();
-    let other_domains = t.core.create_api_key(&admin, make("send", Some(&other))).await.unwrap();
-    let before = t.core.list_api_keys(&admin, ListParams::default()).await.unwrap().items.len();
+    let unrestricted_send = t.core.keys().create(&admin, make("send", None)).await.unwrap();
+    let other_domains = t.core.keys().create(&admin, make("send", Some(&other))).await.unwrap();
+    let before = t.core.keys().list(&admin, ListParams::default()).await.unwrap().items.len();
 
     for (scope, domain) in [("full", None), ("send", None), ("full", Some(&other)), ("send", Some(&other))] {
-        let refused = t.core.create_api_key(&restricted, make(scope, domain)).await;
+        let refused = t.core.keys().create(&restricted, make(scope, domain)).await;
         assert!(matches!(refused, Err(Error::InsufficientScope)), "{scope} {domain:?}: {refused:?}");
     }
     for target in [admin.key_id, unrestricted_send.key.id, other_domains.key.id] {
-        let refused = t.core.revoke_api_key(&restricted, target).await;
+        let refused = t.core.keys().revoke(&restricted, target).await;
         assert!(matches!(refused, Err(Error::InsufficientScope)), "{target}: {refused:?}");
     }
-    assert_eq!(
-        t.core.list_api_keys(&admin, ListParams::default()).await.unwrap().items.len(),
-        before,
-        "nothing changed"
-    );
+    assert_eq!(t.core.keys().list(&admin, ListParams::default()).await.unwrap().items.len(), before, "nothing changed");
     assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok(), "the workspace's key still works");
 
     // Its own domain: both scopes, and it revokes them (and itself) again.
-    let same = t.core.create_api_key(&restricted, make("send", Some(&mine))).await.unwrap();
-    let same_full = t.core.create_api_key(&restricted, make("full", Some(&mine))).await.unwrap();
+    let same = t.core.keys().create(&restricted, make("send", Some(&mine))).await.unwrap();
+    let same_full = t.core.keys().create(&restricted, make("full", Some(&mine))).await.unwrap();
     assert_eq!((same.key.sending_domain_id, same_full.key.sending_domain_id), (Some(mine.id), Some(mine.id)));
-    t.core.revoke_api_key(&restricted, same.key.id).await.unwrap();
-    t.core.revoke_api_key(&restricted, same_full.key.id).await.unwrap();
-    let absent = t.core.revoke_api_key(&restricted, same.key.id).await;
+    t.core.keys().revoke(&restricted, same.key.id).await.unwrap();
+    t.core.keys().revoke(&restricted, same_full.key.id).await.unwrap();
+    let absent = t.core.keys().revoke(&restricted, same.key.id).await;
     assert!(matches!(absent, Err(Error::NotFound(_))), "an absent key is 404 as for anyone: {absent:?}");
-    t.core.revoke_api_key(&restricted, restricted.key_id).await.unwrap();
+    t.core.keys().revoke(&restricted, restricted.key_id).await.unwrap();
     // An unrestricted full key still manages every key.
-    t.core.revoke_api_key(&admin, other_domains.key.id).await.unwrap();
+    t.core.keys().revoke(&admin, other_domains.key.id).await.unwrap();
 }
 
 #[tokio::test]
@@ -199,26 +195,23 @@ async fn keys_are_listed_newest_first_with_paging_and_read_one_by_one() {
     for n in 0..3 {
         t.clock.advance(Duration::milliseconds(5));
         let req = CreateApiKeyRequest { name: Some(format!("key {n}")), ..Default::default() };
-        ids.push(t.core.create_api_key(&who, req).await.unwrap().key.id);
+        ids.push(t.core.keys().create(&who, req).await.unwrap().key.id);
     }
     ids.reverse();
-    let page = t.core.list_api_keys(&who, ListParams { limit: Some(3), cursor: None }).await.unwrap();
+    let page = t.core.keys().list(&who, ListParams { limit: Some(3), cursor: None }).await.unwrap();
     assert_eq!(page.items.iter().map(|k| k.id).collect::<Vec<_>>(), ids[..3]);
     assert!(page.has_more);
     let next = ListParams { limit: Some(3), cursor: page.next_cursor };
-    let page = t.core.list_api_keys(&who, next).await.unwrap();
+    let page = t.core.keys().list(&who, next).await.unwrap();
     assert_eq!(page.items.iter().map(|k| k.id).collect::<Vec<_>>(), ids[3..]);
     assert!(!page.has_more);
     assert_eq!(page.next_cursor, None);
 
-    let got = t.core.get_api_key(&who, ids[1]).await.unwrap();
+    let got = t.core.keys().get(&who, ids[1]).await.unwrap();
     assert_eq!(got.id, ids[1]);
-    assert_eq!(
-        invalid_fields(t.core.list_api_keys(&who, ListParams { limit: Some(0), cursor: None }).await),
-        ["limit"]
-    );
+    assert_eq!(invalid_fields(t.core.keys().list(&who, ListParams { limit: Some(0), cursor: None }).await), ["limit"]);
     let bad_cursor = ListParams { limit: None, cursor: Some("nope".into()) };
-    assert_eq!(invalid_fields(t.core.list_api_keys(&who, bad_cursor).await), ["cursor"]);
+    assert_eq!(invalid_fields(t.core.keys().list(&who, bad_cursor).await), ["cursor"]);
 }
 
 #[tokio::test]
@@ -228,12 +221,12 @@ async fn a_revoked_key_stops_working_immediately_and_disappears() {
     let (victim, _) = key_beside(&t, &who, "send").await;
     let id = victim.key.id.to_string();
 
-    t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await.unwrap();
+    t.core.keys().revoke(&who, ApiKeyId::parse_or_none(&id)).await.unwrap();
 
     assert_eq!(t.core.authenticate(victim.plaintext.expose()).await, Err(Error::InvalidApiKey));
-    assert_eq!(t.core.get_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
-    assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
-    let listed = t.core.list_api_keys(&who, ListParams::default()).await.unwrap();
+    assert_eq!(t.core.keys().get(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.keys().revoke(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    let listed = t.core.keys().list(&who, ListParams::default()).await.unwrap();
     assert!(listed.items.iter().all(|k| k.id != victim.key.id));
     let stored = t.store.get_api_key(who.workspace_id, victim.key.id).await.unwrap().unwrap();
     assert_eq!(stored.revoked_at, Some(t.now()));
@@ -243,7 +236,7 @@ async fn a_revoked_key_stops_working_immediately_and_disappears() {
 async fn a_key_may_revoke_itself() {
     let t = TestCore::new();
     let (first, who) = workspace(&t, "acme").await;
-    t.core.revoke_api_key(&who, first.key.id).await.unwrap();
+    t.core.keys().revoke(&who, first.key.id).await.unwrap();
     assert_eq!(t.core.authenticate(first.plaintext.expose()).await, Err(Error::InvalidApiKey));
 }
 
@@ -252,7 +245,7 @@ async fn unknown_malformed_and_revoked_keys_get_the_same_answer() {
     let t = TestCore::new();
     let (_, who) = workspace(&t, "acme").await;
     let (revoked, _) = key_beside(&t, &who, "full").await;
-    t.core.revoke_api_key(&who, revoked.key.id).await.unwrap();
+    t.core.keys().revoke(&who, revoked.key.id).await.unwrap();
     let unknown = ApiKeyPlaintext::generate(&SystemRandom);
     for presented in [unknown.expose(), revoked.plaintext.expose(), "", "tid_short", "Bearer tid_x", "tid_/"] {
         assert_eq!(t.core.authenticate(presented).await, Err(Error::InvalidApiKey), "{presented:?}");
@@ -265,7 +258,7 @@ async fn authenticating_records_when_the_key_was_last_used() {
     let (first, who) = workspace(&t, "acme").await;
     t.clock.advance(Duration::minutes(3));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
+    let key = t.core.keys().get(&who, first.key.id).await.unwrap();
     let touched = t.now();
     assert_eq!(key.last_used_at, Some(touched));
 
@@ -273,11 +266,11 @@ async fn authenticating_records_when_the_key_was_last_used() {
     // request); after it, it is.
     t.clock.advance(Duration::milliseconds(999));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
+    let key = t.core.keys().get(&who, first.key.id).await.unwrap();
     assert_eq!(key.last_used_at, Some(touched));
     t.clock.advance(Duration::milliseconds(1));
     t.core.authenticate(first.plaintext.expose()).await.unwrap();
-    let key = t.core.get_api_key(&who, first.key.id).await.unwrap();
+    let key = t.core.keys().get(&who, first.key.id).await.unwrap();
     assert_eq!(key.last_used_at, Some(t.now()));
 }
 
@@ -288,30 +281,30 @@ async fn a_keys_rate_changes_from_its_next_request_within_the_range_only() {
     let (sender, _) = key_beside(&t, &who, "send").await;
     let rate = |n: Option<i64>| UpdateApiKeyRequest { rate_limit_per_sec: n };
 
-    let changed = t.core.update_api_key(&who, sender.key.id, rate(Some(500))).await.unwrap();
+    let changed = t.core.keys().update(&who, sender.key.id, rate(Some(500))).await.unwrap();
     assert_eq!(changed.rate_limit.per_sec(), 500);
     let principal = t.core.authenticate(sender.plaintext.expose()).await.unwrap();
     assert_eq!(principal.rate_limit.per_sec(), 500, "the next request is limited by the new rate");
     // A full key may change its own rate too: it could make a key with any rate anyway.
-    assert_eq!(t.core.update_api_key(&who, who.key_id, rate(Some(10_000))).await.unwrap().rate_limit.per_sec(), 10_000);
+    assert_eq!(t.core.keys().update(&who, who.key_id, rate(Some(10_000))).await.unwrap().rate_limit.per_sec(), 10_000);
 
     for (bad, why) in [(None, "is required"), (Some(0), "between"), (Some(10_001), "between"), (Some(-5), "between")] {
-        let refused = t.core.update_api_key(&who, sender.key.id, rate(bad)).await;
+        let refused = t.core.keys().update(&who, sender.key.id, rate(bad)).await;
         let Err(Error::Validation { fields }) = refused else { panic!("{bad:?}: {refused:?}") };
         assert_eq!(fields.len(), 1, "{bad:?}: {fields:?}");
         assert!(fields[0].field == "rateLimitPerSec" && fields[0].message.contains(why), "{bad:?}: {fields:?}");
     }
     let unknown =
-        t.core.update_api_key(&who, ApiKeyId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), rate(Some(5))).await;
+        t.core.keys().update(&who, ApiKeyId::parse_or_none("01ARZ3NDEKTSV4RRFFQ69G5FAV"), rate(Some(5))).await;
     assert!(matches!(unknown, Err(Error::NotFound(_))), "{unknown:?}");
     let (_, other) = workspace(&t, "elsewhere").await;
-    let theirs = t.core.update_api_key(&other, sender.key.id, rate(Some(5))).await;
+    let theirs = t.core.keys().update(&other, sender.key.id, rate(Some(5))).await;
     assert!(matches!(theirs, Err(Error::NotFound(_))), "another workspace's key is not found: {theirs:?}");
     let (_, send_only) = key_beside(&t, &who, "send").await;
-    let scope = t.core.update_api_key(&send_only, send_only.key_id, rate(Some(10_000))).await;
+    let scope = t.core.keys().update(&send_only, send_only.key_id, rate(Some(10_000))).await;
     assert!(matches!(scope, Err(Error::InsufficientScope)), "a send key cannot raise its own rate: {scope:?}");
-    t.core.revoke_api_key(&who, sender.key.id).await.unwrap();
-    let revoked = t.core.update_api_key(&who, sender.key.id, rate(Some(5))).await;
+    t.core.keys().revoke(&who, sender.key.id).await.unwrap();
+    let revoked = t.core.keys().update(&who, sender.key.id, rate(Some(5))).await;
     assert!(matches!(revoked, Err(Error::NotFound(_))), "{revoked:?}");
 }
 
@@ -322,10 +315,10 @@ async fn a_send_key_cannot_manage_keys() {
     let (_, sender) = key_beside(&t, &who, "send").await;
     let id = first.key.id.to_string();
     let scope = Err::<(), _>(Error::InsufficientScope);
-    assert_eq!(t.core.create_api_key(&sender, CreateApiKeyRequest::default()).await.map(drop), scope);
-    assert_eq!(t.core.list_api_keys(&sender, ListParams::default()).await.map(drop), scope);
-    assert_eq!(t.core.get_api_key(&sender, ApiKeyId::parse_or_none(&id)).await.map(drop), scope);
-    assert_eq!(t.core.revoke_api_key(&sender, ApiKeyId::parse_or_none(&id)).await, scope);
+    assert_eq!(t.core.keys().create(&sender, CreateApiKeyRequest::default()).await.map(drop), scope);
+    assert_eq!(t.core.keys().list(&sender, ListParams::default()).await.map(drop), scope);
+    assert_eq!(t.core.keys().get(&sender, ApiKeyId::parse_or_none(&id)).await.map(drop), scope);
+    assert_eq!(t.core.keys().revoke(&sender, ApiKeyId::parse_or_none(&id)).await, scope);
     // The full key it tried to revoke still works.
     assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok());
 }
@@ -336,9 +329,9 @@ async fn workspaces_do_not_see_each_others_keys() {
     let (alice_key, alice) = workspace(&t, "alice").await;
     let (_, bob) = workspace(&t, "bob").await;
     let id = alice_key.key.id.to_string();
-    assert_eq!(t.core.get_api_key(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
-    assert_eq!(t.core.revoke_api_key(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
-    let bobs = t.core.list_api_keys(&bob, ListParams::default()).await.unwrap();
+    assert_eq!(t.core.keys().get(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.keys().revoke(&bob, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    let bobs = t.core.keys().list(&bob, ListParams::default()).await.unwrap();
     assert!(bobs.items.iter().all(|k| k.workspace_id == bob.workspace_id));
     assert_eq!(bobs.items.len(), 1);
     // Alice's key survived Bob's attempt.
@@ -350,20 +343,20 @@ async fn malformed_key_ids_are_not_found() {
     let t = TestCore::new();
     let (_, who) = workspace(&t, "acme").await;
     for id in ["", "nope", "01ARZ3NDEKTSV4RRFFQ69G5FAVX"] {
-        assert_eq!(t.core.get_api_key(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
-        assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
+        assert_eq!(t.core.keys().get(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
+        assert_eq!(t.core.keys().revoke(&who, ApiKeyId::parse_or_none(id)).await, Err(Error::NotFound("API key")));
     }
 }
 
 #[tokio::test]
 async fn a_fresh_store_gets_one_default_workspace_and_restarts_change_nothing() {
     let t = TestCore::new();
-    let (workspace, first) = t.core.ensure_default_workspace(None).await.unwrap().expect("created on a fresh store");
+    let (workspace, first) = t.core.workspaces().ensure_default(None).await.unwrap().expect("created on a fresh store");
     assert_eq!(workspace.name, "default");
     assert_eq!(first.key.scope, KeyScope::Full);
     assert!(t.core.authenticate(first.plaintext.expose()).await.is_ok());
 
-    assert_eq!(t.core.ensure_default_workspace(None).await.unwrap(), None);
+    assert_eq!(t.core.workspaces().ensure_default(None).await.unwrap(), None);
     assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
 }
 
@@ -371,14 +364,14 @@ async fn a_fresh_store_gets_one_default_workspace_and_restarts_change_nothing() 
 async fn the_bootstrap_key_from_configuration_is_the_first_key() {
     let t = TestCore::new();
     let bootstrap = ApiKeyPlaintext::parse("tid_0123456789abcdefghijABCDEFGHIJ0123456789").unwrap();
-    let (_, first) = t.core.ensure_default_workspace(Some(bootstrap.clone())).await.unwrap().unwrap();
+    let (_, first) = t.core.workspaces().ensure_default(Some(bootstrap.clone())).await.unwrap().unwrap();
     assert_eq!(first.plaintext, bootstrap);
     assert_eq!(first.key.prefix, "tid_01234567");
     let who = t.core.authenticate(bootstrap.expose()).await.unwrap();
     assert_eq!(who.key_id, first.key.id);
 
     // The same plaintext cannot become another workspace's key.
-    let reused = t.core.create_workspace("other", Some(bootstrap)).await;
+    let reused = t.core.workspaces().create("other", Some(bootstrap)).await;
     assert!(matches!(reused, Err(Error::Conflict(_))), "{reused:?}");
     assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
 }
@@ -389,7 +382,7 @@ async fn nodes_starting_together_on_a_fresh_store_make_one_default_workspace() {
     let starts: Vec<_> = (0..8)
         .map(|_| {
             let core = t.core.clone();
-            tokio::spawn(async move { core.ensure_default_workspace(None).await })
+            tokio::spawn(async move { core.workspaces().ensure_default(None).await })
         })
         .collect();
     let mut created = Vec::new();
@@ -404,11 +397,11 @@ async fn nodes_starting_together_on_a_fresh_store_make_one_default_workspace() {
 #[tokio::test]
 async fn a_bootstrap_key_is_ignored_once_the_store_has_a_workspace() {
     let t = TestCore::new();
-    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    let (_, first) = t.core.workspaces().create("acme", None).await.unwrap();
     // Even the key of the existing workspace: the store is not empty, so nothing is tried.
-    assert_eq!(t.core.ensure_default_workspace(Some(first.plaintext)).await.unwrap(), None);
+    assert_eq!(t.core.workspaces().ensure_default(Some(first.plaintext)).await.unwrap(), None);
     let fresh = ApiKeyPlaintext::generate(&SystemRandom);
-    assert_eq!(t.core.ensure_default_workspace(Some(fresh.clone())).await.unwrap(), None);
+    assert_eq!(t.core.workspaces().ensure_default(Some(fresh.clone())).await.unwrap(), None);
     assert!(t.core.authenticate(fresh.expose()).await.is_err(), "the unused bootstrap key is not stored");
     assert_eq!(t.store.list_workspaces().await.unwrap().len(), 1);
 }
@@ -417,21 +410,21 @@ async fn a_bootstrap_key_is_ignored_once_the_store_has_a_workspace() {
 async fn an_unreachable_store_fails_the_first_start() {
     let t = TestCore::new();
     t.faults.fail(Op::CreateFirstWorkspace, When::Always, StoreError::Unavailable("disk on fire".into()));
-    assert_eq!(t.core.ensure_default_workspace(None).await, Err(Error::Unavailable("disk on fire".into())));
+    assert_eq!(t.core.workspaces().ensure_default(None).await, Err(Error::Unavailable("disk on fire".into())));
 }
 
 #[tokio::test]
 async fn workspace_names_are_validated() {
     let t = TestCore::new();
     for bad in ["", "a\tb", &"w".repeat(101)] {
-        assert_eq!(invalid_fields(t.core.create_workspace(bad, None).await), ["name"], "{bad:?}");
+        assert_eq!(invalid_fields(t.core.workspaces().create(bad, None).await), ["name"], "{bad:?}");
     }
 }
 
 #[tokio::test]
 async fn an_unreachable_store_is_unavailable_not_an_invalid_key() {
     let t = TestCore::new();
-    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    let (_, first) = t.core.workspaces().create("acme", None).await.unwrap();
     t.faults.fail(Op::FindApiKeyByHash, When::Always, StoreError::Unavailable("disk on fire".into()));
     assert_eq!(t.core.authenticate(first.plaintext.expose()).await, Err(Error::Unavailable("disk on fire".into())));
 }
@@ -439,7 +432,7 @@ async fn an_unreachable_store_is_unavailable_not_an_invalid_key() {
 #[tokio::test]
 async fn failing_to_record_last_use_does_not_fail_authentication() {
     let t = TestCore::new();
-    let (ws, first) = t.core.create_workspace("acme", None).await.unwrap();
+    let (ws, first) = t.core.workspaces().create("acme", None).await.unwrap();
     t.faults.fail(Op::TouchApiKey, When::Always, StoreError::Unavailable("busy".into()));
     let who = t.core.authenticate(first.plaintext.expose()).await.unwrap();
     assert_eq!((who.workspace_id, who.key_id), (ws.id, first.key.id));
@@ -458,6 +451,6 @@ async fn a_revocation_lost_to_a_concurrent_one_is_not_found() {
         async move { store.revoke_api_key(ws, id, at).await.map(drop).unwrap() }
     });
     let id = other.key.id.to_string();
-    assert_eq!(t.core.revoke_api_key(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
+    assert_eq!(t.core.keys().revoke(&who, ApiKeyId::parse_or_none(&id)).await, Err(Error::NotFound("API key")));
     assert_eq!(t.faults.calls(Op::RevokeApiKey), 1);
 }

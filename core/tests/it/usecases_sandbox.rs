@@ -211,14 +211,14 @@ async fn a_key_may_be_restricted_to_the_sandbox_only_while_it_is_on() {
         ..CreateApiKeyRequest::default()
     };
 
-    let created = t.core.create_api_key(&who, req(&sandbox)).await.unwrap();
+    let created = t.core.keys().create(&who, req(&sandbox)).await.unwrap();
     let restricted = Principal { sending_domain_id: Some(sandbox.id), ..who.clone() };
     let sent = t.core.send_message(&restricted, text_send("ann@example.com"), None).await.unwrap().message;
     assert_eq!(sent.domain_id, sandbox.id);
     assert_eq!(created.key.sending_domain_id, Some(sandbox.id));
 
     let off = node(&t, false);
-    assert_eq!(invalid_fields(off.create_api_key(&who, req(&sandbox)).await), ["sendingDomainId"]);
+    assert_eq!(invalid_fields(off.keys().create(&who, req(&sandbox)).await), ["sendingDomainId"]);
     assert_sandbox_refusal(off.send_message(&restricted, text_send("ann@example.com"), None).await);
 }
 

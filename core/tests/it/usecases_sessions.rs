@@ -15,7 +15,7 @@ use tidings_testing::TestCore;
 const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 
 async fn first_key(t: &TestCore) -> String {
-    let (_, first) = t.core.create_workspace("acme", None).await.unwrap();
+    let (_, first) = t.core.workspaces().create("acme", None).await.unwrap();
     first.plaintext.expose().to_owned()
 }
 
@@ -114,12 +114,12 @@ async fn revoking_the_key_ends_its_sessions_and_scope_changes_apply_at_once() {
     let limits = LocalLimits::default();
     let admin = t.core.authenticate(&key).await.unwrap();
     let req = CreateApiKeyRequest { scope: Some("send".into()), ..Default::default() };
-    let send = t.core.create_api_key(&admin, req).await.unwrap();
+    let send = t.core.keys().create(&admin, req).await.unwrap();
     let session = t.core.sign_in(&limits, CLIENT, send.plaintext.expose()).await.unwrap().admitted().unwrap();
     let active = t.core.resume_session(session.token.expose()).await.unwrap().unwrap();
     assert_eq!(active.principal.scope, tidings_core::model::KeyScope::Send, "a send key's session is a send session");
 
-    t.core.revoke_api_key(&admin, send.key.id).await.unwrap();
+    t.core.keys().revoke(&admin, send.key.id).await.unwrap();
     assert!(t.core.resume_session(session.token.expose()).await.unwrap().is_none(), "revoked: the session ends");
     assert!(t.store.find_session(&session.token.hash()).await.unwrap().is_none(), "and is deleted");
 }

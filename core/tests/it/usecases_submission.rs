@@ -23,7 +23,7 @@ const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
 
 /// A workspace with the verified domain `acme.com`; its first key's principal and plaintext.
 async fn workspace(t: &TestCore) -> (Principal, String) {
-    let (workspace, created) = t.core.create_workspace("acme", None).await.unwrap();
+    let (workspace, created) = t.core.workspaces().create("acme", None).await.unwrap();
     let mut domain = fixtures::domain(workspace.id, "acme.com");
     domain.status = DomainStatus::Verified;
     t.store.insert_domain(&domain).await.unwrap();
@@ -34,7 +34,7 @@ async fn workspace(t: &TestCore) -> (Principal, String) {
 /// A key of `rate` sends per second beside `who`.
 async fn key_with_rate(t: &TestCore, who: &Principal, rate: i64) -> Principal {
     let req = CreateApiKeyRequest { rate_limit_per_sec: Some(rate), ..CreateApiKeyRequest::default() };
-    let created = t.core.create_api_key(who, req).await.unwrap();
+    let created = t.core.keys().create(who, req).await.unwrap();
     t.core.authenticate(created.plaintext.expose()).await.unwrap()
 }
 
@@ -92,9 +92,7 @@ async fn a_message_id_is_shared_by_full_keys_and_each_send_key_has_its_own() {
             ..CreateApiKeyRequest::default()
         };
         let (t, admin) = (&t, &admin);
-        async move {
-            t.core.authenticate(t.core.create_api_key(admin, req).await.unwrap().plaintext.expose()).await.unwrap()
-        }
+        async move { t.core.authenticate(t.core.keys().create(admin, req).await.unwrap().plaintext.expose()).await.unwrap() }
     };
     let (relay, other_relay) = (send_key("relay").await, send_key("other relay").await);
     let to = addresses(&["ann@example.com"]);
@@ -153,7 +151,7 @@ async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
     assert!(matches!(refused(no_subject).await, SubmitFailure::Send(Error::Validation { .. })));
 
     let who = key_with_rate(&t, &admin, 10).await;
-    t.core.revoke_api_key(&admin, who.key_id).await.unwrap();
+    t.core.keys().revoke(&admin, who.key_id).await.unwrap();
     let error = t.core.submit_message(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
     assert_eq!(error, SubmitFailure::Send(Error::InvalidApiKey));
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 0);
@@ -178,7 +176,7 @@ async fn a_key_revoked_after_auth_learns_nothing_about_suppressions_at_rcpt() {
     let (admin, _) = workspace(&t).await;
     let who = key_with_rate(&t, &admin, 10).await;
     t.store.insert_suppression(&fixtures::suppression(who.workspace_id, "gone@example.com")).await.unwrap();
-    t.core.revoke_api_key(&admin, who.key_id).await.unwrap();
+    t.core.keys().revoke(&admin, who.key_id).await.unwrap();
 
     for to in ["gone@example.com", "ann@example.com"] {
         let answer = t.core.check_submission_recipient(&who, &EmailAddress::parse(to).unwrap()).await;

@@ -29,7 +29,7 @@ struct KeysView {
 
 async fn load(state: &DashboardState, viewer: &Viewer, params: ListParams) -> PageResult<KeysView> {
     let who = viewer.principal();
-    let keys = state.core.list_api_keys(who, params).await.or_page(viewer)?;
+    let keys = state.core.keys().list(who, params).await.or_page(viewer)?;
     let domains =
         state.core.domains().list(who, ListParams { limit: Some(200), cursor: None }).await.or_page(viewer)?;
     let domains = domains.items.iter().map(|d| (d.id.to_string(), d.name.to_string())).collect();
@@ -176,7 +176,7 @@ pub(crate) async fn create(State(state): State<DashboardState>, posted: Posted) 
                 sending_domain_id: fields.text("domain_id"),
                 rate_limit_per_sec,
             };
-            state.core.create_api_key(viewer.principal(), req).await
+            state.core.keys().create(viewer.principal(), req).await
         }
         Err(e) => Err(e),
     };
@@ -210,7 +210,7 @@ pub(crate) async fn set_rate(
     let Posted { viewer, fields } = posted;
     let rate_limit_per_sec = rate_field(fields.text("rate_limit_per_sec")).or_page(&viewer)?;
     let req = UpdateApiKeyRequest { rate_limit_per_sec };
-    state.core.update_api_key(viewer.principal(), id, req).await.or_page(&viewer)?;
+    state.core.keys().update(viewer.principal(), id, req).await.or_page(&viewer)?;
     Ok(see_other("/keys"))
 }
 
@@ -233,13 +233,13 @@ pub(crate) async fn revoke(
     posted: Posted,
 ) -> PageResult<Response> {
     if !crate::confirm::confirmed(&posted.fields) {
-        let key = state.core.get_api_key(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+        let key = state.core.keys().get(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
         let action = format!("/keys/{}/revoke", key.id);
         let question =
             format!("Revoke the key {}? It stops working at once, and sessions signed in with it end.", key.name);
         let ask = crate::confirm::Ask { action: &action, question, yes: "Revoke the key", back: "/keys" };
         return Ok(ask.page(&posted.viewer));
     }
-    state.core.revoke_api_key(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    state.core.keys().revoke(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other("/keys"))
 }

@@ -84,14 +84,14 @@ async fn every_route_answers_every_kind_of_session_as_the_api_would() {
     let domain = app.verified_domain("alpha.example").await;
     let world = World::build(&app.core, app.principal.clone(), app.key.clone(), "alpha", domain).await;
     // Another workspace, with a thing of its own to recognise.
-    let (_, beta) = app.core.create_workspace("beta", None).await.unwrap();
+    let (_, beta) = app.core.workspaces().create("beta", None).await.unwrap();
     let beta_key = beta.plaintext.expose().to_owned();
     let beta_who = app.core.authenticate(&beta_key).await.unwrap();
     app.core.domains().add(&beta_who, AddDomainRequest { domain: Some("beta-only.example".into()) }).await.unwrap();
 
     // One session per kind; the revoked one is made, then its key revoked.
     let revoked = app.sign_in(&world.revoked.0).await;
-    app.core.revoke_api_key(&app.principal, world.revoked.1).await.unwrap();
+    app.core.keys().revoke(&app.principal, world.revoked.1).await.unwrap();
     let sessions = [
         (Kind::NoSession, None),
         (Kind::Revoked, Some((revoked.token.clone(), revoked.csrf.clone()))),

@@ -45,7 +45,7 @@ async fn a_wrong_key_gets_401_with_the_form_and_no_cookie() {
         assert_eq!(page.header("set-cookie"), "");
     }
     let revoked = app.create_key("full", None).await;
-    app.core.revoke_api_key(&app.principal, revoked.1).await.unwrap();
+    app.core.keys().revoke(&app.principal, revoked.1).await.unwrap();
     let page = app.post_form("/sign-in", None, &[("key", &revoked.0)], None).await;
     assert_eq!(page.status, StatusCode::UNAUTHORIZED, "a revoked key does not sign in");
 }

@@ -89,7 +89,7 @@ impl TestApp {
         let clock = Arc::new(FixedClock::at(tidings_testing::fixtures::now()));
         let dns = Arc::new(FakeDns::default());
         let core = Tidings::new(store.clone(), clock.clone(), Arc::new(SystemRandom), dns.clone(), config);
-        let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
+        let (_, created) = core.workspaces().ensure_default(None).await.unwrap().unwrap();
         let key = created.plaintext.expose().to_owned();
         let principal = core.authenticate(&key).await.unwrap();
         http.trusted_proxies = proxies.clone();
@@ -172,7 +172,7 @@ impl TestApp {
             sending_domain_id: domain,
             rate_limit_per_sec: None,
         };
-        let created = self.core.create_api_key(&self.principal, req).await.unwrap();
+        let created = self.core.keys().create(&self.principal, req).await.unwrap();
         (created.plaintext.expose().to_owned(), created.key.id)
     }
 

@@ -112,11 +112,10 @@ impl World {
             sending_domain_id: domain,
             rate_limit_per_sec: Some(1000),
         };
-        let send = core.create_api_key(who, key(format!("{tag}-send"), "send", None)).await.unwrap();
-        let scoped =
-            core.create_api_key(who, key(format!("{tag}-scoped"), "send", Some(domain.clone()))).await.unwrap();
-        let revoked = core.create_api_key(who, key(format!("{tag}-revoked"), "full", None)).await.unwrap();
-        let victim = core.create_api_key(who, key(format!("{tag}-victim"), "full", None)).await.unwrap();
+        let send = core.keys().create(who, key(format!("{tag}-send"), "send", None)).await.unwrap();
+        let scoped = core.keys().create(who, key(format!("{tag}-scoped"), "send", Some(domain.clone()))).await.unwrap();
+        let revoked = core.keys().create(who, key(format!("{tag}-revoked"), "full", None)).await.unwrap();
+        let victim = core.keys().create(who, key(format!("{tag}-victim"), "full", None)).await.unwrap();
 
         let recipient = format!("{tag}-rcpt@example.com");
         let subject = format!("{tag}-message-subject");

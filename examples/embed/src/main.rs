@@ -77,7 +77,7 @@ async fn main() -> Result<(), Error> {
     }
 
     // The same message through the API mounted under /mail, with a key for other services.
-    let key = core.create_api_key(acme.principal(), CreateApiKeyRequest::default()).await?.plaintext;
+    let key = core.keys().create(acme.principal(), CreateApiKeyRequest::default()).await?.plaintext;
     let app = Router::new().nest_service("/mail", tidings_http::router(ApiState::new(core, HttpConfig::default())));
     let read = axum::http::Request::get(format!("/mail/v1/messages/{id}"))
         .header("authorization", format!("Bearer {}", key.expose()))

@@ -351,7 +351,7 @@ pub async fn ensure_default_workspace(
     bootstrap: Option<ApiKeyPlaintext>,
 ) -> Result<Option<ApiKeyPlaintext>, ServerError> {
     let configured = bootstrap.is_some();
-    match core.ensure_default_workspace(bootstrap).await? {
+    match core.workspaces().ensure_default(bootstrap).await? {
         None => {
             if configured {
                 tracing::info!("the store already has workspaces: TIDINGS_BOOTSTRAP_KEY is not used");
@@ -367,7 +367,7 @@ pub async fn ensure_default_workspace(
 
 /// `workspace create NAME`: a new workspace and its first `full` key.
 pub async fn create_workspace(core: &Tidings, name: &str) -> Result<(WorkspaceId, ApiKeyPlaintext), ServerError> {
-    let (workspace, created) = core.create_workspace(name, None).await?;
+    let (workspace, created) = core.workspaces().create(name, None).await?;
     Ok((workspace.id, created.plaintext))
 }
 
@@ -395,7 +395,7 @@ pub async fn create_key(
         KeyScope::Send => "send",
     };
     let request = CreateApiKeyRequest { name, scope: Some(scope.to_owned()), ..CreateApiKeyRequest::default() };
-    Ok(core.create_api_key(&operator, request).await?)
+    Ok(core.keys().create(&operator, request).await?)
 }
 
 #[cfg(test)]

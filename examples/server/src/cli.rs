@@ -158,7 +158,7 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
         }
         Command::Workspace(WorkspaceCommand::List) => {
             let core = bootstrap::operator_core(&config).await?;
-            print!("{}", workspace_table(&core.list_workspaces().await?));
+            print!("{}", workspace_table(&core.workspaces().list().await?));
             Ok(())
         }
         Command::Key(KeyCommand::Create { workspace, name, scope }) => {

@@ -153,7 +153,7 @@ pub async fn create_api_key(
     Authed(who): Authed,
     ApiJson(req): ApiJson<CreateApiKeyRequest>,
 ) -> ApiResult<KeyCreated> {
-    let created = state.core.create_api_key(&who, req.into()).await?;
+    let created = state.core.keys().create(&who, req.into()).await?;
     Ok(Success::new("API key created", created.into()))
 }
 
@@ -174,7 +174,7 @@ pub async fn list_api_keys(
     Authed(who): Authed,
     ListQuery(params): ListQuery,
 ) -> ApiResult<KeyPage> {
-    let listed = state.core.list_api_keys(&who, params).await?;
+    let listed = state.core.keys().list(&who, params).await?;
     Ok(Page::new(listed, ApiKeyResponse::from))
 }
 
@@ -194,7 +194,7 @@ pub async fn get_api_key(
     Authed(who): Authed,
     IdPath(id): IdPath<ApiKeyId>,
 ) -> ApiResult<KeyOk> {
-    let key = state.core.get_api_key(&who, id).await?;
+    let key = state.core.keys().get(&who, id).await?;
     Ok(Success::new("OK", key.into()))
 }
 
@@ -218,7 +218,7 @@ pub async fn update_api_key(
     IdPath(id): IdPath<ApiKeyId>,
     ApiJson(req): ApiJson<UpdateApiKeyRequest>,
 ) -> ApiResult<KeyOk> {
-    let key = state.core.update_api_key(&who, id, req.into()).await?;
+    let key = state.core.keys().update(&who, id, req.into()).await?;
     Ok(Success::new("API key updated", key.into()))
 }
 
@@ -238,7 +238,7 @@ pub async fn revoke_api_key(
     Authed(who): Authed,
     IdPath(id): IdPath<ApiKeyId>,
 ) -> ApiResult<Revoked> {
-    state.core.revoke_api_key(&who, id).await?;
+    state.core.keys().revoke(&who, id).await?;
     Ok(Success::new("API key revoked", Null))
 }
 

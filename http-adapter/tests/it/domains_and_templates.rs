@@ -256,7 +256,7 @@ async fn another_workspaces_domains_and_templates_are_not_found() {
     let api = TestApi::new().await;
     let d = id_of(&add_domain(&api, "example.com").await);
     let t = id_of(&add_template(&api, json!({ "name": "welcome", "subject": "Hi" })).await);
-    let (_, created) = api.core.create_workspace("other", None).await.unwrap();
+    let (_, created) = api.core.workspaces().create("other", None).await.unwrap();
     let other = created.plaintext.expose().to_owned();
 
     let calls = [

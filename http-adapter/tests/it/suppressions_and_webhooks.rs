@@ -253,7 +253,7 @@ async fn a_send_key_cannot_manage_webhooks() {
 async fn another_workspaces_webhook_is_404() {
     let api = TestApi::new().await;
     let id = id_of(&api.create_webhook().await);
-    let (_, other) = api.core.create_workspace("other", None).await.unwrap();
+    let (_, other) = api.core.workspaces().create("other", None).await.unwrap();
     let other_key = other.plaintext.expose().to_owned();
     for (method, path) in [
         ("GET", format!("/v1/webhooks/{id}")),

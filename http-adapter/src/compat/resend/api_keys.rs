@@ -65,7 +65,8 @@ pub(super) async fn create_api_key(
 ) -> Result<Response> {
     let created = state
         .core
-        .create_api_key(&who.0, req.into_core()?)
+        .keys()
+        .create(&who.0, req.into_core()?)
         .await
         .map_err(|e| renamed(renamed(e, "sendingDomainId", "domain_id"), "scope", "permission"))?;
     let body = json!({ "id": created.key.id.to_string(), "token": created.plaintext.expose() });
@@ -79,7 +80,7 @@ pub(super) async fn list_api_keys(
     RawQuery(raw): RawQuery,
 ) -> Result<Response> {
     let params = super::paging::forward_page(raw.as_deref())?;
-    let listed_keys = state.core.list_api_keys(&who.0, params).await?;
+    let listed_keys = state.core.keys().list(&who.0, params).await?;
     let data = listed_keys.items.into_iter().map(listed).collect::<Vec<_>>();
     Ok(Json(json!({ "object": "list", "has_more": listed_keys.has_more, "data": data })).into_response())
 }
@@ -90,7 +91,7 @@ pub(super) async fn remove_api_key(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<ApiKeyId>>,
 ) -> Result<Response> {
-    state.core.revoke_api_key(&who.0, id).await?;
+    state.core.keys().revoke(&who.0, id).await?;
     Ok(Json(json!({ "object": "api_key", "id": id.to_string(), "deleted": true })).into_response())
 }
 

@@ -96,7 +96,7 @@ impl TestApi {
         );
         let metrics = Arc::new(Metrics::new());
         let core = core.with_observer(metrics.clone());
-        let (_, created) = core.ensure_default_workspace(None).await.unwrap().unwrap();
+        let (_, created) = core.workspaces().ensure_default(None).await.unwrap().unwrap();
         let state = ApiState::new(core.clone(), config).with_metrics(metrics);
         let drain = state.drain();
         let app = router(state);
