@@ -11,7 +11,7 @@
 //! answers it 403, as the API does. No rule lives here; pages translate forms to use-case
 //! calls and results to HTML.
 //!
-//! Sessions are core's (`Tidings::sign_in`, `resume_session`, `sign_out`): the cookie holds
+//! Sessions are core's (`Tidings::sessions`: `sign_in`, `resume`, `sign_out`): the cookie holds
 //! an opaque token, the store holds the session, so every node sharing a store honours it
 //! and a revoked key ends it at once. What guards the pages (docs/dashboard.md has the
 //! whole model):

@@ -113,7 +113,7 @@ impl Viewer {
 /// The session of the request, if it names a live one.
 pub(crate) async fn viewer(state: &DashboardState, headers: &HeaderMap) -> Result<Option<Viewer>, PageError> {
     let Some(token) = session_token(headers) else { return Ok(None) };
-    let session = state.core.resume_session(token).await.map_err(PageError::from)?;
+    let session = state.core.sessions().resume(token).await.map_err(PageError::from)?;
     Ok(session.map(|session| Viewer { session, token: token.to_owned() }))
 }
 

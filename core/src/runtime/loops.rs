@@ -209,7 +209,9 @@ pub(super) async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<
 
 /// Every [`PURGE_EVERY`], deletes expired dashboard sessions in batches until none are left.
 pub(super) async fn purge_sessions(core: Tidings, stop: watch::Receiver<bool>) {
-    let purge = || core.purge_expired_sessions(PURGE_BATCH);
+    // Bound here: each purge's future borrows the handle, so it must outlive the closure's calls.
+    let sessions = core.sessions();
+    let purge = || sessions.purge_expired(PURGE_BATCH);
     purge_periodically("expired dashboard sessions", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 

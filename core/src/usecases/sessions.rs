@@ -66,6 +66,20 @@ impl ActiveSession {
 }
 
 impl Tidings {
+    /// The dashboard session use cases.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions { core: self }
+    }
+}
+
+/// The dashboard session area of [`Tidings`] ([`Tidings::sessions`]): signing in with an API
+/// key, resuming the session a cookie names, signing out, and purging expired sessions.
+#[derive(Clone, Copy)]
+pub struct Sessions<'a> {
+    core: &'a Tidings,
+}
+
+impl Sessions<'_> {
     /// Signs in with an API key presented by `client`: the same failed-authentication
     /// throttle as the API ([`Tidings::authenticate_client`]), so guessing keys through the
     /// sign-in form costs what guessing them through the API costs. `Err` only when the store
@@ -78,23 +92,23 @@ impl Tidings {
     ) -> Result<AuthOutcome<SignedIn>> {
         // An empty form field is "no key", not a malformed one: both count as a failure.
         let presented = Some(presented_key.trim()).filter(|k| !k.is_empty());
-        let principal = match self.authenticate_client(limits, client, presented).await? {
+        let principal = match self.core.authenticate_client(limits, client, presented).await? {
             AuthOutcome::Admitted(principal) => principal,
             AuthOutcome::Refused(refusal) => return Ok(AuthOutcome::Refused(refusal)),
         };
-        let now = self.clock.now();
-        let token = SessionToken::generate(self.random.as_ref());
+        let now = self.core.clock.now();
+        let token = SessionToken::generate(self.core.random.as_ref());
         let session = DashboardSession {
-            id: SessionId::new_at(now, self.random.as_ref()),
+            id: SessionId::new_at(now, self.core.random.as_ref()),
             token_hash: token.hash(),
             workspace_id: principal.workspace_id,
             api_key_id: principal.key_id,
-            csrf_token: new_csrf_token(self.random.as_ref()),
+            csrf_token: new_csrf_token(self.core.random.as_ref()),
             created_at: now,
             last_seen_at: now,
             expires_at: self.session_expiry(now, now),
         };
-        self.store.insert_session(&session).await?;
+        self.core.store.insert_session(&session).await?;
         Ok(AuthOutcome::Admitted(SignedIn { token, session }))
     }
 
@@ -102,26 +116,26 @@ impl Tidings {
     /// the token is malformed or unknown, the session expired, or its key was revoked (then
     /// the session is deleted too). Touches the session (to within
     /// [`SESSION_TOUCH_RESOLUTION`]), which moves its idle expiry.
-    pub async fn resume_session(&self, token: &str) -> Result<Option<ActiveSession>> {
+    pub async fn resume(&self, token: &str) -> Result<Option<ActiveSession>> {
         let Some(token) = SessionToken::parse(token) else { return Ok(None) };
         let hash = token.hash();
-        let Some(mut session) = self.store.find_session(&hash).await? else { return Ok(None) };
-        let now = self.clock.now();
+        let Some(mut session) = self.core.store.find_session(&hash).await? else { return Ok(None) };
+        let now = self.core.clock.now();
         if session.expires_at <= now {
             // Ignored on purpose: the purge deletes it later if this fails.
-            let _ = self.store.delete_session(&hash).await;
+            let _ = self.core.store.delete_session(&hash).await;
             return Ok(None);
         }
-        let key = self.store.get_api_key(session.workspace_id, session.api_key_id).await?;
+        let key = self.core.store.get_api_key(session.workspace_id, session.api_key_id).await?;
         let Some(key) = key.filter(|k| k.revoked_at.is_none()) else {
-            self.store.delete_session(&hash).await?;
+            self.core.store.delete_session(&hash).await?;
             return Ok(None);
         };
         if now - session.last_seen_at >= SESSION_TOUCH_RESOLUTION {
             session.last_seen_at = now;
             session.expires_at = self.session_expiry(session.created_at, now);
             // Ignored on purpose: a lost touch only ends the session a little early.
-            let _ = self.store.touch_session(&hash, session.last_seen_at, session.expires_at).await;
+            let _ = self.core.store.touch_session(&hash, session.last_seen_at, session.expires_at).await;
         }
         Ok(Some(ActiveSession { principal: Principal::of_key(&key), session }))
     }
@@ -130,7 +144,7 @@ impl Tidings {
     /// from return on).
     pub async fn sign_out(&self, token: &str) -> Result<()> {
         if let Some(token) = SessionToken::parse(token) {
-            self.store.delete_session(&token.hash()).await?;
+            self.core.store.delete_session(&token.hash()).await?;
         }
         Ok(())
     }
@@ -138,12 +152,12 @@ impl Tidings {
     /// Deletes up to `limit` sessions that have expired; returns how many (the caller
     /// repeats while that is `limit`). The server runs it periodically, so that sessions
     /// nobody signs out of do not pile up.
-    pub async fn purge_expired_sessions(&self, limit: usize) -> Result<usize> {
-        Ok(self.store.delete_expired_sessions(self.clock.now(), limit).await?)
+    pub async fn purge_expired(&self, limit: usize) -> Result<usize> {
+        Ok(self.core.store.delete_expired_sessions(self.core.clock.now(), limit).await?)
     }
 
     fn session_expiry(&self, created_at: DateTime<Utc>, last_seen_at: DateTime<Utc>) -> DateTime<Utc> {
-        let policy = self.config.sessions;
+        let policy = self.core.config.sessions;
         (last_seen_at + policy.idle_timeout).min(created_at + policy.max_lifetime)
     }
 }

@@ -25,10 +25,10 @@ async fn a_key_signs_in_and_the_session_acts_as_that_key() {
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
     let signed_in =
-        t.core.sign_in(&limits, CLIENT, &format!("  {key}\n")).await.unwrap().admitted().expect("signed in");
+        t.core.sessions().sign_in(&limits, CLIENT, &format!("  {key}\n")).await.unwrap().admitted().expect("signed in");
     let as_api = t.core.authenticate(&key).await.unwrap();
 
-    let active = t.core.resume_session(signed_in.token.expose()).await.unwrap().expect("the session is live");
+    let active = t.core.sessions().resume(signed_in.token.expose()).await.unwrap().expect("the session is live");
     assert_eq!(active.principal, as_api, "the session acts exactly as the key does through the API");
     assert_eq!(active.session, signed_in.session);
     assert!(active.csrf_matches(active.csrf_token()));
@@ -48,18 +48,18 @@ async fn failed_sign_ins_count_in_the_api_throttle() {
     let key = first_key(&t).await;
     let limits = LocalLimits::new(AuthThrottleConfig { max_failures: 3, ..AuthThrottleConfig::default() });
     for bad in ["", "   ", "tid_notakey", "tid_0000000000000000000000000000000000000000"] {
-        let refused = t.core.sign_in(&limits, CLIENT, bad).await.unwrap();
+        let refused = t.core.sessions().sign_in(&limits, CLIENT, bad).await.unwrap();
         assert!(refused.admitted().is_none(), "{bad:?} is refused");
     }
     // The throttle is the API's: after those failures the API refuses this client too.
     let api = t.core.authenticate_client(&limits, CLIENT, Some(&key)).await.unwrap();
     assert!(matches!(api, AuthOutcome::Refused(AuthRefusal::Blocked(_))), "got {api:?}");
-    let again = t.core.sign_in(&limits, CLIENT, &key).await.unwrap();
+    let again = t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap();
     assert!(
         matches!(again, AuthOutcome::Refused(AuthRefusal::Blocked(_))),
         "a right key during a block is refused too"
     );
-    let elsewhere = t.core.sign_in(&limits, IpAddr::V4(Ipv4Addr::LOCALHOST), &key).await.unwrap();
+    let elsewhere = t.core.sessions().sign_in(&limits, IpAddr::V4(Ipv4Addr::LOCALHOST), &key).await.unwrap();
     assert!(elsewhere.admitted().is_some(), "another client is not blocked");
 }
 
@@ -70,23 +70,23 @@ async fn sessions_end_when_idle_and_after_their_lifetime() {
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
 
-    let idle = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
+    let idle = t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(Duration::minutes(29));
-    assert!(t.core.resume_session(idle.token.expose()).await.unwrap().is_some(), "used within the idle time");
+    assert!(t.core.sessions().resume(idle.token.expose()).await.unwrap().is_some(), "used within the idle time");
     t.clock.advance(Duration::minutes(29));
-    assert!(t.core.resume_session(idle.token.expose()).await.unwrap().is_some(), "each use moves the idle expiry");
+    assert!(t.core.sessions().resume(idle.token.expose()).await.unwrap().is_some(), "each use moves the idle expiry");
     t.clock.advance(Duration::minutes(30));
-    assert!(t.core.resume_session(idle.token.expose()).await.unwrap().is_none(), "idle for 30 minutes: ended");
+    assert!(t.core.sessions().resume(idle.token.expose()).await.unwrap().is_none(), "idle for 30 minutes: ended");
     assert!(t.store.find_session(&idle.token.hash()).await.unwrap().is_none(), "and deleted");
 
-    let busy = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
+    let busy = t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     for _ in 0..7 {
         t.clock.advance(Duration::minutes(15));
-        assert!(t.core.resume_session(busy.token.expose()).await.unwrap().is_some());
+        assert!(t.core.sessions().resume(busy.token.expose()).await.unwrap().is_some());
     }
     t.clock.advance(Duration::minutes(15));
     assert!(
-        t.core.resume_session(busy.token.expose()).await.unwrap().is_none(),
+        t.core.sessions().resume(busy.token.expose()).await.unwrap().is_none(),
         "however busy, a session ends after its lifetime"
     );
 }
@@ -95,13 +95,13 @@ async fn sessions_end_when_idle_and_after_their_lifetime() {
 async fn touches_are_kept_to_the_resolution() {
     let t = TestCore::new();
     let key = first_key(&t).await;
-    let signed_in = t.core.sign_in(&LocalLimits::default(), CLIENT, &key).await.unwrap().admitted().unwrap();
+    let signed_in = t.core.sessions().sign_in(&LocalLimits::default(), CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(SESSION_TOUCH_RESOLUTION - Duration::seconds(1));
-    t.core.resume_session(signed_in.token.expose()).await.unwrap().unwrap();
+    t.core.sessions().resume(signed_in.token.expose()).await.unwrap().unwrap();
     let stored = t.store.find_session(&signed_in.token.hash()).await.unwrap().unwrap();
     assert_eq!(stored.last_seen_at, signed_in.session.last_seen_at, "not written again within the resolution");
     t.clock.advance(Duration::seconds(1));
-    t.core.resume_session(signed_in.token.expose()).await.unwrap().unwrap();
+    t.core.sessions().resume(signed_in.token.expose()).await.unwrap().unwrap();
     let stored = t.store.find_session(&signed_in.token.hash()).await.unwrap().unwrap();
     assert_eq!(stored.last_seen_at, t.now());
     assert_eq!(stored.expires_at, t.now() + SessionPolicy::default().idle_timeout);
@@ -115,12 +115,13 @@ async fn revoking_the_key_ends_its_sessions_and_scope_changes_apply_at_once() {
     let admin = t.core.authenticate(&key).await.unwrap();
     let req = CreateApiKeyRequest { scope: Some("send".into()), ..Default::default() };
     let send = t.core.keys().create(&admin, req).await.unwrap();
-    let session = t.core.sign_in(&limits, CLIENT, send.plaintext.expose()).await.unwrap().admitted().unwrap();
-    let active = t.core.resume_session(session.token.expose()).await.unwrap().unwrap();
+    let session =
+        t.core.sessions().sign_in(&limits, CLIENT, send.plaintext.expose()).await.unwrap().admitted().unwrap();
+    let active = t.core.sessions().resume(session.token.expose()).await.unwrap().unwrap();
     assert_eq!(active.principal.scope, tidings_core::model::KeyScope::Send, "a send key's session is a send session");
 
     t.core.keys().revoke(&admin, send.key.id).await.unwrap();
-    assert!(t.core.resume_session(session.token.expose()).await.unwrap().is_none(), "revoked: the session ends");
+    assert!(t.core.sessions().resume(session.token.expose()).await.unwrap().is_none(), "revoked: the session ends");
     assert!(t.store.find_session(&session.token.hash()).await.unwrap().is_none(), "and is deleted");
 }
 
@@ -130,19 +131,19 @@ async fn sign_out_ends_the_session_and_malformed_tokens_find_nothing() {
     let key = first_key(&t).await;
     let limits = LocalLimits::default();
     let (a, b) = (
-        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
-        t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
+        t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
+        t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap(),
     );
-    t.core.sign_out(a.token.expose()).await.unwrap();
-    assert!(t.core.resume_session(a.token.expose()).await.unwrap().is_none());
-    assert!(t.core.resume_session(b.token.expose()).await.unwrap().is_some(), "other sessions stay");
-    t.core.sign_out(a.token.expose()).await.unwrap();
+    t.core.sessions().sign_out(a.token.expose()).await.unwrap();
+    assert!(t.core.sessions().resume(a.token.expose()).await.unwrap().is_none());
+    assert!(t.core.sessions().resume(b.token.expose()).await.unwrap().is_some(), "other sessions stay");
+    t.core.sessions().sign_out(a.token.expose()).await.unwrap();
     for junk in ["", "tds_", &key, "tds_../../etc/passwd", &"x".repeat(10_000)] {
-        assert!(t.core.resume_session(junk).await.unwrap().is_none(), "{junk:.20}");
-        t.core.sign_out(junk).await.unwrap();
+        assert!(t.core.sessions().resume(junk).await.unwrap().is_none(), "{junk:.20}");
+        t.core.sessions().sign_out(junk).await.unwrap();
     }
     let unknown = SessionToken::generate(&tidings_core::ports::SystemRandom);
-    assert!(t.core.resume_session(unknown.expose()).await.unwrap().is_none());
+    assert!(t.core.sessions().resume(unknown.expose()).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -152,14 +153,14 @@ async fn expired_sessions_are_purged() {
     let limits = LocalLimits::default();
     let old: Vec<_> = sign_in_times(&t, &limits, &key, 3).await;
     t.clock.advance(Duration::minutes(20));
-    let fresh = t.core.sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
+    let fresh = t.core.sessions().sign_in(&limits, CLIENT, &key).await.unwrap().admitted().unwrap();
     t.clock.advance(Duration::minutes(15));
-    assert_eq!(t.core.purge_expired_sessions(100).await.unwrap(), 3);
+    assert_eq!(t.core.sessions().purge_expired(100).await.unwrap(), 3);
     for s in &old {
         assert!(t.store.find_session(&s.token.hash()).await.unwrap().is_none());
     }
-    assert!(t.core.resume_session(fresh.token.expose()).await.unwrap().is_some());
-    assert_eq!(t.core.purge_expired_sessions(100).await.unwrap(), 0);
+    assert!(t.core.sessions().resume(fresh.token.expose()).await.unwrap().is_some());
+    assert_eq!(t.core.sessions().purge_expired(100).await.unwrap(), 0);
 }
 
 async fn sign_in_times(
@@ -170,7 +171,7 @@ async fn sign_in_times(
 ) -> Vec<tidings_core::usecases::SignedIn> {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(t.core.sign_in(limits, CLIENT, key).await.unwrap().admitted().unwrap());
+        out.push(t.core.sessions().sign_in(limits, CLIENT, key).await.unwrap().admitted().unwrap());
     }
     out
 }

@@ -1,5 +1,5 @@
 //! `/`, `POST /sign-in`, `POST /sign-out`: an API key exchanged for a server-side session
-//! (core's `sign_in`), failed attempts counted in the API's per-client throttle.
+//! (core's `sessions().sign_in`), failed attempts counted in the API's per-client throttle.
 
 use axum::extract::{Request, State};
 use axum::http::header::SET_COOKIE;
@@ -30,7 +30,7 @@ pub(crate) async fn home(State(state): State<DashboardState>, req: Request) -> P
 /// `POST /sign-in` (`key`): 303 to the overview with the session cookie; 401 with the form
 /// again for a key that is not valid; 429 once the client failed too often.
 pub(crate) async fn sign_in(State(state): State<DashboardState>, form: SignInForm) -> PageResult {
-    match state.core.sign_in(&*state.limits, form.client, &form.key).await? {
+    match state.core.sessions().sign_in(&*state.limits, form.client, &form.key).await? {
         AuthOutcome::Admitted(SignedIn { token, .. }) => {
             let mut response = see_other("/overview");
             let cookie = HeaderValue::from_str(&session_cookie(token.expose()))
@@ -70,7 +70,7 @@ pub(crate) async fn sign_out(State(state): State<DashboardState>, req: Request) 
             Ok(posted) => posted,
             Err(refused) => return refused,
         };
-    if let Err(e) = state.core.sign_out(posted.viewer.token()).await {
+    if let Err(e) = state.core.sessions().sign_out(posted.viewer.token()).await {
         return PageError::from(e).with_viewer(&posted.viewer).into_response();
     }
     to_sign_in(true)

@@ -65,7 +65,10 @@ async fn every_post_without_the_right_token_or_from_another_site_is_refused_and_
         }
     }
     assert_eq!(fingerprint(&*app.store, &who).await, before, "a refused POST changed something");
-    assert!(app.core.resume_session(&browser.token).await.unwrap().is_some(), "sign-out without a token did nothing");
+    assert!(
+        app.core.sessions().resume(&browser.token).await.unwrap().is_some(),
+        "sign-out without a token did nothing"
+    );
 
     // The control: the same kind of request with the token, from this site, goes through.
     let (status, _) = post_with(

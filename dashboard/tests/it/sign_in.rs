@@ -122,7 +122,7 @@ async fn signing_out_ends_the_session_on_the_server_and_clears_the_cookie() {
     let page = browser.get("/overview").await;
     assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/"));
     assert!(page.header("set-cookie").contains("Max-Age=0"));
-    assert!(app.core.resume_session(&browser.token).await.unwrap().is_none());
+    assert!(app.core.sessions().resume(&browser.token).await.unwrap().is_none());
 }
 
 #[tokio::test]
