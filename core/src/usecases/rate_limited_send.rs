@@ -15,7 +15,7 @@ use crate::ids::TemplateId;
 use crate::ports::Limits;
 use crate::templates::Rendered;
 use crate::usecases::{
-    AddTemplateVersionRequest, Admission, BatchOutcome, BatchValidation, Principal, RateLimitState,
+    AddTemplateVersionRequest, Admission, BatchOutcome, BatchValidation, Messages, Principal, RateLimitState,
     RenderTemplateRequest, SendOutcome, SendRequest, Tidings,
 };
 use crate::{Error, Result};
@@ -30,8 +30,8 @@ pub struct LimitedSend {
     pub limit: Option<RateLimitState>,
 }
 
-impl Tidings {
-    /// [`Tidings::send_message`] with the key's rate limit kept in `limits`: `Limited`
+impl Messages<'_> {
+    /// [`Self::send`] with the key's rate limit kept in `limits`: `Limited`
     /// when the key's bucket is empty, and then nothing was queued. Repeats of an
     /// Idempotency-Key in this process wait for the first (see [`Tidings::take_send_turn`]),
     /// so they are answered as replays and take no token instead of racing it for the bucket.
@@ -42,8 +42,8 @@ impl Tidings {
         req: SendRequest,
         idempotency_key: Option<&str>,
     ) -> Result<Admission<LimitedSend>> {
-        let _turn = self.take_send_turn(who, idempotency_key).await;
-        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
+        let _turn = self.core.take_send_turn(who, idempotency_key).await;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.core.clock.now()).await? {
             Admission::Allowed(limit) => limit,
             Admission::Limited { retry_after } => {
                 return Ok(match self.idempotent_replay(who, &req, idempotency_key).await? {
@@ -52,20 +52,20 @@ impl Tidings {
                 });
             }
         };
-        let outcome = self.send_message(who, req, idempotency_key).await;
+        let outcome = self.send(who, req, idempotency_key).await;
         let give_back = match &outcome {
             Ok(outcome) => outcome.replayed,
             Err(e) => !is_render_refusal(e),
         };
         if give_back {
-            self.refund_send(limits, who).await;
+            self.core.refund_send(limits, who).await;
         }
         Ok(Admission::Allowed(LimitedSend { outcome: outcome?, limit: Some(limit) }))
     }
 
-    /// [`Tidings::send_batch`] with the key's rate limit kept in `limits`: a replay is
+    /// [`Self::send_batch`] with the key's rate limit kept in `limits`: a replay is
     /// answered first and takes no tokens (`limit` is then `None`); a batch larger than the
-    /// key's whole bucket is refused ([`Tidings::check_batch_size`]); otherwise one token per
+    /// key's whole bucket is refused ([`Self::check_batch_size`]); otherwise one token per
     /// item is taken at once (`Limited` when the bucket lacks them, and nothing was
     /// queued) and the tokens of refused items are given back.
     pub async fn send_batch_rate_limited(
@@ -76,13 +76,13 @@ impl Tidings {
         mode: BatchValidation,
         idempotency_key: Option<&str>,
     ) -> Result<Admission<(BatchOutcome, Option<RateLimitState>)>> {
-        let _turn = self.take_send_turn(who, idempotency_key).await;
+        let _turn = self.core.take_send_turn(who, idempotency_key).await;
         if let Some(outcome) = self.idempotent_batch_replay(who, &reqs, mode, idempotency_key).await? {
             return Ok(Admission::Allowed((outcome, None)));
         }
         self.check_batch_size(who, reqs.len())?;
         let n = u32::try_from(reqs.len()).unwrap_or(u32::MAX);
-        let limit = match limits.acquire_sends(who.key_id, who.rate_limit, n, self.clock.now()).await? {
+        let limit = match limits.acquire_sends(who.key_id, who.rate_limit, n, self.core.clock.now()).await? {
             Admission::Allowed(limit) => limit,
             Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
         };
@@ -90,7 +90,7 @@ impl Tidings {
         let outcome = match self.send_batch_counted(who, reqs, mode, idempotency_key, &mut rendered_refused).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                self.refund_sends(limits, who, n.saturating_sub(rendered_refused)).await;
+                self.core.refund_sends(limits, who, n.saturating_sub(rendered_refused)).await;
                 return Err(e);
             }
         };
@@ -99,10 +99,12 @@ impl Tidings {
         } else {
             u32::try_from(outcome.refused()).unwrap_or(n).saturating_sub(rendered_refused)
         };
-        self.refund_sends(limits, who, unused).await;
+        self.core.refund_sends(limits, who, unused).await;
         Ok(Admission::Allowed((outcome, Some(limit))))
     }
+}
 
+impl Tidings {
     /// [`Tidings::render_template`] under the key's rate limit: a preview renders like a send
     /// and takes a token like one (`Limited` when the bucket is empty, and nothing
     /// was rendered). The token is given back only when the request was refused before
