@@ -35,7 +35,7 @@
 //!     text: Some("Hello.".into()),
 //!     ..SendRequest::default()
 //! };
-//! let sent = core.send_message(&who, request, Some("welcome-ann")).await?;
+//! let sent = core.messages().send(&who, request, Some("welcome-ann")).await?;
 //! assert_eq!(sent.message.status, MessageStatus::Queued);
 //! assert_eq!(sent.message.from.address.domain().as_str(), "sandbox.tidings.invalid");
 //! // The same Idempotency-Key answers with the same message, and sends nothing more.
@@ -45,7 +45,7 @@
 //!     text: Some("Hello.".into()),
 //!     ..SendRequest::default()
 //! };
-//! let replayed = core.send_message(&who, again, Some("welcome-ann")).await?;
+//! let replayed = core.messages().send(&who, again, Some("welcome-ann")).await?;
 //! assert_eq!(replayed.message.id, sent.message.id);
 //! # Ok::<(), tidings_core::Error>(())
 //! # }).unwrap();

@@ -64,7 +64,7 @@ impl Delivery {
             html: Some("<p>Thanks for your order.</p>".into()),
             ..SendRequest::default()
         };
-        self.t.core.send_message(&self.who, req, None).await.unwrap().message
+        self.t.core.messages().send(&self.who, req, None).await.unwrap().message
     }
 
     /// One worker step at the clock's time.

@@ -228,7 +228,7 @@ pub fn event_write(
     }
 }
 
-/// A `Queued` message like [`message`] to several recipients, as `send_message` stores one:
+/// A `Queued` message like [`message`] to several recipients, as `Messages::send` stores one:
 /// `to`, then `cc`, then `bcc`, each entry `addr` or `Name <addr>`, every recipient `Queued`
 /// and due now, the message's `to` the first and its own fields the aggregate
 /// ([`Message::settle_from_recipients`]). Give at least one address in all.
@@ -257,7 +257,7 @@ pub fn message_to_several(
 }
 
 /// What `create_message` takes for `message` (one with a recipient list) when the
-/// recipients at `suppressed` are on the suppression list, as `send_message` writes it: those
+/// recipients at `suppressed` are on the suppression list, as `Messages::send` writes it: those
 /// recipients `Suppressed` with nothing due, the `Queued` event, then one `Suppressed` event
 /// per suppressed recipient naming it, in order, the last of them the message's
 /// `last_event_id`.

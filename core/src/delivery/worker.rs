@@ -14,8 +14,8 @@
 //!    `Deferred` (with `nextAttemptAt`), or `Bounced` (`Hard` after suppressing the address,
 //!    `Soft` for non-address refusals and when the schedule is used up).
 //!
-//! Every change goes through [`Tidings::record_message_event`], so webhooks fan out and the
-//! write is atomic. Writes before the send also require the claim's lease to be unchanged
+//! Every change goes through [`Messages::record_event`](crate::usecases::Messages::record_event),
+//! so webhooks fan out and the write is atomic. Writes before the send also require the claim's lease to be unchanged
 //! (a client may reschedule a claimed `Scheduled` message without changing its status).
 //! A `Conflict` before the send (another actor changed the message) leads
 //! to one re-read: if the message is still ours (its lease unchanged) the decision is made
@@ -467,7 +467,7 @@ impl Shared {
         event: Happening,
         lease: Option<DateTime<Utc>>,
     ) -> Result<Option<Message>> {
-        match self.core.record_message_event_if_due_at(message, event, lease).await {
+        match self.core.messages().record_event_if_due_at(message, event, lease).await {
             Ok((next, _)) => Ok(Some(next)),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e),

@@ -1,5 +1,6 @@
 //! [`Email`]: a send with its required parts required by the type, turned into the
-//! [`SendRequest`] every front end hands to [`Tidings::send_message`].
+//! [`SendRequest`] every front end hands to
+//! [`Messages::send`](crate::usecases::Messages::send).
 
 use std::collections::BTreeMap;
 
@@ -300,8 +301,8 @@ impl Email {
     }
 
     /// The API's request for this email and its Idempotency-Key: what
-    /// [`Tidings::send_message`] takes. Every field is written the way the HTTP API reads
-    /// it, so the send validates it exactly as it validates a request over HTTP.
+    /// [`Messages::send`](crate::usecases::Messages::send) takes. Every field is written the
+    /// way the HTTP API reads it, so the send validates it exactly as it validates a request over HTTP.
     pub fn into_request(self) -> (SendRequest, Option<String>) {
         let Content { subject, html, text, template_id, template_version_id, variables } = self.content;
         let request = SendRequest {

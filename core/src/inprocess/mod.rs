@@ -13,8 +13,9 @@
 //!   calls the same lines again: [`WorkspaceHandle::ensure_domain`],
 //!   [`WorkspaceHandle::upsert_template`].
 //! - Sends are not rate limited unless the caller asks: [`WorkspaceHandle::send`] applies
-//!   none (as [`Tidings::send_message`]), [`WorkspaceHandle::send_rate_limited`] takes one
-//!   token of a [`Limits`](crate::ports::Limits) per message, for a route the public can call.
+//!   none (as [`Messages::send`](crate::usecases::Messages::send)),
+//!   [`WorkspaceHandle::send_rate_limited`] takes one token of a
+//!   [`Limits`](crate::ports::Limits) per message, for a route the public can call.
 //!
 //! ```
 //! use tidings_core::email::{EmailAddress, Mailbox};

@@ -11,8 +11,8 @@ impl Principal {
     /// not see them, as it sees only its own).
     ///
     /// Its rate limit is [`RateLimit::DEFAULT`] (10 sends a second), and it applies only
-    /// where a limiter is given: [`Tidings::send_message`](crate::usecases::Tidings::send_message)
-    /// applies none, [`Tidings::send_rate_limited`](crate::usecases::Tidings::send_rate_limited)
+    /// where a limiter is given: [`Messages::send`](crate::usecases::Messages::send)
+    /// applies none, [`Messages::send_rate_limited`](crate::usecases::Messages::send_rate_limited)
     /// takes from the bucket of [`ApiKeyId::NONE`] in the [`Limits`](crate::ports::Limits)
     /// given, one bucket shared by every trusted principal that uses that limiter. Give a
     /// public route its own limiter (a `LocalLimits`) and its own rate
@@ -32,7 +32,7 @@ impl Principal {
     }
 
     /// The same principal with another send rate, for
-    /// [`Tidings::send_rate_limited`](crate::usecases::Tidings::send_rate_limited).
+    /// [`Messages::send_rate_limited`](crate::usecases::Messages::send_rate_limited).
     #[must_use]
     pub fn with_rate_limit(self, rate_limit: RateLimit) -> Self {
         Self { rate_limit, ..self }

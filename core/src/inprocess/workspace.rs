@@ -99,19 +99,19 @@ impl WorkspaceHandle {
         Self { who: self.who.with_rate_limit(rate_limit), ..self }
     }
 
-    /// Sends `email` through [`Tidings::send_message`], the use case `POST /v1/messages`
-    /// calls: the same validation, errors and durability (the message is stored with its
-    /// `Queued` event when this returns). No rate limit applies: for a route the public can
-    /// call, use [`WorkspaceHandle::send_rate_limited`].
+    /// Sends `email` through [`Messages::send`](crate::usecases::Messages::send), the use case
+    /// `POST /v1/messages` calls: the same validation, errors and durability (the message is
+    /// stored with its `Queued` event when this returns). No rate limit applies: for a route
+    /// the public can call, use [`WorkspaceHandle::send_rate_limited`].
     pub async fn send(&self, email: Email) -> Result<SendOutcome> {
         let (request, key) = email.into_request();
-        self.core.send_message(&self.who, request, key.as_deref()).await
+        self.core.messages().send(&self.who, request, key.as_deref()).await
     }
 
     /// [`WorkspaceHandle::send`] under a rate limit, through
-    /// [`Tidings::send_rate_limited`]: one token of this handle's rate
-    /// ([`WorkspaceHandle::with_rate_limit`]) from `limits`, and `Limited` (nothing queued)
-    /// when the bucket is empty. Every trusted principal shares one bucket in a given
+    /// [`Messages::send_rate_limited`](crate::usecases::Messages::send_rate_limited): one token of
+    /// this handle's rate ([`WorkspaceHandle::with_rate_limit`]) from `limits`, and `Limited`
+    /// (nothing queued) when the bucket is empty. Every trusted principal shares one bucket in a given
     /// limiter, so give each public route its own (`LocalLimits::default()`) to limit that
     /// route alone.
     ///
@@ -128,11 +128,11 @@ impl WorkspaceHandle {
     /// ```
     pub async fn send_rate_limited(&self, limits: &dyn Limits, email: Email) -> Result<Admission<LimitedSend>> {
         let (request, key) = email.into_request();
-        self.core.send_rate_limited(limits, &self.who, request, key.as_deref()).await
+        self.core.messages().send_rate_limited(limits, &self.who, request, key.as_deref()).await
     }
 
     /// The message `id` of this workspace.
     pub async fn get_message(&self, id: MessageId) -> Result<Message> {
-        self.core.get_message(&self.who, id).await
+        self.core.messages().get(&self.who, id).await
     }
 }

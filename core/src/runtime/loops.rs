@@ -203,7 +203,9 @@ pub(super) async fn recheck_domains(core: Tidings, interval: Duration, mut stop:
 
 /// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
 pub(super) async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<bool>) {
-    let purge = || core.purge_expired_idempotency_keys(PURGE_BATCH);
+    // The handle outlives each call's future, which borrows it.
+    let messages = core.messages();
+    let purge = || messages.purge_expired_idempotency_keys(PURGE_BATCH);
     purge_periodically("expired Idempotency-Keys", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 

@@ -34,9 +34,9 @@
 //!     text: Some("Hello.".into()),
 //!     ..SendRequest::default()
 //! };
-//! let id = core.send_message(&who, request, None).await?.message.id;
+//! let id = core.messages().send(&who, request, None).await?.message.id;
 //! // The delivery loop picks it up in the background.
-//! while core.get_message(&who, id).await?.status != MessageStatus::Delivered {
+//! while core.messages().get(&who, id).await?.status != MessageStatus::Delivered {
 //!     tokio::time::sleep(Duration::from_millis(10)).await;
 //! }
 //! assert_eq!(mailer.sent().len(), 1);

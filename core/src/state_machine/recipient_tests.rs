@@ -55,7 +55,7 @@ fn plain_message() -> Message {
 }
 
 /// The same message with a recipient list of `kinds.len()` recipients (`r0@`, `r1@`, ...),
-/// each `Queued` and due at [`start`], as `send_message` makes it.
+/// each `Queued` and due at [`start`], as `Messages::send` makes it.
 fn listed_message(kinds: &[(RecipientKind, bool)]) -> Message {
     let mut m = plain_message();
     for (i, (kind, named)) in kinds.iter().enumerate() {

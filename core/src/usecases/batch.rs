@@ -2,7 +2,7 @@
 //! exactly what `POST /v1/messages` takes, answered one result per item at its index.
 //!
 //! Every item goes through the same preparation as a single send
-//! ([`Tidings::prepare_message`]); the accepted ones are stored in one durable write
+//! ([`Messages::prepare_message`]); the accepted ones are stored in one durable write
 //! ([`MessageStore::create_messages`](crate::ports::MessageStore::create_messages)).
 //! - [`BatchValidation::Strict`] (the default): all or nothing. One refused item refuses the
 //!   batch with a 422 `validation_error` whose details name `[i].field` for every bad field
@@ -21,7 +21,7 @@ use crate::model::{BatchItemRecord, IdempotencyKey, IdempotencyRecord, Message, 
 use crate::ports::{CreateOutcome, EventObserver, NewBatch, NewMessage};
 use crate::usecases::idempotency::{RequestKind, hash_with_key};
 use crate::usecases::rate_limited_send::is_render_refusal;
-use crate::usecases::{Principal, SendRequest, Tidings};
+use crate::usecases::{Messages, Principal, SendRequest};
 use crate::{Error, Result};
 
 /// Most messages in one batch.
@@ -87,7 +87,7 @@ impl BatchOutcome {
     }
 }
 
-impl Tidings {
+impl Messages<'_> {
     /// Checks a batch's size before anything else, so a front end can refuse it before taking
     /// rate-limit tokens: 1 to [`MAX_BATCH`] items, and no more than the key's whole bucket
     /// (`rateLimitPerSec`), which could never be granted at once (a 422 naming `batch`, not a
@@ -129,9 +129,9 @@ impl Tidings {
         rendered_refused: &mut u32,
     ) -> Result<BatchOutcome> {
         self.check_batch_size(who, reqs.len())?;
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let key = match parse_key(idempotency_key)? {
-            Some(key) => match self.find_idempotency(who, &key, now).await? {
+            Some(key) => match self.core.find_idempotency(who, &key, now).await? {
                 (_, Some(record)) => return self.replay_batch(who, &record, &reqs, mode).await,
                 (stored, None) => Some(stored),
             },
@@ -190,15 +190,15 @@ impl Tidings {
                 workspace_id: who.workspace_id,
                 key,
                 request_hash: batch_hash(who.key_id, &reqs, mode)?,
-                message_id: MessageId::new_at(now, &*self.random),
+                message_id: MessageId::new_at(now, &*self.core.random),
                 created_at: now,
-                expires_at: now + self.config.idempotency_window,
+                expires_at: now + self.core.config.idempotency_window,
                 batch: Some(records),
             }),
             None => None,
         };
         let batch = NewBatch { messages, idempotency, accepted_at: now };
-        match self.store.create_messages(&batch).await? {
+        match self.core.store.create_messages(&batch).await? {
             CreateOutcome::Created => {
                 // The stored messages move into the answer (with their attachments), not copies.
                 let mut queued = batch.messages.into_iter();
@@ -207,8 +207,8 @@ impl Tidings {
                     .filter_map(|refusal| match refusal {
                         Some(stored) => Some(BatchItem::Refused(stored)),
                         None => queued.next().map(|new| {
-                            self.observer.message_accepted(&new.message);
-                            self.observer.message_event(&new.message, &new.event);
+                            self.core.observer.message_accepted(&new.message);
+                            self.core.observer.message_event(&new.message, &new.event);
                             BatchItem::Queued(Box::new(new.message))
                         }),
                     })
@@ -232,14 +232,15 @@ impl Tidings {
         idempotency_key: Option<&str>,
     ) -> Result<Option<BatchOutcome>> {
         let Some(key) = parse_key(idempotency_key)? else { return Ok(None) };
-        match self.find_idempotency(who, &key, self.clock.now()).await? {
+        match self.core.find_idempotency(who, &key, self.core.clock.now()).await? {
             (_, Some(record)) => self.replay_batch(who, &record, reqs, mode).await.map(Some),
             (_, None) => Ok(None),
         }
     }
 
     /// The recorded results of a batch that `reqs` repeats, if `who` may have them
-    /// ([`Tidings::check_repeat`]), each queued item as its message is now.
+    /// ([`Tidings::check_repeat`](crate::usecases::Tidings::check_repeat)), each queued item
+    /// as its message is now.
     async fn replay_batch(
         &self,
         who: &Principal,
@@ -247,14 +248,15 @@ impl Tidings {
         reqs: &[SendRequest],
         mode: BatchValidation,
     ) -> Result<BatchOutcome> {
-        let first = self.check_repeat(who, record, RequestKind::Batch, |maker| batch_hash(maker, reqs, mode)).await?;
+        let first =
+            self.core.check_repeat(who, record, RequestKind::Batch, |maker| batch_hash(maker, reqs, mode)).await?;
         let results = record.batch.as_deref().unwrap_or_default();
         let mut items = Vec::with_capacity(results.len());
         for result in results {
             items.push(match result {
                 BatchItemRecord::Created(id) if *id == first.id => BatchItem::Queued(Box::new(first.clone())),
                 BatchItemRecord::Created(id) => {
-                    let message = self.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
+                    let message = self.core.store.get_message(who.workspace_id, *id).await?.ok_or_else(|| {
                         Error::Internal(format!("idempotency record points to missing message {id}").into())
                     })?;
                     BatchItem::Queued(Box::new(message))

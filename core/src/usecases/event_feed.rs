@@ -20,7 +20,7 @@
 //! let saved = None;
 //! let mut events = core.follow_events(&who, saved);
 //! let request = SendRequest { to: Some("ann@example.net".into()), subject: Some("Hi".into()), text: Some("Hello.".into()), ..SendRequest::default() };
-//! core.send_message(&who, request, None).await?;
+//! core.messages().send(&who, request, None).await?;
 //!
 //! let batch = events.next().await?; // waits until there is at least one event
 //! assert_eq!(batch[0].event.event_type, EventType::Queued);

@@ -312,7 +312,7 @@ impl Tidings {
             provider_message_id: None,
             next_attempt_at: None,
         };
-        match self.record_recipient_event(message, about.index, happening).await {
+        match self.messages().record_recipient_event(message, about.index, happening).await {
             Ok((next, _)) => Ok(Applied::Done(outcome(Box::new(next)))),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
             Err(e) => Err(e),

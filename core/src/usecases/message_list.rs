@@ -11,7 +11,7 @@ use crate::message_search::{CreatedRange, SearchText};
 use crate::model::extras::{check_metadata_key, check_tag_name};
 use crate::model::{KeyScope, Message, MessageStatus};
 use crate::ports::{MessageQuery, Page, PageRequest, TagFilter};
-use crate::usecases::{ListParams, Listed, Principal, Tidings};
+use crate::usecases::{ListParams, Listed, Messages, Principal};
 use crate::{Error, Result};
 
 /// Filters of `GET /v1/messages` as the client sent them, and `endingBefore`.
@@ -39,19 +39,14 @@ pub struct MessageFilters {
 /// Most `tag` and most `metadata[...]` filters one list may use.
 pub const MAX_LABEL_FILTERS: usize = 10;
 
-impl Tidings {
+impl Messages<'_> {
     /// `GET /v1/messages`: newest first, filtered; a `send` key sees only its own messages.
     /// `prev_cursor` is set when matching messages newer than the page exist, which only a
     /// page reached with a cursor or `endingBefore` can have; finding out costs one more
     /// store call of one item.
-    pub async fn list_messages(
-        &self,
-        who: &Principal,
-        params: ListParams,
-        filters: &MessageFilters,
-    ) -> Result<Listed<Message>> {
+    pub async fn list(&self, who: &Principal, params: ListParams, filters: &MessageFilters) -> Result<Listed<Message>> {
         let query = self.message_query(who, &params, filters)?;
-        let found = self.store.list_messages(who.workspace_id, &query).await?;
+        let found = self.core.store.list_messages(who.workspace_id, &query).await?;
         let limit = query.page.limit;
         let first_id = found.items.first().map(|m| m.id);
         let last_id = found.items.last().map(|m| m.id);
@@ -82,14 +77,14 @@ impl Tidings {
     /// Whether a message matching `query` is newer than `id`.
     async fn any_newer(&self, who: &Principal, query: &MessageQuery, id: MessageId) -> Result<bool> {
         let probe = MessageQuery { page: PageRequest::first(1), ending_before: Some(id), ..query.clone() };
-        Ok(!self.store.list_messages(who.workspace_id, &probe).await?.items.is_empty())
+        Ok(!self.core.store.list_messages(who.workspace_id, &probe).await?.items.is_empty())
     }
 
     /// Whether a message matching `query` is older than `id`.
     async fn any_older(&self, who: &Principal, query: &MessageQuery, id: MessageId) -> Result<bool> {
         let probe =
             MessageQuery { page: PageRequest { limit: 1, cursor: Some(id) }, ending_before: None, ..query.clone() };
-        Ok(!self.store.list_messages(who.workspace_id, &probe).await?.items.is_empty())
+        Ok(!self.core.store.list_messages(who.workspace_id, &probe).await?.items.is_empty())
     }
 
     /// The store query of a list request, every bad parameter reported at once.

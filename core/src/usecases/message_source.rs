@@ -9,10 +9,10 @@
 use crate::email::EmailAddress;
 use crate::ids::MessageId;
 use crate::outbound::{BuildError, build_copy};
-use crate::usecases::{Principal, Tidings};
+use crate::usecases::{Messages, Principal};
 use crate::{Error, Result};
 
-/// What [`Tidings::message_source`] found.
+/// What [`Messages::source`] found.
 #[derive(Debug)]
 pub enum MessageSource {
     /// The message as built for the wire.
@@ -30,19 +30,19 @@ pub enum MessageSource {
     Unbuildable(BuildError),
 }
 
-impl Tidings {
+impl Messages<'_> {
     /// The source of message `id` as it was built for sending ([`MessageSource`]); a `send`
     /// key sees only its own messages. CPU-bound in the size of the message (attachments are
     /// encoded again): it runs off the async executor.
-    pub async fn message_source(&self, who: &Principal, id: MessageId) -> Result<MessageSource> {
-        let message = self.get_message(who, id).await?;
+    pub async fn source(&self, who: &Principal, id: MessageId) -> Result<MessageSource> {
+        let message = self.get(who, id).await?;
         if !message.has_content() {
             return Ok(MessageSource::ContentRemoved);
         }
-        let Some(domain) = self.store.get_domain(message.workspace_id, message.domain_id).await? else {
+        let Some(domain) = self.core.store.get_domain(message.workspace_id, message.domain_id).await? else {
             return Ok(MessageSource::DomainDeleted);
         };
-        let tracking = self.config.tracking.clone();
+        let tracking = self.core.config.tracking.clone();
         let tracked =
             tracking.is_some() && message.html.is_some() && (message.tracking.opens || message.tracking.clicks);
         // As the worker builds it: one copy for all, or (tracked, several) one per recipient.

@@ -1,6 +1,6 @@
 //! Sending and reading messages (docs/api.md#messages): validation, `from`
 //! resolution, domain-scoped keys, suppression, templates, idempotency; and the one place
-//! where a message's state changes ([`Tidings::record_message_event`]).
+//! where a message's state changes ([`Messages::record_event`]).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,24 @@ struct ValidSend {
 }
 
 impl Tidings {
+    /// The message use cases.
+    pub fn messages(&self) -> Messages<'_> {
+        Messages { core: self }
+    }
+}
+
+/// The message area of [`Tidings`] ([`Tidings::messages`]): sending one message or a batch
+/// (under the key's rate limit or not) with its idempotency, reading, listing and searching
+/// messages with their timelines and sources, canceling and rescheduling, and recording what
+/// happens to a message or to one of its recipients.
+#[derive(Clone, Copy)]
+pub struct Messages<'a> {
+    // Its methods are spread over sibling modules (`batch`, `scheduling`, `message_list`,
+    // `message_source`, `rate_limited_send`), which reach the ports through this.
+    pub(super) core: &'a Tidings,
+}
+
+impl Messages<'_> {
     /// `POST /v1/messages`: validates, resolves the sender, checks the key's domain
     /// restriction and the suppression list, renders the template, and stores the message
     /// durably with its `Queued` event (or, with a `scheduledAt`, as `Scheduled` with a
@@ -131,19 +149,14 @@ impl Tidings {
     /// same request by any key of the workspace that may read the original message returns
     /// it and queues nothing; the same key with another request is `IdempotencyKeyReused`. A
     /// `send` key's Idempotency-Keys are its own (the `usecases::idempotency` module).
-    pub async fn send_message(
-        &self,
-        who: &Principal,
-        req: SendRequest,
-        idempotency_key: Option<&str>,
-    ) -> Result<SendOutcome> {
-        let now = self.clock.now();
+    pub async fn send(&self, who: &Principal, req: SendRequest, idempotency_key: Option<&str>) -> Result<SendOutcome> {
+        let now = self.core.clock.now();
         let key = idempotency_key
             .map(IdempotencyKey::parse)
             .transpose()
             .map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
         let key = match key {
-            Some(key) => match self.find_idempotency(who, &key, now).await? {
+            Some(key) => match self.core.find_idempotency(who, &key, now).await? {
                 (_, Some(record)) => return self.replay(who, &record, &req).await,
                 (stored, None) => Some(stored),
             },
@@ -158,15 +171,15 @@ impl Tidings {
                 request_hash: request_hash(who.key_id, &req)?,
                 message_id: new.message.id,
                 created_at: now,
-                expires_at: now + self.config.idempotency_window,
+                expires_at: now + self.core.config.idempotency_window,
                 batch: None,
             }),
             None => None,
         };
-        match self.store.create_message(&new).await? {
+        match self.core.store.create_message(&new).await? {
             CreateOutcome::Created => {
-                self.observer.message_accepted(&new.message);
-                self.observer.message_event(&new.message, &new.event);
+                self.core.observer.message_accepted(&new.message);
+                self.core.observer.message_event(&new.message, &new.event);
                 Ok(SendOutcome { message: new.message, replayed: false })
             }
             // Lost a race with an identical key: answer like a replay.
@@ -187,6 +200,7 @@ impl Tidings {
         let (domain, from) = self.resolve_from(who, valid.from.take()).await?;
         let suppressed = self.suppressed_recipients(who.workspace_id, &valid.recipients).await?;
         let version = self
+            .core
             .templates()
             .resolve_version(who.workspace_id, req.template_id.as_deref(), req.template_version_id.as_deref())
             .await?;
@@ -214,7 +228,7 @@ impl Tidings {
                     text: text_source.cloned(),
                 };
                 let rendered =
-                    self.render_in_pool(who.workspace_id, source, std::mem::take(&mut valid.variables)).await?;
+                    self.core.render_in_pool(who.workspace_id, source, std::mem::take(&mut valid.variables)).await?;
                 (rendered.subject, rendered.html, rendered.text)
             }
             None => (valid.subject.take().unwrap_or_default(), req.html.clone(), req.text.clone()),
@@ -224,7 +238,7 @@ impl Tidings {
         check_subject(&subject).map_err(|message| Error::field("subject", message))?;
 
         let tracking = TrackingRequest::resolve(req.tracking, &domain);
-        let event_id = EventId::new_at(now, &*self.random);
+        let event_id = EventId::new_at(now, &*self.core.random);
         let (status, event_type) = match valid.scheduled_at {
             Some(_) => (MessageStatus::Scheduled, EventType::Scheduled),
             None => (MessageStatus::Queued, EventType::Queued),
@@ -233,7 +247,7 @@ impl Tidings {
         let (to, recipients) = recipient_list(valid.recipients, &suppressed, status, due, now)
             .ok_or_else(|| Error::field("to", "is required"))?;
         let mut message = Message {
-            id: MessageId::new_at(now, &*self.random),
+            id: MessageId::new_at(now, &*self.core.random),
             workspace_id: who.workspace_id,
             api_key_id: who.key_id,
             domain_id: domain.id,
@@ -269,7 +283,7 @@ impl Tidings {
             details: EventDetails { scheduled_at: valid.scheduled_at, ..EventDetails::default() },
             recipient: None,
         };
-        let mut webhook_deliveries = self.webhooks().deliveries_for(&message, &event).await?;
+        let mut webhook_deliveries = self.core.webhooks().deliveries_for(&message, &event).await?;
         // Each suppressed recipient among several is `Suppressed` at once, with an event of
         // its own after the `Queued` one.
         let mut recipient_events = Vec::with_capacity(suppressed.len());
@@ -285,7 +299,7 @@ impl Tidings {
                 details: EventDetails::default(),
                 recipient: Some(address.clone()),
             };
-            webhook_deliveries.extend(self.webhooks().deliveries_for(&message, &skipped).await?);
+            webhook_deliveries.extend(self.core.webhooks().deliveries_for(&message, &skipped).await?);
             recipient_events.push(skipped);
         }
         message.last_event_id = last;
@@ -307,7 +321,7 @@ impl Tidings {
     ) -> Result<Option<SendOutcome>> {
         let Some(key) = idempotency_key else { return Ok(None) };
         let key = IdempotencyKey::parse(key).map_err(|e| Error::InvalidIdempotencyKey(e.to_string()))?;
-        match self.find_idempotency(who, &key, self.clock.now()).await? {
+        match self.core.find_idempotency(who, &key, self.core.clock.now()).await? {
             (_, Some(record)) => self.replay(who, &record, req).await.map(Some),
             (_, None) => Ok(None),
         }
@@ -316,7 +330,8 @@ impl Tidings {
     /// The original message of `record` if `req` repeats it and `who` may read it
     /// ([`Tidings::check_repeat`]).
     async fn replay(&self, who: &Principal, record: &IdempotencyRecord, req: &SendRequest) -> Result<SendOutcome> {
-        let message = self.check_repeat(who, record, RequestKind::Single, |maker| request_hash(maker, req)).await?;
+        let message =
+            self.core.check_repeat(who, record, RequestKind::Single, |maker| request_hash(maker, req)).await?;
         Ok(SendOutcome { message, replayed: true })
     }
 
@@ -332,11 +347,11 @@ impl Tidings {
         let ws = who.workspace_id;
         let key_domain = match who.sending_domain_id {
             Some(id) => {
-                let domain = self.store.get_domain(ws, id).await?.ok_or_else(|| {
+                let domain = self.core.store.get_domain(ws, id).await?.ok_or_else(|| {
                     // The key's domain was deleted: nothing is allowed any more.
                     Error::DomainNotVerified("the sending domain of this API key no longer exists".into())
                 })?;
-                if !self.shows(&domain) {
+                if !self.core.shows(&domain) {
                     return Err(sandbox_off());
                 }
                 Some(domain)
@@ -371,7 +386,7 @@ impl Tidings {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
         }
         if mailbox.display_name.is_none()
-            && let Some(sender) = self.senders().find(ws, domain.id, mailbox.address.local_part()).await?
+            && let Some(sender) = self.core.senders().find(ws, domain.id, mailbox.address.local_part()).await?
         {
             mailbox.display_name = sender.display_name;
         }
@@ -382,14 +397,15 @@ impl Tidings {
     /// when that is the name and sandbox sending is on, refused when it is off.
     async fn domain_named(&self, ws: WorkspaceId, name: &DomainName) -> Result<Domain> {
         if name.as_str() == SANDBOX_DOMAIN {
-            if !self.config.sandbox_sending {
+            if !self.core.config.sandbox_sending {
                 return Err(sandbox_off());
             }
-            if let Some(sandbox) = self.sandbox_domain(ws).await? {
+            if let Some(sandbox) = self.core.sandbox_domain(ws).await? {
                 return Ok(sandbox);
             }
         }
-        self.store
+        self.core
+            .store
             .find_domain_by_name(ws, name)
             .await?
             .ok_or_else(|| Error::DomainNotVerified(format!("domain {name} is not added to this workspace")))
@@ -402,7 +418,7 @@ impl Tidings {
         let mut verified = Vec::new();
         let mut cursor: Option<DomainId> = None;
         loop {
-            let page = self.store.list_domains(ws, PageRequest { limit: 200, cursor }).await?;
+            let page = self.core.store.list_domains(ws, PageRequest { limit: 200, cursor }).await?;
             cursor = page.items.last().map(|d| d.id);
             verified.extend(page.items.into_iter().filter(|d| d.is_sendable() && !d.is_sandbox()));
             if verified.len() > 1 {
@@ -415,7 +431,7 @@ impl Tidings {
         let none = || Error::field("from", "is required: this workspace has no verified domain");
         match verified.len() {
             1 => Ok(verified.remove(0)),
-            0 if self.config.sandbox_sending => self.sandbox_domain(ws).await?.ok_or_else(none),
+            0 if self.core.config.sandbox_sending => self.core.sandbox_domain(ws).await?.ok_or_else(none),
             0 => Err(none()),
             _ => Err(Error::field("from", "is required: this workspace has several verified domains")),
         }
@@ -426,7 +442,7 @@ impl Tidings {
     async fn suppressed_recipients(&self, ws: WorkspaceId, named: &Named) -> Result<Vec<EmailAddress>> {
         let mut found = Vec::new();
         for (_, mailbox) in named {
-            if self.store.get_suppression(ws, &mailbox.address).await?.is_some() {
+            if self.core.store.get_suppression(ws, &mailbox.address).await?.is_some() {
                 found.push(mailbox.address.clone());
             }
         }
@@ -446,8 +462,8 @@ impl Tidings {
     }
 
     /// `GET /v1/messages/{id}`.
-    pub async fn get_message(&self, who: &Principal, id: MessageId) -> Result<Message> {
-        let message = self.store.get_message(who.workspace_id, id).await?.ok_or(Error::NotFound("message"))?;
+    pub async fn get(&self, who: &Principal, id: MessageId) -> Result<Message> {
+        let message = self.core.store.get_message(who.workspace_id, id).await?.ok_or(Error::NotFound("message"))?;
         if who.scope == KeyScope::Send && message.api_key_id != who.key_id {
             return Err(Error::NotFound("message"));
         }
@@ -455,15 +471,11 @@ impl Tidings {
     }
 
     /// `GET /v1/messages/{id}/events`: the timeline, oldest first.
-    pub async fn list_message_events(
-        &self,
-        who: &Principal,
-        id: MessageId,
-        params: ListParams,
-    ) -> Result<Listed<MessageEvent>> {
+    pub async fn events(&self, who: &Principal, id: MessageId, params: ListParams) -> Result<Listed<MessageEvent>> {
         let page = params.to_page(EventId::parse)?;
-        let message = self.get_message(who, id).await?;
+        let message = self.get(who, id).await?;
         let found = self
+            .core
             .store
             .list_events(who.workspace_id, message.id, page)
             .await
@@ -474,7 +486,7 @@ impl Tidings {
     /// Forgets idempotency keys whose window has passed, at most `limit` per call; returns
     /// how many. The server calls this periodically so expired keys do not grow the store.
     pub async fn purge_expired_idempotency_keys(&self, limit: usize) -> Result<usize> {
-        Ok(self.store.purge_expired_idempotency(self.clock.now(), limit).await?)
+        Ok(self.core.store.purge_expired_idempotency(self.core.clock.now(), limit).await?)
     }
 
     /// Records that something happened to a message: applies the state machine, fans the
@@ -482,18 +494,14 @@ impl Tidings {
     /// message and the event. `Conflict` if the message changed since it was read (the
     /// caller re-reads and decides again); an event the state machine refuses is
     /// `Conflict` too, and records nothing.
-    pub async fn record_message_event(
-        &self,
-        message: &Message,
-        happening: Happening,
-    ) -> Result<(Message, MessageEvent)> {
-        self.record_message_event_if_due_at(message, happening, None).await
+    pub async fn record_event(&self, message: &Message, happening: Happening) -> Result<(Message, MessageEvent)> {
+        self.record_event_if_due_at(message, happening, None).await
     }
 
-    /// [`Self::record_message_event`] that also requires the stored `next_attempt_at` to be
+    /// [`Self::record_event`] that also requires the stored `next_attempt_at` to be
     /// `due_at` when that is set: the delivery worker passes its lease, so that a message
     /// rescheduled after its claim (the status unchanged) is not sent under the old claim.
-    pub async fn record_message_event_if_due_at(
+    pub async fn record_event_if_due_at(
         &self,
         message: &Message,
         happening: Happening,
@@ -504,11 +512,11 @@ impl Tidings {
         // On a message with a recipient list, an event of one recipient need not change the
         // message's status, which is all the store checks: require that none came in between.
         let last_event_id = message.has_recipient_list().then_some(message.last_event_id);
-        self.store_message_event(message, next, event, due_at, last_event_id).await
+        self.core.store_message_event(message, next, event, due_at, last_event_id).await
     }
 
     /// Records that something happened to the recipient at `index` of `message` (its one
-    /// recipient, 0, for a message without a list): [`Self::record_message_event`] through
+    /// recipient, 0, for a message without a list): [`Self::record_event`] through
     /// [`apply_recipient_event`]. On a message with a list the write also fails with
     /// `Conflict` if any event was recorded since `message` was read, since the store checks
     /// only the message's own status, which another recipient's event need not change.
@@ -521,10 +529,12 @@ impl Tidings {
         let (next, event) = apply_recipient_event(message, index, happening)
             .map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
         let last_event_id = message.has_recipient_list().then_some(message.last_event_id);
-        self.store_message_event(message, next, event, None, last_event_id).await
+        self.core.store_message_event(message, next, event, None, last_event_id).await
     }
+}
 
-    /// The write of [`Self::record_message_event_if_due_at`] for an event already applied:
+impl Tidings {
+    /// The write of [`Messages::record_event_if_due_at`] for an event already applied:
     /// `next` and `event` are what [`apply_event`] made of `read` (the message as read), and
     /// `next` may carry more (a tracking tally). With `last_event_id`, the write also fails
     /// with `Conflict` if any event was recorded since `read`.

@@ -7,13 +7,13 @@
 //! or `template_syntax_error`) keeps its token, since rendering is the costly part of a
 //! send and a refused one would otherwise be free, however often it is repeated. So does
 //! every batch item whose template was rendered when the batch is refused, and a template
-//! preview ([`Tidings::render_template_rate_limited`]) takes one like a send. Refusals that
+//! preview ([`Templates::render_rate_limited`](crate::usecases::Templates::render_rate_limited)) takes one like a send. Refusals that
 //! come before the render (a bad field, a suppressed recipient, an unknown template) still
 //! give it back.
 
 use crate::ports::Limits;
 use crate::usecases::{
-    Admission, BatchOutcome, BatchValidation, Principal, RateLimitState, SendOutcome, SendRequest, Tidings,
+    Admission, BatchOutcome, BatchValidation, Messages, Principal, RateLimitState, SendOutcome, SendRequest, Tidings,
 };
 use crate::{Error, Result};
 
@@ -27,8 +27,8 @@ pub struct LimitedSend {
     pub limit: Option<RateLimitState>,
 }
 
-impl Tidings {
-    /// [`Tidings::send_message`] with the key's rate limit kept in `limits`: `Limited`
+impl Messages<'_> {
+    /// [`Self::send`] with the key's rate limit kept in `limits`: `Limited`
     /// when the key's bucket is empty, and then nothing was queued. Repeats of an
     /// Idempotency-Key in this process wait for the first (see [`Tidings::take_send_turn`]),
     /// so they are answered as replays and take no token instead of racing it for the bucket.
@@ -39,8 +39,8 @@ impl Tidings {
         req: SendRequest,
         idempotency_key: Option<&str>,
     ) -> Result<Admission<LimitedSend>> {
-        let _turn = self.take_send_turn(who, idempotency_key).await;
-        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.clock.now()).await? {
+        let _turn = self.core.take_send_turn(who, idempotency_key).await;
+        let limit = match limits.acquire_send(who.key_id, who.rate_limit, self.core.clock.now()).await? {
             Admission::Allowed(limit) => limit,
             Admission::Limited { retry_after } => {
                 return Ok(match self.idempotent_replay(who, &req, idempotency_key).await? {
@@ -49,20 +49,20 @@ impl Tidings {
                 });
             }
         };
-        let outcome = self.send_message(who, req, idempotency_key).await;
+        let outcome = self.send(who, req, idempotency_key).await;
         let give_back = match &outcome {
             Ok(outcome) => outcome.replayed,
             Err(e) => !is_render_refusal(e),
         };
         if give_back {
-            self.refund_send(limits, who).await;
+            self.core.refund_send(limits, who).await;
         }
         Ok(Admission::Allowed(LimitedSend { outcome: outcome?, limit: Some(limit) }))
     }
 
-    /// [`Tidings::send_batch`] with the key's rate limit kept in `limits`: a replay is
+    /// [`Self::send_batch`] with the key's rate limit kept in `limits`: a replay is
     /// answered first and takes no tokens (`limit` is then `None`); a batch larger than the
-    /// key's whole bucket is refused ([`Tidings::check_batch_size`]); otherwise one token per
+    /// key's whole bucket is refused ([`Self::check_batch_size`]); otherwise one token per
     /// item is taken at once (`Limited` when the bucket lacks them, and nothing was
     /// queued) and the tokens of refused items are given back.
     pub async fn send_batch_rate_limited(
@@ -73,13 +73,13 @@ impl Tidings {
         mode: BatchValidation,
         idempotency_key: Option<&str>,
     ) -> Result<Admission<(BatchOutcome, Option<RateLimitState>)>> {
-        let _turn = self.take_send_turn(who, idempotency_key).await;
+        let _turn = self.core.take_send_turn(who, idempotency_key).await;
         if let Some(outcome) = self.idempotent_batch_replay(who, &reqs, mode, idempotency_key).await? {
             return Ok(Admission::Allowed((outcome, None)));
         }
         self.check_batch_size(who, reqs.len())?;
         let n = u32::try_from(reqs.len()).unwrap_or(u32::MAX);
-        let limit = match limits.acquire_sends(who.key_id, who.rate_limit, n, self.clock.now()).await? {
+        let limit = match limits.acquire_sends(who.key_id, who.rate_limit, n, self.core.clock.now()).await? {
             Admission::Allowed(limit) => limit,
             Admission::Limited { retry_after } => return Ok(Admission::Limited { retry_after }),
         };
@@ -87,7 +87,7 @@ impl Tidings {
         let outcome = match self.send_batch_counted(who, reqs, mode, idempotency_key, &mut rendered_refused).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                self.refund_sends(limits, who, n.saturating_sub(rendered_refused)).await;
+                self.core.refund_sends(limits, who, n.saturating_sub(rendered_refused)).await;
                 return Err(e);
             }
         };
@@ -96,13 +96,15 @@ impl Tidings {
         } else {
             u32::try_from(outcome.refused()).unwrap_or(n).saturating_sub(rendered_refused)
         };
-        self.refund_sends(limits, who, unused).await;
+        self.core.refund_sends(limits, who, unused).await;
         Ok(Admission::Allowed((outcome, Some(limit))))
     }
+}
 
+impl Tidings {
     /// Gives back `n` tokens of a batch's items that queued nothing; failures as in
     /// [`Self::refund_send`].
-    async fn refund_sends(&self, limits: &dyn Limits, who: &Principal, n: u32) {
+    pub(crate) async fn refund_sends(&self, limits: &dyn Limits, who: &Principal, n: u32) {
         if n == 0 {
             return;
         }
@@ -114,7 +116,7 @@ impl Tidings {
     /// Gives back a token of a send that queued nothing. A failure to reach the limits is
     /// logged and otherwise ignored: the send was decided already, and a token lost costs the
     /// key at most one send for a second.
-    async fn refund_send(&self, limits: &dyn Limits, who: &Principal) {
+    pub(crate) async fn refund_send(&self, limits: &dyn Limits, who: &Principal) {
         if let Err(error) = limits.refund_send(who.key_id, who.rate_limit, self.clock.now()).await {
             tracing::warn!(key = %who.key_id, %error, "could not give back a rate-limit token");
         }

@@ -2,7 +2,7 @@
 //! `PATCH /v1/messages/{id}`.
 //!
 //! Both change a message only before its first attempt (`Queued` or `Scheduled`), through
-//! [`Tidings::record_message_event`], so the change is a compare-and-set on the status: a
+//! [`Messages::record_event`], so the change is a compare-and-set on the status: a
 //! delivery worker that records `Sent` first wins (the client gets a 409), and one that comes
 //! second finds the status (or, for a reschedule, its lease) changed and leaves the message
 //! alone.
@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use crate::ids::{EventId, MessageId};
 use crate::model::{EventDetails, EventType, Message, MessageStatus};
 use crate::state_machine::Happening;
-use crate::usecases::{Principal, Tidings};
+use crate::usecases::{Messages, Principal};
 use crate::{Error, Result};
 
 /// How far ahead a send may be scheduled.
@@ -48,11 +48,11 @@ pub(crate) fn parse_send_time(text: &str, now: DateTime<Utc>) -> std::result::Re
     Ok((at > now).then_some(at))
 }
 
-impl Tidings {
+impl Messages<'_> {
     /// `POST /v1/messages/{id}/cancel`: a `Queued` or `Scheduled` message becomes `Canceled`
     /// (terminal) and is never sent. Anything else is a `Conflict`: an attempt has started
     /// (or it ended otherwise). A `send` key may cancel only its own messages.
-    pub async fn cancel_message(&self, who: &Principal, id: MessageId) -> Result<Message> {
+    pub async fn cancel(&self, who: &Principal, id: MessageId) -> Result<Message> {
         self.change_before_first_attempt(who, id, |_| Ok((EventType::Canceled, None))).await
     }
 
@@ -61,14 +61,14 @@ impl Tidings {
     /// `Scheduled` one now (it becomes `Queued`). The same limits as a send apply; a time not
     /// after now means now. Records a `Scheduled` (or `Queued`) event. Anything but `Queued`
     /// or `Scheduled` is a `Conflict`.
-    pub async fn reschedule_message(&self, who: &Principal, id: MessageId, change: MessageChange) -> Result<Message> {
+    pub async fn reschedule(&self, who: &Principal, id: MessageId, change: MessageChange) -> Result<Message> {
         // Another workspace's (or key's) message is a 404 whatever the body says, as on every
         // other route: the body is judged only for a message the caller may see.
-        self.get_message(who, id).await?;
+        self.get(who, id).await?;
         let Some(requested) = change.scheduled_at else {
             return Err(Error::field("scheduledAt", "is required (a time, or null to send now)"));
         };
-        let at = match requested.as_deref().map(|text| parse_send_time(text, self.clock.now())) {
+        let at = match requested.as_deref().map(|text| parse_send_time(text, self.core.clock.now())) {
             None => None,
             Some(Ok(at)) => at,
             Some(Err(message)) => return Err(Error::field("scheduledAt", message)),
@@ -82,7 +82,7 @@ impl Tidings {
         .await
     }
 
-    /// Reads the message (as `get_message` does, so a `send` key sees only its own), checks
+    /// Reads the message (as [`Self::get`] does, so a `send` key sees only its own), checks
     /// that no attempt has started, and records the event `decide` picks, with the send time
     /// it gives. `decide` returning `Err(None)` means "nothing to do": the message is
     /// returned as it is. Retries after a lost race, deciding again on the fresh message.
@@ -94,7 +94,7 @@ impl Tidings {
     ) -> Result<Message> {
         let mut last_conflict = None;
         for _ in 0..ATTEMPTS {
-            let message = self.get_message(who, id).await?;
+            let message = self.get(who, id).await?;
             if !message.status.is_cancelable() {
                 return Err(Error::Conflict(format!(
                     "message {} is {}: only Queued or Scheduled messages can be canceled or rescheduled",
@@ -107,9 +107,9 @@ impl Tidings {
                 Err(None) => return Ok(message),
                 Err(Some(e)) => return Err(e),
             };
-            let now = self.clock.now();
+            let now = self.core.clock.now();
             let happening = Happening {
-                event_id: EventId::new_at(now, &*self.random),
+                event_id: EventId::new_at(now, &*self.core.random),
                 event_type,
                 at: now,
                 details: EventDetails { scheduled_at: at, ..EventDetails::default() },
@@ -117,7 +117,7 @@ impl Tidings {
                 // `Scheduled`: the new send time; `Queued`: due now.
                 next_attempt_at: Some(at.unwrap_or(now)),
             };
-            match self.record_message_event(&message, happening).await {
+            match self.record_event(&message, happening).await {
                 Ok((next, _)) => return Ok(next),
                 Err(Error::Conflict(text)) => last_conflict = Some(text),
                 Err(Error::NotFound(_)) => return Err(Error::NotFound("message")),

@@ -1,7 +1,8 @@
 //! SMTP submission: applications that only speak SMTP hand a message to the
 //! submission listener, and it becomes one send to all its envelope recipients (contract
-//! §10) through the same rate-limited send as the API's ([`Tidings::send_rate_limited`]), so
-//! the sender checks, domain-scoped keys, suppressions, DKIM, events and webhooks all apply.
+//! §10) through the same rate-limited send as the API's
+//! ([`Messages::send_rate_limited`](crate::usecases::Messages::send_rate_limited)), so the
+//! sender checks, domain-scoped keys, suppressions, DKIM, events and webhooks all apply.
 //!
 //! SMTP answers a whole message at once after `DATA`, so whatever can refuse one recipient
 //! alone is asked at `RCPT TO` instead ([`Tidings::check_submission_recipient`]). What is
@@ -67,7 +68,7 @@ impl Tidings {
         }
         let message = SubmittedMessage::parse(raw)?;
         let req = message.send_request(recipients);
-        match self.send_rate_limited(limits, who, req, message.idempotency_key().as_deref()).await? {
+        match self.messages().send_rate_limited(limits, who, req, message.idempotency_key().as_deref()).await? {
             Admission::Allowed(LimitedSend { outcome, .. }) => Ok(outcome),
             Admission::Limited { retry_after } => Err(SubmitFailure::RateLimited(retry_after)),
         }

@@ -352,7 +352,7 @@ impl Templates<'_> {
             Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
             Err(e) => {
                 if !is_render_refusal(&e) {
-                    self.refund_send(limits, who).await;
+                    self.core.refund_send(limits, who).await;
                 }
                 Err(e)
             }
@@ -378,20 +378,10 @@ impl Templates<'_> {
             Ok(rendered) => Ok(Admission::Allowed((rendered, limit))),
             Err(e) => {
                 if !is_render_refusal(&e) {
-                    self.refund_send(limits, who).await;
+                    self.core.refund_send(limits, who).await;
                 }
                 Err(e)
             }
-        }
-    }
-
-    /// Gives back the token of a preview that rendered nothing. A failure to reach the limits
-    /// is logged and otherwise ignored: the preview was decided already, and a token lost
-    /// costs the key at most one send for a second. (The sends' own refund is private to
-    /// `rate_limited_send.rs`; this is the same call with the same log line.)
-    async fn refund_send(&self, limits: &dyn Limits, who: &Principal) {
-        if let Err(error) = limits.refund_send(who.key_id, who.rate_limit, self.core.clock.now()).await {
-            tracing::warn!(key = %who.key_id, %error, "could not give back a rate-limit token");
         }
     }
 }

@@ -251,7 +251,7 @@ impl Webhooks<'_> {
     /// (at most [`MESSAGE_DELIVERIES_SHOWN`]); a `full` key only, like every webhook read.
     pub async fn message_deliveries(&self, who: &Principal, id: MessageId) -> Result<Vec<WebhookDelivery>> {
         who.require_full()?;
-        let message = self.core.get_message(who, id).await?;
+        let message = self.core.messages().get(who, id).await?;
         Ok(self
             .core
             .store

@@ -27,7 +27,7 @@ async fn send_to_three(d: &Delivery) -> Message {
         text: Some("Thanks.".into()),
         ..SendRequest::default()
     };
-    d.t.core.send_message(&d.who, req, None).await.unwrap().message
+    d.t.core.messages().send(&d.who, req, None).await.unwrap().message
 }
 
 fn statuses(m: &Message) -> Vec<MessageStatus> {
@@ -101,7 +101,7 @@ async fn recipients_left_sent_by_a_crash_are_sent_again_when_the_lease_ends() {
             provider_message_id: Some(format!("{}@acme.example.com", queued.id)),
             next_attempt_at: None,
         };
-        claimed = d.t.core.record_recipient_event(&claimed, index, sent).await.unwrap().0;
+        claimed = d.t.core.messages().record_recipient_event(&claimed, index, sent).await.unwrap().0;
     }
     assert_eq!(claimed.status, MessageStatus::Sent);
 

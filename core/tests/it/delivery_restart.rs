@@ -33,7 +33,7 @@ async fn messages_left_claimed_by_a_killed_process_are_sent_at_once_after_a_rest
         provider_message_id: Some(format!("{}@acme.example.com", in_flight.id)),
         next_attempt_at: None,
     };
-    d.t.core.record_message_event(&claimed[0], sent).await.unwrap();
+    d.t.core.messages().record_event(&claimed[0], sent).await.unwrap();
 
     // The restart: a new worker and mailer over the same store.
     let mailer = Arc::new(FakeMailer::default());

@@ -180,7 +180,7 @@ async fn an_unknown_mailbox_bounces_hard_suppresses_the_address_and_blocks_the_n
         text: Some("Hello".into()),
         ..SendRequest::default()
     };
-    let again = d.t.core.send_message(&d.who, req, None).await;
+    let again = d.t.core.messages().send(&d.who, req, None).await;
     assert!(matches!(again, Err(Error::RecipientSuppressed(_))), "{again:?}");
     assert_eq!(again.unwrap_err().code(), "recipient_suppressed");
 }
@@ -239,7 +239,7 @@ async fn crash_after_sent(d: &Delivery) -> tidings_core::model::Message {
         provider_message_id: Some(format!("{}@acme.example.com", queued.id)),
         next_attempt_at: None,
     };
-    d.t.core.record_message_event(&claimed[0], sent).await.unwrap();
+    d.t.core.messages().record_event(&claimed[0], sent).await.unwrap();
     queued
 }
 

@@ -266,7 +266,7 @@ async fn an_email_is_the_same_message_as_the_api_request_it_stands_for() {
         "scheduledAt": at.to_rfc3339(),
     }))
     .unwrap();
-    let api = t.core.send_message(acme.principal(), json, None).await.unwrap().message;
+    let api = t.core.messages().send(acme.principal(), json, None).await.unwrap().message;
 
     assert_eq!(typed.status, MessageStatus::Scheduled);
     assert_eq!(typed.scheduled_at, Some(at));
@@ -293,7 +293,7 @@ async fn an_email_is_validated_by_the_send_use_case() {
     assert_eq!(invalid_fields(acme.send(bad_header).await), ["headers.Bad Header"]);
     let empty_subject = Email::new(mailbox("hello@example.com"), address("ann@example.net"), Content::text("", "Hi"));
     assert_eq!(invalid_fields(acme.send(empty_subject).await), ["subject"]);
-    let listed = t.core.list_messages(acme.principal(), ListParams::default(), &Default::default()).await.unwrap();
+    let listed = t.core.messages().list(acme.principal(), ListParams::default(), &Default::default()).await.unwrap();
     assert!(listed.items.is_empty(), "a refused send queues nothing");
 }
 
@@ -336,7 +336,7 @@ async fn a_rate_limited_send_is_refused_once_the_bucket_is_empty() {
     assert!(matches!(public.send_rate_limited(&limits, welcome()).await.unwrap(), Admission::Limited { .. }));
     // The unlimited path is not held back by the route's bucket.
     acme.send(welcome()).await.unwrap();
-    let listed = t.core.list_messages(acme.principal(), ListParams::default(), &Default::default()).await.unwrap();
+    let listed = t.core.messages().list(acme.principal(), ListParams::default(), &Default::default()).await.unwrap();
     assert_eq!(listed.items.len(), 2);
 }
 

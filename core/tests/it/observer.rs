@@ -97,8 +97,8 @@ async fn an_accepted_then_delivered_message_is_observed_at_each_step_with_its_la
     let d = Delivery::new("1m", vec![]).await;
     let (core, worker, recorder) = observed(&d);
 
-    core.send_message(&d.who, send_request(), Some("key-1")).await.unwrap();
-    core.send_message(&d.who, send_request(), Some("key-1")).await.unwrap();
+    core.messages().send(&d.who, send_request(), Some("key-1")).await.unwrap();
+    core.messages().send(&d.who, send_request(), Some("key-1")).await.unwrap();
     assert_eq!(recorder.events(), [(EventType::Queued, MessageStatus::Queued, None, None)], "a replay is no event");
     assert_eq!(*recorder.accepted.lock().unwrap(), 1, "nor an acceptance");
 
@@ -118,7 +118,7 @@ async fn an_accepted_then_delivered_message_is_observed_at_each_step_with_its_la
 async fn deferrals_and_bounces_are_observed_with_the_bounce_type() {
     let d = Delivery::new("1m", vec![rejected(451, "4.7.1 try later"), rejected(550, "5.1.1 no such user")]).await;
     let (core, worker, recorder) = observed(&d);
-    core.send_message(&d.who, send_request(), None).await.unwrap();
+    core.messages().send(&d.who, send_request(), None).await.unwrap();
 
     worker.deliver_due(d.t.now()).await.unwrap();
     d.t.clock.advance(Span::minutes(1));
@@ -185,7 +185,7 @@ async fn webhook_attempts_are_observed_with_their_result_and_status() {
     };
     core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Flaky(Mutex::new(0))), WebhookSettings::default());
-    core.send_message(&d.who, send_request(), None).await.unwrap();
+    core.messages().send(&d.who, send_request(), None).await.unwrap();
 
     hooks.deliver_due(d.t.now()).await.unwrap();
     d.t.clock.advance(Span::hours(1));
@@ -227,7 +227,7 @@ async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
     };
     core.webhooks().create(&d.who, req).await.unwrap();
     let hooks = WebhookWorker::new(core.clone(), Arc::new(Gone), WebhookSettings::default());
-    core.send_message(&d.who, send_request(), None).await.unwrap();
+    core.messages().send(&d.who, send_request(), None).await.unwrap();
 
     hooks.deliver_due(d.t.now()).await.unwrap();
     d.t.clock.advance(Span::hours(1));
@@ -242,7 +242,7 @@ async fn an_endpoint_the_worker_disables_is_observed_once_with_its_reason() {
 async fn a_suppression_is_observed_when_added_and_not_when_it_already_was() {
     let d = Delivery::new("1m", vec![rejected(550, "5.1.1 no such user")]).await;
     let (core, worker, recorder) = observed(&d);
-    core.send_message(&d.who, send_request(), None).await.unwrap();
+    core.messages().send(&d.who, send_request(), None).await.unwrap();
     worker.deliver_due(d.t.now()).await.unwrap();
     let manual = tidings_core::usecases::AddSuppressionRequest { email: Some("user@example.net".into()) };
     core.suppressions().add(&d.who, manual).await.unwrap();
@@ -269,8 +269,8 @@ async fn every_queued_item_of_a_permissive_batch_is_observed_once_and_a_replay_i
     let other = SendRequest { to: Some("other@example.net".into()), ..send_request() };
     let batch = vec![send_request(), bad, other];
 
-    core.send_batch(&d.who, batch.clone(), BatchValidation::Permissive, Some("batch-1")).await.unwrap();
-    core.send_batch(&d.who, batch, BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+    core.messages().send_batch(&d.who, batch.clone(), BatchValidation::Permissive, Some("batch-1")).await.unwrap();
+    core.messages().send_batch(&d.who, batch, BatchValidation::Permissive, Some("batch-1")).await.unwrap();
 
     assert_eq!(*recorder.accepted.lock().unwrap(), 2, "the two queued items, and not again for the replay");
     let queued: Vec<_> = recorder.events().into_iter().map(|(t, s, ..)| (t, s)).collect();

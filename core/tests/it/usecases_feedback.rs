@@ -128,7 +128,7 @@ async fn a_hard_bounce_report_bounces_suppresses_notifies_and_blocks_the_next_se
         text: Some("Hello".into()),
         ..SendRequest::default()
     };
-    let refused = d.t.core.send_message(&d.who, again, None).await;
+    let refused = d.t.core.messages().send(&d.who, again, None).await;
     assert!(matches!(refused, Err(Error::RecipientSuppressed(_))), "{refused:?}");
 }
 

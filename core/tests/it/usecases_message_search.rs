@@ -1,4 +1,4 @@
-//! `list_messages` with `q`, creation bounds and `endingBefore`: what is refused (every bad
+//! `Messages::list` with `q`, creation bounds and `endingBefore`: what is refused (every bad
 //! parameter named at once), and `prevCursor`, which only a page with newer matches has.
 
 use chrono::{DateTime, Duration, Utc};
@@ -27,7 +27,7 @@ async fn send(t: &TestCore, who: &Principal, subject: &str) -> MessageId {
         text: Some("t".into()),
         ..SendRequest::default()
     };
-    t.core.send_message(who, req, None).await.unwrap().message.id
+    t.core.messages().send(who, req, None).await.unwrap().message.id
 }
 
 fn ids(listed: &Listed<tidings_core::model::Message>) -> Vec<MessageId> {
@@ -48,7 +48,7 @@ async fn bad_search_parameters_are_named_all_at_once() {
     let who = full_key();
     let list = |filters: MessageFilters, params: ListParams| {
         let (t, who) = (&t, &who);
-        async move { invalid_fields(t.core.list_messages(who, params, &filters).await) }
+        async move { invalid_fields(t.core.messages().list(who, params, &filters).await) }
     };
     assert_eq!(list(filters(" ab "), ListParams::default()).await, ["q"], "two characters after trimming");
     assert_eq!(list(filters(&"x".repeat(201)), ListParams::default()).await, ["q"]);
@@ -69,7 +69,7 @@ async fn bad_search_parameters_are_named_all_at_once() {
     assert_eq!(list(both, page(5, Some(&MessageId::NONE.to_string()))).await, ["endingBefore"]);
     let garbage = MessageFilters { ending_before: Some("zzz".into()), ..filters("éé") };
     assert_eq!(list(garbage, ListParams::default()).await, ["q", "endingBefore"], "characters, not bytes, count");
-    assert!(t.core.list_messages(&who, ListParams::default(), &filters("éèê")).await.is_ok());
+    assert!(t.core.messages().list(&who, ListParams::default(), &filters("éèê")).await.is_ok());
 }
 
 #[tokio::test]
@@ -85,30 +85,30 @@ async fn a_search_pages_older_and_back_newer_with_prev_cursors() {
     receipts.reverse();
     let q = filters("receipt");
 
-    let first = t.core.list_messages(&who, page(2, None), &q).await.unwrap();
+    let first = t.core.messages().list(&who, page(2, None), &q).await.unwrap();
     assert_eq!(ids(&first), receipts[0..2]);
     assert_eq!(first.prev_cursor, None, "nothing is newer than the first page");
-    let second = t.core.list_messages(&who, page(2, first.next_cursor.as_ref()), &q).await.unwrap();
+    let second = t.core.messages().list(&who, page(2, first.next_cursor.as_ref()), &q).await.unwrap();
     assert_eq!(ids(&second), receipts[2..4]);
     assert_eq!(second.prev_cursor, Some(receipts[2].to_string()));
-    let third = t.core.list_messages(&who, page(2, second.next_cursor.as_ref()), &q).await.unwrap();
+    let third = t.core.messages().list(&who, page(2, second.next_cursor.as_ref()), &q).await.unwrap();
     assert_eq!(ids(&third), receipts[4..5]);
     assert!(!third.has_more && third.next_cursor.is_none());
 
     let back = MessageFilters { ending_before: third.prev_cursor.clone(), ..q.clone() };
-    let back = t.core.list_messages(&who, page(2, None), &back).await.unwrap();
+    let back = t.core.messages().list(&who, page(2, None), &back).await.unwrap();
     assert_eq!(ids(&back), receipts[2..4], "the page before the third is the second again");
     assert_eq!((back.has_more, back.next_cursor.as_deref()), (true, Some(receipts[3].to_string().as_str())));
     assert_eq!(back.prev_cursor, Some(receipts[2].to_string()));
     let top = MessageFilters { ending_before: back.prev_cursor.clone(), ..q.clone() };
-    let top = t.core.list_messages(&who, page(2, None), &top).await.unwrap();
+    let top = t.core.messages().list(&who, page(2, None), &top).await.unwrap();
     assert_eq!(ids(&top), receipts[0..2]);
     assert_eq!(top.prev_cursor, None, "back on the newest page");
     let nothing_newer = MessageFilters { ending_before: Some(receipts[0].to_string()), ..q.clone() };
-    let empty = t.core.list_messages(&who, page(2, None), &nothing_newer).await.unwrap();
+    let empty = t.core.messages().list(&who, page(2, None), &nothing_newer).await.unwrap();
     assert!(empty.items.is_empty() && !empty.has_more && empty.prev_cursor.is_none() && empty.next_cursor.is_none());
 
-    let by_address = t.core.list_messages(&who, page(50, None), &filters("ann.READER@")).await.unwrap();
+    let by_address = t.core.messages().list(&who, page(50, None), &filters("ann.READER@")).await.unwrap();
     assert_eq!(by_address.items.len(), 10, "part of the address, any case");
 }
 
@@ -123,18 +123,18 @@ async fn creation_bounds_take_dates_and_times_and_a_send_key_finds_only_its_own(
     let day = |at: DateTime<Utc>| at.format("%Y-%m-%d").to_string();
     let since_yesterday =
         MessageFilters { created_after: Some(day(t.now() - Duration::days(1))), ..filters("receipt") };
-    let listed = t.core.list_messages(&who, ListParams::default(), &since_yesterday).await.unwrap();
+    let listed = t.core.messages().list(&who, ListParams::default(), &since_yesterday).await.unwrap();
     assert_eq!(ids(&listed), [late]);
     let before_now =
         MessageFilters { created_before: Some((t.now() - Duration::hours(1)).to_rfc3339()), ..filters("receipt") };
-    let listed = t.core.list_messages(&who, ListParams::default(), &before_now).await.unwrap();
+    let listed = t.core.messages().list(&who, ListParams::default(), &before_now).await.unwrap();
     assert_eq!(ids(&listed), [early]);
 
     let sender = send_key_beside(&who);
     let mine = send(&t, &sender, "Receipt of the send key").await;
-    let listed = t.core.list_messages(&sender, ListParams::default(), &filters("receipt")).await.unwrap();
+    let listed = t.core.messages().list(&sender, ListParams::default(), &filters("receipt")).await.unwrap();
     assert_eq!(ids(&listed), [mine]);
     let other = key_in(tidings_core::ids::WorkspaceId(fixtures::ulid()), KeyScope::Full);
-    let listed = t.core.list_messages(&other, ListParams::default(), &filters("receipt")).await.unwrap();
+    let listed = t.core.messages().list(&other, ListParams::default(), &filters("receipt")).await.unwrap();
     assert!(listed.items.is_empty(), "another workspace");
 }

@@ -93,7 +93,7 @@ async fn with_the_sandbox_on_a_fresh_workspace_sends_without_from() {
     let t = sandbox_on();
     let who = full_key();
 
-    let sent = t.core.send_message(&who, text_send("ann@example.com"), None).await.unwrap().message;
+    let sent = t.core.messages().send(&who, text_send("ann@example.com"), None).await.unwrap().message;
 
     assert_eq!(sent.status, MessageStatus::Queued);
     assert_eq!(sent.from.address.to_string(), format!("noreply@{SANDBOX_DOMAIN}"));
@@ -110,10 +110,10 @@ async fn with_the_sandbox_on_a_fresh_workspace_sends_without_from() {
     assert!(sandbox.records.iter().all(|r| r.status == RecordStatus::Verified && r.warning.is_none()));
     assert_ne!(sandbox.dkim.rsa_selector, sandbox.dkim.ed25519_selector);
 
-    let again = t.core.send_message(&who, text_send("bob@example.com"), None).await.unwrap().message;
+    let again = t.core.messages().send(&who, text_send("bob@example.com"), None).await.unwrap().message;
     assert_eq!(again.domain_id, sandbox.id, "one sandbox per workspace, made once");
     let other = full_key();
-    let theirs = t.core.send_message(&other, text_send("ann@example.com"), None).await.unwrap().message;
+    let theirs = t.core.messages().send(&other, text_send("ann@example.com"), None).await.unwrap().message;
     assert_ne!(theirs.domain_id, sandbox.id, "each workspace has its own, with its own keys");
 }
 
@@ -139,13 +139,13 @@ async fn with_the_sandbox_on_an_explicit_from_at_it_works_and_keeps_its_local_pa
     let who = full_key();
     let req = SendRequest { from: Some(format!("Acme Test <hello@{SANDBOX_DOMAIN}>")), ..text_send("ann@example.com") };
 
-    let sent = t.core.send_message(&who, req, None).await.unwrap().message;
+    let sent = t.core.messages().send(&who, req, None).await.unwrap().message;
 
     assert_eq!(sent.from.to_string(), format!("\"Acme Test\" <hello@{SANDBOX_DOMAIN}>"));
     assert_eq!(stored(&t, &who).await[0].id, sent.domain_id);
     let under = SendRequest { from: Some(format!("a@mail.{SANDBOX_DOMAIN}")), ..text_send("ann@example.com") };
     assert!(
-        matches!(t.core.send_message(&who, under, None).await, Err(Error::DomainNotVerified(_))),
+        matches!(t.core.messages().send(&who, under, None).await, Err(Error::DomainNotVerified(_))),
         "a name under the sandbox is no domain of the workspace"
     );
 }
@@ -161,16 +161,16 @@ async fn a_verified_customer_domain_stays_the_default_from_with_the_sandbox_on()
     let pending = fixtures::domain(who.workspace_id, "pending.com");
     t.store.insert_domain(&pending).await.unwrap();
 
-    let sent = t.core.send_message(&who, text_send("ann@example.com"), None).await.unwrap().message;
+    let sent = t.core.messages().send(&who, text_send("ann@example.com"), None).await.unwrap().message;
     assert_eq!(sent.from.address.to_string(), "noreply@acme.com", "the sandbox never shadows a real domain");
 
     verified_domain(&t, &who, "other.com").await;
     assert_eq!(
-        invalid_fields(t.core.send_message(&who, text_send("ann@example.com"), None).await),
+        invalid_fields(t.core.messages().send(&who, text_send("ann@example.com"), None).await),
         ["from"],
         "several verified domains still need a from"
     );
-    let explicit = t.core.send_message(&who, from_sandbox("ann@example.com"), None).await.unwrap().message;
+    let explicit = t.core.messages().send(&who, from_sandbox("ann@example.com"), None).await.unwrap().message;
     assert_eq!(explicit.from.address.domain().as_str(), SANDBOX_DOMAIN, "but the sandbox can still be named");
 }
 
@@ -180,7 +180,7 @@ async fn only_unverified_customer_domains_leave_the_sandbox_as_the_default() {
     let who = full_key();
     t.store.insert_domain(&fixtures::domain(who.workspace_id, "pending.com")).await.unwrap();
 
-    let sent = t.core.send_message(&who, text_send("ann@example.com"), None).await.unwrap().message;
+    let sent = t.core.messages().send(&who, text_send("ann@example.com"), None).await.unwrap().message;
 
     assert_eq!(sent.from.address.domain().as_str(), SANDBOX_DOMAIN);
 }
@@ -193,9 +193,9 @@ async fn a_key_restricted_to_a_customer_domain_never_falls_back_to_the_sandbox()
     t.store.insert_domain(&pending).await.unwrap();
     let restricted = Principal { sending_domain_id: Some(pending.id), ..who.clone() };
 
-    let no_from = t.core.send_message(&restricted, text_send("ann@example.com"), None).await;
+    let no_from = t.core.messages().send(&restricted, text_send("ann@example.com"), None).await;
     assert!(matches!(no_from, Err(Error::DomainNotVerified(ref m)) if m.contains("pending.com")), "{no_from:?}");
-    let at_sandbox = t.core.send_message(&restricted, from_sandbox("ann@example.com"), None).await;
+    let at_sandbox = t.core.messages().send(&restricted, from_sandbox("ann@example.com"), None).await;
     assert_eq!(at_sandbox.map(drop), Err(Error::DomainNotAllowed { allowed: "pending.com".into() }));
     assert!(stored(&t, &who).await.iter().all(|d| !d.is_sandbox()), "no sandbox was made for a restricted key");
 }
@@ -213,13 +213,13 @@ async fn a_key_may_be_restricted_to_the_sandbox_only_while_it_is_on() {
 
     let created = t.core.keys().create(&who, req(&sandbox)).await.unwrap();
     let restricted = Principal { sending_domain_id: Some(sandbox.id), ..who.clone() };
-    let sent = t.core.send_message(&restricted, text_send("ann@example.com"), None).await.unwrap().message;
+    let sent = t.core.messages().send(&restricted, text_send("ann@example.com"), None).await.unwrap().message;
     assert_eq!(sent.domain_id, sandbox.id);
     assert_eq!(created.key.sending_domain_id, Some(sandbox.id));
 
     let off = node(&t, false);
     assert_eq!(invalid_fields(off.keys().create(&who, req(&sandbox)).await), ["sendingDomainId"]);
-    assert_sandbox_refusal(off.send_message(&restricted, text_send("ann@example.com"), None).await);
+    assert_sandbox_refusal(off.messages().send(&restricted, text_send("ann@example.com"), None).await);
 }
 
 #[tokio::test]
@@ -262,7 +262,7 @@ async fn racing_first_sends_on_two_nodes_make_one_sandbox() {
     let sends = (0..8).map(|i| {
         let core = if i % 2 == 0 { t.core.clone() } else { other_node.clone() };
         let who = who.clone();
-        tokio::spawn(async move { core.send_message(&who, text_send("ann@example.com"), None).await })
+        tokio::spawn(async move { core.messages().send(&who, text_send("ann@example.com"), None).await })
     });
     let sent: Vec<_> =
         futures::future::join_all(sends).await.into_iter().map(|r| r.unwrap().unwrap().message).collect();
@@ -292,9 +292,9 @@ async fn with_the_sandbox_off_a_fresh_workspace_behaves_as_before() {
     let t = TestCore::new();
     let who = full_key();
 
-    assert_eq!(invalid_fields(t.core.send_message(&who, text_send("ann@example.com"), None).await), ["from"]);
+    assert_eq!(invalid_fields(t.core.messages().send(&who, text_send("ann@example.com"), None).await), ["from"]);
     assert!(listed(&t.core, &who).await.is_empty());
-    assert_sandbox_refusal(t.core.send_message(&who, from_sandbox("ann@example.com"), None).await);
+    assert_sandbox_refusal(t.core.messages().send(&who, from_sandbox("ann@example.com"), None).await);
     assert!(stored(&t, &who).await.is_empty(), "nothing made the sandbox");
 }
 
@@ -320,14 +320,14 @@ async fn with_the_sandbox_off_an_existing_sandbox_is_invisible_and_unusable() {
         assert_eq!(result, Err(Error::NotFound("domain")));
     }
     assert_eq!(
-        invalid_fields(off.send_message(&who, text_send("ann@example.com"), None).await),
+        invalid_fields(off.messages().send(&who, text_send("ann@example.com"), None).await),
         ["from"],
         "not a default from"
     );
-    assert_sandbox_refusal(off.send_message(&who, from_sandbox("ann@example.com"), None).await);
+    assert_sandbox_refusal(off.messages().send(&who, from_sandbox("ann@example.com"), None).await);
 
     verified_domain(&t, &who, "acme.com").await;
-    let sent = off.send_message(&who, text_send("ann@example.com"), None).await.unwrap().message;
+    let sent = off.messages().send(&who, text_send("ann@example.com"), None).await.unwrap().message;
     assert_eq!(sent.from.address.to_string(), "noreply@acme.com", "the sandbox does not count among several");
 }
 
@@ -374,7 +374,7 @@ async fn a_sandbox_message_is_failed_by_a_mailer_that_sends_and_delivered_by_the
     let t = sandbox_on();
     let who = full_key();
     for to in ["ann@example.com", "bob@example.com"] {
-        t.core.send_message(&who, text_send(to), None).await.unwrap();
+        t.core.messages().send(&who, text_send(to), None).await.unwrap();
     }
     let messages = |status| {
         let query = MessageQuery {

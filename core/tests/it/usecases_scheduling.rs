@@ -27,7 +27,7 @@ fn at(d: &Delivery, ahead: Duration) -> String {
 }
 
 async fn schedule(d: &Delivery, ahead: Duration) -> Message {
-    d.t.core.send_message(&d.who, request(Some(at(d, ahead))), None).await.unwrap().message
+    d.t.core.messages().send(&d.who, request(Some(at(d, ahead))), None).await.unwrap().message
 }
 
 fn reschedule(to: Option<String>) -> MessageChange {
@@ -60,7 +60,8 @@ async fn a_scheduled_message_waits_for_its_time_then_is_delivered_like_a_queued_
 #[tokio::test]
 async fn scheduled_at_is_bounded_and_a_time_not_after_now_sends_at_once() {
     let d = Delivery::new("1m", vec![]).await;
-    let send = |text: &str| d.t.core.send_message(&d.who, request(Some(text.to_owned())), None);
+    let messages = d.t.core.messages();
+    let send = |text: &str| messages.send(&d.who, request(Some(text.to_owned())), None);
     assert_eq!(invalid_fields(send("tomorrow").await), ["scheduledAt"]);
     assert_eq!(invalid_fields(send(&at(&d, Duration::days(30) + Duration::seconds(1))).await), ["scheduledAt"]);
     assert_eq!(invalid_fields(send(&at(&d, -Duration::minutes(5))).await), ["scheduledAt"], "long past");
@@ -78,10 +79,10 @@ async fn a_canceled_message_is_never_sent_and_cannot_be_canceled_twice() {
     let queued = d.send("queued@example.net").await;
 
     for m in [&scheduled, &queued] {
-        let canceled = d.t.core.cancel_message(&d.who, m.id).await.unwrap();
+        let canceled = d.t.core.messages().cancel(&d.who, m.id).await.unwrap();
         assert_eq!((canceled.status, canceled.next_attempt_at), (MessageStatus::Canceled, None));
         assert_eq!(d.event_types(m.id).await.last(), Some(&"Canceled"));
-        let again = d.t.core.cancel_message(&d.who, m.id).await;
+        let again = d.t.core.messages().cancel(&d.who, m.id).await;
         assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     }
     d.t.clock.advance(Duration::minutes(10));
@@ -96,10 +97,11 @@ async fn a_message_already_attempted_cannot_be_canceled_or_rescheduled() {
     d.step().await;
     assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
     let id = m.id.to_string();
-    assert!(matches!(d.t.core.cancel_message(&d.who, MessageId::parse_or_none(&id)).await, Err(Error::Conflict(_))));
+    assert!(matches!(d.t.core.messages().cancel(&d.who, MessageId::parse_or_none(&id)).await, Err(Error::Conflict(_))));
     let moved =
         d.t.core
-            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
+            .messages()
+            .reschedule(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
             .await;
     assert!(matches!(moved, Err(Error::Conflict(_))), "{moved:?}");
     assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered"], "nothing recorded");
@@ -113,7 +115,8 @@ async fn rescheduling_moves_the_send_time_and_null_sends_now() {
 
     let later =
         d.t.core
-            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(2)))))
+            .messages()
+            .reschedule(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(2)))))
             .await
             .unwrap();
     assert_eq!((later.status, later.scheduled_at), (MessageStatus::Scheduled, Some(d.t.now() + Duration::hours(2))));
@@ -121,19 +124,19 @@ async fn rescheduling_moves_the_send_time_and_null_sends_now() {
     d.t.clock.advance(Duration::minutes(10));
     assert_eq!(d.step().await.claimed, 0, "the old time no longer applies");
 
-    let now = d.t.core.reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(None)).await.unwrap();
+    let now = d.t.core.messages().reschedule(&d.who, MessageId::parse_or_none(&id), reschedule(None)).await.unwrap();
     assert_eq!((now.status, now.scheduled_at, now.next_attempt_at), (MessageStatus::Queued, None, Some(d.t.now())));
     assert_eq!(d.step().await.delivered, 1);
     assert_eq!(d.event_types(m.id).await, ["Scheduled", "Scheduled", "Queued", "Sent", "Delivered"]);
 
     // A Queued message can be given a time.
     let q = d.send("q@example.net").await;
-    let s = d.t.core.reschedule_message(&d.who, q.id, reschedule(Some(at(&d, Duration::hours(1))))).await;
+    let s = d.t.core.messages().reschedule(&d.who, q.id, reschedule(Some(at(&d, Duration::hours(1))))).await;
     assert_eq!(s.unwrap().status, MessageStatus::Scheduled);
     // The field is required; its limits are a send's.
-    let missing = d.t.core.reschedule_message(&d.who, q.id, MessageChange::default()).await;
+    let missing = d.t.core.messages().reschedule(&d.who, q.id, MessageChange::default()).await;
     assert_eq!(invalid_fields(missing), ["scheduledAt"]);
-    let far = d.t.core.reschedule_message(&d.who, q.id, reschedule(Some(at(&d, Duration::days(31))))).await;
+    let far = d.t.core.messages().reschedule(&d.who, q.id, reschedule(Some(at(&d, Duration::days(31))))).await;
     assert_eq!(invalid_fields(far), ["scheduledAt"]);
 }
 
@@ -150,7 +153,8 @@ async fn a_reschedule_after_the_claim_keeps_the_worker_from_sending() {
     let id = m.id.to_string();
     let moved =
         d.t.core
-            .reschedule_message(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
+            .messages()
+            .reschedule(&d.who, MessageId::parse_or_none(&id), reschedule(Some(at(&d, Duration::hours(1)))))
             .await
             .unwrap();
     assert_eq!(moved.status, MessageStatus::Scheduled);
@@ -164,7 +168,7 @@ async fn a_reschedule_after_the_claim_keeps_the_worker_from_sending() {
         next_attempt_at: None,
     };
     let lease = claimed[0].next_attempt_at;
-    let refused = d.t.core.record_message_event_if_due_at(&claimed[0], sent, lease).await;
+    let refused = d.t.core.messages().record_event_if_due_at(&claimed[0], sent, lease).await;
     assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
     assert_eq!(d.message(m.id).await, moved, "the reschedule stands");
 }
@@ -176,7 +180,7 @@ async fn a_cancel_after_the_claim_makes_the_worker_skip_the_message() {
     let now = d.t.now();
     let claimed = d.t.store.claim_due_messages(now, now + Duration::minutes(5), 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    let canceled = d.t.core.cancel_message(&d.who, m.id).await.unwrap();
+    let canceled = d.t.core.messages().cancel(&d.who, m.id).await.unwrap();
     assert_eq!(canceled.status, MessageStatus::Canceled, "claimed but unsent: still cancelable");
     // A second worker step after the lease: nothing is due; the canceled message stays.
     d.t.clock.advance(Duration::minutes(6));
@@ -191,12 +195,15 @@ async fn a_send_key_cancels_only_its_own_messages() {
     let m = schedule(&d, Duration::minutes(5)).await;
     let other = send_key_beside(&d.who);
     let id = m.id.to_string();
-    assert_eq!(d.t.core.cancel_message(&other, MessageId::parse_or_none(&id)).await, Err(Error::NotFound("message")));
-    let moved = d.t.core.reschedule_message(&other, MessageId::parse_or_none(&id), reschedule(None)).await;
+    assert_eq!(
+        d.t.core.messages().cancel(&other, MessageId::parse_or_none(&id)).await,
+        Err(Error::NotFound("message"))
+    );
+    let moved = d.t.core.messages().reschedule(&other, MessageId::parse_or_none(&id), reschedule(None)).await;
     assert_eq!(moved, Err(Error::NotFound("message")));
     assert_eq!(d.message(m.id).await.status, MessageStatus::Scheduled);
     assert_eq!(
-        d.t.core.cancel_message(&d.who, MessageId::parse_or_none("not-an-id")).await,
+        d.t.core.messages().cancel(&d.who, MessageId::parse_or_none("not-an-id")).await,
         Err(Error::NotFound("message"))
     );
 }

@@ -70,7 +70,7 @@ async fn every_field_is_kept_on_the_message() {
     let who = full_key();
     verified(&t, &who).await;
 
-    let m = t.core.send_message(&who, full_send("u@example.com"), None).await.unwrap().message;
+    let m = t.core.messages().send(&who, full_send("u@example.com"), None).await.unwrap().message;
 
     let extras = &m.extras;
     let reply_to: Vec<String> = extras.reply_to.iter().map(ToString::to_string).collect();
@@ -83,7 +83,7 @@ async fn every_field_is_kept_on_the_message() {
     let files: Vec<(&str, Option<&str>, u64)> =
         extras.attachments.iter().map(|a| (a.filename(), a.content_id(), a.size())).collect();
     assert_eq!(files, [("invoice.pdf", None, 8), ("logo.png", Some("logo"), 3)]);
-    let stored = t.core.get_message(&who, m.id).await.unwrap();
+    let stored = t.core.messages().get(&who, m.id).await.unwrap();
     assert_eq!(stored, m);
 }
 
@@ -94,7 +94,7 @@ async fn one_reply_to_address_may_be_a_plain_string() {
     verified(&t, &who).await;
     let req = SendRequest { reply_to: Some(json!("help@acme.com")), ..send("u@example.com") };
 
-    let m = t.core.send_message(&who, req, None).await.unwrap().message;
+    let m = t.core.messages().send(&who, req, None).await.unwrap().message;
 
     assert_eq!(m.extras.reply_to.iter().map(ToString::to_string).collect::<Vec<_>>(), ["help@acme.com"]);
 }
@@ -231,10 +231,10 @@ async fn each_bad_field_is_reported_by_name_and_nothing_is_stored() {
     ];
     for (req, fields) in cases {
         let described = format!("{:?}", (&req.reply_to, &req.headers, &req.tags, &req.metadata));
-        assert_eq!(invalid_fields(t.core.send_message(&who, req, None).await), fields, "{described}");
+        assert_eq!(invalid_fields(t.core.messages().send(&who, req, None).await), fields, "{described}");
     }
 
-    let listed = t.core.list_messages(&who, ListParams::default(), &MessageFilters::default()).await.unwrap();
+    let listed = t.core.messages().list(&who, ListParams::default(), &MessageFilters::default()).await.unwrap();
     assert!(listed.items.is_empty());
 }
 
@@ -248,13 +248,15 @@ async fn lists_filter_by_tag_and_by_metadata() {
         metadata: Some(metadata),
         ..send("u@example.com")
     };
-    let pro = t.core.send_message(&who, labelled(vec![tag("plan", "pro")], json!({"order": "1"})), None).await.unwrap();
+    let pro =
+        t.core.messages().send(&who, labelled(vec![tag("plan", "pro")], json!({"order": "1"})), None).await.unwrap();
     let free = t
         .core
-        .send_message(&who, labelled(vec![tag("plan", "free")], json!({"order": "2", "region": "eu"})), None)
+        .messages()
+        .send(&who, labelled(vec![tag("plan", "free")], json!({"order": "2", "region": "eu"})), None)
         .await
         .unwrap();
-    t.core.send_message(&who, send("u@example.com"), None).await.unwrap();
+    t.core.messages().send(&who, send("u@example.com"), None).await.unwrap();
     let list = |tags: &[&str], metadata: &[(&str, &str)]| {
         let filters = MessageFilters {
             tags: tags.iter().map(|s| (*s).to_owned()).collect(),
@@ -264,7 +266,8 @@ async fn lists_filter_by_tag_and_by_metadata() {
         let core = t.core.clone();
         let who = who.clone();
         async move {
-            core.list_messages(&who, ListParams::default(), &filters)
+            core.messages()
+                .list(&who, ListParams::default(), &filters)
                 .await
                 .map(|l| l.items.into_iter().map(|m| m.id).collect::<Vec<_>>())
         }
@@ -300,7 +303,7 @@ async fn webhook_payloads_carry_the_tags_and_metadata() {
         .await
         .unwrap();
 
-    t.core.send_message(&who, full_send("u@example.com"), None).await.unwrap();
+    t.core.messages().send(&who, full_send("u@example.com"), None).await.unwrap();
 
     let deliveries = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let payload: serde_json::Value = serde_json::from_str(&deliveries.items[0].payload).unwrap();
@@ -323,9 +326,9 @@ async fn html_and_text_over_five_mib_are_refused_naming_the_field_and_five_mib_i
     verified(&t, &who).await;
     let over = "a".repeat(MAX_BODY_PART_BYTES + 1);
     let req = SendRequest { html: Some(over.clone()), text: Some(over), ..send("u@example.com") };
-    assert_eq!(invalid_fields(t.core.send_message(&who, req, None).await), ["html", "text"]);
+    assert_eq!(invalid_fields(t.core.messages().send(&who, req, None).await), ["html", "text"]);
     let at_limit = "a".repeat(MAX_BODY_PART_BYTES);
     let req = SendRequest { html: Some(at_limit.clone()), text: Some(at_limit), ..send("u@example.com") };
-    let sent = t.core.send_message(&who, req, None).await.unwrap();
+    let sent = t.core.messages().send(&who, req, None).await.unwrap();
     assert_eq!(sent.message.html.as_deref().map(str::len), Some(MAX_BODY_PART_BYTES));
 }

@@ -52,7 +52,7 @@ fn mime(message_id: &str) -> Vec<u8> {
 
 async fn count_to(t: &TestCore, who: &Principal, to: &str) -> usize {
     let filters = MessageFilters { to: Some(to.to_owned()), ..MessageFilters::default() };
-    t.core.list_messages(who, ListParams::default(), &filters).await.unwrap().items.len()
+    t.core.messages().list(who, ListParams::default(), &filters).await.unwrap().items.len()
 }
 
 #[tokio::test]
@@ -243,18 +243,25 @@ async fn a_refused_send_gives_its_token_back_and_a_replay_needs_none() {
         ..SendRequest::default()
     };
 
-    let refused = t.core.send_rate_limited(&limits, &who, send(None), None).await;
+    let refused = t.core.messages().send_rate_limited(&limits, &who, send(None), None).await;
     assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
     let Admission::Allowed(LimitedSend { outcome, limit: Some(limit) }) =
-        t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap()
+        t.core.messages().send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap()
     else {
         panic!("the refused send's token was not given back");
     };
     assert_eq!((limit.limit, limit.remaining), (1, 0));
 
-    let empty = t.core.send_rate_limited(&limits, &who, send(Some("t")), None).await.unwrap();
+    let empty = t.core.messages().send_rate_limited(&limits, &who, send(Some("t")), None).await.unwrap();
     assert!(matches!(empty, Admission::Limited { retry_after } if retry_after.seconds == 1), "{empty:?}");
-    let replay = t.core.send_rate_limited(&limits, &who, send(Some("s")), Some("k1")).await.unwrap().allowed().unwrap();
+    let replay = t
+        .core
+        .messages()
+        .send_rate_limited(&limits, &who, send(Some("s")), Some("k1"))
+        .await
+        .unwrap()
+        .allowed()
+        .unwrap();
     assert!(replay.outcome.replayed && replay.limit.is_none());
     assert_eq!(replay.outcome.message.id, outcome.message.id);
 }
@@ -291,13 +298,17 @@ async fn a_send_refused_by_its_template_keeps_its_token() {
     // Refused before rendering (unknown template): the token comes back, again and again.
     for _ in 0..3 {
         let unknown = templated("01ARZ3NDEKTSV4RRFFQ69G5FAV", serde_json::json!({"name": "Ann"}));
-        let refused = t.core.send_rate_limited(&limits, &who, unknown, None).await;
+        let refused = t.core.messages().send_rate_limited(&limits, &who, unknown, None).await;
         assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
     }
     // Refused by the render: the token is spent.
-    let refused = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({})), None).await;
+    let refused = t.core.messages().send_rate_limited(&limits, &who, templated(&id, serde_json::json!({})), None).await;
     assert!(matches!(refused, Err(Error::TemplateRender(_))), "{refused:?}");
-    let next = t.core.send_rate_limited(&limits, &who, templated(&id, serde_json::json!({"name": "Ann"})), None).await;
+    let next = t
+        .core
+        .messages()
+        .send_rate_limited(&limits, &who, templated(&id, serde_json::json!({"name": "Ann"})), None)
+        .await;
     assert!(matches!(next, Ok(Admission::Limited { .. })), "the bucket is empty: {next:?}");
 }
 
@@ -320,10 +331,11 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
     // Strict: refused as a whole; both items rendered, so both tokens are spent.
     let who = key_with_rate(&t, &admin, 3).await;
     let reqs = vec![good.clone(), bad.clone()];
-    let refused = t.core.send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Strict, None).await;
+    let refused = t.core.messages().send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Strict, None).await;
     assert!(matches!(refused, Err(Error::Validation { .. })), "{refused:?}");
     let (_, limit) = t
         .core
+        .messages()
         .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()
@@ -338,6 +350,7 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
     let reqs = vec![good, bad, unaddressed];
     let (outcome, _) = t
         .core
+        .messages()
         .send_batch_rate_limited(&limits, &who, reqs, BatchValidation::Permissive, None)
         .await
         .unwrap()
@@ -346,6 +359,7 @@ async fn batch_items_that_rendered_keep_their_tokens_when_refused() {
     assert_eq!(outcome.refused(), 2);
     let (_, limit) = t
         .core
+        .messages()
         .send_batch_rate_limited(&limits, &who, vec![plain()], BatchValidation::Strict, None)
         .await
         .unwrap()

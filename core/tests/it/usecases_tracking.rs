@@ -73,12 +73,12 @@ fn happening(t: &TestCore, event_type: EventType) -> Happening {
 /// A tracked message of `who` that has been handed to the transport (status Sent).
 async fn sent_message(t: &TestCore, who: &Principal) -> Message {
     verified_domain(t, who, true, true).await;
-    let queued = t.core.send_message(who, html_send(None), None).await.unwrap().message;
-    t.core.record_message_event(&queued, happening(t, EventType::Sent)).await.unwrap().0
+    let queued = t.core.messages().send(who, html_send(None), None).await.unwrap().message;
+    t.core.messages().record_event(&queued, happening(t, EventType::Sent)).await.unwrap().0
 }
 
 async fn events(t: &TestCore, who: &Principal, message: &Message) -> Vec<MessageEvent> {
-    t.core.list_message_events(who, message.id, ListParams::default()).await.unwrap().items
+    t.core.messages().events(who, message.id, ListParams::default()).await.unwrap().items
 }
 
 async fn event_types(t: &TestCore, who: &Principal, message: &Message) -> Vec<EventType> {
@@ -98,9 +98,9 @@ async fn a_send_takes_each_tracking_choice_it_makes_and_the_domain_default_for_t
         (Some(TrackingRequest { opens: Some(false), clicks: Some(true) }), (false, true)),
     ];
     for (request, (opens, clicks)) in cases {
-        let sent = t.core.send_message(&who, html_send(request), None).await.unwrap().message;
+        let sent = t.core.messages().send(&who, html_send(request), None).await.unwrap().message;
         assert_eq!(sent.tracking, MessageTracking { opens, clicks }, "{request:?}");
-        let stored = t.core.get_message(&who, sent.id).await.unwrap();
+        let stored = t.core.messages().get(&who, sent.id).await.unwrap();
         assert_eq!(stored.tracking, sent.tracking, "{request:?}");
     }
 }
@@ -110,11 +110,11 @@ async fn an_idempotent_replay_with_another_tracking_choice_is_another_request() 
     let t = TestCore::with_config(tracking_config());
     let who = full_key();
     verified_domain(&t, &who, false, false).await;
-    t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap();
-    assert!(t.core.send_message(&who, html_send(None), Some("k1")).await.unwrap().replayed);
+    t.core.messages().send(&who, html_send(None), Some("k1")).await.unwrap();
+    assert!(t.core.messages().send(&who, html_send(None), Some("k1")).await.unwrap().replayed);
     let other = html_send(Some(TrackingRequest { opens: Some(true), clicks: None }));
     assert_eq!(
-        t.core.send_message(&who, other, Some("k1")).await.map(drop),
+        t.core.messages().send(&who, other, Some("k1")).await.map(drop),
         Err(Error::IdempotencyKeyReused(IdempotencyConflict::OtherRequest))
     );
 }
@@ -132,7 +132,7 @@ async fn an_open_records_opened_with_the_user_agent_and_keeps_the_status() {
     assert_eq!(opened.event_type, EventType::Opened);
     assert_eq!(opened.details, EventDetails { user_agent: Some("Mozilla/5.0".into()), ..EventDetails::default() });
     assert_eq!(opened.provider_message_id.as_deref(), Some("x@acme.com"));
-    assert_eq!(t.core.get_message(&who, sent.id).await.unwrap().status, MessageStatus::Sent);
+    assert_eq!(t.core.messages().get(&who, sent.id).await.unwrap().status, MessageStatus::Sent);
 }
 
 #[tokio::test]
@@ -140,7 +140,7 @@ async fn a_click_records_clicked_and_answers_the_signed_url() {
     let t = TestCore::with_config(tracking_config());
     let who = full_key();
     let sent = sent_message(&t, &who).await;
-    let delivered = t.core.record_message_event(&sent, happening(&t, EventType::Delivered)).await.unwrap().0;
+    let delivered = t.core.messages().record_event(&sent, happening(&t, EventType::Delivered)).await.unwrap().0;
 
     let url = t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
 
@@ -148,7 +148,7 @@ async fn a_click_records_clicked_and_answers_the_signed_url() {
     let clicked = events(&t, &who, &sent).await.pop().unwrap();
     assert_eq!(clicked.event_type, EventType::Clicked);
     assert_eq!(clicked.details, EventDetails { url: Some(TARGET.into()), ..EventDetails::default() });
-    assert_eq!(t.core.get_message(&who, sent.id).await.unwrap().status, delivered.status);
+    assert_eq!(t.core.messages().get(&who, sent.id).await.unwrap().status, delivered.status);
 }
 
 #[tokio::test]
@@ -248,7 +248,7 @@ async fn a_message_that_never_left_answers_but_records_nothing() {
     let t = TestCore::with_config(tracking_config());
     let who = full_key();
     verified_domain(&t, &who, true, true).await;
-    let queued = t.core.send_message(&who, html_send(None), None).await.unwrap().message;
+    let queued = t.core.messages().send(&who, html_send(None), None).await.unwrap().message;
 
     t.core.record_open(&key().sign_open(queued.workspace_id, queued.id, None), None).await.unwrap();
     let url =
@@ -289,7 +289,7 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
     let (node, read, delivered) = (other_node(&t), sent.clone(), happening(&t, EventType::Delivered));
     t.faults.before(Op::RecordEvent, When::Once, move || {
         let (node, read, delivered) = (node.clone(), read.clone(), delivered.clone());
-        async move { node.record_message_event(&read, delivered).await.map(drop).unwrap() }
+        async move { node.messages().record_event(&read, delivered).await.map(drop).unwrap() }
     });
     let (reads, writes) = (t.faults.calls(Op::GetMessage), t.faults.calls(Op::RecordEvent));
 
@@ -297,7 +297,7 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
 
     assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the lost write and the retry");
     assert_eq!(t.faults.calls(Op::GetMessage) - reads, 2, "read again after the lost write");
-    let stored = t.core.get_message(&who, sent.id).await.unwrap();
+    let stored = t.core.messages().get(&who, sent.id).await.unwrap();
     assert_eq!((stored.status, stored.tracking_tally.opens), (MessageStatus::Delivered, 1));
     assert_eq!(
         event_types(&t, &who, &sent).await,
@@ -359,7 +359,7 @@ async fn concurrent_replays_cannot_slip_past_the_cap_together() {
     }
     let opened = event_types(&t, &who, &sent).await.into_iter().filter(|e| *e == EventType::Opened).count();
     assert_eq!(opened, MAX_OPENS_KEPT as usize, "64 racing opens keep exactly the cap");
-    let stored = t.core.get_message(&who, sent.id).await.unwrap();
+    let stored = t.core.messages().get(&who, sent.id).await.unwrap();
     assert_eq!(stored.tracking_tally.opens, MAX_OPENS_KEPT);
 }
 
@@ -381,7 +381,7 @@ async fn an_open_written_only_if_no_event_came_in_between() {
     t.core.record_open(&open, None).await.unwrap();
 
     assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the write naming the event it read lost, then the retry");
-    let stored = t.core.get_message(&who, sent.id).await.unwrap();
+    let stored = t.core.messages().get(&who, sent.id).await.unwrap();
     assert_eq!(stored.tracking_tally.opens, 2, "neither open's count is lost");
     let opened = event_types(&t, &who, &sent).await.into_iter().filter(|e| *e == EventType::Opened).count();
     assert_eq!(opened, 2);

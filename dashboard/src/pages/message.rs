@@ -45,9 +45,9 @@ pub(crate) async fn show(
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
     let who = viewer.principal();
-    let message = state.core.get_message(who, id).await.or_page(&viewer)?;
+    let message = state.core.messages().get(who, id).await.or_page(&viewer)?;
     let params = ListParams { limit: Some(TIMELINE_LIMIT), cursor: None };
-    let events = state.core.list_message_events(who, id, params).await.or_page(&viewer)?;
+    let events = state.core.messages().events(who, id, params).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
     let eml = match state.config.outbox.as_ref().and_then(|outbox| outbox.path_for(&message)) {
         Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
@@ -98,7 +98,7 @@ async fn source_of(state: &DashboardState, viewer: &Viewer, message: &Message) -
             "The source is not shown now: too many large pages of this workspace are being built. Reload in a moment.",
         ));
     };
-    let built = state.core.message_source(viewer.principal(), message.id).await.or_page(viewer)?;
+    let built = state.core.messages().source(viewer.principal(), message.id).await.or_page(viewer)?;
     Ok(match built {
         MessageSource::Built { raw, copy_of } => SourceView::Shown {
             headers: header_block(&raw),
@@ -449,7 +449,7 @@ pub(crate) async fn html(
     PageId(id): PageId<MessageId>,
     RawQuery(raw): RawQuery,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
     let body = Bytes::from(crate::preview::without_fetching_elements(message.html.as_deref().unwrap_or_default()));
     let claim = state.budget.hold(owner(&viewer), body.len()).map_err(|_| busy(&viewer))?;
@@ -472,7 +472,7 @@ pub(crate) async fn eml(
     Signed(viewer): Signed,
     PageId(id): PageId<MessageId>,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
     let not_there = || {
         PageError::status(StatusCode::NOT_FOUND, "Not found", "This message has no .eml file in the outbox.")
             .with_viewer(&viewer)
@@ -498,10 +498,10 @@ pub(crate) async fn source(
     Signed(viewer): Signed,
     PageId(id): PageId<MessageId>,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
     let claim = state.budget.hold(owner(&viewer), rebuild_estimate(&message)).map_err(|_| busy(&viewer))?;
     drop(message);
-    let raw = match state.core.message_source(viewer.principal(), id).await.or_page(&viewer)? {
+    let raw = match state.core.messages().source(viewer.principal(), id).await.or_page(&viewer)? {
         MessageSource::Built { raw, .. } => raw,
         _ => {
             let why = "This message's source cannot be rebuilt: its page says why.";
@@ -523,7 +523,7 @@ pub(crate) async fn progress(
     Signed(viewer): Signed,
     PageId(id): PageId<MessageId>,
 ) -> PageResult<Response> {
-    let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
     let body = serde_json::json!({
         "status": message.status.as_str(),
         "kind": status_kind(message.status.as_str()),
@@ -561,12 +561,12 @@ pub(crate) async fn cancel(
 ) -> PageResult<Response> {
     let Posted { viewer, fields } = posted;
     if !confirmed(&fields) {
-        let message = state.core.get_message(viewer.principal(), id).await.or_page(&viewer)?;
+        let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
         let (action, back) = (format!("/messages/{}/cancel", message.id), format!("/messages/{}", message.id));
         let question = format!("Cancel the message “{}”? It will not be sent.", message.subject);
         return Ok(Ask { action: &action, question, yes: "Cancel the message", back: &back }.page(&viewer));
     }
-    let message = state.core.cancel_message(viewer.principal(), id).await.or_page(&viewer)?;
+    let message = state.core.messages().cancel(viewer.principal(), id).await.or_page(&viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 
@@ -579,7 +579,8 @@ pub(crate) async fn reschedule(
 ) -> PageResult<Response> {
     let at = posted.fields.text("send_at").map(|text| as_rfc3339_utc(&text));
     let change = MessageChange { scheduled_at: Some(at) };
-    let message = state.core.reschedule_message(posted.viewer.principal(), id, change).await.or_page(&posted.viewer)?;
+    let message =
+        state.core.messages().reschedule(posted.viewer.principal(), id, change).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/messages/{}", message.id)))
 }
 

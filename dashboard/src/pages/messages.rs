@@ -59,7 +59,7 @@ pub(crate) async fn list(
         }
     }
     let listed = if errors.is_empty() {
-        match state.core.list_messages(viewer.principal(), list_params(&pairs), &filters).await {
+        match state.core.messages().list(viewer.principal(), list_params(&pairs), &filters).await {
             Ok(listed) => Some(listed),
             Err(Error::Validation { fields }) => {
                 errors = FormErrors::from_fields(&fields);
@@ -262,7 +262,7 @@ pub(crate) async fn send_test(
     viewer: &Viewer,
     req: SendRequest,
 ) -> PageResult<Result<MessageId, (StatusCode, FormErrors)>> {
-    match state.core.send_rate_limited(&*state.limits, viewer.principal(), req, None).await {
+    match state.core.messages().send_rate_limited(&*state.limits, viewer.principal(), req, None).await {
         Ok(Admission::Allowed(sent)) => Ok(Ok(sent.outcome.message.id)),
         Ok(Admission::Limited { retry_after }) => {
             let line = format!("This key's send rate is used up; try again in {} s.", retry_after.seconds);

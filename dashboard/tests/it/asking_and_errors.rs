@@ -42,7 +42,7 @@ async fn each_destructive_form_posted_without_the_answer_asks_on_a_page_and_chan
         scheduled_at: Some(later),
         ..SendRequest::default()
     };
-    let message = app.core.send_message(who, send, None).await.unwrap().message.id;
+    let message = app.core.messages().send(who, send, None).await.unwrap().message.id;
     app.core.suppressions().add(who, AddSuppressionRequest { email: Some("kept@example.com".into()) }).await.unwrap();
     let template = CreateTemplateRequest {
         name: Some("kept".into()),
@@ -267,7 +267,7 @@ async fn a_template_shows_its_id_and_curl_sends_a_test_and_is_deleted() {
         .await;
     assert_eq!(sent.status, StatusCode::SEE_OTHER, "{}", sent.body);
     let message = sent.location().strip_prefix("/messages/").unwrap();
-    let listed = app.core.list_messages(&app.principal, ListParams::default(), &Default::default()).await.unwrap();
+    let listed = app.core.messages().list(&app.principal, ListParams::default(), &Default::default()).await.unwrap();
     let m = listed.items.iter().find(|m| m.id.to_string() == message).expect("the test message");
     assert_eq!(m.subject, "Receipt A-17");
     assert!(m.template_version_id.is_some(), "rendered from the template");

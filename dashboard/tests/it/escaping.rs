@@ -31,7 +31,7 @@ async fn markup_in_a_message_is_shown_as_text_everywhere() {
         reply_to: Some(serde_json::json!("reply@evil.example")),
         ..SendRequest::default()
     };
-    let sent = app.core.send_message(&app.principal, req, None).await.expect("the hostile send is accepted");
+    let sent = app.core.messages().send(&app.principal, req, None).await.expect("the hostile send is accepted");
     let message = sent.message;
     // An event whose remote answer holds markup too.
     let mut write = fixtures::event_write(&message, EventType::Sent, fixtures::now(), None);
@@ -85,7 +85,7 @@ async fn the_message_html_is_a_sandboxed_document_that_loads_nothing_unless_aske
         tracking: Some(tidings_core::usecases::TrackingRequest { opens: Some(true), clicks: Some(true) }),
         ..SendRequest::default()
     };
-    let message = app.core.send_message(&app.principal, req, None).await.unwrap().message;
+    let message = app.core.messages().send(&app.principal, req, None).await.unwrap().message;
     let browser = app.sign_in(&app.key).await;
 
     let doc = browser.get(&format!("/messages/{}/html", message.id)).await;

@@ -362,8 +362,8 @@ async fn an_html_only_message_shows_the_text_part_it_went_out_with_and_its_subje
         text: text.map(Into::into),
         ..SendRequest::default()
     };
-    let html_only = app.core.send_message(&app.principal, send("<p>Paid <b>42</b></p>", None), None).await.unwrap();
-    let opted_out = app.core.send_message(&app.principal, send("<p>Paid</p>", Some("")), None).await.unwrap();
+    let html_only = app.core.messages().send(&app.principal, send("<p>Paid <b>42</b></p>", None), None).await.unwrap();
+    let opted_out = app.core.messages().send(&app.principal, send("<p>Paid</p>", Some("")), None).await.unwrap();
 
     let browser = app.sign_in(&app.key).await;
     let page = browser.get(&format!("/messages/{}", html_only.message.id)).await;
@@ -389,7 +389,7 @@ async fn a_delivered_outbox_message_offers_its_eml_and_nothing_else_can_be_fetch
         text: Some("t".into()),
         ..SendRequest::default()
     };
-    let message = app.core.send_message(&app.principal, req, None).await.unwrap().message;
+    let message = app.core.messages().send(&app.principal, req, None).await.unwrap().message;
     let write = fixtures::event_write(&message, EventType::Sent, fixtures::now(), None);
     let provider_id = write.message.provider_message_id.clone().unwrap();
     app.store.record_event(write).await.unwrap();
@@ -422,7 +422,7 @@ async fn queued_messages_can_be_rescheduled_and_canceled_then_not_any_more() {
         text: Some("t".into()),
         ..SendRequest::default()
     };
-    let id = app.core.send_message(&app.principal, req, None).await.unwrap().message.id.to_string();
+    let id = app.core.messages().send(&app.principal, req, None).await.unwrap().message.id.to_string();
     let browser = app.sign_in(&app.key).await;
     assert!(browser.get(&format!("/messages/{id}")).await.body.contains(r#"<form id="reschedule""#));
     let later = (app.clock_now() + chrono::Duration::days(2)).format("%Y-%m-%dT%H:%M").to_string();
@@ -451,8 +451,8 @@ async fn a_send_key_sees_only_its_own_messages_and_the_send_form() {
         text: Some("t".into()),
         ..SendRequest::default()
     };
-    let theirs = app.core.send_message(&app.principal, req("full-key-subject"), None).await.unwrap().message.id;
-    let mine = app.core.send_message(&send_who, req("send-key-subject"), None).await.unwrap().message.id;
+    let theirs = app.core.messages().send(&app.principal, req("full-key-subject"), None).await.unwrap().message.id;
+    let mine = app.core.messages().send(&send_who, req("send-key-subject"), None).await.unwrap().message.id;
     let browser = app.sign_in(&send_key).await;
     let list = browser.get("/messages").await;
     assert!(
@@ -532,7 +532,7 @@ async fn the_message_list_pages_with_a_cursor_and_keeps_its_filters() {
             text: Some("t".into()),
             ..SendRequest::default()
         };
-        app.core.send_message(&app.principal, req, None).await.unwrap();
+        app.core.messages().send(&app.principal, req, None).await.unwrap();
     }
     let browser = app.sign_in(&app.key).await;
     let first = browser.get("/messages").await;
@@ -562,7 +562,7 @@ async fn the_message_list_finds_by_part_of_a_subject_and_pages_back_with_its_fil
             text: Some("t".into()),
             ..SendRequest::default()
         };
-        app.core.send_message(&app.principal, req, None).await.unwrap();
+        app.core.messages().send(&app.principal, req, None).await.unwrap();
     }
     let browser = app.sign_in(&app.key).await;
     let href = |body: &str, class: &str| {

@@ -133,7 +133,7 @@ impl World {
                 html: Some("<p>h</p>".into()),
                 ..SendRequest::default()
             };
-            let sent = core.send_message(&sender_who, req, None).await.unwrap();
+            let sent = core.messages().send(&sender_who, req, None).await.unwrap();
             messages.insert(kind, sent.message.id.to_string());
         }
         let mut markers = vec![domain.clone(), domain_name.clone(), sender.clone(), template.id.to_string()];

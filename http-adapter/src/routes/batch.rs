@@ -2,11 +2,11 @@
 //! `POST /v1/messages` takes, answered with one result per item at its index. The header
 //! `x-batch-validation` picks `strict` (default, all or nothing) or `permissive`.
 //!
-//! The rate limit counts messages (core's [`Tidings::send_batch_rate_limited`]): one token per
+//! The rate limit counts messages (core's [`Messages::send_batch_rate_limited`]): one token per
 //! item at once, or 429 for the whole batch; a batch larger than the key's whole bucket is a
 //! 422.
 //!
-//! [`Tidings::send_batch_rate_limited`]: tidings_core::usecases::Tidings::send_batch_rate_limited
+//! [`Messages::send_batch_rate_limited`]: tidings_core::usecases::Messages::send_batch_rate_limited
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
@@ -136,7 +136,7 @@ pub async fn send_batch(
     let key = idempotency_key(&headers)?;
     let mode = BatchValidation::parse(headers.get("x-batch-validation").and_then(|v| v.to_str().ok()))?;
     let reqs = reqs.into_iter().map(Into::into).collect();
-    match state.core.send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
+    match state.core.messages().send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
         Admission::Allowed((outcome, limit)) => Ok(batch_response(outcome, limit.as_ref())),
         Admission::Limited { retry_after } => {
             Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })

@@ -407,7 +407,7 @@ pub async fn send_message(
     ApiJson(req): ApiJson<SendMessageRequest>,
 ) -> ApiResult<Response> {
     let key = idempotency_key(&headers)?;
-    match state.core.send_rate_limited(&*state.limits, &who, req.into(), key).await? {
+    match state.core.messages().send_rate_limited(&*state.limits, &who, req.into(), key).await? {
         Admission::Allowed(LimitedSend { outcome, limit }) => Ok(send_response(outcome, limit.as_ref())),
         Admission::Limited { retry_after } => {
             Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() })
@@ -464,7 +464,7 @@ pub async fn list_messages(
             filters.metadata.push((key.to_owned(), value));
         }
     }
-    let listed = state.core.list_messages(&who, params, &filters).await?;
+    let listed = state.core.messages().list(&who, params, &filters).await?;
     Ok(Page::both_ways(listed, MessageResponse::from))
 }
 
@@ -482,7 +482,7 @@ pub async fn get_message(
     Authed(who): Authed,
     IdPath(id): IdPath<MessageId>,
 ) -> ApiResult<MessageOk> {
-    let message = state.core.get_message(&who, id).await?;
+    let message = state.core.messages().get(&who, id).await?;
     Ok(Success::new("OK", message.into()))
 }
 
@@ -501,7 +501,7 @@ pub async fn list_message_events(
     IdPath(id): IdPath<MessageId>,
     ListQuery(params): ListQuery,
 ) -> ApiResult<EventPage> {
-    let listed = state.core.list_message_events(&who, id, params).await?;
+    let listed = state.core.messages().events(&who, id, params).await?;
     Ok(Page::new(listed, EventResponse::from))
 }
 
@@ -544,7 +544,7 @@ pub async fn update_message(
     ApiJson(req): ApiJson<UpdateMessageRequest>,
 ) -> ApiResult<MessageOk> {
     let change = MessageChange { scheduled_at: req.scheduled_at };
-    let message = state.core.reschedule_message(&who, id, change).await?;
+    let message = state.core.messages().reschedule(&who, id, change).await?;
     Ok(Success::new("message rescheduled", message.into()))
 }
 
@@ -567,7 +567,7 @@ pub async fn cancel_message(
     Authed(who): Authed,
     IdPath(id): IdPath<MessageId>,
 ) -> ApiResult<MessageOk> {
-    let message = state.core.cancel_message(&who, id).await?;
+    let message = state.core.messages().cancel(&who, id).await?;
     Ok(Success::new("message canceled", message.into()))
 }
 

@@ -47,7 +47,7 @@ async fn send(api: &TestApi, mut body: Value) -> Value {
 
 async fn stored_message(api: &TestApi, id: &str) -> Message {
     let who = api.core.authenticate(&api.key).await.unwrap();
-    api.core.get_message(&who, MessageId::parse_or_none(id)).await.unwrap()
+    api.core.messages().get(&who, MessageId::parse_or_none(id)).await.unwrap()
 }
 
 /// The message as the delivery worker would build it, marked Sent; returns the paths (under
@@ -65,7 +65,7 @@ async fn send_out(api: &TestApi, id: &str) -> Vec<String> {
         provider_message_id: Some(built.provider_message_id.clone()),
         next_attempt_at: None,
     };
-    api.core.record_message_event(&message, sent).await.unwrap();
+    api.core.messages().record_event(&message, sent).await.unwrap();
 
     let parsed = MessageParser::default().parse(&built.raw).unwrap();
     let html = parsed.body_html(0).unwrap().into_owned();

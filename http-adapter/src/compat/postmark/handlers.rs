@@ -64,7 +64,7 @@ impl Batch for ApiJson<TemplatedBatch> {
 
 async fn send_one(state: &ApiState, who: &Principal, message: PostmarkMessage, kind: Kind) -> Result<Response> {
     let Translated { req, to, .. } = translate(state, who, message, kind).await?;
-    match state.core.send_rate_limited(&*state.limits, who, req, None).await? {
+    match state.core.messages().send_rate_limited(&*state.limits, who, req, None).await? {
         Admission::Allowed(LimitedSend { outcome, limit }) => Ok(answer(Sent::of(&outcome.message, to), limit)),
         Admission::Limited { retry_after } => {
             Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }.into())
@@ -93,12 +93,13 @@ async fn send_many(state: &ApiState, who: &Principal, messages: Vec<PostmarkMess
     let mut limit = None;
     if !reqs.is_empty() {
         let mode = BatchValidation::Permissive;
-        let (outcome, taken) = match state.core.send_batch_rate_limited(&*state.limits, who, reqs, mode, None).await? {
-            Admission::Allowed(allowed) => allowed,
-            Admission::Limited { retry_after } => {
-                return Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }.into());
-            }
-        };
+        let (outcome, taken) =
+            match state.core.messages().send_batch_rate_limited(&*state.limits, who, reqs, mode, None).await? {
+                Admission::Allowed(allowed) => allowed,
+                Admission::Limited { retry_after } => {
+                    return Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }.into());
+                }
+            };
         limit = taken;
         for ((index, to), item) in sent_to.into_iter().zip(outcome.items) {
             results[index] = Some(match item {

@@ -41,7 +41,7 @@ pub(super) async fn send_email(
     resolve_template_names(&state, &who, &mut reqs).await?;
     let [req] = reqs;
     let req = req.into_send()?;
-    match state.core.send_rate_limited(&*state.limits, &who, req, key).await? {
+    match state.core.messages().send_rate_limited(&*state.limits, &who, req, key).await? {
         Admission::Allowed(LimitedSend { outcome, limit }) => {
             let created = CreatedEmail { id: outcome.message.id.to_string() };
             Ok(answer(StatusCode::OK, created, limit.as_ref(), outcome.replayed))
@@ -72,12 +72,13 @@ pub(super) async fn send_batch(
         .enumerate()
         .map(|(i, r)| r.into_send().map_err(|e| at_index(i, e)))
         .collect::<Result<Vec<_>, Error>>()?;
-    let (outcome, limit) = match state.core.send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
-        Admission::Allowed(allowed) => allowed,
-        Admission::Limited { retry_after } => {
-            return Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }.into());
-        }
-    };
+    let (outcome, limit) =
+        match state.core.messages().send_batch_rate_limited(&*state.limits, &who, reqs, mode, key).await? {
+            Admission::Allowed(allowed) => allowed,
+            Admission::Limited { retry_after } => {
+                return Err(ApiError::RateLimited { retry_after, limit: who.rate_limit.per_sec() }.into());
+            }
+        };
     let mut data = Vec::new();
     let mut errors = Vec::new();
     for (index, item) in outcome.items.into_iter().enumerate() {
@@ -160,7 +161,7 @@ pub(super) async fn list_emails(
     let filters = MessageFilters { ending_before: before, ..MessageFilters::default() };
     // Core names its own parameter; the client wrote `before`.
     let listed =
-        state.core.list_messages(&who.0, params, &filters).await.map_err(|e| renamed(e, "endingBefore", "before"))?;
+        state.core.messages().list(&who.0, params, &filters).await.map_err(|e| renamed(e, "endingBefore", "before"))?;
     let has_more = if backwards { listed.prev_cursor.is_some() } else { listed.has_more };
     let data = listed.items.into_iter().map(EmailResponse::listed).collect::<Vec<_>>();
     Ok(Json(json!({ "object": "list", "has_more": has_more, "data": data })).into_response())
@@ -172,7 +173,7 @@ pub(super) async fn get_email(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<MessageId>>,
 ) -> Result<Json<EmailResponse>> {
-    let message = state.core.get_message(&who.0, id).await?;
+    let message = state.core.messages().get(&who.0, id).await?;
     Ok(Json(EmailResponse::full(message)))
 }
 
@@ -183,7 +184,7 @@ pub(super) async fn update_email(
     Resend(IdPath(id)): Resend<IdPath<MessageId>>,
     ResendBody(ApiJson(req)): ResendBody<ApiJson<UpdateEmailRequest>>,
 ) -> Result<Json<EmailRef>> {
-    let message = state.core.reschedule_message(&who.0, id, req.into_change()?).await?;
+    let message = state.core.messages().reschedule(&who.0, id, req.into_change()?).await?;
     Ok(Json(EmailRef::of(&message)))
 }
 
@@ -193,7 +194,7 @@ pub(super) async fn cancel_email(
     Resend(who): Caller,
     Resend(IdPath(id)): Resend<IdPath<MessageId>>,
 ) -> Result<Json<EmailRef>> {
-    let message = state.core.cancel_message(&who.0, id).await?;
+    let message = state.core.messages().cancel(&who.0, id).await?;
     Ok(Json(EmailRef::of(&message)))
 }
 
