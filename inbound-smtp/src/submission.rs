@@ -47,7 +47,7 @@ impl InboundHandler for SubmissionHandler {
     }
 
     async fn check_recipient(&self, principal: &Principal, recipient: &EmailAddress) -> Result<(), HandlerError> {
-        self.core.check_submission_recipient(principal, recipient).await.map_err(|error| reply_for(&error))
+        self.core.submission().check_recipient(principal, recipient).await.map_err(|error| reply_for(&error))
     }
 
     async fn receive(&self, envelope: Envelope, raw: Vec<u8>) -> Result<(), HandlerError> {
@@ -55,7 +55,7 @@ impl InboundHandler for SubmissionHandler {
             // The session never takes a message before AUTH; this would be a listener bug.
             return Err(HandlerError::Refused(Refusal::new(530, "5.7.0", "Authentication required")));
         };
-        match self.core.submit_message(&*self.limits, who, &envelope.recipients, &raw).await {
+        match self.core.submission().submit(&*self.limits, who, &envelope.recipients, &raw).await {
             Ok(outcome) => {
                 let message = &outcome.message;
                 let recipients = envelope.recipients.len();

@@ -7,7 +7,7 @@
 //!
 //! This is the live, in-process view: what happened while the process was down is not told
 //! again. A reaction that must not be missed reads the durable feed instead
-//! (`Tidings::events_since`), which this wakes up early.
+//! (`Events::since`, reached as `core.events().since`), which this wakes up early.
 //!
 //! Called after the event is durable, from the use case that recorded it, so every front end
 //! and every worker of the process is counted once. An observer must be cheap and must not

@@ -218,20 +218,22 @@ pub(super) async fn purge_sessions(core: Tidings, stop: watch::Receiver<bool>) {
 }
 
 /// Every `every`, purges the bodies and timelines of messages past retention (core's
-/// `purge_expired_message_content`), in batches of [`RETENTION_BATCH`] until none are left.
-/// Does nothing when retention is off.
+/// `operations().purge_expired_message_content`), in batches of [`RETENTION_BATCH`] until
+/// none are left. Does nothing when retention is off.
 pub(super) async fn purge_message_content(core: Tidings, every: Duration, stop: watch::Receiver<bool>) {
     if core.config().message_retention.is_none() {
         return;
     }
-    let purge = || core.purge_expired_message_content(RETENTION_BATCH);
+    let operations = core.operations();
+    let purge = || operations.purge_expired_message_content(RETENTION_BATCH);
     purge_periodically("message content past retention", every, RETENTION_BATCH, stop, purge).await;
 }
 
 /// Every [`PURGE_EVERY`], deletes activity counters past their retention in batches until
 /// none are left.
 pub(super) async fn purge_activity(core: Tidings, stop: watch::Receiver<bool>) {
-    let purge = || core.purge_expired_activity(PURGE_BATCH);
+    let operations = core.operations();
+    let purge = || operations.purge_expired_activity(PURGE_BATCH);
     purge_periodically("activity counters past retention", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 

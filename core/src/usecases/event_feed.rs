@@ -18,7 +18,7 @@
 //!
 //! // The cursor the application saved last time (none on the first start).
 //! let saved = None;
-//! let mut events = core.follow_events(&who, saved);
+//! let mut events = core.events().follow(&who, saved);
 //! let request = SendRequest { to: Some("ann@example.net".into()), subject: Some("Hi".into()), text: Some("Hello.".into()), ..SendRequest::default() };
 //! core.messages().send(&who, request, None).await?;
 //!
@@ -91,25 +91,39 @@ pub struct FeedPage {
 }
 
 impl Tidings {
+    /// The durable event feed: a workspace's events read from a saved cursor.
+    pub fn events(&self) -> Events<'_> {
+        Events { core: self }
+    }
+}
+
+/// The event feed area of [`Tidings`] ([`Tidings::events`]): every event of the caller's
+/// workspace in feed order, read a page at a time from a cursor or followed as they come.
+#[derive(Clone, Copy)]
+pub struct Events<'a> {
+    core: &'a Tidings,
+}
+
+impl Events<'_> {
     /// Up to `limit` (1–500) events of the caller's workspace after `after` (from the start
     /// of the feed: `None`). A full key only: the feed shows every message of the workspace.
-    pub async fn events_since(&self, who: &Principal, after: Option<FeedCursor>, limit: usize) -> Result<FeedPage> {
+    pub async fn since(&self, who: &Principal, after: Option<FeedCursor>, limit: usize) -> Result<FeedPage> {
         who.require_full()?;
         if !(1..=MAX_FEED_LIMIT).contains(&limit) {
             return Err(Error::field("limit", format!("must be between 1 and {MAX_FEED_LIMIT}")));
         }
-        let events = self.store.event_feed(who.workspace_id, after.map(FeedCursor::position), limit).await?;
+        let events = self.core.store.event_feed(who.workspace_id, after.map(FeedCursor::position), limit).await?;
         let next = events.last().map(|e| FeedCursor(e.position)).or(after);
         Ok(FeedPage { events, next })
     }
 
     /// A reader of the caller's feed from `after` that waits for events: woken at once by
     /// events this process records, and polling (every second) for those of other nodes.
-    pub fn follow_events(&self, who: &Principal, after: Option<FeedCursor>) -> EventFollower {
+    pub fn follow(&self, who: &Principal, after: Option<FeedCursor>) -> EventFollower {
         let wake = Arc::new(Notify::new());
-        let observer = self.add_observer(Arc::new(Waker { workspace: who.workspace_id, wake: Arc::clone(&wake) }));
+        let observer = self.core.add_observer(Arc::new(Waker { workspace: who.workspace_id, wake: Arc::clone(&wake) }));
         EventFollower {
-            core: self.clone(),
+            core: self.core.clone(),
             who: who.clone(),
             cursor: after,
             wake,
@@ -120,7 +134,7 @@ impl Tidings {
     }
 }
 
-/// Follows one workspace's feed ([`Tidings::follow_events`]). Keep [`Self::cursor`] once the
+/// Follows one workspace's feed ([`Events::follow`]). Keep [`Self::cursor`] once the
 /// events a call returned are handled: starting from it again after a restart gives what
 /// came after them, so each event is handled at least once.
 pub struct EventFollower {
@@ -140,7 +154,7 @@ impl EventFollower {
             // Asked for before the read: an event recorded between the read and the wait
             // still wakes it.
             let woken = self.wake.notified();
-            let page = self.core.events_since(&self.who, self.cursor, self.batch).await?;
+            let page = self.core.events().since(&self.who, self.cursor, self.batch).await?;
             self.cursor = page.next;
             if !page.events.is_empty() {
                 return Ok(page.events);

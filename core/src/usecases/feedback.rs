@@ -1,5 +1,5 @@
 //! Bounce and complaint reports (docs/api.md#tracking): what the inbound SMTP listener calls
-//! with every message it receives, [`Tidings::process_report`].
+//! with every message it receives, [`Feedback::process_report`].
 //!
 //! 1. Parse ([`crate::feedback`]). Not a report → `Ignored`.
 //! 2. Find the message by its signed return path (contract §8,
@@ -60,7 +60,7 @@ const MAX_ATTEMPTS: usize = 8;
 const MAX_TIMELINE_PAGES: usize = 10;
 const TIMELINE_PAGE: usize = 200;
 
-/// What [`Tidings::process_report`] did.
+/// What [`Feedback::process_report`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReportOutcome {
     /// The message is now `Bounced`; `hard` means its address was suppressed.
@@ -168,6 +168,21 @@ enum Applied {
 }
 
 impl Tidings {
+    /// The bounce and complaint report use cases: what the inbound report listener calls.
+    pub fn feedback(&self) -> Feedback<'_> {
+        Feedback { core: self }
+    }
+}
+
+/// The feedback area of [`Tidings`] ([`Tidings::feedback`]): bounce and complaint reports
+/// received by the inbound listener, matched to the message and recipient they concern
+/// through the signed return path, and recorded as events and suppressions.
+#[derive(Clone, Copy)]
+pub struct Feedback<'a> {
+    core: &'a Tidings,
+}
+
+impl Feedback<'_> {
     /// Processes one received report: `recipients` are the envelope's RCPT TO addresses,
     /// `raw` the message as received. See the module docs for what it does. Unmatched,
     /// malformed and irrelevant reports are `Ok` outcomes; only storage failures (and a
@@ -192,7 +207,7 @@ impl Tidings {
         for _ in 0..MAX_ATTEMPTS {
             match self.apply_finding(&message, &about, &finding).await? {
                 Applied::Done(outcome) => return Ok(outcome),
-                Applied::Changed => match self.store.find_message(message.id).await? {
+                Applied::Changed => match self.core.store.find_message(message.id).await? {
                     Some(fresh) => message = fresh,
                     None => return Ok(ReportOutcome::Unmatched { reason: Unmatched::UnknownMessage(message.id) }),
                 },
@@ -203,7 +218,7 @@ impl Tidings {
 
     /// Step 2 of the module docs.
     async fn reported_message(&self, recipients: &[EmailAddress], report: &Report) -> Result<Reported> {
-        let Some(return_path) = self.config.return_path.as_ref() else {
+        let Some(return_path) = self.core.config.return_path.as_ref() else {
             return Ok(Reported::Unmatched(Unmatched::NoReturnPath));
         };
         let mut unmatched = Unmatched::NoReference;
@@ -222,7 +237,7 @@ impl Tidings {
             if looked_up > MAX_LOOKUPS {
                 break;
             }
-            let found = self.store.find_message(claimed.message).await?;
+            let found = self.core.store.find_message(claimed.message).await?;
             // The recipient it was signed for; at most 50 signatures to check.
             let signed_for = found.as_ref().and_then(|message| {
                 message.recipient_list().iter().position(|r| return_path.verify(&claimed, &r.email))
@@ -251,7 +266,8 @@ impl Tidings {
                         // before the event, the address is protected and a resent report
                         // records the event.
                         let (reason, source) = (SuppressionReason::HardBounce, SuppressionSource::Bounce);
-                        self.suppressions()
+                        self.core
+                            .suppressions()
                             .add_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
                             .await?;
                     }
@@ -280,7 +296,8 @@ impl Tidings {
                     return done(ReportOutcome::Duplicate { message: unchanged() });
                 }
                 let (reason, source) = (SuppressionReason::Complaint, SuppressionSource::Complaint);
-                self.suppressions()
+                self.core
+                    .suppressions()
                     .add_automatically(message.workspace_id, &about.address, reason, source, Some(message.id))
                     .await?;
                 if status != S::Delivered {
@@ -303,16 +320,16 @@ impl Tidings {
         details: EventDetails,
         outcome: impl FnOnce(Box<Message>) -> ReportOutcome,
     ) -> Result<Applied> {
-        let at = self.clock.now();
+        let at = self.core.clock.now();
         let happening = Happening {
-            event_id: EventId::new_at(at, &*self.random),
+            event_id: EventId::new_at(at, &*self.core.random),
             event_type,
             at,
             details,
             provider_message_id: None,
             next_attempt_at: None,
         };
-        match self.messages().record_recipient_event(message, about.index, happening).await {
+        match self.core.messages().record_recipient_event(message, about.index, happening).await {
             Ok((next, _)) => Ok(Applied::Done(outcome(Box::new(next)))),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
             Err(e) => Err(e),
@@ -328,9 +345,9 @@ impl Tidings {
         details: EventDetails,
         tally: TrackingTally,
     ) -> Result<Applied> {
-        let at = self.clock.now();
+        let at = self.core.clock.now();
         let happening = Happening {
-            event_id: EventId::new_at(at, &*self.random),
+            event_id: EventId::new_at(at, &*self.core.random),
             event_type: EventType::Deferred,
             at,
             details,
@@ -345,7 +362,7 @@ impl Tidings {
             }
         };
         next.tracking_tally = tally;
-        match self.store_message_event(message, next, event, None, Some(message.last_event_id)).await {
+        match self.core.store_message_event(message, next, event, None, Some(message.last_event_id)).await {
             Ok((next, _)) => Ok(Applied::Done(ReportOutcome::Deferred { message: Box::new(next) })),
             Err(Error::Conflict(_) | Error::NotFound(_)) => Ok(Applied::Changed),
             Err(e) => Err(e),
@@ -363,6 +380,7 @@ impl Tidings {
         let mut cursor = None;
         for _ in 0..MAX_TIMELINE_PAGES {
             let page = self
+                .core
                 .store
                 .list_events(message.workspace_id, message.id, PageRequest { limit: TIMELINE_PAGE, cursor })
                 .await?;

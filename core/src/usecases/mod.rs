@@ -108,11 +108,11 @@ pub struct CoreConfig {
     /// nothing (sends asking for it are accepted; their HTML is sent as written).
     pub tracking: Option<TrackingConfig>,
     /// How long message bodies and timelines are kept (`TIDINGS_RETENTION`, default 30
-    /// days); `None` keeps them forever. See [`Tidings::purge_expired_message_content`].
+    /// days); `None` keeps them forever. See [`Operations::purge_expired_message_content`].
     pub message_retention: Option<Duration>,
     /// How long the activity counters of an hour are kept (`crate::activity`; default
     /// [`DEFAULT_ACTIVITY_RETENTION`]). At least the overview's longest range (30 days) is
-    /// kept whatever this says. See [`Tidings::purge_expired_activity`].
+    /// kept whatever this says. See [`Operations::purge_expired_activity`].
     pub activity_retention: Duration,
     /// How many template compiles and renders may run at once, each on a blocking thread
     /// (see [`default_render_threads`]): the rest wait their turn without holding

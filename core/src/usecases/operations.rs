@@ -22,15 +22,30 @@ use crate::usecases::Tidings;
 use crate::usecases::overview::OverviewRange;
 
 impl Tidings {
+    /// The operator use cases: the queue depth and retention.
+    pub fn operations(&self) -> Operations<'_> {
+        Operations { core: self }
+    }
+}
+
+/// The operations area of [`Tidings`] ([`Tidings::operations`]): what the server's metrics
+/// and periodic purges need, the queue depth and the retention of message content and
+/// activity counters.
+#[derive(Clone, Copy)]
+pub struct Operations<'a> {
+    core: &'a Tidings,
+}
+
+impl Operations<'_> {
     /// Messages waiting for a delivery attempt, and how many of them are due now.
     pub async fn pending_messages(&self) -> Result<PendingMessages> {
-        Ok(self.store.count_pending_messages(self.clock.now()).await?)
+        Ok(self.core.store.count_pending_messages(self.core.clock.now()).await?)
     }
 
     /// The creation time before which messages are past retention now; `None` when
     /// retention is off.
     pub fn retention_cutoff(&self) -> Option<DateTime<Utc>> {
-        self.config.message_retention.map(|keep| self.clock.now() - keep)
+        self.core.config.message_retention.map(|keep| self.core.clock.now() - keep)
     }
 
     /// Purges the bodies and timelines of up to `limit` messages past retention that have
@@ -38,7 +53,7 @@ impl Tidings {
     /// The server calls this periodically, repeating while a call purges `limit`.
     pub async fn purge_expired_message_content(&self, limit: usize) -> Result<usize> {
         match self.retention_cutoff() {
-            Some(cutoff) => Ok(self.store.purge_message_content(cutoff, limit).await?),
+            Some(cutoff) => Ok(self.core.store.purge_message_content(cutoff, limit).await?),
             None => Ok(0),
         }
     }
@@ -47,8 +62,8 @@ impl Tidings {
     /// `activity_retention` ago (never fewer than the overview's longest range); returns how
     /// many. The server calls this periodically, repeating while a call deletes `limit`.
     pub async fn purge_expired_activity(&self, limit: usize) -> Result<usize> {
-        let keep = self.config.activity_retention.max(OverviewRange::LONGEST);
-        let before = HourStart::of(self.clock.now() - keep);
-        Ok(self.store.purge_activity(before, limit).await?)
+        let keep = self.core.config.activity_retention.max(OverviewRange::LONGEST);
+        let before = HourStart::of(self.core.clock.now() - keep);
+        Ok(self.core.store.purge_activity(before, limit).await?)
     }
 }

@@ -145,7 +145,7 @@ impl Tidings {
     /// The overview for `who` over `range` (see the module docs).
     pub async fn overview(&self, who: &Principal, range: OverviewRange) -> Result<Overview> {
         let at = self.clock.now();
-        let queue = self.pending_messages().await?;
+        let queue = self.operations().pending_messages().await?;
         if who.scope != KeyScope::Full {
             let own = Some(self.own_messages(who, at).await?);
             let (activity, failing_webhooks, unverified_domains) = (None, None, None);

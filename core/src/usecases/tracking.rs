@@ -77,6 +77,21 @@ impl TrackingRequest {
 }
 
 impl Tidings {
+    /// The open and click tracking use cases: the public pixel and link endpoints.
+    pub fn tracking(&self) -> Tracking<'_> {
+        Tracking { core: self }
+    }
+}
+
+/// The tracking area of [`Tidings`] ([`Tidings::tracking`]): what the public pixel and link
+/// endpoints do with a signed token, recording `Opened` and `Clicked` within the message's
+/// tally and answering where a link leads.
+#[derive(Clone, Copy)]
+pub struct Tracking<'a> {
+    core: &'a Tidings,
+}
+
+impl Tracking<'_> {
     /// `GET /t/o/{token}`: records `Opened` (with the user agent) on the token's message,
     /// if it keeps another open ([`crate::model::tracking_tally`]).
     pub async fn record_open(&self, token: &str, user_agent: Option<&str>) -> Result<()> {
@@ -118,12 +133,12 @@ impl Tidings {
     /// token costs no store access.
     async fn tracked_message(&self, token: &str, kind: TokenKind) -> Result<(Verified, Message)> {
         const NOT_FOUND: Error = Error::NotFound("tracking link");
-        let config = self.config.tracking.as_ref().ok_or(NOT_FOUND)?;
+        let config = self.core.config.tracking.as_ref().ok_or(NOT_FOUND)?;
         let verified = config.key.verify(token).map_err(|_| NOT_FOUND)?;
         if verified.kind != kind {
             return Err(NOT_FOUND);
         }
-        let message = self.store.get_message(verified.workspace, verified.message).await?.ok_or(NOT_FOUND)?;
+        let message = self.core.store.get_message(verified.workspace, verified.message).await?.ok_or(NOT_FOUND)?;
         Ok((verified, message))
     }
 
@@ -154,9 +169,9 @@ impl Tidings {
             let Some(tally) = message.tracking_tally.keep(engagement, recipient) else {
                 return Ok(());
             };
-            let at = self.clock.now();
+            let at = self.core.clock.now();
             let happening = Happening {
-                event_id: EventId::new_at(at, &*self.random),
+                event_id: EventId::new_at(at, &*self.core.random),
                 event_type,
                 at,
                 details: details.clone(),
@@ -167,10 +182,11 @@ impl Tidings {
                 .map_err(|e| Error::Conflict(format!("message {}: {e}", message.id)))?;
             next.tracking_tally = tally;
             let last_event_id = Some(message.last_event_id);
-            match self.store_message_event(&message, next, event, None, last_event_id).await {
+            match self.core.store_message_event(&message, next, event, None, last_event_id).await {
                 Ok(_) => return Ok(()),
                 Err(Error::Conflict(_)) => {
                     message = self
+                        .core
                         .store
                         .get_message(message.workspace_id, message.id)
                         .await?

@@ -17,7 +17,7 @@ use tidings_testing::delivery::Delivery;
 async fn a_follower_resumes_after_a_restart_from_the_cursor_it_saved() {
     let d = Delivery::new("1m", vec![]).await;
     let first = d.send("ann@example.net").await;
-    let mut follower = d.t.core.follow_events(&d.who, None);
+    let mut follower = d.t.core.events().follow(&d.who, None);
     let got = follower.next().await.unwrap();
     assert_eq!(got.iter().map(|e| e.event.event_type).collect::<Vec<_>>(), [EventType::Queued]);
     assert_eq!(got[0].event.message_id, first.id);
@@ -36,7 +36,7 @@ async fn a_follower_resumes_after_a_restart_from_the_cursor_it_saved() {
         Arc::new(NoDns),
         CoreConfig::default(),
     );
-    let mut follower = restarted.follow_events(&d.who, FeedCursor::parse(&saved));
+    let mut follower = restarted.events().follow(&d.who, FeedCursor::parse(&saved));
     let got = follower.next().await.unwrap();
     let seen: Vec<_> = got.iter().map(|e| (e.event.message_id, e.event.event_type)).collect();
     assert_eq!(
@@ -50,7 +50,7 @@ async fn a_follower_resumes_after_a_restart_from_the_cursor_it_saved() {
 async fn a_waiting_follower_is_woken_by_an_event_of_its_workspace() {
     let d = Delivery::new("1m", vec![]).await;
     // A poll interval far longer than the test: only the wake-up can end the wait.
-    let mut follower = d.t.core.follow_events(&d.who, None).with_poll_interval(Duration::from_secs(3600));
+    let mut follower = d.t.core.events().follow(&d.who, None).with_poll_interval(Duration::from_secs(3600));
     let waiting = tokio::spawn(async move { follower.next().await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     d.send("ann@example.net").await;
@@ -63,12 +63,12 @@ async fn only_a_full_key_reads_the_feed_and_the_limit_is_checked() {
     let d = Delivery::new("1m", vec![]).await;
     let mut sender = d.who.clone();
     sender.scope = KeyScope::Send;
-    assert!(matches!(d.t.core.events_since(&sender, None, 10).await, Err(Error::InsufficientScope)));
+    assert!(matches!(d.t.core.events().since(&sender, None, 10).await, Err(Error::InsufficientScope)));
     for limit in [0, 501] {
-        let refused = d.t.core.events_since(&d.who, None, limit).await;
+        let refused = d.t.core.events().since(&d.who, None, limit).await;
         assert!(matches!(refused, Err(Error::Validation { .. })), "limit {limit}: {refused:?}");
     }
-    let page = d.t.core.events_since(&d.who, None, 500).await.unwrap();
+    let page = d.t.core.events().since(&d.who, None, 500).await.unwrap();
     assert!(page.events.is_empty());
     assert_eq!(page.next, None, "nothing read from the start: still the start");
 }

@@ -1,4 +1,4 @@
-//! Bounce and complaint reports (`Tidings::process_report`) on the in-memory store, with
+//! Bounce and complaint reports (`Feedback::process_report`) on the in-memory store, with
 //! messages sent through the real delivery worker and the report fixtures of
 //! `tests/fixtures/reports/` addressed to them.
 
@@ -76,7 +76,7 @@ fn addresses(list: &[&str]) -> Vec<EmailAddress> {
 /// Processes the fixture sent to the message's own return path.
 async fn process(d: &Delivery, name: &str, message: &Message) -> ReportOutcome {
     let envelope = addresses(&[&return_path(message)]);
-    d.t.core.process_report(&envelope, &report_about(name, message)).await.unwrap()
+    d.t.core.feedback().process_report(&envelope, &report_about(name, message)).await.unwrap()
 }
 
 fn bounced(outcome: ReportOutcome) -> (Message, bool) {
@@ -219,7 +219,8 @@ async fn a_complaint_to_another_address_is_matched_by_its_quoted_return_path() {
     let m = delivered(&d, "someone@hotmail.com").await;
     let envelope = addresses(&["fbl@acme.example.com"]);
 
-    let outcome = d.t.core.process_report(&envelope, &report_about("outlook_jmrp_abuse.eml", &m)).await.unwrap();
+    let outcome =
+        d.t.core.feedback().process_report(&envelope, &report_about("outlook_jmrp_abuse.eml", &m)).await.unwrap();
 
     assert!(matches!(outcome, ReportOutcome::Complained { recorded: true, .. }), "{outcome:?}");
     assert_eq!(d.message(m.id).await.status, MessageStatus::Complained);
@@ -233,7 +234,8 @@ async fn a_report_naming_a_message_only_by_its_message_id_changes_nothing() {
     for fixture in ["gmail_5_1_1.eml", "yahoo_arf_abuse.eml", "outlook_jmrp_abuse.eml"] {
         let provider_id = m.provider_message_id.as_deref().unwrap();
         let raw = fill(fixture, provider_id, "someone@attacker.example", "target@example.org");
-        let outcome = d.t.core.process_report(&addresses(&["postmaster@acme.example.com"]), &raw).await.unwrap();
+        let outcome =
+            d.t.core.feedback().process_report(&addresses(&["postmaster@acme.example.com"]), &raw).await.unwrap();
         assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReference }, "{fixture}");
     }
     assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
@@ -250,16 +252,18 @@ async fn forged_return_paths_for_a_neighbours_message_change_nothing() {
     for other in &others {
         let provider_id = other.provider_message_id.as_deref().unwrap();
         let bounce = fill("gmail_5_1_1.eml", provider_id, "", &other.to.to_string());
-        let outcome = d.t.core.process_report(&addresses(&[&with_id(&mine, other.id)]), &bounce).await.unwrap();
+        let outcome =
+            d.t.core.feedback().process_report(&addresses(&[&with_id(&mine, other.id)]), &bounce).await.unwrap();
         assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(other.id) });
-        let outcome = d.t.core.process_report(&addresses(&[&unsigned(other.id)]), &bounce).await.unwrap();
+        let outcome = d.t.core.feedback().process_report(&addresses(&[&unsigned(other.id)]), &bounce).await.unwrap();
         assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::Unsigned });
         let complaint = fill("yahoo_arf_abuse.eml", "", &with_id(&mine, other.id), &other.to.to_string());
-        let outcome = d.t.core.process_report(&addresses(&["fbl@acme.example.com"]), &complaint).await.unwrap();
+        let outcome =
+            d.t.core.feedback().process_report(&addresses(&["fbl@acme.example.com"]), &complaint).await.unwrap();
         assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(other.id) });
         // The attacker's own return path signed for the other's recipient does not verify.
         let swapped = signer().address(mine.id, &other.to).to_string();
-        let outcome = d.t.core.process_report(&addresses(&[&swapped]), &bounce).await.unwrap();
+        let outcome = d.t.core.feedback().process_report(&addresses(&[&swapped]), &bounce).await.unwrap();
         assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(mine.id) });
     }
     for other in &others {
@@ -274,7 +278,7 @@ async fn without_a_return_path_no_report_matches() {
     let d = Delivery::with(CoreConfig::default(), FakeMailer::default(), |_| {}).await;
     let m = delivered(&d, "someone@example.org").await;
     let raw = report_about("gmail_5_1_1.eml", &m);
-    let outcome = d.t.core.process_report(&addresses(&[&return_path(&m)]), &raw).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&addresses(&[&return_path(&m)]), &raw).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReturnPath });
     assert_eq!(d.message(m.id).await.status, MessageStatus::Delivered);
 }
@@ -300,7 +304,7 @@ async fn a_flood_of_delay_reports_keeps_a_bounded_number() {
     let m = delivered(&d, "greylisted@example.org").await;
     let mut kept = 0;
     for n in 0..40 {
-        match d.t.core.process_report(&addresses(&[&return_path(&m)]), &delay_report(&m, n)).await.unwrap() {
+        match d.t.core.feedback().process_report(&addresses(&[&return_path(&m)]), &delay_report(&m, n)).await.unwrap() {
             ReportOutcome::Deferred { .. } => kept += 1,
             ReportOutcome::Ignored { reason: Ignored::TooManyDelays } => {}
             other => panic!("report {n}: {other:?}"),
@@ -322,7 +326,8 @@ async fn concurrent_delay_reports_cannot_all_slip_under_the_cap() {
     let m = delivered(&d, "greylisted@example.org").await;
     let reports: Vec<Vec<u8>> = (0..32).map(|n| delay_report(&m, n)).collect();
     let envelope = addresses(&[&return_path(&m)]);
-    let results = futures::future::join_all(reports.iter().map(|raw| d.t.core.process_report(&envelope, raw))).await;
+    let feedback = d.t.core.feedback();
+    let results = futures::future::join_all(reports.iter().map(|raw| feedback.process_report(&envelope, raw))).await;
     // A report that lost every race is a Conflict (the listener answers 451 and the sender
     // retries); none may add an event past the cap.
     assert!(results.iter().all(|r| r.is_ok() || matches!(r, Err(Error::Conflict(_)))), "{results:?}");
@@ -338,11 +343,12 @@ async fn unknown_ids_match_nothing() {
     let forged = with_id(&m, unknown);
     let raw = fill("gmail_5_1_1.eml", &format!("{unknown}@acme.example.com"), &forged, "someone@example.org");
 
-    let outcome = d.t.core.process_report(&addresses(&[&forged]), &raw).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&addresses(&[&forged]), &raw).await.unwrap();
 
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::BadSignature(unknown) });
     let none =
         d.t.core
+            .feedback()
             .process_report(
                 &addresses(&["postmaster@acme.example.com"]),
                 &fill("dsn_without_message_id.eml", "", "", "x@example.org"),
@@ -360,11 +366,11 @@ async fn the_return_path_counts_only_at_the_return_path_domain_in_any_case() {
     let raw = fill("dsn_without_message_id.eml", "", "", &m.to.to_string());
     let elsewhere = return_path(&m).replace(RETURN_PATH_DOMAIN, "acme.example.com");
 
-    let outcome = d.t.core.process_report(&addresses(&[&elsewhere]), &raw).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&addresses(&[&elsewhere]), &raw).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NoReference });
 
     let shouted = return_path(&m).to_ascii_uppercase();
-    let outcome = d.t.core.process_report(&addresses(&["other@example.net", &shouted]), &raw).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&addresses(&["other@example.net", &shouted]), &raw).await.unwrap();
     let (after, hard) = bounced(outcome);
     assert!(hard);
     assert_eq!(after.id, m.id);
@@ -382,7 +388,8 @@ async fn the_envelope_wins_when_it_and_the_message_id_disagree() {
         "first@example.org",
     );
 
-    let (after, _) = bounced(d.t.core.process_report(&addresses(&[&return_path(&named)]), &raw).await.unwrap());
+    let (after, _) =
+        bounced(d.t.core.feedback().process_report(&addresses(&[&return_path(&named)]), &raw).await.unwrap());
 
     assert_eq!(after.id, named.id);
     assert_eq!(d.message(other.id).await.status, MessageStatus::Delivered);
@@ -408,7 +415,7 @@ async fn garbage_and_non_reports_are_ignored() {
     let m = delivered(&d, "someone@example.org").await;
     let envelope = addresses(&[&return_path(&m)]);
     for (name, why) in [("garbage.bin", None), ("missing_boundary.eml", Some(NotAReport::MissingReportPart))] {
-        let outcome = d.t.core.process_report(&envelope, &report_about(name, &m)).await.unwrap();
+        let outcome = d.t.core.feedback().process_report(&envelope, &report_about(name, &m)).await.unwrap();
         match (outcome, why) {
             (ReportOutcome::Ignored { reason: Ignored::NotAReport(got) }, Some(want)) => {
                 assert_eq!(got, want, "{name}")
@@ -418,7 +425,7 @@ async fn garbage_and_non_reports_are_ignored() {
         }
     }
     let autoreply = b"From: a@example.org\r\nSubject: Out of office\r\n\r\nBack on Monday.\r\n";
-    let outcome = d.t.core.process_report(&envelope, autoreply).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&envelope, autoreply).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Ignored { reason: Ignored::NotAReport(NotAReport::NotMultipartReport) });
     assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered"]);
 }
@@ -428,7 +435,7 @@ async fn a_report_about_a_message_never_sent_matches_nothing() {
     let d = service().await;
     let queued = d.send("someone@example.org").await;
     let raw = fill("dsn_without_message_id.eml", "", "", "someone@example.org");
-    let outcome = d.t.core.process_report(&addresses(&[&return_path(&queued)]), &raw).await.unwrap();
+    let outcome = d.t.core.feedback().process_report(&addresses(&[&return_path(&queued)]), &raw).await.unwrap();
     assert_eq!(outcome, ReportOutcome::Unmatched { reason: Unmatched::NotSent(queued.id) });
     assert_eq!(d.message(queued.id).await.status, MessageStatus::Queued);
 }

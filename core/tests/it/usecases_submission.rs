@@ -62,7 +62,7 @@ async fn a_submitted_message_is_one_send_to_every_recipient_and_a_retry_replays_
     let (who, _) = workspace(&t).await;
     let to = addresses(&["ann@example.com", "bob@example.com"]);
 
-    let sent = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
+    let sent = t.core.submission().submit(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
 
     assert!(!sent.replayed);
     let m = &sent.message;
@@ -72,10 +72,10 @@ async fn a_submitted_message_is_one_send_to_every_recipient_and_a_retry_replays_
     assert_eq!(m.to_field(), "", "the To header as written names no address");
     assert_eq!(m.from.to_string(), "\"Acme\" <billing@acme.com>");
     assert_eq!((m.subject.as_str(), m.text.as_deref()), ("Invoice", Some("Invoice 42.\r\n")));
-    let again = t.core.submit_message(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
+    let again = t.core.submission().submit(&limits, &who, &to, &mime("1@acme.com")).await.unwrap();
     assert!(again.replayed);
     assert_eq!(again.message.id, sent.message.id);
-    t.core.submit_message(&limits, &who, &to[..1], &mime("2@acme.com")).await.unwrap();
+    t.core.submission().submit(&limits, &who, &to[..1], &mime("2@acme.com")).await.unwrap();
     assert_eq!((count_to(&t, &who, "ann@example.com").await, count_to(&t, &who, "bob@example.com").await), (2, 1));
 }
 
@@ -98,15 +98,15 @@ async fn a_message_id_is_shared_by_full_keys_and_each_send_key_has_its_own() {
     let to = addresses(&["ann@example.com"]);
 
     // A retry through another full key is a replay, not a second copy.
-    let sent = t.core.submit_message(&limits, &admin, &to, &mime("5@acme.com")).await.unwrap();
-    let again = t.core.submit_message(&limits, &other_admin, &to, &mime("5@acme.com")).await.unwrap();
+    let sent = t.core.submission().submit(&limits, &admin, &to, &mime("5@acme.com")).await.unwrap();
+    let again = t.core.submission().submit(&limits, &other_admin, &to, &mime("5@acme.com")).await.unwrap();
     assert!(again.replayed && again.message.id == sent.message.id);
     // A send key's Message-IDs are its own: another key's is not in its way.
-    let relayed = t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap();
+    let relayed = t.core.submission().submit(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap();
     assert!(!relayed.replayed && relayed.message.id != sent.message.id, "{relayed:?}");
     // Its own Message-ID it may repeat; another send key's repeat is a send of its own.
-    assert!(t.core.submit_message(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap().replayed);
-    let other = t.core.submit_message(&limits, &other_relay, &to, &mime("5@acme.com")).await.unwrap();
+    assert!(t.core.submission().submit(&limits, &relay, &to, &mime("5@acme.com")).await.unwrap().replayed);
+    let other = t.core.submission().submit(&limits, &other_relay, &to, &mime("5@acme.com")).await.unwrap();
     assert!(!other.replayed, "{other:?}");
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 3);
 }
@@ -119,15 +119,15 @@ async fn a_submission_takes_one_rate_limit_token_however_many_recipients_and_the
     let who = key_with_rate(&t, &admin, 1).await;
     let to = addresses(&["ann@example.com", "bob@example.com", "carol@example.com"]);
 
-    let sent = t.core.submit_message(&limits, &who, &to, &mime("3@acme.com")).await.unwrap();
+    let sent = t.core.submission().submit(&limits, &who, &to, &mime("3@acme.com")).await.unwrap();
     assert_eq!(sent.message.recipient_list().len(), 3, "three recipients, one token");
-    let stopped = t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap_err();
+    let stopped = t.core.submission().submit(&limits, &who, &to, &mime("6@acme.com")).await.unwrap_err();
     assert!(matches!(stopped, SubmitFailure::RateLimited(wait) if wait.seconds == 1), "{stopped:?}");
 
     t.clock.advance(Duration::seconds(1));
-    let retried = t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap();
+    let retried = t.core.submission().submit(&limits, &who, &to, &mime("6@acme.com")).await.unwrap();
     assert!(!retried.replayed);
-    assert!(t.core.submit_message(&limits, &who, &to, &mime("6@acme.com")).await.unwrap().replayed);
+    assert!(t.core.submission().submit(&limits, &who, &to, &mime("6@acme.com")).await.unwrap().replayed);
     assert_eq!(
         (count_to(&t, &admin, "ann@example.com").await, count_to(&t, &admin, "carol@example.com").await),
         (2, 2)
@@ -145,14 +145,14 @@ async fn a_key_revoked_after_auth_and_what_the_api_refuses_are_refused() {
 
     let refused = |raw: &'static [u8]| {
         let (core, limits, admin, to) = (&t.core, &limits, &admin, &to);
-        async move { core.submit_message(limits, admin, to, raw).await.unwrap_err() }
+        async move { core.submission().submit(limits, admin, to, raw).await.unwrap_err() }
     };
     assert!(matches!(refused(other_domain).await, SubmitFailure::Send(Error::DomainNotVerified(_))));
     assert!(matches!(refused(no_subject).await, SubmitFailure::Send(Error::Validation { .. })));
 
     let who = key_with_rate(&t, &admin, 10).await;
     t.core.keys().revoke(&admin, who.key_id).await.unwrap();
-    let error = t.core.submit_message(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
+    let error = t.core.submission().submit(&limits, &who, &to, &mime("4@acme.com")).await.unwrap_err();
     assert_eq!(error, SubmitFailure::Send(Error::InvalidApiKey));
     assert_eq!(count_to(&t, &admin, "ann@example.com").await, 0);
 }
@@ -163,11 +163,11 @@ async fn a_suppressed_recipient_is_refused_at_rcpt() {
     let (who, _) = workspace(&t).await;
     t.store.insert_suppression(&fixtures::suppression(who.workspace_id, "gone@example.com")).await.unwrap();
 
-    let gone = t.core.check_submission_recipient(&who, &EmailAddress::parse("Gone@Example.com").unwrap()).await;
+    let gone = t.core.submission().check_recipient(&who, &EmailAddress::parse("Gone@Example.com").unwrap()).await;
 
     assert!(matches!(gone, Err(Error::RecipientSuppressed(_))), "{gone:?}");
     let fine = EmailAddress::parse("ann@example.com").unwrap();
-    t.core.check_submission_recipient(&who, &fine).await.unwrap();
+    t.core.submission().check_recipient(&who, &fine).await.unwrap();
 }
 
 #[tokio::test]
@@ -179,7 +179,7 @@ async fn a_key_revoked_after_auth_learns_nothing_about_suppressions_at_rcpt() {
     t.core.keys().revoke(&admin, who.key_id).await.unwrap();
 
     for to in ["gone@example.com", "ann@example.com"] {
-        let answer = t.core.check_submission_recipient(&who, &EmailAddress::parse(to).unwrap()).await;
+        let answer = t.core.submission().check_recipient(&who, &EmailAddress::parse(to).unwrap()).await;
         assert!(matches!(answer, Err(Error::InvalidApiKey)), "{to}: {answer:?}");
     }
 }

@@ -125,7 +125,11 @@ async fn an_open_records_opened_with_the_user_agent_and_keeps_the_status() {
     let who = full_key();
     let sent = sent_message(&t, &who).await;
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some("Mozilla/5.0")).await.unwrap();
+    t.core
+        .tracking()
+        .record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some("Mozilla/5.0"))
+        .await
+        .unwrap();
 
     let timeline = events(&t, &who, &sent).await;
     let opened = timeline.last().unwrap();
@@ -142,7 +146,12 @@ async fn a_click_records_clicked_and_answers_the_signed_url() {
     let sent = sent_message(&t, &who).await;
     let delivered = t.core.messages().record_event(&sent, happening(&t, EventType::Delivered)).await.unwrap().0;
 
-    let url = t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
+    let url = t
+        .core
+        .tracking()
+        .record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None)
+        .await
+        .unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     let clicked = events(&t, &who, &sent).await.pop().unwrap();
@@ -164,8 +173,8 @@ async fn opens_and_clicks_fan_out_to_webhooks() {
     let hook = t.core.webhooks().create(&who, hook).await.unwrap();
     let sent = sent_message(&t, &who).await;
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
-    t.core.record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
+    t.core.tracking().record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
+    t.core.tracking().record_click(&key().sign_click(sent.workspace_id, sent.id, None, &target()), None).await.unwrap();
 
     let log = t.core.webhooks().deliveries(&who, hook.id, ListParams::default()).await.unwrap();
     let mut types: Vec<String> = log.items.iter().map(|d| format!("{:?}", d.event_type)).collect();
@@ -180,7 +189,7 @@ async fn a_long_user_agent_is_cut_to_the_limit() {
     let sent = sent_message(&t, &who).await;
     let agent = "é".repeat(MAX_USER_AGENT_CHARS + 10);
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some(&agent)).await.unwrap();
+    t.core.tracking().record_open(&key().sign_open(sent.workspace_id, sent.id, None), Some(&agent)).await.unwrap();
 
     let stored = events(&t, &who, &sent).await.pop().unwrap().details.user_agent.unwrap();
     assert_eq!(stored.chars().count(), MAX_USER_AGENT_CHARS);
@@ -211,12 +220,12 @@ async fn refused_tokens_are_not_found_and_record_nothing() {
         "not a token".into(),
     ];
     for token in &refused_opens {
-        assert_eq!(t.core.record_open(token, Some("ua")).await, Err(NOT_FOUND), "{token}");
-        assert_eq!(t.core.check_open(token).await, Err(NOT_FOUND), "{token}");
+        assert_eq!(t.core.tracking().record_open(token, Some("ua")).await, Err(NOT_FOUND), "{token}");
+        assert_eq!(t.core.tracking().check_open(token).await, Err(NOT_FOUND), "{token}");
     }
     for token in [open.as_str(), &click[..click.len() - 2]] {
-        assert_eq!(t.core.record_click(token, None).await, Err(NOT_FOUND), "{token}");
-        assert_eq!(t.core.check_click(token).await, Err(NOT_FOUND), "{token}");
+        assert_eq!(t.core.tracking().record_click(token, None).await, Err(NOT_FOUND), "{token}");
+        assert_eq!(t.core.tracking().check_click(token).await, Err(NOT_FOUND), "{token}");
     }
     assert_eq!(event_types(&t, &who, &sent).await, before);
 }
@@ -226,7 +235,10 @@ async fn without_tracking_configured_every_token_is_unknown() {
     let t = TestCore::new();
     let who = full_key();
     let sent = sent_message(&t, &who).await;
-    assert_eq!(t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await, Err(NOT_FOUND));
+    assert_eq!(
+        t.core.tracking().record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await,
+        Err(NOT_FOUND)
+    );
 }
 
 #[tokio::test]
@@ -236,8 +248,9 @@ async fn head_probes_answer_like_gets_and_record_nothing() {
     let sent = sent_message(&t, &who).await;
     let before = event_types(&t, &who, &sent).await;
 
-    t.core.check_open(&key().sign_open(sent.workspace_id, sent.id, None)).await.unwrap();
-    let url = t.core.check_click(&key().sign_click(sent.workspace_id, sent.id, None, &target())).await.unwrap();
+    t.core.tracking().check_open(&key().sign_open(sent.workspace_id, sent.id, None)).await.unwrap();
+    let url =
+        t.core.tracking().check_click(&key().sign_click(sent.workspace_id, sent.id, None, &target())).await.unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     assert_eq!(event_types(&t, &who, &sent).await, before);
@@ -250,9 +263,13 @@ async fn a_message_that_never_left_answers_but_records_nothing() {
     verified_domain(&t, &who, true, true).await;
     let queued = t.core.messages().send(&who, html_send(None), None).await.unwrap().message;
 
-    t.core.record_open(&key().sign_open(queued.workspace_id, queued.id, None), None).await.unwrap();
-    let url =
-        t.core.record_click(&key().sign_click(queued.workspace_id, queued.id, None, &target()), None).await.unwrap();
+    t.core.tracking().record_open(&key().sign_open(queued.workspace_id, queued.id, None), None).await.unwrap();
+    let url = t
+        .core
+        .tracking()
+        .record_click(&key().sign_click(queued.workspace_id, queued.id, None, &target()), None)
+        .await
+        .unwrap();
 
     assert_eq!(url.as_str(), TARGET);
     assert_eq!(event_types(&t, &who, &queued).await, [EventType::Queued]);
@@ -274,9 +291,16 @@ async fn a_bad_token_is_refused_before_the_store_is_asked() {
     let t = TestCore::with_config(tracking_config());
     let (ws, msg) = (WorkspaceId(fixtures::ulid()), MessageId(fixtures::ulid()));
     let forged = TrackingKey::from_bytes([6; 32]);
-    assert_eq!(t.core.record_open(&forged.sign_open(ws, msg, None), None).await, Err(NOT_FOUND));
-    assert_eq!(t.core.record_click(&forged.sign_click(ws, msg, None, &target()), None).await, Err(NOT_FOUND));
-    assert_eq!(t.core.record_click(&key().sign_open(ws, msg, None), None).await, Err(NOT_FOUND), "wrong kind");
+    assert_eq!(t.core.tracking().record_open(&forged.sign_open(ws, msg, None), None).await, Err(NOT_FOUND));
+    assert_eq!(
+        t.core.tracking().record_click(&forged.sign_click(ws, msg, None, &target()), None).await,
+        Err(NOT_FOUND)
+    );
+    assert_eq!(
+        t.core.tracking().record_click(&key().sign_open(ws, msg, None), None).await,
+        Err(NOT_FOUND),
+        "wrong kind"
+    );
     assert_eq!(t.faults.total_calls(), 0);
 }
 
@@ -293,7 +317,7 @@ async fn an_open_that_races_a_delivery_event_is_retried_on_the_fresh_message() {
     });
     let (reads, writes) = (t.faults.calls(Op::GetMessage), t.faults.calls(Op::RecordEvent));
 
-    t.core.record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
+    t.core.tracking().record_open(&key().sign_open(sent.workspace_id, sent.id, None), None).await.unwrap();
 
     assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the lost write and the retry");
     assert_eq!(t.faults.calls(Op::GetMessage) - reads, 2, "read again after the lost write");
@@ -322,13 +346,17 @@ async fn replayed_opens_and_clicks_stop_at_the_caps_keeping_the_first_of_each() 
     let other =
         key().sign_click(sent.workspace_id, sent.id, None, &TrackedUrl::parse("https://shop.example.com/x").unwrap());
 
-    t.core.record_open(&open, Some("first")).await.unwrap();
-    t.core.record_click(&click, Some("first")).await.unwrap();
+    t.core.tracking().record_open(&open, Some("first")).await.unwrap();
+    t.core.tracking().record_click(&click, Some("first")).await.unwrap();
     for _ in 0..200 {
-        t.core.record_open(&open, Some("replay")).await.unwrap();
-        assert_eq!(t.core.record_click(&click, Some("replay")).await.unwrap(), target(), "always redirected");
+        t.core.tracking().record_open(&open, Some("replay")).await.unwrap();
+        assert_eq!(
+            t.core.tracking().record_click(&click, Some("replay")).await.unwrap(),
+            target(),
+            "always redirected"
+        );
     }
-    t.core.record_click(&other, Some("later")).await.unwrap();
+    t.core.tracking().record_click(&other, Some("later")).await.unwrap();
 
     let timeline = events(&t, &who, &sent).await;
     let opened: Vec<_> = timeline.iter().filter(|e| e.event_type == EventType::Opened).collect();
@@ -351,7 +379,7 @@ async fn concurrent_replays_cannot_slip_past_the_cap_together() {
     let tasks: Vec<_> = (0..64)
         .map(|_| {
             let (core, open) = (t.core.clone(), open.clone());
-            tokio::spawn(async move { core.record_open(&open, None).await })
+            tokio::spawn(async move { core.tracking().record_open(&open, None).await })
         })
         .collect();
     for task in tasks {
@@ -374,11 +402,11 @@ async fn an_open_written_only_if_no_event_came_in_between() {
     let (node, token) = (other_node(&t), open.clone());
     t.faults.before(Op::RecordEvent, When::Once, move || {
         let (node, token) = (node.clone(), token.clone());
-        async move { node.record_open(&token, Some("other")).await.unwrap() }
+        async move { node.tracking().record_open(&token, Some("other")).await.unwrap() }
     });
     let writes = t.faults.calls(Op::RecordEvent);
 
-    t.core.record_open(&open, None).await.unwrap();
+    t.core.tracking().record_open(&open, None).await.unwrap();
 
     assert_eq!(t.faults.calls(Op::RecordEvent) - writes, 2, "the write naming the event it read lost, then the retry");
     let stored = t.core.messages().get(&who, sent.id).await.unwrap();

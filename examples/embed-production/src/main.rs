@@ -159,7 +159,7 @@ async fn sign_up(State(signup): State<Signup>, Json(form): Json<SignUpForm>) -> 
 /// while the service was down comes first after a restart.
 async fn react_to_outcomes(acme: WorkspaceHandle, saved: PathBuf) -> Result<(), Error> {
     let cursor = std::fs::read_to_string(&saved).ok().and_then(|text| FeedCursor::parse(text.trim()));
-    let mut events = acme.core().follow_events(acme.principal(), cursor);
+    let mut events = acme.core().events().follow(acme.principal(), cursor);
     loop {
         for entry in events.next().await? {
             if matches!(entry.event.event_type, EventType::Delivered | EventType::Bounced) {

@@ -1,6 +1,6 @@
 //! The bounce and complaint listener (`TIDINGS_INBOUND_SMTP_LISTEN`,
 //! docs/api.md#bounce-and-complaint-reports): the SMTP server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN` only,
-//! with each report handed to core's [`Tidings::process_report`].
+//! with each report handed to core's [`Feedback::process_report`](tidings_core::usecases::Feedback::process_report).
 //!
 //! A report is answered 250 once core has recorded what it says (or found it is about no
 //! message of ours: that is counted and logged, never an error, so a sender does not retry
@@ -52,7 +52,7 @@ impl ReportHandler {
 #[async_trait]
 impl InboundHandler for ReportHandler {
     async fn receive(&self, envelope: Envelope, raw: Vec<u8>) -> Result<(), HandlerError> {
-        let outcome = self.core.process_report(&envelope.recipients, &raw).await.map_err(|e| {
+        let outcome = self.core.feedback().process_report(&envelope.recipients, &raw).await.map_err(|e| {
             tracing::warn!(peer = %envelope.peer, "report not processed, the sender will retry: {e}");
             HandlerError::Temporary(e.to_string())
         })?;

@@ -52,7 +52,7 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
             Err(e) => return ApiError::from(e).into_response(),
         }
     }
-    let queue = state.metrics.queue_depth(state.core.pending_messages()).await;
+    let queue = state.metrics.queue_depth(state.core.operations().pending_messages()).await;
     let body = state.metrics.render(queue);
     (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }

@@ -82,9 +82,9 @@ pub async fn get_open_pixel(
     ApiPath(token): ApiPath<String>,
 ) -> ApiResult<Response> {
     if method == Method::HEAD {
-        state.core.check_open(&token).await?;
+        state.core.tracking().check_open(&token).await?;
     } else {
-        state.core.record_open(&token, user_agent(&headers).as_deref()).await?;
+        state.core.tracking().record_open(&token, user_agent(&headers).as_deref()).await?;
     }
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
@@ -115,9 +115,9 @@ pub async fn follow_tracked_link(
     ApiPath(token): ApiPath<String>,
 ) -> ApiResult<Response> {
     let url = if method == Method::HEAD {
-        state.core.check_click(&token).await?
+        state.core.tracking().check_click(&token).await?
     } else {
-        state.core.record_click(&token, user_agent(&headers).as_deref()).await?
+        state.core.tracking().record_click(&token, user_agent(&headers).as_deref()).await?
     };
     // The url crate writes ASCII without controls, so this holds; were it ever not, the link
     // is as good as unknown.
