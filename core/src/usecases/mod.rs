@@ -3,9 +3,9 @@
 //! [`Tidings`] holds the ports and the configuration; each submodule adds the use cases of
 //! one resource. An area is reached through a handle that [`Tidings`] hands out, so a front
 //! end calls the area it needs (`core.webhooks().create(..)`: [`Webhooks`]) instead of one
-//! object with every method; the resources not yet moved still add an `impl Tidings`
-//! block. Every use case that acts for a client takes the authenticated [`Principal`] and
-//! enforces scope and workspace isolation itself.
+//! object with every method (docs/decisions.md "Use cases by area" says what stays on
+//! [`Tidings`]). Every use case that acts for a client takes the authenticated
+//! [`Principal`] and enforces scope and workspace isolation itself.
 
 mod address_list;
 mod auth;
