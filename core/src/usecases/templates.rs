@@ -116,12 +116,7 @@ impl Templates<'_> {
             return Err(Error::Validation { fields: faults });
         };
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.core
-            .check_syntax_in_pool(
-                who.workspace_id,
-                OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
-            )
-            .await?;
+        self.check_syntax(who.workspace_id, &subject, &html, &text).await?;
 
         let now = self.core.clock.now();
         let id = TemplateId::new_at(now, &*self.core.random);
@@ -179,12 +174,7 @@ impl Templates<'_> {
         let template = self.template_of(who.workspace_id, id).await?;
         let subject = subject_template(req.subject.as_deref()).map_err(|f| Error::Validation { fields: vec![f] })?;
         let (html, text) = (non_empty(req.html), non_empty(req.text));
-        self.core
-            .check_syntax_in_pool(
-                who.workspace_id,
-                OwnedSource { subject: subject.clone(), html: html.clone(), text: text.clone() },
-            )
-            .await?;
+        self.check_syntax(who.workspace_id, &subject, &html, &text).await?;
 
         let now = self.core.clock.now();
         let version = NewTemplateVersion {
@@ -321,6 +311,19 @@ impl Templates<'_> {
     /// use any template of the workspace, and this reveals no more.
     pub async fn ids_named(&self, who: &Principal, name: &str, limit: usize) -> Result<Vec<TemplateId>> {
         Ok(self.core.store.template_ids_named(who.workspace_id, name.trim(), limit).await?)
+    }
+
+    /// Compiles a version's subject and bodies in the render pool, as they will be stored:
+    /// a syntax error is a 422 `template_syntax_error` naming line and column.
+    async fn check_syntax(
+        &self,
+        workspace: WorkspaceId,
+        subject: &str,
+        html: &Option<String>,
+        text: &Option<String>,
+    ) -> Result<()> {
+        let source = OwnedSource { subject: subject.to_owned(), html: html.clone(), text: text.clone() };
+        self.core.check_syntax_in_pool(workspace, source).await
     }
 
     async fn template_of(&self, workspace: WorkspaceId, id: TemplateId) -> Result<Template> {
