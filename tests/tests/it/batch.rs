@@ -6,7 +6,7 @@
 use crate::common;
 use std::time::Duration;
 
-use crate::common::{assert_invalid, assert_ok, create_key, server_with_dns, verified_domain};
+use crate::common::{assert_invalid, assert_ok, create_key, server_relaying_to, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
@@ -26,8 +26,7 @@ struct Scene {
 
 async fn scene() -> Scene {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let (server, dns) = server_relaying_to(&sink, &[]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     let (_, key) = create_key(&server, server.key(), json!({"name": "bulk", "rateLimitPerSec": 100})).await;
     Scene { server, _dns: dns, sink, key }

@@ -15,7 +15,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::common::dkim::assert_signed_by;
-use crate::common::{assert_error, assert_ok, block_on, publish, server_with_dns, start_with_dns, verified_domain};
+use crate::common::{
+    assert_error, assert_ok, block_on, publish, server_relaying_to, server_with_dns, start_with_dns, verified_domain,
+};
 use chrono::{DateTime, Utc};
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
@@ -53,14 +55,14 @@ impl Relay {
             return relay;
         }
         let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay_url = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[
-            ("TIDINGS_DELIVERY", "relay"),
-            ("TIDINGS_SMTP_RELAY", &relay_url),
-            ("TIDINGS_RETRY_SCHEDULE", "1s,1s"),
-            ("TIDINGS_RETURN_PATH_DOMAIN", RETURN_PATH_DOMAIN),
-            ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "1s"),
-        ])
+        let (server, dns) = server_relaying_to(
+            &sink,
+            &[
+                ("TIDINGS_RETRY_SCHEDULE", "1s,1s"),
+                ("TIDINGS_RETURN_PATH_DOMAIN", RETURN_PATH_DOMAIN),
+                ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "1s"),
+            ],
+        )
         .await;
         verified_domain(&server, &dns, server.key(), RELAY_DOMAIN).await;
         let relay = Arc::new(Self { server, dns, sink });

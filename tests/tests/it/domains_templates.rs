@@ -3,8 +3,8 @@
 //! (docs/api.md#domains, #templates and #tracking).
 
 use crate::common::{
-    assert_error, assert_invalid, assert_ok, field_of_items, ids, publish, server_with_dns, verified_domain,
-    walk_pages, walk_pages_by,
+    assert_error, assert_invalid, assert_ok, field_of_items, ids, publish, server_relaying_to, server_with_dns,
+    verified_domain, walk_pages, walk_pages_by,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -392,8 +392,7 @@ const SPF_WARNING: &str = "TIDINGS_SPF_INCLUDE is not set on this Tidings server
 #[tokio::test]
 async fn relay_delivery_without_an_spf_term_warns_in_the_log_and_on_the_spf_record() {
     let sink = tidings_transport_smtp::testing::SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let (server, dns) = server_relaying_to(&sink, &[]).await;
     let key = server.key().to_owned();
     let logged = server.wait_for_log(&[SPF_WARNING]).expect("a warning naming TIDINGS_SPF_INCLUDE at start");
     assert!(logged.contains("WARN") && logged.contains("ip4:127.0.0.1"), "{logged}");

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::common::mail::{send_ok, wait_for_status};
-use crate::common::{assert_error, assert_invalid, assert_ok, server_with_dns, verified_domain};
+use crate::common::{assert_error, assert_invalid, assert_ok, server_relaying_to, verified_domain};
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::json;
 use tidings_transport_smtp::testing::SmtpSink;
@@ -21,8 +21,7 @@ const BREAKS: [&str; 5] = ["\r\n", "\n", "\r", "\r\n\t", "%0d%0a"];
 #[tokio::test]
 async fn line_breaks_in_addresses_names_and_subjects_are_refused_and_queue_nothing() {
     let sink = SmtpSink::start().await.expect("the sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let (server, dns) = server_relaying_to(&sink, &[]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     let from = format!("hello@{DOMAIN}");
 
@@ -94,8 +93,7 @@ async fn domain_id(server: &tidings_e2e::TestServer) -> String {
 #[tokio::test]
 async fn header_and_boundary_lookalikes_in_content_stay_inside_their_part() {
     let sink = SmtpSink::start().await.expect("the sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let (server, dns) = server_relaying_to(&sink, &[]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     let evil = "x\r\n\r\n--boundary\r\nContent-Type: text/html\r\nX-Injected: yes\r\n\r\n<script>alert(1)</script>\r\n.\r\nMAIL FROM:<x@y>\r\n";
     let (status, template) = server

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_ok, server_with_dns, verified_domain};
+use crate::common::{assert_ok, server_relaying_to, server_with_dns, verified_domain};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
@@ -24,10 +24,7 @@ const DOMAIN: &str = "ops.example";
 /// verified sending domain [`DOMAIN`].
 async fn relay_server(env: &[(&str, &str)]) -> (TestServer, TestDnsServer, SmtpSink) {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let mut all = vec![("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", relay.as_str())];
-    all.extend_from_slice(env);
-    let (server, dns) = server_with_dns(&all).await;
+    let (server, dns) = server_relaying_to(&sink, env).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     (server, dns, sink)
 }

@@ -12,7 +12,7 @@ use tidings_transport_smtp::testing::{Rule, SmtpSink, Stage};
 
 use crate::common::mail::{plain_mail, send_ok, wait_for_status};
 use crate::common::receiver::{Receiver, Reply};
-use crate::common::{assert_ok, server_with_dns, verified_domain};
+use crate::common::{assert_ok, server_relaying_to, verified_domain};
 
 /// The line with every one of `needles`, waiting for it; fails with the whole log if none.
 fn logged(server: &tidings_e2e::TestServer, needles: &[&str]) -> String {
@@ -24,16 +24,16 @@ fn logged(server: &tidings_e2e::TestServer, needles: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_bounces_suppressions_and_webhook_failures_are_logged_with_their_ids() {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
     let receiver = Receiver::start().await;
-    let (server, dns) = server_with_dns(&[
-        ("TIDINGS_DELIVERY", "relay"),
-        ("TIDINGS_SMTP_RELAY", &relay),
-        ("TIDINGS_RETRY_SCHEDULE", "1s,1s"),
-        ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "1s,1s"),
-        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
-        ("TIDINGS_MX_ALLOW_PRIVATE", "true"),
-    ])
+    let (server, dns) = server_relaying_to(
+        &sink,
+        &[
+            ("TIDINGS_RETRY_SCHEDULE", "1s,1s"),
+            ("TIDINGS_WEBHOOK_RETRY_SCHEDULE", "1s,1s"),
+            ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+            ("TIDINGS_MX_ALLOW_PRIVATE", "true"),
+        ],
+    )
     .await;
     let key = server.key().to_owned();
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tidings_transport_smtp::testing::{Rule, SmtpSink, Stage};
 
 use crate::common::{
-    assert_ok, block_on, create_key, dashboard_page, dashboard_session, server_with_dns, verified_domain,
+    assert_ok, block_on, create_key, dashboard_page, dashboard_session, server_relaying_to, verified_domain,
 };
 
 const DOMAIN: &str = "overview.example";
@@ -28,8 +28,7 @@ fn element<'a>(body: &'a str, id: &str, tag: &str) -> &'a str {
 fn the_overview_counts_relayed_mail_per_recipient_as_its_timelines_do() {
     block_on(async {
         let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+        let (server, dns) = server_relaying_to(&sink, &[]).await;
         let domain_id = verified_domain(&server, &dns, server.key(), DOMAIN).await;
         for gone in ["gone1@inbox.example", "gone2@inbox.example", "gone3@inbox.example"] {
             sink.add_rule(Rule::reply(Stage::Rcpt, 550, "5.1.1 user unknown").for_recipient(gone));

@@ -18,7 +18,7 @@ use crate::common::dkim::assert_signed_by;
 use crate::common::receiver::Receiver;
 use crate::common::reports::{report_fixture, smtp_send};
 use crate::common::{
-    assert_error, assert_invalid, assert_ok, block_on, dashboard_page, dashboard_session, server_with_dns,
+    assert_error, assert_invalid, assert_ok, block_on, dashboard_page, dashboard_session, server_relaying_to,
     verified_domain,
 };
 use mail_parser::MessageParser;
@@ -46,15 +46,15 @@ struct Setup {
 
 async fn setup() -> Setup {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[
-        ("TIDINGS_DELIVERY", "relay"),
-        ("TIDINGS_SMTP_RELAY", &relay),
-        ("TIDINGS_RETURN_PATH_DOMAIN", BOUNCE_DOMAIN),
-        ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:0"),
-        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
-        ("TIDINGS_RETRY_SCHEDULE", "1s"),
-    ])
+    let (server, dns) = server_relaying_to(
+        &sink,
+        &[
+            ("TIDINGS_RETURN_PATH_DOMAIN", BOUNCE_DOMAIN),
+            ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:0"),
+            ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+            ("TIDINGS_RETRY_SCHEDULE", "1s"),
+        ],
+    )
     .await;
     let key = server.key().to_owned();
     verified_domain(&server, &dns, &key, DOMAIN).await;

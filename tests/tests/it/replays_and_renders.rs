@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::mail;
 use crate::common::receiver::Receiver;
-use crate::common::{assert_error, assert_ok, block_on, create_key, server_with_dns, verified_domain, walk_pages};
+use crate::common::{
+    assert_error, assert_ok, block_on, create_key, server_relaying_to, server_with_dns, verified_domain, walk_pages,
+};
 use futures::StreamExt as _;
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
@@ -40,10 +42,7 @@ const RESET_SECRET: &str = "Rst7f3c9a1d5e8b2QzX";
 /// A server relaying to a fresh SMTP sink, with `shop.example` verified and `env` added.
 async fn relayed_server(env: &[(&str, &str)]) -> (SmtpSink, TestServer, TestDnsServer, String) {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let mut all = vec![("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", relay.as_str())];
-    all.extend_from_slice(env);
-    let (server, dns) = server_with_dns(&all).await;
+    let (server, dns) = server_relaying_to(&sink, env).await;
     let key = server.key().to_owned();
     verified_domain(&server, &dns, &key, "shop.example").await;
     (sink, server, dns, key)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::receiver::Receiver;
 use crate::common::reports::{report_fixture, smtp_send};
-use crate::common::{assert_error, assert_ok, block_on, server_with_dns, verified_domain};
+use crate::common::{assert_error, assert_ok, block_on, server_relaying_to, verified_domain};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::TestServer;
@@ -34,14 +34,14 @@ struct Setup {
 
 async fn setup() -> Setup {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[
-        ("TIDINGS_DELIVERY", "relay"),
-        ("TIDINGS_SMTP_RELAY", &relay),
-        ("TIDINGS_RETURN_PATH_DOMAIN", BOUNCE_DOMAIN),
-        ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:0"),
-        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
-    ])
+    let (server, dns) = server_relaying_to(
+        &sink,
+        &[
+            ("TIDINGS_RETURN_PATH_DOMAIN", BOUNCE_DOMAIN),
+            ("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:0"),
+            ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ],
+    )
     .await;
     let key = server.key().to_owned();
     verified_domain(&server, &dns, &key, "shop.example").await;

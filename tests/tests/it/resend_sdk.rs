@@ -25,7 +25,7 @@ use tidings_e2e::TestServer;
 use tidings_transport_smtp::testing::{ReceivedMessage, SmtpSink};
 
 use crate::common::sdk::{attachments, node_sdk_ready, printed};
-use crate::common::{block_on, server_with_dns, verified_domain};
+use crate::common::{block_on, server_relaying_to, server_with_dns, verified_domain};
 
 const DOMAIN: &str = "shop.example";
 
@@ -48,13 +48,7 @@ struct Setup {
 impl Setup {
     async fn start() -> Self {
         let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-        let relay = format!("smtp://{}", sink.addr());
-        let (server, dns) = server_with_dns(&[
-            ("TIDINGS_DELIVERY", "relay"),
-            ("TIDINGS_SMTP_RELAY", &relay),
-            ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
-        ])
-        .await;
+        let (server, dns) = server_relaying_to(&sink, &[("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true")]).await;
         let key = server.key().to_owned();
         verified_domain(&server, &dns, &key, DOMAIN).await;
         let (status, body) = server.post("/v1/suppressions", &key, serde_json::json!({"email": SUPPRESSED})).await;

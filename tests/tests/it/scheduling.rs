@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_error, assert_ok, server_with_dns, verified_domain};
+use crate::common::{assert_error, assert_ok, server_relaying_to, verified_domain};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;
@@ -26,8 +26,7 @@ struct Scene {
 
 async fn scene() -> Scene {
     let sink = SmtpSink::start().await.expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", &relay)]).await;
+    let (server, dns) = server_relaying_to(&sink, &[]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     Scene { server, _dns: dns, sink }
 }

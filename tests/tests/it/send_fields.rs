@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::receiver::Receiver;
-use crate::common::{assert_invalid, assert_ok, block_on, server_with_dns, verified_domain};
+use crate::common::{assert_invalid, assert_ok, block_on, server_relaying_to, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use mail_parser::{MessageParser, MimeHeaders, PartType};
@@ -39,13 +39,7 @@ async fn setup() -> Setup {
     let sink = SmtpSink::start_with(SinkConfig { max_message_bytes: 64 * 1024 * 1024, ..SinkConfig::default() })
         .await
         .expect("the SMTP sink starts");
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[
-        ("TIDINGS_DELIVERY", "relay"),
-        ("TIDINGS_SMTP_RELAY", &relay),
-        ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true"),
-    ])
-    .await;
+    let (server, dns) = server_relaying_to(&sink, &[("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "true")]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     Setup { server, _dns: dns, sink }
 }

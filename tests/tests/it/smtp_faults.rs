@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::common::mail::{plain_mail, send_ok, timeline, types, wait_for_status};
-use crate::common::{server_with_dns, verified_domain};
+use crate::common::{server_relaying_to, server_with_dns, verified_domain};
 use serde_json::Value;
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_e2e::TestServer;
@@ -22,14 +22,8 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A server relaying to `sink` with 2 s SMTP timeouts and the schedule `1s,1s` (three
 /// attempts), and its verified domain.
 async fn relaying_to(sink: &SmtpSink) -> (TestServer, TestDnsServer) {
-    let relay = format!("smtp://{}", sink.addr());
-    let (server, dns) = server_with_dns(&[
-        ("TIDINGS_DELIVERY", "relay"),
-        ("TIDINGS_SMTP_RELAY", &relay),
-        ("TIDINGS_SMTP_TIMEOUT", "2s"),
-        ("TIDINGS_RETRY_SCHEDULE", "1s,1s"),
-    ])
-    .await;
+    let (server, dns) =
+        server_relaying_to(sink, &[("TIDINGS_SMTP_TIMEOUT", "2s"), ("TIDINGS_RETRY_SCHEDULE", "1s,1s")]).await;
     verified_domain(&server, &dns, server.key(), DOMAIN).await;
     (server, dns)
 }

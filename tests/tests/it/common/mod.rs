@@ -31,6 +31,18 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
+/// A server that delivers through `sink` as its SMTP relay (`TIDINGS_DELIVERY=relay`), with
+/// `env` added, and the DNS server its domain checks ask.
+pub async fn server_relaying_to(
+    sink: &tidings_transport_smtp::testing::SmtpSink,
+    env: &[(&str, &str)],
+) -> (TestServer, TestDnsServer) {
+    let relay = format!("smtp://{}", sink.addr());
+    let mut all = vec![("TIDINGS_DELIVERY", "relay"), ("TIDINGS_SMTP_RELAY", relay.as_str())];
+    all.extend_from_slice(env);
+    server_with_dns(&all).await
+}
+
 /// A server on a fresh store whose domain checks ask a DNS server on loopback, with `env`
 /// added to its settings.
 pub async fn server_with_dns(env: &[(&str, &str)]) -> (TestServer, TestDnsServer) {
