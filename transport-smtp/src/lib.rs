@@ -4,6 +4,7 @@
 //! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
 //! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS.
 //! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
+//! - [`mta_sts`]: recipient domains' MTA-STS policies (RFC 8461), fetched and cached.
 //!
 //! The transports report what they observed, in SMTP's terms: a reply with its code and
 //! text, or why there was none. Whether that is a bounce or a reason to retry is core's
@@ -16,6 +17,7 @@
 mod attempt;
 mod config;
 mod errors;
+pub mod mta_sts;
 mod mx;
 mod mx_guard;
 mod outbox;

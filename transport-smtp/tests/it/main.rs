@@ -3,6 +3,7 @@
 
 mod common;
 mod errors;
+mod mta_sts;
 mod mx;
 mod outbox;
 mod relay;
