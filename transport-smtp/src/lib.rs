@@ -2,7 +2,8 @@
 //! SMTP, on [lettre](https://docs.rs/lettre) with rustls.
 //!
 //! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
-//! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS.
+//! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS (required
+//!   and verified where the domain's MTA-STS policy enforces it).
 //! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
 //! - [`mta_sts`]: recipient domains' MTA-STS policies (RFC 8461), fetched and cached.
 //!
