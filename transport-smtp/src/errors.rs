@@ -77,6 +77,8 @@ pub(crate) enum Cause {
     Connect(io::Error),
     /// The connected peer is not a public address (the MX guard).
     NotPublic(NotPublic),
+    /// The server cannot meet the recipient domain's TLS policy (see the text).
+    Policy(String),
 }
 
 /// A failed step of an SMTP exchange.
@@ -118,6 +120,11 @@ impl Failure {
         Self { stage, cause: Cause::Local(reason) }
     }
 
+    /// The server cannot meet a TLS policy; `reason` names the server and the policy.
+    pub(crate) fn policy(stage: Stage, reason: String) -> Self {
+        Self { stage, cause: Cause::Policy(reason) }
+    }
+
     /// The error the port reports for this failure with `remote`.
     pub(crate) fn to_send_error(&self, remote: &str) -> SendError {
         match &self.cause {
@@ -138,6 +145,9 @@ impl Failure {
             }
             Cause::Connect(io) => SendError::Unreachable { reason: format!("cannot connect to {remote}: {io}") },
             Cause::NotPublic(refused) => SendError::Unreachable { reason: format!("{remote}: {refused}") },
+            // Temporary: the policy or the server may change, and RFC 8461 §5.1 asks that
+            // mail is not bounced before a new policy was looked for.
+            Cause::Policy(reason) => SendError::Unreachable { reason: reason.clone() },
         }
     }
 
@@ -155,7 +165,9 @@ impl Failure {
             && match &self.cause {
                 Cause::Reply(reply) => reply.code == 421,
                 Cause::Smtp(_) => true,
-                Cause::Timeout(_) | Cause::Local(_) | Cause::Connect(_) | Cause::NotPublic(_) => false,
+                Cause::Timeout(_) | Cause::Local(_) | Cause::Connect(_) | Cause::NotPublic(_) | Cause::Policy(_) => {
+                    false
+                }
             }
     }
 

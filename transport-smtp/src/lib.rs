@@ -2,8 +2,10 @@
 //! SMTP, on [lettre](https://docs.rs/lettre) with rustls.
 //!
 //! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
-//! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS.
+//! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS (required
+//!   and verified where the domain's MTA-STS policy enforces it).
 //! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
+//! - [`mta_sts`]: recipient domains' MTA-STS policies (RFC 8461), fetched and cached.
 //!
 //! The transports report what they observed, in SMTP's terms: a reply with its code and
 //! text, or why there was none. Whether that is a bounce or a reason to retry is core's
@@ -16,6 +18,7 @@
 mod attempt;
 mod config;
 mod errors;
+pub mod mta_sts;
 mod mx;
 mod mx_guard;
 mod outbox;

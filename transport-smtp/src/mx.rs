@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use lettre::transport::smtp::client::{CertificateStore, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, CertificateStore, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use tidings_core::domain_name::DomainName;
 use tidings_core::ports::{DnsError, Mailer, OutboundEmail, SendError, SendReceipt};
@@ -13,6 +13,7 @@ use tidings_dns::HickoryDns;
 
 use crate::attempt::{self, AttemptError};
 use crate::config::{ConfigError, MxConfig, client_id, human};
+use crate::mta_sts::{ActivePolicy, Mode, MtaSts, TrustRoots};
 use crate::mx_guard;
 use crate::pool::Destinations;
 use crate::session::{Connector, Target, TlsPlan};
@@ -60,14 +61,22 @@ impl MxLookup for HickoryDns {
 /// (MAIL), the host's answer is final for this delivery, 4xx included: core schedules the
 /// retry. When every host failed, the error lists why each did.
 ///
-/// **TLS is opportunistic and unverified**: STARTTLS whenever offered, any certificate
-/// accepted, and a host whose STARTTLS fails is tried again in plaintext. Between MTAs a
-/// certificate proves nothing without a policy saying which name to expect (MTA-STS,
-/// RFC 8461, or DANE, RFC 7672; neither is implemented yet), and an attacker able to
-/// intercept can strip STARTTLS from the EHLO reply anyway. Refusing plaintext would lose
+/// **TLS is opportunistic and unverified** unless a policy says otherwise: STARTTLS
+/// whenever offered, any certificate accepted, and a host whose STARTTLS fails is tried
+/// again in plaintext. Between MTAs a certificate proves nothing without a policy saying
+/// which name to expect (MTA-STS, RFC 8461, below; DANE, RFC 7672, is not implemented),
+/// and an attacker able to intercept can strip STARTTLS from the EHLO reply anyway. Refusing plaintext would lose
 /// mail to the many servers with self-signed or mismatched certificates and gain nothing
 /// against an active attacker; encryption still defeats passive eavesdropping. Postfix's
 /// `smtp_tls_security_level = may` behaves the same way.
+///
+/// **MTA-STS** ([`MxMailer::with_mta_sts`]): when the recipient domain's policy is in mode
+/// `enforce`, only the MX hosts it lists are tried, each over STARTTLS with a certificate
+/// valid for the host's name, without the plaintext retry; a host that cannot is skipped
+/// like an unreachable one, and when none took the message the delivery fails with
+/// [`SendError::Unreachable`] (a retry, as RFC 8461 §5.1 asks) naming the policy. Those
+/// connections have pools of their own, so a connection opened opportunistically never
+/// carries mail the policy covers. Mode `testing`, `none` or no policy: as above.
 ///
 /// [`PoolSettings::max_connections`]: crate::PoolSettings::max_connections
 pub struct MxMailer {
@@ -75,6 +84,23 @@ pub struct MxMailer {
     config: MxConfig,
     hello: ClientId,
     destinations: Destinations,
+    sts: Option<Sts>,
+}
+
+/// MTA-STS as the mailer applies it.
+struct Sts {
+    policies: Arc<MtaSts>,
+    /// The roots an MX host's certificate must chain to under an `enforce` policy; empty
+    /// with the system's store.
+    roots: Vec<Certificate>,
+    system_roots: bool,
+}
+
+/// The `enforce` policy a delivery is under.
+struct Enforced<'a> {
+    active: &'a ActivePolicy,
+    /// "the MTA-STS policy of example.com (id 1)".
+    name: String,
 }
 
 impl std::fmt::Debug for MxMailer {
@@ -89,13 +115,68 @@ impl MxMailer {
         config.validate()?;
         let hello = client_id(config.ehlo_name.as_deref())?;
         let destinations = Destinations::new(config.pool, config.max_destinations);
-        Ok(Self { dns, config, hello, destinations })
+        Ok(Self { dns, config, hello, destinations, sts: None })
+    }
+
+    /// The same mailer, applying the MTA-STS policies `policies` finds (see the type's
+    /// docs); MX certificates under an `enforce` policy must chain to `roots`.
+    pub fn with_mta_sts(mut self, policies: Arc<MtaSts>, roots: &TrustRoots) -> Result<Self, ConfigError> {
+        let (roots, system_roots) = match roots {
+            TrustRoots::System => (Vec::new(), true),
+            TrustRoots::Only(certificates) => {
+                let roots = certificates
+                    .iter()
+                    .map(|der| Certificate::from_der(der.to_vec()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|error| ConfigError::CaCertificate(error.into()))?;
+                (roots, false)
+            }
+        };
+        self.sts = Some(Sts { policies, roots, system_roots });
+        Ok(self)
+    }
+
+    /// The `enforce` policy of `domain`, if it has one.
+    async fn enforced_policy(&self, domain: &DomainName) -> Option<ActivePolicy> {
+        let active = self.sts.as_ref()?.policies.policy_for(domain).await?;
+        match active.policy.mode {
+            Mode::Enforce => Some(active),
+            Mode::Testing => {
+                tracing::debug!(%domain, id = %active.id, "MTA-STS policy in testing mode: delivering as without one");
+                None
+            }
+            Mode::None => None,
+        }
     }
 
     async fn deliver(&self, email: &OutboundEmail, failures: &Mutex<Vec<String>>) -> Result<SendReceipt, SendError> {
         let domain = email.envelope_to.domain();
         let route = route(self.dns.as_ref(), domain, email.message_id.ulid().random()).await?;
         let note = |text: String| failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(text);
+        let active = self.enforced_policy(domain).await;
+        let enforced = active
+            .as_ref()
+            .map(|active| Enforced { active, name: format!("the MTA-STS policy of {domain} (id {})", active.id) });
+        let hosts: Vec<&String> = match &enforced {
+            None => route.hosts.iter().collect(),
+            Some(enforced) => {
+                let (listed, unlisted): (Vec<&String>, Vec<&String>) =
+                    route.hosts.iter().partition(|host| enforced.active.policy.allows(host));
+                if listed.is_empty() {
+                    let unlisted = unlisted.iter().map(|host| host.as_str()).collect::<Vec<_>>().join(", ");
+                    return Err(SendError::Unreachable {
+                        reason: format!(
+                            "{} (mode enforce) lists none of the mail servers of {domain} ({unlisted}), so none was tried",
+                            enforced.name
+                        ),
+                    });
+                }
+                for host in unlisted {
+                    note(format!("{host}: not listed by {}, not tried", enforced.name));
+                }
+                listed
+            }
+        };
         let mut budget = self.config.max_addresses;
         let mut addressed = false;
         // Whether the guard refused an address: when it refused every one and every host's
@@ -107,7 +188,7 @@ impl MxMailer {
         // outcome; if any could not be reached, the delivery is worth retrying.
         let mut last_rejection = None;
         let mut all_rejected = true;
-        for host in &route.hosts {
+        for host in hosts {
             let addrs = match self.dns.host_addrs(host).await {
                 Ok(addrs) => addrs,
                 Err(error) => {
@@ -135,14 +216,22 @@ impl MxMailer {
                 continue;
             }
             addressed = true;
-            let pool = self.destinations.get(host);
+            // Connections that met the policy are pooled apart from opportunistic ones.
+            let pool = match &enforced {
+                None => self.destinations.get(host),
+                Some(_) => self.destinations.get(&format!("{host} (MTA-STS)")),
+            };
             for ip in addrs {
                 if budget == 0 {
                     break;
                 }
                 budget -= 1;
-                let connector = self.connector(host, SocketAddr::new(ip, self.config.port))?;
-                match attempt::deliver(&pool, &connector, true, email).await {
+                let addr = SocketAddr::new(ip, self.config.port);
+                let connector = match &enforced {
+                    None => self.connector(host, addr)?,
+                    Some(enforced) => self.enforcing_connector(host, addr, &enforced.name)?,
+                };
+                match attempt::deliver(&pool, &connector, enforced.is_none(), email).await {
                     Ok(receipt) => return Ok(receipt),
                     Err(AttemptError::Transaction(error)) => return Err(error),
                     Err(AttemptError::Session(error)) => {
@@ -173,8 +262,14 @@ impl MxMailer {
             Some(rejection) if all_rejected => Err(rejection),
             _ => {
                 let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
+                let under = match &enforced {
+                    None => String::new(),
+                    Some(enforced) => {
+                        format!(" under {} (mode enforce: TLS with a valid certificate required)", enforced.name)
+                    }
+                };
                 Err(SendError::Unreachable {
-                    reason: format!("no mail server of {domain} took the message: {failures}"),
+                    reason: format!("no mail server of {domain} took the message{under}: {failures}"),
                 })
             }
         }
@@ -188,16 +283,38 @@ impl MxMailer {
             .dangerous_accept_invalid_hostnames(true)
             .build_rustls()
             .map_err(|error| SendError::Local { reason: format!("cannot set up TLS for {host}: {error}") })?;
-        Ok(Connector {
+        Ok(self.connector_with(host, addr, TlsPlan::StartTls(parameters)))
+    }
+
+    /// How to reach `host` at `addr` under an `enforce` policy (`required_by` names it):
+    /// STARTTLS required, the certificate verified for `host`.
+    fn enforcing_connector(&self, host: &str, addr: SocketAddr, required_by: &str) -> Result<Connector, SendError> {
+        let mut builder = TlsParameters::builder(host.to_owned());
+        if let Some(sts) = &self.sts {
+            let store = if sts.system_roots { CertificateStore::Default } else { CertificateStore::None };
+            builder = builder.certificate_store(store);
+            for root in &sts.roots {
+                builder = builder.add_root_certificate(root.clone());
+            }
+        }
+        let parameters = builder
+            .build_rustls()
+            .map_err(|error| SendError::Local { reason: format!("cannot set up TLS for {host}: {error}") })?;
+        let plan = TlsPlan::RequireStartTls { parameters, required_by: required_by.to_owned() };
+        Ok(self.connector_with(host, addr, plan))
+    }
+
+    fn connector_with(&self, host: &str, addr: SocketAddr, tls: TlsPlan) -> Connector {
+        Connector {
             target: Target::Addr(addr),
             remote: format!("{host}[{}]:{}", addr.ip(), addr.port()),
-            tls: TlsPlan::StartTls(parameters),
+            tls,
             credentials: None,
             plaintext_auth_allowed: false,
             hello: self.hello.clone(),
             timeouts: self.config.timeouts,
             public_peer_only: !self.config.allow_private,
-        })
+        }
     }
 }
 

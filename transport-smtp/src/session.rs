@@ -46,6 +46,15 @@ pub(crate) enum TlsPlan {
     Plain,
     /// STARTTLS when the server offers it.
     StartTls(TlsParameters),
+    /// STARTTLS, or no session: a server that does not offer it fails at
+    /// [`Stage::StartTls`] with a policy failure naming `required_by`. The parameters verify
+    /// the certificate.
+    RequireStartTls {
+        /// How to secure it.
+        parameters: TlsParameters,
+        /// What requires it, for the error: "the MTA-STS policy of example.com (id 1)".
+        required_by: String,
+    },
     /// TLS from the first byte.
     Implicit(TlsParameters),
 }
@@ -84,12 +93,20 @@ impl Connector {
         let timeouts = &self.timeouts;
         let mut conn = match tls {
             TlsPlan::Implicit(parameters) => self.connect_implicit_tls(parameters.clone()).await?,
-            TlsPlan::Plain | TlsPlan::StartTls(_) => self.connect_plain().await?,
+            TlsPlan::Plain | TlsPlan::StartTls(_) | TlsPlan::RequireStartTls { .. } => self.connect_plain().await?,
         };
-        if let TlsPlan::StartTls(parameters) = tls
-            && conn.can_starttls()
-        {
-            step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
+        match tls {
+            TlsPlan::StartTls(parameters) if conn.can_starttls() => {
+                step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
+            }
+            TlsPlan::RequireStartTls { parameters, required_by } => {
+                if !conn.can_starttls() {
+                    let reason = format!("{} does not offer STARTTLS, which {required_by} requires", self.remote);
+                    return Err(Failure::policy(Stage::StartTls, reason));
+                }
+                step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
+            }
+            TlsPlan::Plain | TlsPlan::StartTls(_) | TlsPlan::Implicit(_) => {}
         }
         if let Some(credentials) = &self.credentials {
             if !conn.is_encrypted() && !self.plaintext_auth_allowed {

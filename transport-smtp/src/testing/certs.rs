@@ -1,5 +1,5 @@
-//! A throwaway CA and a server certificate it signed, generated per sink, so a test can
-//! trust exactly this sink (the CA's PEM) and nothing else.
+//! A throwaway CA and a server certificate it signed, generated per sink (SMTP or policy
+//! server), so a test can trust exactly this server (the CA's certificate) and nothing else.
 
 use std::io;
 use std::sync::Arc;
@@ -11,12 +11,14 @@ use rcgen::{
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::aws_lc_rs;
-use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// The sink's TLS material.
 pub(super) struct SinkCertificates {
     /// The CA certificate to trust, PEM.
     pub(super) ca_pem: String,
+    /// The same, DER.
+    pub(super) ca_der: CertificateDer<'static>,
     /// Accepts TLS with the server certificate.
     pub(super) acceptor: TlsAcceptor,
 }
@@ -45,5 +47,5 @@ pub(super) fn generate(names: Vec<String>) -> io::Result<SinkCertificates> {
         .with_no_client_auth()
         .with_single_cert(vec![certificate.der().clone()], key)
         .map_err(io::Error::other)?;
-    Ok(SinkCertificates { ca_pem: ca.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) })
+    Ok(SinkCertificates { ca_pem: ca.pem(), ca_der: ca.der().clone(), acceptor: TlsAcceptor::from(Arc::new(config)) })
 }

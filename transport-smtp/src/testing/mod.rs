@@ -15,12 +15,17 @@
 //! - AUTH PLAIN/LOGIN required with given credentials ([`SinkConfig::auth`]);
 //! - bounded: lines and messages over the limits are read, discarded and refused, so a
 //!   runaway client cannot make it hold much memory; retaining messages can be turned off.
+//!
+//! And [`PolicyServer`], an HTTPS server with its own CA serving scripted answers, for
+//! MTA-STS policy fetching.
 
 mod certs;
 mod conn;
+mod policy_server;
 mod script;
 mod server;
 mod sink;
 
+pub use policy_server::{PolicyReply, PolicyServer};
 pub use script::{Action, Rule, Stage};
 pub use sink::{ReceivedMessage, SinkConfig, SinkTls, SmtpSink, WaitTimeout};

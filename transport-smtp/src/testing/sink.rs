@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use super::certs;
 use super::script::{Action, Rule, Stage, take_action};
@@ -128,6 +129,7 @@ pub struct SmtpSink {
     addr: SocketAddr,
     shared: Arc<Shared>,
     ca_pem: Option<String>,
+    ca_der: Option<CertificateDer<'static>>,
     accept: JoinHandle<()>,
 }
 
@@ -165,9 +167,9 @@ impl SmtpSink {
                 Some(certs::generate(names)?)
             }
         };
-        let (ca_pem, acceptor) = match certificates {
-            Some(certificates) => (Some(certificates.ca_pem), Some(certificates.acceptor)),
-            None => (None, None),
+        let (ca_pem, ca_der, acceptor) = match certificates {
+            Some(certificates) => (Some(certificates.ca_pem), Some(certificates.ca_der), Some(certificates.acceptor)),
+            None => (None, None, None),
         };
         let shared = Arc::new(Shared {
             config,
@@ -176,7 +178,7 @@ impl SmtpSink {
             hold: watch::Sender::new(None),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared), acceptor));
-        Ok(Self { addr, shared, ca_pem, accept })
+        Ok(Self { addr, shared, ca_pem, ca_der, accept })
     }
 
     /// Stops accepting, closes the port and every connection, and returns once the port is
@@ -200,6 +202,11 @@ impl SmtpSink {
     /// must trust to verify it.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
+    }
+
+    /// The same CA certificate, DER (for a trust store).
+    pub fn ca_der(&self) -> Option<CertificateDer<'static>> {
+        self.ca_der.clone()
     }
 
     /// Adds a scripted deviation, matched after those added before it.

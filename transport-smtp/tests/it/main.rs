@@ -3,7 +3,9 @@
 
 mod common;
 mod errors;
+mod mta_sts;
 mod mx;
+mod mx_sts;
 mod outbox;
 mod relay;
 mod sink;
