@@ -141,9 +141,9 @@ impl PoolSettings {
 pub struct MxConfig {
     /// Port of every MX host (`TIDINGS_MX_PORT`). Default 25.
     pub port: u16,
-    /// Name sent with EHLO; `None`: this machine's host name. Receivers check it against
-    /// the connecting address's reverse DNS, so production should set the sending host's
-    /// public name.
+    /// Name sent with EHLO (`TIDINGS_EHLO_NAME`); `None`: this machine's host name.
+    /// Receivers check it against the connecting address's reverse DNS, so production should
+    /// set the sending host's public name.
     pub ehlo_name: Option<String>,
     /// Timeouts.
     pub timeouts: Timeouts,
@@ -207,6 +207,13 @@ pub(crate) fn client_id(name: Option<&str>) -> Result<ClientId, ConfigError> {
     }
 }
 
+/// The name both transports send with EHLO when none is configured: this machine's host
+/// name (`localhost` when it is unknown), as text (`[192.0.2.1]` for an address literal).
+/// For an operator's log line, and for checking that name at start.
+pub fn default_ehlo_name() -> String {
+    ClientId::default().to_string()
+}
+
 /// `30s`, `1.5s` or `300ms`: how timeouts read in error texts.
 pub(crate) fn human(duration: Duration) -> String {
     let millis = duration.as_millis();
@@ -252,6 +259,13 @@ mod tests {
         for bad in ["", "two words", "line\r\nbreak"] {
             assert!(matches!(client_id(Some(bad)), Err(ConfigError::EhloName(_))), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_default_ehlo_name_is_the_one_sent_without_a_setting() {
+        let sent = client_id(None).unwrap().to_string();
+        assert_eq!(default_ehlo_name(), sent);
+        assert!(!sent.is_empty());
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::{ConfigError, MxConfig, PoolSettings, Timeouts};
+pub use config::{ConfigError, MxConfig, PoolSettings, Timeouts, default_ehlo_name};
 pub use mx::{MxLookup, MxMailer};
 pub use outbox::OutboxMailer;
 pub use relay::RelayMailer;

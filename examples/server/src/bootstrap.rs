@@ -217,12 +217,16 @@ pub fn file_fetcher(
     Ok(Arc::new(fetcher))
 }
 
-/// How messages leave: the transport of `TIDINGS_DELIVERY`; `None` with `hold` (nothing
-/// leaves).
+/// How messages leave: the transport of `TIDINGS_DELIVERY`, relay and mx sending
+/// `TIDINGS_EHLO_NAME` with EHLO; `None` with `hold` (nothing leaves).
 pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Option<Arc<dyn Mailer>>, ServerError> {
     let bad = |var: &str, e: tidings_transport_smtp::ConfigError| {
+        // Config has checked the name already; should the transport still refuse it, the
+        // error names the variable that set it.
+        let var = if matches!(e, tidings_transport_smtp::ConfigError::EhloName(_)) { "TIDINGS_EHLO_NAME" } else { var };
         ServerError::Config(ConfigError::new(var, None, e.to_string()))
     };
+    let ehlo_name = config.delivery.ehlo_name.as_ref().map(ToString::to_string);
     Ok(Some(match config.delivery.mode {
         Delivery::Hold => {
             tracing::warn!("delivery: on hold (TIDINGS_DELIVERY=hold): messages are accepted and stay Queued");
@@ -249,14 +253,15 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
             let pool =
                 PoolSettings { max_connections: DeliverySettings::default().concurrency, ..PoolSettings::default() };
             let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
-            let relay = RelayConfig { pool, timeouts, ..RelayConfig::new(endpoint) };
+            let relay = RelayConfig { pool, timeouts, ehlo_name, ..RelayConfig::new(endpoint) };
             Arc::new(RelayMailer::new(&relay).map_err(|e| bad("TIDINGS_SMTP_RELAY", e))?)
         }
         Delivery::Mx => {
             let allow_private = config.delivery.mx_allow_private;
             tracing::info!(port = config.delivery.mx_port, allow_private, "delivery: direct to each recipient's MX");
             let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
-            let mx = MxConfig { port: config.delivery.mx_port, timeouts, allow_private, ..MxConfig::default() };
+            let mx =
+                MxConfig { port: config.delivery.mx_port, ehlo_name, timeouts, allow_private, ..MxConfig::default() };
             Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?)
         }
     }))

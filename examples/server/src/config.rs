@@ -21,6 +21,8 @@ use tidings_http::TrustedProxies;
 use tidings_inbound_smtp::DEFAULT_MAX_MESSAGE_BYTES;
 use url::Url;
 
+use crate::sending_host::EhloName;
+
 mod parse;
 mod settings;
 mod sources;
@@ -119,6 +121,8 @@ pub struct DeliveryConfig {
     pub retry_schedule: RetrySchedule,
     /// `TIDINGS_RETURN_PATH_DOMAIN`.
     pub return_path_domain: Option<DomainName>,
+    /// `TIDINGS_EHLO_NAME`; `None`: the machine's host name.
+    pub ehlo_name: Option<EhloName>,
     /// `TIDINGS_DOMAIN_RECHECK_INTERVAL`.
     pub domain_recheck_interval: Duration,
     /// `TIDINGS_SMTP_TIMEOUT`: the longest one delivery attempt may take.
@@ -369,6 +373,7 @@ impl Config {
             retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
                 .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
+            ehlo_name: s.parse("TIDINGS_EHLO_NAME", EhloName::parse)?,
             domain_recheck_interval: s.value("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?,
             smtp_timeout: s.value("TIDINGS_SMTP_TIMEOUT", duration)?,
         };

@@ -3,7 +3,8 @@
 //! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
 //! background loops (core's `Runtime`: delivery, webhook delivery, domain re-checks, the
 //! purges, retention), watches the store's health (`workers`), runs the SMTP listeners for
-//! reports (`inbound`) and submission (`submission`), and serves HTTPS until SIGTERM/SIGINT
+//! reports (`inbound`) and submission (`submission`), says which name mail is sent under
+//! and whether it points at this host (`sending_host`), and serves HTTPS until SIGTERM/SIGINT
 //! (`serve`), with `/readyz` answering 503 from the signal on. What happens to mail and
 //! webhooks is logged for the operator (`oplog`). The binary's `main` only
 //! calls [`cli::main`]; [`run`] is the server itself, for embedding.
@@ -18,6 +19,7 @@ pub mod data_dir;
 pub mod inbound;
 pub mod oplog;
 pub mod secret_key;
+pub mod sending_host;
 pub mod serve;
 pub mod submission;
 pub mod tls;
@@ -156,6 +158,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     );
     let dns = bootstrap::dns(&config)?;
     let mailer = bootstrap::mailer(&config, dns.clone())?;
+    sending_host::announce(&config, dns.clone());
     if let Some(warning) = config.spf_warning() {
         tracing::warn!("{warning}");
     }

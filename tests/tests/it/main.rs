@@ -47,6 +47,7 @@ mod sandbox;
 mod scheduling;
 mod secrets_at_rest;
 mod send_fields;
+mod sending_host;
 mod server;
 mod smtp_faults;
 mod smtp_listeners;

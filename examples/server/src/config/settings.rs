@@ -118,6 +118,12 @@ pub struct Settings {
     /// only address bounce and complaint reports count at. Unset: the From address.
     #[arg(long, env = "TIDINGS_RETURN_PATH_DOMAIN", value_name = "DOMAIN")]
     pub return_path_domain: Option<String>,
+    /// Name sent with EHLO by relay and mx delivery: this host's public name (the one the
+    /// reverse DNS of its address gives), or an address literal such as [192.0.2.1]. Unset:
+    /// the machine's host name. With mx delivery, a warning at start when it does not resolve
+    /// to an address of this host.
+    #[arg(long, env = "TIDINGS_EHLO_NAME", value_name = "NAME")]
+    pub ehlo_name: Option<String>,
     /// How often domains not yet verified are checked again.
     #[arg(long, env = "TIDINGS_DOMAIN_RECHECK_INTERVAL", value_name = "DURATION", default_value = "10m")]
     pub domain_recheck_interval: Option<String>,

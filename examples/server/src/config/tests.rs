@@ -88,6 +88,8 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_LOG", "verbose"),
         ("TIDINGS_LOG", "info,tidings=loud"),
         ("TIDINGS_RETURN_PATH_DOMAIN", "not a domain"),
+        ("TIDINGS_EHLO_NAME", "vm"),
+        ("TIDINGS_EHLO_NAME", "mail server.example"),
         ("TIDINGS_DOMAIN_RECHECK_INTERVAL", "often"),
         ("TIDINGS_SMTP_TIMEOUT", "0s"),
         ("TIDINGS_LEASE_MARGIN", "0s"),
@@ -229,6 +231,36 @@ fn the_environment_wins_over_the_file() {
     assert_eq!(err.origin, Some(Origin::File(path.clone())));
     std::fs::write(&path, "lisen = \"127.0.0.1:1\"\n").unwrap();
     assert_eq!(Config::load(Some(&path), |_| None).unwrap_err().var, "TIDINGS_CONFIG");
+}
+
+#[test]
+fn the_ehlo_name_comes_from_the_environment_or_the_file_and_a_bad_one_is_refused() {
+    assert_eq!(load(&[]).unwrap().delivery.ehlo_name, None, "unset: the machine's host name");
+    let config = load(&[("TIDINGS_EHLO_NAME", "Mail.Sender.Test")]).unwrap();
+    assert_eq!(config.delivery.ehlo_name.map(|n| n.to_string()).as_deref(), Some("mail.sender.test"));
+    let config = load(&[("TIDINGS_EHLO_NAME", "[192.0.2.1]")]).unwrap();
+    assert_eq!(config.delivery.ehlo_name, Some(EhloName::Address("192.0.2.1".parse().unwrap())));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tidings.toml");
+    std::fs::write(&path, "ehlo_name = \"out.sender.test\"\n").unwrap();
+    let config = Config::load(Some(&path), |_| None).unwrap();
+    assert_eq!(config.delivery.ehlo_name.map(|n| n.to_string()).as_deref(), Some("out.sender.test"));
+
+    std::fs::write(&path, "ehlo_name = \"localhost\"\n").unwrap();
+    let err = Config::load(Some(&path), |_| None).unwrap_err();
+    assert_eq!((err.var.as_str(), err.origin.clone()), ("TIDINGS_EHLO_NAME", Some(Origin::File(path.clone()))));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "TIDINGS_EHLO_NAME (from config file {}): `localhost` is not a fully qualified host name such as \
+             mail.example.com (it must have at least two labels, like example.com), nor an address literal such as \
+             [192.0.2.1]",
+            path.display()
+        )
+    );
+    let err = load(&[("TIDINGS_EHLO_NAME", "192.0.2.1")]).unwrap_err();
+    assert!(err.to_string().starts_with("TIDINGS_EHLO_NAME (from environment): `192.0.2.1` is not"), "{err}");
 }
 
 #[test]
