@@ -7,6 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::duration_text::parse_duration;
+
 /// Longest single delay accepted (longer is surely a typo, and keeps time arithmetic safe).
 pub const MAX_DELAY: Duration = Duration::from_secs(30 * 86_400);
 /// Most delays accepted in one schedule.
@@ -90,21 +92,7 @@ impl Default for RetrySchedule {
 }
 
 fn parse_delay(entry: &str) -> Result<Duration, ScheduleError> {
-    let bad = || ScheduleError::BadDelay(entry.to_owned());
-    let split = entry.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (digits, unit) = entry.split_at(split);
-    if digits.is_empty() || digits.len() > 9 {
-        return Err(bad());
-    }
-    let amount: u64 = digits.parse().map_err(|_| bad())?;
-    let unit_secs = match unit.to_ascii_lowercase().as_str() {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    let delay = Duration::from_secs(amount.saturating_mul(unit_secs));
+    let delay = parse_duration(entry).map_err(|_| ScheduleError::BadDelay(entry.to_owned()))?;
     if delay > MAX_DELAY {
         return Err(ScheduleError::TooLong(entry.to_owned()));
     }

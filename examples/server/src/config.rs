@@ -15,6 +15,7 @@ use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::DomainName;
 use tidings_core::model::ApiKeyPlaintext;
 use tidings_core::sealing::SealingKey;
+use tidings_core::shaping::ShapingTable;
 use tidings_core::tracking::PublicUrl;
 use tidings_core::usecases::MetricsToken;
 use tidings_http::TrustedProxies;
@@ -30,7 +31,7 @@ mod sources;
 pub use parse::duration;
 use parse::{
     boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, retry_schedule,
-    smtp_url, socket_addr, spf_terms,
+    shaping_file, smtp_url, socket_addr, spf_terms,
 };
 pub use settings::Settings;
 pub use sources::{Origin, Sources};
@@ -117,6 +118,9 @@ pub struct DeliveryConfig {
     /// `TIDINGS_MX_ALLOW_PRIVATE`: direct MX delivery may connect to loopback, private and
     /// link-local addresses (tests); off, such addresses are never dialled.
     pub mx_allow_private: bool,
+    /// `TIDINGS_SHAPING_FILE` over the built-in table (the built-in table alone when unset):
+    /// each site's limits and adaptive rules for `mx` delivery.
+    pub shaping: ShapingTable,
     /// `TIDINGS_RETRY_SCHEDULE`.
     pub retry_schedule: RetrySchedule,
     /// `TIDINGS_RETURN_PATH_DOMAIN`.
@@ -370,6 +374,7 @@ impl Config {
             smtp_relay,
             mx_port: s.value("TIDINGS_MX_PORT", port)?,
             mx_allow_private: s.value("TIDINGS_MX_ALLOW_PRIVATE", boolean)?,
+            shaping: s.parse("TIDINGS_SHAPING_FILE", shaping_file)?.unwrap_or_default(),
             retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
                 .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tidings_core::delivery::RetrySchedule;
+use tidings_core::shaping::ShapingTable;
 use url::Url;
 
 use super::Delivery;
@@ -77,6 +78,13 @@ pub(super) fn retention(text: &str) -> Result<Option<Duration>, String> {
 pub(super) fn retry_schedule(text: &str) -> Result<RetrySchedule, String> {
     let delays = text.split(',').map(|part| duration(part.trim())).collect::<Result<_, _>>()?;
     RetrySchedule::new(delays).map_err(|e| e.to_string())
+}
+
+/// The shaping file at `path`, read over the built-in table; an error names the file, and
+/// the line and field when the text is at fault.
+pub(super) fn shaping_file(path: &str) -> Result<ShapingTable, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the shaping file {path}: {e}"))?;
+    ShapingTable::from_toml(&text).map_err(|e| format!("{path}: {e}"))
 }
 
 /// A size in bytesize's syntax, more than zero: a byte count, or a number with an IEC unit

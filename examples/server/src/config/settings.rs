@@ -105,6 +105,11 @@ pub struct Settings {
     /// MX resolving only to such addresses is never connected to, and the recipient fails.
     #[arg(long, env = "TIDINGS_MX_ALLOW_PRIVATE", value_name = "BOOL", default_value = "false")]
     pub mx_allow_private: Option<String>,
+    /// TOML file of per-site limits and adaptive rules for mx delivery: [default] and one
+    /// table per MX host suffix ([".google.com"]) over the built-in ones. A bad file stops the
+    /// start naming its line. Unset: the built-in limits.
+    #[arg(long, env = "TIDINGS_SHAPING_FILE", value_name = "FILE")]
+    pub shaping_file: Option<String>,
     /// Delays between delivery attempts, whole seconds each; when used up the message ends
     /// Bounced (Soft).
     #[arg(

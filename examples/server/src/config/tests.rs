@@ -522,3 +522,29 @@ fn risky_settings_are_named_and_safe_ones_are_not() {
         assert!(warning.starts_with(var), "{warning}");
     }
 }
+
+#[test]
+fn the_shaping_file_is_read_at_start_and_a_bad_one_names_the_file_and_line() {
+    assert_eq!(load(&[]).unwrap().delivery.shaping, ShapingTable::default(), "unset: the built-in table");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shaping.toml");
+    let name = path.to_str().unwrap();
+
+    std::fs::write(&path, "[default]\nconnection_limit = 3\n\n[\".google.com\"]\nmax_message_rate = \"fast\"\n")
+        .unwrap();
+    let err = load(&[("TIDINGS_SHAPING_FILE", name)]).unwrap_err();
+    assert_eq!((err.var.as_str(), err.origin.clone()), ("TIDINGS_SHAPING_FILE", Some(Origin::Env)));
+    assert!(
+        err.message.starts_with(&format!("{name}: line 5, \".google.com\".max_message_rate: `fast` is not a rate")),
+        "{err}"
+    );
+
+    let missing = dir.path().join("missing.toml");
+    let err = load(&[("TIDINGS_SHAPING_FILE", missing.to_str().unwrap())]).unwrap_err();
+    assert!(err.message.starts_with("cannot read the shaping file") && err.message.contains("missing.toml"), "{err}");
+
+    std::fs::write(&path, "[default]\nconnection_limit = 3\n").unwrap();
+    let config = load(&[("TIDINGS_SHAPING_FILE", name)]).unwrap();
+    assert_eq!(config.delivery.shaping.default_limits().connection_limit, 3);
+    assert_eq!(config.delivery.shaping, ShapingTable::from_toml("[default]\nconnection_limit = 3\n").unwrap());
+}
