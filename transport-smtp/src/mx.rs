@@ -90,10 +90,25 @@ pub struct MxMailer {
 /// MTA-STS as the mailer applies it.
 struct Sts {
     policies: Arc<MtaSts>,
-    /// The roots an MX host's certificate must chain to under an `enforce` policy; empty
-    /// with the system's store.
+    /// The roots an MX host's certificate must chain to under an `enforce` policy: the
+    /// system's store read once here, not at each connection (lettre's `Default` store would
+    /// read every CA file again for each one), or the roots given.
     roots: Vec<Certificate>,
-    system_roots: bool,
+}
+
+/// The system's CA certificates as lettre takes them; unreadable or unusable ones are
+/// logged and left out (as lettre's own `Default` store does).
+fn system_roots() -> Vec<Certificate> {
+    let native = rustls_native_certs::load_native_certs();
+    for error in &native.errors {
+        tracing::warn!(%error, "cannot read some of the system's CA certificates");
+    }
+    let roots: Vec<Certificate> =
+        native.certs.into_iter().filter_map(|der| Certificate::from_der(der.to_vec()).ok()).collect();
+    if roots.is_empty() {
+        tracing::warn!("no trusted CA certificates: mail under an MTA-STS enforce policy cannot be delivered");
+    }
+    roots
 }
 
 /// The `enforce` policy a delivery is under.
@@ -121,18 +136,15 @@ impl MxMailer {
     /// The same mailer, applying the MTA-STS policies `policies` finds (see the type's
     /// docs); MX certificates under an `enforce` policy must chain to `roots`.
     pub fn with_mta_sts(mut self, policies: Arc<MtaSts>, roots: &TrustRoots) -> Result<Self, ConfigError> {
-        let (roots, system_roots) = match roots {
-            TrustRoots::System => (Vec::new(), true),
-            TrustRoots::Only(certificates) => {
-                let roots = certificates
-                    .iter()
-                    .map(|der| Certificate::from_der(der.to_vec()))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|error| ConfigError::CaCertificate(error.into()))?;
-                (roots, false)
-            }
+        let roots = match roots {
+            TrustRoots::System => system_roots(),
+            TrustRoots::Only(certificates) => certificates
+                .iter()
+                .map(|der| Certificate::from_der(der.to_vec()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| ConfigError::CaCertificate(error.into()))?,
         };
-        self.sts = Some(Sts { policies, roots, system_roots });
+        self.sts = Some(Sts { policies, roots });
         Ok(self)
     }
 
@@ -289,10 +301,8 @@ impl MxMailer {
     /// How to reach `host` at `addr` under an `enforce` policy (`required_by` names it):
     /// STARTTLS required, the certificate verified for `host`.
     fn enforcing_connector(&self, host: &str, addr: SocketAddr, required_by: &str) -> Result<Connector, SendError> {
-        let mut builder = TlsParameters::builder(host.to_owned());
+        let mut builder = TlsParameters::builder(host.to_owned()).certificate_store(CertificateStore::None);
         if let Some(sts) = &self.sts {
-            let store = if sts.system_roots { CertificateStore::Default } else { CertificateStore::None };
-            builder = builder.certificate_store(store);
             for root in &sts.roots {
                 builder = builder.add_root_certificate(root.clone());
             }
