@@ -107,7 +107,8 @@ pub struct Settings {
     pub mx_allow_private: Option<String>,
     /// TOML file of per-site limits and adaptive rules for mx delivery: [default] and one
     /// table per MX host suffix ([".google.com"]) over the built-in ones. A bad file stops the
-    /// start naming its line. Unset: the built-in limits.
+    /// start naming its line. Unset: the built-in limits. Read and checked only for now:
+    /// delivery does not apply it yet.
     #[arg(long, env = "TIDINGS_SHAPING_FILE", value_name = "FILE")]
     pub shaping_file: Option<String>,
     /// Delays between delivery attempts, whole seconds each; when used up the message ends
