@@ -196,6 +196,11 @@ typed_id!(
     /// A dashboard session.
     SessionId
 );
+typed_id!(
+    /// A connection lease of a delivery site (`Limits::admit_delivery`): held by one
+    /// delivery in flight, then kept while its connection may sit idle.
+    SiteLeaseId
+);
 
 /// What every typed id can do, for front-end code generic over the id types (path
 /// extractors).

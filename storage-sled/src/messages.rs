@@ -444,6 +444,18 @@ impl MessageStore for SledStore {
         })
     }
 
+    async fn requeue_message(
+        &self,
+        workspace: WorkspaceId,
+        id: MessageId,
+        lease: DateTime<Utc>,
+        due: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        // Under the writer lock like a claim, so the record and its queue entry move
+        // together. Not waited for: a requeue lost in a crash leaves the claim's lease.
+        self.inner.write(|tree, batch| queue::requeue::<Message>(tree, batch, workspace, id.to_bytes(), lease, due))
+    }
+
     async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages> {
         crate::retention::count_pending(self.inner.tree()?, now)
     }

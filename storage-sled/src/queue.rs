@@ -128,6 +128,26 @@ pub fn release_leases<T: DueRecord>(
     Ok(released)
 }
 
+/// Moves the record `id` of `ws` from its queue entry at `lease` to one at `due`, in `batch`,
+/// if its `next_attempt_at` is exactly `lease`; `false` (nothing changed) if not or if it is
+/// gone.
+pub fn requeue<T: DueRecord>(
+    tree: &Tree,
+    batch: &mut Batch,
+    ws: WorkspaceId,
+    id: [u8; 16],
+    lease: DateTime<Utc>,
+    due: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let record_key = T::record_key(ws, id);
+    let Some(mut record) = get::<T>(tree, &record_key, T::WHAT)? else { return Ok(false) };
+    if *record.next_attempt_at() != Some(lease) {
+        return Ok(false);
+    }
+    move_entry(batch, record_key, &mut record, lease, due)?;
+    Ok(true)
+}
+
 /// A queue entry's record, as stored.
 struct Entry<T> {
     record_key: Vec<u8>,

@@ -146,6 +146,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         queue::claims_take_due_messages_earliest_first_under_a_lease,
         queue::claims_skip_finished_and_deferred_messages,
         leases::released_leases_are_due_at_once_and_retry_times_stay,
+        leases::a_requeued_message_waits_without_an_attempt,
         batches::batches_are_all_or_nothing,
         batches::scheduled_messages_wait_for_their_time,
         batches::record_event_checks_the_expected_lease,

@@ -258,6 +258,7 @@ operations! {
         record_event(write: EventWrite) -> ();
         claim_due_messages(now: DateTime<Utc>, lease_until: DateTime<Utc>, limit: usize) -> Vec<Message>;
         release_message_leases(now: DateTime<Utc>, limit: usize) -> usize;
+        requeue_message(workspace: WorkspaceId, id: MessageId, lease: DateTime<Utc>, due: DateTime<Utc>) -> bool;
         count_pending_messages(now: DateTime<Utc>) -> PendingMessages;
         purge_message_content(created_before: DateTime<Utc>, limit: usize) -> usize;
         get_idempotency(workspace: WorkspaceId, key: &IdempotencyKey) -> Option<IdempotencyRecord>;

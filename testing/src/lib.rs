@@ -19,6 +19,7 @@ pub mod mailer;
 mod memory;
 pub mod service;
 pub mod signing;
+mod site_limits;
 pub mod webhooks;
 
 pub use clock::FixedClock;

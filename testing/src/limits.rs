@@ -17,6 +17,8 @@ use tidings_core::model::RateLimit;
 use tidings_core::ports::Limits;
 use tidings_core::usecases::{Admission, AuthThrottleConfig, RateLimitState, RetryAfter};
 
+use crate::site_limits as sites;
+
 /// Makes a fresh `Limits` with these throttle settings, and a guard dropped after it.
 pub trait LimitsFactory {
     /// The limits under test.
@@ -49,6 +51,16 @@ pub async fn run_limits_checks<F: LimitsFactory>(factory: &F) {
     racing_failures_all_count(Arc::new(limits)).await;
     let (limits, _guard) = fresh().await;
     purging_changes_no_answer(&limits).await;
+    let (limits, _guard) = fresh().await;
+    sites::a_site_admits_its_burst_then_one_per_interval(&limits).await;
+    let (limits, _guard) = fresh().await;
+    sites::connections_are_leases_that_end(&limits).await;
+    let (limits, _guard) = fresh().await;
+    sites::suspensions_and_throttles_end(&limits).await;
+    let (limits, _guard) = fresh().await;
+    sites::racing_deliveries_get_exactly_the_connections(Arc::new(limits)).await;
+    let (limits, _guard) = fresh().await;
+    sites::purging_sites_changes_no_answer(&limits).await;
 }
 
 fn t0() -> DateTime<Utc> {

@@ -51,6 +51,7 @@ use futures::StreamExt;
 use crate::classify::{Verdict, classify};
 use crate::delivery::schedule::RetrySchedule;
 use crate::delivery::signers::SignerCache;
+use crate::delivery::site_gate::{Gate, Shaping, SiteGate, Ticket};
 use crate::ids::{EventId, MessageId};
 use crate::model::{BounceType, Domain, EventDetails, EventType, Message, MessageStatus};
 use crate::model::{SuppressionReason, SuppressionSource};
@@ -93,6 +94,11 @@ pub struct DeliverySettings {
     /// adds threads that take turns: with 32 sends in flight, tokio's blocking pool grew to
     /// 18 threads signing on two cores. Default: the cores this process may use.
     pub signing_threads: usize,
+    /// Admission by delivery site (contract §12): when set, and the mailer names sites
+    /// ([`Mailer::site`]), each attempt first asks its recipient's site, and mail the site
+    /// cannot take yet goes back to the queue without an attempt. `None` by default: a relay
+    /// shapes its own delivery.
+    pub shaping: Option<Shaping>,
 }
 
 impl Default for DeliverySettings {
@@ -105,6 +111,7 @@ impl Default for DeliverySettings {
             signer_cache_size: 1_024,
             lease_margin: Duration::from_secs(60),
             signing_threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            shaping: None,
         }
     }
 }
@@ -138,6 +145,8 @@ pub struct DeliveryReport {
     pub failed: usize,
     /// Left alone because something else changed them meanwhile.
     pub skipped: usize,
+    /// Put back in the queue without an attempt: their site could not take them yet.
+    pub waiting: usize,
     /// Messages whose processing hit an error (storage unavailable, ...), with the error;
     /// they stay leased and are tried again when the lease ends. At most one per claim.
     pub errors: Vec<(MessageId, String)>,
@@ -159,6 +168,7 @@ impl DeliveryReport {
             Ok(Outcome::Suppressed) => self.suppressed += 1,
             Ok(Outcome::Failed) => self.failed += 1,
             Ok(Outcome::Skipped) => self.skipped += 1,
+            Ok(Outcome::Waiting) => self.waiting += 1,
             Err(e) => self.errors.push((id, e.to_string())),
         }
     }
@@ -174,13 +184,17 @@ pub(crate) enum Outcome {
     Suppressed,
     Failed,
     Skipped,
+    /// Its site could not take it yet: back in the queue, no attempt made.
+    Waiting,
 }
 
 /// The first half of an attempt: either the message was dealt with without sending, or it
 /// is recorded `Sent` and ready to go.
 enum Start {
     Done(Outcome),
-    Ready(Box<Message>, OutboundEmail),
+    Ready(Box<Message>, OutboundEmail, Option<Ticket>),
+    /// The site cannot take it before `due`.
+    Wait(DateTime<Utc>),
     Conflict,
 }
 
@@ -215,6 +229,8 @@ struct Shared {
     signers: Arc<SignerCache>,
     /// Permits of the builds that may run at once (`DeliverySettings::signing_threads`).
     signing: Arc<tokio::sync::Semaphore>,
+    /// Admission by site, when shaping is on.
+    gate: Option<SiteGate>,
 }
 
 impl DeliveryWorker {
@@ -222,7 +238,8 @@ impl DeliveryWorker {
     pub fn new(core: Tidings, mailer: Arc<dyn Mailer>, settings: DeliverySettings) -> Self {
         let signers = Arc::new(SignerCache::new(settings.signer_cache_size));
         let signing = Arc::new(tokio::sync::Semaphore::new(settings.signing_threads.max(1)));
-        Self { shared: Arc::new(Shared { core, mailer, settings, signers, signing }) }
+        let gate = settings.shaping.clone().map(|shaping| SiteGate::new(shaping, mailer.idle_connection_lifetime()));
+        Self { shared: Arc::new(Shared { core, mailer, settings, signers, signing, gate }) }
     }
 
     /// The settings.
@@ -305,10 +322,17 @@ impl Shared {
         // Shared with the blocking task that builds and signs it, instead of copied there.
         let mut message = Arc::new(claimed);
         let mut reread = false;
-        let (sent, email) = loop {
-            match self.start_attempt(&message).await? {
+        let (sent, email, ticket) = loop {
+            match self.start_attempt(&message, lease_until).await? {
                 Start::Done(outcome) => return Ok(outcome),
-                Start::Ready(sent, email) => break (sent, email),
+                Start::Ready(sent, email, ticket) => break (sent, email, ticket),
+                Start::Wait(due) => {
+                    let (ws, id) = (message.workspace_id, message.id);
+                    return Ok(match self.core.store().requeue_message(ws, id, lease_until, due).await? {
+                        true => Outcome::Waiting,
+                        false => Outcome::Skipped,
+                    });
+                }
                 Start::Conflict if !reread => {
                     reread = true;
                     match self.core.store().get_message(message.workspace_id, message.id).await? {
@@ -325,11 +349,41 @@ impl Shared {
                 Err(SendError::Unreachable { reason: format!("no answer within {:?}", self.settings.send_timeout) })
             }
         };
+        if let (Some(gate), Some(ticket)) = (&self.gate, ticket) {
+            let (reply, connected) = site_reply(&result);
+            gate.release(ticket, reply.as_deref(), connected, self.core.clock().now()).await;
+        }
         self.record_outcome(&sent, &result).await
     }
 
+    /// Whether `message`'s site admits it now (`Ok(None)` when there is no shaping, or the
+    /// mailer names no site for its recipient).
+    async fn admit(
+        &self,
+        message: &Message,
+        lease_until: DateTime<Utc>,
+    ) -> Result<std::result::Result<Option<Ticket>, DateTime<Utc>>> {
+        let Some(gate) = &self.gate else { return Ok(Ok(None)) };
+        let Some(site) = self.mailer.site(message.to.domain()).await else { return Ok(Ok(None)) };
+        let now = self.core.clock().now();
+        match gate.admit(site, now, lease_until, &*self.core.random).await? {
+            Gate::Admitted(ticket) => Ok(Ok(Some(ticket))),
+            Gate::Wait { due, why } => {
+                tracing::debug!(message = %message.id, %due, %why, "the site cannot take the message yet");
+                Ok(Err(due))
+            }
+        }
+    }
+
+    /// Ends a ticket whose delivery did not happen.
+    async fn cancel(&self, ticket: Option<Ticket>) {
+        if let (Some(gate), Some(ticket)) = (&self.gate, ticket) {
+            gate.cancel(ticket, self.core.clock().now()).await;
+        }
+    }
+
     /// Steps 1–3 of the module docs, up to and including the `Sent` event.
-    async fn start_attempt(&self, message: &Arc<Message>) -> Result<Start> {
+    async fn start_attempt(&self, message: &Arc<Message>, lease_until: DateTime<Utc>) -> Result<Start> {
         use MessageStatus as S;
         if !matches!(message.status, S::Queued | S::Scheduled | S::Deferred | S::Sent) {
             return Ok(Start::Done(Outcome::Skipped));
@@ -353,18 +407,35 @@ impl Shared {
             let details = response(SANDBOX_NOT_DELIVERABLE);
             return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
         }
-        let email = match self.prepare(message, domain).await? {
-            Prepared::Ready(email) => email,
-            Prepared::Unsendable(reason) => {
+        // Asked before building: a message its site cannot take yet costs no signature.
+        let ticket = match self.admit(message, lease_until).await? {
+            Ok(ticket) => ticket,
+            Err(due) => return Ok(Start::Wait(due)),
+        };
+        let email = match self.prepare(message, domain).await {
+            Ok(Prepared::Ready(email)) => email,
+            Ok(Prepared::Unsendable(reason)) => {
+                self.cancel(ticket).await;
                 return self.finish(message, EventType::Failed, response(&reason), Outcome::Failed).await;
+            }
+            Err(e) => {
+                self.cancel(ticket).await;
+                return Err(e);
             }
         };
         let details = EventDetails { attempt: Some(message.attempts.saturating_add(1)), ..EventDetails::default() };
         let sent = happening(&self.core, EventType::Sent, details, Some(email.provider_message_id.clone()), None);
-        Ok(match self.record(message, sent, message.next_attempt_at).await? {
-            Some(sent) => Start::Ready(Box::new(sent), email),
-            None => Start::Conflict,
-        })
+        match self.record(message, sent, message.next_attempt_at).await {
+            Ok(Some(sent)) => Ok(Start::Ready(Box::new(sent), email, ticket)),
+            Ok(None) => {
+                self.cancel(ticket).await;
+                Ok(Start::Conflict)
+            }
+            Err(e) => {
+                self.cancel(ticket).await;
+                Err(e)
+            }
+        }
     }
 
     /// Builds and signs off the async executor (an RSA signature, and a key parse on a cache
@@ -495,6 +566,18 @@ fn happening(
 
 fn response(text: &str) -> EventDetails {
     EventDetails { response: Some(text.to_owned()), ..EventDetails::default() }
+}
+
+/// The reply a site gave to an attempt, for its adaptive rules, and whether a connection to
+/// it was made (so that the transport may keep it idle). A failure to connect has no reply;
+/// its text is still matched, since a refusal at connection can carry the throttling text.
+fn site_reply(result: &std::result::Result<SendReceipt, SendError>) -> (Option<String>, bool) {
+    match result {
+        Ok(receipt) => (Some(receipt.reply.to_string()), true),
+        Err(SendError::Rejected { reply, .. }) => (Some(reply.to_string()), true),
+        Err(SendError::Unreachable { reason }) => (Some(reason.clone()), false),
+        Err(_) => (None, false),
+    }
 }
 
 /// `smtpCode`, `enhancedCode` and `response` of what the transport reported.

@@ -15,8 +15,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
-use crate::ids::ApiKeyId;
+use super::site_admission::{SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState};
+use crate::ids::{ApiKeyId, SiteLeaseId};
 use crate::model::RateLimit;
+use crate::shaping::SiteKey;
 
 /// Send tokens and failed-authentication counts, with the semantics of
 /// [`RateLimiter`](crate::usecases::RateLimiter) and
@@ -66,8 +68,41 @@ pub trait Limits: Send + Sync {
     /// would let every request that checked before any was counted through.
     async fn record_auth_failure(&self, client: IpAddr, now: DateTime<Utc>) -> StoreResult<Admission<()>>;
 
+    /// Whether one delivery to `site` may start at `now` (direct delivery's per-site limits,
+    /// [`super::site_admission`]): `Admitted` takes a rate token of the site and holds
+    /// `lease` until `lease.until`; `Wait` takes nothing. Checked in order: a suspension
+    /// (wait for its end), a connection (a live lease of this id is taken over and extended;
+    /// otherwise fewer than `quota.connections` live leases), a rate token (the lower of
+    /// `quota.rate` and a throttle's rate).
+    async fn admit_delivery(
+        &self,
+        site: &SiteKey,
+        quota: SiteQuota,
+        lease: SiteLease,
+        now: DateTime<Utc>,
+    ) -> StoreResult<SiteAdmission>;
+
+    /// Ends `lease` of `site` (the delivery is over and its connection closed), or with
+    /// `keep_until` keeps it live until then (its connection is kept idle, and a later
+    /// delivery of this node takes the lease over). Nothing if the lease is gone.
+    async fn release_delivery(
+        &self,
+        site: &SiteKey,
+        lease: SiteLeaseId,
+        keep_until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Suspends, throttles or resumes `site` ([`SiteChange`]).
+    async fn change_site(&self, site: &SiteKey, change: SiteChange, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// The sites with live leases, a suspension or a throttle at `now`, by site key, at most
+    /// [`MAX_TRACKED_SITES`](super::site_admission::MAX_TRACKED_SITES).
+    async fn site_states(&self, now: DateTime<Utc>) -> StoreResult<Vec<SiteState>>;
+
     /// Forgets state that no longer limits anything at `now` (full buckets, windows that are
-    /// over), at most `limit` entries; returns how many. A background task calls it.
+    /// over, expired site leases and ended suspensions), at most `limit` entries; returns how
+    /// many. A background task calls it.
     async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
 }
 

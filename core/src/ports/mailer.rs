@@ -163,6 +163,23 @@ pub trait Mailer: Send + Sync {
     fn keeps_mail_local(&self) -> bool {
         false
     }
+
+    /// The delivery site of mail to `domain` (contract §12, "Destinations"): the key of the
+    /// [`ShapingTable`](crate::shaping::ShapingTable) site its MX hosts roll up to, for the
+    /// worker to admit deliveries by. `None`, the default, when this transport does not
+    /// deliver by site (a relay, the outbox), or cannot tell now (the MX lookup failed: the
+    /// attempt then finds out and is retried like any other).
+    async fn site(&self, _domain: &crate::domain_name::DomainName) -> Option<crate::shaping::SiteKey> {
+        None
+    }
+
+    /// How long this transport may keep a connection open and idle after a delivery, to
+    /// reuse it: the worker keeps the site's connection lease that long, so that idle
+    /// connections count against the site's connection limit on every node. Zero, the
+    /// default, for a transport that keeps none.
+    fn idle_connection_lifetime(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 #[cfg(test)]

@@ -377,6 +377,19 @@ pub trait MessageStore: Send + Sync {
     /// release lost in a crash leaves the leases, which the next start releases again. May
     /// cost O(messages due after `now`), retry times included: it runs once per start.
     async fn release_message_leases(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+    /// Puts a claimed message back in the queue without an attempt (its delivery site could
+    /// not take it yet): if its stored `next_attempt_at` is exactly `lease` (the claim's, so
+    /// nobody changed it since), sets it to `due` and moves the queue entry with it. Nothing
+    /// else changes (status, `updated_at`, events, attempts). `false`, changing nothing, if
+    /// the message is gone or its `next_attempt_at` differs. Not durable: a requeue lost in
+    /// a crash leaves the claim, whose lease ends.
+    async fn requeue_message(
+        &self,
+        workspace: WorkspaceId,
+        id: MessageId,
+        lease: DateTime<Utc>,
+        due: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Whether no other process can use this store while this one has it open (sled locks
     /// its directory; an in-memory store is the process's own). Only then was every lease
     /// found in it at start taken by a run that is gone, so that

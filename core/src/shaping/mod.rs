@@ -18,7 +18,7 @@ mod toml_file;
 pub use limits::{SiteLimits, TlsRequirement};
 pub use rate::{MAX_RATE_COUNT, MessageRate, RateError, RatePeriod};
 pub use rules::{AdaptiveRule, Reaction, RuleAction};
-pub use table::{ShapingTable, SiteKey};
+pub use table::{MAX_SITE_KEY_LEN, ShapingTable, SiteKey};
 pub use toml_file::{MAX_CONNECTION_LIMIT, MAX_DELIVERIES_PER_CONNECTION, MAX_RULE_DURATION};
 
 /// Why the shaping file cannot be used: where (the 1-based line, and the field when the

@@ -18,7 +18,24 @@ use crate::domain_name::DomainName;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SiteKey(String);
 
+/// Most MX host names a site key made of host names joins: keys stay short enough to store
+/// and show however many MX records a domain publishes (domains sharing their first eight
+/// hosts, in order of name, share a site).
+const MAX_HOSTS_IN_KEY: usize = 8;
+
+/// Longest site key: eight host names of at most 253 characters and their commas.
+pub const MAX_SITE_KEY_LEN: usize = MAX_HOSTS_IN_KEY * 254;
+
 impl SiteKey {
+    /// A site key read back (from a store, or an operator's request): `None` unless it is
+    /// what [`ShapingTable::site_for`] can make: lower-case letters, digits, `-`, `_`, `.`
+    /// and `,`, not empty, at most [`MAX_SITE_KEY_LEN`] characters.
+    pub fn parse(text: &str) -> Option<Self> {
+        let fits = !text.is_empty() && text.len() <= MAX_SITE_KEY_LEN;
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.' | b',');
+        (fits && text.bytes().all(allowed)).then(|| Self(text.to_owned()))
+    }
+
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -188,6 +205,7 @@ impl ShapingTable {
         let mut names: Vec<String> = hosts.into_iter().map(|(_, host)| host).collect();
         names.sort();
         names.dedup();
+        names.truncate(MAX_HOSTS_IN_KEY);
         (SiteKey(names.join(",")), &self.default)
     }
 

@@ -10,10 +10,12 @@
 
 mod local;
 mod rate_limit;
+mod site_table;
 mod throttle;
 
 pub use local::LocalLimits;
 pub use rate_limit::RateLimiter;
+pub use site_table::SiteTable;
 pub use throttle::{AuthThrottle, AuthThrottleConfig};
 
 // What the `Limits` port answers, under the use-case paths the front ends import it from.

@@ -158,3 +158,26 @@ pub(super) async fn released_delivery_leases_are_due_at_once<S: Store + 'static>
     let due = s.claim_due_webhook_deliveries(at(300), at(400), 10, &EndpointQuota::unlimited()).await.must("claim");
     assert_eq!(due.iter().map(|d| d.id).collect::<Vec<_>>(), [retrying.id], "and is due at its retry time");
 }
+
+/// A claimed message put back (`requeue_message`) is due at the new time and nothing else
+/// changed; a stale lease or another workspace changes nothing.
+pub(super) async fn a_requeued_message_waits_without_an_attempt<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let t0 = now();
+    let at = |secs| plus_secs(t0, secs);
+    let m = message_at(a, t0);
+    put(&*s, &m).await;
+    let claimed = s.claim_due_messages(at(0), at(60), 10).await.must("claim");
+    assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [m.id]);
+    let claimed = claimed.into_iter().next().unwrap_or_else(|| unreachable!("one claimed"));
+    assert!(!s.requeue_message(a, m.id, at(59), at(5)).await.must("requeue"), "another lease");
+    assert!(!s.requeue_message(b, m.id, at(60), at(5)).await.must("requeue"), "another workspace");
+    assert!(!s.requeue_message(a, MessageId(ulid()), at(60), at(5)).await.must("requeue"), "no such message");
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(claimed.clone()), "unchanged");
+    assert!(s.requeue_message(a, m.id, at(60), at(5)).await.must("requeue"), "the claim's lease");
+    let requeued = Message { next_attempt_at: Some(at(5)), ..claimed };
+    assert_eq!(s.get_message(a, m.id).await.must("get"), Some(requeued), "only the due time moved");
+    assert!(ids_claimed(&*s, at(4), at(70)).await.is_empty(), "not due before its time");
+    assert_eq!(ids_claimed(&*s, at(5), at(70)).await, [m.id], "due at its time");
+    assert!(!s.requeue_message(a, m.id, at(60), at(6)).await.must("requeue"), "the old claim's lease is over");
+}

@@ -203,6 +203,23 @@ impl MessageStore for MemoryStore {
         Ok(leased.len())
     }
 
+    async fn requeue_message(
+        &self,
+        workspace: WorkspaceId,
+        id: MessageId,
+        lease: DateTime<Utc>,
+        due: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut st = self.state();
+        match st.messages.get_mut(&id) {
+            Some(m) if m.workspace_id == workspace && m.next_attempt_at == Some(lease) => {
+                m.next_attempt_at = Some(due);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn count_pending_messages(&self, now: DateTime<Utc>) -> StoreResult<PendingMessages> {
         let st = self.state();
         let pending: Vec<DateTime<Utc>> = st.messages.values().filter_map(|m| m.next_attempt_at).collect();

@@ -5,10 +5,11 @@ use std::net::IpAddr;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Admission, AuthThrottle, AuthThrottleConfig, RateLimitState, RateLimiter};
-use crate::ids::ApiKeyId;
+use super::{Admission, AuthThrottle, AuthThrottleConfig, RateLimitState, RateLimiter, SiteTable};
+use crate::ids::{ApiKeyId, SiteLeaseId};
 use crate::model::RateLimit;
-use crate::ports::{Limits, StoreResult};
+use crate::ports::{Limits, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState, StoreResult};
+use crate::shaping::SiteKey;
 
 /// The rate limiter and the failed-auth throttle of this process. Right for one node (the
 /// sled store allows only one); nodes sharing a database share their limits through it
@@ -17,12 +18,13 @@ use crate::ports::{Limits, StoreResult};
 pub struct LocalLimits {
     rate: RateLimiter,
     throttle: AuthThrottle,
+    sites: SiteTable,
 }
 
 impl LocalLimits {
     /// Limits with this throttle's settings and the default rate limiter.
     pub fn new(throttle: AuthThrottleConfig) -> Self {
-        Self { rate: RateLimiter::default(), throttle: AuthThrottle::new(throttle) }
+        Self { rate: RateLimiter::default(), throttle: AuthThrottle::new(throttle), sites: SiteTable::default() }
     }
 }
 
@@ -71,8 +73,38 @@ impl Limits for LocalLimits {
         Ok(self.throttle.record_failure(client, now).into())
     }
 
-    /// Nothing to do: both tables bound themselves as they go.
-    async fn purge(&self, _now: DateTime<Utc>, _limit: usize) -> StoreResult<usize> {
-        Ok(0)
+    async fn admit_delivery(
+        &self,
+        site: &SiteKey,
+        quota: SiteQuota,
+        lease: SiteLease,
+        now: DateTime<Utc>,
+    ) -> StoreResult<SiteAdmission> {
+        Ok(self.sites.admit(site, quota, lease, now))
+    }
+
+    async fn release_delivery(
+        &self,
+        site: &SiteKey,
+        lease: SiteLeaseId,
+        keep_until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.sites.release(site, lease, keep_until, now);
+        Ok(())
+    }
+
+    async fn change_site(&self, site: &SiteKey, change: SiteChange, now: DateTime<Utc>) -> StoreResult<()> {
+        self.sites.change(site, change, now);
+        Ok(())
+    }
+
+    async fn site_states(&self, now: DateTime<Utc>) -> StoreResult<Vec<SiteState>> {
+        Ok(self.sites.states(now))
+    }
+
+    /// The key and client tables bound themselves as they go; idle sites are forgotten here.
+    async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        Ok(self.sites.purge(now, limit))
     }
 }
