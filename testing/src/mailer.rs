@@ -1,11 +1,13 @@
 //! [`FakeMailer`]: a `Mailer` that answers from a script and keeps what it was handed.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tidings_core::domain_name::DomainName;
 use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
+use tidings_core::shaping::SiteKey;
 
 /// What the mailer answers to one send.
 pub type Answer = Result<SendReceipt, SendError>;
@@ -27,6 +29,10 @@ pub struct FakeMailer {
     sent: Mutex<Vec<OutboundEmail>>,
     stall: Option<Duration>,
     local: bool,
+    /// The site of each recipient domain, as [`Mailer::site`] answers (none: no sites).
+    sites: HashMap<String, SiteKey>,
+    /// Scripted answers per site, taken before the common script.
+    site_scripts: Mutex<HashMap<SiteKey, VecDeque<Answer>>>,
 }
 
 impl FakeMailer {
@@ -46,6 +52,21 @@ impl FakeMailer {
         Self { local: true, ..Self::default() }
     }
 
+    /// The same mailer naming `site` as the delivery site of mail to `domain`, as direct
+    /// delivery does from the MX hosts.
+    pub fn routing(mut self, domain: &str, site: &str) -> Self {
+        let key = SiteKey::parse(site).unwrap_or_else(|| panic!("{site:?} is not a site key"));
+        self.sites.insert(domain.to_owned(), key);
+        self
+    }
+
+    /// The same mailer answering sends to `site` from `script` first.
+    pub fn answering_for(self, site: &str, script: Vec<Answer>) -> Self {
+        let key = SiteKey::parse(site).unwrap_or_else(|| panic!("{site:?} is not a site key"));
+        self.site_scripts.lock().unwrap_or_else(PoisonError::into_inner).insert(key, script.into());
+        self
+    }
+
     /// Every message handed over, in order.
     pub fn sent(&self) -> Vec<OutboundEmail> {
         self.sent.lock().unwrap_or_else(PoisonError::into_inner).clone()
@@ -59,8 +80,18 @@ impl Mailer for FakeMailer {
         if let Some(stall) = self.stall {
             tokio::time::sleep(stall).await;
         }
+        if let Some(site) = self.sites.get(email.envelope_to.domain().as_str()) {
+            let mut scripts = self.site_scripts.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(answer) = scripts.get_mut(site).and_then(VecDeque::pop_front) {
+                return answer;
+            }
+        }
         let next = self.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
         next.unwrap_or_else(accepted)
+    }
+
+    async fn site(&self, domain: &DomainName) -> Option<SiteKey> {
+        self.sites.get(domain.as_str()).cloned()
     }
 
     fn keeps_mail_local(&self) -> bool {

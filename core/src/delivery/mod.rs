@@ -8,6 +8,8 @@
 
 pub mod schedule;
 mod signers;
+pub mod site_activity;
+pub mod site_control;
 pub mod site_gate;
 pub mod webhooks;
 pub mod worker;
@@ -15,7 +17,9 @@ pub mod worker;
 // The classification table is shared with the bounce-report use case below this module.
 pub use crate::classify::{MAX_NAMED_RETRY, Verdict, classify, classify_error, classify_reply, named_retry_delay};
 pub use schedule::{RetrySchedule, ScheduleError};
-pub use site_gate::{LastReply, MAX_SPREAD, Shaping};
+pub use site_activity::{LastReply, SiteActivity, SiteSeen};
+pub use site_control::{SiteControl, SiteView};
+pub use site_gate::{MAX_SPREAD, Shaping};
 pub use webhooks::{
     AttemptOutcome, DispatchPass, DispatchSettings, WebhookDispatcher, WebhookReport, WebhookSettings, WebhookWorker,
     webhook_retry_schedule,

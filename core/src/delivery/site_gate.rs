@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use crate::delivery::site_activity::SiteActivity;
+use crate::ids::MessageId;
 use crate::ids::SiteLeaseId;
 use crate::ports::site_admission::{CONNECTION_WAIT, SiteAdmission, SiteWait};
 use crate::ports::{Limits, Random, SiteChange, SiteLease, SiteQuota, StoreResult};
@@ -30,8 +32,8 @@ use crate::shaping::{RuleAction, ShapingTable, SiteKey};
 /// the message asks again (a claim and a write), so a throttle lifted early is noticed.
 pub const MAX_SPREAD: TimeDelta = TimeDelta::minutes(5);
 
-/// Most sites this node remembers leases kept idle, refusals in a row and last replies of;
-/// past it the memory is cleared (it only saves asks and shows the last reply).
+/// Most sites this node remembers leases kept idle and refusals in a row of; past it the
+/// memory is cleared (it only saves asks).
 const MAX_REMEMBERED_SITES: usize = 10_000;
 
 /// What the worker shapes by: the table of sites and the limits they are counted in.
@@ -41,6 +43,15 @@ pub struct Shaping {
     pub table: Arc<ShapingTable>,
     /// Where admissions are counted: in memory for one node, in the database for several.
     pub limits: Arc<dyn Limits>,
+    /// What this node's worker sees of each site, for the operator's view and metrics.
+    pub activity: Arc<SiteActivity>,
+}
+
+impl Shaping {
+    /// Shaping by `table`, counted in `limits`, with a fresh activity record.
+    pub fn new(table: Arc<ShapingTable>, limits: Arc<dyn Limits>) -> Self {
+        Self { table, limits, activity: Arc::default() }
+    }
 }
 
 impl std::fmt::Debug for Shaping {
@@ -56,13 +67,6 @@ pub(crate) struct Ticket {
     lease: SiteLeaseId,
 }
 
-impl Ticket {
-    /// The site.
-    pub(crate) fn site(&self) -> &SiteKey {
-        &self.site
-    }
-}
-
 /// What [`SiteGate::admit`] answers.
 pub(crate) enum Gate {
     /// Go; release the ticket after the attempt.
@@ -71,23 +75,12 @@ pub(crate) enum Gate {
     Wait { due: DateTime<Utc>, why: SiteWait },
 }
 
-/// The last reply a site gave this node and when: for the operator's view of the site.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastReply {
-    /// The reply (code, enhanced code, text), cut to 500 characters.
-    pub reply: String,
-    /// When it came.
-    pub at: DateTime<Utc>,
-}
-
 #[derive(Default)]
 struct Memory {
     /// Leases kept idle, per site, with their end.
     kept: HashMap<SiteKey, Vec<(SiteLeaseId, DateTime<Utc>)>>,
-    /// Refusals in a row and the latest due time given, per site.
+    /// The latest due time given to a refused message, per site.
     backlog: HashMap<SiteKey, DateTime<Utc>>,
-    /// Last reply per site.
-    replies: HashMap<SiteKey, LastReply>,
 }
 
 /// See the module docs.
@@ -110,10 +103,12 @@ impl SiteGate {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Asks `site` to admit one delivery at `now`, its lease held until `lease_until`.
+    /// Asks `site` to admit the delivery of `message` at `now`, its lease held until
+    /// `lease_until`.
     pub(crate) async fn admit(
         &self,
         site: SiteKey,
+        message: MessageId,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         random: &dyn Random,
@@ -125,6 +120,7 @@ impl SiteGate {
         match self.shaping.limits.admit_delivery(&site, quota, SiteLease { id, until: lease_until }, now).await {
             Ok(SiteAdmission::Admitted) => {
                 self.memory().backlog.remove(&site);
+                self.shaping.activity.admitted(&site, message, now);
                 Ok(Gate::Admitted(Ticket { site, lease: id }))
             }
             Ok(SiteAdmission::Wait { until, why }) => {
@@ -137,7 +133,9 @@ impl SiteGate {
                     SiteWait::Connections => CONNECTION_WAIT / i32::try_from(quota.connections.max(1)).unwrap_or(1),
                     _ => TimeDelta::from_std(quota.rate.interval()).unwrap_or(CONNECTION_WAIT),
                 };
-                Ok(Gate::Wait { due: self.spread(&site, until, step), why })
+                let due = self.spread(&site, until, step);
+                self.shaping.activity.waiting(&site, message, due);
+                Ok(Gate::Wait { due, why })
             }
             Err(e) => {
                 if let Some(id) = kept {
@@ -162,6 +160,7 @@ impl SiteGate {
             }
             Err(error) => tracing::warn!(%site, %error, "cannot release a delivery lease; it ends with its claim"),
         }
+        self.shaping.activity.finished(&site, reply, now);
         if let Some(reply) = reply {
             self.react(&site, reply, now).await;
         }
@@ -173,20 +172,7 @@ impl SiteGate {
         self.release(ticket, None, false, now).await;
     }
 
-    /// The last reply each site gave this node.
-    pub(crate) fn last_replies(&self) -> HashMap<SiteKey, LastReply> {
-        self.memory().replies.clone()
-    }
-
     async fn react(&self, site: &SiteKey, reply: &str, now: DateTime<Utc>) {
-        {
-            let mut memory = self.memory();
-            if memory.replies.len() >= MAX_REMEMBERED_SITES && !memory.replies.contains_key(site) {
-                memory.replies.clear();
-            }
-            let reply = reply.chars().take(500).collect();
-            memory.replies.insert(site.clone(), LastReply { reply, at: now });
-        }
         let Some(reaction) = self.shaping.table.react(site, reply, now) else { return };
         let reason = format!("{} (rule {})", reply.chars().take(300).collect::<String>(), reaction.rule);
         let change = match reaction.action {

@@ -9,6 +9,7 @@ mod conformance_memory;
 mod delivery_races;
 mod delivery_recipients;
 mod delivery_restart;
+mod delivery_sites;
 mod delivery_worker;
 mod event_feed;
 mod inprocess;

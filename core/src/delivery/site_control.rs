@@ -1,0 +1,99 @@
+//! [`SiteControl`]: the operator's view of the delivery sites and the way to suspend and
+//! resume one (contract §12, "Visible and operable"). Sites are the server's, not a
+//! workspace's: one tenant must neither stop Gmail for all nor see the others' queues, so
+//! the front ends serve this to the operator alone (`/v1/operator/sites`, the
+//! `tidings-server sites` command, `/metrics`).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::delivery::site_activity::{LastReply, SiteSeen};
+use crate::delivery::site_gate::Shaping;
+use crate::ports::{SiteChange, StoreResult};
+use crate::shaping::{MessageRate, SiteKey, SiteLimits};
+
+/// One site as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteView {
+    /// The site: a suffix of the shaping table (`.google.com`) or the MX hosts.
+    pub site: SiteKey,
+    /// Its limits.
+    pub limits: SiteLimits,
+    /// Live connection leases, every node together (deliveries in flight and connections
+    /// kept idle).
+    pub leases: u32,
+    /// What this node saw: waiting, in flight, admitted in the last minute, last reply.
+    pub seen: SiteSeen,
+    /// Suspended until then, and why.
+    pub suspended: Option<(DateTime<Utc>, String)>,
+    /// Throttled to a rate until then, and why.
+    pub throttled: Option<(MessageRate, DateTime<Utc>, String)>,
+}
+
+impl SiteView {
+    /// The last reply this node got from the site.
+    pub fn last_reply(&self) -> Option<&LastReply> {
+        self.seen.last_reply.as_ref()
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct SiteControl {
+    shaping: Shaping,
+}
+
+impl SiteControl {
+    /// Over the shaping the delivery worker uses (the same limits and activity).
+    pub fn new(shaping: Shaping) -> Self {
+        Self { shaping }
+    }
+
+    /// Every site with something to show at `now` (leases, a suspension or throttle, mail
+    /// waiting or in flight here, a delivery in the last minute or a reply), by site key.
+    pub async fn list(&self, now: DateTime<Utc>) -> StoreResult<Vec<SiteView>> {
+        let states = self.shaping.limits.site_states(now).await?;
+        let mut seen = self.shaping.activity.snapshot(now);
+        let mut views: BTreeMap<SiteKey, SiteView> = BTreeMap::new();
+        for state in states {
+            let limits = self.shaping.table.limits(&state.site).clone();
+            let suspended =
+                state.suspended_until.map(|until| (until, state.suspend_reason.clone().unwrap_or_default()));
+            let view = SiteView {
+                seen: seen.remove(&state.site).unwrap_or_default(),
+                site: state.site.clone(),
+                limits,
+                leases: state.leases,
+                suspended,
+                throttled: state.throttle,
+            };
+            views.insert(state.site, view);
+        }
+        for (site, seen) in seen {
+            let limits = self.shaping.table.limits(&site).clone();
+            let view = SiteView { site: site.clone(), limits, leases: 0, seen, suspended: None, throttled: None };
+            views.insert(site, view);
+        }
+        Ok(views.into_values().collect())
+    }
+
+    /// Suspends `site` until `until` (a later suspension already set is kept).
+    pub async fn suspend(
+        &self,
+        site: &SiteKey,
+        until: DateTime<Utc>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let change = SiteChange::Suspend { until, reason: reason.to_owned() };
+        tracing::warn!(%site, %until, reason, "site suspended by the operator");
+        self.shaping.limits.change_site(site, change, now).await
+    }
+
+    /// Ends `site`'s suspension and throttle now.
+    pub async fn resume(&self, site: &SiteKey, now: DateTime<Utc>) -> StoreResult<()> {
+        tracing::warn!(%site, "site resumed by the operator");
+        self.shaping.limits.change_site(site, SiteChange::Resume, now).await
+    }
+}

@@ -1,0 +1,162 @@
+//! Admission by delivery site (contract §12, "Destinations" and "Adaptive"): mail its site
+//! cannot take yet goes back to the queue with no attempt, no event and no retry used; a
+//! reply matching an adaptive rule holds the site while other sites flow; a relay (no sites)
+//! is not shaped.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration as Span, Utc};
+use tidings_core::delivery::{Shaping, SiteControl};
+use tidings_core::model::MessageStatus;
+use tidings_core::ports::Limits;
+use tidings_core::shaping::ShapingTable;
+use tidings_core::usecases::{CoreConfig, LocalLimits};
+use tidings_testing::delivery::Delivery;
+use tidings_testing::mailer::{FakeMailer, rejected};
+
+/// `.slow.example` takes 2 a second over at most 10 connections; `.google.com` is built in.
+const SHAPING: &str = r#"
+[".slow.example"]
+max_message_rate = "2/s"
+connection_limit = 10
+"#;
+
+async fn shaped(mailer: FakeMailer) -> (Delivery, Arc<LocalLimits>) {
+    let (d, limits, _) = shaped_with_control(mailer).await;
+    (d, limits)
+}
+
+async fn shaped_with_control(mailer: FakeMailer) -> (Delivery, Arc<LocalLimits>, SiteControl) {
+    let limits = Arc::new(LocalLimits::default());
+    let table = Arc::new(ShapingTable::from_toml(SHAPING).expect("the shaping file"));
+    let shaping = Shaping::new(table, Arc::clone(&limits) as Arc<dyn Limits>);
+    let control = SiteControl::new(shaping.clone());
+    let d = Delivery::with(CoreConfig::default(), mailer, |s| {
+        s.shaping = Some(shaping);
+        // One attempt at a time: the order of admissions is the order of the claim.
+        s.concurrency = 1;
+    })
+    .await;
+    (d, limits, control)
+}
+
+fn routed() -> FakeMailer {
+    FakeMailer::default()
+        .routing("slow.example", ".slow.example")
+        .routing("gmail.example", ".google.com")
+        .routing("other.example", "mx.other.example")
+}
+
+#[tokio::test]
+async fn mail_over_its_sites_rate_waits_in_the_queue_without_an_attempt() {
+    let (d, _limits) = shaped(routed()).await;
+    let t0 = d.t.now();
+    let mut sent = Vec::new();
+    for n in 0..5 {
+        sent.push(d.send(&format!("user{n}@slow.example")).await);
+    }
+
+    let report = d.step().await;
+    assert_eq!((report.claimed, report.delivered, report.waiting), (5, 2, 3), "the burst of 2/s: {report:?}");
+    assert_eq!(d.mailer.sent().len(), 2);
+    let mut waiting = Vec::new();
+    for m in &sent {
+        let stored = d.message(m.id).await;
+        if stored.status == MessageStatus::Queued {
+            assert_eq!(stored.attempts, 0, "waiting is not an attempt");
+            assert_eq!(d.event_types(m.id).await, ["Queued"], "and records nothing");
+            waiting.push(stored.next_attempt_at.expect("due again later"));
+        }
+    }
+    waiting.sort();
+    let expected: Vec<DateTime<Utc>> = [500, 1_000, 1_500].iter().map(|&ms| t0 + Span::milliseconds(ms)).collect();
+    assert_eq!(waiting, expected, "each back at its turn of the rate");
+
+    let mut steps = 0;
+    while d.mailer.sent().len() < 5 {
+        steps += 1;
+        assert!(steps < 40, "every message goes within 10 s");
+        d.t.clock.advance(Span::milliseconds(250));
+        let report = d.step().await;
+        assert!(report.delivered <= 1, "one token each half second: {report:?}");
+    }
+    assert_eq!(d.t.now() - t0, Span::milliseconds(1_500), "5 at 2/s with a burst of 2 take 1.5 s");
+    for m in &sent {
+        let stored = d.message(m.id).await;
+        assert_eq!((stored.status, stored.attempts), (MessageStatus::Delivered, 1), "one attempt each");
+        assert_eq!(d.event_types(m.id).await, ["Queued", "Sent", "Delivered"]);
+    }
+}
+
+#[tokio::test]
+async fn a_throttling_reply_holds_its_site_while_other_sites_flow() {
+    let gmail_says = rejected(421, "4.7.28 Our system has detected an unusual rate of unsolicited mail");
+    let (d, limits, control) = shaped_with_control(routed().answering_for(".google.com", vec![gmail_says])).await;
+    let first = d.send("a@gmail.example").await;
+    let report = d.step().await;
+    assert_eq!(report.deferred, 1, "the reply itself is a deferral: {report:?}");
+    let states = limits.site_states(d.t.now()).await.expect("states");
+    let google = states.iter().find(|s| s.site.as_str() == ".google.com").expect("the site has a state");
+    let (rate, until, reason) = google.throttle.clone().expect("throttled by the built-in rule");
+    assert_eq!(rate.to_string(), "1/min");
+    assert_eq!(until, d.t.now() + Span::minutes(90));
+    assert!(reason.contains("4.7.28"), "{reason}");
+
+    // One a minute: the next Gmail message goes, the one after waits; other sites flow.
+    let (g1, g2, other) =
+        (d.send("b@gmail.example").await, d.send("c@gmail.example").await, d.send("d@other.example").await);
+    d.t.clock.advance(Span::minutes(1));
+    let report = d.step().await;
+    // The first message's retry is due too, and waits like the rest of its site.
+    assert_eq!((report.delivered, report.waiting), (2, 2), "{report:?}");
+    assert_eq!(d.message(other.id).await.status, MessageStatus::Delivered);
+    let statuses = [d.message(g1.id).await, d.message(g2.id).await];
+    let held: Vec<_> = statuses.iter().filter(|m| m.status == MessageStatus::Queued).collect();
+    assert_eq!(held.len(), 1, "one of the two waits for the next minute");
+    assert_eq!(held[0].attempts, 0);
+    // The first message's retries are still its own: waiting used none of them.
+    let first = d.message(first.id).await;
+    assert_eq!((first.status, first.attempts), (MessageStatus::Deferred, 1));
+
+    // The operator's view: both sites, Google throttled with the reply that did it.
+    let views = control.list(d.t.now()).await.expect("the sites");
+    let names: Vec<&str> = views.iter().map(|v| v.site.as_str()).collect();
+    assert_eq!(names, [".google.com", "mx.other.example"]);
+    let google = &views[0];
+    assert_eq!(google.limits.connection_limit, 5, "the built-in table's");
+    assert_eq!(google.seen.waiting, 2, "the retry and one new message wait");
+    assert_eq!(google.seen.in_flight, 0);
+    assert_eq!(google.seen.admitted_last_minute, 1, "one admitted this minute; the first was a minute ago");
+    assert!(google.throttled.is_some());
+    assert!(google.last_reply().expect("a reply").reply.starts_with("250"), "the last reply is the delivery's");
+    assert_eq!(views[1].seen.last_reply.as_ref().map(|r| r.reply.starts_with("250")), Some(true));
+}
+
+#[tokio::test]
+async fn a_suspended_site_gets_nothing_until_resumed() {
+    let (d, limits) = shaped(routed()).await;
+    let now = d.t.now();
+    let change =
+        tidings_core::ports::SiteChange::Suspend { until: now + Span::hours(1), reason: "by the operator".into() };
+    let site = tidings_core::shaping::SiteKey::parse(".slow.example").expect("a key");
+    limits.change_site(&site, change, now).await.expect("suspend");
+    let held = d.send("user@slow.example").await;
+    let report = d.step().await;
+    assert_eq!((report.waiting, report.delivered), (1, 0), "{report:?}");
+    assert_eq!(d.message(held.id).await.next_attempt_at, Some(now + Span::hours(1)), "back when the suspension ends");
+    limits.change_site(&site, tidings_core::ports::SiteChange::Resume, now).await.expect("resume");
+    d.t.clock.set(now + Span::hours(1));
+    assert_eq!(d.step().await.delivered, 1);
+    assert!(d.mailer.sent().len() == 1, "sent once");
+}
+
+#[tokio::test]
+async fn without_sites_nothing_is_shaped() {
+    // The mailer names no site (a relay): the table's limits do not apply.
+    let (d, _limits) = shaped(FakeMailer::default()).await;
+    for n in 0..5 {
+        d.send(&format!("user{n}@slow.example")).await;
+    }
+    let report = d.step().await;
+    assert_eq!((report.delivered, report.waiting), (5, 0), "{report:?}");
+}
