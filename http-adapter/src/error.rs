@@ -46,6 +46,9 @@ pub enum ApiError {
     /// 401 `invalid_metrics_token`: `/metrics` needs the operator's token, which was missing
     /// or wrong. Not an API code: `/metrics` is outside the API (`/v1`).
     MetricsTokenRequired,
+    /// 401 `invalid_operator_token`: the operator's API needs the operator's token, which was
+    /// missing or wrong.
+    OperatorTokenRequired,
 }
 
 /// `Retry-After` of a [`ApiError::Busy`] answer, in seconds: large bodies in flight are
@@ -157,6 +160,12 @@ impl ApiError {
                 "send the metrics token (TIDINGS_METRICS_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
                 Vec::new(),
             ),
+            Self::OperatorTokenRequired => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_operator_token",
+                "send the operator token (TIDINGS_OPERATOR_TOKEN) as `Authorization: Bearer <token>`".to_owned(),
+                Vec::new(),
+            ),
         }
     }
 }
@@ -193,6 +202,9 @@ impl IntoResponse for ApiError {
         self.insert_retry_headers(headers);
         if let Self::MetricsTokenRequired = self {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
+        }
+        if let Self::OperatorTokenRequired = self {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"operator\""));
         }
         response
     }

@@ -68,6 +68,7 @@ mod json;
 mod logged_path;
 pub mod metrics;
 mod openapi;
+mod operator;
 mod path;
 mod query;
 mod rate_limit;
@@ -125,6 +126,13 @@ pub struct HttpConfig {
     /// set, or behind its own guard). The server turns it on unless [`metrics_router`] serves
     /// them on a listener of its own.
     pub serve_metrics: bool,
+    /// When set, the operator's API under `/v1/operator` (the delivery sites: list, suspend,
+    /// resume) answers a client presenting this token as `Authorization: Bearer`; unset,
+    /// those paths are not served.
+    pub operator_token: Option<MetricsToken>,
+    /// The delivery sites, when the server delivers directly (`mx` mode): shown by the
+    /// operator's API and as gauges in `/metrics`.
+    pub sites: Option<tidings_core::delivery::SiteControl>,
 }
 
 impl Default for HttpConfig {
@@ -138,6 +146,8 @@ impl Default for HttpConfig {
             trusted_proxies: TrustedProxies::default(),
             metrics_token: None,
             serve_metrics: false,
+            operator_token: None,
+            sites: None,
         }
     }
 }

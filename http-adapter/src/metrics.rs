@@ -306,6 +306,62 @@ fn labels(names: &[&str], values: &[String], extra: Option<(&str, &str)>) -> Str
     if pairs.is_empty() { String::new() } else { format!("{{{}}}", pairs.join(",")) }
 }
 
+/// Most sites exported: the busiest first would need sorting; the sites with something to
+/// show are few in practice, and this bounds the series a scrape can carry.
+const MAX_SITE_SERIES: usize = 1_000;
+
+/// The per-site gauges (contract §12, "Visible and operable") of the sites that have
+/// something to show now (leases, mail waiting or in flight, a delivery in the last minute,
+/// a suspension or throttle), appended to a scrape. Waiting, in flight and the last minute's
+/// deliveries are this node's; leases, suspensions and throttles are every node's.
+pub fn render_sites(out: &mut String, views: &[tidings_core::delivery::SiteView], now: chrono::DateTime<chrono::Utc>) {
+    let active: Vec<&tidings_core::delivery::SiteView> = views
+        .iter()
+        .filter(|v| {
+            v.leases > 0
+                || v.seen.waiting > 0
+                || v.seen.in_flight > 0
+                || v.seen.admitted_last_minute > 0
+                || v.suspended.is_some()
+                || v.throttled.is_some()
+        })
+        .take(MAX_SITE_SERIES)
+        .collect();
+    type Value = fn(&tidings_core::delivery::SiteView, chrono::DateTime<chrono::Utc>) -> f64;
+    let families: [(&str, &str, Value); 6] = [
+        ("tidings_site_waiting", "Messages this node put back to wait for their site's limits.", |v, _| {
+            v.seen.waiting as f64
+        }),
+        ("tidings_site_in_flight", "Deliveries to the site under way on this node.", |v, _| {
+            f64::from(v.seen.in_flight)
+        }),
+        (
+            "tidings_site_connection_leases",
+            "Connection leases the site holds, every node together (deliveries in flight and connections kept idle).",
+            |v, _| f64::from(v.leases),
+        ),
+        (
+            "tidings_site_admitted_last_minute",
+            "Deliveries this node started to the site in the last minute.",
+            |v, _| v.seen.admitted_last_minute as f64,
+        ),
+        ("tidings_site_suspended_seconds", "Seconds until the site's suspension ends (0: not suspended).", |v, now| {
+            v.suspended.as_ref().map_or(0.0, |(until, _)| (*until - now).num_milliseconds().max(0) as f64 / 1000.0)
+        }),
+        (
+            "tidings_site_throttled_per_second",
+            "The lowered rate of a throttled site, in messages per second (0: not throttled).",
+            |v, _| v.throttled.as_ref().map_or(0.0, |(rate, _, _)| rate.per_second()),
+        ),
+    ];
+    for (name, help, value) in families {
+        header(out, name, help, "gauge");
+        for view in &active {
+            let _ = writeln!(out, "{name}{} {}", labels(&["site"], &[view.site.to_string()], None), value(view, now));
+        }
+    }
+}
+
 /// Label values escape backslash, double quote and line feed.
 fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")

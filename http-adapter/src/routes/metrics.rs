@@ -53,7 +53,15 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
         }
     }
     let queue = state.metrics.queue_depth(state.core.operations().pending_messages()).await;
-    let body = state.metrics.render(queue);
+    let mut body = state.metrics.render(queue);
+    if let Some(sites) = &state.config.sites {
+        let now = state.core.clock().now();
+        match sites.list(now).await {
+            Ok(views) => crate::metrics::render_sites(&mut body, &views, now),
+            // Like the queue gauges: the counters are still worth having.
+            Err(error) => tracing::warn!(%error, "cannot read the delivery sites for /metrics"),
+        }
+    }
     (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 

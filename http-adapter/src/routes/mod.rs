@@ -67,6 +67,13 @@ pub fn router(state: ApiState) -> Router {
     let timeout = state.config.request_timeout;
     let send_limit = state.config.max_send_body_bytes.max(limit);
     let (routes, _) = table(send_limit, state.config.serve_metrics).into_parts();
+    let routes = match state.config.operator_token {
+        Some(_) => routes.nest(
+            "/v1/operator",
+            crate::operator::routes().fallback(unknown_route).method_not_allowed_fallback(method_not_allowed),
+        ),
+        None => routes,
+    };
     routes
         // Resend's API (contract §11), with its own answers for unknown paths and methods.
         .nest("/resend", crate::compat::resend::routes(send_limit))

@@ -9,6 +9,7 @@ mod hostile_bodies;
 mod metrics;
 mod openapi;
 mod operations;
+mod operator_sites;
 mod postmark_compat;
 mod resend_compat;
 mod send_fields;

@@ -105,7 +105,7 @@ fn answer(e: &PostmarkError) -> (StatusCode, Fault) {
     let core = match api {
         ApiError::Core(core) => core,
         ApiError::InvalidJson(why) => return unprocessable(Code::InvalidJson, &format!("Invalid JSON: {why}")),
-        ApiError::MissingApiKey | ApiError::MetricsTokenRequired => {
+        ApiError::MissingApiKey | ApiError::MetricsTokenRequired | ApiError::OperatorTokenRequired => {
             return bad_token(
                 "Request does not contain a valid Server token: put a Tidings API key in `X-Postmark-Server-Token`",
             );

@@ -76,7 +76,7 @@ fn parts(e: &ResendError) -> (StatusCode, &'static str, String) {
                 "The request headers are too large".into(),
             );
         }
-        ApiError::MetricsTokenRequired => {
+        ApiError::MetricsTokenRequired | ApiError::OperatorTokenRequired => {
             return (S::UNAUTHORIZED, "missing_api_key", "Missing API key in the authorization header".into());
         }
     };
