@@ -12,6 +12,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use tidings_core::model::KeyScope;
 
 use crate::config::{Config, ConfigError, Settings, Sources};
+use crate::sites_command::SitesAction;
 use crate::{ServerError, bootstrap};
 
 /// Tidings: a transactional email service over HTTPS.
@@ -49,6 +50,41 @@ pub enum Command {
     /// Apply the PostgreSQL migrations to TIDINGS_DATABASE_URL, then exit (nodes also apply
     /// them at start; run this once before starting several).
     Migrate,
+    /// The direct-delivery sites of the running server (TIDINGS_DELIVERY=mx): list them,
+    /// suspend or resume one. Calls the server's operator API with TIDINGS_OPERATOR_TOKEN, so
+    /// it works while the server runs, on sled too.
+    Sites {
+        /// The server's address (default: https:// the listen address).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// What to do.
+        #[command(subcommand)]
+        action: SitesCommand,
+    },
+}
+
+/// `sites …`.
+#[derive(Debug, Subcommand)]
+pub enum SitesCommand {
+    /// List the sites with something to show: leases, mail waiting or in flight, the last
+    /// minute's deliveries, suspensions, throttles, the last reply.
+    List,
+    /// Suspend a site: no delivery to it until the time is up (mail waits, no retry used).
+    Suspend {
+        /// The site: a shaping suffix such as .google.com, or its MX hosts as listed.
+        site: String,
+        /// How long: 30s, 10m, 2h, 1d (at most 7d).
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: String,
+        /// Why, shown with the site.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Lift a site's suspension or throttle now.
+    Resume {
+        /// The site.
+        site: String,
+    },
 }
 
 /// `workspace …`.
@@ -171,6 +207,14 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
             println!("key id: {}", created.key.id);
             println!("key: {}", created.plaintext.expose());
             Ok(())
+        }
+        Command::Sites { url, action } => {
+            let action = match action {
+                SitesCommand::List => SitesAction::List,
+                SitesCommand::Suspend { site, duration, reason } => SitesAction::Suspend { site, duration, reason },
+                SitesCommand::Resume { site } => SitesAction::Resume { site },
+            };
+            crate::sites_command::run(&config, url, action).await
         }
         Command::Migrate => {
             bootstrap::migrate(&config).await?;

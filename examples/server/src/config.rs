@@ -273,6 +273,9 @@ pub struct Config {
     pub trusted_proxies: TrustedProxies,
     /// `TIDINGS_METRICS_TOKEN`: the bearer token `/metrics` requires; `None`: open.
     pub metrics_token: Option<MetricsToken>,
+    /// `TIDINGS_OPERATOR_TOKEN`: the bearer token of the operator's API (`/v1/operator`);
+    /// `None`: not served.
+    pub operator_token: Option<MetricsToken>,
     /// `TIDINGS_METRICS_LISTEN`: a plain-HTTP listener of its own for `/metrics`, which the
     /// HTTPS listener then does not serve.
     pub metrics_listen: Option<SocketAddr>,
@@ -352,6 +355,8 @@ impl Config {
         let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
         // The error describes the token's shape and never quotes it.
         let metrics_token = s.parse("TIDINGS_METRICS_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
+        let operator_token =
+            s.parse("TIDINGS_OPERATOR_TOKEN", |t| MetricsToken::parse(t).map_err(|e| e.to_string()))?;
         let metrics_listen = s.parse("TIDINGS_METRICS_LISTEN", socket_addr)?;
         let dashboard = s.value("TIDINGS_DASHBOARD", boolean)?;
 
@@ -442,6 +447,7 @@ impl Config {
             shutdown_delay,
             trusted_proxies,
             metrics_token,
+            operator_token,
             metrics_listen,
             dashboard,
             delivery,

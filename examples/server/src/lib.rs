@@ -21,6 +21,7 @@ pub mod oplog;
 pub mod secret_key;
 pub mod sending_host;
 pub mod serve;
+mod sites_command;
 pub mod submission;
 pub mod tls;
 pub mod workers;
@@ -31,7 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidings_core::delivery::{DeliverySettings, WebhookSettings};
+use tidings_core::delivery::{DeliverySettings, Shaping, SiteControl, WebhookSettings};
 use tidings_core::runtime::{Runtime, RuntimeSettings};
 use tidings_core::tracking::TrackingConfig;
 use tidings_http::{ApiState, HttpConfig, Metrics, router};
@@ -200,12 +201,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     eprintln!("listening on https://{local}");
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Direct delivery admits mail by site (contract §12), counted in the same limits as the
+    // keys' (shared by every node on PostgreSQL); a relay shapes its own delivery.
+    let shaping = (config.delivery.mode == config::Delivery::Mx)
+        .then(|| Shaping::new(Arc::new(config.delivery.shaping.clone()), limits.clone()));
     let delivery = DeliverySettings {
         schedule: config.delivery.retry_schedule.clone(),
         // The transports give up on one message after their total timeout; the worker's own
         // cut-off (and with it the lease) must be longer.
         send_timeout: config.delivery.smtp_timeout + Duration::from_secs(10),
         lease_margin: config.lease_margin,
+        shaping: shaping.clone(),
         ..DeliverySettings::default()
     };
     let webhooks = WebhookSettings {
@@ -256,6 +262,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         max_body_bytes_in_flight: config.max_body_bytes_in_flight,
         trusted_proxies: config.trusted_proxies.clone(),
         metrics_token: config.metrics_token.clone(),
+        operator_token: config.operator_token.clone(),
+        sites: shaping.map(SiteControl::new),
         serve_metrics: config.metrics_listen.is_none(),
         ..HttpConfig::default()
     };

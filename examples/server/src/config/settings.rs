@@ -195,6 +195,11 @@ pub struct Settings {
     /// like the probes.
     #[arg(long, env = "TIDINGS_METRICS_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// The operator's API (/v1/operator/sites: the delivery sites, suspend and resume) and
+    /// the `sites` command answer only this bearer token (16-256 printable characters).
+    /// Unset: not served.
+    #[arg(long, env = "TIDINGS_OPERATOR_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
     /// ip:port of a plain-HTTP listener serving only /metrics (e.g. 127.0.0.1:9090); the
     /// HTTPS listener then no longer serves it.
     #[arg(long, env = "TIDINGS_METRICS_LISTEN", value_name = "ADDR")]
