@@ -20,6 +20,7 @@ mod config;
 mod errors;
 pub mod mta_sts;
 mod mx;
+mod mx_cache;
 mod mx_guard;
 mod outbox;
 mod outbox_writes;
@@ -27,6 +28,7 @@ mod pool;
 mod relay;
 mod relay_config;
 mod session;
+mod site_connections;
 #[cfg(feature = "testing")]
 pub mod testing;
 
