@@ -41,7 +41,7 @@ pub(crate) async fn deliver(
     let timeouts = &connector.timeouts;
     let slot = pool.acquire().await;
     let (mut session, reused) = match slot.ready().await {
-        Ready::Idle(session) => (session, true),
+        Ready::Idle(session) => (*session, true),
         Ready::Open(seat) => (open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?, false),
     };
     let mut result = session.deliver(email, timeouts).await;

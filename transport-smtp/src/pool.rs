@@ -96,8 +96,8 @@ pub(crate) struct Slot {
 
 /// What a slot holder sends over.
 pub(crate) enum Ready {
-    /// A parked session of this pool.
-    Idle(Session),
+    /// A parked session of this pool (boxed: a session is large, a seat is not).
+    Idle(Box<Session>),
     /// None was idle: open a new connection, holding this seat of the site (none without
     /// shaping).
     Open(Option<SiteSeat>),
@@ -110,7 +110,7 @@ impl Slot {
     pub(crate) async fn ready(&self) -> Ready {
         loop {
             if let Some(session) = self.reuse() {
-                return Ready::Idle(session);
+                return Ready::Idle(Box::new(session));
             }
             let Some(site) = &self.pool.site else { return Ready::Open(None) };
             match site.seat(&self.pool).await {
