@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tidings_core::domain_name::DomainName;
-use tidings_core::ports::{DnsError, Mailer, SendError};
+use tidings_core::ports::{DnsError, Mailer, SendError, SystemClock};
 use tidings_core::shaping::{ShapingTable, SiteKey};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_dns::{HickoryDns, Settings, Upstream};
 use tidings_transport_smtp::mta_sts::{CacheSettings, FetchSettings, HttpsPolicyFetcher, MtaSts, TrustRoots};
-use tidings_transport_smtp::testing::{ConnectionTally, SinkConfig, SinkTls, SmtpSink, Stage};
+use tidings_transport_smtp::testing::{
+    ConnectionTally, PolicyReply, PolicyServer, SinkConfig, SinkTls, SmtpSink, Stage,
+};
 use tidings_transport_smtp::{MxConfig, MxLookup, MxMailer};
 
 use crate::common::{WAIT, email_to, quick_timeouts};
@@ -275,4 +277,43 @@ async fn a_site_requiring_tls_delivers_over_a_verified_certificate_and_never_in_
         .unwrap_err();
     assert!(matches!(&error, SendError::Unreachable { reason } if reason.contains(".site.test")), "{error:?}");
     assert_eq!(sink1.message_count(), 1);
+}
+
+#[tokio::test]
+async fn connections_under_an_mta_sts_policy_count_in_their_sites_cap() {
+    let (sink1, _sink2, tally) = two_sinks(SinkTls::StartTls).await;
+    let dns = TestDnsServer::start([
+        TestRecord::mx("acme.test", 10, MX1),
+        TestRecord::mx("plain.test", 10, MX1),
+        TestRecord::a(MX1, loopback(1)),
+        TestRecord::a("mta-sts.acme.test", loopback(1)),
+        TestRecord::txt("_mta-sts.acme.test", "v=STSv1; id=1"),
+    ])
+    .await
+    .unwrap();
+    let policy_text = "version: STSv1\r\nmode: enforce\r\nmx: *.site.test\r\nmax_age: 86400\r\n";
+    let policy = PolicyServer::start(&["mta-sts.acme.test"], PolicyReply::policy(policy_text)).await.unwrap();
+    let lookup = lookup(&dns);
+    let resolver = Arc::new(lookup.inner.clone());
+    let fetch = FetchSettings {
+        roots: TrustRoots::Only(vec![policy.ca_der()]),
+        port: policy.addr().port(),
+        allow_private: true,
+        ..FetchSettings::default()
+    };
+    let fetcher = Arc::new(HttpsPolicyFetcher::new(resolver.clone(), fetch).unwrap());
+    let sts = Arc::new(MtaSts::new(resolver, fetcher, Arc::new(SystemClock), CacheSettings::default()));
+    let mailer = MxMailer::new(lookup, config(sink1.port()))
+        .unwrap()
+        .with_shaping(table("connection_limit = 1"))
+        .with_mta_sts(sts, &TrustRoots::Only(sink1.ca_der().into_iter().collect()))
+        .unwrap();
+
+    // Under the policy: a verified connection, pooled apart and left idle.
+    mailer.send(&email_to(1, "to@acme.test")).await.unwrap();
+    assert_eq!(sink1.open_connections(), 1);
+    // Without one, to the same host of the same site: the idle one is closed first.
+    mailer.send(&email_to(2, "to@plain.test")).await.unwrap();
+
+    assert_eq!((sink1.message_count(), tally.max_open(), sink1.connection_count()), (2, 1, 2));
 }
