@@ -3,7 +3,8 @@
 //!
 //! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
 //! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS (required
-//!   and verified where the domain's MTA-STS policy enforces it).
+//!   and verified where the domain's MTA-STS policy enforces it or its site's shaping
+//!   requires it); with shaping, connections and messages per connection capped by site.
 //! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
 //! - [`mta_sts`]: recipient domains' MTA-STS policies (RFC 8461), fetched and cached.
 //!

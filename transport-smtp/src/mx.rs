@@ -44,7 +44,8 @@ impl MxLookup for HickoryDns {
 }
 
 /// Delivers each message to its recipient's MX hosts, reusing connections per host and
-/// opening at most [`PoolSettings::max_connections`] to any one host.
+/// opening at most [`PoolSettings::max_connections`] to any one host (with shaping, the
+/// limits are per site instead: **Sites** below).
 ///
 /// **Routing** follows RFC 5321 §5.1: the MX records in preference order (hosts of equal
 /// preference rotated per message, to spread load), or the domain itself when it has none.
@@ -64,7 +65,8 @@ impl MxLookup for HickoryDns {
 /// (MAIL), the host's answer is final for this delivery, 4xx included: core schedules the
 /// retry. When every host failed, the error lists why each did.
 ///
-/// **TLS is opportunistic and unverified** unless a policy says otherwise: STARTTLS
+/// **TLS is opportunistic and unverified** unless a policy (MTA-STS, or the site's shaping)
+/// says otherwise: STARTTLS
 /// whenever offered, any certificate accepted, and a host whose STARTTLS fails is tried
 /// again in plaintext. Between MTAs a certificate proves nothing without a policy saying
 /// which name to expect (MTA-STS, RFC 8461, below; DANE, RFC 7672, is not implemented),
