@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use tidings_core::ports::{OutboundEmail, SendError, SendReceipt};
 
-use crate::pool::HostPool;
+use crate::pool::{HostPool, Ready};
 use crate::session::{Connector, Session, TlsPlan};
+use crate::site_connections::SiteSeat;
 
 /// Why an attempt failed, split by whether another server might still be tried.
 #[derive(Debug)]
@@ -39,14 +40,17 @@ pub(crate) async fn deliver(
 ) -> Result<SendReceipt, AttemptError> {
     let timeouts = &connector.timeouts;
     let slot = pool.acquire().await;
-    let (mut session, reused) = match slot.reuse() {
-        Some(session) => (session, true),
-        None => (open(connector, plaintext_fallback).await.map_err(AttemptError::Session)?, false),
+    let (mut session, reused) = match slot.ready().await {
+        Ready::Idle(session) => (*session, true),
+        Ready::Open(seat) => (open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?, false),
     };
     let mut result = session.deliver(email, timeouts).await;
     if reused && result.as_ref().is_err_and(|failure| failure.suggests_stale_connection()) {
         tracing::debug!(remote = %session.remote, "an idle connection had gone stale; opening a new one");
-        session = open(connector, plaintext_fallback).await.map_err(AttemptError::Session)?;
+        // The new connection takes the stale one's seat in the site's cap, once it is closed.
+        let seat = session.seat.take();
+        drop(session);
+        session = open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?;
         result = session.deliver(email, timeouts).await;
     }
     match result {
@@ -69,8 +73,15 @@ pub(crate) async fn deliver(
     }
 }
 
-/// A new session; with `plaintext_fallback`, a second one without TLS if STARTTLS failed.
-async fn open(connector: &Connector, plaintext_fallback: bool) -> Result<Session, SendError> {
+/// A new session holding `seat` (its site's, with shaping); with `plaintext_fallback`, a
+/// second one without TLS if STARTTLS failed (the first connection is closed by then).
+async fn open(connector: &Connector, plaintext_fallback: bool, seat: Option<SiteSeat>) -> Result<Session, SendError> {
+    let mut session = open_unseated(connector, plaintext_fallback).await?;
+    session.seat = seat;
+    Ok(session)
+}
+
+async fn open_unseated(connector: &Connector, plaintext_fallback: bool) -> Result<Session, SendError> {
     match connector.open().await {
         Ok(session) => Ok(session),
         Err(failure) if plaintext_fallback && failure.is_starttls_failure() => {

@@ -100,7 +100,10 @@ impl Timeouts {
     }
 }
 
-/// Connection reuse and concurrency, per destination (the relay, or one MX host).
+/// Connection reuse and concurrency, per destination (the relay, or one MX host). With
+/// shaping ([`MxMailer::with_shaping`](crate::MxMailer::with_shaping)), an MX host's site's
+/// `connection_limit` (over all the site's hosts) and `max_deliveries_per_connection`
+/// replace `max_connections` and `max_messages_per_connection`; `idle_timeout` still applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolSettings {
     /// Connections open at once to one destination; further sends wait for one to become
@@ -147,7 +150,7 @@ pub struct MxConfig {
     pub ehlo_name: Option<String>,
     /// Timeouts.
     pub timeouts: Timeouts,
-    /// Reuse and per-host concurrency.
+    /// Reuse and per-host concurrency (per site with shaping, see [`PoolSettings`]).
     pub pool: PoolSettings,
     /// Addresses tried for one message, over all its MX hosts (Postfix's
     /// `smtp_mx_address_limit`). Default 5.

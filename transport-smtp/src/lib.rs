@@ -3,7 +3,8 @@
 //!
 //! - [`RelayMailer`]: everything through one relay (`TIDINGS_SMTP_RELAY`), TLS verified.
 //! - [`MxMailer`]: straight to each recipient domain's MX hosts, opportunistic TLS (required
-//!   and verified where the domain's MTA-STS policy enforces it).
+//!   and verified where the domain's MTA-STS policy enforces it or its site's shaping
+//!   requires it); with shaping, connections and messages per connection capped by site.
 //! - [`OutboxMailer`]: `.eml` files in a directory, the default until delivery is configured.
 //! - [`mta_sts`]: recipient domains' MTA-STS policies (RFC 8461), fetched and cached.
 //!
@@ -20,6 +21,7 @@ mod config;
 mod errors;
 pub mod mta_sts;
 mod mx;
+mod mx_cache;
 mod mx_guard;
 mod outbox;
 mod outbox_writes;
@@ -27,6 +29,7 @@ mod pool;
 mod relay;
 mod relay_config;
 mod session;
+mod site_connections;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -2,20 +2,23 @@
 //! [`MxLookup`] port it resolves routes with.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lettre::transport::smtp::client::{Certificate, CertificateStore, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use tidings_core::domain_name::DomainName;
 use tidings_core::ports::{DnsError, Mailer, OutboundEmail, SendError, SendReceipt};
+use tidings_core::shaping::{ShapingTable, SiteKey, SiteLimits, TlsRequirement};
 use tidings_dns::HickoryDns;
 
 use crate::attempt::{self, AttemptError};
-use crate::config::{ConfigError, MxConfig, client_id, human};
+use crate::config::{ConfigError, MxConfig, PoolSettings, client_id, human};
 use crate::mta_sts::{ActivePolicy, Mode, MtaSts, TrustRoots};
+use crate::mx_cache::{MAX_CACHED_DOMAINS, MX_ANSWER_LIFETIME, MxCache, MxRecords};
 use crate::mx_guard;
-use crate::pool::Destinations;
+use crate::pool::{Destinations, HostPool};
 use crate::session::{Connector, Target, TlsPlan};
 
 /// The DNS lookups direct delivery needs; implemented for [`HickoryDns`], and by fakes in
@@ -41,7 +44,8 @@ impl MxLookup for HickoryDns {
 }
 
 /// Delivers each message to its recipient's MX hosts, reusing connections per host and
-/// opening at most [`PoolSettings::max_connections`] to any one host.
+/// opening at most [`PoolSettings::max_connections`] to any one host (with shaping, the
+/// limits are per site instead: **Sites** below).
 ///
 /// **Routing** follows RFC 5321 §5.1: the MX records in preference order (hosts of equal
 /// preference rotated per message, to spread load), or the domain itself when it has none.
@@ -61,7 +65,8 @@ impl MxLookup for HickoryDns {
 /// (MAIL), the host's answer is final for this delivery, 4xx included: core schedules the
 /// retry. When every host failed, the error lists why each did.
 ///
-/// **TLS is opportunistic and unverified** unless a policy says otherwise: STARTTLS
+/// **TLS is opportunistic and unverified** unless a policy (MTA-STS, or the site's shaping)
+/// says otherwise: STARTTLS
 /// whenever offered, any certificate accepted, and a host whose STARTTLS fails is tried
 /// again in plaintext. Between MTAs a certificate proves nothing without a policy saying
 /// which name to expect (MTA-STS, RFC 8461, below; DANE, RFC 7672, is not implemented),
@@ -78,6 +83,22 @@ impl MxLookup for HickoryDns {
 /// connections have pools of their own, so a connection opened opportunistically never
 /// carries mail the policy covers. Mode `testing`, `none` or no policy: as above.
 ///
+/// **Sites** ([`MxMailer::with_shaping`]; docs/decisions.md, "Direct delivery by site"):
+/// each recipient domain belongs to the site its MX hosts roll up to in the
+/// [`ShapingTable`] ([`Mailer::site`] names it for the delivery worker, which admits
+/// deliveries by site across nodes), and on this node the site's limits replace the pool
+/// settings for its hosts: connections open to all its hosts together, idle ones and the
+/// MTA-STS `enforce` ones included, never exceed its `connection_limit` (a new connection
+/// needed at the cap closes an idle one to another of its hosts rather than wait), and a
+/// connection carries at most its `max_deliveries_per_connection` messages. A site whose TLS
+/// is `required` gets STARTTLS with a certificate valid for the host's name (the roots given
+/// to [`MxMailer::with_mta_sts`], else the system's), without the plaintext retry; a host
+/// that cannot is skipped like an unreachable one, and when none took the message the error
+/// names the site's shaping. The MX answer is kept 5 minutes (for at most 10,000 domains),
+/// so that naming the site and routing the delivery look it up once. Without shaping,
+/// every MX host is its own destination under [`PoolSettings`], and MX records are looked
+/// up on every delivery.
+///
 /// [`PoolSettings::max_connections`]: crate::PoolSettings::max_connections
 pub struct MxMailer {
     dns: Arc<dyn MxLookup>,
@@ -85,6 +106,31 @@ pub struct MxMailer {
     hello: ClientId,
     destinations: Destinations,
     sts: Option<Sts>,
+    shaping: Option<Shaping>,
+    /// The system's CA certificates, read on the first verified connection that is not
+    /// under MTA-STS (whose roots are [`Sts::roots`]).
+    system_roots: OnceLock<Vec<Certificate>>,
+}
+
+/// Delivery by site as the mailer applies it.
+struct Shaping {
+    table: Arc<ShapingTable>,
+    /// The MX answers both [`Mailer::site`] and the delivery read.
+    mx: MxCache,
+}
+
+/// The site a delivery goes to, with shaping.
+struct Site<'a> {
+    key: SiteKey,
+    limits: &'a SiteLimits,
+}
+
+/// A delivery that must use TLS with a verified certificate, and what requires it.
+struct TlsRequired {
+    /// "the MTA-STS policy of example.com (id 1)", "the shaping of site .google.com".
+    by: String,
+    /// The requirement's own words for the final error.
+    terms: &'static str,
 }
 
 /// MTA-STS as the mailer applies it.
@@ -130,7 +176,15 @@ impl MxMailer {
         config.validate()?;
         let hello = client_id(config.ehlo_name.as_deref())?;
         let destinations = Destinations::new(config.pool, config.max_destinations);
-        Ok(Self { dns, config, hello, destinations, sts: None })
+        Ok(Self { dns, config, hello, destinations, sts: None, shaping: None, system_roots: OnceLock::new() })
+    }
+
+    /// The same mailer, delivering by site under `table` (see the type's docs): it answers
+    /// [`Mailer::site`], and caps connections and messages per connection by site on this
+    /// node, and requires TLS where the site does.
+    pub fn with_shaping(mut self, table: Arc<ShapingTable>) -> Self {
+        self.shaping = Some(Shaping { table, mx: MxCache::new(MX_ANSWER_LIFETIME, MAX_CACHED_DOMAINS) });
+        self
     }
 
     /// The same mailer, applying the MTA-STS policies `policies` finds (see the type's
@@ -161,14 +215,42 @@ impl MxMailer {
         }
     }
 
+    /// `domain`'s MX records: through the cache with shaping, else asked each time.
+    async fn mx_records(&self, domain: &DomainName) -> Result<MxRecords, DnsError> {
+        match &self.shaping {
+            Some(shaping) => shaping.mx.mx_hosts(self.dns.as_ref(), domain, Instant::now()).await,
+            None => self.dns.mx_hosts(domain).await,
+        }
+    }
+
     async fn deliver(&self, email: &OutboundEmail, failures: &Mutex<Vec<String>>) -> Result<SendReceipt, SendError> {
         let domain = email.envelope_to.domain();
-        let route = route(self.dns.as_ref(), domain, email.message_id.ulid().random()).await?;
+        let records = self.mx_records(domain).await;
+        let site = match (&self.shaping, &records) {
+            (Some(shaping), Ok(records)) => {
+                let (key, limits) = shaping.table.site_for(records, domain);
+                Some(Site { key, limits })
+            }
+            _ => None,
+        };
+        let route = route_from(records, domain, email.message_id.ulid().random())?;
         let note = |text: String| failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(text);
         let active = self.enforced_policy(domain).await;
         let enforced = active
             .as_ref()
             .map(|active| Enforced { active, name: format!("the MTA-STS policy of {domain} (id {})", active.id) });
+        // MTA-STS names itself first: its terms are the stricter (listed hosts only).
+        let tls_required = match (&enforced, &site) {
+            (Some(enforced), _) => Some(TlsRequired {
+                by: enforced.name.clone(),
+                terms: "mode enforce: TLS with a valid certificate required",
+            }),
+            (None, Some(site)) if site.limits.tls == TlsRequirement::Required => Some(TlsRequired {
+                by: format!("the shaping of site {}", site.key),
+                terms: "TLS required: STARTTLS with a valid certificate",
+            }),
+            (None, _) => None,
+        };
         let hosts: Vec<&String> = match &enforced {
             None => route.hosts.iter().collect(),
             Some(enforced) => {
@@ -228,22 +310,18 @@ impl MxMailer {
                 continue;
             }
             addressed = true;
-            // Connections that met the policy are pooled apart from opportunistic ones.
-            let pool = match &enforced {
-                None => self.destinations.get(host),
-                Some(_) => self.destinations.get(&format!("{host} (MTA-STS)")),
-            };
+            let pool = self.pool(host, enforced.is_some(), site.as_ref());
             for ip in addrs {
                 if budget == 0 {
                     break;
                 }
                 budget -= 1;
                 let addr = SocketAddr::new(ip, self.config.port);
-                let connector = match &enforced {
+                let connector = match &tls_required {
                     None => self.connector(host, addr)?,
-                    Some(enforced) => self.enforcing_connector(host, addr, &enforced.name)?,
+                    Some(required) => self.enforcing_connector(host, addr, &required.by)?,
                 };
-                match attempt::deliver(&pool, &connector, enforced.is_none(), email).await {
+                match attempt::deliver(&pool, &connector, tls_required.is_none(), email).await {
                     Ok(receipt) => return Ok(receipt),
                     Err(AttemptError::Transaction(error)) => return Err(error),
                     Err(AttemptError::Session(error)) => {
@@ -274,16 +352,40 @@ impl MxMailer {
             Some(rejection) if all_rejected => Err(rejection),
             _ => {
                 let failures = failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
-                let under = match &enforced {
+                let under = match &tls_required {
                     None => String::new(),
-                    Some(enforced) => {
-                        format!(" under {} (mode enforce: TLS with a valid certificate required)", enforced.name)
-                    }
+                    Some(required) => format!(" under {} ({})", required.by, required.terms),
                 };
                 Err(SendError::Unreachable {
                     reason: format!("no mail server of {domain} took the message{under}: {failures}"),
                 })
             }
+        }
+    }
+
+    /// The pool of connections to `host`: those that met an MTA-STS policy (`sts`) apart
+    /// from opportunistic ones, and with a site, among the site's pools under its limits.
+    fn pool(&self, host: &str, sts: bool, site: Option<&Site<'_>>) -> Arc<HostPool> {
+        let name = if sts { format!("{host} (MTA-STS)") } else { host.to_owned() };
+        match site {
+            None => self.destinations.get(&name),
+            Some(site) => {
+                let settings = PoolSettings {
+                    max_connections: usize::try_from(site.limits.connection_limit).unwrap_or(usize::MAX),
+                    max_messages_per_connection: site.limits.max_deliveries_per_connection,
+                    idle_timeout: self.config.pool.idle_timeout,
+                };
+                self.destinations.get_in_site(&name, &site.key, settings)
+            }
+        }
+    }
+
+    /// The roots a verified MX certificate must chain to: MTA-STS's when given, else the
+    /// system's.
+    fn verified_roots(&self) -> &[Certificate] {
+        match &self.sts {
+            Some(sts) => &sts.roots,
+            None => self.system_roots.get_or_init(system_roots),
         }
     }
 
@@ -298,14 +400,12 @@ impl MxMailer {
         Ok(self.connector_with(host, addr, TlsPlan::StartTls(parameters)))
     }
 
-    /// How to reach `host` at `addr` under an `enforce` policy (`required_by` names it):
-    /// STARTTLS required, the certificate verified for `host`.
+    /// How to reach `host` at `addr` under an `enforce` policy or a site requiring TLS
+    /// (`required_by` names it): STARTTLS required, the certificate verified for `host`.
     fn enforcing_connector(&self, host: &str, addr: SocketAddr, required_by: &str) -> Result<Connector, SendError> {
         let mut builder = TlsParameters::builder(host.to_owned()).certificate_store(CertificateStore::None);
-        if let Some(sts) = &self.sts {
-            for root in &sts.roots {
-                builder = builder.add_root_certificate(root.clone());
-            }
+        for root in self.verified_roots() {
+            builder = builder.add_root_certificate(root.clone());
         }
         let parameters = builder
             .build_rustls()
@@ -350,6 +450,22 @@ impl Mailer for MxMailer {
             }
         }
     }
+
+    /// The site `domain`'s MX hosts roll up to, with shaping; `None` without shaping or when
+    /// the MX lookup fails (the delivery then finds out, and is retried as any other). The
+    /// answer is kept for the delivery that follows.
+    async fn site(&self, domain: &DomainName) -> Option<SiteKey> {
+        let shaping = self.shaping.as_ref()?;
+        let records = shaping.mx.mx_hosts(self.dns.as_ref(), domain, Instant::now()).await.ok()?;
+        Some(shaping.table.site_for(&records, domain).0)
+    }
+
+    /// The pools' idle timeout. An idle connection is closed by the reaper, which runs once
+    /// per idle timeout, so it may stay open up to twice that: the worker keeps the lease
+    /// that long.
+    fn idle_connection_lifetime(&self) -> Duration {
+        self.config.pool.idle_timeout
+    }
 }
 
 /// The hosts to try for one domain.
@@ -362,8 +478,14 @@ pub(crate) struct Route {
 }
 
 /// Asks `dns` for `domain`'s route; `seed` rotates hosts of equal preference.
+#[cfg(test)]
 pub(crate) async fn route(dns: &dyn MxLookup, domain: &DomainName, seed: u128) -> Result<Route, SendError> {
-    let records = match dns.mx_hosts(domain).await {
+    route_from(dns.mx_hosts(domain).await, domain, seed)
+}
+
+/// `domain`'s route from its MX answer; `seed` rotates hosts of equal preference.
+fn route_from(answer: Result<MxRecords, DnsError>, domain: &DomainName, seed: u128) -> Result<Route, SendError> {
+    let records = match answer {
         Ok(records) => records,
         Err(DnsError::NxDomain(_)) => {
             return Err(SendError::NoMailServer {

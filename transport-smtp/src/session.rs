@@ -24,6 +24,7 @@ use tokio::net::TcpStream;
 use crate::config::Timeouts;
 use crate::errors::{Failure, Stage, reply_from_response};
 use crate::mx_guard;
+use crate::site_connections::SiteSeat;
 
 /// Where to connect.
 #[derive(Debug, Clone)]
@@ -122,7 +123,7 @@ impl Connector {
             }
             step(Stage::Auth, timeouts.command, conn.auth(&[Mechanism::Plain, Mechanism::Login], credentials)).await?;
         }
-        Ok(Session { conn, remote: self.remote.clone(), delivered: 0, idle_since: Instant::now() })
+        Ok(Session { conn, remote: self.remote.clone(), delivered: 0, idle_since: Instant::now(), seat: None })
     }
 }
 
@@ -215,6 +216,9 @@ pub(crate) struct Session {
     pub(crate) delivered: u32,
     /// When it was last parked in a pool.
     pub(crate) idle_since: Instant,
+    /// Its place in its site's connection cap, with shaping: given back when the session
+    /// is dropped, that is when the connection is closed.
+    pub(crate) seat: Option<SiteSeat>,
 }
 
 impl Session {

@@ -5,7 +5,8 @@
 //! What it does:
 //! - records each accepted message: envelope, raw data (dot-unstuffed), whether TLS was on,
 //!   the authenticated user, and which connection carried it; counts connections (total,
-//!   open, most at once) so tests can check reuse and concurrency caps;
+//!   open, most at once; over several sinks with a [`ConnectionTally`]) so tests can check
+//!   reuse and concurrency caps;
 //! - waits without sleeping: [`SmtpSink::wait_for`] returns once N messages have arrived;
 //! - misbehaves on demand with [`Rule`]s: any reply at any [`Stage`] (e.g. `451 4.7.1` at
 //!   RCPT for the next message, `550 5.1.1` for one recipient), a dropped connection (also
@@ -28,4 +29,4 @@ mod sink;
 
 pub use policy_server::{PolicyReply, PolicyServer};
 pub use script::{Action, Rule, Stage};
-pub use sink::{ReceivedMessage, SinkConfig, SinkTls, SmtpSink, WaitTimeout};
+pub use sink::{ConnectionTally, ReceivedMessage, SinkConfig, SinkTls, SmtpSink, WaitTimeout};

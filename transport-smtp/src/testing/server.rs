@@ -11,7 +11,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::conn::{Conn, Data, Line};
 use super::script::{Action, Stage};
-use super::sink::{ReceivedMessage, Shared, SinkTls};
+use super::sink::{ConnectionGuard, ReceivedMessage, Shared, SinkTls};
 
 /// What a session knows about its client.
 #[derive(Default)]
@@ -42,13 +42,14 @@ enum Scripted {
 /// Serves one connection until the client quits or the script ends it; I/O errors end it.
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, acceptor: Option<TlsAcceptor>) {
     let guard = shared.open_connection();
-    let _ = Session { shared: &shared, acceptor: acceptor.as_ref(), id: guard.id }.run(stream).await;
+    let _ = Session { shared: &shared, acceptor: acceptor.as_ref(), id: guard.id, guard: &guard }.run(stream).await;
 }
 
 struct Session<'a> {
     shared: &'a Shared,
     acceptor: Option<&'a TlsAcceptor>,
     id: u64,
+    guard: &'a ConnectionGuard,
 }
 
 impl Session<'_> {
@@ -114,7 +115,11 @@ impl Session<'_> {
                     conn.reply(250, "2.0.0 Ok").await?;
                 }
                 "NOOP" => conn.reply(250, "2.0.0 Ok").await?,
-                "QUIT" => return conn.reply(221, "2.0.0 Bye").await,
+                "QUIT" => {
+                    // The client is closing; counted so before it hears the 221.
+                    self.guard.close();
+                    return conn.reply(221, "2.0.0 Bye").await;
+                }
                 _ => conn.reply(502, "5.5.2 Command not recognized").await?,
             }
         }

@@ -3,6 +3,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -53,7 +54,58 @@ pub struct SinkConfig {
     pub retain_messages: bool,
     /// The name in the greeting and the certificate. Default `sink.tidings.test`.
     pub hostname: String,
+    /// Also counts this sink's open connections in a tally shared with other sinks, for a
+    /// cap that spans several servers (a delivery site's). Default `None`.
+    pub tally: Option<ConnectionTally>,
 }
+
+/// Open connections counted over every sink given it ([`SinkConfig::tally`]), and the most
+/// that were open at once. As in a sink's own count, a connection counts as closed once
+/// the client has sent QUIT, before the sink answers it: a client that opens its next
+/// connection after the 221 is then never seen over its cap.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionTally(Arc<Mutex<TallyCounts>>);
+
+#[derive(Debug, Default)]
+struct TallyCounts {
+    open: usize,
+    max_open: usize,
+}
+
+impl ConnectionTally {
+    /// Connections open right now, over every sink.
+    pub fn open(&self) -> usize {
+        self.counts().open
+    }
+
+    /// The most connections that were open at once, over every sink.
+    pub fn max_open(&self) -> usize {
+        self.counts().max_open
+    }
+
+    fn opened(&self) {
+        let mut counts = self.counts();
+        counts.open += 1;
+        counts.max_open = counts.max_open.max(counts.open);
+    }
+
+    fn closed(&self) {
+        self.counts().open -= 1;
+    }
+
+    fn counts(&self) -> MutexGuard<'_, TallyCounts> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Tallies are equal when they are the same tally.
+impl PartialEq for ConnectionTally {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnectionTally {}
 
 impl Default for SinkConfig {
     fn default() -> Self {
@@ -65,6 +117,7 @@ impl Default for SinkConfig {
             max_line_bytes: 1000,
             retain_messages: true,
             hostname: "sink.tidings.test".to_owned(),
+            tally: None,
         }
     }
 }
@@ -262,7 +315,7 @@ impl SmtpSink {
         self.shared.counters.borrow().connections
     }
 
-    /// Connections open right now.
+    /// Connections open right now (one that sent QUIT is closed).
     pub fn open_connections(&self) -> usize {
         self.shared.counters.borrow().open
     }
@@ -343,7 +396,10 @@ impl Shared {
             c.max_open = c.max_open.max(c.open);
             id = c.connections as u64;
         });
-        ConnectionGuard { shared: Arc::clone(self), id }
+        if let Some(tally) = &self.config.tally {
+            tally.opened();
+        }
+        ConnectionGuard { shared: Arc::clone(self), id, closed: AtomicBool::new(false) }
     }
 
     /// The scripted action at `stage`, if a rule matches.
@@ -375,15 +431,28 @@ impl Shared {
     }
 }
 
-/// Keeps a connection counted as open.
+/// Keeps a connection counted as open until [`ConnectionGuard::close`] or its drop.
 pub(super) struct ConnectionGuard {
     shared: Arc<Shared>,
     pub(super) id: u64,
+    closed: AtomicBool,
+}
+
+impl ConnectionGuard {
+    /// Counts the connection as closed (the client sent QUIT), once.
+    pub(super) fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.shared.counters.send_modify(|c| c.open -= 1);
+            if let Some(tally) = &self.shared.config.tally {
+                tally.closed();
+            }
+        }
+    }
 }
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        self.shared.counters.send_modify(|c| c.open -= 1);
+        self.close();
     }
 }
 

@@ -5,6 +5,7 @@ mod common;
 mod errors;
 mod mta_sts;
 mod mx;
+mod mx_sites;
 mod mx_sts;
 mod outbox;
 mod relay;
