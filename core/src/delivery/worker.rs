@@ -192,10 +192,17 @@ pub(crate) enum Outcome {
 /// is recorded `Sent` and ready to go.
 enum Start {
     Done(Outcome),
-    Ready(Box<Message>, OutboundEmail, Option<Ticket>),
+    Ready(Box<Ready>),
     /// The site cannot take it before `due`.
     Wait(DateTime<Utc>),
     Conflict,
+}
+
+/// A message recorded `Sent`, its email, and its site's ticket if it was admitted by site.
+struct Ready {
+    sent: Message,
+    email: OutboundEmail,
+    ticket: Option<Ticket>,
 }
 
 /// A message built and signed, or the reason it cannot be (it then fails, never retried).
@@ -325,7 +332,10 @@ impl Shared {
         let (sent, email, ticket) = loop {
             match self.start_attempt(&message, lease_until).await? {
                 Start::Done(outcome) => return Ok(outcome),
-                Start::Ready(sent, email, ticket) => break (sent, email, ticket),
+                Start::Ready(ready) => {
+                    let Ready { sent, email, ticket } = *ready;
+                    break (sent, email, ticket);
+                }
                 Start::Wait(due) => {
                     let (ws, id) = (message.workspace_id, message.id);
                     return Ok(match self.core.store().requeue_message(ws, id, lease_until, due).await? {
@@ -426,7 +436,7 @@ impl Shared {
         let details = EventDetails { attempt: Some(message.attempts.saturating_add(1)), ..EventDetails::default() };
         let sent = happening(&self.core, EventType::Sent, details, Some(email.provider_message_id.clone()), None);
         match self.record(message, sent, message.next_attempt_at).await {
-            Ok(Some(sent)) => Ok(Start::Ready(Box::new(sent), email, ticket)),
+            Ok(Some(sent)) => Ok(Start::Ready(Box::new(Ready { sent, email, ticket }))),
             Ok(None) => {
                 self.cancel(ticket).await;
                 Ok(Start::Conflict)

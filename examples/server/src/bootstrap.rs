@@ -262,7 +262,10 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
             let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
             let mx =
                 MxConfig { port: config.delivery.mx_port, ehlo_name, timeouts, allow_private, ..MxConfig::default() };
-            Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?)
+            // The worker admits by the same table (`run`): the mailer names each domain's
+            // site and keeps each site's connections and messages per connection.
+            let shaping = Arc::new(config.delivery.shaping.clone());
+            Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?.with_shaping(shaping))
         }
     }))
 }

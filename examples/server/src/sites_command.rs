@@ -59,12 +59,16 @@ pub async fn run(config: &Config, url: Option<String>, action: SitesAction) -> R
     }
     let response = request.send().await.map_err(|e| operator(format!("cannot reach the server at {base}: {e}")))?;
     let status = response.status();
-    let answer: Value =
-        response.json().await.map_err(|e| operator(format!("the server at {base} answered {status} without JSON: {e}")))?;
+    let answer: Value = response
+        .json()
+        .await
+        .map_err(|e| operator(format!("the server at {base} answered {status} without JSON: {e}")))?;
     if !status.is_success() {
         let message = answer["error"]["message"].as_str().unwrap_or("no message");
         let details = answer["error"]["details"].as_array().map(|d| {
-            d.iter().filter_map(|f| Some(format!("{}: {}", f["field"].as_str()?, f["message"].as_str()?))).collect::<Vec<_>>()
+            d.iter()
+                .filter_map(|f| Some(format!("{}: {}", f["field"].as_str()?, f["message"].as_str()?)))
+                .collect::<Vec<_>>()
         });
         let details = details.filter(|d| !d.is_empty()).map(|d| format!(" ({})", d.join("; "))).unwrap_or_default();
         return Err(operator(format!("the server refused: {status} {message}{details}")));
@@ -113,10 +117,9 @@ fn table(data: &Value) -> String {
     for site in data["sites"].as_array().into_iter().flatten() {
         let state = match (site["suspendedUntil"].as_str(), site["throttle"]["maxMessageRate"].as_str()) {
             (Some(until), _) => format!("suspended until {until}: {}", site["suspendReason"].as_str().unwrap_or("")),
-            (None, Some(rate)) => format!(
-                "throttled to {rate} until {}",
-                site["throttle"]["until"].as_str().unwrap_or("?")
-            ),
+            (None, Some(rate)) => {
+                format!("throttled to {rate} until {}", site["throttle"]["until"].as_str().unwrap_or("?"))
+            }
             (None, None) => "open".to_owned(),
         };
         let reply = site["lastReply"]["reply"].as_str().unwrap_or("-");
@@ -148,7 +151,10 @@ mod tests {
         let text = table(&data);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
-        assert_eq!(lines[1], ".google.com\t2\t7\t1\t30\tthrottled to 1/min until 2026-12-05T12:00:00Z\t421 4.7.28 slow down");
+        assert_eq!(
+            lines[1],
+            ".google.com\t2\t7\t1\t30\tthrottled to 1/min until 2026-12-05T12:00:00Z\t421 4.7.28 slow down"
+        );
         assert_eq!(lines[2], ".yahoodns.net\t0\t3\t0\t0\tsuspended until 2026-12-05T13:00:00Z: [TS03]\t-");
         let off = table(&serde_json::json!({ "shaping": false, "sites": [] }));
         assert!(off.contains("does not deliver by site"), "{off}");

@@ -21,6 +21,7 @@ mod cluster;
 mod crash_loop;
 mod dashboard;
 mod delivery;
+mod delivery_sites;
 mod disk_full;
 mod domains_templates;
 mod errors;
