@@ -131,26 +131,36 @@ pub(crate) async fn admit(
     let row = query_opt(&tx, READ_SITE, &[&key, &at, &lease_uuid(lease.id)])
         .await?
         .ok_or_else(|| StoreError::Corrupt("the locked delivery site has no row".into()))?;
-    let answer = decide(&row, quota, at)?;
-    if let Ok(tat) = answer {
-        execute(&tx, ADMIT, &[&key, &lease_uuid(lease.id), &nanos(lease.until), &tat]).await?;
-    }
+    let answer = match decide(&row, quota, at)? {
+        Decision::Admit { tat } => {
+            execute(&tx, ADMIT, &[&key, &lease_uuid(lease.id), &nanos(lease.until), &tat]).await?;
+            SiteAdmission::Admitted
+        }
+        Decision::Refuse(wait) => wait,
+    };
     // Committed in every case: it also ends the lock and keeps the expired leases deleted.
     tx.commit().await.map_err(db_error)?;
-    Ok(match answer {
-        Ok(_) => SiteAdmission::Admitted,
-        Err(wait) => wait,
-    })
+    Ok(answer)
 }
 
-/// What the locked site answers from [`READ_SITE`]'s row: `Ok(new tat)` to admit, or why
-/// and until when to wait. The same order as the in-memory table: suspension, connection,
-/// rate.
-fn decide(row: &Row, quota: SiteQuota, now: i64) -> StoreResult<Result<i64, SiteAdmission>> {
+/// What the locked site answers.
+enum Decision {
+    /// Admit, moving the bucket to `tat`.
+    Admit { tat: i64 },
+    /// Refuse, taking nothing.
+    Refuse(SiteAdmission),
+}
+
+/// What the locked site answers from [`READ_SITE`]'s row, checked in the in-memory table's
+/// order: suspension, connection, rate.
+fn decide(row: &Row, quota: SiteQuota, now: i64) -> StoreResult<Decision> {
     let suspended_until: Option<i64> = row.try_get("suspended_until").map_err(corrupt)?;
     if let Some(until) = suspended_until.filter(|until| *until > now) {
         let reason: String = row.try_get("suspend_reason").map_err(corrupt)?;
-        return Ok(Err(SiteAdmission::Wait { until: from_nanos(until), why: SiteWait::Suspended(reason) }));
+        return Ok(Decision::Refuse(SiteAdmission::Wait {
+            until: from_nanos(until),
+            why: SiteWait::Suspended(reason),
+        }));
     }
     let live: i64 = row.try_get("live").map_err(corrupt)?;
     let held: bool = row.try_get("held").map_err(corrupt)?;
@@ -158,16 +168,17 @@ fn decide(row: &Row, quota: SiteQuota, now: i64) -> StoreResult<Result<i64, Site
         let soonest: Option<i64> = row.try_get("soonest").map_err(corrupt)?;
         let now_at = from_nanos(now);
         let until = soonest.map_or(now_at, from_nanos).min(now_at + CONNECTION_WAIT);
-        return Ok(Err(SiteAdmission::Wait { until, why: SiteWait::Connections }));
+        return Ok(Decision::Refuse(SiteAdmission::Wait { until, why: SiteWait::Connections }));
     }
     let rate = match throttle_in_force(row, now)? {
         Some((lowered, _)) if lowered.per_second() < quota.rate.per_second() => lowered,
         _ => quota.rate,
     };
     let tat: i64 = row.try_get("tat").map_err(corrupt)?;
-    Ok(RateBucket::of(rate)
-        .take(tat, now)
-        .map_err(|at| SiteAdmission::Wait { until: from_nanos(at), why: SiteWait::Rate }))
+    Ok(match RateBucket::of(rate).take(tat, now) {
+        Ok(tat) => Decision::Admit { tat },
+        Err(at) => Decision::Refuse(SiteAdmission::Wait { until: from_nanos(at), why: SiteWait::Rate }),
+    })
 }
 
 /// Whether the site `key` just created keeps the rows within [`MAX_TRACKED_SITES`], after
