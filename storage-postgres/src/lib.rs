@@ -38,6 +38,7 @@ mod retention;
 mod sealing;
 mod secrets;
 mod sessions;
+mod site_limits;
 mod suppressions;
 mod templates;
 mod webhooks;

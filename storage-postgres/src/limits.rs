@@ -1,8 +1,8 @@
-//! `PgLimits`: the send rate limits and the failed-authentication throttle
-//! (docs/api.md#authentication), kept in the database so every node counts against the same
-//! limits.
+//! `PgLimits`: the send rate limits, the failed-authentication throttle
+//! (docs/api.md#authentication) and the delivery sites' admission (`src/site_limits.rs`),
+//! kept in the database so every node counts against the same limits.
 //!
-//! Each operation is one statement on an UNLOGGED table (`migrations/0002_limits.sql`): no
+//! Each operation on keys and clients is one statement on an UNLOGGED table (`migrations/0002_limits.sql`): no
 //! fsync, no transaction held, and the row lock of a key is held only for that statement.
 //! The bucket is the GCRA form of the in-memory token bucket (`RateLimiter`): for a key with
 //! `r` sends per second, each send moves its "theoretical arrival time" `tat` on by
@@ -14,13 +14,14 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tidings_core::ids::ApiKeyId;
+use tidings_core::ids::{ApiKeyId, SiteLeaseId};
 use tidings_core::model::RateLimit;
-use tidings_core::ports::{Limits, StoreResult};
+use tidings_core::ports::{Limits, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState, StoreResult};
+use tidings_core::shaping::SiteKey;
 use tidings_core::usecases::{Admission, AuthThrottleConfig, RateLimitState, RetryAfter};
 
-use crate::PgStore;
 use crate::db::{db_error, uuid};
+use crate::{PgStore, site_limits};
 
 /// A second in nanoseconds: the bucket's burst, as the in-memory bucket's capacity is one
 /// second's worth of sends.
@@ -52,7 +53,7 @@ impl PgLimits {
 }
 
 /// Nanoseconds since the Unix epoch (times outside 1677–2262 are clamped; none occur).
-fn nanos(at: DateTime<Utc>) -> i64 {
+pub(crate) fn nanos(at: DateTime<Utc>) -> i64 {
     at.timestamp_nanos_opt().unwrap_or(if at.timestamp() < 0 { 0 } else { i64::MAX / 2 })
 }
 
@@ -180,6 +181,7 @@ impl Limits for PgLimits {
     }
 
     async fn purge(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
+        let sites = site_limits::purge(&self.store, now, limit).await?;
         let db = self.store.client().await?;
         let (now, limit) = (nanos(now), i64::try_from(limit).unwrap_or(i64::MAX));
         // SKIP LOCKED: never wait behind a send; a row being updated is not stale anyway.
@@ -199,6 +201,34 @@ impl Limits for PgLimits {
             )
             .await
             .map_err(db_error)?;
-        Ok(usize::try_from(buckets + windows).unwrap_or(usize::MAX))
+        Ok(usize::try_from(buckets + windows).unwrap_or(usize::MAX).saturating_add(sites))
+    }
+
+    async fn admit_delivery(
+        &self,
+        site: &SiteKey,
+        quota: SiteQuota,
+        lease: SiteLease,
+        now: DateTime<Utc>,
+    ) -> StoreResult<SiteAdmission> {
+        site_limits::admit(&self.store, site, quota, lease, now).await
+    }
+
+    async fn release_delivery(
+        &self,
+        site: &SiteKey,
+        lease: SiteLeaseId,
+        keep_until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        site_limits::release(&self.store, site, lease, keep_until, now).await
+    }
+
+    async fn change_site(&self, site: &SiteKey, change: SiteChange, now: DateTime<Utc>) -> StoreResult<()> {
+        site_limits::change(&self.store, site, change, now).await
+    }
+
+    async fn site_states(&self, now: DateTime<Utc>) -> StoreResult<Vec<SiteState>> {
+        site_limits::states(&self.store, now).await
     }
 }

@@ -181,6 +181,16 @@ impl MessageStore for PgStore {
         queue::release_message_leases(self, now, limit).await
     }
 
+    async fn requeue_message(
+        &self,
+        workspace: WorkspaceId,
+        id: MessageId,
+        lease: DateTime<Utc>,
+        due: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        queue::requeue_message(self, workspace, id, lease, due).await
+    }
+
     async fn get_idempotency(
         &self,
         workspace: WorkspaceId,

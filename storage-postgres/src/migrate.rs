@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0012_webhook_format", include_str!("../migrations/0012_webhook_format.sql")),
     ("0013_search_text", include_str!("../migrations/0013_search_text.sql")),
     ("0014_event_feed", include_str!("../migrations/0014_event_feed.sql")),
+    ("0015_site_limits", include_str!("../migrations/0015_site_limits.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

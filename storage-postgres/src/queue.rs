@@ -1,11 +1,12 @@
-//! The delivery queues: claims under a lease, lease releases at start-up, and the purge of
-//! expired idempotency records. Claims lock the due rows they take with `FOR UPDATE SKIP
+//! The delivery queues: claims under a lease, requeues without an attempt, lease releases at
+//! start-up, and the purge of expired idempotency records. Claims lock the due rows they take with `FOR UPDATE SKIP
 //! LOCKED`, so concurrent claimers on any node never take one row twice and never wait for
 //! each other, and move them to the lease in the same short transaction.
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use tidings_core::ids::{MessageId, WorkspaceId};
 use tidings_core::model::{DeliveryStatus, Message, MessageStatus, WebhookDelivery};
 use tidings_core::ports::{EndpointQuota, StoreError, StoreResult};
 use tokio_postgres::Row;
@@ -67,6 +68,29 @@ pub(crate) async fn release_message_leases(store: &PgStore, now: DateTime<Utc>, 
     )
     .await?;
     Ok(count(released))
+}
+
+/// Puts a claimed message back at `due` if its `next_attempt_at` is still the claim's
+/// `lease`. The column keeps microseconds where the lease may carry nanoseconds; the lease
+/// is compared as a `timestamptz` parameter, truncated as the claim's write of it was, which
+/// is how `record_event` checks its `expected_next_attempt_at`: both match exactly the same
+/// claims. The document keeps `due` in full, as the claim's `jsonb_set` does.
+pub(crate) async fn requeue_message(
+    store: &PgStore,
+    workspace: WorkspaceId,
+    id: MessageId,
+    lease: DateTime<Utc>,
+    due: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let client = store.client().await?;
+    let moved = execute(
+        &client,
+        "UPDATE messages SET next_attempt_at = $4, doc = jsonb_set(doc, '{next_attempt_at}', $5)
+         WHERE id = $1 AND workspace_id = $2 AND next_attempt_at = $3",
+        &[&uuid(id.0), &uuid(workspace.0), &lease, &due, &json_time(due)?],
+    )
+    .await?;
+    Ok(moved == 1)
 }
 
 pub(crate) async fn purge_expired_idempotency(store: &PgStore, now: DateTime<Utc>, limit: usize) -> StoreResult<usize> {

@@ -56,6 +56,8 @@ pub async fn run_limits_checks<F: LimitsFactory>(factory: &F) {
     let (limits, _guard) = fresh().await;
     sites::connections_are_leases_that_end(&limits).await;
     let (limits, _guard) = fresh().await;
+    sites::an_ended_lease_is_not_kept_again(&limits).await;
+    let (limits, _guard) = fresh().await;
     sites::suspensions_and_throttles_end(&limits).await;
     let (limits, _guard) = fresh().await;
     sites::racing_deliveries_get_exactly_the_connections(Arc::new(limits)).await;

@@ -84,6 +84,17 @@ pub(crate) async fn connections_are_leases_that_end(limits: &impl Limits) {
     assert!(admit(limits, &s, q, lease(6, until + ms(10)), until + ms(2)).await.is_admitted());
 }
 
+/// A lease that has ended is not kept by a late release: it counts no more.
+pub(crate) async fn an_ended_lease_is_not_kept_again(limits: &impl Limits) {
+    let (s, q) = (site(".example.net"), quota(1, 1_000, RatePeriod::Second));
+    assert!(admit(limits, &s, q, lease(1, t0() + ms(1_000)), t0()).await.is_admitted());
+    let late = t0() + ms(2_000);
+    limits.release_delivery(&s, lease_id(1), Some(late + ms(60_000)), late).await.expect("release");
+    assert!(admit(limits, &s, q, lease(2, late + ms(60_000)), late).await.is_admitted(), "the connection is free");
+    let states = limits.site_states(late).await.expect("states");
+    assert_eq!(states.iter().map(|s| s.leases).collect::<Vec<_>>(), [1], "only the new lease");
+}
+
 /// A suspension refuses until its end and keeps the later of two ends; resume lifts it; a
 /// throttle lowers the rate until its end and never raises it.
 pub(crate) async fn suspensions_and_throttles_end(limits: &impl Limits) {

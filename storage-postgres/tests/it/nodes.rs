@@ -1,13 +1,19 @@
 //! Several `PgStore`s on one database, as several nodes would share it: claims never hand
-//! one record to two nodes, and racing idempotent sends create one message.
+//! one record to two nodes, racing idempotent sends create one message, and a delivery
+//! site's connections are shared.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::{database_url, fresh_store, options, reachable};
-use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
+use tidings_core::ids::{ApiKeyId, DomainId, SiteLeaseId, WorkspaceId};
 use tidings_core::model::DomainStatus;
-use tidings_core::ports::{CreateOutcome, DomainStore, EndpointQuota, MessageStore, WebhookStore};
+use tidings_core::ports::{
+    CreateOutcome, DomainStore, EndpointQuota, Limits, MessageStore, SiteLease, SiteQuota, WebhookStore,
+};
+use tidings_core::shaping::{MessageRate, RatePeriod, SiteKey};
+use tidings_core::usecases::AuthThrottleConfig;
 use tidings_storage_postgres::PgStore;
 use tidings_testing::fixtures::{self, delivery, idempotency, message, new_message, now, plus_secs, ulid, webhook};
 
@@ -133,6 +139,50 @@ async fn racing_sends_with_one_key_on_several_nodes_create_one_message() {
         }
         assert_eq!(created, 1, "round {round}: exactly one racing send is Created");
     }
+}
+
+/// Deliveries on every node admitted to one site and released again: at no moment do more
+/// hold a connection than the site has, and every lease is gone at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_on_several_nodes_never_hold_more_connections_than_their_site_has() {
+    const CONNECTIONS: u32 = 3;
+    let url = database_url();
+    if !reachable(&url).await {
+        return;
+    }
+    let (nodes, _guard) = nodes(&url).await;
+    let site = SiteKey::parse(".example.net").expect("a site key");
+    let rate = MessageRate::new(1_000_000, RatePeriod::Second).expect("a rate");
+    let quota = SiteQuota { connections: CONNECTIONS, rate };
+    let at = now();
+    let (holding, admitted) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let mut racers = tokio::task::JoinSet::new();
+    for node in nodes.iter().cycle().take(NODES * 4) {
+        let limits = node.limits(AuthThrottleConfig::default());
+        let (site, holding, admitted) = (site.clone(), Arc::clone(&holding), Arc::clone(&admitted));
+        racers.spawn(async move {
+            for _ in 0..25 {
+                let lease = SiteLease { id: SiteLeaseId(ulid()), until: plus_secs(at, 60) };
+                if limits.admit_delivery(&site, quota, lease, at).await.expect("admit").is_admitted() {
+                    // Counted only while the database holds the lease: after the admission,
+                    // before the release.
+                    let held = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(held <= CONNECTIONS, "{held} connections held at once");
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    // The delivery, for long enough that deliveries overlap.
+                    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                    holding.fetch_sub(1, Ordering::SeqCst);
+                    limits.release_delivery(&site, lease.id, None, at).await.expect("release");
+                }
+            }
+        });
+    }
+    while let Some(done) = racers.join_next().await {
+        done.expect("racer");
+    }
+    assert!(admitted.load(Ordering::SeqCst) >= CONNECTIONS, "deliveries went");
+    let states = nodes[0].limits(AuthThrottleConfig::default()).site_states(at).await.expect("states");
+    assert!(states.is_empty(), "every lease released: {states:?}");
 }
 
 /// Waits up to five seconds for `read` on a node to give `want`.

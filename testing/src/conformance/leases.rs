@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 use super::Must;
 use super::messages::put;
@@ -180,4 +180,15 @@ pub(super) async fn a_requeued_message_waits_without_an_attempt<S: Store + 'stat
     assert!(ids_claimed(&*s, at(4), at(70)).await.is_empty(), "not due before its time");
     assert_eq!(ids_claimed(&*s, at(5), at(70)).await, [m.id], "due at its time");
     assert!(!s.requeue_message(a, m.id, at(60), at(6)).await.must("requeue"), "the old claim's lease is over");
+
+    // A lease finer than a store keeps times (PostgreSQL: microseconds) is still the
+    // claim's: the requeue compares it as `record_event` compares its expected time.
+    let fine = message_at(a, t0);
+    put(&*s, &fine).await;
+    let lease = at(60) + Duration::nanoseconds(1_999);
+    assert_eq!(s.claim_due_messages(at(6), lease, 10).await.must("claim").len(), 1, "the fine one");
+    let earlier = lease - Duration::microseconds(1);
+    assert!(!s.requeue_message(a, fine.id, earlier, at(7)).await.must("requeue"), "a microsecond off");
+    assert!(s.requeue_message(a, fine.id, lease, at(7)).await.must("requeue"), "the claim's fine lease");
+    assert_eq!(ids_claimed(&*s, at(7), at(70)).await, [fine.id], "due at its time");
 }

@@ -108,7 +108,9 @@ impl SiteTable {
         let Some(site) = sites.get_mut(key) else { return };
         match keep_until {
             Some(until) if until > now => {
-                if let Some(held) = site.leases.get_mut(&lease) {
+                // A lease that has ended is gone even before `expire` drops it: keeping it
+                // would bring it back to life.
+                if let Some(held) = site.leases.get_mut(&lease).filter(|held| **held > now) {
                     *held = until;
                 }
             }
