@@ -237,8 +237,9 @@ pub(super) async fn purge_activity(core: Tidings, stop: watch::Receiver<bool>) {
     purge_periodically("activity counters past retention", PURGE_EVERY, PURGE_BATCH, stop, purge).await;
 }
 
-/// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again and throttle
-/// windows that are over (on PostgreSQL, rows of the shared tables; in memory, nothing).
+/// Every [`PURGE_EVERY`], forgets rate-limit buckets that are full again, throttle windows
+/// that are over, expired site leases and delivery sites that limit nothing (on PostgreSQL,
+/// rows of the shared tables; in memory, the idle sites).
 pub(super) async fn purge_limits(limits: Arc<dyn Limits>, core: Tidings, stop: watch::Receiver<bool>) {
     let purge = || limits.purge(core.clock().now(), PURGE_BATCH);
     purge_periodically("stale limits", PURGE_EVERY, PURGE_BATCH, stop, purge).await;

@@ -74,8 +74,9 @@ pub struct RuntimeSettings {
     /// How often message content past retention is purged (when the core's retention is
     /// set).
     pub retention_interval: Duration,
-    /// Shared limits whose stale entries are purged periodically (the PostgreSQL limits
-    /// keep rows; in-memory limits purge themselves). `None` purges none.
+    /// Limits whose stale entries are purged periodically (the PostgreSQL limits keep rows;
+    /// in memory, the key and client tables bound themselves and idle delivery sites are
+    /// forgotten here). `None` purges none.
     pub limits: Option<Arc<dyn Limits>>,
 }
 
