@@ -124,9 +124,7 @@ fn system_roots() -> Vec<CertificateDer<'static>> {
 fn verifier(roots: &[CertificateDer<'static>]) -> Option<Arc<WebPkiServerVerifier>> {
     let mut store = RootCertStore::empty();
     let (_added, _unusable) = store.add_parsable_certificates(roots.iter().cloned());
-    WebPkiServerVerifier::builder_with_provider(Arc::new(store), Arc::new(aws_lc_rs::default_provider()))
-        .build()
-        .ok()
+    WebPkiServerVerifier::builder_with_provider(Arc::new(store), Arc::new(aws_lc_rs::default_provider())).build().ok()
 }
 
 /// The `enforce` policy a delivery is under.
@@ -416,7 +414,7 @@ fn report_testing(domain: &DomainName, active: &ActivePolicy, host: &str, delive
     } else {
         let failed = failures.join("; ");
         tracing::warn!(
-            %domain, policy_id = %id, %remote, %failed,
+            %domain, policy_id = %id, %remote,
             "delivered under the MTA-STS policy of {domain} (id {id}) in mode testing, which mode enforce would have refused: {failed}"
         );
     }

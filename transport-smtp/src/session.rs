@@ -132,7 +132,9 @@ impl TlsAudit {
         let intermediates: Vec<CertificateDer<'static>> = chain.collect();
         let name = match ServerName::try_from(self.name.clone()) {
             Ok(name) => name,
-            Err(error) => return TlsOutcome::InvalidCertificate(format!("{} is not a server name: {error}", self.name)),
+            Err(error) => {
+                return TlsOutcome::InvalidCertificate(format!("{} is not a server name: {error}", self.name));
+            }
         };
         match verifier.verify_server_cert(&leaf, &intermediates, &name, &[], UnixTime::now()) {
             Ok(_verified) => TlsOutcome::Verified,

@@ -272,9 +272,9 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
             let mailer = MxMailer::new(dns.clone(), mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?;
             match crate::mta_sts::policies(config, dns)? {
                 None => Arc::new(mailer),
-                Some((policies, roots)) => Arc::new(
-                    mailer.with_mta_sts(policies, &roots).map_err(|e| bad("TIDINGS_MTA_STS_CA_FILE", e))?,
-                ),
+                Some((policies, roots)) => {
+                    Arc::new(mailer.with_mta_sts(policies, &roots).map_err(|e| bad("TIDINGS_MTA_STS_CA_FILE", e))?)
+                }
             }
         }
     }))

@@ -106,9 +106,9 @@ impl World {
 
     /// The log line with every one of `needles`; fails with the whole log if none.
     fn logged(&self, needles: &[&str]) -> String {
-        self.server.wait_for_log(needles).unwrap_or_else(|| {
-            panic!("no log line with {needles:?} in:\n{}", self.server.stderr_lines().join("\n"))
-        })
+        self.server
+            .wait_for_log(needles)
+            .unwrap_or_else(|| panic!("no log line with {needles:?} in:\n{}", self.server.stderr_lines().join("\n")))
     }
 }
 
@@ -141,10 +141,7 @@ async fn an_enforce_policy_defers_mail_to_an_mx_without_starttls_naming_the_poli
     let events = timeline(&world.server, world.server.key(), &id).await;
     assert_eq!(types(&events), ["Queued", "Sent", "Deferred"], "{events:#?}");
     let response = events[2]["details"]["response"].as_str().unwrap_or_default();
-    assert!(
-        response.contains(&format!("the MTA-STS policy of strict-plain.example (id {POLICY_ID})")),
-        "{response}"
-    );
+    assert!(response.contains(&format!("the MTA-STS policy of strict-plain.example (id {POLICY_ID})")), "{response}");
     assert!(response.contains("does not offer STARTTLS"), "{response}");
     assert_eq!(world.plain.message_count(), 0, "the MX without STARTTLS received nothing");
 }
