@@ -7,8 +7,18 @@ use std::sync::Arc;
 use tidings_core::ports::{OutboundEmail, SendError, SendReceipt};
 
 use crate::pool::{HostPool, Ready};
-use crate::session::{Connector, Session, TlsPlan};
+use crate::session::{Connector, Session, TlsOutcome, TlsPlan};
 use crate::site_connections::SiteSeat;
+
+/// A message the server accepted, and how the session that carried it was secured (when its
+/// connector audits TLS).
+#[derive(Debug)]
+pub(crate) struct Delivered {
+    /// The receipt.
+    pub(crate) receipt: SendReceipt,
+    /// [`Session::tls_outcome`] of the session used.
+    pub(crate) tls_outcome: Option<TlsOutcome>,
+}
 
 /// Why an attempt failed, split by whether another server might still be tried.
 #[derive(Debug)]
@@ -37,7 +47,7 @@ pub(crate) async fn deliver(
     connector: &Connector,
     plaintext_fallback: bool,
     email: &OutboundEmail,
-) -> Result<SendReceipt, AttemptError> {
+) -> Result<Delivered, AttemptError> {
     let timeouts = &connector.timeouts;
     let slot = pool.acquire().await;
     let (mut session, reused) = match slot.ready().await {
@@ -56,8 +66,9 @@ pub(crate) async fn deliver(
     match result {
         Ok(reply) => {
             let remote = session.remote.clone();
+            let tls_outcome = session.tls_outcome.clone();
             slot.release(session).await;
-            Ok(SendReceipt { reply, remote })
+            Ok(Delivered { receipt: SendReceipt { reply, remote }, tls_outcome })
         }
         Err(failure) => {
             let error = failure.to_send_error(&session.remote);
@@ -87,7 +98,14 @@ async fn open_unseated(connector: &Connector, plaintext_fallback: bool) -> Resul
         Err(failure) if plaintext_fallback && failure.is_starttls_failure() => {
             let error = failure.to_send_error(&connector.remote);
             tracing::info!(remote = %connector.remote, %error, "STARTTLS failed; trying again without TLS");
-            connector.open_with(&TlsPlan::Plain).await.map_err(|failure| failure.to_send_error(&connector.remote))
+            let mut session = connector
+                .open_with(&TlsPlan::Plain)
+                .await
+                .map_err(|failure| failure.to_send_error(&connector.remote))?;
+            if connector.audit.is_some() {
+                session.tls_outcome = Some(TlsOutcome::StartTlsFailed(error.to_string()));
+            }
+            Ok(session)
         }
         Err(failure) => Err(failure.to_send_error(&connector.remote)),
     }

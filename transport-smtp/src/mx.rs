@@ -13,13 +13,18 @@ use tidings_core::ports::{DnsError, Mailer, OutboundEmail, SendError, SendReceip
 use tidings_core::shaping::{ShapingTable, SiteKey, SiteLimits, TlsRequirement};
 use tidings_dns::HickoryDns;
 
-use crate::attempt::{self, AttemptError};
+use rustls_pki_types::CertificateDer;
+use tokio_rustls::rustls::RootCertStore;
+use tokio_rustls::rustls::client::WebPkiServerVerifier;
+use tokio_rustls::rustls::crypto::aws_lc_rs;
+
+use crate::attempt::{self, AttemptError, Delivered};
 use crate::config::{ConfigError, MxConfig, PoolSettings, client_id, human};
 use crate::mta_sts::{ActivePolicy, Mode, MtaSts, TrustRoots};
 use crate::mx_cache::{MAX_CACHED_DOMAINS, MX_ANSWER_LIFETIME, MxCache, MxRecords};
 use crate::mx_guard;
 use crate::pool::{Destinations, HostPool};
-use crate::session::{Connector, Target, TlsPlan};
+use crate::session::{Connector, Target, TlsAudit, TlsOutcome, TlsPlan};
 
 /// The DNS lookups direct delivery needs; implemented for [`HickoryDns`], and by fakes in
 /// unit tests.
@@ -81,7 +86,10 @@ impl MxLookup for HickoryDns {
 /// like an unreachable one, and when none took the message the delivery fails with
 /// [`SendError::Unreachable`] (a retry, as RFC 8461 §5.1 asks) naming the policy. Those
 /// connections have pools of their own, so a connection opened opportunistically never
-/// carries mail the policy covers. Mode `testing`, `none` or no policy: as above.
+/// carries mail the policy covers. Mode `testing`: delivered as without a policy, and when
+/// the host that took the message would have failed `enforce` (not listed by the policy, no
+/// STARTTLS, or a certificate not valid for its name) a warning names the policy and what
+/// failed. Mode `none` or no policy: as above.
 ///
 /// **Sites** ([`MxMailer::with_shaping`]; docs/decisions.md, "Direct delivery by site"):
 /// each recipient domain belongs to the site its MX hosts roll up to in the
@@ -140,21 +148,29 @@ struct Sts {
     /// system's store read once here, not at each connection (lettre's `Default` store would
     /// read every CA file again for each one), or the roots given.
     roots: Vec<Certificate>,
+    /// The same roots, judging certificates under a `testing` policy; `None` when there
+    /// are none.
+    verifier: Option<Arc<WebPkiServerVerifier>>,
 }
 
-/// The system's CA certificates as lettre takes them; unreadable or unusable ones are
-/// logged and left out (as lettre's own `Default` store does).
-fn system_roots() -> Vec<Certificate> {
+/// The system's CA certificates; unreadable or unusable ones are logged and left out (as
+/// lettre's own `Default` store does).
+fn system_roots() -> Vec<CertificateDer<'static>> {
     let native = rustls_native_certs::load_native_certs();
     for error in &native.errors {
         tracing::warn!(%error, "cannot read some of the system's CA certificates");
     }
-    let roots: Vec<Certificate> =
-        native.certs.into_iter().filter_map(|der| Certificate::from_der(der.to_vec()).ok()).collect();
-    if roots.is_empty() {
+    if native.certs.is_empty() {
         tracing::warn!("no trusted CA certificates: mail under an MTA-STS enforce policy cannot be delivered");
     }
-    roots
+    native.certs
+}
+
+/// A verifier trusting `roots` (those rustls can use), or `None` when none is usable.
+fn verifier(roots: &[CertificateDer<'static>]) -> Option<Arc<WebPkiServerVerifier>> {
+    let mut store = RootCertStore::empty();
+    let (_added, _unusable) = store.add_parsable_certificates(roots.iter().cloned());
+    WebPkiServerVerifier::builder_with_provider(Arc::new(store), Arc::new(aws_lc_rs::default_provider())).build().ok()
 }
 
 /// The `enforce` policy a delivery is under.
@@ -190,27 +206,32 @@ impl MxMailer {
     /// The same mailer, applying the MTA-STS policies `policies` finds (see the type's
     /// docs); MX certificates under an `enforce` policy must chain to `roots`.
     pub fn with_mta_sts(mut self, policies: Arc<MtaSts>, roots: &TrustRoots) -> Result<Self, ConfigError> {
-        let roots = match roots {
-            TrustRoots::System => system_roots(),
-            TrustRoots::Only(certificates) => certificates
-                .iter()
-                .map(|der| Certificate::from_der(der.to_vec()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|error| ConfigError::CaCertificate(error.into()))?,
+        let (roots, verifier) = match roots {
+            TrustRoots::System => {
+                let system = system_roots();
+                let verifier = verifier(&system);
+                let roots = system.into_iter().filter_map(|der| Certificate::from_der(der.to_vec()).ok()).collect();
+                (roots, verifier)
+            }
+            TrustRoots::Only(certificates) => {
+                let roots = certificates
+                    .iter()
+                    .map(|der| Certificate::from_der(der.to_vec()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|error| ConfigError::CaCertificate(error.into()))?;
+                (roots, verifier(certificates))
+            }
         };
-        self.sts = Some(Sts { policies, roots });
+        self.sts = Some(Sts { policies, roots, verifier });
         Ok(self)
     }
 
-    /// The `enforce` policy of `domain`, if it has one.
-    async fn enforced_policy(&self, domain: &DomainName) -> Option<ActivePolicy> {
+    /// The policy of `domain` that asks something of this delivery (mode `enforce` or
+    /// `testing`), if it has one.
+    async fn policy(&self, domain: &DomainName) -> Option<ActivePolicy> {
         let active = self.sts.as_ref()?.policies.policy_for(domain).await?;
         match active.policy.mode {
-            Mode::Enforce => Some(active),
-            Mode::Testing => {
-                tracing::debug!(%domain, id = %active.id, "MTA-STS policy in testing mode: delivering as without one");
-                None
-            }
+            Mode::Enforce | Mode::Testing => Some(active),
             Mode::None => None,
         }
     }
@@ -235,10 +256,14 @@ impl MxMailer {
         };
         let route = route_from(records, domain, email.message_id.ulid().random())?;
         let note = |text: String| failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(text);
-        let active = self.enforced_policy(domain).await;
-        let enforced = active
-            .as_ref()
-            .map(|active| Enforced { active, name: format!("the MTA-STS policy of {domain} (id {})", active.id) });
+        let active = self.policy(domain).await;
+        let (enforced, testing) = match &active {
+            Some(active) if active.policy.mode == Mode::Enforce => {
+                (Some(Enforced { active, name: format!("the MTA-STS policy of {domain} (id {})", active.id) }), None)
+            }
+            Some(active) => (None, Some(active)),
+            None => (None, None),
+        };
         // MTA-STS names itself first: its terms are the stricter (listed hosts only).
         let tls_required = match (&enforced, &site) {
             (Some(enforced), _) => Some(TlsRequired {
@@ -322,7 +347,12 @@ impl MxMailer {
                     Some(required) => self.enforcing_connector(host, addr, &required.by)?,
                 };
                 match attempt::deliver(&pool, &connector, tls_required.is_none(), email).await {
-                    Ok(receipt) => return Ok(receipt),
+                    Ok(delivered) => {
+                        if let Some(testing) = testing {
+                            report_testing(domain, testing, host, &delivered);
+                        }
+                        return Ok(delivered.receipt);
+                    }
                     Err(AttemptError::Transaction(error)) => return Err(error),
                     Err(AttemptError::Session(error)) => {
                         note(error.to_string());
@@ -385,11 +415,16 @@ impl MxMailer {
     fn verified_roots(&self) -> &[Certificate] {
         match &self.sts {
             Some(sts) => &sts.roots,
-            None => self.system_roots.get_or_init(system_roots),
+            None => self.system_roots.get_or_init(|| {
+                system_roots().into_iter().filter_map(|der| Certificate::from_der(der.to_vec()).ok()).collect()
+            }),
         }
     }
 
     /// How to reach `host` at `addr`: opportunistic STARTTLS, any certificate, SNI `host`.
+    /// With MTA-STS on, each new session's TLS is judged as `enforce` would (for a
+    /// `testing` policy's report); every such session is, so that one pooled for a domain
+    /// without a policy still has its outcome when it carries mail under one.
     fn connector(&self, host: &str, addr: SocketAddr) -> Result<Connector, SendError> {
         let parameters = TlsParameters::builder(host.to_owned())
             .certificate_store(CertificateStore::None)
@@ -397,7 +432,11 @@ impl MxMailer {
             .dangerous_accept_invalid_hostnames(true)
             .build_rustls()
             .map_err(|error| SendError::Local { reason: format!("cannot set up TLS for {host}: {error}") })?;
-        Ok(self.connector_with(host, addr, TlsPlan::StartTls(parameters)))
+        let mut connector = self.connector_with(host, addr, TlsPlan::StartTls(parameters));
+        if let Some(sts) = &self.sts {
+            connector.audit = Some(TlsAudit { name: host.to_owned(), verifier: sts.verifier.clone() });
+        }
+        Ok(connector)
     }
 
     /// How to reach `host` at `addr` under an `enforce` policy or a site requiring TLS
@@ -424,6 +463,7 @@ impl MxMailer {
             hello: self.hello.clone(),
             timeouts: self.config.timeouts,
             public_peer_only: !self.config.allow_private,
+            audit: None,
         }
     }
 }
@@ -465,6 +505,36 @@ impl Mailer for MxMailer {
     /// that long.
     fn idle_connection_lifetime(&self) -> Duration {
         self.config.pool.idle_timeout
+    }
+}
+
+/// Logs what of a delivery under a `testing` policy (`active`) to `host` would have failed
+/// in mode `enforce`: a warning naming the policy and each failure, or a debug line when
+/// nothing would have (RFC 8461 §5: in mode `testing` the outcome is reported, the mail
+/// delivered all the same).
+fn report_testing(domain: &DomainName, active: &ActivePolicy, host: &str, delivered: &Delivered) {
+    let remote = &delivered.receipt.remote;
+    let mut failures = Vec::new();
+    if !active.policy.allows(host) {
+        failures.push(format!("{host} is not among the MX hosts the policy lists"));
+    }
+    match &delivered.tls_outcome {
+        Some(TlsOutcome::Verified) | None => {}
+        Some(TlsOutcome::InvalidCertificate(why)) => {
+            failures.push(format!("the certificate of {remote} is not valid for {host}: {why}"));
+        }
+        Some(TlsOutcome::NoStartTls) => failures.push(format!("{remote} does not offer STARTTLS")),
+        Some(TlsOutcome::StartTlsFailed(why)) => failures.push(format!("STARTTLS with {remote} failed: {why}")),
+    }
+    let id = &active.id;
+    if failures.is_empty() {
+        tracing::debug!(%domain, policy_id = %id, %remote, "delivered as the MTA-STS policy in mode testing asks");
+    } else {
+        let failed = failures.join("; ");
+        tracing::warn!(
+            %domain, policy_id = %id, %remote,
+            "delivered under the MTA-STS policy of {domain} (id {id}) in mode testing, which mode enforce would have refused: {failed}"
+        );
     }
 }
 

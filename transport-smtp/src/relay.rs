@@ -56,6 +56,7 @@ impl RelayMailer {
             timeouts: config.timeouts,
             // The relay is the operator's choice, not a tenant's: it may well be private.
             public_peer_only: false,
+            audit: None,
         };
         Ok(Self { connector, destinations: Destinations::new(config.pool, 1) })
     }
@@ -67,7 +68,7 @@ impl Mailer for RelayMailer {
         let pool = self.destinations.get(RELAY);
         let total = self.connector.timeouts.total;
         match tokio::time::timeout(total, attempt::deliver(&pool, &self.connector, false, email)).await {
-            Ok(result) => result.map_err(attempt::AttemptError::into_send_error),
+            Ok(result) => result.map(|delivered| delivered.receipt).map_err(attempt::AttemptError::into_send_error),
             Err(_elapsed) => Err(SendError::Unreachable {
                 reason: format!(
                     "gave up after {} (the time allowed for one delivery) sending through {}; {} of its connections were busy",

@@ -10,6 +10,7 @@
 //! connection is reused only after a complete transaction or a refused one followed by RSET.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lettre::Address;
@@ -20,6 +21,9 @@ use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter,
 use tidings_core::email::EmailAddress;
 use tidings_core::ports::{OutboundEmail, SmtpReply};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::client::WebPkiServerVerifier;
+use tokio_rustls::rustls::client::danger::ServerCertVerifier;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 use crate::config::Timeouts;
 use crate::errors::{Failure, Stage, reply_from_response};
@@ -81,6 +85,63 @@ pub(crate) struct Connector {
     /// `TIDINGS_MX_ALLOW_PRIVATE`): the MX mailer checked the address it dialled, and this
     /// checks the socket it got.
     pub(crate) public_peer_only: bool,
+    /// Judge each new session's TLS as an MTA-STS `enforce` policy would, without acting on
+    /// it (a `testing` policy): the outcome is kept in [`Session::tls_outcome`].
+    pub(crate) audit: Option<TlsAudit>,
+}
+
+/// What [`Connector::audit`] checks the server's certificate against.
+#[derive(Clone)]
+pub(crate) struct TlsAudit {
+    /// The name the certificate must be valid for: the MX host's.
+    pub(crate) name: String,
+    /// The trusted roots; `None` when there are none (every certificate then fails).
+    pub(crate) verifier: Option<Arc<WebPkiServerVerifier>>,
+}
+
+/// How a session's connection was secured, judged as an MTA-STS `enforce` policy would
+/// (RFC 8461 §4.2: TLS, and a certificate valid for the MX host's name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TlsOutcome {
+    /// TLS with a certificate valid for the host's name.
+    Verified,
+    /// TLS, with a certificate that would have been refused: why.
+    InvalidCertificate(String),
+    /// Plaintext: the server does not offer STARTTLS.
+    NoStartTls,
+    /// Plaintext, after STARTTLS failed: why it failed.
+    StartTlsFailed(String),
+}
+
+impl TlsAudit {
+    /// The outcome for `conn`, freshly opened and secured as planned.
+    fn judge(&self, conn: &AsyncSmtpConnection) -> TlsOutcome {
+        if !conn.is_encrypted() {
+            return TlsOutcome::NoStartTls;
+        }
+        let Some(verifier) = &self.verifier else {
+            return TlsOutcome::InvalidCertificate("no trusted CA certificates to verify it with".to_owned());
+        };
+        let chain = match conn.certificate_chain() {
+            Ok(chain) => chain,
+            Err(error) => return TlsOutcome::InvalidCertificate(format!("cannot read it: {error}")),
+        };
+        let mut chain = chain.into_iter().map(CertificateDer::from);
+        let Some(leaf) = chain.next() else {
+            return TlsOutcome::InvalidCertificate("the server sent none".to_owned());
+        };
+        let intermediates: Vec<CertificateDer<'static>> = chain.collect();
+        let name = match ServerName::try_from(self.name.clone()) {
+            Ok(name) => name,
+            Err(error) => {
+                return TlsOutcome::InvalidCertificate(format!("{} is not a server name: {error}", self.name));
+            }
+        };
+        match verifier.verify_server_cert(&leaf, &intermediates, &name, &[], UnixTime::now()) {
+            Ok(_verified) => TlsOutcome::Verified,
+            Err(error) => TlsOutcome::InvalidCertificate(error.to_string()),
+        }
+    }
 }
 
 impl Connector {
@@ -123,7 +184,19 @@ impl Connector {
             }
             step(Stage::Auth, timeouts.command, conn.auth(&[Mechanism::Plain, Mechanism::Login], credentials)).await?;
         }
-        Ok(Session { conn, remote: self.remote.clone(), delivered: 0, idle_since: Instant::now(), seat: None })
+        let tls_outcome = match (&self.audit, tls) {
+            // The plaintext retry: the caller knows why STARTTLS failed and says so.
+            (Some(_), TlsPlan::Plain) | (None, _) => None,
+            (Some(audit), _) => Some(audit.judge(&conn)),
+        };
+        Ok(Session {
+            conn,
+            remote: self.remote.clone(),
+            delivered: 0,
+            idle_since: Instant::now(),
+            seat: None,
+            tls_outcome,
+        })
     }
 }
 
@@ -219,6 +292,8 @@ pub(crate) struct Session {
     /// Its place in its site's connection cap, with shaping: given back when the session
     /// is dropped, that is when the connection is closed.
     pub(crate) seat: Option<SiteSeat>,
+    /// How it was secured, when its connector audits TLS ([`Connector::audit`]).
+    pub(crate) tls_outcome: Option<TlsOutcome>,
 }
 
 impl Session {

@@ -218,7 +218,8 @@ pub fn file_fetcher(
 }
 
 /// How messages leave: the transport of `TIDINGS_DELIVERY`, relay and mx sending
-/// `TIDINGS_EHLO_NAME` with EHLO; `None` with `hold` (nothing leaves).
+/// `TIDINGS_EHLO_NAME` with EHLO, mx obeying MTA-STS unless `TIDINGS_MTA_STS` is off;
+/// `None` with `hold` (nothing leaves).
 pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Option<Arc<dyn Mailer>>, ServerError> {
     let bad = |var: &str, e: tidings_transport_smtp::ConfigError| {
         // Config has checked the name already; should the transport still refuse it, the
@@ -258,14 +259,26 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
         }
         Delivery::Mx => {
             let allow_private = config.delivery.mx_allow_private;
-            tracing::info!(port = config.delivery.mx_port, allow_private, "delivery: direct to each recipient's MX");
+            let mta_sts = config.delivery.mta_sts.enabled;
+            tracing::info!(
+                port = config.delivery.mx_port,
+                allow_private,
+                mta_sts,
+                "delivery: direct to each recipient's MX"
+            );
             let timeouts = Timeouts::capped(config.delivery.smtp_timeout);
             let mx =
                 MxConfig { port: config.delivery.mx_port, ehlo_name, timeouts, allow_private, ..MxConfig::default() };
             // The worker admits by the same table (`run`): the mailer names each domain's
             // site and keeps each site's connections and messages per connection.
             let shaping = Arc::new(config.delivery.shaping.clone());
-            Arc::new(MxMailer::new(dns, mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?.with_shaping(shaping))
+            let mailer = MxMailer::new(dns.clone(), mx).map_err(|e| bad("TIDINGS_MX_PORT", e))?.with_shaping(shaping);
+            match crate::mta_sts::policies(config, dns)? {
+                None => Arc::new(mailer),
+                Some((policies, roots)) => {
+                    Arc::new(mailer.with_mta_sts(policies, &roots).map_err(|e| bad("TIDINGS_MTA_STS_CA_FILE", e))?)
+                }
+            }
         }
     }))
 }

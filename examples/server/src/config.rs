@@ -20,6 +20,7 @@ use tidings_core::tracking::PublicUrl;
 use tidings_core::usecases::MetricsToken;
 use tidings_http::TrustedProxies;
 use tidings_inbound_smtp::DEFAULT_MAX_MESSAGE_BYTES;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use url::Url;
 
 use crate::sending_host::EhloName;
@@ -30,8 +31,8 @@ mod sources;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, count, delay, delivery, log_filter, pool_size, port, public_url, retention, retry_schedule,
-    shaping_file, smtp_url, socket_addr, spf_terms,
+    boolean, byte_size, ca_file, count, delay, delivery, log_filter, pool_size, port, public_url, retention,
+    retry_schedule, shaping_file, smtp_url, socket_addr, spf_terms,
 };
 pub use settings::Settings;
 pub use sources::{Origin, Sources};
@@ -62,6 +63,27 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// `TIDINGS_TLS_KEY`: the private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+}
+
+/// `TIDINGS_MTA_STS_CA_FILE`: CA certificates read from a PEM file at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its certificates, at least one.
+    pub certificates: Vec<CertificateDer<'static>>,
+}
+
+/// MTA-STS for `mx` delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MtaStsConfig {
+    /// `TIDINGS_MTA_STS`: recipient domains' policies are looked up and obeyed.
+    pub enabled: bool,
+    /// `TIDINGS_MTA_STS_CA_FILE` (tests, private CAs): the only roots trusted for policy
+    /// hosts and MX certificates; `None`: the system's store.
+    pub ca_file: Option<CaFile>,
+    /// `TIDINGS_MTA_STS_PORT` (tests): the policy host's HTTPS port, 443 by default.
+    pub port: u16,
 }
 
 /// How messages leave (`TIDINGS_DELIVERY`).
@@ -118,6 +140,8 @@ pub struct DeliveryConfig {
     /// `TIDINGS_MX_ALLOW_PRIVATE`: direct MX delivery may connect to loopback, private and
     /// link-local addresses (tests); off, such addresses are never dialled.
     pub mx_allow_private: bool,
+    /// MTA-STS (`TIDINGS_MTA_STS*`).
+    pub mta_sts: MtaStsConfig,
     /// `TIDINGS_SHAPING_FILE` over the built-in table (the built-in table alone when unset):
     /// each site's limits and adaptive rules for `mx` delivery.
     pub shaping: ShapingTable,
@@ -379,6 +403,11 @@ impl Config {
             smtp_relay,
             mx_port: s.value("TIDINGS_MX_PORT", port)?,
             mx_allow_private: s.value("TIDINGS_MX_ALLOW_PRIVATE", boolean)?,
+            mta_sts: MtaStsConfig {
+                enabled: s.value("TIDINGS_MTA_STS", boolean)?,
+                ca_file: s.parse("TIDINGS_MTA_STS_CA_FILE", ca_file)?,
+                port: s.value("TIDINGS_MTA_STS_PORT", port)?,
+            },
             shaping: s.parse("TIDINGS_SHAPING_FILE", shaping_file)?.unwrap_or_default(),
             retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
@@ -510,6 +539,30 @@ impl Config {
                  network (for tests only)"
                     .to_owned(),
             );
+        }
+        let mta_sts = &self.delivery.mta_sts;
+        if self.delivery.mode == Delivery::Mx && !mta_sts.enabled {
+            risky.push(
+                "TIDINGS_MTA_STS is off: direct MX delivery ignores recipient domains' MTA-STS policies, so mail \
+                 to a domain that requires verified TLS may go in plain text or to a host it does not list"
+                    .to_owned(),
+            );
+        }
+        if let Some(ca_file) = &mta_sts.ca_file {
+            risky.push(format!(
+                "TIDINGS_MTA_STS_CA_FILE replaces the system's CA store for MTA-STS with the {} certificate(s) of \
+                 {}: real domains' policy hosts and MX hosts, certified by public CAs, fail verification, so their \
+                 policies are not found and mail under an enforce policy is deferred (for tests and private CAs)",
+                ca_file.certificates.len(),
+                ca_file.path.display()
+            ));
+        }
+        if mta_sts.port != 443 {
+            risky.push(format!(
+                "TIDINGS_MTA_STS_PORT is {}: real domains serve their MTA-STS policy on port 443 only, so no \
+                 policy is found (for tests only)",
+                mta_sts.port
+            ));
         }
         if let Some(addr) = self.metrics_listen.filter(|a| !a.ip().is_loopback()) {
             risky.push(format!(

@@ -1,13 +1,13 @@
 //! Tidings' runnable server: reads the configuration (`config`), makes or loads the TLS
 //! certificate (`tls`), opens the store (sled, or PostgreSQL shared by several nodes) and
-//! wires core, DNS, the mail transport and the HTTP adapter (`bootstrap`), runs the
-//! background loops (core's `Runtime`: delivery, webhook delivery, domain re-checks, the
-//! purges, retention), watches the store's health (`workers`), runs the SMTP listeners for
-//! reports (`inbound`) and submission (`submission`), says which name mail is sent under
-//! and whether it points at this host (`sending_host`), and serves HTTPS until SIGTERM/SIGINT
-//! (`serve`), with `/readyz` answering 503 from the signal on. What happens to mail and
-//! webhooks is logged for the operator (`oplog`). The binary's `main` only
-//! calls [`cli::main`]; [`run`] is the server itself, for embedding.
+//! wires core, DNS, the mail transport (obeying MTA-STS: `mta_sts`) and the HTTP adapter
+//! (`bootstrap`), runs the background loops (core's `Runtime`: delivery, webhook delivery,
+//! domain re-checks, the purges, retention), watches the store's health (`workers`), runs
+//! the SMTP listeners for reports (`inbound`) and submission (`submission`), says which
+//! name mail is sent under and whether it points at this host (`sending_host`), and serves
+//! HTTPS until SIGTERM/SIGINT (`serve`), with `/readyz` answering 503 from the signal on.
+//! What happens to mail and webhooks is logged for the operator (`oplog`). The binary's
+//! `main` only calls [`cli::main`]; [`run`] is the server itself, for embedding.
 //!
 //! Logs go to stderr. Stdout carries only what an operator must copy: the generated
 //! bootstrap key on first start, and the output of the operator subcommands.
@@ -17,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod data_dir;
 pub mod inbound;
+pub mod mta_sts;
 pub mod oplog;
 pub mod secret_key;
 pub mod sending_host;

@@ -33,6 +33,7 @@ mod header_injection;
 mod interop;
 mod keys_and_access;
 mod messages;
+mod mta_sts;
 mod mx_guard;
 mod operations;
 mod operator_logs;

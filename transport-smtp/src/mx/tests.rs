@@ -163,6 +163,7 @@ async fn a_public_peer_only_connector_refuses_a_loopback_peer() {
         hello: lettre::transport::smtp::extension::ClientId::default(),
         timeouts: crate::Timeouts::capped(std::time::Duration::from_secs(2)),
         public_peer_only: true,
+        audit: None,
     };
 
     let Err(failure) = connector.open().await else { panic!("a session was opened") };

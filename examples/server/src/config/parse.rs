@@ -2,13 +2,16 @@
 //! caller adds the variable's name and origin).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tidings_core::delivery::RetrySchedule;
 use tidings_core::shaping::ShapingTable;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 use url::Url;
 
-use super::Delivery;
+use super::{CaFile, Delivery};
 
 pub(super) fn socket_addr(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| format!("`{text}` is not an IP address and port such as 127.0.0.1:8443 or [::1]:8443"))
@@ -85,6 +88,17 @@ pub(super) fn retry_schedule(text: &str) -> Result<RetrySchedule, String> {
 pub(super) fn shaping_file(path: &str) -> Result<ShapingTable, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the shaping file {path}: {e}"))?;
     ShapingTable::from_toml(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// The CA certificates in the PEM file at `path` (at least one); an error names the file.
+pub(super) fn ca_file(path: &str) -> Result<CaFile, String> {
+    let certificates = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read PEM certificates from {path}: {e}"))?;
+    if certificates.is_empty() {
+        return Err(format!("{path} holds no PEM certificate"));
+    }
+    Ok(CaFile { path: PathBuf::from(path), certificates })
 }
 
 /// A size in bytesize's syntax, more than zero: a byte count, or a number with an IEC unit

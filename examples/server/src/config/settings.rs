@@ -105,6 +105,21 @@ pub struct Settings {
     /// MX resolving only to such addresses is never connected to, and the recipient fails.
     #[arg(long, env = "TIDINGS_MX_ALLOW_PRIVATE", value_name = "BOOL", default_value = "false")]
     pub mx_allow_private: Option<String>,
+    /// MTA-STS (RFC 8461) for mx delivery, on or off. On: a recipient domain's policy in mode
+    /// enforce is obeyed (only the MX hosts it lists, over STARTTLS with a valid certificate,
+    /// or the message is Deferred naming the policy); in mode testing mail goes as without a
+    /// policy and what enforce would have refused is logged as a warning.
+    #[arg(long, env = "TIDINGS_MTA_STS", value_name = "BOOL", default_value = "on")]
+    pub mta_sts: Option<String>,
+    /// For tests and private CAs only: a PEM file of CA certificates that replaces the
+    /// system's CA store for MTA-STS (the policy fetch and MX certificates under a policy).
+    /// Unset: the system's store.
+    #[arg(long, env = "TIDINGS_MTA_STS_CA_FILE", value_name = "FILE")]
+    pub mta_sts_ca_file: Option<String>,
+    /// For tests only: the port MTA-STS policies are fetched from over HTTPS (RFC 8461
+    /// allows 443 only).
+    #[arg(long, env = "TIDINGS_MTA_STS_PORT", value_name = "PORT", default_value = "443")]
+    pub mta_sts_port: Option<String>,
     /// TOML file of per-site limits and adaptive rules for mx delivery: [default] and one
     /// table per MX host suffix ([".google.com"]) over the built-in ones. A bad file stops the
     /// start naming its line. Unset: the built-in limits. Read and checked only for now:

@@ -22,6 +22,7 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(config.delivery.mode, Delivery::Outbox);
     assert_eq!(config.delivery.mx_port, 25);
     assert!(!config.delivery.mx_allow_private, "MX delivery reaches public addresses only by default");
+    assert_eq!(config.delivery.mta_sts, MtaStsConfig { enabled: true, ca_file: None, port: 443 }, "MTA-STS is on");
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
     assert_eq!(config.store_cache_bytes, 256 << 20);
@@ -81,6 +82,9 @@ fn bad_values_name_the_variable() {
         ("TIDINGS_SPF_INCLUDE", "~all"),
         ("TIDINGS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
         ("TIDINGS_MX_ALLOW_PRIVATE", "maybe"),
+        ("TIDINGS_MTA_STS", "maybe"),
+        ("TIDINGS_MTA_STS_PORT", "0"),
+        ("TIDINGS_MTA_STS_CA_FILE", "/nonexistent/tidings-test-ca.pem"),
         ("TIDINGS_SMTP_MAX_SESSIONS", "0"),
         ("TIDINGS_SMTP_MAX_SESSIONS_PER_IP", "many"),
         ("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", "9MiB"),
@@ -547,4 +551,49 @@ fn the_shaping_file_is_read_at_start_and_a_bad_one_names_the_file_and_line() {
     let config = load(&[("TIDINGS_SHAPING_FILE", name)]).unwrap();
     assert_eq!(config.delivery.shaping.default_limits().connection_limit, 3);
     assert_eq!(config.delivery.shaping, ShapingTable::from_toml("[default]\nconnection_limit = 3\n").unwrap());
+}
+
+#[test]
+fn the_mta_sts_ca_file_is_read_at_start_and_one_without_a_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cas.pem");
+    let name = path.to_str().unwrap();
+    let first = rcgen::generate_simple_self_signed(vec!["ca-one.test".to_owned()]).unwrap().cert;
+    let second = rcgen::generate_simple_self_signed(vec!["ca-two.test".to_owned()]).unwrap().cert;
+    std::fs::write(&path, format!("{}{}", first.pem(), second.pem())).unwrap();
+    let config = load(&[("TIDINGS_MTA_STS_CA_FILE", name), ("TIDINGS_MTA_STS_PORT", "8443")]).unwrap();
+    let ca_file = config.delivery.mta_sts.ca_file.clone().expect("the CA file");
+    assert_eq!(ca_file.path, path);
+    assert_eq!(ca_file.certificates, [first.der().clone(), second.der().clone()]);
+    assert_eq!(config.delivery.mta_sts.port, 8443);
+
+    std::fs::write(&path, "not a certificate\n").unwrap();
+    let err = load(&[("TIDINGS_MTA_STS_CA_FILE", name)]).unwrap_err();
+    assert_eq!((err.var.as_str(), err.origin.clone()), ("TIDINGS_MTA_STS_CA_FILE", Some(Origin::Env)));
+    assert_eq!(err.message, format!("{name} holds no PEM certificate"));
+}
+
+#[test]
+fn mta_sts_settings_that_weaken_it_are_risky() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ca.pem");
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_owned()]).unwrap().cert;
+    std::fs::write(&path, ca.pem()).unwrap();
+    assert!(load(&[("TIDINGS_DELIVERY", "mx")]).unwrap().risky_settings().is_empty(), "on by default");
+    let off = load(&[("TIDINGS_MTA_STS", "off")]).unwrap();
+    assert!(off.risky_settings().is_empty(), "off matters to mx delivery only");
+    let risky = load(&[
+        ("TIDINGS_DELIVERY", "mx"),
+        ("TIDINGS_MTA_STS", "off"),
+        ("TIDINGS_MTA_STS_CA_FILE", path.to_str().unwrap()),
+        ("TIDINGS_MTA_STS_PORT", "8443"),
+    ])
+    .unwrap()
+    .risky_settings();
+    let named = ["TIDINGS_MTA_STS is off", "TIDINGS_MTA_STS_CA_FILE replaces", "TIDINGS_MTA_STS_PORT is 8443"];
+    assert_eq!(risky.len(), named.len(), "{risky:?}");
+    for (warning, start) in risky.iter().zip(named) {
+        assert!(warning.starts_with(start), "{warning}");
+    }
+    assert!(risky[1].contains("1 certificate(s)") && risky[1].contains(path.to_str().unwrap()), "{}", risky[1]);
 }
