@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::ids::MessageId;
+use crate::ids::{MessageId, WorkspaceId};
 use crate::shaping::SiteKey;
 
 /// Most sites remembered; past it, sites with nothing in flight or waiting are forgotten.
@@ -46,7 +46,8 @@ pub struct SiteSeen {
 
 #[derive(Debug, Default)]
 struct Site {
-    waiting: HashMap<MessageId, DateTime<Utc>>,
+    /// Messages put back, with their workspace and the time they are due again.
+    waiting: HashMap<MessageId, (WorkspaceId, DateTime<Utc>)>,
     in_flight: u32,
     /// Admissions, counted per minute: (start of the minute, count), this one and the one
     /// before, to give a count over the last 60 s.
@@ -91,13 +92,21 @@ impl SiteActivity {
         change(sites.entry(site.clone()).or_default());
     }
 
-    /// `message` waits for `site` until `due`.
-    pub(crate) fn waiting(&self, site: &SiteKey, message: MessageId, due: DateTime<Utc>) {
+    /// `message` of `workspace` waits for `site` until `due`.
+    pub(crate) fn waiting(&self, site: &SiteKey, workspace: WorkspaceId, message: MessageId, due: DateTime<Utc>) {
         self.with_site(site, |s| {
             if s.waiting.len() < MAX_WAITING_PER_SITE || s.waiting.contains_key(&message) {
-                s.waiting.insert(message, due);
+                s.waiting.insert(message, (workspace, due));
             }
         });
+    }
+
+    /// The messages this node put back for `site` (workspace, message, due time), forgotten
+    /// here: for a resume to make them due at once.
+    pub(crate) fn take_waiting(&self, site: &SiteKey) -> Vec<(WorkspaceId, MessageId, DateTime<Utc>)> {
+        let mut sites = self.sites();
+        let Some(s) = sites.get_mut(site) else { return Vec::new() };
+        s.waiting.drain().map(|(id, (ws, due))| (ws, id, due)).collect()
     }
 
     /// `message` was admitted by `site` at `now`.
@@ -133,7 +142,7 @@ impl SiteActivity {
         sites
             .iter_mut()
             .map(|(key, s)| {
-                s.waiting.retain(|_, due| *due + STALE_WAIT > now);
+                s.waiting.retain(|_, (_, due)| *due + STALE_WAIT > now);
                 let seen = SiteSeen {
                     waiting: u64::try_from(s.waiting.len()).unwrap_or(u64::MAX),
                     in_flight: s.in_flight,

@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 
 use crate::delivery::site_activity::{LastReply, SiteSeen};
 use crate::delivery::site_gate::Shaping;
-use crate::ports::{SiteChange, StoreResult};
+use std::sync::Arc;
+
+use crate::ports::{SiteChange, Store, StoreResult};
 use crate::shaping::{MessageRate, SiteKey, SiteLimits};
 
 /// One site as the operator sees it.
@@ -39,15 +41,24 @@ impl SiteView {
 }
 
 /// See the module docs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SiteControl {
     shaping: Shaping,
+    /// Where a resume makes this node's waiting mail due at once.
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for SiteControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiteControl").field("shaping", &self.shaping).finish_non_exhaustive()
+    }
 }
 
 impl SiteControl {
-    /// Over the shaping the delivery worker uses (the same limits and activity).
-    pub fn new(shaping: Shaping) -> Self {
-        Self { shaping }
+    /// Over the shaping the delivery worker uses (the same limits and activity) and the
+    /// store its messages are in.
+    pub fn new(shaping: Shaping, store: Arc<dyn Store>) -> Self {
+        Self { shaping, store }
     }
 
     /// Every site with something to show at `now` (leases, a suspension or throttle, mail
@@ -91,9 +102,21 @@ impl SiteControl {
         self.shaping.limits.change_site(site, change, now).await
     }
 
-    /// Ends `site`'s suspension and throttle now.
+    /// Ends `site`'s suspension and throttle now, and makes the mail this node put back for
+    /// the site due now (mail other nodes put back asks again within
+    /// [`SUSPENSION_RECHECK`](super::site_gate::SUSPENSION_RECHECK) or its rate's spread).
     pub async fn resume(&self, site: &SiteKey, now: DateTime<Utc>) -> StoreResult<()> {
         tracing::warn!(%site, "site resumed by the operator");
-        self.shaping.limits.change_site(site, SiteChange::Resume, now).await
+        self.shaping.limits.change_site(site, SiteChange::Resume, now).await?;
+        let waiting = self.shaping.activity.take_waiting(site);
+        let mut released = 0_usize;
+        for (workspace, message, due) in waiting {
+            // Only if it still waits as put back: `false` when it was taken since.
+            if due > now && self.store.requeue_message(workspace, message, due, now).await? {
+                released += 1;
+            }
+        }
+        tracing::info!(%site, released, "mail waiting for the site is due now");
+        Ok(())
     }
 }

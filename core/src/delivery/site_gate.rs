@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::delivery::site_activity::SiteActivity;
-use crate::ids::MessageId;
 use crate::ids::SiteLeaseId;
+use crate::ids::{MessageId, WorkspaceId};
 use crate::ports::site_admission::{CONNECTION_WAIT, SiteAdmission, SiteWait};
 use crate::ports::{Limits, Random, SiteChange, SiteLease, SiteQuota, StoreResult};
 use crate::shaping::{RuleAction, ShapingTable, SiteKey};
@@ -31,6 +31,11 @@ use crate::shaping::{RuleAction, ShapingTable, SiteKey};
 /// Longest a refused message is put off beyond the site's answer by the spreading: past it,
 /// the message asks again (a claim and a write), so a throttle lifted early is noticed.
 pub const MAX_SPREAD: TimeDelta = TimeDelta::minutes(5);
+
+/// Longest mail waits for a suspended site before it asks again, however long the
+/// suspension: a resume on another node (which cannot reach this node's waiting list) is
+/// then noticed within this long.
+pub const SUSPENSION_RECHECK: TimeDelta = TimeDelta::minutes(5);
 
 /// Most sites this node remembers leases kept idle and refusals in a row of; past it the
 /// memory is cleared (it only saves asks).
@@ -103,11 +108,12 @@ impl SiteGate {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Asks `site` to admit the delivery of `message` at `now`, its lease held until
-    /// `lease_until`.
+    /// Asks `site` to admit the delivery of `message` (of `workspace`) at `now`, its lease
+    /// held until `lease_until`.
     pub(crate) async fn admit(
         &self,
         site: SiteKey,
+        workspace: WorkspaceId,
         message: MessageId,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
@@ -133,8 +139,12 @@ impl SiteGate {
                     SiteWait::Connections => CONNECTION_WAIT / i32::try_from(quota.connections.max(1)).unwrap_or(1),
                     _ => TimeDelta::from_std(quota.rate.interval()).unwrap_or(CONNECTION_WAIT),
                 };
+                let until = match why {
+                    SiteWait::Suspended(_) => until.min(now + SUSPENSION_RECHECK),
+                    _ => until,
+                };
                 let due = self.spread(&site, until, step);
-                self.shaping.activity.waiting(&site, message, due);
+                self.shaping.activity.waiting(&site, workspace, message, due);
                 Ok(Gate::Wait { due, why })
             }
             Err(e) => {

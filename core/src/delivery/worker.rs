@@ -376,7 +376,7 @@ impl Shared {
         let Some(gate) = &self.gate else { return Ok(Ok(None)) };
         let Some(site) = self.mailer.site(message.to.domain()).await else { return Ok(Ok(None)) };
         let now = self.core.clock().now();
-        match gate.admit(site, message.id, now, lease_until, &*self.core.random).await? {
+        match gate.admit(site, message.workspace_id, message.id, now, lease_until, &*self.core.random).await? {
             Gate::Admitted(ticket) => Ok(Ok(Some(ticket))),
             Gate::Wait { due, why } => {
                 tracing::debug!(message = %message.id, %due, %why, "the site cannot take the message yet");

@@ -30,13 +30,14 @@ async fn shaped_with_control(mailer: FakeMailer) -> (Delivery, Arc<LocalLimits>,
     let limits = Arc::new(LocalLimits::default());
     let table = Arc::new(ShapingTable::from_toml(SHAPING).expect("the shaping file"));
     let shaping = Shaping::new(table, Arc::clone(&limits) as Arc<dyn Limits>);
-    let control = SiteControl::new(shaping.clone());
+    let for_control = shaping.clone();
     let d = Delivery::with(CoreConfig::default(), mailer, |s| {
         s.shaping = Some(shaping);
         // One attempt at a time: the order of admissions is the order of the claim.
         s.concurrency = 1;
     })
     .await;
+    let control = SiteControl::new(for_control, d.t.core.store().clone());
     (d, limits, control)
 }
 
@@ -134,7 +135,7 @@ async fn a_throttling_reply_holds_its_site_while_other_sites_flow() {
 
 #[tokio::test]
 async fn a_suspended_site_gets_nothing_until_resumed() {
-    let (d, limits) = shaped(routed()).await;
+    let (d, limits, control) = shaped_with_control(routed()).await;
     let now = d.t.now();
     let change =
         tidings_core::ports::SiteChange::Suspend { until: now + Span::hours(1), reason: "by the operator".into() };
@@ -143,9 +144,13 @@ async fn a_suspended_site_gets_nothing_until_resumed() {
     let held = d.send("user@slow.example").await;
     let report = d.step().await;
     assert_eq!((report.waiting, report.delivered), (1, 0), "{report:?}");
-    assert_eq!(d.message(held.id).await.next_attempt_at, Some(now + Span::hours(1)), "back when the suspension ends");
-    limits.change_site(&site, tidings_core::ports::SiteChange::Resume, now).await.expect("resume");
-    d.t.clock.set(now + Span::hours(1));
+    let recheck = now + Span::minutes(5);
+    assert_eq!(d.message(held.id).await.next_attempt_at, Some(recheck), "asks again in 5 minutes at most");
+    d.t.clock.set(recheck);
+    assert_eq!(d.step().await.waiting, 1, "still suspended: put back again");
+    // The operator resumes: what waits here is due at once.
+    control.resume(&site, recheck).await.expect("resume");
+    assert_eq!(d.message(held.id).await.next_attempt_at, Some(recheck));
     assert_eq!(d.step().await.delivered, 1);
     assert!(d.mailer.sent().len() == 1, "sent once");
 }

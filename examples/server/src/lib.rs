@@ -264,7 +264,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         trusted_proxies: config.trusted_proxies.clone(),
         metrics_token: config.metrics_token.clone(),
         operator_token: config.operator_token.clone(),
-        sites: shaping.map(SiteControl::new),
+        sites: shaping.map(|shaping| SiteControl::new(shaping, core.store().clone())),
         serve_metrics: config.metrics_listen.is_none(),
         ..HttpConfig::default()
     };

@@ -24,7 +24,7 @@ async fn api(with_sites: bool) -> (TestApi, Arc<LocalLimits>) {
     let shaping = Shaping::new(Arc::new(ShapingTable::default()), Arc::clone(&limits) as Arc<dyn Limits>);
     let config = HttpConfig {
         operator_token: Some(MetricsToken::parse(TOKEN).unwrap()),
-        sites: with_sites.then(|| SiteControl::new(shaping)),
+        sites: with_sites.then(|| SiteControl::new(shaping, Arc::new(tidings_testing::MemoryStore::new()))),
         serve_metrics: true,
         ..HttpConfig::default()
     };
