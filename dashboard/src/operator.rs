@@ -211,7 +211,8 @@ mod tests {
     #[test]
     fn only_the_operator_cookie_is_read_and_it_is_cleared_on_its_own_path() {
         let mut headers = HeaderMap::new();
-        headers.append(COOKIE, HeaderValue::from_static("__Host-tidings_session=abc; __Secure-tidings_operator=v1.9.x"));
+        headers
+            .append(COOKIE, HeaderValue::from_static("__Host-tidings_session=abc; __Secure-tidings_operator=v1.9.x"));
         assert_eq!(operator_cookie(&headers), Some("v1.9.x"));
         let mut workspace_only = HeaderMap::new();
         workspace_only.append(COOKIE, HeaderValue::from_static("__Host-tidings_session=abc"));

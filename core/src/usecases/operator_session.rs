@@ -189,7 +189,8 @@ mod tests {
         let cookie = sessions.mint(now).cookie_value().to_owned();
         let (payload, tag) = cookie.rsplit_once('.').unwrap();
         let later = payload.replace("v1.", "v1.9");
-        for forged in [format!("{later}.{tag}"), format!("{payload}.{}", &tag[1..]), payload.to_owned(), String::new()] {
+        for forged in [format!("{later}.{tag}"), format!("{payload}.{}", &tag[1..]), payload.to_owned(), String::new()]
+        {
             assert!(sessions.resume(&forged, now).is_none(), "{forged:?}");
         }
         let other_key = OperatorSessions::from_key([8; 32], token("operator-token-0123456789"));

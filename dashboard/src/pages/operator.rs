@@ -15,11 +15,11 @@ use axum::http::header::{RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use tidings_core::Error;
 use tidings_core::delivery::{SiteControl, SiteView};
 use tidings_core::error::FieldError;
 use tidings_core::shaping::SiteKey;
 use tidings_core::usecases::{AuthOutcome, AuthRefusal, OperatorSession};
-use tidings_core::Error;
 
 use crate::DashboardState;
 use crate::error::{PageError, PageResult};
@@ -182,7 +182,8 @@ async fn list(
 ) -> PageResult<Option<Vec<SiteView>>> {
     let Some(sites) = sites else { return Ok(None) };
     let now = state.core.clock().now();
-    let views = sites.list(now).await.map_err(|e| PageError::from(Error::from(e)).operator_nav(session.csrf_token()))?;
+    let views =
+        sites.list(now).await.map_err(|e| PageError::from(Error::from(e)).operator_nav(session.csrf_token()))?;
     Ok(Some(views))
 }
 
