@@ -263,7 +263,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         trusted_proxies: config.trusted_proxies.clone(),
         metrics_token: config.metrics_token.clone(),
         operator_token: config.operator_token.clone(),
-        sites: shaping.map(SiteControl::new),
+        sites: shaping.clone().map(SiteControl::new),
         serve_metrics: config.metrics_listen.is_none(),
         ..HttpConfig::default()
     };
@@ -296,7 +296,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     }
     let app = if config.dashboard {
         router(state.clone())
-            .merge(dashboard_router(&config, &state, core_for_dashboard))
+            .merge(dashboard_router(&config, &state, core_for_dashboard, shaping.map(SiteControl::new)))
             .layer(axum::middleware::from_fn(tidings_dashboard::pages_for_browsers))
     } else {
         router(state)
@@ -342,9 +342,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
 }
 
 /// The web dashboard (`TIDINGS_DASHBOARD`), counting failed sign-ins and sends in the API's
-/// own limits, seeing clients through the same trusted proxies, and offering each message's
-/// `.eml` when the transport is the outbox.
-fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecases::Tidings) -> axum::Router {
+/// own limits, seeing clients through the same trusted proxies, offering each message's
+/// `.eml` when the transport is the outbox, and, with `TIDINGS_OPERATOR_TOKEN`, the
+/// operator's pages over the same `sites` as the operator API.
+fn dashboard_router(
+    config: &Config,
+    api: &ApiState,
+    core: tidings_core::usecases::Tidings,
+    sites: Option<SiteControl>,
+) -> axum::Router {
     let outbox = (config.delivery.mode == config::Delivery::Outbox).then(|| {
         tidings_dashboard::Outbox::new(config.outbox_dir(), |message| {
             let provider_id = message.provider_message_id.as_deref()?;
@@ -354,6 +360,8 @@ fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecase
     let settings = tidings_dashboard::DashboardConfig {
         trusted_proxies: config.trusted_proxies.clone(),
         outbox,
+        operator_token: config.operator_token.clone(),
+        sites,
         ..tidings_dashboard::DashboardConfig::default()
     };
     let state = tidings_dashboard::DashboardState::new(core, api.limits(), settings).with_budget(api.memory_budget());
