@@ -194,7 +194,7 @@ async fn suspend_site(
             .suspend_for(&site, body.duration.as_deref(), body.reason.as_deref(), now)
             .await
             .map_err(ApiError::from)?;
-        Ok(Success::<200, _>::new(
+        Ok::<_, ApiError>(Success::<200, _>::new(
             "site suspended",
             SiteAnswer { site: site.to_string(), suspended_until: Some(until) },
         ))

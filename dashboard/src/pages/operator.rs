@@ -89,11 +89,12 @@ pub(crate) async fn sign_out(State(state): State<DashboardState>, req: Request) 
         Ok(None) => return to_operator_sign_in(req.headers()),
         Err(e) => return e.into_response(),
     }
-    let posted = match <OperatorPosted as axum::extract::FromRequest<DashboardState>>::from_request(req, &state).await {
-        Ok(posted) => posted,
-        Err(refused) => return refused,
-    };
-    drop(posted);
+    // A live session: the same checks as every other operator form.
+    if let Err(refused) =
+        <OperatorPosted as axum::extract::FromRequest<DashboardState>>::from_request(req, &state).await
+    {
+        return refused;
+    }
     let mut response = see_other(crate::operator::OPERATOR_PATH);
     response.headers_mut().insert(SET_COOKIE, HeaderValue::from_static(CLEARED_OPERATOR_COOKIE));
     response
