@@ -24,7 +24,8 @@ pub(crate) enum Nav<'a> {
     /// A workspace session of `scope` (`full`, `send`) whose CSRF token is `csrf`: the
     /// navigation and its sign-out.
     Workspace { scope: &'a str, csrf: &'a str },
-    /// The operator's pages: their own link and, signed in, the operator's sign-out.
+    /// The operator's pages: signed in (with the session's CSRF token), their own link and
+    /// the operator's sign-out.
     Operator { csrf: Option<&'a str> },
 }
 
@@ -92,10 +93,10 @@ fn shell(nav: Nav<'_>, title: &str, body: Markup) -> Markup {
                             }
                         }
                         Nav::Operator { csrf } => {
-                            nav #nav aria-label="Operator" {
-                                ul { li { a href="/operator/sites" { "Delivery sites" } } }
-                            }
                             @if let Some(csrf) = csrf {
+                                nav #operator-nav aria-label="Operator" {
+                                    ul { li { a href="/operator/sites" { "Delivery sites" } } }
+                                }
                                 div.who {
                                     span.scope title="Signed in with the server's operator token" { "operator" }
                                     form #operator-sign-out method="post" action="/operator/sign-out" {

@@ -193,6 +193,7 @@ async fn the_sites_page_lists_a_suspended_and_a_throttled_site_with_every_text_e
     assert!(page.body.contains("[TS02] &amp; more"));
     assert!(page.body.contains(r#"<form class="resume" method="post" action="/operator/sites/resume">"#));
     assert!(page.body.contains(r#"<form id="operator-sign-out""#));
+    assert!(page.body.contains(r#"<nav id="operator-nav""#) && !page.body.contains(r#"<nav id="nav""#));
     assert!(!page.header("content-security-policy").contains("unsafe-inline"), "the dashboard's policy");
     assert!(!page.header("content-security-policy").is_empty());
 }

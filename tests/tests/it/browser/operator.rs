@@ -33,6 +33,7 @@ fn the_operator_signs_in_with_the_token_and_sees_the_sites_page() {
         assert_eq!(browser.path().await, "/operator/sites", "{}", browser.page_text().await);
         browser.find("#no-shaping").await;
         browser.find("form#operator-sign-out input[type=hidden][name=csrf]").await;
+        browser.find("nav#operator-nav a[href=\"/operator/sites\"]").await;
         assert!(browser.try_find("nav#nav a[href=\"/messages\"]").await.is_none(), "no workspace navigation");
 
         let cookies = browser.client().get_all_cookies().await.expect("the cookies");
