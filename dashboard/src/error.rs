@@ -22,11 +22,13 @@ pub(crate) struct PageError {
     retry_after: Option<u32>,
 }
 
-/// What the error page needs of a [`Viewer`] to draw the navigation.
+/// Whose navigation the error page draws.
 #[derive(Debug)]
-struct NavOwner {
-    scope: &'static str,
-    csrf: String,
+enum NavOwner {
+    /// A workspace session's: its scope and CSRF token.
+    Workspace { scope: &'static str, csrf: String },
+    /// The operator's pages, with the operator session's CSRF token when signed in.
+    Operator { csrf: Option<String> },
 }
 
 impl PageError {
@@ -52,7 +54,20 @@ impl PageError {
 
     /// The same page with `viewer`'s navigation.
     pub(crate) fn with_viewer(mut self, viewer: &Viewer) -> Self {
-        self.nav = Some(NavOwner { scope: viewer.scope_word(), csrf: viewer.csrf().to_owned() });
+        self.nav = Some(NavOwner::Workspace { scope: viewer.scope_word(), csrf: viewer.csrf().to_owned() });
+        self
+    }
+
+    /// The same page in the operator's frame, for someone not signed in as the operator.
+    pub(crate) fn operator(mut self) -> Self {
+        self.nav = Some(NavOwner::Operator { csrf: None });
+        self
+    }
+
+    /// The same page in the operator's frame, with the sign-out of the operator session whose
+    /// CSRF token is `csrf`.
+    pub(crate) fn operator_nav(mut self, csrf: &str) -> Self {
+        self.nav = Some(NavOwner::Operator { csrf: Some(csrf.to_owned()) });
         self
     }
 
@@ -122,12 +137,17 @@ impl From<Error> for PageError {
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
+        let (back, back_label) = match &self.nav {
+            Some(NavOwner::Operator { .. }) => ("/operator/sites", "Back to the delivery sites"),
+            _ => ("/overview", "Back to the overview"),
+        };
         let body = html! {
             (error_box(&self.lines))
-            p { a href="/overview" { "Back to the overview" } }
+            p { a href=(back) { (back_label) } }
         };
         let markup = match &self.nav {
-            Some(nav) => crate::layout::page_with_nav(nav.scope, &nav.csrf, self.title, body),
+            Some(NavOwner::Workspace { scope, csrf }) => crate::layout::page_with_nav(scope, csrf, self.title, body),
+            Some(NavOwner::Operator { csrf }) => crate::layout::operator_page(csrf.as_deref(), self.title, body),
             None => page(None, self.title, body),
         };
         let mut response = (self.status, markup).into_response();

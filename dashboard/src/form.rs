@@ -162,7 +162,7 @@ pub(crate) fn cross_site(headers: &HeaderMap, authority: Option<&str>) -> Option
 }
 
 /// Reads and parses a form body of at most `limit` bytes, counted in `budget` for `owner`.
-async fn read_fields(
+pub(crate) async fn read_fields(
     budget: &MemoryBudget,
     owner: Owner,
     parts: &Parts,

@@ -17,18 +17,45 @@ const NAV: [(&str, &str); 7] = [
     ("/keys", "API keys"),
 ];
 
+/// Whose header a page has.
+pub(crate) enum Nav<'a> {
+    /// Nobody signed in: the brand only.
+    None,
+    /// A workspace session of `scope` (`full`, `send`) whose CSRF token is `csrf`: the
+    /// navigation and its sign-out.
+    Workspace { scope: &'a str, csrf: &'a str },
+    /// The operator's pages: signed in (with the session's CSRF token), their own link and
+    /// the operator's sign-out.
+    Operator { csrf: Option<&'a str> },
+}
+
 /// A whole page titled `title` (also its `h1`), with the navigation when someone is signed
 /// in.
 pub(crate) fn page(viewer: Option<&Viewer>, title: &str, body: Markup) -> Markup {
-    shell(viewer.map(|v| (v.scope_word(), v.csrf())), title, body)
+    match viewer {
+        Some(v) => shell(Nav::Workspace { scope: v.scope_word(), csrf: v.csrf() }, title, body),
+        None => shell(Nav::None, title, body),
+    }
 }
 
 /// [`page`] with the navigation of a session of `scope` whose CSRF token is `csrf`.
 pub(crate) fn page_with_nav(scope: &str, csrf: &str, title: &str, body: Markup) -> Markup {
-    shell(Some((scope, csrf)), title, body)
+    shell(Nav::Workspace { scope, csrf }, title, body)
 }
 
-fn shell(nav: Option<(&str, &str)>, title: &str, body: Markup) -> Markup {
+/// A page of the operator's (`/operator/…`), with the operator's sign-out when `csrf` (the
+/// operator session's token) is given. No workspace navigation: the operator session opens
+/// no workspace page.
+pub(crate) fn operator_page(csrf: Option<&str>, title: &str, body: Markup) -> Markup {
+    shell(Nav::Operator { csrf }, title, body)
+}
+
+fn shell(nav: Nav<'_>, title: &str, body: Markup) -> Markup {
+    let home = match nav {
+        Nav::None => "/",
+        Nav::Workspace { .. } => "/overview",
+        Nav::Operator { .. } => "/operator/sites",
+    };
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -44,22 +71,39 @@ fn shell(nav: Option<(&str, &str)>, title: &str, body: Markup) -> Markup {
             body {
                 a.skip href="#content" { "Skip to content" }
                 header.top {
-                    a.brand href=(if nav.is_some() { "/overview" } else { "/" }) { "Tidings" }
-                    @if let Some((scope, csrf)) = nav {
-                        nav #nav aria-label="Main" {
-                            ul {
-                                @for (path, label) in NAV {
-                                    li { a href=(path) { (label) } }
+                    a.brand href=(home) { "Tidings" }
+                    @match nav {
+                        Nav::None => {}
+                        Nav::Workspace { scope, csrf } => {
+                            nav #nav aria-label="Main" {
+                                ul {
+                                    @for (path, label) in NAV {
+                                        li { a href=(path) { (label) } }
+                                    }
+                                }
+                            }
+                            div.who {
+                                span.scope title="The scope of the API key this session signed in with" {
+                                    (scope) " key"
+                                }
+                                form #sign-out method="post" action="/sign-out" {
+                                    input type="hidden" name="csrf" value=(csrf);
+                                    button type="submit" { "Sign out" }
                                 }
                             }
                         }
-                        div.who {
-                            span.scope title="The scope of the API key this session signed in with" {
-                                (scope) " key"
-                            }
-                            form #sign-out method="post" action="/sign-out" {
-                                input type="hidden" name="csrf" value=(csrf);
-                                button type="submit" { "Sign out" }
+                        Nav::Operator { csrf } => {
+                            @if let Some(csrf) = csrf {
+                                nav #operator-nav aria-label="Operator" {
+                                    ul { li { a href="/operator/sites" { "Delivery sites" } } }
+                                }
+                                div.who {
+                                    span.scope title="Signed in with the server's operator token" { "operator" }
+                                    form #operator-sign-out method="post" action="/operator/sign-out" {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        button type="submit" { "Sign out" }
+                                    }
+                                }
                             }
                         }
                     }

@@ -35,6 +35,7 @@ mod form;
 mod headers;
 mod held_body;
 mod layout;
+mod operator;
 mod pages;
 mod preview;
 mod session;
@@ -47,13 +48,15 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::Method;
+use tidings_core::delivery::SiteControl;
 use tidings_core::model::Message;
 use tidings_core::ports::Limits;
-use tidings_core::usecases::Tidings;
+use tidings_core::usecases::{MetricsToken, Tidings};
 use tidings_http::TrustedProxies;
 
 pub use form::{FORM_BODY_LIMIT, TEMPLATE_BODY_LIMIT};
 pub use headers::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP, PAGE_CSP};
+pub use operator::OPERATOR_COOKIE;
 pub use session::{SESSION_COOKIE, session_cookie};
 pub use unrouted::pages_for_browsers;
 
@@ -110,11 +113,24 @@ pub struct DashboardConfig {
     pub outbox: Option<Outbox>,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
+    /// The operator's token (`TIDINGS_OPERATOR_TOKEN`): with it the dashboard serves the
+    /// operator's pages under `/operator` (the delivery sites), to someone who signs in with
+    /// it; without it those paths are not served at all.
+    pub operator_token: Option<MetricsToken>,
+    /// The delivery sites the operator's pages show and act on: the same `SiteControl` as
+    /// the operator API's; `None` when the server does not deliver by site.
+    pub sites: Option<SiteControl>,
 }
 
 impl Default for DashboardConfig {
     fn default() -> Self {
-        Self { trusted_proxies: TrustedProxies::default(), outbox: None, request_timeout: Duration::from_secs(30) }
+        Self {
+            trusted_proxies: TrustedProxies::default(),
+            outbox: None,
+            request_timeout: Duration::from_secs(30),
+            operator_token: None,
+            sites: None,
+        }
     }
 }
 
@@ -125,6 +141,8 @@ pub struct DashboardState {
     pub(crate) limits: Arc<dyn Limits>,
     pub(crate) config: Arc<DashboardConfig>,
     pub(crate) budget: tidings_http::MemoryBudget,
+    /// The operator's pages' side, when the operator set a token.
+    pub(crate) operator: Option<operator::OperatorDesk>,
 }
 
 impl DashboardState {
@@ -141,7 +159,9 @@ impl DashboardState {
             form::TEMPLATE_BODY_LIMIT,
             config.request_timeout,
         );
-        Self { core, limits, config: Arc::new(config), budget }
+        let operator =
+            config.operator_token.clone().map(|token| operator::OperatorDesk::new(token, config.sites.clone()));
+        Self { core, limits, config: Arc::new(config), budget, operator }
     }
 
     /// The same dashboard counting its form bodies and large responses in `budget`: give it
@@ -153,22 +173,30 @@ impl DashboardState {
     }
 }
 
-/// The `(method, path)` pairs [`router`] serves, in axum's `{name}` syntax; GET routes
-/// also answer HEAD.
+/// The `(method, path)` pairs [`router`] serves to workspace sessions, in axum's `{name}`
+/// syntax; GET routes also answer HEAD. The operator's are [`operator_routes`].
 pub fn served_routes() -> Vec<(Method, &'static str)> {
     pages::table().into_parts().1
 }
 
+/// The `(method, path)` pairs of the operator's pages, which [`router`] serves only when
+/// [`DashboardConfig::operator_token`] is set.
+pub fn operator_routes() -> Vec<(Method, &'static str)> {
+    pages::operator_table(table::RouteTable::default()).into_parts().1
+}
+
 /// The dashboard: `/` (sign-in), the pages and forms under `/overview`, `/messages`,
 /// `/domains`, `/templates`, `/suppressions`, `/webhooks`, `/keys`, `/assets` and
-/// `/favicon.ico`. It has no fallback, so that it merges into a router that has one (the
+/// `/favicon.ico`; with an operator token, `/operator` too. It has no fallback, so that it merges into a router that has one (the
 /// API's); layer [`pages_for_browsers`] over the merged router so that a browser gets a
 /// page, not the API's JSON, for a path nothing serves. Serve it with
 /// `into_make_service_with_connect_info::<SocketAddr>()`, as the API, or every client
 /// shares one failed-sign-in allowance.
 pub fn router(state: DashboardState) -> Router {
     let timeout = state.config.request_timeout;
-    let (routes, _) = pages::table().into_parts();
+    let table = pages::table();
+    let table = if state.operator.is_some() { pages::operator_table(table) } else { table };
+    let (routes, _) = table.into_parts();
     routes
         .layer(axum::middleware::from_fn(move |req, next| headers::time_limited(timeout, req, next)))
         // Outside the time limit: its 503 gets the headers too.

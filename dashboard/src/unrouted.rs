@@ -20,7 +20,7 @@ use tidings_http::Unrouted;
 use crate::layout::page;
 
 /// The first path segments the dashboard serves pages under.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "overview",
     "messages",
     "domains",
@@ -32,6 +32,7 @@ const SECTIONS: [&str; 11] = [
     "sign-in",
     "sign-out",
     "favicon.ico",
+    "operator",
 ];
 
 /// Middleware for the router that merges the API's and the dashboard's: answers an

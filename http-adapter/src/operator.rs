@@ -19,7 +19,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tidings_core::Error;
 use tidings_core::delivery::{SiteControl, SiteView};
-use tidings_core::duration_text::parse_duration;
 use tidings_core::error::FieldError;
 use tidings_core::shaping::SiteKey;
 use tidings_core::usecases::{AuthOutcome, AuthRefusal};
@@ -27,10 +26,6 @@ use tidings_core::usecases::{AuthOutcome, AuthRefusal};
 use crate::envelope::Success;
 use crate::json::ApiJson;
 use crate::{ApiError, ApiState};
-
-/// Longest suspension the operator may set in one request: past it, a forgotten suspension
-/// would hold mail beyond any retry schedule.
-const MAX_SUSPENSION: chrono::TimeDelta = chrono::TimeDelta::days(7);
 
 /// The routes under `/v1/operator`.
 pub(crate) fn routes() -> Router<ApiState> {
@@ -192,24 +187,16 @@ async fn suspend_site(
         let sites = sites.ok_or(ApiError::Core(Error::Conflict(
             "this server does not deliver by site (TIDINGS_DELIVERY is not mx)".into(),
         )))?;
-        let invalid = |field: &str, message: &str| {
-            ApiError::Core(Error::Validation { fields: vec![FieldError::new(field, message)] })
-        };
-        let text = body.duration.ok_or_else(|| invalid("duration", "required: how long, as 30s, 10m, 2h or 1d"))?;
-        let duration = parse_duration(&text)
-            .ok()
-            .and_then(|d| chrono::TimeDelta::from_std(d).ok())
-            .filter(|d| *d > chrono::TimeDelta::zero() && *d <= MAX_SUSPENSION)
-            .ok_or_else(|| invalid("duration", "a duration from 1s to 7d, as 30s, 10m, 2h or 1d"))?;
-        let reason = body.reason.unwrap_or_else(|| "suspended by the operator".to_owned());
-        if reason.chars().count() > tidings_core::ports::site_admission::MAX_SITE_REASON_CHARS {
-            return Err(invalid("reason", "at most 500 characters"));
-        }
+        // The rules (1 s to 7 days, a reason of at most 500 characters) are core's, shared
+        // with the dashboard's operator pages.
         let now = state.core.clock().now();
-        sites.suspend(&site, now + duration, &reason, now).await.map_err(|e| ApiError::from(Error::from(e)))?;
-        Ok(Success::<200, _>::new(
+        let until = sites
+            .suspend_for(&site, body.duration.as_deref(), body.reason.as_deref(), now)
+            .await
+            .map_err(ApiError::from)?;
+        Ok::<_, ApiError>(Success::<200, _>::new(
             "site suspended",
-            SiteAnswer { site: site.to_string(), suspended_until: Some(now + duration) },
+            SiteAnswer { site: site.to_string(), suspended_until: Some(until) },
         ))
     }
     .await;

@@ -6,14 +6,24 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::delivery::site_activity::{LastReply, SiteSeen};
 use crate::delivery::site_gate::Shaping;
 use std::sync::Arc;
 
+use crate::duration_text::parse_duration;
+use crate::error::FieldError;
+use crate::ports::site_admission::MAX_SITE_REASON_CHARS;
 use crate::ports::{SiteChange, Store, StoreResult};
 use crate::shaping::{MessageRate, SiteKey, SiteLimits};
+
+/// Longest suspension an operator sets in one go: past it, a forgotten suspension would hold
+/// mail beyond any retry schedule.
+pub const MAX_OPERATOR_SUSPENSION: TimeDelta = TimeDelta::days(7);
+
+/// The reason of a suspension the operator gave none for.
+pub const DEFAULT_OPERATOR_REASON: &str = "suspended by the operator";
 
 /// One site as the operator sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +110,38 @@ impl SiteControl {
         let change = SiteChange::Suspend { until, reason: reason.to_owned() };
         tracing::warn!(%site, %until, reason, "site suspended by the operator");
         self.shaping.limits.change_site(site, change, now).await
+    }
+
+    /// Suspends `site` for `duration`, typed by the operator (`30s`, `10m`, `2h`, `1d`; 1 s to
+    /// [`MAX_OPERATOR_SUSPENSION`]), because of `reason` (at most 500 characters;
+    /// [`DEFAULT_OPERATOR_REASON`] when blank), and answers until when. A validation error
+    /// names `duration` or `reason`; the front ends (operator API, dashboard) share these
+    /// rules through this call.
+    pub async fn suspend_for(
+        &self,
+        site: &SiteKey,
+        duration: Option<&str>,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> crate::Result<DateTime<Utc>> {
+        let invalid =
+            |field: &str, message: &str| crate::Error::Validation { fields: vec![FieldError::new(field, message)] };
+        let text = duration
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| invalid("duration", "required: how long, as 30s, 10m, 2h or 1d"))?;
+        let duration = parse_duration(text)
+            .ok()
+            .and_then(|d| TimeDelta::from_std(d).ok())
+            .filter(|d| *d > TimeDelta::zero() && *d <= MAX_OPERATOR_SUSPENSION)
+            .ok_or_else(|| invalid("duration", "a duration from 1s to 7d, as 30s, 10m, 2h or 1d"))?;
+        let reason = reason.map(str::trim).filter(|r| !r.is_empty()).unwrap_or(DEFAULT_OPERATOR_REASON);
+        if reason.chars().count() > MAX_SITE_REASON_CHARS {
+            return Err(invalid("reason", "at most 500 characters"));
+        }
+        let until = now + duration;
+        self.suspend(site, until, reason, now).await?;
+        Ok(until)
     }
 
     /// Ends `site`'s suspension and throttle now, and makes the mail this node put back for

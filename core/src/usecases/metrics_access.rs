@@ -46,6 +46,12 @@ impl MetricsToken {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         aws_lc_rs::constant_time::verify_slices_are_equal(&digest, &self.digest).is_ok()
     }
+
+    /// The token's SHA-256, which binds what is signed for the token's holder to the token
+    /// (operator sessions end when it changes).
+    pub(crate) fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
 }
 
 impl fmt::Debug for MetricsToken {

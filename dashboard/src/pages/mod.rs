@@ -5,6 +5,7 @@ mod domains;
 mod keys;
 mod message;
 mod messages;
+mod operator;
 pub(crate) mod overview;
 mod sign_in;
 mod suppressions;
@@ -78,6 +79,17 @@ pub(crate) fn table() -> RouteTable {
         .get(crate::assets::CSS_PATH, crate::assets::stylesheet)
         .get(crate::assets::FAVICON_SVG_PATH, crate::assets::favicon_svg)
         .get(crate::assets::FAVICON_ICO_PATH, crate::assets::favicon_ico)
+}
+
+/// The operator's routes (`/operator/…`), added to `table` when the operator set a token.
+pub(crate) fn operator_table(table: RouteTable) -> RouteTable {
+    table
+        .get("/operator", operator::home)
+        .post("/operator/sign-in", operator::sign_in)
+        .post("/operator/sign-out", operator::sign_out)
+        .get("/operator/sites", operator::sites)
+        .post("/operator/sites/suspend", operator::suspend)
+        .post("/operator/sites/resume", operator::resume)
 }
 
 /// Path parameters; one that cannot be decoded (not UTF-8) names nothing: a 404 page, as an

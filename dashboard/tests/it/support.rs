@@ -13,14 +13,19 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
+use tidings_core::delivery::{Shaping, SiteControl};
 use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
 use tidings_core::model::Message;
-use tidings_core::ports::{Clock, SystemRandom};
-use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, Principal, Tidings};
+use tidings_core::ports::{Clock, Limits, SystemRandom};
+use tidings_core::shaping::ShapingTable;
+use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, LocalLimits, MetricsToken, Principal, Tidings};
 use tidings_dashboard::{DashboardConfig, DashboardState, Outbox};
 use tidings_http::{ApiState, HttpConfig, TrustedProxies};
 use tidings_testing::{FakeDns, FixedClock, MemoryStore};
 use tower::ServiceExt;
+
+/// The operator token of [`TestApp::with_operator`].
+pub const OPERATOR_TOKEN: &str = "operator-token-0123456789abcdef";
 
 /// The client address of requests that do not name one.
 pub const CLIENT: &str = "203.0.113.10";
@@ -76,15 +81,36 @@ impl TestApp {
     /// With the sandbox sending domain on, as the server runs with its outbox transport.
     pub async fn sandboxed() -> Self {
         let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
-        Self::assemble(HttpConfig::default(), TrustedProxies::default(), config).await
+        Self::assemble(HttpConfig::default(), TrustedProxies::default(), config, None).await
     }
 
     /// With these API settings and trusted proxies (shared by API and dashboard).
     pub async fn with(http: HttpConfig, proxies: TrustedProxies) -> Self {
-        Self::assemble(http, proxies, CoreConfig::default()).await
+        Self::assemble(http, proxies, CoreConfig::default(), None).await
     }
 
-    async fn assemble(mut http: HttpConfig, proxies: TrustedProxies, config: CoreConfig) -> Self {
+    /// With the operator's pages on (token [`OPERATOR_TOKEN`]) over the delivery sites
+    /// counted in the limits returned (`with_sites`: by site, as in `mx` mode; else no sites,
+    /// as a relay).
+    pub async fn with_operator(with_sites: bool) -> (Self, Arc<LocalLimits>) {
+        let limits = Arc::new(LocalLimits::default());
+        let shaping = Shaping::new(Arc::new(ShapingTable::default()), Arc::clone(&limits) as Arc<dyn Limits>);
+        let operator = (
+            MetricsToken::parse(OPERATOR_TOKEN).unwrap(),
+            with_sites.then(|| SiteControl::new(shaping, Arc::new(tidings_testing::MemoryStore::new()))),
+        );
+        let app =
+            Self::assemble(HttpConfig::default(), TrustedProxies::default(), CoreConfig::default(), Some(operator))
+                .await;
+        (app, limits)
+    }
+
+    async fn assemble(
+        mut http: HttpConfig,
+        proxies: TrustedProxies,
+        config: CoreConfig,
+        operator: Option<(MetricsToken, Option<SiteControl>)>,
+    ) -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(FixedClock::at(tidings_testing::fixtures::now()));
         let dns = Arc::new(FakeDns::default());
@@ -100,6 +126,8 @@ impl TestApp {
             outbox: Some(Outbox::new(outbox.path(), |m: &Message| {
                 m.provider_message_id.as_deref().map(|id| format!("{id}.eml"))
             })),
+            operator_token: operator.as_ref().map(|(token, _)| token.clone()),
+            sites: operator.and_then(|(_, sites)| sites),
             ..DashboardConfig::default()
         };
         let dashboard = tidings_dashboard::router(DashboardState::new(core.clone(), api.limits(), settings));

@@ -257,6 +257,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
             let _ = stop.wait_for(|stopped| *stopped).await;
         })));
     }
+    // The operator's view of the sites, for the API and the dashboard alike.
+    let sites = shaping.map(|shaping| SiteControl::new(shaping, core.store().clone()));
     let http = HttpConfig {
         max_body_bytes: config.max_body_bytes,
         max_send_body_bytes: config.max_send_body_bytes,
@@ -264,7 +266,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
         trusted_proxies: config.trusted_proxies.clone(),
         metrics_token: config.metrics_token.clone(),
         operator_token: config.operator_token.clone(),
-        sites: shaping.map(|shaping| SiteControl::new(shaping, core.store().clone())),
+        sites: sites.clone(),
         serve_metrics: config.metrics_listen.is_none(),
         ..HttpConfig::default()
     };
@@ -297,7 +299,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     }
     let app = if config.dashboard {
         router(state.clone())
-            .merge(dashboard_router(&config, &state, core_for_dashboard))
+            .merge(dashboard_router(&config, &state, core_for_dashboard, sites))
             .layer(axum::middleware::from_fn(tidings_dashboard::pages_for_browsers))
     } else {
         router(state)
@@ -343,9 +345,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
 }
 
 /// The web dashboard (`TIDINGS_DASHBOARD`), counting failed sign-ins and sends in the API's
-/// own limits, seeing clients through the same trusted proxies, and offering each message's
-/// `.eml` when the transport is the outbox.
-fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecases::Tidings) -> axum::Router {
+/// own limits, seeing clients through the same trusted proxies, offering each message's
+/// `.eml` when the transport is the outbox, and, with `TIDINGS_OPERATOR_TOKEN`, the
+/// operator's pages over the same `sites` as the operator API.
+fn dashboard_router(
+    config: &Config,
+    api: &ApiState,
+    core: tidings_core::usecases::Tidings,
+    sites: Option<SiteControl>,
+) -> axum::Router {
     let outbox = (config.delivery.mode == config::Delivery::Outbox).then(|| {
         tidings_dashboard::Outbox::new(config.outbox_dir(), |message| {
             let provider_id = message.provider_message_id.as_deref()?;
@@ -355,6 +363,8 @@ fn dashboard_router(config: &Config, api: &ApiState, core: tidings_core::usecase
     let settings = tidings_dashboard::DashboardConfig {
         trusted_proxies: config.trusted_proxies.clone(),
         outbox,
+        operator_token: config.operator_token.clone(),
+        sites,
         ..tidings_dashboard::DashboardConfig::default()
     };
     let state = tidings_dashboard::DashboardState::new(core, api.limits(), settings).with_budget(api.memory_budget());

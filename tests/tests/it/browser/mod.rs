@@ -19,6 +19,7 @@ mod hostile_mail;
 mod keys_and_domains;
 mod message_page;
 mod messages;
+mod operator;
 mod overview;
 mod recipients;
 mod screenshots;
