@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header::{COOKIE, SET_COOKIE};
+use axum::http::header::SET_COOKIE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -92,15 +92,7 @@ pub(crate) const CLEARED_OPERATOR_COOKIE: &str =
 
 /// The operator cookie the request carries, if any (the first one).
 pub(crate) fn operator_cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == OPERATOR_COOKIE)
-        .map(|(_, value)| value.trim())
-        .filter(|value| !value.is_empty())
+    crate::session::cookie_named(headers, OPERATOR_COOKIE)
 }
 
 /// 303 to the operator's sign-in, clearing a dead cookie the request carried.
@@ -132,6 +124,17 @@ impl FromRequestParts<DashboardState> for OperatorSignedIn {
     }
 }
 
+/// The desk and the request of a form posted to the operator's pages, refused when the
+/// operator's pages are off or the form comes from another site.
+fn operator_form(req: Request, state: &DashboardState) -> Result<(OperatorDesk, Parts, axum::body::Body), PageError> {
+    let (parts, body) = req.into_parts();
+    let desk = desk(state)?.clone();
+    if let Some(why) = cross_site(&parts.headers, parts.uri.authority().map(|a| a.as_str())) {
+        return Err(PageError::forbidden_form(why).operator());
+    }
+    Ok((desk, parts, body))
+}
+
 /// A form the operator posted from this site, with a live operator session and its CSRF
 /// token (checked before the handler runs, as [`crate::form::Posted`] does for workspaces).
 pub(crate) struct OperatorPosted {
@@ -144,11 +147,7 @@ impl FromRequest<DashboardState> for OperatorPosted {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &DashboardState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let desk = desk(state).map_err(IntoResponse::into_response)?.clone();
-        if let Some(why) = cross_site(&parts.headers, parts.uri.authority().map(|a| a.as_str())) {
-            return Err(PageError::forbidden_form(why).operator().into_response());
-        }
+        let (desk, parts, body) = operator_form(req, state).map_err(IntoResponse::into_response)?;
         let session = match desk.session(state, &parts.headers).await {
             Ok(Some(session)) => session,
             Ok(None) => {
@@ -191,11 +190,7 @@ impl FromRequest<DashboardState> for OperatorSignInForm {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &DashboardState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let desk = desk(state).map_err(IntoResponse::into_response)?.clone();
-        if let Some(why) = cross_site(&parts.headers, parts.uri.authority().map(|a| a.as_str())) {
-            return Err(PageError::forbidden_form(why).operator().into_response());
-        }
+        let (desk, parts, body) = operator_form(req, state).map_err(IntoResponse::into_response)?;
         let client = client_ip(&parts);
         let fields = read_fields(&state.budget, Owner::client(client), &parts, body, FORM_BODY_LIMIT)
             .await
@@ -207,6 +202,7 @@ impl FromRequest<DashboardState> for OperatorSignInForm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header::COOKIE;
 
     #[test]
     fn only_the_operator_cookie_is_read_and_it_is_cleared_on_its_own_path() {

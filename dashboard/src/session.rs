@@ -41,13 +41,18 @@ pub(crate) fn cleared_cookie() -> &'static str {
 /// cookie; a cookie of the old name, without the prefix, is not read: anyone on a sibling
 /// domain could have set it).
 pub(crate) fn session_token(headers: &HeaderMap) -> Option<&str> {
+    cookie_named(headers, SESSION_COOKIE)
+}
+
+/// The value of the first cookie named `wanted` the request carries, if it is not empty.
+pub(crate) fn cookie_named<'a>(headers: &'a HeaderMap, wanted: &str) -> Option<&'a str> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.trim())
         .filter(|value| !value.is_empty())
 }

@@ -168,6 +168,17 @@ struct SiteAnswer {
     suspended_until: Option<DateTime<Utc>>,
 }
 
+/// The sites and the one named `site`, for a suspend or resume by the operator: 409 when the
+/// server does not deliver by site.
+async fn acting_on(state: &ApiState, parts: &Parts, site: &str) -> Result<(SiteControl, SiteKey), ApiError> {
+    let sites = admitted(state, parts).await?;
+    let site = site_key(site)?;
+    let sites = sites.ok_or(ApiError::Core(Error::Conflict(
+        "this server does not deliver by site (TIDINGS_DELIVERY is not mx)".into(),
+    )))?;
+    Ok((sites, site))
+}
+
 fn site_key(text: &str) -> Result<SiteKey, ApiError> {
     SiteKey::parse(text).ok_or_else(|| {
         let message = "not a site: a shaping suffix such as `.google.com`, or MX host names joined by commas";
@@ -182,11 +193,7 @@ async fn suspend_site(
     ApiJson(body): ApiJson<SuspendBody>,
 ) -> Response {
     let result = async {
-        let sites = admitted(&state, &parts).await?;
-        let site = site_key(&site)?;
-        let sites = sites.ok_or(ApiError::Core(Error::Conflict(
-            "this server does not deliver by site (TIDINGS_DELIVERY is not mx)".into(),
-        )))?;
+        let (sites, site) = acting_on(&state, &parts, &site).await?;
         // The rules (1 s to 7 days, a reason of at most 500 characters) are core's, shared
         // with the dashboard's operator pages.
         let now = state.core.clock().now();
@@ -208,11 +215,7 @@ async fn suspend_site(
 
 async fn resume_site(State(state): State<ApiState>, Path(site): Path<String>, parts: Parts) -> Response {
     let result = async {
-        let sites = admitted(&state, &parts).await?;
-        let site = site_key(&site)?;
-        let sites = sites.ok_or(ApiError::Core(Error::Conflict(
-            "this server does not deliver by site (TIDINGS_DELIVERY is not mx)".into(),
-        )))?;
+        let (sites, site) = acting_on(&state, &parts, &site).await?;
         let now = state.core.clock().now();
         sites.resume(&site, now).await.map_err(|e| ApiError::from(Error::from(e)))?;
         Ok::<_, ApiError>(Success::<200, _>::new(
