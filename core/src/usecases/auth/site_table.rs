@@ -188,3 +188,23 @@ impl SiteTable {
         idle.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shaping::RatePeriod;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn a_lease_kept_idle_counts_against_new_ones() {
+        let table = SiteTable::default();
+        let site = SiteKey::parse(".example.net").unwrap();
+        let quota = SiteQuota { connections: 1, rate: MessageRate::new(1_000, RatePeriod::Second).unwrap() };
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let first = SiteLease { id: SiteLeaseId(ulid::Ulid::from_parts(1, 1)), until: now + TimeDelta::minutes(5) };
+        assert!(table.admit(&site, quota, first, now).is_admitted());
+        table.release(&site, first.id, Some(now + TimeDelta::minutes(1)), now);
+        let second = SiteLease { id: SiteLeaseId(ulid::Ulid::from_parts(2, 2)), until: now + TimeDelta::minutes(5) };
+        assert!(!table.admit(&site, quota, second, now).is_admitted(), "the kept lease holds the one connection");
+    }
+}
