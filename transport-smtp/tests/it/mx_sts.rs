@@ -75,14 +75,14 @@ async fn enforce_delivers_over_verified_tls_to_a_listed_mx() {
 async fn without_a_policy_the_certificate_is_judged_and_said_so() {
     // other.test has no policy; its MX host is the sink, whose certificate MTA-STS's roots
     // (the sink's CA) verify, or do not (another CA).
-    let world = world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, None).await;
-    let receipt = world.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
+    let trusting = world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, None).await;
+    let receipt = trusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
     assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
 
     let other_ca = PolicyServer::start(&[MX], PolicyReply::Hang).await.unwrap().ca_der();
-    let world =
+    let distrusting =
         world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, Some(TrustRoots::Only(vec![other_ca]))).await;
-    let receipt = world.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
+    let receipt = distrusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
     let Some(ConnectionTls::Tls(CertificateCheck::Invalid(why))) = &receipt.tls else { panic!("{receipt:?}") };
     assert!(!why.is_empty());
 }
