@@ -172,7 +172,7 @@ impl From<model::BounceType> for BounceType {
 /// how the SMTP connection that carried the message was secured; `certificate` and
 /// `certificateError` only with TLS
 #[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = ConnectionTls)]
 pub struct ConnectionTls {
     /// true when the connection had no TLS (the server offered no STARTTLS, or its TLS
@@ -358,6 +358,21 @@ mod tests {
             model::SuppressionReason::Complaint,
         ] {
             assert_eq!(wire(SuppressionReason::from(r)), r.as_str());
+        }
+    }
+
+    #[test]
+    fn the_api_shows_connection_tls_as_webhooks_do() {
+        use tidings_core::model::{CertificateCheck as Check, ConnectionTls as Tls};
+        // Webhook payloads serialize core's own form; the API's must be the same JSON.
+        for tls in [
+            Tls::Plaintext,
+            Tls::Tls(Check::Verified),
+            Tls::Tls(Check::NotVerified),
+            Tls::Tls(Check::invalid("expired")),
+        ] {
+            let core = serde_json::to_value(&tls).unwrap();
+            assert_eq!(serde_json::to_value(ConnectionTls::from(tls)).unwrap(), core);
         }
     }
 }
