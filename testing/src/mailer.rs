@@ -15,7 +15,11 @@ pub type Answer = Result<SendReceipt, SendError>;
 
 /// 250 with an enhanced code, as a relay says it, over a connection of unknown security.
 pub fn accepted() -> Answer {
-    Ok(SendReceipt { reply: SmtpReply::new(250, "2.0.0 Ok: queued as 4Xyz"), remote: "relay.test:587".into(), tls: None })
+    Ok(SendReceipt {
+        reply: SmtpReply::new(250, "2.0.0 Ok: queued as 4Xyz"),
+        remote: "relay.test:587".into(),
+        tls: None,
+    })
 }
 
 /// [`accepted`] over a connection secured as `tls`.

@@ -56,14 +56,14 @@ impl AttemptError {
 pub(crate) async fn deliver(
     pool: &Arc<HostPool>,
     connector: &Connector,
-    plaintext_fallback: Option<&Opportunistic<'_>>,
+    opportunistic: Option<&Opportunistic<'_>>,
     email: &OutboundEmail,
 ) -> Result<Delivered, AttemptError> {
     let timeouts = &connector.timeouts;
     let slot = pool.acquire().await;
     let (mut session, reused) = match slot.ready().await {
         Ready::Idle(session) => (*session, true),
-        Ready::Open(seat) => (open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?, false),
+        Ready::Open(seat) => (open(connector, opportunistic, seat).await.map_err(AttemptError::Session)?, false),
     };
     let mut result = session.deliver(email, timeouts).await;
     if reused && result.as_ref().is_err_and(|failure| failure.suggests_stale_connection()) {
@@ -71,7 +71,7 @@ pub(crate) async fn deliver(
         // The new connection takes the stale one's seat in the site's cap, once it is closed.
         let seat = session.seat.take();
         drop(session);
-        session = open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?;
+        session = open(connector, opportunistic, seat).await.map_err(AttemptError::Session)?;
         result = session.deliver(email, timeouts).await;
     }
     match result {
@@ -96,21 +96,21 @@ pub(crate) async fn deliver(
     }
 }
 
-/// A new session holding `seat` (its site's, with shaping); with `plaintext_fallback`, a
+/// A new session holding `seat` (its site's, with shaping); with `opportunistic` TLS, a
 /// second one without TLS if STARTTLS failed (the first connection is closed by then), or
 /// only one without TLS if the host's handshake failed recently.
 async fn open(
     connector: &Connector,
-    plaintext_fallback: Option<&Opportunistic<'_>>,
+    opportunistic: Option<&Opportunistic<'_>>,
     seat: Option<SiteSeat>,
 ) -> Result<Session, SendError> {
-    let mut session = open_unseated(connector, plaintext_fallback).await?;
+    let mut session = open_unseated(connector, opportunistic).await?;
     session.seat = seat;
     Ok(session)
 }
 
-async fn open_unseated(connector: &Connector, plaintext_fallback: Option<&Opportunistic<'_>>) -> Result<Session, SendError> {
-    let Some(opportunistic) = plaintext_fallback else {
+async fn open_unseated(connector: &Connector, opportunistic: Option<&Opportunistic<'_>>) -> Result<Session, SendError> {
+    let Some(opportunistic) = opportunistic else {
         return connector.open().await.map_err(|failure| failure.to_send_error(&connector.remote));
     };
     let host = opportunistic.host;

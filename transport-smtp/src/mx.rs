@@ -365,9 +365,10 @@ impl MxMailer {
                     None => self.connector(host, addr)?,
                     Some(required) => self.enforcing_connector(host, addr, &required.by)?,
                 };
+                // Required TLS never falls back to plaintext, nor asks the broken-TLS memory.
                 let opportunistic = Opportunistic { host, broken: &self.broken_tls };
-                let fallback = tls_required.is_none().then_some(&opportunistic);
-                match attempt::deliver(&pool, &connector, fallback, email).await {
+                let opportunistic = tls_required.is_none().then_some(&opportunistic);
+                match attempt::deliver(&pool, &connector, opportunistic, email).await {
                     Ok(delivered) => {
                         if let Some(testing) = testing {
                             report_testing(domain, testing, host, &delivered);

@@ -268,7 +268,8 @@ async fn a_host_whose_handshake_failed_gets_plaintext_without_starttls_for_a_whi
     .unwrap();
     // One message per connection, so that each delivery opens its own.
     let pool = PoolSettings { max_messages_per_connection: 1, ..PoolSettings::default() };
-    let config = MxConfig { port: sink.port(), timeouts: quick_timeouts(), allow_private: true, pool, ..MxConfig::default() };
+    let config =
+        MxConfig { port: sink.port(), timeouts: quick_timeouts(), allow_private: true, pool, ..MxConfig::default() };
     let mailer = mailer_with(&dns, config);
 
     mailer.send(&email_to(1, TO)).await.unwrap();
