@@ -6,15 +6,25 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tidings_core::domain_name::DomainName;
+use tidings_core::model::ConnectionTls;
 use tidings_core::ports::{Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 use tidings_core::shaping::SiteKey;
 
 /// What the mailer answers to one send.
 pub type Answer = Result<SendReceipt, SendError>;
 
-/// 250 with an enhanced code, as a relay says it.
+/// 250 with an enhanced code, as a relay says it, over a connection of unknown security.
 pub fn accepted() -> Answer {
-    Ok(SendReceipt { reply: SmtpReply::new(250, "2.0.0 Ok: queued as 4Xyz"), remote: "relay.test:587".into() })
+    Ok(SendReceipt {
+        reply: SmtpReply::new(250, "2.0.0 Ok: queued as 4Xyz"),
+        remote: "relay.test:587".into(),
+        tls: None,
+    })
+}
+
+/// [`accepted`] over a connection secured as `tls`.
+pub fn accepted_over(tls: ConnectionTls) -> Answer {
+    accepted().map(|receipt| SendReceipt { tls: Some(tls), ..receipt })
 }
 
 /// A refusal with `code` and `text` (which may start with an enhanced code).

@@ -3,9 +3,11 @@
 //! relay and MX transports.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tidings_core::ports::{OutboundEmail, SendError, SendReceipt};
 
+use crate::broken_tls::BrokenTls;
 use crate::pool::{HostPool, Ready};
 use crate::session::{Connector, Session, TlsOutcome, TlsPlan};
 use crate::site_connections::SiteSeat;
@@ -18,6 +20,16 @@ pub(crate) struct Delivered {
     pub(crate) receipt: SendReceipt,
     /// [`Session::tls_outcome`] of the session used.
     pub(crate) tls_outcome: Option<TlsOutcome>,
+}
+
+/// Opportunistic TLS (MX delivery that no policy requires TLS for): a server whose STARTTLS
+/// fails is tried again in plaintext, and a host whose handshake failed is remembered in
+/// `broken`, so that its next sessions skip STARTTLS for a while.
+pub(crate) struct Opportunistic<'a> {
+    /// The MX host's name, as `broken` keys it.
+    pub(crate) host: &'a str,
+    /// The mailer's memory of hosts whose handshake failed.
+    pub(crate) broken: &'a BrokenTls,
 }
 
 /// Why an attempt failed, split by whether another server might still be tried.
@@ -40,19 +52,18 @@ impl AttemptError {
 }
 
 /// Delivers `email` over a connection from `pool`, opened with `connector` when none is
-/// idle. With `plaintext_fallback`, a server whose STARTTLS fails is tried again in
-/// plaintext (opportunistic TLS, MX only).
+/// idle; TLS is [`Opportunistic`] when given (MX only), else as the connector plans it.
 pub(crate) async fn deliver(
     pool: &Arc<HostPool>,
     connector: &Connector,
-    plaintext_fallback: bool,
+    opportunistic: Option<&Opportunistic<'_>>,
     email: &OutboundEmail,
 ) -> Result<Delivered, AttemptError> {
     let timeouts = &connector.timeouts;
     let slot = pool.acquire().await;
     let (mut session, reused) = match slot.ready().await {
         Ready::Idle(session) => (*session, true),
-        Ready::Open(seat) => (open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?, false),
+        Ready::Open(seat) => (open(connector, opportunistic, seat).await.map_err(AttemptError::Session)?, false),
     };
     let mut result = session.deliver(email, timeouts).await;
     if reused && result.as_ref().is_err_and(|failure| failure.suggests_stale_connection()) {
@@ -60,15 +71,16 @@ pub(crate) async fn deliver(
         // The new connection takes the stale one's seat in the site's cap, once it is closed.
         let seat = session.seat.take();
         drop(session);
-        session = open(connector, plaintext_fallback, seat).await.map_err(AttemptError::Session)?;
+        session = open(connector, opportunistic, seat).await.map_err(AttemptError::Session)?;
         result = session.deliver(email, timeouts).await;
     }
     match result {
         Ok(reply) => {
             let remote = session.remote.clone();
             let tls_outcome = session.tls_outcome.clone();
+            let tls = Some(session.tls.clone());
             slot.release(session).await;
-            Ok(Delivered { receipt: SendReceipt { reply, remote }, tls_outcome })
+            Ok(Delivered { receipt: SendReceipt { reply, remote, tls }, tls_outcome })
         }
         Err(failure) => {
             let error = failure.to_send_error(&session.remote);
@@ -84,29 +96,49 @@ pub(crate) async fn deliver(
     }
 }
 
-/// A new session holding `seat` (its site's, with shaping); with `plaintext_fallback`, a
-/// second one without TLS if STARTTLS failed (the first connection is closed by then).
-async fn open(connector: &Connector, plaintext_fallback: bool, seat: Option<SiteSeat>) -> Result<Session, SendError> {
-    let mut session = open_unseated(connector, plaintext_fallback).await?;
+/// A new session holding `seat` (its site's, with shaping); with `opportunistic` TLS, a
+/// second one without TLS if STARTTLS failed (the first connection is closed by then), or
+/// only one without TLS if the host's handshake failed recently.
+async fn open(
+    connector: &Connector,
+    opportunistic: Option<&Opportunistic<'_>>,
+    seat: Option<SiteSeat>,
+) -> Result<Session, SendError> {
+    let mut session = open_unseated(connector, opportunistic).await?;
     session.seat = seat;
     Ok(session)
 }
 
-async fn open_unseated(connector: &Connector, plaintext_fallback: bool) -> Result<Session, SendError> {
+async fn open_unseated(connector: &Connector, opportunistic: Option<&Opportunistic<'_>>) -> Result<Session, SendError> {
+    let Some(opportunistic) = opportunistic else {
+        return connector.open().await.map_err(|failure| failure.to_send_error(&connector.remote));
+    };
+    let host = opportunistic.host;
+    if opportunistic.broken.is_broken(host, Instant::now()) {
+        tracing::debug!(remote = %connector.remote, "the TLS handshake with this host failed within the hour; not trying STARTTLS");
+        let why = format!("not tried: the TLS handshake with {host} failed within the last hour");
+        return open_plaintext(connector, why).await;
+    }
     match connector.open().await {
         Ok(session) => Ok(session),
-        Err(failure) if plaintext_fallback && failure.is_starttls_failure() => {
+        Err(failure) if failure.is_starttls_failure() => {
             let error = failure.to_send_error(&connector.remote);
-            tracing::info!(remote = %connector.remote, %error, "STARTTLS failed; trying again without TLS");
-            let mut session = connector
-                .open_with(&TlsPlan::Plain)
-                .await
-                .map_err(|failure| failure.to_send_error(&connector.remote))?;
-            if connector.audit.is_some() {
-                session.tls_outcome = Some(TlsOutcome::StartTlsFailed(error.to_string()));
+            if failure.is_tls_handshake_failure() {
+                opportunistic.broken.remember(host, Instant::now());
             }
-            Ok(session)
+            tracing::info!(remote = %connector.remote, %error, "STARTTLS failed; trying again without TLS");
+            open_plaintext(connector, error.to_string()).await
         }
         Err(failure) => Err(failure.to_send_error(&connector.remote)),
     }
+}
+
+/// A session without TLS after STARTTLS failed or was skipped (`why`, for an audit).
+async fn open_plaintext(connector: &Connector, why: String) -> Result<Session, SendError> {
+    let mut session =
+        connector.open_with(&TlsPlan::Plain).await.map_err(|failure| failure.to_send_error(&connector.remote))?;
+    if connector.audit.is_some() {
+        session.tls_outcome = Some(TlsOutcome::StartTlsFailed(why));
+    }
+    Ok(session)
 }

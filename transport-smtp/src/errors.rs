@@ -175,6 +175,13 @@ impl Failure {
     pub(crate) fn is_starttls_failure(&self) -> bool {
         self.stage == Stage::StartTls && !matches!(self.cause, Cause::Timeout(_))
     }
+
+    /// STARTTLS was accepted and then the TLS handshake failed (or the connection broke
+    /// during it): not a reply, which may be temporary, nor a timeout, which may be the
+    /// network's.
+    pub(crate) fn is_tls_handshake_failure(&self) -> bool {
+        self.stage == Stage::StartTls && matches!(self.cause, Cause::Smtp(_))
+    }
 }
 
 /// The reply inside a lettre error for a 4xx/5xx answer.

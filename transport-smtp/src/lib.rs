@@ -17,6 +17,7 @@
 //! loopback for tests and benchmarks.
 
 mod attempt;
+mod broken_tls;
 mod config;
 mod errors;
 pub mod mta_sts;

@@ -18,7 +18,8 @@ use tokio_rustls::rustls::RootCertStore;
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::crypto::aws_lc_rs;
 
-use crate::attempt::{self, AttemptError, Delivered};
+use crate::attempt::{self, AttemptError, Delivered, Opportunistic};
+use crate::broken_tls::{BROKEN_TLS_LIFETIME, BrokenTls, MAX_BROKEN_TLS_HOSTS};
 use crate::config::{ConfigError, MxConfig, PoolSettings, client_id, human};
 use crate::mta_sts::{ActivePolicy, Mode, MtaSts, TrustRoots};
 use crate::mx_cache::{MAX_CACHED_DOMAINS, MX_ANSWER_LIFETIME, MxCache, MxRecords};
@@ -78,7 +79,14 @@ impl MxLookup for HickoryDns {
 /// and an attacker able to intercept can strip STARTTLS from the EHLO reply anyway. Refusing plaintext would lose
 /// mail to the many servers with self-signed or mismatched certificates and gain nothing
 /// against an active attacker; encryption still defeats passive eavesdropping. Postfix's
-/// `smtp_tls_security_level = may` behaves the same way.
+/// `smtp_tls_security_level = may` behaves the same way. A host whose TLS handshake failed
+/// is remembered for an hour (at most 10,000 hosts, the oldest failure forgotten first), and
+/// opportunistic deliveries to it go straight to plaintext meanwhile, without STARTTLS;
+/// never one that requires TLS.
+///
+/// **Receipts say how the connection was secured** ([`SendReceipt::tls`]): plaintext, or
+/// TLS with the certificate verified (required TLS), judged (with MTA-STS on, as `enforce`
+/// would: verified or invalid) or not verified (opportunistic TLS otherwise).
 ///
 /// **MTA-STS** ([`MxMailer::with_mta_sts`]): when the recipient domain's policy is in mode
 /// `enforce`, only the MX hosts it lists are tried, each over STARTTLS with a certificate
@@ -118,6 +126,8 @@ pub struct MxMailer {
     /// The system's CA certificates, read on the first verified connection that is not
     /// under MTA-STS (whose roots are [`Sts::roots`]).
     system_roots: OnceLock<Vec<Certificate>>,
+    /// Hosts whose TLS handshake failed lately: opportunistic deliveries skip STARTTLS.
+    broken_tls: BrokenTls,
 }
 
 /// Delivery by site as the mailer applies it.
@@ -192,7 +202,16 @@ impl MxMailer {
         config.validate()?;
         let hello = client_id(config.ehlo_name.as_deref())?;
         let destinations = Destinations::new(config.pool, config.max_destinations);
-        Ok(Self { dns, config, hello, destinations, sts: None, shaping: None, system_roots: OnceLock::new() })
+        Ok(Self {
+            dns,
+            config,
+            hello,
+            destinations,
+            sts: None,
+            shaping: None,
+            system_roots: OnceLock::new(),
+            broken_tls: BrokenTls::new(BROKEN_TLS_LIFETIME, MAX_BROKEN_TLS_HOSTS),
+        })
     }
 
     /// The same mailer, delivering by site under `table` (see the type's docs): it answers
@@ -346,7 +365,10 @@ impl MxMailer {
                     None => self.connector(host, addr)?,
                     Some(required) => self.enforcing_connector(host, addr, &required.by)?,
                 };
-                match attempt::deliver(&pool, &connector, tls_required.is_none(), email).await {
+                // Required TLS never falls back to plaintext, nor asks the broken-TLS memory.
+                let opportunistic = Opportunistic { host, broken: &self.broken_tls };
+                let opportunistic = tls_required.is_none().then_some(&opportunistic);
+                match attempt::deliver(&pool, &connector, opportunistic, email).await {
                     Ok(delivered) => {
                         if let Some(testing) = testing {
                             report_testing(domain, testing, host, &delivered);
@@ -432,7 +454,7 @@ impl MxMailer {
             .dangerous_accept_invalid_hostnames(true)
             .build_rustls()
             .map_err(|error| SendError::Local { reason: format!("cannot set up TLS for {host}: {error}") })?;
-        let mut connector = self.connector_with(host, addr, TlsPlan::StartTls(parameters));
+        let mut connector = self.connector_with(host, addr, TlsPlan::StartTls { parameters, verifies: false });
         if let Some(sts) = &self.sts {
             connector.audit = Some(TlsAudit { name: host.to_owned(), verifier: sts.verifier.clone() });
         }

@@ -85,6 +85,7 @@ impl Mailer for OutboxMailer {
             Ok(()) => Ok(SendReceipt {
                 reply: SmtpReply::new(250, &format!("2.0.0 saved as {name}")),
                 remote: "outbox".to_owned(),
+                tls: None,
             }),
             Err(error) => {
                 let path = self.dir.join(&name);

@@ -41,7 +41,7 @@ impl RelayMailer {
         let endpoint = &config.endpoint;
         let parameters = tls_parameters(&endpoint.host, config.trusted_ca_pem.as_deref())?;
         let tls = match endpoint.security {
-            RelaySecurity::StartTls => TlsPlan::StartTls(parameters),
+            RelaySecurity::StartTls => TlsPlan::StartTls { parameters, verifies: true },
             RelaySecurity::ImplicitTls => TlsPlan::Implicit(parameters),
         };
         let credentials =
@@ -67,7 +67,7 @@ impl Mailer for RelayMailer {
     async fn send(&self, email: &OutboundEmail) -> Result<SendReceipt, SendError> {
         let pool = self.destinations.get(RELAY);
         let total = self.connector.timeouts.total;
-        match tokio::time::timeout(total, attempt::deliver(&pool, &self.connector, false, email)).await {
+        match tokio::time::timeout(total, attempt::deliver(&pool, &self.connector, None, email)).await {
             Ok(result) => result.map(|delivered| delivered.receipt).map_err(attempt::AttemptError::into_send_error),
             Err(_elapsed) => Err(SendError::Unreachable {
                 reason: format!(

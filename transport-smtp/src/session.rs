@@ -19,6 +19,7 @@ use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
 use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 use tidings_core::email::EmailAddress;
+use tidings_core::model::{CertificateCheck, ConnectionTls};
 use tidings_core::ports::{OutboundEmail, SmtpReply};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
@@ -50,7 +51,13 @@ pub(crate) enum TlsPlan {
     /// Never (the plaintext retry after a failed opportunistic STARTTLS).
     Plain,
     /// STARTTLS when the server offers it.
-    StartTls(TlsParameters),
+    StartTls {
+        /// How to secure it.
+        parameters: TlsParameters,
+        /// Whether the parameters verify the certificate (the relay's do; opportunistic
+        /// TLS to an MX host accepts any).
+        verifies: bool,
+    },
     /// STARTTLS, or no session: a server that does not offer it fails at
     /// [`Stage::StartTls`] with a policy failure naming `required_by`. The parameters verify
     /// the certificate.
@@ -60,7 +67,8 @@ pub(crate) enum TlsPlan {
         /// What requires it, for the error: "the MTA-STS policy of example.com (id 1)".
         required_by: String,
     },
-    /// TLS from the first byte.
+    /// TLS from the first byte; the parameters verify the certificate (only the relay
+    /// uses it).
     Implicit(TlsParameters),
 }
 
@@ -155,10 +163,10 @@ impl Connector {
         let timeouts = &self.timeouts;
         let mut conn = match tls {
             TlsPlan::Implicit(parameters) => self.connect_implicit_tls(parameters.clone()).await?,
-            TlsPlan::Plain | TlsPlan::StartTls(_) | TlsPlan::RequireStartTls { .. } => self.connect_plain().await?,
+            TlsPlan::Plain | TlsPlan::StartTls { .. } | TlsPlan::RequireStartTls { .. } => self.connect_plain().await?,
         };
         match tls {
-            TlsPlan::StartTls(parameters) if conn.can_starttls() => {
+            TlsPlan::StartTls { parameters, .. } if conn.can_starttls() => {
                 step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
             }
             TlsPlan::RequireStartTls { parameters, required_by } => {
@@ -168,7 +176,7 @@ impl Connector {
                 }
                 step(Stage::StartTls, timeouts.command, conn.starttls(parameters.clone(), &self.hello)).await?;
             }
-            TlsPlan::Plain | TlsPlan::StartTls(_) | TlsPlan::Implicit(_) => {}
+            TlsPlan::Plain | TlsPlan::StartTls { .. } | TlsPlan::Implicit(_) => {}
         }
         if let Some(credentials) = &self.credentials {
             if !conn.is_encrypted() && !self.plaintext_auth_allowed {
@@ -189,8 +197,10 @@ impl Connector {
             (Some(_), TlsPlan::Plain) | (None, _) => None,
             (Some(audit), _) => Some(audit.judge(&conn)),
         };
+        let tls = connection_tls(conn.is_encrypted(), tls, tls_outcome.as_ref());
         Ok(Session {
             conn,
+            tls,
             remote: self.remote.clone(),
             delivered: 0,
             idle_since: Instant::now(),
@@ -294,6 +304,30 @@ pub(crate) struct Session {
     pub(crate) seat: Option<SiteSeat>,
     /// How it was secured, when its connector audits TLS ([`Connector::audit`]).
     pub(crate) tls_outcome: Option<TlsOutcome>,
+    /// How it was secured, for the receipts of what it carries.
+    pub(crate) tls: ConnectionTls,
+}
+
+/// How a session opened with `plan` was secured: plaintext unless `encrypted`; with TLS,
+/// the certificate is verified when the plan's parameters verify it, and otherwise as the
+/// audit judged it (`outcome`), or not verified at all.
+fn connection_tls(encrypted: bool, plan: &TlsPlan, outcome: Option<&TlsOutcome>) -> ConnectionTls {
+    if !encrypted {
+        return ConnectionTls::Plaintext;
+    }
+    let verified_by_handshake = match plan {
+        TlsPlan::StartTls { verifies, .. } => *verifies,
+        TlsPlan::RequireStartTls { .. } | TlsPlan::Implicit(_) => true,
+        TlsPlan::Plain => false,
+    };
+    if verified_by_handshake {
+        return ConnectionTls::Tls(CertificateCheck::Verified);
+    }
+    ConnectionTls::Tls(match outcome {
+        Some(TlsOutcome::Verified) => CertificateCheck::Verified,
+        Some(TlsOutcome::InvalidCertificate(why)) => CertificateCheck::invalid(why),
+        Some(TlsOutcome::NoStartTls | TlsOutcome::StartTlsFailed(_)) | None => CertificateCheck::NotVerified,
+    })
 }
 
 impl Session {

@@ -67,7 +67,7 @@ fn the_table() {
 
 #[test]
 fn receipts_and_transport_errors() {
-    let receipt = SendReceipt { reply: reply(250, "2.0.0 Ok: queued as ABC"), remote: "relay:587".into() };
+    let receipt = SendReceipt { reply: reply(250, "2.0.0 Ok: queued as ABC"), remote: "relay:587".into(), tls: None };
     assert_eq!(classify(&Ok(receipt)), Verdict::Delivered);
     let unreachable = SendError::Unreachable { reason: "connection refused".into() };
     assert_eq!(classify(&Err(unreachable)), RETRY);

@@ -590,7 +590,8 @@ fn site_reply(result: &std::result::Result<SendReceipt, SendError>) -> (Option<S
     }
 }
 
-/// `smtpCode`, `enhancedCode` and `response` of what the transport reported.
+/// `smtpCode`, `enhancedCode`, `response` and, for a receipt, `tls` of what the transport
+/// reported.
 fn reply_details(result: &std::result::Result<SendReceipt, SendError>) -> EventDetails {
     let (reply, text) = match result {
         Ok(receipt) => (Some(&receipt.reply), receipt.reply.text.clone()),
@@ -601,6 +602,7 @@ fn reply_details(result: &std::result::Result<SendReceipt, SendError>) -> EventD
         smtp_code: reply.map(|r| r.code),
         enhanced_code: reply.and_then(|r| r.enhanced).map(|e| e.to_string()),
         response: Some(text.chars().take(MAX_RESPONSE_CHARS).collect()),
+        tls: result.as_ref().ok().and_then(|receipt| receipt.tls.clone()),
         ..EventDetails::default()
     }
 }

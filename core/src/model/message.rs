@@ -211,6 +211,10 @@ pub struct EventDetails {
     /// The send time a `Scheduled` event set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// How the connection that carried a delivered message was secured, when the transport
+    /// said (SMTP relay and MX; not the outbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<super::ConnectionTls>,
 }
 
 /// One entry of a message's timeline.

@@ -2,6 +2,7 @@
 //! use cases, persisted by `Store` implementations.
 
 mod api_key;
+mod connection_tls;
 mod domain;
 pub mod extras;
 mod idempotency;
@@ -17,6 +18,7 @@ mod webhook;
 mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
+pub use connection_tls::{CertificateCheck, ConnectionTls};
 pub use domain::{DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus};
 pub use extras::MessageExtras;
 pub use idempotency::{

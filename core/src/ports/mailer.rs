@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use crate::email::EmailAddress;
 use crate::ids::MessageId;
+use crate::model::ConnectionTls;
 
 /// A message ready for the wire: RFC 5322 bytes, already DKIM-signed, and its envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +111,10 @@ pub struct SendReceipt {
     pub reply: SmtpReply,
     /// Who accepted it: `relay.example:587`, `mx1.example.net[192.0.2.1]:25`, `outbox`.
     pub remote: String,
+    /// How the connection that carried it was secured; `None` when there was none (the
+    /// outbox) or the transport cannot tell. A failed attempt has none: its error's text
+    /// says what failed, TLS included.
+    pub tls: Option<ConnectionTls>,
 }
 
 /// Why a send did not succeed, as observed; core decides what it means

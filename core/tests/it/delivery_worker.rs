@@ -10,7 +10,10 @@ use mail_parser::MessageParser;
 use tidings_core::Error;
 use tidings_core::domain_name::DomainName;
 use tidings_core::ids::EventId;
-use tidings_core::model::{BounceType, EventDetails, EventType, MessageStatus, SuppressionReason, SuppressionSource};
+use tidings_core::model::{
+    BounceType, CertificateCheck, ConnectionTls, EventDetails, EventType, MessageStatus, SuppressionReason,
+    SuppressionSource,
+};
 use tidings_core::outbound::{ReturnPath, ReturnPathKey};
 use tidings_core::ports::{MessageStore, PageRequest, SendError, SuppressionStore, WebhookStore};
 use tidings_core::state_machine::Happening;
@@ -18,7 +21,7 @@ use tidings_core::usecases::{AddSuppressionRequest, CoreConfig, CreateWebhookReq
 use tidings_testing::delivery::Delivery;
 use tidings_testing::dkim::verify_dkim;
 use tidings_testing::fixtures;
-use tidings_testing::mailer::{FakeMailer, rejected};
+use tidings_testing::mailer::{FakeMailer, accepted_over, rejected};
 
 #[tokio::test]
 async fn a_queued_message_is_signed_sent_and_delivered() {
@@ -295,6 +298,38 @@ async fn every_event_is_fanned_out_to_subscribed_webhooks() {
     let delivered: serde_json::Value = serde_json::from_str(&deliveries[4].payload).unwrap();
     assert_eq!(delivered["data"]["providerMessageId"], format!("{}@acme.example.com", queued.id));
     assert_eq!(delivered["data"]["details"]["smtpCode"], 250);
+}
+
+#[tokio::test]
+async fn the_delivered_event_and_its_webhook_say_how_the_connection_was_secured() {
+    let invalid = ConnectionTls::Tls(CertificateCheck::invalid("certificate expired"));
+    let script = vec![rejected(451, "4.3.0 try later"), accepted_over(invalid.clone())];
+    let d = Delivery::new("1m", script).await;
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(vec!["Delivered".to_owned()]),
+        enabled: None,
+        format: None,
+    };
+    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
+    let queued = d.send("user@example.net").await;
+
+    d.step().await;
+    d.t.clock.advance(Span::minutes(1));
+    d.step().await;
+
+    let events = d.events(queued.id).await;
+    let deferred = events.iter().find(|e| e.event_type == EventType::Deferred).unwrap();
+    assert_eq!(deferred.details.tls, None, "a refused attempt has no receipt, so no TLS details");
+    let delivered = events.iter().find(|e| e.event_type == EventType::Delivered).unwrap();
+    assert_eq!(delivered.details.tls, Some(invalid));
+    let page = d.t.store.list_webhook_deliveries(d.who.workspace_id, endpoint.id, PageRequest::first(50)).await;
+    let webhook = &page.unwrap().items[0];
+    let payload: serde_json::Value = serde_json::from_str(&webhook.payload).unwrap();
+    assert_eq!(
+        payload["data"]["details"]["tls"],
+        serde_json::json!({"plaintext": false, "certificate": "invalid", "certificateError": "certificate expired"})
+    );
 }
 
 #[tokio::test]

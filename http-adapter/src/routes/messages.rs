@@ -22,7 +22,7 @@ use utoipa_axum::routes;
 
 use super::send_request::SendMessageRequest;
 use super::table::RouteTable;
-use super::wire::{BounceType, EventType, MessageStatus, Ulid};
+use super::wire::{BounceType, ConnectionTls, EventType, MessageStatus, Ulid};
 use crate::auth::Authed;
 use crate::body::BodyLimit;
 use crate::envelope::{Page, Success};
@@ -248,6 +248,11 @@ struct EventDetailsResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     scheduled_at: Option<DateTime<Utc>>,
+    /// on `Delivered` through SMTP (a relay or the recipient's mail servers): how the
+    /// connection that carried the message was secured
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    tls: Option<ConnectionTls>,
 }
 
 impl From<EventDetails> for EventDetailsResponse {
@@ -262,6 +267,7 @@ impl From<EventDetails> for EventDetailsResponse {
             url: d.url,
             user_agent: d.user_agent,
             scheduled_at: d.scheduled_at,
+            tls: d.tls.map(Into::into),
         }
     }
 }

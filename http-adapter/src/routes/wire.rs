@@ -169,6 +169,50 @@ impl From<model::BounceType> for BounceType {
     }
 }
 
+/// how the SMTP connection that carried the message was secured; `certificate` and
+/// `certificateError` only with TLS
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = ConnectionTls)]
+pub struct ConnectionTls {
+    /// true when the connection had no TLS (the server offered no STARTTLS, or its TLS
+    /// handshake failed and opportunistic TLS went on in plaintext)
+    plaintext: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    certificate: Option<CertificateCheck>,
+    /// why the certificate is `invalid`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    certificate_error: Option<String>,
+}
+
+/// what was checked of the server's certificate: `verified` (valid for the server's name,
+/// from a trusted CA), `unverified` (opportunistic TLS between mail servers, not checked),
+/// `invalid` (checked and found wanting; used, since nothing required TLS)
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CertificateCheck {
+    Verified,
+    Unverified,
+    Invalid,
+}
+
+impl From<model::ConnectionTls> for ConnectionTls {
+    fn from(tls: model::ConnectionTls) -> Self {
+        use model::CertificateCheck as C;
+        let (certificate, certificate_error) = match tls {
+            model::ConnectionTls::Plaintext => {
+                return Self { plaintext: true, certificate: None, certificate_error: None };
+            }
+            model::ConnectionTls::Tls(C::Verified) => (CertificateCheck::Verified, None),
+            model::ConnectionTls::Tls(C::NotVerified) => (CertificateCheck::Unverified, None),
+            model::ConnectionTls::Tls(C::Invalid(reason)) => (CertificateCheck::Invalid, Some(reason)),
+        };
+        Self { plaintext: false, certificate: Some(certificate), certificate_error }
+    }
+}
+
 /// overall verification status
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum DomainStatus {
@@ -314,6 +358,21 @@ mod tests {
             model::SuppressionReason::Complaint,
         ] {
             assert_eq!(wire(SuppressionReason::from(r)), r.as_str());
+        }
+    }
+
+    #[test]
+    fn the_api_shows_connection_tls_as_webhooks_do() {
+        use tidings_core::model::{CertificateCheck as Check, ConnectionTls as Tls};
+        // Webhook payloads serialize core's own form; the API's must be the same JSON.
+        for tls in [
+            Tls::Plaintext,
+            Tls::Tls(Check::Verified),
+            Tls::Tls(Check::NotVerified),
+            Tls::Tls(Check::invalid("expired")),
+        ] {
+            let core = serde_json::to_value(&tls).unwrap();
+            assert_eq!(serde_json::to_value(ConnectionTls::from(tls)).unwrap(), core);
         }
     }
 }

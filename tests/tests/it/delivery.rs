@@ -421,6 +421,7 @@ fn mail_for_a_domain_goes_straight_to_its_mx_host() {
         let events = timeline(&server, &id).await;
         assert_eq!(types(&events), ["Queued", "Sent", "Delivered"], "{events:#?}");
         assert_eq!(events[2]["details"]["smtpCode"], 250, "{events:#?}");
+        assert_eq!(events[2]["details"]["tls"], json!({"plaintext": true}), "the sink offers no STARTTLS");
 
         let mail = received_once(&sink, to);
         assert_eq!(mail.recipients, [to], "RCPT TO");

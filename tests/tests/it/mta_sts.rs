@@ -131,6 +131,14 @@ async fn an_enforce_policy_delivers_over_verified_tls_to_a_listed_mx() {
     let received = world.secure.wait_for(1, WAIT).await.expect("the secure MX receives the message");
     assert_eq!(received[0].recipients, ["ann@strict.example"]);
     assert!(received[0].tls, "delivered over TLS");
+    let events = timeline(&world.server, world.server.key(), &id).await;
+    let delivered = events.last().expect("events");
+    assert_eq!(delivered["type"], "Delivered", "{events:#?}");
+    assert_eq!(
+        delivered["details"]["tls"],
+        serde_json::json!({"plaintext": false, "certificate": "verified"}),
+        "{delivered:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{WAIT, email_to, quick_timeouts};
+use tidings_core::model::{CertificateCheck, ConnectionTls};
 use tidings_core::ports::{Mailer, SendError};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_dns::{HickoryDns, Settings, Upstream};
@@ -58,6 +59,7 @@ async fn a_message_goes_to_the_recipient_domains_mx() {
 
     assert_eq!(receipt.reply.code, 250);
     assert_eq!(receipt.remote, format!("mx1.acme.test[127.0.0.1]:{}", sink.port()));
+    assert_eq!(receipt.tls, Some(ConnectionTls::Plaintext), "the sink offers no STARTTLS");
     assert_eq!(sink.wait_for(1, WAIT).await.unwrap()[0].recipients, [TO]);
 }
 
@@ -232,9 +234,10 @@ async fn starttls_is_used_whatever_the_certificate() {
     .unwrap();
 
     // The sink's certificate is for sink.tidings.test, from a CA nobody trusts.
-    mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
+    let receipt = mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
 
     assert!(sink.wait_for(1, WAIT).await.unwrap()[0].tls);
+    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::NotVerified)), "accepted unchecked");
 }
 
 #[tokio::test]
@@ -247,10 +250,35 @@ async fn a_failed_starttls_is_retried_in_plaintext() {
     .await
     .unwrap();
 
-    mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
+    let receipt = mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
 
     assert!(!sink.wait_for(1, WAIT).await.unwrap()[0].tls);
     assert_eq!(sink.connection_count(), 2);
+    assert_eq!(receipt.tls, Some(ConnectionTls::Plaintext));
+}
+
+#[tokio::test]
+async fn a_host_whose_handshake_failed_gets_plaintext_without_starttls_for_a_while() {
+    let sink = sink_at(loopback(1), 0, SinkTls::BrokenStartTls).await.unwrap();
+    let dns = TestDnsServer::start([
+        TestRecord::mx("acme.test", 10, "mx.acme.test"),
+        TestRecord::a("mx.acme.test", loopback(1)),
+    ])
+    .await
+    .unwrap();
+    // One message per connection, so that each delivery opens its own.
+    let pool = PoolSettings { max_messages_per_connection: 1, ..PoolSettings::default() };
+    let config =
+        MxConfig { port: sink.port(), timeouts: quick_timeouts(), allow_private: true, pool, ..MxConfig::default() };
+    let mailer = mailer_with(&dns, config);
+
+    mailer.send(&email_to(1, TO)).await.unwrap();
+    assert_eq!(sink.connection_count(), 2, "the failed handshake, then plaintext");
+    let receipt = mailer.send(&email_to(2, TO)).await.unwrap();
+
+    assert_eq!(sink.connection_count(), 3, "one plaintext connection, no STARTTLS attempt");
+    assert_eq!(receipt.tls, Some(ConnectionTls::Plaintext));
+    assert_eq!(sink.wait_for(2, WAIT).await.unwrap().len(), 2);
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{WAIT, email_to, quick_timeouts};
+use tidings_core::model::{CertificateCheck, ConnectionTls};
 use tidings_core::ports::{Mailer, SendError, SystemClock};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_dns::{HickoryDns, Settings, Upstream};
@@ -39,6 +40,8 @@ async fn world(policy_text: &str, tls: SinkTls, mx_roots: Option<TrustRoots>) ->
         TestRecord::a(MX, Ipv4Addr::LOCALHOST),
         TestRecord::a("mta-sts.acme.test", Ipv4Addr::LOCALHOST),
         TestRecord::txt("_mta-sts.acme.test", "v=STSv1; id=1"),
+        // A domain without a policy sharing the MX host.
+        TestRecord::mx("other.test", 10, MX),
     ])
     .await
     .unwrap();
@@ -65,6 +68,39 @@ async fn enforce_delivers_over_verified_tls_to_a_listed_mx() {
     let receipt = world.mailer.send(&email_to(1, TO)).await.unwrap();
     assert_eq!(receipt.reply.code, 250);
     assert!(world.sink.wait_for(1, WAIT).await.unwrap()[0].tls);
+    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
+}
+
+#[tokio::test]
+async fn without_a_policy_the_certificate_is_judged_and_said_so() {
+    // other.test has no policy; its MX host is the sink, whose certificate MTA-STS's roots
+    // (the sink's CA) verify, or do not (another CA).
+    let trusting = world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, None).await;
+    let receipt = trusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
+    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
+
+    let other_ca = PolicyServer::start(&[MX], PolicyReply::Hang).await.unwrap().ca_der();
+    let distrusting =
+        world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, Some(TrustRoots::Only(vec![other_ca]))).await;
+    let receipt = distrusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
+    let Some(ConnectionTls::Tls(CertificateCheck::Invalid(why))) = &receipt.tls else { panic!("{receipt:?}") };
+    assert!(!why.is_empty());
+}
+
+#[tokio::test]
+async fn a_host_remembered_for_its_broken_tls_is_still_refused_under_enforce() {
+    let world = world(&policy("enforce", "*.acme.test"), SinkTls::BrokenStartTls, None).await;
+    // other.test has no policy: opportunistic, so the host is remembered and mail goes in plaintext.
+    let receipt = world.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
+    assert_eq!(receipt.tls, Some(ConnectionTls::Plaintext));
+    assert_eq!(world.sink.connection_count(), 2);
+
+    let error = world.mailer.send(&email_to(2, TO)).await.unwrap_err();
+
+    let SendError::Unreachable { reason } = &error else { panic!("{error:?}") };
+    assert!(reason.contains("MTA-STS policy of acme.test"), "{reason}");
+    assert_eq!(world.sink.connection_count(), 3, "TLS was tried again, and only TLS");
+    assert_eq!(world.sink.message_count(), 1, "nothing in plaintext under enforce");
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! AUTH and connection reuse.
 
 use crate::common::{WAIT, email, relay_config, relay_to};
+use tidings_core::model::{CertificateCheck, ConnectionTls};
 use tidings_core::ports::{Mailer, SendError};
 use tidings_transport_smtp::RelayMailer;
 use tidings_transport_smtp::testing::{Rule, SinkConfig, SinkTls, SmtpSink, Stage};
@@ -21,6 +22,7 @@ async fn a_message_through_a_plain_relay_arrives_byte_for_byte() {
     assert_eq!(receipt.reply.code, 250);
     assert_eq!(receipt.reply.enhanced.map(|e| e.to_string()).as_deref(), Some("2.0.0"));
     assert_eq!(receipt.remote, format!("127.0.0.1:{}", sink.port()));
+    assert_eq!(receipt.tls, Some(ConnectionTls::Plaintext), "the sink offers no STARTTLS");
     let received = sink.wait_for(1, WAIT).await.unwrap();
     assert_eq!(received[0].mail_from, "bounces@acme.test");
     assert_eq!(received[0].recipients, ["to@example.com"]);
@@ -32,9 +34,10 @@ async fn a_message_through_a_plain_relay_arrives_byte_for_byte() {
 async fn starttls_is_used_when_offered_with_the_certificate_verified_against_the_given_ca() {
     let sink = sink_with(SinkTls::StartTls, None).await;
 
-    relay_to(&sink).send(&email(1)).await.unwrap();
+    let receipt = relay_to(&sink).send(&email(1)).await.unwrap();
 
     assert!(sink.wait_for(1, WAIT).await.unwrap()[0].tls);
+    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
 }
 
 #[tokio::test]
@@ -67,9 +70,10 @@ async fn smtps_speaks_tls_from_the_first_byte() {
     let mut config = relay_config(&format!("smtps://127.0.0.1:{}", sink.port()));
     config.trusted_ca_pem = sink.ca_pem().map(str::to_owned);
 
-    RelayMailer::new(&config).unwrap().send(&email(1)).await.unwrap();
+    let receipt = RelayMailer::new(&config).unwrap().send(&email(1)).await.unwrap();
 
     assert!(sink.wait_for(1, WAIT).await.unwrap()[0].tls);
+    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
 }
 
 #[tokio::test]
