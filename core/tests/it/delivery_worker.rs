@@ -277,13 +277,7 @@ async fn a_crashed_attempt_to_a_since_suppressed_recipient_fails_instead_of_send
 async fn every_event_is_fanned_out_to_subscribed_webhooks() {
     let d = Delivery::new("1m", vec![rejected(451, "4.3.0 try later")]).await;
     let names = ["Queued", "Sent", "Deferred", "Delivered"].map(String::from).to_vec();
-    let req = CreateWebhookRequest {
-        url: Some("https://hooks.example.com/tidings".into()),
-        event_types: Some(names),
-        enabled: None,
-        format: None,
-    };
-    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
+    let endpoint = hook_for(&d, names).await;
     let queued = d.send("user@example.net").await;
 
     d.step().await;
@@ -305,13 +299,7 @@ async fn the_delivered_event_and_its_webhook_say_how_the_connection_was_secured(
     let invalid = ConnectionTls::Tls(CertificateCheck::invalid("certificate expired"));
     let script = vec![rejected(451, "4.3.0 try later"), accepted_over(invalid.clone())];
     let d = Delivery::new("1m", script).await;
-    let req = CreateWebhookRequest {
-        url: Some("https://hooks.example.com/tidings".into()),
-        event_types: Some(vec!["Delivered".to_owned()]),
-        enabled: None,
-        format: None,
-    };
-    let endpoint = d.t.core.webhooks().create(&d.who, req).await.unwrap();
+    let endpoint = hook_for(&d, vec!["Delivered".to_owned()]).await;
     let queued = d.send("user@example.net").await;
 
     d.step().await;
@@ -374,4 +362,15 @@ async fn claims_are_batched_so_a_long_queue_is_worked_through_in_bounded_steps()
     assert_eq!(d.mailer.sent().len(), 45);
     d.t.clock.advance(Span::minutes(1));
     assert_eq!(d.step().await.delivered, 10, "the retries come due together, still ten at a time");
+}
+
+/// A webhook endpoint of `d`'s workspace subscribed to `names`.
+async fn hook_for(d: &Delivery, names: Vec<String>) -> tidings_core::model::WebhookEndpoint {
+    let req = CreateWebhookRequest {
+        url: Some("https://hooks.example.com/tidings".into()),
+        event_types: Some(names),
+        enabled: None,
+        format: None,
+    };
+    d.t.core.webhooks().create(&d.who, req).await.unwrap()
 }

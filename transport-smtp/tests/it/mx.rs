@@ -223,15 +223,16 @@ async fn an_unanswered_dns_query_is_worth_retrying() {
     assert!(reason.starts_with("cannot look up the mail servers of acme.test"), "{reason}");
 }
 
+/// A sink with `tls` on 127.0.0.1 as acme.test's one MX host, and the DNS server saying so.
+async fn acme_mx(tls: SinkTls) -> (SmtpSink, TestDnsServer) {
+    let sink = sink_at(loopback(1), 0, tls).await.unwrap();
+    let records = [TestRecord::mx("acme.test", 10, "mx.acme.test"), TestRecord::a("mx.acme.test", loopback(1))];
+    (sink, TestDnsServer::start(records).await.unwrap())
+}
+
 #[tokio::test]
 async fn starttls_is_used_whatever_the_certificate() {
-    let sink = sink_at(loopback(1), 0, SinkTls::StartTls).await.unwrap();
-    let dns = TestDnsServer::start([
-        TestRecord::mx("acme.test", 10, "mx.acme.test"),
-        TestRecord::a("mx.acme.test", loopback(1)),
-    ])
-    .await
-    .unwrap();
+    let (sink, dns) = acme_mx(SinkTls::StartTls).await;
 
     // The sink's certificate is for sink.tidings.test, from a CA nobody trusts.
     let receipt = mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
@@ -242,13 +243,7 @@ async fn starttls_is_used_whatever_the_certificate() {
 
 #[tokio::test]
 async fn a_failed_starttls_is_retried_in_plaintext() {
-    let sink = sink_at(loopback(1), 0, SinkTls::BrokenStartTls).await.unwrap();
-    let dns = TestDnsServer::start([
-        TestRecord::mx("acme.test", 10, "mx.acme.test"),
-        TestRecord::a("mx.acme.test", loopback(1)),
-    ])
-    .await
-    .unwrap();
+    let (sink, dns) = acme_mx(SinkTls::BrokenStartTls).await;
 
     let receipt = mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
 
@@ -259,13 +254,7 @@ async fn a_failed_starttls_is_retried_in_plaintext() {
 
 #[tokio::test]
 async fn a_host_whose_handshake_failed_gets_plaintext_without_starttls_for_a_while() {
-    let sink = sink_at(loopback(1), 0, SinkTls::BrokenStartTls).await.unwrap();
-    let dns = TestDnsServer::start([
-        TestRecord::mx("acme.test", 10, "mx.acme.test"),
-        TestRecord::a("mx.acme.test", loopback(1)),
-    ])
-    .await
-    .unwrap();
+    let (sink, dns) = acme_mx(SinkTls::BrokenStartTls).await;
     // One message per connection, so that each delivery opens its own.
     let pool = PoolSettings { max_messages_per_connection: 1, ..PoolSettings::default() };
     let config =
