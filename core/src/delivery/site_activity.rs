@@ -14,8 +14,9 @@ use crate::shaping::SiteKey;
 
 /// Most sites remembered; past it, sites with nothing in flight or waiting are forgotten.
 const MAX_SITES: usize = 10_000;
-/// Most waiting messages remembered per site (the count shown saturates there).
-const MAX_WAITING_PER_SITE: usize = 100_000;
+/// Most waiting messages remembered, every site together (the counts shown saturate there):
+/// what a client can make the node hold by queueing mail for slow sites.
+const MAX_WAITING: usize = 100_000;
 /// A waiting message not seen again this long after its due time was taken elsewhere
 /// (another node, a cancel): it is no longer counted.
 const STALE_WAIT: TimeDelta = TimeDelta::minutes(5);
@@ -72,31 +73,63 @@ impl Site {
 /// See the module docs. Shared by the worker and whoever shows it.
 #[derive(Debug, Default)]
 pub struct SiteActivity {
-    sites: Mutex<HashMap<SiteKey, Site>>,
+    table: Mutex<Table>,
+}
+
+/// The sites, and how many waiting messages they hold together.
+#[derive(Debug, Default)]
+struct Table {
+    sites: HashMap<SiteKey, Site>,
+    waiting: usize,
+}
+
+impl Table {
+    /// Forgets waiting messages not seen again since `STALE_WAIT` after their due time.
+    fn drop_stale(&mut self, now: DateTime<Utc>) {
+        for s in self.sites.values_mut() {
+            s.waiting.retain(|_, (_, due)| *due + STALE_WAIT > now);
+        }
+        self.waiting = self.sites.values().map(|s| s.waiting.len()).sum();
+    }
 }
 
 impl SiteActivity {
-    fn sites(&self) -> MutexGuard<'_, HashMap<SiteKey, Site>> {
-        // Every change leaves a site consistent.
-        self.sites.lock().unwrap_or_else(PoisonError::into_inner)
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // Every change leaves a site and the count consistent.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn with_site(&self, site: &SiteKey, change: impl FnOnce(&mut Site)) {
-        let mut sites = self.sites();
+    fn with_site(&self, site: &SiteKey, change: impl FnOnce(&mut Site, &mut usize)) {
+        let mut table = self.table();
+        let Table { sites, waiting } = &mut *table;
         if !sites.contains_key(site) && sites.len() >= MAX_SITES {
             sites.retain(|_, s| !s.is_quiet());
             if sites.len() >= MAX_SITES {
                 return;
             }
         }
-        change(sites.entry(site.clone()).or_default());
+        change(sites.entry(site.clone()).or_default(), waiting);
     }
 
-    /// `message` of `workspace` waits for `site` until `due`.
-    pub(crate) fn waiting(&self, site: &SiteKey, workspace: WorkspaceId, message: MessageId, due: DateTime<Utc>) {
-        self.with_site(site, |s| {
-            if s.waiting.len() < MAX_WAITING_PER_SITE || s.waiting.contains_key(&message) {
-                s.waiting.insert(message, (workspace, due));
+    /// `message` of `workspace` waits for `site` until `due`, as of `now` (not remembered
+    /// past [`MAX_WAITING`]).
+    pub(crate) fn waiting(
+        &self,
+        site: &SiteKey,
+        (workspace, message): (WorkspaceId, MessageId),
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) {
+        {
+            let mut table = self.table();
+            if table.waiting >= MAX_WAITING {
+                table.drop_stale(now);
+            }
+        }
+        self.with_site(site, |s, waiting| {
+            let room = *waiting < MAX_WAITING || s.waiting.contains_key(&message);
+            if room && s.waiting.insert(message, (workspace, due)).is_none() {
+                *waiting += 1;
             }
         });
     }
@@ -104,15 +137,19 @@ impl SiteActivity {
     /// The messages this node put back for `site` (workspace, message, due time), forgotten
     /// here: for a resume to make them due at once.
     pub(crate) fn take_waiting(&self, site: &SiteKey) -> Vec<(WorkspaceId, MessageId, DateTime<Utc>)> {
-        let mut sites = self.sites();
+        let mut table = self.table();
+        let Table { sites, waiting } = &mut *table;
         let Some(s) = sites.get_mut(site) else { return Vec::new() };
+        *waiting -= s.waiting.len();
         s.waiting.drain().map(|(id, (ws, due))| (ws, id, due)).collect()
     }
 
     /// `message` was admitted by `site` at `now`.
     pub(crate) fn admitted(&self, site: &SiteKey, message: MessageId, now: DateTime<Utc>) {
-        self.with_site(site, |s| {
-            s.waiting.remove(&message);
+        self.with_site(site, |s, waiting| {
+            if s.waiting.remove(&message).is_some() {
+                *waiting -= 1;
+            }
             s.in_flight = s.in_flight.saturating_add(1);
             let minute = now.timestamp().div_euclid(60);
             match s.minutes.iter_mut().find(|(at, _)| *at == minute) {
@@ -128,7 +165,7 @@ impl SiteActivity {
 
     /// A delivery admitted by `site` is over; `reply` is what the site said, if anything.
     pub(crate) fn finished(&self, site: &SiteKey, reply: Option<&str>, now: DateTime<Utc>) {
-        self.with_site(site, |s| {
+        self.with_site(site, |s, _| {
             s.in_flight = s.in_flight.saturating_sub(1);
             if let Some(reply) = reply {
                 s.last_reply = Some(LastReply { reply: reply.chars().take(MAX_REPLY_CHARS).collect(), at: now });
@@ -138,11 +175,12 @@ impl SiteActivity {
 
     /// Every site this node has seen something of, at `now`.
     pub fn snapshot(&self, now: DateTime<Utc>) -> HashMap<SiteKey, SiteSeen> {
-        let mut sites = self.sites();
-        sites
-            .iter_mut()
+        let mut table = self.table();
+        table.drop_stale(now);
+        table
+            .sites
+            .iter()
             .map(|(key, s)| {
-                s.waiting.retain(|_, (_, due)| *due + STALE_WAIT > now);
                 let seen = SiteSeen {
                     waiting: u64::try_from(s.waiting.len()).unwrap_or(u64::MAX),
                     in_flight: s.in_flight,
@@ -152,5 +190,35 @@ impl SiteActivity {
                 (key.clone(), seen)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u64) -> MessageId {
+        MessageId(ulid::Ulid::from_parts(n, u128::from(n)))
+    }
+
+    #[test]
+    fn waiting_messages_are_bounded_every_site_together() {
+        let activity = SiteActivity::default();
+        let (a, b) = (SiteKey::parse(".a.example").unwrap(), SiteKey::parse(".b.example").unwrap());
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let due = now + TimeDelta::seconds(1);
+        let ws = WorkspaceId(ulid::Ulid::nil());
+        for n in 0..(MAX_WAITING as u64 + 10) {
+            let site = if n % 2 == 0 { &a } else { &b };
+            activity.waiting(site, (ws, id(n)), due, now);
+        }
+        let total = |activity: &SiteActivity| activity.snapshot(now).values().map(|s| s.waiting).sum::<u64>();
+        assert_eq!(total(&activity), MAX_WAITING as u64, "the rest is not remembered");
+        assert_eq!(activity.take_waiting(&a).len(), MAX_WAITING / 2);
+        activity.waiting(&a, (ws, id(u64::MAX)), due, now);
+        assert_eq!(total(&activity), MAX_WAITING as u64 / 2 + 1, "room again once taken");
+        // Stale entries (long past their due time, taken elsewhere) make room too.
+        let later = due + STALE_WAIT + TimeDelta::seconds(1);
+        assert_eq!(activity.snapshot(later).values().map(|s| s.waiting).sum::<u64>(), 0);
     }
 }

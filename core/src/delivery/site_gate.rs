@@ -144,7 +144,7 @@ impl SiteGate {
                     _ => until,
                 };
                 let due = self.spread(&site, until, step);
-                self.shaping.activity.waiting(&site, workspace, message, due);
+                self.shaping.activity.waiting(&site, (workspace, message), due, now);
                 Ok(Gate::Wait { due, why })
             }
             Err(e) => {

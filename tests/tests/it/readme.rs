@@ -83,6 +83,22 @@ use blocks::Block;
 use hook::Hook;
 use tidings_e2e::{DataDir, Options, ScratchDatabase, on_postgres};
 
+/// CI (`.ci/run`) runs the README's test command: the line of the opening block that starts
+/// with `./test`, as written there, is a line of `.ci/run` that is not a comment.
+#[test]
+fn ci_runs_the_readmes_test_command() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let opening = blocks::parse(&readme).into_iter().find(|b| b.lang == "sh").expect("the opening sh block");
+    let command =
+        opening.lines.iter().find(|l| l.starts_with("./test")).expect("the test command in the opening block");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
+    assert!(
+        ci.lines().any(|l| l == command.as_str()),
+        ".ci/run does not run the README's test command as written: {command:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_readme_block_runs_or_is_checked() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
