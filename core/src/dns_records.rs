@@ -15,6 +15,8 @@ use crate::model::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, Record
 use crate::ports::{DnsCheck, DnsError};
 
 #[cfg(test)]
+mod return_path_tests;
+#[cfg(test)]
 mod tests;
 
 /// The SPF term Tidings asks for unless the operator configures one: `ip4:127.0.0.1`.
@@ -40,6 +42,14 @@ pub const DEFAULT_DMARC_VALUE: &str = "v=DMARC1; p=none;";
 /// Suggested TTL of the records, in seconds.
 pub const DEFAULT_TTL: u32 = 3600;
 
+/// The label of a domain's return-path subdomain: `bounces.<domain>` (contract §12, "Return
+/// path per domain"). Fixed, so that a bounce to it names its domain without a lookup.
+pub const RETURN_PATH_LABEL: &str = "bounces";
+
+/// The preference of the return path's `MX` record. Its only exchange is the bounce
+/// listener, so any value works; 10 is what DNS hosts suggest.
+pub const RETURN_PATH_MX_PREFERENCE: u16 = 10;
+
 /// What the generated records say where the operator has a choice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordPolicy {
@@ -58,6 +68,11 @@ pub struct RecordPolicy {
     /// customer who published exactly what was asked is `Verified`, and the warning says what
     /// is wrong with what was asked.
     pub spf_warning: Option<String>,
+    /// The public name of the host whose SMTP listener takes bounces
+    /// (`TIDINGS_INBOUND_MX_HOST`). Set, every domain's records also ask for its return-path
+    /// subdomain: an `MX` to this host and an SPF `TXT` with `spf_mechanism`. Unset, no
+    /// return-path records are asked for and mail keeps the server-wide return path.
+    pub return_path_host: Option<DnsName>,
 }
 
 impl Default for RecordPolicy {
@@ -67,13 +82,19 @@ impl Default for RecordPolicy {
             dmarc_value: DEFAULT_DMARC_VALUE.to_owned(),
             ttl: DEFAULT_TTL,
             spf_warning: None,
+            return_path_host: None,
         }
     }
 }
 
 /// The records to publish for `domain`, in the order SPF, DKIM (RSA), DKIM2 (Ed25519),
-/// DMARC; all `TXT`, `Pending`, names fully qualified without a trailing dot; the SPF record
-/// carries the policy's `spf_warning`. Fails only if the stored private keys do not parse.
+/// DMARC, then, when the policy names a `return_path_host`, the return path's `MX` and SPF
+/// `TXT` on `bounces.<domain>`; all `Pending`, names fully qualified without a trailing dot;
+/// both SPF records carry the policy's `spf_warning`. Fails only if the stored private keys
+/// do not parse.
+///
+/// The return path's SPF ends in `-all`, not `~all`: nothing but Tidings sends with that
+/// subdomain as envelope sender, so anything else claiming it is forged.
 pub fn records_for(
     domain: &DomainName,
     keys: &DkimKeys,
@@ -91,12 +112,26 @@ pub fn records_for(
         last_checked_at: None,
         error: None,
         warning: None,
+        priority: None,
     };
     let spf = DnsRecord {
         warning: policy.spf_warning.clone(),
         ..record(RecordKind::Spf, domain.as_str().to_owned(), format!("v=spf1 {} ~all", policy.spf_mechanism))
     };
-    Ok(vec![
+    let return_path = policy.return_path_host.as_ref().map(|host| {
+        let name = domain.with_prefix(RETURN_PATH_LABEL);
+        let mx = DnsRecord {
+            record_type: "MX".to_owned(),
+            priority: Some(RETURN_PATH_MX_PREFERENCE),
+            ..record(RecordKind::ReturnPathMx, name.clone(), host.as_str().to_owned())
+        };
+        let spf = DnsRecord {
+            warning: policy.spf_warning.clone(),
+            ..record(RecordKind::ReturnPathSpf, name, format!("v=spf1 {} -all", policy.spf_mechanism))
+        };
+        [mx, spf]
+    });
+    let mut records = vec![
         spf,
         record(RecordKind::Dkim, dkim_name(domain, &keys.rsa_selector), format!("v=DKIM1; k=rsa; p={rsa}")),
         record(
@@ -105,7 +140,9 @@ pub fn records_for(
             format!("v=DKIM1; k=ed25519; p={ed25519}"),
         ),
         record(RecordKind::Dmarc, domain.with_prefix("_dmarc"), policy.dmarc_value.clone()),
-    ])
+    ];
+    records.extend(return_path.into_iter().flatten());
+    Ok(records)
 }
 
 /// Checks every record against DNS and returns the domain with per-record
@@ -123,28 +160,45 @@ pub fn records_for(
 /// - DMARC is looked up at `_dmarc.<domain>` only, not at the organisational domain a
 ///   receiver would fall back to (that needs the public suffix list).
 pub async fn verify(domain: &Domain, policy: &RecordPolicy, dns: &dyn DnsCheck, now: DateTime<Utc>) -> Domain {
-    verify_with(domain, policy, |name| txt_at(dns, name), now).await
+    verify_with(domain, policy, |name| txt_at(dns, name), |name| mx_at(dns, name), now).await
 }
 
 /// What one TXT lookup gave.
 type Answer = Result<Vec<String>, DnsError>;
 
-/// [`verify`] with the lookup as a function of the record name, so tests can drive the
+/// What one MX lookup gave.
+type MxAnswer = Result<Vec<(u16, String)>, DnsError>;
+
+/// [`verify`] with the lookups as functions of the record name, so tests can drive the
 /// verification itself with any name.
-async fn verify_with<F, Fut>(domain: &Domain, policy: &RecordPolicy, lookup: F, now: DateTime<Utc>) -> Domain
+async fn verify_with<F, Fut, M, MFut>(
+    domain: &Domain,
+    policy: &RecordPolicy,
+    lookup: F,
+    lookup_mx: M,
+    now: DateTime<Utc>,
+) -> Domain
 where
     F: Fn(String) -> Fut,
     Fut: Future<Output = Answer>,
+    M: Fn(String) -> MFut,
+    MFut: Future<Output = MxAnswer>,
 {
     let (records, key_error) = match records_for(&domain.name, &domain.dkim, policy) {
         Ok(records) => (records, None),
         Err(error) => (domain.records.clone(), Some(error)),
     };
-    let (spf, dkim, dkim2, dmarc) = tokio::join!(
+    let return_path_mx = async {
+        let record = records.iter().find(|r| r.kind == RecordKind::ReturnPathMx)?;
+        Some(lookup_mx(record.name.clone()).await)
+    };
+    let (spf, dkim, dkim2, dmarc, return_path_spf, return_path_mx) = tokio::join!(
         answer_for(&records, RecordKind::Spf, &lookup),
         answer_for(&records, RecordKind::Dkim, &lookup),
         answer_for(&records, RecordKind::Dkim2, &lookup),
         answer_for(&records, RecordKind::Dmarc, &lookup),
+        answer_for(&records, RecordKind::ReturnPathSpf, &lookup),
+        return_path_mx,
     );
     let records = records
         .into_iter()
@@ -154,6 +208,15 @@ where
                 RecordKind::Dkim => &dkim,
                 RecordKind::Dkim2 => &dkim2,
                 RecordKind::Dmarc => &dmarc,
+                RecordKind::ReturnPathSpf => &return_path_spf,
+                RecordKind::ReturnPathMx => {
+                    let outcome = match &return_path_mx {
+                        Some(Ok(hosts)) => check_mx(&record, hosts),
+                        Some(Err(error)) => Err(error.to_string()),
+                        None => Err(format!("no DNS answer for {}", record.name)),
+                    };
+                    return checked(record, outcome, now);
+                }
             };
             let outcome = match (&key_error, record.kind) {
                 (Some(error), RecordKind::Dkim | RecordKind::Dkim2) => Err(format!(
@@ -203,6 +266,35 @@ async fn txt_at(dns: &dyn DnsCheck, name: String) -> Answer {
     dns.txt_records(&parsed).await
 }
 
+/// MX records at a record name through the port (see [`txt_at`]).
+async fn mx_at(dns: &dyn DnsCheck, name: String) -> MxAnswer {
+    let parsed = DnsName::parse(&name).map_err(|error| DnsError::Failed {
+        reason: format!("Tidings cannot look up this name: it {error}"),
+        name: name.clone(),
+    })?;
+    dns.mx_records(&parsed).await
+}
+
+/// The return path's `MX`: the listener's host among the exchanges. Other exchanges are
+/// allowed (a backup MX of the customer's), but a bounce may then land elsewhere, so the
+/// host must have the best preference or share it.
+fn check_mx(record: &DnsRecord, hosts: &[(u16, String)]) -> Result<(), String> {
+    let name = &record.name;
+    let expected = record.value.as_str();
+    let Some(best) = hosts.iter().map(|(preference, _)| *preference).min() else {
+        return Err(format!("no MX record at {name}; publish one pointing to {expected}"));
+    };
+    let found = || hosts.iter().map(|(p, host)| format!("{p} {host}")).collect::<Vec<_>>().join(", ");
+    match hosts.iter().find(|(_, host)| host.eq_ignore_ascii_case(expected)) {
+        Some((preference, _)) if *preference == best => Ok(()),
+        Some(_) => Err(format!(
+            "the MX records at {name} prefer another host to {expected}, so bounces would go there: found {}",
+            found()
+        )),
+        None => Err(format!("the MX record at {name} does not point to {expected}: found {}", found())),
+    }
+}
+
 /// The record with the outcome of its check.
 fn checked(record: DnsRecord, outcome: Result<(), String>, now: DateTime<Utc>) -> DnsRecord {
     let (status, error) = match outcome {
@@ -233,9 +325,11 @@ fn check(record: &DnsRecord, txts: &[String], policy: &RecordPolicy) -> Result<(
         return Err(format!("no TXT record at {}", record.name));
     }
     match record.kind {
-        RecordKind::Spf => check_spf(&record.name, txts, &policy.spf_mechanism),
+        RecordKind::Spf | RecordKind::ReturnPathSpf => check_spf(&record.name, txts, &policy.spf_mechanism),
         RecordKind::Dkim | RecordKind::Dkim2 => check_dkim(&record.name, &record.value, txts),
         RecordKind::Dmarc => check_dmarc(&record.name, txts),
+        // Checked by `check_mx`, never as TXT.
+        RecordKind::ReturnPathMx => Err(format!("{} is an MX record, not TXT", record.name)),
     }
 }
 

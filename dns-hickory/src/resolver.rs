@@ -153,15 +153,7 @@ impl HickoryDns {
     pub async fn mx_hosts(&self, domain: &DomainName) -> Result<Vec<(u16, String)>, DnsError> {
         let name = domain.as_str();
         let answers = self.lookup(name, RecordType::MX).await?;
-        let mut hosts: Vec<(u16, String)> = answers
-            .iter()
-            .filter_map(|data| match data {
-                RData::MX(mx) => Some((mx.preference, host_text(&mx.exchange))),
-                _ => None,
-            })
-            .collect();
-        hosts.sort();
-        Ok(hosts)
+        Ok(mx_answers(&answers))
     }
 
     /// The IPv4 and IPv6 addresses of `host` (an MX host or a domain without MX), IPv4
@@ -270,11 +262,29 @@ fn joined_txt(answers: &[RData]) -> Vec<String> {
         .collect()
 }
 
+/// The MX answers as (preference, exchange), sorted by preference.
+fn mx_answers(answers: &[RData]) -> Vec<(u16, String)> {
+    let mut hosts: Vec<(u16, String)> = answers
+        .iter()
+        .filter_map(|data| match data {
+            RData::MX(mx) => Some((mx.preference, host_text(&mx.exchange))),
+            _ => None,
+        })
+        .collect();
+    hosts.sort();
+    hosts
+}
+
 #[async_trait]
 impl DnsCheck for HickoryDns {
     async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
         let answers = self.lookup(name.as_str(), RecordType::TXT).await?;
         Ok(joined_txt(&answers))
+    }
+
+    async fn mx_records(&self, name: &DnsName) -> Result<Vec<(u16, String)>, DnsError> {
+        let answers = self.lookup(name.as_str(), RecordType::MX).await?;
+        Ok(mx_answers(&answers))
     }
 }
 

@@ -135,4 +135,13 @@ pub trait InboundHandler: Send + Sync {
         let _ = (principal, recipient);
         Ok(())
     }
+
+    /// Reports only: whether to take mail for `recipient`, which is not on the listener's
+    /// own return-path domain (a sending domain's `bounces.<domain>` return path, say),
+    /// asked at `RCPT TO`. `Err(Temporary)` is a `451` for that recipient. The default
+    /// refuses: the listener then takes its own domain only.
+    async fn accepts_report_to(&self, recipient: &EmailAddress) -> Result<bool, HandlerError> {
+        let _ = recipient;
+        Ok(false)
+    }
 }

@@ -10,8 +10,10 @@
 //!   [`InboundHandler::receive`] with the authenticated principal in its [`Envelope`].
 //!
 //! It is not a mail server. Decisions:
-//! - **Reports: one domain, no relaying.** `RCPT TO` must be on the role's `accept_domain`
-//!   (`<Postmaster>` is taken as `postmaster@` that domain, RFC 5321 §4.5.1); anything else
+//! - **Reports: our return paths only, no relaying.** `RCPT TO` must be on the role's `accept_domain`
+//!   or an address the handler vouches for ([`InboundHandler::accepts_report_to`]: a sending
+//!   domain's own return path; `<Postmaster>` is taken as `postmaster@` the domain, RFC 5321
+//!   §4.5.1); anything else
 //!   is `550 5.7.1`. No AUTH: nobody submits mail there.
 //! - **Reports: no STARTTLS.** Report senders fall back to plaintext, as they do for most MX
 //!   hosts; reports carry no secrets beyond what the bounced message already exposed.

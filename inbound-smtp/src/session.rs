@@ -265,19 +265,32 @@ impl Session {
         let count = transaction.recipients.len();
         let address = match (&settings.role, path) {
             (_, ForwardPath::Address(address)) => address,
-            (Role::Reports { accept_domain }, ForwardPath::Postmaster) => {
+            (Role::Reports { accept_domain: Some(accept_domain) }, ForwardPath::Postmaster) => {
                 match EmailAddress::from_parts("postmaster", accept_domain) {
                     Ok(address) => address,
                     Err(_) => return self.fail(reply::RELAY_DENIED),
                 }
             }
+            // No domain of its own: no postmaster to deliver to.
+            (Role::Reports { accept_domain: None }, ForwardPath::Postmaster) => {
+                return self.refuse_recipient(reply::RELAY_DENIED);
+            }
             // Submission relays to anyone but has no postmaster of its own to deliver to.
             (Role::Submission { .. }, ForwardPath::Postmaster) => return self.refuse_recipient(reply::RELAY_DENIED),
         };
         if let Role::Reports { accept_domain } = &settings.role
-            && address.domain() != accept_domain
+            && accept_domain.as_ref() != Some(address.domain())
         {
-            return self.refuse_recipient(reply::RELAY_DENIED);
+            // Asked only once the address is well formed and off the whole domain: a
+            // sending domain's own return path, which the handler proves is ours.
+            match self.shared.handler.accepts_report_to(&address).await {
+                Ok(true) => {}
+                Ok(false) => return self.refuse_recipient(reply::RELAY_DENIED),
+                Err(error) => {
+                    tracing::debug!(peer = %self.peer, %error, "recipient not checked");
+                    return self.refuse_recipient(&reply::for_handler(&error));
+                }
+            }
         }
         if count >= settings.max_recipients {
             self.shared.stats.bump(Counter::RejectedRecipients);

@@ -13,11 +13,13 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub enum Role {
     /// Bounce and complaint reports from anyone: no STARTTLS, no AUTH, and `RCPT TO` only on
-    /// `accept_domain` (the return-path domain); any other gets `550 5.7.1 relaying denied`.
-    /// Matching is case-insensitive (`DomainName` is lower-case).
+    /// `accept_domain` (the server-wide return-path domain) or at an address the handler's
+    /// [`accepts_report_to`](crate::InboundHandler::accepts_report_to) takes (a sending
+    /// domain's own return path); any other gets `550 5.7.1 relaying denied`. Matching is
+    /// case-insensitive (`DomainName` is lower-case).
     Reports {
-        /// The only domain accepted in `RCPT TO`.
-        accept_domain: DomainName,
+        /// The domain accepted whole in `RCPT TO`, if any.
+        accept_domain: Option<DomainName>,
     },
     /// Message submission (RFC 6409) by applications holding an API key: STARTTLS with this
     /// configuration (RFC 3207), then AUTH PLAIN or LOGIN (RFC 4954) checked by the
@@ -84,6 +86,12 @@ pub struct InboundSettings {
 impl InboundSettings {
     /// The defaults for a report listener accepting mail for `accept_domain`.
     pub fn new(accept_domain: DomainName) -> Self {
+        Self::reports(Some(accept_domain))
+    }
+
+    /// The defaults for a report listener accepting mail for `accept_domain` if any and for
+    /// the addresses the handler accepts.
+    pub fn reports(accept_domain: Option<DomainName>) -> Self {
         Self::with_role(Role::Reports { accept_domain })
     }
 

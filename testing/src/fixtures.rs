@@ -358,6 +358,7 @@ fn record(kind: RecordKind, name: String, value: String) -> DnsRecord {
         last_checked_at: None,
         error: None,
         warning: None,
+        priority: None,
     }
 }
 

@@ -457,7 +457,7 @@ impl Shared {
             .map_err(|e| Error::Internal(crate::Cause::context("the signing permits are closed", e)))?;
         let signers = Arc::clone(&self.signers);
         let message = Arc::clone(message);
-        let return_path = self.core.config().return_path.clone();
+        let return_path = self.core.config().return_path_for(&domain);
         let tracking = self.core.config().tracking.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;

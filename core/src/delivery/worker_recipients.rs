@@ -34,7 +34,7 @@ use tokio::sync::Mutex;
 
 use super::{Outcome, Shared, happening, response};
 use crate::model::{EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
-use crate::outbound::{SignedCopy, sign_copy};
+use crate::outbound::{ReturnPath, SignedCopy, sign_copy};
 use crate::ports::{SendError, SendReceipt};
 use crate::state_machine::{Happening, apply_recipient_event};
 use crate::usecases::sandbox::SANDBOX_NOT_DELIVERABLE;
@@ -82,8 +82,8 @@ impl Shared {
             return Ok(Outcome::Several(outcomes));
         }
         let snapshot = current.message.lock().await.clone();
-        let copies = match self.prepare_copies(&snapshot, &going).await? {
-            Ok(copies) => copies,
+        let (copies, return_path) = match self.prepare_copies(&snapshot, &going).await? {
+            Ok(prepared) => prepared,
             Err(reason) => {
                 for index in going {
                     let details = response(&reason);
@@ -117,7 +117,6 @@ impl Shared {
                 false => outcomes.push(Outcome::Skipped),
             }
         }
-        let return_path = self.core.config().return_path.clone();
         // Every copy at once (at most 50): the attempt then takes one `send_timeout` at most,
         // as a single recipient's does, which is what the claim's lease is made of. The
         // transports' pools bound the connections to each destination.
@@ -149,20 +148,22 @@ impl Shared {
         Ok(Outcome::Several(outcomes))
     }
 
-    /// The signed copies for the recipients at `indexes`: one shared by all, or one each when
-    /// the HTML is tracked (tokens per recipient). `Err` with the reason when the message
-    /// cannot be sent (domain deleted, sandbox off the machine, build or signing failed).
+    /// The signed copies for the recipients at `indexes` (one shared by all, or one each when
+    /// the HTML is tracked: tokens per recipient) and the return path their envelopes use.
+    /// `Err` with the reason when the message cannot be sent (domain deleted, sandbox off
+    /// the machine, build or signing failed).
     async fn prepare_copies(
         &self,
         message: &Message,
         indexes: &[usize],
-    ) -> Result<std::result::Result<Vec<SignedCopy>, String>> {
+    ) -> Result<std::result::Result<(Vec<SignedCopy>, Option<ReturnPath>), String>> {
         let Some(domain) = self.core.store().get_domain(message.workspace_id, message.domain_id).await? else {
             return Ok(Err("the sending domain was deleted".to_owned()));
         };
         if domain.is_sandbox() && !self.mailer.keeps_mail_local() {
             return Ok(Err(SANDBOX_NOT_DELIVERABLE.to_owned()));
         }
+        let return_path = self.core.config().return_path_for(&domain);
         let tracking = self.core.config().tracking.clone();
         let per_recipient =
             tracking.is_some() && message.html.is_some() && (message.tracking.opens || message.tracking.clicks);
@@ -179,13 +180,14 @@ impl Shared {
             let sign = |recipient: Option<u8>| {
                 sign_copy(&message, &domain, &signer, tracking.as_ref(), recipient).map_err(|e| e.to_string())
             };
-            if per_recipient {
+            let copies = if per_recipient {
                 // At most 50 recipients: every position fits a byte.
-                indexes.iter().map(|&i| sign(u8::try_from(i).ok())).collect()
+                indexes.iter().map(|&i| sign(u8::try_from(i).ok())).collect::<std::result::Result<_, _>>()?
             } else {
                 let once = sign(None)?;
-                Ok(vec![once; indexes.len()])
-            }
+                vec![once; indexes.len()]
+            };
+            Ok((copies, return_path))
         })
         .await
         .map_err(|e| Error::Internal(crate::Cause::context("building the message did not finish", e)))

@@ -37,6 +37,15 @@ impl DnsCheck for FakeDns {
     async fn txt_records(&self, name: &crate::domain_name::DnsName) -> Result<Vec<String>, DnsError> {
         self.answer(name.as_str())
     }
+
+    async fn mx_records(&self, name: &crate::domain_name::DnsName) -> Result<Vec<(u16, String)>, DnsError> {
+        no_mx(name.to_string()).await
+    }
+}
+
+/// The MX lookup of tests whose domains ask for no return path: every name is NXDOMAIN.
+async fn no_mx(name: String) -> MxAnswer {
+    Err(DnsError::NxDomain(name))
 }
 
 fn at(hour: u32) -> DateTime<Utc> {
@@ -75,7 +84,7 @@ fn error(domain: &Domain, kind: RecordKind) -> String {
 }
 
 async fn check_against(dns: &FakeDns, domain: &Domain, hour: u32) -> Domain {
-    verify_with(domain, &RecordPolicy::default(), |name| async move { dns.answer(&name) }, at(hour)).await
+    verify_with(domain, &RecordPolicy::default(), |name| async move { dns.answer(&name) }, no_mx, at(hour)).await
 }
 
 #[test]
@@ -131,7 +140,7 @@ async fn a_record_published_as_asked_verifies_and_keeps_the_warning_until_the_po
     };
     let warned = RecordPolicy { spf_warning: Some(LOOPBACK_WARNING.into()), ..RecordPolicy::default() };
 
-    let checked = verify_with(&domain, &warned, lookup, at(1)).await;
+    let checked = verify_with(&domain, &warned, lookup, no_mx, at(1)).await;
     assert_eq!(checked.status, DomainStatus::Verified, "the customer published exactly what was asked");
     assert_eq!(record(&checked, RecordKind::Spf).status, RecordStatus::Verified);
     assert_eq!(record(&checked, RecordKind::Spf).error, None);
@@ -147,6 +156,7 @@ async fn a_record_published_as_asked_verifies_and_keeps_the_warning_until_the_po
             let dns = &unpublished;
             async move { dns.answer(&name) }
         },
+        no_mx,
         at(2),
     )
     .await;
@@ -155,7 +165,7 @@ async fn a_record_published_as_asked_verifies_and_keeps_the_warning_until_the_po
 
     // Once the operator sets the term, the next verification shows it without the warning.
     let configured = RecordPolicy { spf_mechanism: "include:_spf.example.net".into(), ..RecordPolicy::default() };
-    let rechecked = verify_with(&checked, &configured, lookup, at(3)).await;
+    let rechecked = verify_with(&checked, &configured, lookup, no_mx, at(3)).await;
     assert_eq!(record(&rechecked, RecordKind::Spf).value, "v=spf1 include:_spf.example.net ~all");
     assert_eq!(warning(&rechecked, RecordKind::Spf), None);
 }
@@ -167,6 +177,7 @@ fn records_follow_the_policy() {
         dmarc_value: "v=DMARC1; p=quarantine; rua=mailto:d@example.com".into(),
         ttl: 300,
         spf_warning: None,
+        return_path_host: None,
     };
     let records = records_for(&DomainName::parse("news.example.org").unwrap(), test_keys(), &policy).unwrap();
     assert_eq!(records[0].value, "v=spf1 include:_spf.mail.example.net ~all");

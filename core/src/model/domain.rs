@@ -42,15 +42,28 @@ pub enum RecordKind {
     Dkim2,
     /// DMARC policy (recommended, not required).
     Dmarc,
+    /// `MX` of the return-path subdomain (`bounces.<domain>`) naming the host of the bounce
+    /// listener (contract §12, "Return path per domain"). Optional: it never counts toward
+    /// the domain's status, but with [`Self::ReturnPathSpf`] it moves the envelope sender
+    /// onto the domain's own subdomain.
+    ReturnPathMx,
+    /// SPF `TXT` of the return-path subdomain, authorising the sending hosts.
+    ReturnPathSpf,
 }
 
 impl RecordKind {
     /// Every kind of record a domain has, in the order they are listed.
-    pub const ALL: [Self; 4] = [Self::Spf, Self::Dkim, Self::Dkim2, Self::Dmarc];
+    pub const ALL: [Self; 6] =
+        [Self::Spf, Self::Dkim, Self::Dkim2, Self::Dmarc, Self::ReturnPathMx, Self::ReturnPathSpf];
 
     /// Whether the domain needs this record to be `Verified`.
     pub fn is_required(self) -> bool {
-        !matches!(self, Self::Dmarc)
+        matches!(self, Self::Spf | Self::Dkim | Self::Dkim2)
+    }
+
+    /// Whether this is one of the return-path subdomain's records.
+    pub fn is_return_path(self) -> bool {
+        matches!(self, Self::ReturnPathMx | Self::ReturnPathSpf)
     }
 
     /// Upper-case label, e.g. `DKIM2`.
@@ -60,6 +73,8 @@ impl RecordKind {
             Self::Dkim => "DKIM",
             Self::Dkim2 => "DKIM2",
             Self::Dmarc => "DMARC",
+            Self::ReturnPathMx => "Return-Path",
+            Self::ReturnPathSpf => "Return-Path SPF",
         }
     }
 }
@@ -69,7 +84,7 @@ impl RecordKind {
 pub struct DnsRecord {
     /// Kind.
     pub kind: RecordKind,
-    /// DNS type, `TXT` for all records Tidings asks for.
+    /// DNS type: `TXT`, or `MX` for the return path's.
     pub record_type: String,
     /// Fully qualified host name, no trailing dot.
     pub name: String,
@@ -89,6 +104,9 @@ pub struct DnsRecord {
     /// stored before it existed read as `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// The preference of an `MX` record; `None` for every other type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u16>,
 }
 
 impl DnsRecord {
@@ -188,6 +206,36 @@ impl Domain {
     /// Status of the record of `kind`, `Pending` if there is none.
     pub fn record_status(&self, kind: RecordKind) -> RecordStatus {
         self.records.iter().find(|r| r.kind == kind).map_or(RecordStatus::Pending, |r| r.status)
+    }
+
+    /// The return-path subdomain the envelope sender may use (`bounces.<domain>`): only once
+    /// both of its records are `Verified` (its `MX` brings bounces to Tidings, its SPF lets
+    /// receivers pass SPF aligned with `From`); `None` until then, and for a domain whose
+    /// records do not ask for one (the server has no `TIDINGS_INBOUND_MX_HOST`).
+    pub fn return_path_domain(&self) -> Option<DomainName> {
+        let verified = |kind| self.records.iter().any(|r| r.kind == kind && r.status == RecordStatus::Verified);
+        if !(verified(RecordKind::ReturnPathMx) && verified(RecordKind::ReturnPathSpf)) {
+            return None;
+        }
+        let name = &self.records.iter().find(|r| r.kind == RecordKind::ReturnPathMx)?.name;
+        DomainName::parse(name).ok()
+    }
+
+    /// The state of the return path's records together: `None` when none is asked for,
+    /// `Verified` when both are, `Pending` when neither was checked, `Failed` otherwise.
+    pub fn return_path_status(&self) -> Option<RecordStatus> {
+        let statuses: Vec<RecordStatus> =
+            self.records.iter().filter(|r| r.kind.is_return_path()).map(|r| r.status).collect();
+        if statuses.is_empty() {
+            return None;
+        }
+        Some(if statuses.iter().all(|s| *s == RecordStatus::Verified) {
+            RecordStatus::Verified
+        } else if statuses.iter().all(|s| *s == RecordStatus::Pending) {
+            RecordStatus::Pending
+        } else {
+            RecordStatus::Failed
+        })
     }
 
     /// Only a Verified domain is sendable. (The sandbox is Verified, but sendable only

@@ -18,6 +18,7 @@ pub use build::{
 pub use dkim::{DomainSigner, SIGNED_HEADERS, SignError};
 pub use return_path::{
     ClaimedReturnPath, RETURN_PATH_KEY_SECRET, RETURN_PATH_PREFIX, ReturnPath, ReturnPathError, ReturnPathKey,
+    ReturnPaths,
 };
 
 use crate::model::{Domain, Message};

@@ -26,9 +26,11 @@ use std::fmt;
 
 use aws_lc_rs::{constant_time, hmac};
 
+use crate::dns_records::RETURN_PATH_LABEL;
 use crate::domain_name::DomainName;
 use crate::email::EmailAddress;
 use crate::ids::MessageId;
+use crate::model::Message;
 use crate::ports::{Random, SecretStore, StoreResult};
 use crate::secret::SecretName;
 use crate::shared_key::{SHARED_KEY_BYTES, shared_key};
@@ -139,6 +141,61 @@ impl ReturnPath {
     pub fn verify(&self, claimed: &ClaimedReturnPath, recipient: &EmailAddress) -> bool {
         let expected = self.key.tag(claimed.message, recipient);
         constant_time::verify_slices_are_equal(&expected, &claimed.tag).is_ok()
+    }
+}
+
+/// Every return path a server signs: the server-wide one (`TIDINGS_RETURN_PATH_DOMAIN`) and,
+/// with their key, each sending domain's own `bounces.<domain>` (contract §12). One key signs
+/// both, so which domain a copy went out with changes nothing about its signature.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReturnPaths<'a> {
+    /// The server-wide return path.
+    pub server: Option<&'a ReturnPath>,
+    /// The key of the per-domain return paths, when they are on.
+    pub per_domain: Option<&'a ReturnPathKey>,
+}
+
+impl ReturnPaths<'_> {
+    /// Whether any return path is signed at all (else no report can be told from a forgery).
+    pub fn is_configured(&self) -> bool {
+        self.server.is_some() || self.per_domain.is_some()
+    }
+
+    /// What `address` claims, and the return path it is on: the server-wide domain, or with
+    /// per-domain return paths any `bounces.<domain>` (which domain is right for the message
+    /// it names is [`ReturnPaths::serves`]'s question, once the message is read).
+    pub fn claim(&self, address: &EmailAddress) -> Result<(ReturnPath, ClaimedReturnPath), ReturnPathError> {
+        if let Some(server) = self.server
+            && address.domain() == &server.domain
+        {
+            return server.claim(address).map(|claimed| (server.clone(), claimed));
+        }
+        let on_subdomain = address
+            .domain()
+            .as_str()
+            .strip_prefix(RETURN_PATH_LABEL)
+            .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1);
+        match self.per_domain {
+            Some(key) if on_subdomain => {
+                let at = ReturnPath { domain: address.domain().clone(), key: key.clone() };
+                let claimed = at.claim(address)?;
+                Ok((at, claimed))
+            }
+            _ => Err(ReturnPathError::NotAReturnPath),
+        }
+    }
+
+    /// Whether a return path on `at` is one `message` may have gone out with: the
+    /// server-wide domain, or (per-domain return paths on) `bounces.<its From domain>`. A
+    /// signature proves the message and recipient; this keeps a return path on another
+    /// domain's subdomain from being taken as this message's.
+    pub fn serves(&self, at: &DomainName, message: &Message) -> bool {
+        if self.server.is_some_and(|server| &server.domain == at) {
+            return true;
+        }
+        self.per_domain.is_some()
+            && at.as_str().strip_prefix(RETURN_PATH_LABEL).and_then(|rest| rest.strip_prefix('.'))
+                == Some(message.from.address.domain().as_str())
     }
 }
 

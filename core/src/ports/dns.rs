@@ -32,6 +32,10 @@ pub trait DnsCheck: Send + Sync {
     /// DKIM key split into 255-byte strings comes back as one value). An existing name with
     /// no TXT records is `Ok(vec![])`.
     async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError>;
+
+    /// The MX records at `name` as (preference, exchange), exchanges lower-case without the
+    /// trailing dot, sorted by preference. An existing name with no MX is `Ok(vec![])`.
+    async fn mx_records(&self, name: &DnsName) -> Result<Vec<(u16, String)>, DnsError>;
 }
 
 /// A [`DnsCheck`] for front ends that never look anything up (the server's operator
@@ -44,6 +48,10 @@ pub struct NoDns;
 #[async_trait]
 impl DnsCheck for NoDns {
     async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
+        Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
+    }
+
+    async fn mx_records(&self, name: &DnsName) -> Result<Vec<(u16, String)>, DnsError> {
         Err(DnsError::Failed { name: name.as_str().to_owned(), reason: "DNS is not used here".to_owned() })
     }
 }
@@ -69,34 +77,63 @@ impl DnsCheck for NoDns {
 /// # }
 /// ```
 #[derive(Debug, Default)]
-pub struct StaticDns(std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>);
+pub struct StaticDns(std::sync::Mutex<Zone>);
+
+/// The names [`StaticDns`] answers for, by record type.
+#[derive(Debug, Default)]
+struct Zone {
+    txt: std::collections::HashMap<String, Vec<String>>,
+    mx: std::collections::HashMap<String, Vec<(u16, String)>>,
+}
+
+impl Zone {
+    /// Whether the name holds any record (else it does not exist: NXDOMAIN).
+    fn has(&self, name: &str) -> bool {
+        self.txt.contains_key(name) || self.mx.contains_key(name)
+    }
+}
 
 impl StaticDns {
     /// Adds a TXT value at `name`.
     pub fn add_txt(&self, name: &str, value: &str) {
-        self.zone().entry(name.to_owned()).or_default().push(value.to_owned());
+        self.zone().txt.entry(name.to_owned()).or_default().push(value.to_owned());
+    }
+
+    /// Adds an MX record at `name` (the exchange lower-cased, without a trailing dot).
+    pub fn add_mx(&self, name: &str, preference: u16, exchange: &str) {
+        let exchange = exchange.strip_suffix('.').unwrap_or(exchange).to_ascii_lowercase();
+        self.zone().mx.entry(name.to_owned()).or_default().push((preference, exchange));
+    }
+
+    /// Publishes one record as Tidings asked for it, by its type.
+    fn publish_record(&self, record: &crate::model::DnsRecord) {
+        if record.record_type == "MX" {
+            self.add_mx(&record.name, record.priority.unwrap_or(10), &record.value);
+        } else {
+            self.add_txt(&record.name, &record.value);
+        }
     }
 
     /// Publishes the domain's records of the given kinds exactly as Tidings asked for them.
     pub fn publish(&self, domain: &crate::model::Domain, kinds: &[crate::model::RecordKind]) {
         for record in domain.records.iter().filter(|r| kinds.contains(&r.kind)) {
-            self.add_txt(&record.name, &record.value);
+            self.publish_record(record);
         }
     }
 
     /// Publishes every record of the domain.
     pub fn publish_all(&self, domain: &crate::model::Domain) {
         for record in &domain.records {
-            self.add_txt(&record.name, &record.value);
+            self.publish_record(record);
         }
     }
 
     /// Removes everything.
     pub fn clear(&self) {
-        self.zone().clear();
+        *self.zone() = Zone::default();
     }
 
-    fn zone(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<String>>> {
+    fn zone(&self) -> std::sync::MutexGuard<'_, Zone> {
         // A panic while holding the lock leaves the map whole (every change is one call).
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -105,6 +142,24 @@ impl StaticDns {
 #[async_trait]
 impl DnsCheck for StaticDns {
     async fn txt_records(&self, name: &DnsName) -> Result<Vec<String>, DnsError> {
-        self.zone().get(name.as_str()).cloned().ok_or_else(|| DnsError::NxDomain(name.to_string()))
+        let zone = self.zone();
+        match zone.txt.get(name.as_str()) {
+            Some(values) => Ok(values.clone()),
+            None if zone.has(name.as_str()) => Ok(Vec::new()),
+            None => Err(DnsError::NxDomain(name.to_string())),
+        }
+    }
+
+    async fn mx_records(&self, name: &DnsName) -> Result<Vec<(u16, String)>, DnsError> {
+        let zone = self.zone();
+        match zone.mx.get(name.as_str()) {
+            Some(hosts) => {
+                let mut hosts = hosts.clone();
+                hosts.sort();
+                Ok(hosts)
+            }
+            None if zone.has(name.as_str()) => Ok(Vec::new()),
+            None => Err(DnsError::NxDomain(name.to_string())),
+        }
     }
 }

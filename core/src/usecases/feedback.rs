@@ -37,7 +37,7 @@ use crate::email::EmailAddress;
 use crate::feedback::{self, FeedbackType, NotAReport, Report};
 use crate::ids::{EventId, MessageId};
 use crate::model::{BounceType, EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
-use crate::outbound::ReturnPathError;
+use crate::outbound::{ClaimedReturnPath, ReturnPath, ReturnPathError, ReturnPaths};
 use crate::ports::PageRequest;
 use crate::state_machine::{Happening, apply_recipient_event};
 use crate::tracking::{MAX_REPORTED_DELAYS_KEPT, TrackingTally};
@@ -218,14 +218,15 @@ impl Feedback<'_> {
 
     /// Step 2 of the module docs.
     async fn reported_message(&self, recipients: &[EmailAddress], report: &Report) -> Result<Reported> {
-        let Some(return_path) = self.core.config.return_path.as_ref() else {
+        let paths = self.core.config.return_paths();
+        if !paths.is_configured() {
             return Ok(Reported::Unmatched(Unmatched::NoReturnPath));
-        };
+        }
         let mut unmatched = Unmatched::NoReference;
         let mut looked_up = 0;
         for address in recipients.iter().chain(report.quoted_return_paths()) {
-            let claimed = match return_path.claim(address) {
-                Ok(claimed) => claimed,
+            let (at, claimed) = match paths.claim(address) {
+                Ok(claim) => claim,
                 Err(ReturnPathError::NotAReturnPath) => continue,
                 Err(ReturnPathError::Unsigned) => {
                     unmatched = Unmatched::Unsigned;
@@ -237,17 +238,42 @@ impl Feedback<'_> {
             if looked_up > MAX_LOOKUPS {
                 break;
             }
-            let found = self.core.store.find_message(claimed.message).await?;
-            // The recipient it was signed for; at most 50 signatures to check.
-            let signed_for = found.as_ref().and_then(|message| {
-                message.recipient_list().iter().position(|r| return_path.verify(&claimed, &r.email))
-            });
-            match (found, signed_for) {
-                (Some(message), Some(index)) => return Ok(sent(message, index)),
-                _ => unmatched = Unmatched::BadSignature(claimed.message),
+            match self.signed_for(&paths, &at, &claimed).await? {
+                Some((message, index)) => return Ok(sent(message, index)),
+                None => unmatched = Unmatched::BadSignature(claimed.message),
             }
         }
         Ok(Reported::Unmatched(unmatched))
+    }
+
+    /// The message `claimed` names and the position of the recipient its signature is for,
+    /// if the return path on `at` is one that message went out with and the signature is
+    /// right: at most 50 signatures to check, after one read.
+    async fn signed_for(
+        &self,
+        paths: &ReturnPaths<'_>,
+        at: &ReturnPath,
+        claimed: &ClaimedReturnPath,
+    ) -> Result<Option<(Message, usize)>> {
+        let Some(message) = self.core.store.find_message(claimed.message).await? else {
+            return Ok(None);
+        };
+        if !paths.serves(&at.domain, &message) {
+            return Ok(None);
+        }
+        let index = message.recipient_list().iter().position(|r| at.verify(claimed, &r.email));
+        Ok(index.map(|index| (message, index)))
+    }
+
+    /// Whether the report listener should take mail for `address` at `RCPT TO`: a return
+    /// path of ours, on the domain its message went out with, whose signature is right. The
+    /// server-wide return-path domain is taken whole by the listener itself; this answers
+    /// for the per-domain ones, so that mail for any other address on a `bounces.` name is
+    /// refused before its data is read.
+    pub async fn accepts_report_to(&self, address: &EmailAddress) -> Result<bool> {
+        let paths = self.core.config.return_paths();
+        let Ok((at, claimed)) = paths.claim(address) else { return Ok(false) };
+        Ok(self.signed_for(&paths, &at, &claimed).await?.is_some())
     }
 
     /// Step 3 for the message as read, about its recipient `about`; `Changed` if it changed

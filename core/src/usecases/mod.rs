@@ -47,8 +47,8 @@ use chrono::Duration;
 
 use crate::dns_records::RecordPolicy;
 use crate::ids::{ApiKeyId, DomainId, WorkspaceId};
-use crate::model::{KeyScope, RateLimit};
-use crate::outbound::ReturnPath;
+use crate::model::{Domain, KeyScope, RateLimit};
+use crate::outbound::{ReturnPath, ReturnPathKey, ReturnPaths};
 use crate::ports::{Clock, DnsCheck, EventObserver, ObserverId, ObserverSet, Random, Store};
 use crate::tracking::TrackingConfig;
 
@@ -103,6 +103,12 @@ pub struct CoreConfig {
     /// `bounces+<message id>-<signature>@<its domain>` and reports are taken only at such
     /// addresses; otherwise the envelope sender is the `From` address and no report matches.
     pub return_path: Option<ReturnPath>,
+    /// Return paths on each sending domain's own subdomain (contract §12, "Return path per
+    /// domain"; the server sets it with `TIDINGS_INBOUND_MX_HOST`, which also makes the
+    /// records ask for them): with the key, mail from a domain whose return-path records are
+    /// `Verified` goes with the envelope sender `bounces+<message id>-<signature>@bounces.<domain>`
+    /// signed with it, and reports are taken there too. Other mail keeps `return_path`.
+    pub domain_return_paths: Option<ReturnPathKey>,
     /// How long after its last check (or its creation) a domain that is not Verified is
     /// checked again by [`Domains::recheck`].
     pub domain_recheck_interval: Duration,
@@ -143,6 +149,7 @@ impl Default for CoreConfig {
             webhook_secret_overlap: Duration::hours(24),
             records: RecordPolicy::default(),
             return_path: None,
+            domain_return_paths: None,
             domain_recheck_interval: Duration::minutes(10),
             tracking: None,
             message_retention: Some(Duration::days(30)),
@@ -152,6 +159,25 @@ impl Default for CoreConfig {
             sandbox_sending: false,
             sessions: SessionPolicy::default(),
         }
+    }
+}
+
+impl CoreConfig {
+    /// The return path of mail from `domain`: the domain's own (`bounces.<domain>`) once its
+    /// records verify and per-domain return paths are on, else the server-wide one, else
+    /// none (the envelope sender is then the `From` address).
+    pub fn return_path_for(&self, domain: &Domain) -> Option<ReturnPath> {
+        if let Some(key) = &self.domain_return_paths
+            && let Some(at) = domain.return_path_domain()
+        {
+            return Some(ReturnPath { domain: at, key: key.clone() });
+        }
+        self.return_path.clone()
+    }
+
+    /// Every return path this configuration signs, for matching reports.
+    pub fn return_paths(&self) -> ReturnPaths<'_> {
+        ReturnPaths { server: self.return_path.as_ref(), per_domain: self.domain_return_paths.as_ref() }
     }
 }
 

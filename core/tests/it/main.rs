@@ -18,6 +18,7 @@ mod module_graph;
 mod observer;
 mod outbound_dkim;
 mod outbound_tracking;
+mod return_path_per_domain;
 mod usecases_batch;
 mod usecases_domain_recheck;
 mod usecases_domains;

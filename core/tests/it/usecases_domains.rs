@@ -280,6 +280,10 @@ impl DnsCheck for MeddlingDns {
         }
         self.inner.txt_records(name).await
     }
+
+    async fn mx_records(&self, name: &tidings_core::domain_name::DnsName) -> Result<Vec<(u16, String)>, DnsError> {
+        self.inner.mx_records(name).await
+    }
 }
 
 async fn meddled(delete: bool) -> (TestCore, Arc<MeddlingDns>, Principal, Domain) {

@@ -159,6 +159,9 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
             p.muted { (SANDBOX_RECORD_NOTE) }
         } @else {
             p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
+            @if d.return_path_status().is_some() {
+                p.muted { "The Return-Path records are optional: once both verify, bounces of this domain's mail come back through its own subdomain and SPF passes aligned with your From address." }
+            }
         }
         div.scroll {
             table.fixed #records {
@@ -166,7 +169,10 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
                 tbody {
                     @for r in &d.records {
                         tr data-kind=(r.kind.label()) {
-                            td data-label="Record" { (r.purpose()) " " span.muted.nowrap { "TTL " (r.ttl) } }
+                            td data-label="Record" {
+                                (r.purpose()) " " span.muted.nowrap { "TTL " (r.ttl) }
+                                @if let Some(priority) = r.priority { " " span.muted.nowrap { "priority " (priority) } }
+                            }
                             td data-label="Name" {
                                 span.record-name.mono { (r.name) } " "
                                 button.copy type="button" data-copy=(r.name) hidden aria-label={ "Copy the name of the " (r.kind.label()) " record" } { "Copy" }

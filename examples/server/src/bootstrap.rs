@@ -285,7 +285,7 @@ pub fn mailer(config: &Config, dns: Arc<tidings_dns::HickoryDns>) -> Result<Opti
 
 /// The service on `store` and `dns`, with the configured rules.
 pub fn core(config: &Config, store: Arc<dyn Store>, dns: Arc<dyn DnsCheck>) -> Tidings {
-    core_with_tracking(config, store, dns, None, None)
+    core_with_tracking(config, store, dns, None, SignedReturnPaths::default())
 }
 
 /// [`core`] with open and click tracking and the signed return path configured.
@@ -294,7 +294,7 @@ pub fn core_with_tracking(
     store: Arc<dyn Store>,
     dns: Arc<dyn DnsCheck>,
     tracking: Option<TrackingConfig>,
-    return_path: Option<ReturnPath>,
+    return_paths: SignedReturnPaths,
 ) -> Tidings {
     let core_config = CoreConfig {
         tracking,
@@ -304,9 +304,11 @@ pub fn core_with_tracking(
         records: RecordPolicy {
             spf_mechanism: config.spf_mechanism().to_owned(),
             spf_warning: config.spf_warning(),
+            return_path_host: config.delivery.inbound_mx_host.clone(),
             ..RecordPolicy::default()
         },
-        return_path,
+        return_path: return_paths.server,
+        domain_return_paths: return_paths.per_domain,
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),
         message_retention: config
@@ -319,11 +321,30 @@ pub fn core_with_tracking(
     Tidings::new(store, Arc::new(SystemClock), Arc::new(SystemRandom), dns, core_config)
 }
 
-/// The signed return path on `TIDINGS_RETURN_PATH_DOMAIN`, with the key every node sharing
-/// the store signs with; `None` without the setting.
-pub async fn return_path(config: &Config, store: &dyn Store) -> Result<Option<ReturnPath>, ServerError> {
-    let Some(domain) = config.delivery.return_path_domain.clone() else { return Ok(None) };
-    Ok(Some(ReturnPath { domain, key: ReturnPathKey::shared(store, &SystemRandom).await? }))
+/// The return paths mail is sent with, signed with the key every node sharing the store
+/// signs with.
+#[derive(Debug, Clone, Default)]
+pub struct SignedReturnPaths {
+    /// On `TIDINGS_RETURN_PATH_DOMAIN`, when set.
+    pub server: Option<ReturnPath>,
+    /// The key of each domain's own (`bounces.<domain>`), when `TIDINGS_INBOUND_MX_HOST` is set.
+    pub per_domain: Option<ReturnPathKey>,
+}
+
+impl SignedReturnPaths {
+    /// The configured return paths; the key is read (or made) only when one is configured.
+    pub async fn of(config: &Config, store: &dyn Store) -> Result<Self, ServerError> {
+        let server_domain = config.delivery.return_path_domain.clone();
+        let per_domain = config.delivery.inbound_mx_host.is_some();
+        if server_domain.is_none() && !per_domain {
+            return Ok(Self::default());
+        }
+        let key = ReturnPathKey::shared(store, &SystemRandom).await?;
+        Ok(Self {
+            server: server_domain.map(|domain| ReturnPath { domain, key: key.clone() }),
+            per_domain: per_domain.then_some(key),
+        })
+    }
 }
 
 /// The file in which versions before the shared tracking key kept a node's key.

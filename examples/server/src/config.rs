@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
-use tidings_core::domain_name::DomainName;
+use tidings_core::domain_name::{DnsName, DomainName};
 use tidings_core::model::ApiKeyPlaintext;
 use tidings_core::sealing::SealingKey;
 use tidings_core::shaping::ShapingTable;
@@ -31,7 +31,7 @@ mod sources;
 
 pub use parse::duration;
 use parse::{
-    boolean, byte_size, ca_file, count, delay, delivery, log_filter, pool_size, port, public_url, retention,
+    boolean, byte_size, ca_file, count, delay, delivery, log_filter, mx_host, pool_size, port, public_url, retention,
     retry_schedule, shaping_file, smtp_url, socket_addr, spf_terms,
 };
 pub use settings::Settings;
@@ -149,6 +149,9 @@ pub struct DeliveryConfig {
     pub retry_schedule: RetrySchedule,
     /// `TIDINGS_RETURN_PATH_DOMAIN`.
     pub return_path_domain: Option<DomainName>,
+    /// `TIDINGS_INBOUND_MX_HOST`: the public name of the bounce listener's host, which turns
+    /// on each domain's own return path (`bounces.<domain>`).
+    pub inbound_mx_host: Option<DnsName>,
     /// `TIDINGS_EHLO_NAME`; `None`: the machine's host name.
     pub ehlo_name: Option<EhloName>,
     /// `TIDINGS_DOMAIN_RECHECK_INTERVAL`.
@@ -274,7 +277,8 @@ pub struct Config {
     /// port actually bound.
     pub public_url: Option<PublicUrl>,
     /// `TIDINGS_INBOUND_SMTP_LISTEN`: the bounce and complaint listener (needs
-    /// `TIDINGS_RETURN_PATH_DOMAIN`, the only domain it accepts mail for).
+    /// `TIDINGS_RETURN_PATH_DOMAIN` or `TIDINGS_INBOUND_MX_HOST`: it accepts mail for the
+    /// first and for the domains' own return paths only).
     pub inbound_smtp_listen: Option<SocketAddr>,
     /// `TIDINGS_SUBMISSION_LISTEN`: the SMTP submission listener for applications (STARTTLS
     /// with the HTTPS certificate, AUTH with an API key).
@@ -412,6 +416,7 @@ impl Config {
             retry_schedule: s.value("TIDINGS_RETRY_SCHEDULE", retry_schedule)?,
             return_path_domain: s
                 .parse("TIDINGS_RETURN_PATH_DOMAIN", |t| DomainName::parse(t).map_err(|e| format!("`{t}`: {e}")))?,
+            inbound_mx_host: s.parse("TIDINGS_INBOUND_MX_HOST", mx_host)?,
             ehlo_name: s.parse("TIDINGS_EHLO_NAME", EhloName::parse)?,
             domain_recheck_interval: s.value("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?,
             smtp_timeout: s.value("TIDINGS_SMTP_TIMEOUT", duration)?,
@@ -419,11 +424,12 @@ impl Config {
         let webhook_retry_schedule = s.value("TIDINGS_WEBHOOK_RETRY_SCHEDULE", retry_schedule)?;
         let lease_margin = s.value("TIDINGS_LEASE_MARGIN", duration)?;
         let inbound_smtp_listen = s.parse("TIDINGS_INBOUND_SMTP_LISTEN", socket_addr)?;
-        if inbound_smtp_listen.is_some() && delivery.return_path_domain.is_none() {
+        if inbound_smtp_listen.is_some() && delivery.return_path_domain.is_none() && delivery.inbound_mx_host.is_none()
+        {
             return Err(ConfigError::new(
                 "TIDINGS_INBOUND_SMTP_LISTEN",
                 s.origin("TIDINGS_INBOUND_SMTP_LISTEN"),
-                "needs TIDINGS_RETURN_PATH_DOMAIN: the listener accepts reports sent to that domain only",
+                "needs TIDINGS_RETURN_PATH_DOMAIN or TIDINGS_INBOUND_MX_HOST: the listener accepts reports sent to return paths only",
             ));
         }
         let submission_listen = s.parse("TIDINGS_SUBMISSION_LISTEN", socket_addr)?;

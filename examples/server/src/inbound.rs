@@ -1,5 +1,6 @@
 //! The bounce and complaint listener (`TIDINGS_INBOUND_SMTP_LISTEN`,
-//! docs/api.md#bounce-and-complaint-reports): the SMTP server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN` only,
+//! docs/api.md#bounce-and-complaint-reports): the SMTP server of `tidings-inbound-smtp`, accepting mail for `TIDINGS_RETURN_PATH_DOMAIN`
+//! and the sending domains' own return paths (`bounces.<domain>`, with `TIDINGS_INBOUND_MX_HOST`) only,
 //! with each report handed to core's [`Feedback::process_report`](tidings_core::usecases::Feedback::process_report).
 //!
 //! A report is answered 250 once core has recorded what it says (or found it is about no
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use tidings_core::domain_name::DomainName;
+use tidings_core::email::EmailAddress;
 use tidings_core::usecases::{ReportOutcome, Tidings};
 use tidings_inbound_smtp::{Envelope, HandlerError, InboundHandler, InboundListener, InboundSettings};
 
@@ -78,17 +80,24 @@ impl InboundHandler for ReportHandler {
         }
         Ok(())
     }
+
+    async fn accepts_report_to(&self, recipient: &EmailAddress) -> Result<bool, HandlerError> {
+        self.core.feedback().accepts_report_to(recipient).await.map_err(|e| {
+            tracing::warn!("a recipient could not be checked, the sender will retry: {e}");
+            HandlerError::Temporary(e.to_string())
+        })
+    }
 }
 
-/// Binds the listener on `addr` for `domain` with `limits`; prints `inbound SMTP listening
+/// Binds the listener on `addr` for `domain` (and the domains' own return paths) with `limits`; prints `inbound SMTP listening
 /// on ADDR` on stderr (the real port when `addr` has port 0).
 pub async fn bind(
     addr: SocketAddr,
-    domain: DomainName,
+    domain: Option<DomainName>,
     limits: &SmtpLimits,
     core: Tidings,
 ) -> Result<InboundListener, ServerError> {
-    let settings = with_limits(InboundSettings::new(domain), limits);
+    let settings = with_limits(InboundSettings::reports(domain), limits);
     let listener = InboundListener::bind(addr, settings, Arc::new(ReportHandler::new(core)))
         .await
         .map_err(|source| ServerError::InboundBind { addr, source })?;

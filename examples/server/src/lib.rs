@@ -183,9 +183,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let tracking = TrackingConfig { public_url, key: bootstrap::tracking_key(&config, &*store).await? };
     // One registry for the process: core reports events into it, the router serves it.
     let metrics = Arc::new(Metrics::new());
-    let return_path = bootstrap::return_path(&config, &*store).await?;
+    let return_paths = bootstrap::SignedReturnPaths::of(&config, &*store).await?;
     // Core tells both of every event: the metrics count it, the operator's log names it.
-    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_path)
+    let core = bootstrap::core_with_tracking(&config, store, dns, Some(tracking), return_paths)
         .with_observer(metrics.clone())
         .with_observer(Arc::new(oplog::OperatorLog));
     if let Some(key) = bootstrap::ensure_default_workspace(&core, config.bootstrap_key.clone()).await? {
@@ -233,16 +233,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     // `TIDINGS_DELIVERY=hold` has no mailer: messages are accepted and stay Queued.
     let runtime = Runtime::start(core.clone(), mailer, Some(webhook_sender), settings).await;
     // Bounce and complaint reports: served until shutdown like the HTTPS listener.
-    let inbound = match (config.inbound_smtp_listen, config.delivery.return_path_domain.clone()) {
-        (Some(addr), Some(domain)) => {
+    // Config refuses a listener without a return path to take reports at.
+    let inbound = match config.inbound_smtp_listen {
+        Some(addr) => {
+            let domain = config.delivery.return_path_domain.clone();
             let listener = inbound::bind(addr, domain, &config.smtp_limits, core.clone()).await?;
             let mut stop = stop_rx.clone();
             Some(tokio::spawn(listener.serve(async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             })))
         }
-        // Config refuses a listener without a return-path domain.
-        _ => None,
+        None => None,
     };
     // SMTP submission, with STARTTLS and with implicit TLS: served until shutdown like the others.
     // Listeners besides HTTPS (SMTP submission, metrics), stopped with the background loops.

@@ -89,6 +89,11 @@ pub struct DomainResponse {
     dkim_status: RecordStatus,
     dkim2_status: RecordStatus,
     dmarc_status: RecordStatus,
+    /// the return-path subdomain's records (`bounces.<domain>`) together: Verified when both are, and mail from
+    /// the domain then goes with an envelope sender there; null when the server asks for none (no
+    /// TIDINGS_INBOUND_MX_HOST)
+    #[schema(required)]
+    return_path_status: Option<RecordStatus>,
     dns_records: Vec<DnsRecordResponse>,
     #[schema(required)]
     verified_at: Option<DateTime<Utc>>,
@@ -112,6 +117,7 @@ impl From<Domain> for DomainResponse {
             dkim_status: status_of(RecordKind::Dkim),
             dkim2_status: status_of(RecordKind::Dkim2),
             dmarc_status: status_of(RecordKind::Dmarc),
+            return_path_status: d.return_path_status().map(Into::into),
             verified_at: d.verified_at,
             open_tracking: d.open_tracking,
             click_tracking: d.click_tracking,
@@ -129,7 +135,7 @@ impl From<Domain> for DomainResponse {
 struct DnsRecordResponse {
     /// e.g. `DKIM (TXT)`
     purpose: String,
-    /// DNS record type, e.g. TXT
+    /// DNS record type: TXT, or MX for the return path's
     #[serde(rename = "type")]
     record_type: String,
     /// fully qualified name, without a trailing dot
@@ -151,6 +157,9 @@ struct DnsRecordResponse {
     /// set on the sandbox domain's records, which are shown but not to be published; null otherwise
     #[schema(required, value_type = Option<String>)]
     note: Option<&'static str>,
+    /// the preference of an MX record; null for TXT records
+    #[schema(required)]
+    priority: Option<u16>,
 }
 
 impl DnsRecordResponse {
@@ -166,6 +175,7 @@ impl DnsRecordResponse {
             error: r.error,
             warning: r.warning,
             note,
+            priority: r.priority,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tidings_core::delivery::RetrySchedule;
+use tidings_core::domain_name::{DnsName, DomainName};
 use tidings_core::shaping::ShapingTable;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -15,6 +16,14 @@ use super::{CaFile, Delivery};
 
 pub(super) fn socket_addr(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| format!("`{text}` is not an IP address and port such as 127.0.0.1:8443 or [::1]:8443"))
+}
+
+/// The public host name the return paths' `MX` records point to: a domain name (an MX names
+/// a host, never an address, RFC 5321 §5.1 and RFC 7505 aside).
+pub(super) fn mx_host(text: &str) -> Result<DnsName, String> {
+    DomainName::parse(text)
+        .map(|name| DnsName::from(&name))
+        .map_err(|e| format!("`{text}` is not a host name for an MX record: {e}"))
 }
 
 pub(super) fn port(text: &str) -> Result<u16, String> {

@@ -139,6 +139,12 @@ pub struct Settings {
     /// only address bounce and complaint reports count at. Unset: the From address.
     #[arg(long, env = "TIDINGS_RETURN_PATH_DOMAIN", value_name = "DOMAIN")]
     pub return_path_domain: Option<String>,
+    /// Public name of the host whose SMTP listener (TIDINGS_INBOUND_SMTP_LISTEN, on this node
+    /// or another) takes bounces. Set, every domain's records also ask for an MX on
+    /// bounces.DOMAIN naming it and an SPF record there; once both verify, that domain's mail
+    /// goes with the envelope sender bounces+MESSAGE_ID-SIGNATURE@bounces.DOMAIN.
+    #[arg(long, env = "TIDINGS_INBOUND_MX_HOST", value_name = "HOST")]
+    pub inbound_mx_host: Option<String>,
     /// Name sent with EHLO by relay and mx delivery: this host's public name (the one the
     /// reverse DNS of its address gives), or an address literal such as [192.0.2.1]. Unset:
     /// the machine's host name. With mx delivery, a warning at start when it does not resolve
@@ -168,7 +174,8 @@ pub struct Settings {
         default_value = "5s,5m,30m,2h,5h,10h,10h"
     )]
     pub webhook_retry_schedule: Option<String>,
-    /// ip:port of the bounce and complaint SMTP listener (needs TIDINGS_RETURN_PATH_DOMAIN).
+    /// ip:port of the bounce and complaint SMTP listener (needs TIDINGS_RETURN_PATH_DOMAIN or
+    /// TIDINGS_INBOUND_MX_HOST).
     #[arg(long, env = "TIDINGS_INBOUND_SMTP_LISTEN", value_name = "ADDR")]
     pub inbound_smtp_listen: Option<String>,
     /// Most sessions on each SMTP listener (bounces and submission); at the cap a newcomer

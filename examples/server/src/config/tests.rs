@@ -284,6 +284,20 @@ fn the_inbound_listener_and_public_url_parse() {
 }
 
 #[test]
+fn the_inbound_mx_host_turns_on_the_domains_own_return_paths_and_is_enough_for_the_listener() {
+    let config =
+        load(&[("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525"), ("TIDINGS_INBOUND_MX_HOST", "MX.Tidings.Example.")])
+            .unwrap();
+    assert_eq!(config.delivery.inbound_mx_host.unwrap().as_str(), "mx.tidings.example");
+    assert_eq!(config.delivery.return_path_domain, None);
+
+    let err = load(&[("TIDINGS_INBOUND_MX_HOST", "192.0.2.1:25")]).unwrap_err();
+    assert!(err.to_string().starts_with("TIDINGS_INBOUND_MX_HOST (from environment): `192.0.2.1:25` is not"), "{err}");
+    let err = load(&[("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:2525")]).unwrap_err();
+    assert!(err.to_string().contains("needs TIDINGS_RETURN_PATH_DOMAIN or TIDINGS_INBOUND_MX_HOST"), "{err}");
+}
+
+#[test]
 fn delivery_can_be_put_on_hold() {
     let config = load(&[("TIDINGS_DELIVERY", "HOLD")]).unwrap();
     assert_eq!(config.delivery.mode, Delivery::Hold);

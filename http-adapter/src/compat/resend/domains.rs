@@ -110,18 +110,19 @@ fn record_status(status: RecordStatus) -> &'static str {
     }
 }
 
-/// What a record is for, as Resend's `record` names it (both DKIM keys are `DKIM`).
+/// What a record is for, as Resend's `record` names it (both DKIM keys are `DKIM`; Resend
+/// calls its return-path subdomain's `MX` and `TXT` both `SPF`).
 fn record_name(kind: RecordKind) -> &'static str {
     match kind {
-        RecordKind::Spf => "SPF",
+        RecordKind::Spf | RecordKind::ReturnPathMx | RecordKind::ReturnPathSpf => "SPF",
         RecordKind::Dkim | RecordKind::Dkim2 => "DKIM",
         RecordKind::Dmarc => "DMARC",
     }
 }
 
 /// One record as Resend writes it. `ttl` is a string in Resend's shape (`"Auto"` there; the
-/// seconds here). `name` is fully qualified. `priority` only for an MX record, which Tidings'
-/// sending records do not have.
+/// seconds here). `name` is fully qualified. `priority` only for an MX record (the return
+/// path's).
 #[derive(Serialize)]
 struct RecordResponse {
     record: &'static str,
@@ -139,7 +140,7 @@ impl From<DnsRecord> for RecordResponse {
     fn from(r: DnsRecord) -> Self {
         Self {
             record: record_name(r.kind),
-            priority: None,
+            priority: r.priority,
             status: record_status(r.status),
             ttl: r.ttl.to_string(),
             record_type: r.record_type,

@@ -41,6 +41,9 @@ pub fn settings() -> InboundSettings {
 pub const KEY: &str = "good-key";
 /// The recipient [`RecordingHandler`] refuses at RCPT (submission).
 pub const SUPPRESSED: &str = "gone@dest.example";
+/// The one address off [`DOMAIN`] that [`RecordingHandler`] vouches for (reports): a sending
+/// domain's own return path; "down@bounces.acme.example" fails the check.
+pub const VOUCHED: &str = "bounces+x@bounces.acme.example";
 
 /// Who [`KEY`] authenticates as.
 pub fn principal() -> Principal {
@@ -60,6 +63,8 @@ pub struct RecordingHandler {
     pub received: Mutex<Vec<(Envelope, Vec<u8>)>>,
     pub answer: Mutex<Option<HandlerError>>,
     pub logins: Mutex<Vec<Credentials>>,
+    /// Every recipient `accepts_report_to` was asked about.
+    pub asked: Mutex<Vec<EmailAddress>>,
 }
 
 impl RecordingHandler {
@@ -99,6 +104,15 @@ impl InboundHandler for RecordingHandler {
             return Err(HandlerError::Refused(Refusal::new(550, "5.1.1", "Recipient is on the suppression list")));
         }
         Ok(())
+    }
+
+    async fn accepts_report_to(&self, recipient: &EmailAddress) -> Result<bool, HandlerError> {
+        self.asked.lock().unwrap().push(recipient.clone());
+        match recipient.to_string().as_str() {
+            VOUCHED => Ok(true),
+            "down@bounces.acme.example" => Err(HandlerError::Temporary("store down".into())),
+            _ => Ok(false),
+        }
     }
 }
 
