@@ -45,6 +45,7 @@ mod recipients;
 mod replays_and_renders;
 mod reports;
 mod resend_sdk;
+mod return_path;
 mod sandbox;
 mod scheduling;
 mod secrets_at_rest;

@@ -42,7 +42,10 @@ enum Scripted {
 /// Serves one connection until the client quits or the script ends it; I/O errors end it.
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, acceptor: Option<TlsAcceptor>) {
     let guard = shared.open_connection();
-    let _ = Session { shared: &shared, acceptor: acceptor.as_ref(), id: guard.id, guard: &guard }.run(stream).await;
+    // What an SPF check of the message would take as the sending address.
+    let peer = stream.peer_addr().map(|addr| addr.ip()).ok();
+    let session = Session { shared: &shared, acceptor: acceptor.as_ref(), id: guard.id, guard: &guard, peer };
+    let _ = session.run(stream).await;
 }
 
 struct Session<'a> {
@@ -50,6 +53,7 @@ struct Session<'a> {
     acceptor: Option<&'a TlsAcceptor>,
     id: u64,
     guard: &'a ConnectionGuard,
+    peer: Option<std::net::IpAddr>,
 }
 
 impl Session<'_> {
@@ -290,6 +294,7 @@ impl Session<'_> {
             data,
             tls: conn.tls,
             auth_identity: client.auth.clone(),
+            peer: self.peer,
         };
         // Recorded before the 250, so a client that got its 250 finds the message here.
         let number = self.shared.record(message);

@@ -139,6 +139,8 @@ pub struct ReceivedMessage {
     pub tls: bool,
     /// The user name the client authenticated as.
     pub auth_identity: Option<String>,
+    /// The client's address, as a receiver's SPF check would take it.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl ReceivedMessage {

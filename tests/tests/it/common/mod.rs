@@ -70,12 +70,21 @@ pub async fn two_workspaces() -> (TestServer, TestDnsServer, (String, String), (
 }
 
 /// Publishes the records of `domain` (a domain response's `data`) whose purpose starts with
-/// one of `kinds`: `"SPF"`, `"DKIM ("` (RSA only), `"DKIM2"`, `"DKIM"` (both), `"DMARC"`.
+/// one of `kinds`: `"SPF"`, `"DKIM ("` (RSA only), `"DKIM2"`, `"DKIM"` (both), `"DMARC"`,
+/// `"Return-Path"` (its MX and SPF).
 pub async fn publish(dns: &TestDnsServer, domain: &Value, kinds: &[&str]) {
     for record in domain["dnsRecords"].as_array().expect("dnsRecords") {
         let purpose = record["purpose"].as_str().expect("purpose");
-        if kinds.iter().any(|k| purpose.starts_with(k)) {
-            dns.set_txt(record["name"].as_str().unwrap(), &[record["value"].as_str().unwrap()]).await;
+        if !kinds.iter().any(|k| purpose.starts_with(k)) {
+            continue;
+        }
+        let (name, value) = (record["name"].as_str().unwrap(), record["value"].as_str().unwrap());
+        match record["type"].as_str() {
+            Some("MX") => {
+                let preference = record["priority"].as_u64().and_then(|p| u16::try_from(p).ok()).expect("priority");
+                dns.set_mx(name, &[(preference, value)]).await;
+            }
+            _ => dns.set_txt(name, &[value]).await,
         }
     }
 }
