@@ -5,7 +5,7 @@
 //! An admission is one short READ COMMITTED transaction on the site's row: it upserts and
 //! locks the row, then (in a new statement, whose snapshot therefore sees every admission
 //! that held the lock before) deletes the site's expired leases and reads the row with its
-//! live leases, decides in Rust with core's [`RateBucket`], and writes the lease and the
+//! live leases, decides in Rust with core's `AdmissionRule` (as the memory table does), and writes the lease and the
 //! bucket. Admissions of one site thus run one after the other on every node; admissions of
 //! other sites do not wait. Releases, changes and reads are single statements.
 //!
@@ -15,9 +15,10 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tidings_core::ids::SiteLeaseId;
+use tidings_core::ports::admission_rule::{DestinationState, Verdict};
 use tidings_core::ports::site_admission::{
-    CONNECTION_WAIT, MAX_TRACKED_SITES, RateBucket, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState,
-    SiteWait, bounded_reason,
+    CONNECTION_WAIT, MAX_TRACKED_SITES, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState, SiteWait,
+    bounded_reason,
 };
 use tidings_core::ports::{StoreError, StoreResult};
 use tidings_core::shaping::{MessageRate, RatePeriod, SiteKey};
@@ -151,33 +152,29 @@ enum Decision {
     Refuse(SiteAdmission),
 }
 
-/// What the locked site answers from [`READ_SITE`]'s row, checked in the in-memory table's
-/// order: suspension, connection, rate.
+/// What the locked site answers from [`READ_SITE`]'s row: the destinations' one
+/// [`AdmissionRule`](tidings_core::ports::AdmissionRule) decides, as it does for the
+/// in-memory table.
 fn decide(row: &Row, quota: SiteQuota, now: i64) -> StoreResult<Decision> {
     let suspended_until: Option<i64> = row.try_get("suspended_until").map_err(corrupt)?;
-    if let Some(until) = suspended_until.filter(|until| *until > now) {
-        let reason: String = row.try_get("suspend_reason").map_err(corrupt)?;
-        return Ok(Decision::Refuse(SiteAdmission::Wait {
-            until: from_nanos(until),
-            why: SiteWait::Suspended(reason),
-        }));
-    }
-    let live: i64 = row.try_get("live").map_err(corrupt)?;
-    let held: bool = row.try_get("held").map_err(corrupt)?;
-    if !held && live >= i64::from(quota.connections) {
-        let soonest: Option<i64> = row.try_get("soonest").map_err(corrupt)?;
-        let now_at = from_nanos(now);
-        let until = soonest.map_or(now_at, from_nanos).min(now_at + CONNECTION_WAIT);
-        return Ok(Decision::Refuse(SiteAdmission::Wait { until, why: SiteWait::Connections }));
-    }
-    let rate = match throttle_in_force(row, now)? {
-        Some((lowered, _)) if lowered.per_second() < quota.rate.per_second() => lowered,
-        _ => quota.rate,
+    let suspended_until = suspended_until.filter(|until| *until > now);
+    let reason: Option<String> = match suspended_until {
+        Some(_) => row.try_get("suspend_reason").map_err(corrupt)?,
+        None => None,
     };
-    let tat: i64 = row.try_get("tat").map_err(corrupt)?;
-    Ok(match RateBucket::of(rate).take(tat, now) {
-        Ok(tat) => Decision::Admit { tat },
-        Err(at) => Decision::Refuse(SiteAdmission::Wait { until: from_nanos(at), why: SiteWait::Rate }),
+    let live: i64 = row.try_get("live").map_err(corrupt)?;
+    let soonest: Option<i64> = row.try_get("soonest").map_err(corrupt)?;
+    let state = DestinationState {
+        suspended: suspended_until.map(|until| (from_nanos(until), reason.as_deref().unwrap_or(""))),
+        in_flight: usize::try_from(live).unwrap_or(usize::MAX),
+        holds: row.try_get("held").map_err(corrupt)?,
+        soonest_end: soonest.map(from_nanos),
+        throttle: throttle_in_force(row, now)?.map(|(rate, _)| rate),
+        tat: row.try_get("tat").map_err(corrupt)?,
+    };
+    Ok(match quota.rule().decide(&state, from_nanos(now)) {
+        Verdict::Admitted { tat } => Decision::Admit { tat },
+        Verdict::Wait { until, why } => Decision::Refuse(SiteAdmission::Wait { until, why }),
     })
 }
 

@@ -1,9 +1,17 @@
 //! [`EndpointQuota`]: how many deliveries of each webhook endpoint, and of each workspace, one
 //! claim may take, so that a dead endpoint with a backlog cannot fill every claim, nor one
 //! workspace's many dead endpoints every slot of the dispatcher.
+//!
+//! An endpoint's limit is the destinations' one [`AdmissionRule`]'s in-flight part, the same
+//! code as a site's connection limit (an endpoint has no rate and no suspension); the
+//! workspace's limit is the same rule over the tenant. It is applied inside the store's claim,
+//! not after it as a site's is: a claim that took a dead endpoint's backlog only to put it
+//! back would fill every pass with it (docs/decisions.md, "One admission rule for sites and
+//! endpoints").
 
 use std::collections::HashMap;
 
+use super::admission_rule::{AdmissionRule, InFlightCounts};
 use crate::ids::{WebhookId, WorkspaceId};
 
 /// How many more deliveries of each endpoint and of each workspace one claim may take:
@@ -52,7 +60,7 @@ impl EndpointQuota {
 
     /// A fresh count for one claim, for the stores: see [`QuotaCount`].
     pub fn start(&self) -> QuotaCount<'_> {
-        QuotaCount { quota: self, taken: HashMap::new(), taken_in_workspace: HashMap::new() }
+        QuotaCount { quota: self, taken: InFlightCounts::default(), taken_in_workspace: InFlightCounts::default() }
     }
 }
 
@@ -61,21 +69,25 @@ impl EndpointQuota {
 #[derive(Debug)]
 pub struct QuotaCount<'a> {
     quota: &'a EndpointQuota,
-    taken: HashMap<WebhookId, usize>,
-    taken_in_workspace: HashMap<WorkspaceId, usize>,
+    taken: InFlightCounts<WebhookId>,
+    taken_in_workspace: InFlightCounts<WorkspaceId>,
 }
 
 impl QuotaCount<'_> {
     /// Whether a delivery of `endpoint` may still be taken as far as the endpoint goes
     /// (without counting it).
     pub fn has_room(&self, endpoint: WebhookId) -> bool {
-        self.taken.get(&endpoint).copied().unwrap_or(0) < self.quota.remaining(endpoint)
+        let in_flight = self.quota.in_flight.get(&endpoint).copied().unwrap_or(0);
+        AdmissionRule::in_flight(self.quota.per_endpoint)
+            .has_room(in_flight.saturating_add(self.taken.of(&endpoint)), false)
     }
 
     /// Whether a delivery of `workspace` may still be taken as far as the workspace goes
     /// (without counting it).
     pub fn workspace_has_room(&self, workspace: WorkspaceId) -> bool {
-        self.taken_in_workspace.get(&workspace).copied().unwrap_or(0) < self.quota.remaining_in_workspace(workspace)
+        let in_flight = self.quota.workspace_in_flight.get(&workspace).copied().unwrap_or(0);
+        AdmissionRule::in_flight(self.quota.per_workspace)
+            .has_room(in_flight.saturating_add(self.taken_in_workspace.of(&workspace)), false)
     }
 
     /// Counts a delivery of `endpoint` in `workspace` as taken if both have room; returns
@@ -83,8 +95,8 @@ impl QuotaCount<'_> {
     pub fn take(&mut self, workspace: WorkspaceId, endpoint: WebhookId) -> bool {
         let room = self.has_room(endpoint) && self.workspace_has_room(workspace);
         if room {
-            *self.taken.entry(endpoint).or_default() += 1;
-            *self.taken_in_workspace.entry(workspace).or_default() += 1;
+            self.taken.start(endpoint);
+            self.taken_in_workspace.start(workspace);
         }
         room
     }

@@ -1,6 +1,7 @@
 //! Ports: the narrow traits through which the use cases reach storage, the network and the
 //! environment. Adapters implement them; core never opens a socket or a file.
 
+pub mod admission_rule;
 mod clock;
 mod dns;
 mod endpoint_quota;
@@ -13,6 +14,7 @@ mod store;
 mod store_error;
 mod webhook_sender;
 
+pub use admission_rule::{AdmissionRule, InFlightCounts};
 pub use clock::{Clock, SystemClock};
 #[cfg(test)]
 pub(crate) use dns::MockDnsCheck;

@@ -12,6 +12,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
+use super::admission_rule::AdmissionRule;
 use crate::ids::SiteLeaseId;
 use crate::shaping::{MessageRate, SiteKey};
 
@@ -35,6 +36,14 @@ pub struct SiteQuota {
     pub connections: u32,
     /// Most deliveries per period, before any throttle.
     pub rate: MessageRate,
+}
+
+impl SiteQuota {
+    /// The site's [`AdmissionRule`]: its connections are its most in flight, its rate the
+    /// rule's.
+    pub fn rule(&self) -> AdmissionRule {
+        AdmissionRule { in_flight: usize::try_from(self.connections).unwrap_or(usize::MAX), rate: Some(self.rate) }
+    }
 }
 
 /// A connection lease a delivery asks for: its id and until when it is held (the claim's

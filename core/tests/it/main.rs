@@ -5,6 +5,7 @@
 //! the crate's sources instead: its top-level modules must depend on each other without
 //! cycles.
 
+mod admission_rule;
 mod conformance_memory;
 mod delivery_races;
 mod delivery_recipients;

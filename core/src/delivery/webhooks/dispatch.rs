@@ -45,7 +45,6 @@
 //!
 //! [`WebhookSettings::attempt_lease`]: super::WebhookSettings::attempt_lease
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
@@ -55,7 +54,7 @@ use super::WebhookWorker;
 use crate::Result;
 use crate::ids::{WebhookId, WorkspaceId};
 use crate::model::WebhookDelivery;
-use crate::ports::EndpointQuota;
+use crate::ports::{EndpointQuota, InFlightCounts};
 
 /// How many deliveries the dispatcher runs at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,9 +157,9 @@ impl WebhookDispatcher {
             let counts = self.counts();
             EndpointQuota {
                 per_endpoint: self.settings.per_endpoint_in_flight,
-                in_flight: counts.endpoints.clone(),
+                in_flight: counts.endpoints.counts().clone(),
                 per_workspace: self.settings.per_workspace_in_flight,
-                workspace_in_flight: counts.workspaces.clone(),
+                workspace_in_flight: counts.workspaces.counts().clone(),
             }
         };
         let lease_until = now + self.worker.settings().attempt_lease();
@@ -221,7 +220,7 @@ impl WebhookDispatcher {
 
     /// Deliveries of `workspace` in flight now (for tests and metrics).
     pub fn in_flight_of(&self, workspace: WorkspaceId) -> usize {
-        self.counts().workspaces.get(&workspace).copied().unwrap_or(0)
+        self.counts().workspaces.of(&workspace)
     }
 
     /// Counts a delivery of `endpoint` in `workspace` in flight until the returned guard is
@@ -229,8 +228,8 @@ impl WebhookDispatcher {
     fn hold(self: &Arc<Self>, workspace: WorkspaceId, endpoint: WebhookId, permit: OwnedSemaphorePermit) -> InFlight {
         {
             let mut counts = self.counts();
-            *counts.endpoints.entry(endpoint).or_default() += 1;
-            *counts.workspaces.entry(workspace).or_default() += 1;
+            counts.endpoints.start(endpoint);
+            counts.workspaces.start(workspace);
         }
         self.total.send_modify(|n| *n += 1);
         InFlight { dispatcher: Arc::clone(self), workspace, endpoint, _permit: permit }
@@ -242,21 +241,11 @@ impl WebhookDispatcher {
     }
 }
 
-/// Deliveries in flight per endpoint and per workspace; keys with none are removed.
+/// Deliveries in flight per endpoint and per workspace.
 #[derive(Debug, Default)]
 struct Counts {
-    endpoints: HashMap<WebhookId, usize>,
-    workspaces: HashMap<WorkspaceId, usize>,
-}
-
-/// Counts one delivery less for `key`, removing it at zero.
-fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
-    if let Some(n) = counts.get_mut(key) {
-        *n -= 1;
-        if *n == 0 {
-            counts.remove(key);
-        }
-    }
+    endpoints: InFlightCounts<WebhookId>,
+    workspaces: InFlightCounts<WorkspaceId>,
 }
 
 /// One delivery in flight: holds its slot and its endpoint's and workspace's counts, and
@@ -272,8 +261,8 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         {
             let mut counts = self.dispatcher.counts();
-            count_down(&mut counts.endpoints, &self.endpoint);
-            count_down(&mut counts.workspaces, &self.workspace);
+            counts.endpoints.finish(&self.endpoint);
+            counts.workspaces.finish(&self.workspace);
         }
         self.dispatcher.total.send_modify(|n| *n = n.saturating_sub(1));
         self.dispatcher.finished.notify_one();

@@ -1,6 +1,7 @@
 //! [`SiteTable`]: the delivery sites' admission state of one process (the site half of
 //! [`LocalLimits`](super::LocalLimits)): per site its rate bucket, live leases, suspension
-//! and throttle, with the semantics of [`Limits::admit_delivery`](crate::ports::Limits).
+//! and throttle, with the semantics of [`Limits::admit_delivery`](crate::ports::Limits), decided
+//! by the destinations' one [`AdmissionRule`](crate::ports::admission_rule::AdmissionRule).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -8,9 +9,10 @@ use std::sync::{Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 
 use crate::ids::SiteLeaseId;
+use crate::ports::admission_rule::{DestinationState, Verdict, nanos};
 use crate::ports::site_admission::{
-    CONNECTION_WAIT, MAX_TRACKED_SITES, RateBucket, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState,
-    SiteWait, bounded_reason,
+    CONNECTION_WAIT, MAX_TRACKED_SITES, SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState, SiteWait,
+    bounded_reason,
 };
 use crate::shaping::{MessageRate, SiteKey};
 
@@ -43,15 +45,6 @@ impl Site {
     }
 }
 
-/// Nanoseconds since the epoch, as the stores keep bucket times.
-pub(crate) fn nanos(at: DateTime<Utc>) -> i64 {
-    at.timestamp_nanos_opt().unwrap_or(if at.timestamp() < 0 { 0 } else { i64::MAX / 2 })
-}
-
-fn from_nanos(ns: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_nanos(ns)
-}
-
 /// The sites of one process, at most [`MAX_TRACKED_SITES`] of them.
 #[derive(Debug, Default)]
 pub struct SiteTable {
@@ -80,25 +73,21 @@ impl SiteTable {
         }
         let site = sites.entry(key.clone()).or_default();
         site.expire(now);
-        if let Some((until, reason)) = &site.suspended {
-            return SiteAdmission::Wait { until: *until, why: SiteWait::Suspended(reason.clone()) };
-        }
-        let held = site.leases.contains_key(&lease.id);
-        if !held && site.leases.len() >= usize::try_from(quota.connections).unwrap_or(usize::MAX) {
-            let soonest = site.leases.values().min().copied().unwrap_or(now);
-            return SiteAdmission::Wait { until: soonest.min(now + CONNECTION_WAIT), why: SiteWait::Connections };
-        }
-        let rate = match &site.throttle {
-            Some((lowered, _, _)) if lowered.per_second() < quota.rate.per_second() => *lowered,
-            _ => quota.rate,
+        let state = DestinationState {
+            suspended: site.suspended.as_ref().map(|(until, reason)| (*until, reason.as_str())),
+            in_flight: site.leases.len(),
+            holds: site.leases.contains_key(&lease.id),
+            soonest_end: site.leases.values().min().copied(),
+            throttle: site.throttle.as_ref().map(|(rate, _, _)| *rate),
+            tat: site.tat,
         };
-        match RateBucket::of(rate).take(site.tat, nanos(now)) {
-            Ok(tat) => {
+        match quota.rule().decide(&state, now) {
+            Verdict::Admitted { tat } => {
                 site.tat = tat;
                 site.leases.insert(lease.id, lease.until);
                 SiteAdmission::Admitted
             }
-            Err(at) => SiteAdmission::Wait { until: from_nanos(at), why: SiteWait::Rate },
+            Verdict::Wait { until, why } => SiteAdmission::Wait { until, why },
         }
     }
 
