@@ -20,7 +20,8 @@ use maud::{Markup, html};
 use tidings_core::email::Mailbox;
 use tidings_core::ids::MessageId;
 use tidings_core::model::{
-    BounceType, EventDetails, Message, MessageEvent, MessageStatus, RecipientKind, Suppression, WebhookDelivery,
+    BounceType, CertificateCheck, ConnectionTls, EventDetails, Message, MessageEvent, MessageStatus, RecipientKind,
+    Suppression, WebhookDelivery,
 };
 use tidings_core::usecases::{ListParams, MESSAGE_DELIVERIES_SHOWN, MessageChange, MessageSource, Named};
 use tidings_http::Owner;
@@ -435,6 +436,17 @@ fn details(d: &EventDetails) -> Markup {
         @if let Some(at) = d.scheduled_at { " · send at " (time(at)) }
         @if let Some(url) = &d.url { " · " span.mono { (url) } }
         @if let Some(agent) = &d.user_agent { " · " span.muted { (agent) } }
+        @if let Some(tls) = &d.tls { " · " span.tls { (connection_tls(tls)) } }
+    }
+}
+
+/// How the connection that delivered the message was secured, in words.
+fn connection_tls(tls: &ConnectionTls) -> String {
+    match tls {
+        ConnectionTls::Plaintext => "no TLS (plaintext)".to_owned(),
+        ConnectionTls::Tls(CertificateCheck::Verified) => "TLS, certificate verified".to_owned(),
+        ConnectionTls::Tls(CertificateCheck::NotVerified) => "TLS, certificate not verified".to_owned(),
+        ConnectionTls::Tls(CertificateCheck::Invalid(reason)) => format!("TLS, certificate invalid: {reason}"),
     }
 }
 

@@ -413,6 +413,44 @@ async fn a_delivered_outbox_message_offers_its_eml_and_nothing_else_can_be_fetch
 }
 
 #[tokio::test]
+async fn a_delivered_event_says_how_the_connection_was_secured() {
+    use tidings_core::model::{CertificateCheck, ConnectionTls};
+    let app = TestApp::new().await;
+    app.verified_domain("tls.example").await;
+    let mut shown = Vec::new();
+    for tls in [
+        ConnectionTls::Plaintext,
+        ConnectionTls::Tls(CertificateCheck::Verified),
+        ConnectionTls::Tls(CertificateCheck::invalid("<expired> certificate")),
+    ] {
+        let req = SendRequest {
+            to: Some("a@example.com".into()),
+            subject: Some("s".into()),
+            text: Some("t".into()),
+            ..SendRequest::default()
+        };
+        let message = app.core.messages().send(&app.principal, req, None).await.unwrap().message;
+        let sent = fixtures::event_write(&message, EventType::Sent, fixtures::now(), None);
+        let after = sent.message.clone();
+        app.store.record_event(sent).await.unwrap();
+        let mut delivered = fixtures::event_write(&after, EventType::Delivered, fixtures::now(), None);
+        delivered.event.details.tls = Some(tls);
+        app.store.record_event(delivered).await.unwrap();
+        shown.push(message.id);
+    }
+    let browser = app.sign_in(&app.key).await;
+    let expected = [
+        "no TLS (plaintext)",
+        "TLS, certificate verified",
+        "TLS, certificate invalid: &lt;expired&gt; certificate",
+    ];
+    for (id, words) in shown.iter().zip(expected) {
+        let page = browser.get(&format!("/messages/{id}")).await;
+        assert!(page.body.contains(&format!(r#"<span class="tls">{words}</span>"#)), "{words}: {}", page.body);
+    }
+}
+
+#[tokio::test]
 async fn queued_messages_can_be_rescheduled_and_canceled_then_not_any_more() {
     let app = TestApp::new().await;
     app.verified_domain("sched.example").await;
