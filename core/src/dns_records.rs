@@ -255,24 +255,24 @@ where
     Some(lookup(record.name.clone()).await)
 }
 
-/// TXT records at a record name through the port. Record names are built from a valid
-/// domain and generated selectors, so the parse cannot fail in practice; if it did, the
-/// record fails with the reason instead of panicking.
+/// TXT records at a record name through the port.
 async fn txt_at(dns: &dyn DnsCheck, name: String) -> Answer {
-    let parsed = DnsName::parse(&name).map_err(|error| DnsError::Failed {
-        reason: format!("Tidings cannot look up this name: it {error}"),
-        name: name.clone(),
-    })?;
-    dns.txt_records(&parsed).await
+    dns.txt_records(&lookup_name(name)?).await
 }
 
-/// MX records at a record name through the port (see [`txt_at`]).
+/// MX records at a record name through the port.
 async fn mx_at(dns: &dyn DnsCheck, name: String) -> MxAnswer {
-    let parsed = DnsName::parse(&name).map_err(|error| DnsError::Failed {
+    dns.mx_records(&lookup_name(name)?).await
+}
+
+/// A record name as the port takes it. Record names are built from a valid domain and
+/// generated selectors, so the parse cannot fail in practice; if it did, the record fails
+/// with the reason instead of panicking.
+fn lookup_name(name: String) -> Result<DnsName, DnsError> {
+    DnsName::parse(&name).map_err(|error| DnsError::Failed {
         reason: format!("Tidings cannot look up this name: it {error}"),
         name: name.clone(),
-    })?;
-    dns.mx_records(&parsed).await
+    })
 }
 
 /// The return path's `MX`: the listener's host among the exchanges. Other exchanges are
