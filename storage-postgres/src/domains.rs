@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tidings_core::domain_name::DomainName;
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
-use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
+use tidings_core::model::{Domain, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
 
 use crate::PgStore;
@@ -29,7 +29,7 @@ impl DomainStore for PgStore {
         query(
             &client,
             "WITH changed AS (
-                 INSERT INTO domains (id, workspace_id, name, verified, checked_at, doc)
+                 INSERT INTO domains (id, workspace_id, name, settled, checked_at, doc)
                  VALUES ($1, $2, $3, $4, $5, $6) RETURNING workspace_id
              )
              SELECT pg_notify($7, workspace_id::text) FROM changed",
@@ -37,7 +37,7 @@ impl DomainStore for PgStore {
                 &uuid(domain.id.0),
                 &uuid(domain.workspace_id.0),
                 &domain.name.as_str(),
-                &(domain.status == DomainStatus::Verified),
+                &!domain.needs_recheck(),
                 &domain.checked_or_created_at(),
                 &sealed_doc(&self.sealer, domain)?,
                 &CHANNEL,
@@ -102,12 +102,12 @@ impl DomainStore for PgStore {
         query(
             &tx,
             "WITH changed AS (
-                 UPDATE domains SET verified = $2, checked_at = $3, doc = $4 WHERE id = $1 RETURNING workspace_id
+                 UPDATE domains SET settled = $2, checked_at = $3, doc = $4 WHERE id = $1 RETURNING workspace_id
              )
              SELECT pg_notify($5, workspace_id::text) FROM changed",
             &[
                 &id,
-                &(domain.status == DomainStatus::Verified),
+                &!domain.needs_recheck(),
                 &domain.checked_or_created_at(),
                 &sealed_doc(&self.sealer, domain)?,
                 &CHANNEL,
@@ -131,7 +131,7 @@ impl DomainStore for PgStore {
 
     async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
         let client = self.client().await?;
-        let sql = "SELECT doc FROM domains WHERE NOT verified AND checked_at < $1 ORDER BY checked_at, id LIMIT $2";
+        let sql = "SELECT doc FROM domains WHERE NOT settled AND checked_at < $1 ORDER BY checked_at, id LIMIT $2";
         open_rows(&self.sealer, &query(&client, sql, &[&checked_before, &sql_limit(limit)]).await?, "domain")
     }
 

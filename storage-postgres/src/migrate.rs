@@ -24,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0013_search_text", include_str!("../migrations/0013_search_text.sql")),
     ("0014_event_feed", include_str!("../migrations/0014_event_feed.sql")),
     ("0015_site_limits", include_str!("../migrations/0015_site_limits.sql")),
+    ("0016_domains_settled", include_str!("../migrations/0016_domains_settled.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

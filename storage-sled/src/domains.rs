@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tidings_core::domain_name::DomainName;
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
-use tidings_core::model::{Domain, DomainStatus, Sender, SenderUsername};
+use tidings_core::model::{Domain, Sender, SenderUsername};
 use tidings_core::ports::{DomainStore, Page, PageRequest, StoreError, StoreResult};
 use tidings_core::sealing::Sealed;
 
@@ -131,7 +131,7 @@ impl DomainStore for SledStore {
             let (_, value) = entry.map_err(sled_error)?;
             let stored: Sealed<Domain> = decode(&value, "domain")?;
             let domain = stored.unopened();
-            if domain.status != DomainStatus::Verified && domain.checked_or_created_at() < checked_before {
+            if domain.needs_recheck() && domain.checked_or_created_at() < checked_before {
                 due.push(stored);
             }
         }

@@ -238,6 +238,14 @@ impl Domain {
         })
     }
 
+    /// Whether the background re-verification should look at it again: it is not Verified,
+    /// or its return path's records are asked for and not Verified (the customer may publish
+    /// them after the domain verified). The sandbox is Verified and has no return path.
+    pub fn needs_recheck(&self) -> bool {
+        self.status != DomainStatus::Verified
+            || self.return_path_status().is_some_and(|status| status != RecordStatus::Verified)
+    }
+
     /// Only a Verified domain is sendable. (The sandbox is Verified, but sendable only
     /// where the service allows it: `Tidings` decides that, not the record.)
     pub fn is_sendable(&self) -> bool {

@@ -453,7 +453,8 @@ pub trait DomainStore: Send + Sync {
     /// Deletes a domain and its senders (durable); its name can be added again. `NotFound`
     /// if absent.
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
-    /// Up to `limit` domains, of any workspace, whose status is not `Verified` and whose last
+    /// Up to `limit` domains, of any workspace, with something left to verify
+    /// ([`Domain::needs_recheck`](crate::model::Domain::needs_recheck)) and whose last
     /// check (`last_checked_at`, or `created_at` if never checked) is before
     /// `checked_before`; least recently checked first, ties by id. Drives the periodic
     /// re-verification. Unlike the lists, this may cost O(domains): there are few, and it

@@ -146,3 +146,18 @@ async fn mail_sent_with_the_server_wide_return_path_still_matches_after_the_doma
     let outcome = report(&d, &envelope, bounce_to(&before, &envelope)).await;
     assert!(matches!(outcome, ReportOutcome::Bounced { .. }), "{outcome:?}");
 }
+
+#[tokio::test]
+async fn the_background_recheck_verifies_a_return_path_published_after_the_domain() {
+    let d = service().await;
+    verify(&d, false).await;
+    let domain = d.t.core.domains().get(&d.who, d.domain.id).await.unwrap();
+    d.t.dns.publish(&domain, &[RecordKind::ReturnPathMx, RecordKind::ReturnPathSpf]);
+    let later = d.t.now() + chrono::Duration::hours(1);
+    let report = d.t.core.domains().recheck(later, 10).await.unwrap();
+    assert_eq!((report.checked, report.verified), (1, 1), "Verified, yet its return path was left to check");
+    let checked = d.t.core.domains().get(&d.who, d.domain.id).await.unwrap();
+    assert_eq!(checked.return_path_status(), Some(RecordStatus::Verified));
+    let report = d.t.core.domains().recheck(later + chrono::Duration::hours(1), 10).await.unwrap();
+    assert_eq!(report.checked, 0, "nothing left to verify");
+}

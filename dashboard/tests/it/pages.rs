@@ -439,11 +439,8 @@ async fn a_delivered_event_says_how_the_connection_was_secured() {
         shown.push(message.id);
     }
     let browser = app.sign_in(&app.key).await;
-    let expected = [
-        "no TLS (plaintext)",
-        "TLS, certificate verified",
-        "TLS, certificate invalid: &lt;expired&gt; certificate",
-    ];
+    let expected =
+        ["no TLS (plaintext)", "TLS, certificate verified", "TLS, certificate invalid: &lt;expired&gt; certificate"];
     for (id, words) in shown.iter().zip(expected) {
         let page = browser.get(&format!("/messages/{id}")).await;
         assert!(page.body.contains(&format!(r#"<span class="tls">{words}</span>"#)), "{words}: {}", page.body);

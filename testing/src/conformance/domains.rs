@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
-use tidings_core::model::{Domain, DomainKind, DomainStatus, RecordStatus, Sender};
+use tidings_core::model::{DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus, Sender};
 use tidings_core::ports::{PageRequest, Store};
 
 pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Store + 'static>(s: Arc<S>) {
@@ -205,4 +205,29 @@ pub(super) async fn domains_to_recheck_are_the_unverified_least_recently_checked
     s.delete_domain(a, failed.id).await.must("delete_domain");
     let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck after changes");
     assert_eq!(ids(due), [never_checked.id, recent.id], "verified and deleted domains drop out");
+
+    // Verified, but the return path's records it asks for are not (yet): still due, until
+    // they verify too.
+    let return_path = |status| DnsRecord {
+        kind: RecordKind::ReturnPathMx,
+        record_type: "MX".to_owned(),
+        name: "bounces.partial.example.com".to_owned(),
+        value: "mx.tidings.test".to_owned(),
+        ttl: 3600,
+        status,
+        last_checked_at: Some(at(30)),
+        error: None,
+        warning: None,
+        priority: Some(10),
+    };
+    let mut pending = checked.clone();
+    pending.records.push(return_path(RecordStatus::Failed));
+    s.update_domain(&pending).await.must("update_domain with a return path");
+    let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck, return path pending");
+    assert_eq!(ids(due), [never_checked.id, partial.id, recent.id], "its return path is left to verify");
+    let mut settled = pending.clone();
+    settled.records.last_mut().expect("the return path's record").status = RecordStatus::Verified;
+    s.update_domain(&settled).await.must("update_domain, return path verified");
+    let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck, return path verified");
+    assert_eq!(ids(due), [never_checked.id, recent.id], "nothing left to verify");
 }

@@ -67,7 +67,7 @@ impl DomainStore for MemoryStore {
             .values()
             .filter(|d| {
                 let d = d.unopened();
-                d.status != DomainStatus::Verified && d.checked_or_created_at() < checked_before
+                d.needs_recheck() && d.checked_or_created_at() < checked_before
             })
             .collect();
         due.sort_by_key(|d| (d.unopened().checked_or_created_at(), d.unopened().id));

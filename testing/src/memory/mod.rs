@@ -31,9 +31,8 @@ use tidings_core::ids::{
     WebhookId, WorkspaceId,
 };
 use tidings_core::model::{
-    ApiKey, Domain, DomainStatus, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender,
-    SenderUsername, Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint,
-    Workspace,
+    ApiKey, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, Sender, SenderUsername,
+    Suppression, SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
     CreateOutcome, DomainStore, EndpointQuota, EventWrite, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
