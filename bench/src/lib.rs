@@ -1,9 +1,12 @@
 //! Helpers shared by the benchmarks that drive the real `tidings-server` (`http-load`,
 //! `delivery-load`): finding the release binary, verifying a sending domain through the
 //! in-process DNS server, and creating send keys; and by the store benchmarks
-//! (`tidings-bench`, `engine-compare`): the message body they store and latency percentiles.
+//! (`tidings-bench`, `engine-compare`): the message body they store and latency percentiles;
+//! and [`procstat`], the CPU time and memory of the processes a run watches.
 
 use std::path::PathBuf;
+
+pub mod procstat;
 
 use serde_json::{Value, json};
 use tidings_dns::testing::TestDnsServer;

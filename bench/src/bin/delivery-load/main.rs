@@ -27,7 +27,6 @@
 
 mod interrupt;
 mod postfix;
-mod procstat;
 mod report;
 mod sink;
 mod tools;
@@ -41,7 +40,9 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use futures::{StreamExt as _, stream};
-use tidings_bench::{Result, WrkFigures, create_keys, parse_wrk, receipt, release_server_binary, verified_domain};
+use tidings_bench::{
+    Result, WrkFigures, create_keys, parse_wrk, procstat, receipt, release_server_binary, verified_domain,
+};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{Options as ServerOptions, ScratchDatabase, TestServer, fresh_key};
 
