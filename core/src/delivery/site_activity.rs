@@ -144,6 +144,25 @@ impl SiteActivity {
         s.waiting.drain().map(|(id, (ws, due))| (ws, id, due)).collect()
     }
 
+    /// The message this node put back for `site` that is due soonest but not yet (workspace,
+    /// message, due time), forgotten here: for a freed connection to take it.
+    pub(crate) fn take_next_waiting(
+        &self,
+        site: &SiteKey,
+        now: DateTime<Utc>,
+    ) -> Option<(WorkspaceId, MessageId, DateTime<Utc>)> {
+        let mut table = self.table();
+        let Table { sites, waiting } = &mut *table;
+        let s = sites.get_mut(site)?;
+        // A scan of the site's waiting mail: one per delivery that ends, and what a node
+        // keeps waiting is bounded (MAX_WAITING).
+        let (&message, &(workspace, due)) =
+            s.waiting.iter().filter(|(_, (_, due))| *due > now).min_by_key(|(_, (_, due))| *due)?;
+        s.waiting.remove(&message);
+        *waiting -= 1;
+        Some((workspace, message, due))
+    }
+
     /// `message` was admitted by `site` at `now`.
     pub(crate) fn admitted(&self, site: &SiteKey, message: MessageId, now: DateTime<Utc>) {
         self.with_site(site, |s, waiting| {

@@ -25,7 +25,7 @@ use crate::delivery::site_activity::SiteActivity;
 use crate::ids::SiteLeaseId;
 use crate::ids::{MessageId, WorkspaceId};
 use crate::ports::site_admission::{CONNECTION_WAIT, SiteAdmission, SiteWait};
-use crate::ports::{Limits, Random, SiteChange, SiteLease, SiteQuota, StoreResult};
+use crate::ports::{Limits, Random, SiteChange, SiteLease, SiteQuota, Store, StoreResult};
 use crate::shaping::{RuleAction, ShapingTable, SiteKey};
 
 /// Longest a refused message is put off beyond the site's answer by the spreading: past it,
@@ -91,17 +91,19 @@ struct Memory {
 /// See the module docs.
 pub(crate) struct SiteGate {
     shaping: Shaping,
+    /// Where a waiting message is made due when a delivery to its site ends.
+    store: Arc<dyn Store>,
     /// How long a lease is kept after a delivery (zero: released at once).
     keep: TimeDelta,
     memory: Mutex<Memory>,
 }
 
 impl SiteGate {
-    pub(crate) fn new(shaping: Shaping, keep: std::time::Duration) -> Self {
+    pub(crate) fn new(shaping: Shaping, store: Arc<dyn Store>, keep: std::time::Duration) -> Self {
         // Twice the transport's idle time: its reaper closes an idle connection up to one
         // period after it expires.
         let keep = TimeDelta::from_std(keep.saturating_mul(2)).unwrap_or(TimeDelta::minutes(10));
-        Self { shaping, keep, memory: Mutex::new(Memory::default()) }
+        Self { shaping, store, keep, memory: Mutex::new(Memory::default()) }
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
@@ -173,6 +175,29 @@ impl SiteGate {
         self.shaping.activity.finished(&site, reply, now);
         if let Some(reply) = reply {
             self.react(&site, reply, now).await;
+        }
+        self.wake_next(&site, now).await;
+    }
+
+    /// A delivery to `site` is over, so its connection (or the lease kept for it) is free:
+    /// the message this node put back for the site soonest is made due now, to take it
+    /// (one write). Without this, mail refused for want of a connection came back only on
+    /// its spread (a quarter second over the site's connections), so a site whose
+    /// deliveries take milliseconds was held to about four deliveries a second per
+    /// connection (bench/README.md, "site-delivery"). The spread stays, for leases that end
+    /// on other nodes and for mail this node no longer remembers.
+    async fn wake_next(&self, site: &SiteKey, now: DateTime<Utc>) {
+        let Some((workspace, message, due)) = self.shaping.activity.take_next_waiting(site, now) else { return };
+        match self.store.requeue_message(workspace, message, due, now).await {
+            // `false`: it was taken meanwhile (or is gone); nothing to do.
+            Ok(_) => {
+                // A later refusal spreads from now, not from the woken message's old turn.
+                let mut memory = self.memory();
+                if memory.backlog.get(site).is_some_and(|last| *last <= due) {
+                    memory.backlog.remove(site);
+                }
+            }
+            Err(error) => tracing::debug!(%site, %error, "cannot make the next waiting message due"),
         }
     }
 

@@ -245,7 +245,10 @@ impl DeliveryWorker {
     pub fn new(core: Tidings, mailer: Arc<dyn Mailer>, settings: DeliverySettings) -> Self {
         let signers = Arc::new(SignerCache::new(settings.signer_cache_size));
         let signing = Arc::new(tokio::sync::Semaphore::new(settings.signing_threads.max(1)));
-        let gate = settings.shaping.clone().map(|shaping| SiteGate::new(shaping, mailer.idle_connection_lifetime()));
+        let gate = settings
+            .shaping
+            .clone()
+            .map(|shaping| SiteGate::new(shaping, Arc::clone(core.store()), mailer.idle_connection_lifetime()));
         Self { shared: Arc::new(Shared { core, mailer, settings, signers, signing, gate }) }
     }
 

@@ -165,3 +165,31 @@ async fn without_sites_nothing_is_shaped() {
     let report = d.step().await;
     assert_eq!((report.delivered, report.waiting), (5, 0), "{report:?}");
 }
+
+#[tokio::test]
+async fn a_delivery_ending_makes_the_next_message_waiting_for_its_connection_due_at_once() {
+    // One connection; each delivery takes 200 ms of real time, the clock stands still. The
+    // second message, refused while the first holds the connection, is made due when the
+    // first ends, not a quarter second later (the fallback spread).
+    let limits = Arc::new(LocalLimits::default());
+    let table = ShapingTable::from_toml("[\".one.example\"]\nconnection_limit = 1\n").expect("the shaping file");
+    let shaping = Shaping::new(Arc::new(table), Arc::clone(&limits) as Arc<dyn Limits>);
+    let mailer = FakeMailer::stalling(std::time::Duration::from_millis(200)).routing("one.example", ".one.example");
+    let d = Delivery::with(CoreConfig::default(), mailer, |s| {
+        s.shaping = Some(shaping);
+        s.concurrency = 2;
+    })
+    .await;
+    let t0 = d.t.now();
+    let (a, b) = (d.send("a@one.example").await, d.send("b@one.example").await);
+
+    let report = d.step().await;
+    assert_eq!((report.delivered, report.waiting), (1, 1), "one connection: {report:?}");
+    let held = [d.message(a.id).await, d.message(b.id).await].into_iter().find(|m| m.status == MessageStatus::Queued);
+    let held = held.expect("one waits");
+    assert_eq!(held.next_attempt_at, Some(t0), "due when the connection came free");
+
+    let report = d.step().await;
+    assert_eq!(report.delivered, 1, "taken without the clock moving: {report:?}");
+    assert_eq!(d.message(held.id).await.attempts, 1);
+}
