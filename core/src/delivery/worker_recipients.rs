@@ -9,10 +9,11 @@
 //! 3. With admission by site, each other copy asks its recipient's site, as a single
 //!    message's attempt does (contract §12): a copy its site refuses is not attempted, gets
 //!    no event and uses no retry; it waits, due at its site's turn, while the admitted copies
-//!    go now. Its due time goes with the claim's first write (the admitted copies' `Sent`),
-//!    so the message comes back to the queue when its earliest waiting recipient is due;
-//!    when no copy goes, there is no event to write, and the claim's due time alone moves to
-//!    that time (`MessageStore::requeue_message`).
+//!    go now. Its due time (and [`Recipient::waits_for_site`], which lets a site's resume
+//!    hurry it: [`due_recipients`]) goes with the claim's first write (the admitted copies'
+//!    `Sent`), so the message comes back to the queue when its earliest waiting recipient is
+//!    due; when no copy goes, there is no event to write, and the claim's due time alone
+//!    moves to that time (`MessageStore::requeue_message`).
 //! 4. A deleted domain, the sandbox off the machine, or a message that cannot be built fails
 //!    every due recipient, those waiting for their site included.
 //! 5. The message is built and signed once; when its HTML is tracked, once per recipient,
@@ -46,7 +47,7 @@ use tokio::sync::Mutex;
 
 use super::{Outcome, Shared, happening, response};
 use crate::delivery::site_gate::Ticket;
-use crate::model::{EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use crate::model::{EventDetails, EventType, Message, MessageStatus, Recipient, SuppressionReason, SuppressionSource};
 use crate::outbound::{SignedCopy, sign_copy};
 use crate::ports::{SendError, SendReceipt};
 use crate::state_machine::{Happening, apply_recipient_event};
@@ -435,9 +436,9 @@ fn poisoned() -> Error {
     Error::Internal("the pending outcomes' lock was poisoned".into())
 }
 
-/// Sets the due time of each copy held for its site (recipient position, when), if the
-/// recipient still waits. A recipient found `Sent` keeps the claim's lease instead: it is
-/// due again when the lease ends.
+/// Marks each copy held for its site (recipient position, when) as waiting for it, due at
+/// its turn, if the recipient still waits. A recipient found `Sent` keeps the claim's lease
+/// instead: it is due again when the lease ends.
 fn hold(message: &mut Message, held: &[(usize, DateTime<Utc>)]) {
     use MessageStatus as S;
     for &(index, due) in held {
@@ -445,6 +446,7 @@ fn hold(message: &mut Message, held: &[(usize, DateTime<Utc>)]) {
             && matches!(r.status, S::Queued | S::Scheduled | S::Deferred)
         {
             r.next_attempt_at = Some(due);
+            r.waits_for_site = true;
         }
     }
 }
@@ -463,18 +465,23 @@ fn earliest_due(message: &Message, held: &[(usize, DateTime<Utc>)]) -> Option<Da
 }
 
 /// The recipients this claim attempts: those waiting whose time has come (`Queued`,
-/// `Scheduled`, `Deferred`), and those found `Sent`, whose attempt a crash interrupted.
+/// `Scheduled`, `Deferred`), and those found `Sent`, whose attempt a crash interrupted. If
+/// none has, the message was claimed before its time, which a site's resume does
+/// ([`SiteControl::resume`]): those waiting only for their site ask it again (no retry).
+///
+/// [`SiteControl::resume`]: crate::delivery::SiteControl::resume
 fn due_recipients(message: &Message, now: DateTime<Utc>) -> Vec<usize> {
     use MessageStatus as S;
-    message
+    let waiting = |r: &Recipient| matches!(r.status, S::Queued | S::Scheduled | S::Deferred);
+    let by_time: Vec<usize> = message
         .recipients
         .iter()
         .enumerate()
-        .filter(|(_, r)| match r.status {
-            S::Sent => true,
-            S::Queued | S::Scheduled | S::Deferred => r.next_attempt_at.is_none_or(|at| at <= now),
-            _ => false,
-        })
+        .filter(|(_, r)| r.status == S::Sent || (waiting(r) && r.next_attempt_at.is_none_or(|at| at <= now)))
         .map(|(i, _)| i)
-        .collect()
+        .collect();
+    if !by_time.is_empty() {
+        return by_time;
+    }
+    message.recipients.iter().enumerate().filter(|(_, r)| waiting(r) && r.waits_for_site).map(|(i, _)| i).collect()
 }
