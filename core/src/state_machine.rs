@@ -181,6 +181,7 @@ fn move_recipient(recipient: &mut Recipient, status: MessageStatus, happening: &
     }
     recipient.status = status;
     recipient.next_attempt_at = due_after(happening.event_type, status, before, happening.next_attempt_at);
+    recipient.waits_for_site = false;
 }
 
 /// What the event sets on the message as a whole: the wire `Message-ID` (`Sent`) and the

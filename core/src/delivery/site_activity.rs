@@ -112,7 +112,8 @@ impl SiteActivity {
     }
 
     /// `message` of `workspace` waits for `site` until `due`, as of `now` (not remembered
-    /// past [`MAX_WAITING`]).
+    /// past [`MAX_WAITING`]). Several copies of one message (a recipient list) waiting for
+    /// the site keep the earliest due time: the message's own, which a resume moves.
     pub(crate) fn waiting(
         &self,
         site: &SiteKey,
@@ -127,9 +128,15 @@ impl SiteActivity {
             }
         }
         self.with_site(site, |s, waiting| {
-            let room = *waiting < MAX_WAITING || s.waiting.contains_key(&message);
-            if room && s.waiting.insert(message, (workspace, due)).is_none() {
-                *waiting += 1;
+            match s.waiting.get_mut(&message) {
+                // Still waiting as put back: another copy of the same claim.
+                Some(kept) if kept.1 > now => kept.1 = kept.1.min(due),
+                Some(kept) => *kept = (workspace, due),
+                None if *waiting < MAX_WAITING => {
+                    s.waiting.insert(message, (workspace, due));
+                    *waiting += 1;
+                }
+                None => {}
             }
         });
     }

@@ -52,6 +52,7 @@ use crate::classify::{Verdict, classify};
 use crate::delivery::schedule::RetrySchedule;
 use crate::delivery::signers::SignerCache;
 use crate::delivery::site_gate::{Gate, Shaping, SiteGate, Ticket};
+use crate::email::EmailAddress;
 use crate::ids::{EventId, MessageId};
 use crate::model::{BounceType, Domain, EventDetails, EventType, Message, MessageStatus};
 use crate::model::{SuppressionReason, SuppressionSource};
@@ -95,9 +96,9 @@ pub struct DeliverySettings {
     /// 18 threads signing on two cores. Default: the cores this process may use.
     pub signing_threads: usize,
     /// Admission by delivery site (contract §12): when set, and the mailer names sites
-    /// ([`Mailer::site`]), each attempt first asks its recipient's site, and mail the site
-    /// cannot take yet goes back to the queue without an attempt. `None` by default: a relay
-    /// shapes its own delivery.
+    /// ([`Mailer::site`]), each attempt (each copy, for a message with a recipient list) first
+    /// asks its recipient's site, and mail the site cannot take yet goes back to the queue
+    /// without an attempt. `None` by default: a relay shapes its own delivery.
     pub shaping: Option<Shaping>,
 }
 
@@ -362,27 +363,35 @@ impl Shared {
                 Err(SendError::Unreachable { reason: format!("no answer within {:?}", self.settings.send_timeout) })
             }
         };
-        if let (Some(gate), Some(ticket)) = (&self.gate, ticket) {
-            let (reply, connected) = site_reply(&result);
-            gate.release(ticket, reply.as_deref(), connected, self.core.clock().now()).await;
-        }
+        self.release(ticket, &result).await;
         self.record_outcome(&sent, &result).await
     }
 
-    /// Whether `message`'s site admits it now (`Ok(None)` when there is no shaping, or the
-    /// mailer names no site for its recipient).
+    /// Ends the ticket of a delivery that happened, with what the site said (for its
+    /// adaptive rules) and whether the connection may be kept.
+    async fn release(&self, ticket: Option<Ticket>, result: &std::result::Result<SendReceipt, SendError>) {
+        if let (Some(gate), Some(ticket)) = (&self.gate, ticket) {
+            let (reply, connected) = site_reply(result);
+            gate.release(ticket, reply.as_deref(), connected, self.core.clock().now()).await;
+        }
+    }
+
+    /// Whether the site of `to` (a recipient of `message`) admits its copy now (`Ok(None)`
+    /// when there is no shaping, or the mailer names no site for the recipient); else when
+    /// to ask again.
     async fn admit(
         &self,
         message: &Message,
+        to: &EmailAddress,
         lease_until: DateTime<Utc>,
     ) -> Result<std::result::Result<Option<Ticket>, DateTime<Utc>>> {
         let Some(gate) = &self.gate else { return Ok(Ok(None)) };
-        let Some(site) = self.mailer.site(message.to.domain()).await else { return Ok(Ok(None)) };
+        let Some(site) = self.mailer.site(to.domain()).await else { return Ok(Ok(None)) };
         let now = self.core.clock().now();
         match gate.admit(site, message.workspace_id, message.id, now, lease_until, &*self.core.random).await? {
             Gate::Admitted(ticket) => Ok(Ok(Some(ticket))),
             Gate::Wait { due, why } => {
-                tracing::debug!(message = %message.id, %due, %why, "the site cannot take the message yet");
+                tracing::debug!(message = %message.id, %due, %why, "the site cannot take the copy yet");
                 Ok(Err(due))
             }
         }
@@ -421,7 +430,7 @@ impl Shared {
             return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
         }
         // Asked before building: a message its site cannot take yet costs no signature.
-        let ticket = match self.admit(message, lease_until).await? {
+        let ticket = match self.admit(message, &message.to, lease_until).await? {
             Ok(ticket) => ticket,
             Err(due) => return Ok(Start::Wait(due)),
         };

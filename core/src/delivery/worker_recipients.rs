@@ -5,13 +5,23 @@
 //! 1. The due recipients: those waiting whose time has come, and those found `Sent` (an
 //!    attempt whose outcome a crash lost).
 //! 2. Each due recipient suppressed now ends `Suppressed` (`Failed` if found `Sent`), the
-//!    others go on; a deleted domain, the sandbox off the machine, or a message that cannot
-//!    be built fails every due recipient.
-//! 3. The message is built and signed once; when its HTML is tracked, once per recipient,
+//!    others go on.
+//! 3. With admission by site, each other copy asks its recipient's site, as a single
+//!    message's attempt does (contract §12): a copy its site refuses is not attempted, gets
+//!    no event and uses no retry; it waits, due at its site's turn, while the admitted copies
+//!    go now. Its due time (and [`Recipient::waits_for_site`], which lets a site's resume
+//!    hurry it: [`due_recipients`]) goes with the claim's first write (the admitted copies'
+//!    `Sent`), so the message comes back to the queue when its earliest waiting recipient is
+//!    due; when no copy goes, there is no event to write, and the claim's due time alone
+//!    moves to that time (`MessageStore::requeue_message`).
+//! 4. A deleted domain, the sandbox off the machine, or a message that cannot be built fails
+//!    every due recipient, those waiting for their site included.
+//! 5. The message is built and signed once; when its HTML is tracked, once per recipient,
 //!    whose tokens name it. Each recipient is recorded `Sent`, then every copy is handed to
 //!    the [`Mailer`](crate::ports::Mailer) in an envelope of its own (RCPT TO the recipient,
 //!    MAIL FROM the return path signed for it), all at once, and each outcome is recorded
-//!    for its recipient, a hard bounce suppressing that address alone.
+//!    for its recipient, a hard bounce suppressing that address alone. Each copy's site
+//!    ticket ends after its own reply, which goes through the site's adaptive rules.
 //!
 //! Why an envelope per recipient rather than one per receiving domain: the return path is
 //! signed for one recipient, so a bounce proves which recipient it is about without trusting
@@ -28,12 +38,16 @@
 //! claim's lease; from then on a recipient in flight keeps it
 //! ([`Message::settle_from_recipients`]).
 
+use std::collections::HashMap;
+use std::sync::PoisonError;
+
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::{Outcome, Shared, happening, response};
-use crate::model::{EventDetails, EventType, Message, MessageStatus, SuppressionReason, SuppressionSource};
+use crate::delivery::site_gate::Ticket;
+use crate::model::{EventDetails, EventType, Message, MessageStatus, Recipient, SuppressionReason, SuppressionSource};
 use crate::outbound::{ReturnPath, SignedCopy, sign_copy};
 use crate::ports::{SendError, SendReceipt};
 use crate::state_machine::{Happening, apply_recipient_event};
@@ -52,13 +66,31 @@ struct Current {
     /// Outcomes that arrived while another write held the message: the next writer writes
     /// them all at once, so that outcomes arriving together cost one write, not one each.
     pending: std::sync::Mutex<Vec<(usize, Happening)>>,
+    /// Copies their site refused (recipient position, when the site will take it): every
+    /// write of the claim sets these recipients' due times.
+    held: Vec<(usize, DateTime<Utc>)>,
+    /// The site tickets of the admitted copies, by recipient position, until each copy's
+    /// reply (or its end without a send) gives its ticket back.
+    tickets: std::sync::Mutex<HashMap<usize, Ticket>>,
+}
+
+impl Current {
+    fn take_ticket(&self, index: usize) -> Option<Ticket> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner).remove(&index)
+    }
 }
 
 impl Shared {
     pub(super) async fn deliver_recipients(&self, claimed: Message, lease: DateTime<Utc>) -> Result<Outcome> {
         let now = self.core.clock().now();
         let due = due_recipients(&claimed, now);
-        let current = Current { message: Mutex::new(claimed), lease, pending: std::sync::Mutex::new(Vec::new()) };
+        let mut current = Current {
+            message: Mutex::new(claimed),
+            lease,
+            pending: std::sync::Mutex::new(Vec::new()),
+            held: Vec::new(),
+            tickets: std::sync::Mutex::new(HashMap::new()),
+        };
         let mut outcomes = Vec::with_capacity(due.len());
         let mut going = Vec::with_capacity(due.len());
         for index in due {
@@ -78,23 +110,32 @@ impl Shared {
                 going.push(index);
             }
         }
+        let going = self.admit_copies(&mut current, going).await?;
         if going.is_empty() {
-            return Ok(Outcome::Several(outcomes));
+            return self.put_back(&current, outcomes).await;
         }
         let snapshot = current.message.lock().await.clone();
-        let (copies, return_path) = match self.prepare_copies(&snapshot, &going).await? {
-            Ok(prepared) => prepared,
-            Err(reason) => {
-                for index in going {
+        let prepared = self.prepare_copies(&snapshot, &going).await;
+        let (copies, return_path) = match prepared {
+            Ok(Ok(prepared)) => prepared,
+            Ok(Err(reason)) => {
+                self.cancel_tickets(&current).await;
+                // The message as a whole cannot go: the copies waiting for their site fail too.
+                let held = std::mem::take(&mut current.held);
+                for index in going.into_iter().chain(held.into_iter().map(|(index, _)| index)) {
                     let details = response(&reason);
                     outcomes
                         .push(self.settle(&current, index, EventType::Failed, details, Outcome::Failed, true).await?);
                 }
                 return Ok(Outcome::Several(outcomes));
             }
+            Err(e) => {
+                self.cancel_tickets(&current).await;
+                return Err(e);
+            }
         };
-        // Every due recipient is `Sent` before the first copy leaves, in one write, so the
-        // message stays leased while any is in flight.
+        // Every admitted copy's recipient is `Sent` before the first copy leaves, in one
+        // write, so the message stays leased while any is in flight.
         let attempts: Vec<u32> = {
             let m = current.message.lock().await;
             going.iter().map(|&i| m.recipients[i].attempts.saturating_add(1)).collect()
@@ -109,7 +150,7 @@ impl Shared {
                 (index, happening(&self.core, EventType::Sent, details, provider, None))
             })
             .collect();
-        let recorded = self.write(&current, sent, true).await?;
+        let recorded = self.write_sent(&current, sent, &mut outcomes).await?;
         let mut ready = Vec::with_capacity(going.len());
         for (((index, copy), attempt), written) in going.into_iter().zip(copies).zip(attempts).zip(recorded) {
             match written {
@@ -146,6 +187,93 @@ impl Shared {
             outcomes.push(outcome?);
         }
         Ok(Outcome::Several(outcomes))
+    }
+
+    /// Asks the site of each copy at `due` (its recipient's, [`Mailer::site`]) to admit it,
+    /// as a single message's attempt is asked: returns the positions admitted, their tickets
+    /// kept in `current`, and notes in `current.held` when the others' sites will take them.
+    /// Without shaping, or for a recipient whose site the mailer does not name, the copy is
+    /// admitted without a ticket.
+    ///
+    /// [`Mailer::site`]: crate::ports::Mailer::site
+    async fn admit_copies(&self, current: &mut Current, due: Vec<usize>) -> Result<Vec<usize>> {
+        let mut admitted = Vec::with_capacity(due.len());
+        let mut failure = None;
+        {
+            let message = current.message.get_mut();
+            let tickets = current.tickets.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for index in due {
+                match self.admit(message, &message.recipients[index].email, current.lease).await {
+                    Ok(Ok(ticket)) => {
+                        if let Some(ticket) = ticket {
+                            tickets.insert(index, ticket);
+                        }
+                        admitted.push(index);
+                    }
+                    Ok(Err(when)) => current.held.push((index, when)),
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        match failure {
+            Some(e) => {
+                self.cancel_tickets(current).await;
+                Err(e)
+            }
+            None => Ok(admitted),
+        }
+    }
+
+    /// Ends a claim that sends nothing (every due copy waits for its site, or none is left
+    /// due): the message goes back to the queue at its earliest waiting recipient's due time
+    /// (a held copy's site's turn, or another's retry), as a single message its site refuses
+    /// does. Each held copy is `Waiting`, or `Skipped` if the message changed since the claim.
+    async fn put_back(&self, current: &Current, mut outcomes: Vec<Outcome>) -> Result<Outcome> {
+        let (workspace, id, due) = {
+            let m = current.message.lock().await;
+            (m.workspace_id, m.id, earliest_due(&m, &current.held))
+        };
+        let requeued = match due {
+            Some(due) => self.core.store().requeue_message(workspace, id, current.lease, due).await?,
+            None => false,
+        };
+        outcomes.extend(current.held.iter().map(|_| if requeued { Outcome::Waiting } else { Outcome::Skipped }));
+        Ok(Outcome::Several(outcomes))
+    }
+
+    /// The `Sent` write of the admitted copies, which also carries the held copies' due
+    /// times ([`Self::write_locked`]). The tickets of copies it did not record are given
+    /// back; the held copies are `Waiting` if the write was made, else `Skipped` (the
+    /// message is someone else's now).
+    async fn write_sent(
+        &self,
+        current: &Current,
+        sent: Vec<(usize, Happening)>,
+        outcomes: &mut Vec<Outcome>,
+    ) -> Result<Vec<bool>> {
+        let indexes: Vec<usize> = sent.iter().map(|(index, _)| *index).collect();
+        let written = self.write(current, sent, true).await;
+        let recorded = |at: usize| written.as_ref().is_ok_and(|w| w.get(at).copied().unwrap_or(false));
+        for (at, &index) in indexes.iter().enumerate() {
+            if !recorded(at) {
+                self.cancel(current.take_ticket(index)).await;
+            }
+        }
+        let any = (0..indexes.len()).any(recorded);
+        outcomes.extend(current.held.iter().map(|_| if any { Outcome::Waiting } else { Outcome::Skipped }));
+        written
+    }
+
+    /// Gives back every ticket still held: the copies did not go.
+    async fn cancel_tickets(&self, current: &Current) {
+        let tickets: Vec<Ticket> =
+            current.tickets.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, t)| t).collect();
+        for ticket in tickets {
+            self.cancel(Some(ticket)).await;
+        }
     }
 
     /// The signed copies for the recipients at `indexes` (one shared by all, or one each when
@@ -201,6 +329,7 @@ impl Shared {
         attempt: u32,
         result: &std::result::Result<SendReceipt, SendError>,
     ) -> Result<Outcome> {
+        self.release(current.take_ticket(index), result).await;
         let judged = self.judge(attempt, result);
         if judged.hard_bounce {
             // Suppress first, as for a single recipient: this address alone.
@@ -252,7 +381,9 @@ impl Shared {
     /// last written and stores them in one write, provided no other event came in between;
     /// on a conflict reads the message again and applies them again. `before_send` writes
     /// also need the claim's lease to be unchanged, and keep the message under it while
-    /// recipients are still to go. Whether each event was recorded: not if its recipient's
+    /// recipients are still to go. Every write also sets the due times of the copies held for
+    /// their site (the events then settle the message's own due time from its recipients'),
+    /// so no write of its own is needed for them. Whether each event was recorded: not if its recipient's
     /// state no longer allows it, nor any if the lease was lost, the message is gone, or the
     /// conflicts did not end.
     async fn write_locked(
@@ -266,6 +397,7 @@ impl Shared {
         let none = vec![false; events.len()];
         for _ in 0..CONFLICT_RETRIES {
             let mut next = message.clone();
+            hold(&mut next, &current.held);
             let mut recorded = Vec::with_capacity(events.len());
             let mut written = Vec::with_capacity(events.len());
             for (index, event) in &events {
@@ -306,19 +438,52 @@ fn poisoned() -> Error {
     Error::Internal("the pending outcomes' lock was poisoned".into())
 }
 
+/// Marks each copy held for its site (recipient position, when) as waiting for it, due at
+/// its turn, if the recipient still waits. A recipient found `Sent` keeps the claim's lease
+/// instead: it is due again when the lease ends.
+fn hold(message: &mut Message, held: &[(usize, DateTime<Utc>)]) {
+    use MessageStatus as S;
+    for &(index, due) in held {
+        if let Some(r) = message.recipients.get_mut(index)
+            && matches!(r.status, S::Queued | S::Scheduled | S::Deferred)
+        {
+            r.next_attempt_at = Some(due);
+            r.waits_for_site = true;
+        }
+    }
+}
+
+/// When the first waiting recipient of `message` is due, with the copies in `held` due at
+/// their site's turn; `None` if none waits.
+fn earliest_due(message: &Message, held: &[(usize, DateTime<Utc>)]) -> Option<DateTime<Utc>> {
+    use MessageStatus as S;
+    let waiting =
+        message.recipients.iter().enumerate().filter_map(|(index, r)| match held.iter().find(|(i, _)| *i == index) {
+            Some((_, due)) => Some(*due),
+            None if matches!(r.status, S::Queued | S::Scheduled | S::Deferred) => r.next_attempt_at,
+            None => None,
+        });
+    waiting.min()
+}
+
 /// The recipients this claim attempts: those waiting whose time has come (`Queued`,
-/// `Scheduled`, `Deferred`), and those found `Sent`, whose attempt a crash interrupted.
+/// `Scheduled`, `Deferred`), and those found `Sent`, whose attempt a crash interrupted. If
+/// none has, the message was claimed before its time, which a site's resume does
+/// ([`SiteControl::resume`]): those waiting only for their site ask it again (no retry).
+///
+/// [`SiteControl::resume`]: crate::delivery::SiteControl::resume
 fn due_recipients(message: &Message, now: DateTime<Utc>) -> Vec<usize> {
     use MessageStatus as S;
-    message
+    let waiting = |r: &Recipient| matches!(r.status, S::Queued | S::Scheduled | S::Deferred);
+    let by_time: Vec<usize> = message
         .recipients
         .iter()
         .enumerate()
-        .filter(|(_, r)| match r.status {
-            S::Sent => true,
-            S::Queued | S::Scheduled | S::Deferred => r.next_attempt_at.is_none_or(|at| at <= now),
-            _ => false,
-        })
+        .filter(|(_, r)| r.status == S::Sent || (waiting(r) && r.next_attempt_at.is_none_or(|at| at <= now)))
         .map(|(i, _)| i)
-        .collect()
+        .collect();
+    if !by_time.is_empty() {
+        return by_time;
+    }
+    message.recipients.iter().enumerate().filter(|(_, r)| waiting(r) && r.waits_for_site).map(|(i, _)| i).collect()
 }

@@ -68,6 +68,11 @@ pub struct Recipient {
     /// Hard or soft, once `Bounced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounce_type: Option<BounceType>,
+    /// Put back, unattempted, for its delivery site's turn (contract §12), its
+    /// `next_attempt_at` being that turn: not a retry, so any claim of the message asks the
+    /// site again (after a resume, say) instead of waiting for that time. Any event clears it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waits_for_site: bool,
 }
 
 impl Recipient {
@@ -82,6 +87,7 @@ impl Recipient {
             updated_at: at,
             next_attempt_at: None,
             bounce_type: None,
+            waits_for_site: false,
         }
     }
 
@@ -194,6 +200,7 @@ impl Message {
             updated_at: self.updated_at,
             next_attempt_at: self.next_attempt_at,
             bounce_type: self.bounce_type,
+            waits_for_site: false,
         }])
     }
 

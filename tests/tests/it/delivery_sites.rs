@@ -9,6 +9,9 @@
 //!   answers the first RCPT with Gmail's `421 4.7.28`; mail to it then waits, unattempted,
 //!   while mail to another site flows; the operator API and the `sites` command show the
 //!   suspension and its reason, and resuming lets the mail go.
+//! - One message to both `.fast.test`, suspended by the operator, and another site: the
+//!   other site's copy goes at once, the suspended site's copies wait unattempted and go
+//!   when it is resumed.
 //! - Two nodes on one PostgreSQL database share one site's connection limit.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -43,8 +46,8 @@ struct Providers {
     slow: [SmtpSink; 2],
     tally: ConnectionTally,
     fast: SmtpSink,
-    /// Kept running: other.example's MX.
-    _other: SmtpSink,
+    /// other.example's MX.
+    other: SmtpSink,
     port: u16,
 }
 
@@ -64,7 +67,7 @@ impl Providers {
                 ))
             };
             if let Some((second, fast, other)) = rest.await {
-                return Self { slow: [first, second], tally, fast, _other: other, port };
+                return Self { slow: [first, second], tally, fast, other, port };
             }
         }
         panic!("no port free on 127.0.0.2-5 after 10 tries");
@@ -238,6 +241,53 @@ fn a_throttling_reply_suspends_its_site_while_others_flow() {
         // An API key does not reach the operator's API.
         let (status, body) = server.get("/v1/operator/sites", &key).await;
         assert_eq!((status, body["error"]["code"].as_str()), (401, Some("invalid_operator_token")), "{body}");
+    });
+}
+
+#[test]
+fn a_message_to_several_sites_waits_only_for_the_copies_whose_site_is_suspended() {
+    block_on(async {
+        let providers = Providers::start().await;
+        let (server, _dns) = server(&providers).await;
+        let key = server.key().to_owned();
+        let suspend = json!({"duration": "1h", "reason": "warming up"});
+        let (status, body) = server.post("/v1/operator/sites/.fast.test/suspend", OPERATOR_TOKEN, suspend).await;
+        assert_ok(status, &body, 200, "suspend .fast.test");
+        let mail = json!({
+            "to": "a@fast.example", "cc": ["d@other.example"], "bcc": "b@fast.example",
+            "from": "hello@shop.example", "subject": "Your receipt", "text": "Thanks!",
+        });
+        let id = send_ok(&server, &key, mail).await;
+
+        // The other site's copy goes at once; the claim that sent it held the others back.
+        let delivered =
+            |events: &[Value], to: &str| events.iter().any(|e| e["type"] == "Delivered" && e["recipient"] == to);
+        let deadline = std::time::Instant::now() + WAIT;
+        let events = loop {
+            let events = timeline(&server, &key, &id).await;
+            if delivered(&events, "d@other.example") {
+                break events;
+            }
+            assert!(std::time::Instant::now() < deadline, "no Delivered for d: {events:#?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let about_fast =
+            events.iter().filter(|e| e["recipient"].as_str().is_some_and(|r| r.ends_with("@fast.example")));
+        assert_eq!(about_fast.count(), 0, "the held copies record nothing: {events:#?}");
+        assert_eq!(providers.other.message_count(), 1);
+        assert_eq!(providers.fast.message_count(), 0, "the suspended site got nothing");
+
+        let (status, body) = server.post("/v1/operator/sites/.fast.test/resume", OPERATOR_TOKEN, json!({})).await;
+        assert_ok(status, &body, 200, "resume .fast.test");
+        let message = wait_for_status(&server, &key, &id, "Delivered", WAIT).await;
+        assert!(message["recipients"].as_array().is_some_and(|r| r.iter().all(|r| r["attempts"] == 1)), "{message}");
+        let events = timeline(&server, &key, &id).await;
+        for to in ["a@fast.example", "b@fast.example"] {
+            let about: Vec<&str> =
+                events.iter().filter(|e| e["recipient"] == to).map(|e| e["type"].as_str().unwrap_or("?")).collect();
+            assert_eq!(about, ["Sent", "Delivered"], "{to}: {events:#?}");
+        }
+        assert_eq!(providers.fast.message_count(), 2, "one copy each, once");
     });
 }
 
