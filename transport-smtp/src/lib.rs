@@ -33,6 +33,7 @@ mod session;
 mod site_connections;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls_version;
 
 pub use config::{ConfigError, MxConfig, PoolSettings, Timeouts, default_ehlo_name};
 pub use mx::{MxLookup, MxMailer};

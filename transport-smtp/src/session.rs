@@ -19,7 +19,7 @@ use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
 use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 use tidings_core::email::EmailAddress;
-use tidings_core::model::{CertificateCheck, ConnectionTls};
+use tidings_core::model::{CertificateCheck, ConnectionTls, TlsVersion};
 use tidings_core::ports::{OutboundEmail, SmtpReply};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
@@ -30,6 +30,7 @@ use crate::config::Timeouts;
 use crate::errors::{Failure, Stage, reply_from_response};
 use crate::mx_guard;
 use crate::site_connections::SiteSeat;
+use crate::tls_version::{Negotiated, Watched};
 
 /// Where to connect.
 #[derive(Debug, Clone)]
@@ -161,9 +162,12 @@ impl Connector {
     /// Opens a session with `tls` instead of the planned TLS.
     pub(crate) async fn open_with(&self, tls: &TlsPlan) -> Result<Session, Failure> {
         let timeouts = &self.timeouts;
+        let negotiated = Negotiated::default();
         let mut conn = match tls {
             TlsPlan::Implicit(parameters) => self.connect_implicit_tls(parameters.clone()).await?,
-            TlsPlan::Plain | TlsPlan::StartTls { .. } | TlsPlan::RequireStartTls { .. } => self.connect_plain().await?,
+            TlsPlan::Plain | TlsPlan::StartTls { .. } | TlsPlan::RequireStartTls { .. } => {
+                self.connect_plain(negotiated.clone()).await?
+            }
         };
         match tls {
             TlsPlan::StartTls { parameters, .. } if conn.can_starttls() => {
@@ -197,7 +201,7 @@ impl Connector {
             (Some(_), TlsPlan::Plain) | (None, _) => None,
             (Some(audit), _) => Some(audit.judge(&conn)),
         };
-        let tls = connection_tls(conn.is_encrypted(), tls, tls_outcome.as_ref());
+        let tls = connection_tls(conn.is_encrypted(), tls, tls_outcome.as_ref(), negotiated.version());
         Ok(Session {
             conn,
             tls,
@@ -214,7 +218,8 @@ impl Connector {
     /// TCP with Nagle's algorithm off, then the greeting and EHLO. lettre writes a message's
     /// body and its final dot as two writes; with Nagle on, the dot waited for the receiver's
     /// delayed ACK of the body, ≈ 40 ms on every message (bench/README.md, delivery-load).
-    async fn connect_plain(&self) -> Result<AsyncSmtpConnection, Failure> {
+    /// The stream records the TLS version a later STARTTLS negotiates in `negotiated`.
+    async fn connect_plain(&self, negotiated: Negotiated) -> Result<AsyncSmtpConnection, Failure> {
         let timeouts = &self.timeouts;
         let connecting = async {
             match &self.target {
@@ -233,7 +238,8 @@ impl Connector {
         }
         // Only a latency optimisation: a socket that refuses it still works.
         let _ = tcp.set_nodelay(true);
-        let greeting = AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &self.hello);
+        let stream = Watched::new(tcp, negotiated);
+        let greeting = AsyncSmtpConnection::connect_with_transport(Box::new(stream), &self.hello);
         match tokio::time::timeout(timeouts.command, greeting).await {
             Err(_elapsed) => Err(Failure::timeout(Stage::Greeting, timeouts.command)),
             Ok(Err(error)) => Err(Failure::smtp(Stage::Greeting, error)),
@@ -310,8 +316,14 @@ pub(crate) struct Session {
 
 /// How a session opened with `plan` was secured: plaintext unless `encrypted`; with TLS,
 /// the certificate is verified when the plan's parameters verify it, and otherwise as the
-/// audit judged it (`outcome`), or not verified at all.
-fn connection_tls(encrypted: bool, plan: &TlsPlan, outcome: Option<&TlsOutcome>) -> ConnectionTls {
+/// audit judged it (`outcome`), or not verified at all; `version` is what the handshake
+/// was seen to negotiate (STARTTLS only).
+fn connection_tls(
+    encrypted: bool,
+    plan: &TlsPlan,
+    outcome: Option<&TlsOutcome>,
+    version: Option<TlsVersion>,
+) -> ConnectionTls {
     if !encrypted {
         return ConnectionTls::Plaintext;
     }
@@ -320,14 +332,13 @@ fn connection_tls(encrypted: bool, plan: &TlsPlan, outcome: Option<&TlsOutcome>)
         TlsPlan::RequireStartTls { .. } | TlsPlan::Implicit(_) => true,
         TlsPlan::Plain => false,
     };
-    if verified_by_handshake {
-        return ConnectionTls::Tls(CertificateCheck::Verified);
-    }
-    ConnectionTls::Tls(match outcome {
+    let certificate = match outcome {
+        _ if verified_by_handshake => CertificateCheck::Verified,
         Some(TlsOutcome::Verified) => CertificateCheck::Verified,
         Some(TlsOutcome::InvalidCertificate(why)) => CertificateCheck::invalid(why),
         Some(TlsOutcome::NoStartTls | TlsOutcome::StartTlsFailed(_)) | None => CertificateCheck::NotVerified,
-    })
+    };
+    ConnectionTls::Tls { certificate, version }
 }
 
 impl Session {

@@ -18,7 +18,7 @@ mod webhook;
 mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
-pub use connection_tls::{CertificateCheck, ConnectionTls};
+pub use connection_tls::{CertificateCheck, ConnectionTls, TlsVersion};
 pub use domain::{DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus};
 pub use extras::MessageExtras;
 pub use idempotency::{

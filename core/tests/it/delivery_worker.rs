@@ -12,7 +12,7 @@ use tidings_core::domain_name::DomainName;
 use tidings_core::ids::EventId;
 use tidings_core::model::{
     BounceType, CertificateCheck, ConnectionTls, EventDetails, EventType, MessageStatus, SuppressionReason,
-    SuppressionSource,
+    SuppressionSource, TlsVersion,
 };
 use tidings_core::outbound::{ReturnPath, ReturnPathKey};
 use tidings_core::ports::{MessageStore, PageRequest, SendError, SuppressionStore, WebhookStore};
@@ -296,7 +296,10 @@ async fn every_event_is_fanned_out_to_subscribed_webhooks() {
 
 #[tokio::test]
 async fn the_delivered_event_and_its_webhook_say_how_the_connection_was_secured() {
-    let invalid = ConnectionTls::Tls(CertificateCheck::invalid("certificate expired"));
+    let invalid = ConnectionTls::Tls {
+        certificate: CertificateCheck::invalid("certificate expired"),
+        version: Some(TlsVersion::Tls1_2),
+    };
     let script = vec![rejected(451, "4.3.0 try later"), accepted_over(invalid.clone())];
     let d = Delivery::new("1m", script).await;
     let endpoint = hook_for(&d, vec!["Delivered".to_owned()]).await;
@@ -316,7 +319,12 @@ async fn the_delivered_event_and_its_webhook_say_how_the_connection_was_secured(
     let payload: serde_json::Value = serde_json::from_str(&webhook.payload).unwrap();
     assert_eq!(
         payload["data"]["details"]["tls"],
-        serde_json::json!({"plaintext": false, "certificate": "invalid", "certificateError": "certificate expired"})
+        serde_json::json!({
+            "plaintext": false,
+            "certificate": "invalid",
+            "certificateError": "certificate expired",
+            "tlsVersion": "TLSv1.2"
+        })
     );
 }
 

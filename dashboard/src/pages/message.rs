@@ -440,13 +440,18 @@ fn details(d: &EventDetails) -> Markup {
     }
 }
 
-/// How the connection that delivered the message was secured, in words.
+/// How the connection that delivered the message was secured, in words: the TLS version
+/// when it is known (`TLSv1.3, certificate verified`), else `TLS`.
 fn connection_tls(tls: &ConnectionTls) -> String {
-    match tls {
-        ConnectionTls::Plaintext => "no TLS (plaintext)".to_owned(),
-        ConnectionTls::Tls(CertificateCheck::Verified) => "TLS, certificate verified".to_owned(),
-        ConnectionTls::Tls(CertificateCheck::NotVerified) => "TLS, certificate not verified".to_owned(),
-        ConnectionTls::Tls(CertificateCheck::Invalid(reason)) => format!("TLS, certificate invalid: {reason}"),
+    let (certificate, version) = match tls {
+        ConnectionTls::Plaintext => return "no TLS (plaintext)".to_owned(),
+        ConnectionTls::Tls { certificate, version } => (certificate, version),
+    };
+    let protocol = version.map_or("TLS", |v| v.as_str());
+    match certificate {
+        CertificateCheck::Verified => format!("{protocol}, certificate verified"),
+        CertificateCheck::NotVerified => format!("{protocol}, certificate not verified"),
+        CertificateCheck::Invalid(reason) => format!("{protocol}, certificate invalid: {reason}"),
     }
 }
 

@@ -414,14 +414,14 @@ async fn a_delivered_outbox_message_offers_its_eml_and_nothing_else_can_be_fetch
 
 #[tokio::test]
 async fn a_delivered_event_says_how_the_connection_was_secured() {
-    use tidings_core::model::{CertificateCheck, ConnectionTls};
+    use tidings_core::model::{CertificateCheck, ConnectionTls, TlsVersion};
     let app = TestApp::new().await;
     app.verified_domain("tls.example").await;
     let mut shown = Vec::new();
     for tls in [
         ConnectionTls::Plaintext,
-        ConnectionTls::Tls(CertificateCheck::Verified),
-        ConnectionTls::Tls(CertificateCheck::invalid("<expired> certificate")),
+        ConnectionTls::Tls { certificate: CertificateCheck::Verified, version: Some(TlsVersion::Tls1_3) },
+        ConnectionTls::Tls { certificate: CertificateCheck::invalid("<expired> certificate"), version: None },
     ] {
         let req = SendRequest {
             to: Some("a@example.com".into()),
@@ -439,8 +439,11 @@ async fn a_delivered_event_says_how_the_connection_was_secured() {
         shown.push(message.id);
     }
     let browser = app.sign_in(&app.key).await;
-    let expected =
-        ["no TLS (plaintext)", "TLS, certificate verified", "TLS, certificate invalid: &lt;expired&gt; certificate"];
+    let expected = [
+        "no TLS (plaintext)",
+        "TLSv1.3, certificate verified",
+        "TLS, certificate invalid: &lt;expired&gt; certificate",
+    ];
     for (id, words) in shown.iter().zip(expected) {
         let page = browser.get(&format!("/messages/{id}")).await;
         assert!(page.body.contains(&format!(r#"<span class="tls">{words}</span>"#)), "{words}: {}", page.body);

@@ -169,8 +169,8 @@ impl From<model::BounceType> for BounceType {
     }
 }
 
-/// how the SMTP connection that carried the message was secured; `certificate` and
-/// `certificateError` only with TLS
+/// how the SMTP connection that carried the message was secured; `certificate`,
+/// `certificateError` and `tlsVersion` only with TLS
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = ConnectionTls)]
@@ -185,6 +185,35 @@ pub struct ConnectionTls {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     certificate_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    tls_version: Option<TlsVersion>,
+}
+
+/// the TLS protocol version the server chose, named as OpenSSL names it; known when the
+/// connection was secured with STARTTLS, absent with TLS from the first byte (a relay on
+/// `smtps://`) and in events recorded before versions were kept
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum TlsVersion {
+    #[serde(rename = "TLSv1")]
+    Tls1_0,
+    #[serde(rename = "TLSv1.1")]
+    Tls1_1,
+    #[serde(rename = "TLSv1.2")]
+    Tls1_2,
+    #[serde(rename = "TLSv1.3")]
+    Tls1_3,
+}
+
+impl From<model::TlsVersion> for TlsVersion {
+    fn from(version: model::TlsVersion) -> Self {
+        match version {
+            model::TlsVersion::Tls1_0 => Self::Tls1_0,
+            model::TlsVersion::Tls1_1 => Self::Tls1_1,
+            model::TlsVersion::Tls1_2 => Self::Tls1_2,
+            model::TlsVersion::Tls1_3 => Self::Tls1_3,
+        }
+    }
 }
 
 /// what was checked of the server's certificate: `verified` (valid for the server's name,
@@ -201,15 +230,19 @@ pub enum CertificateCheck {
 impl From<model::ConnectionTls> for ConnectionTls {
     fn from(tls: model::ConnectionTls) -> Self {
         use model::CertificateCheck as C;
-        let (certificate, certificate_error) = match tls {
+        let (certificate, version) = match tls {
             model::ConnectionTls::Plaintext => {
-                return Self { plaintext: true, certificate: None, certificate_error: None };
+                return Self { plaintext: true, certificate: None, certificate_error: None, tls_version: None };
             }
-            model::ConnectionTls::Tls(C::Verified) => (CertificateCheck::Verified, None),
-            model::ConnectionTls::Tls(C::NotVerified) => (CertificateCheck::Unverified, None),
-            model::ConnectionTls::Tls(C::Invalid(reason)) => (CertificateCheck::Invalid, Some(reason)),
+            model::ConnectionTls::Tls { certificate, version } => (certificate, version),
         };
-        Self { plaintext: false, certificate: Some(certificate), certificate_error }
+        let (certificate, certificate_error) = match certificate {
+            C::Verified => (CertificateCheck::Verified, None),
+            C::NotVerified => (CertificateCheck::Unverified, None),
+            C::Invalid(reason) => (CertificateCheck::Invalid, Some(reason)),
+        };
+        let tls_version = version.map(TlsVersion::from);
+        Self { plaintext: false, certificate: Some(certificate), certificate_error, tls_version }
     }
 }
 
@@ -363,13 +396,16 @@ mod tests {
 
     #[test]
     fn the_api_shows_connection_tls_as_webhooks_do() {
-        use tidings_core::model::{CertificateCheck as Check, ConnectionTls as Tls};
+        use tidings_core::model::{CertificateCheck as Check, ConnectionTls as Tls, TlsVersion as V};
         // Webhook payloads serialize core's own form; the API's must be the same JSON.
+        let tls = |certificate, version| Tls::Tls { certificate, version };
         for tls in [
             Tls::Plaintext,
-            Tls::Tls(Check::Verified),
-            Tls::Tls(Check::NotVerified),
-            Tls::Tls(Check::invalid("expired")),
+            tls(Check::Verified, None),
+            tls(Check::Verified, Some(V::Tls1_0)),
+            tls(Check::NotVerified, Some(V::Tls1_1)),
+            tls(Check::invalid("expired"), Some(V::Tls1_2)),
+            tls(Check::Verified, Some(V::Tls1_3)),
         ] {
             let core = serde_json::to_value(&tls).unwrap();
             assert_eq!(serde_json::to_value(ConnectionTls::from(tls)).unwrap(), core);

@@ -136,7 +136,7 @@ async fn an_enforce_policy_delivers_over_verified_tls_to_a_listed_mx() {
     assert_eq!(delivered["type"], "Delivered", "{events:#?}");
     assert_eq!(
         delivered["details"]["tls"],
-        serde_json::json!({"plaintext": false, "certificate": "verified"}),
+        serde_json::json!({"plaintext": false, "certificate": "verified", "tlsVersion": "TLSv1.3"}),
         "{delivered:#}"
     );
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{WAIT, email_to, quick_timeouts};
-use tidings_core::model::{CertificateCheck, ConnectionTls};
+use tidings_core::model::{CertificateCheck, ConnectionTls, TlsVersion};
 use tidings_core::ports::{Mailer, SendError};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_dns::{HickoryDns, Settings, Upstream};
@@ -238,7 +238,11 @@ async fn starttls_is_used_whatever_the_certificate() {
     let receipt = mailer(&dns, sink.port()).send(&email_to(1, TO)).await.unwrap();
 
     assert!(sink.wait_for(1, WAIT).await.unwrap()[0].tls);
-    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::NotVerified)), "accepted unchecked");
+    assert_eq!(
+        receipt.tls,
+        Some(ConnectionTls::Tls { certificate: CertificateCheck::NotVerified, version: Some(TlsVersion::Tls1_3) }),
+        "accepted unchecked"
+    );
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tidings_core::domain_name::DomainName;
-use tidings_core::model::{CertificateCheck, ConnectionTls};
+use tidings_core::model::{CertificateCheck, ConnectionTls, TlsVersion};
 use tidings_core::ports::{DnsError, Mailer, SendError, SystemClock};
 use tidings_core::shaping::{ShapingTable, SiteKey};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
@@ -269,7 +269,10 @@ async fn a_site_requiring_tls_delivers_over_a_verified_certificate_and_never_in_
 
     let receipt = tls_required_mailer(&dns, sink1.port(), trusted).send(&email_to(1, "to@one.test")).await.unwrap();
     assert!(receipt.remote.starts_with(MX1));
-    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
+    assert_eq!(
+        receipt.tls,
+        Some(ConnectionTls::Tls { certificate: CertificateCheck::Verified, version: Some(TlsVersion::Tls1_3) })
+    );
     assert!(sink1.wait_for(1, WAIT).await.unwrap()[0].tls);
 
     // A certificate from an unknown CA: no delivery, not even in plaintext.

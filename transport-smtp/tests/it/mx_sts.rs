@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{WAIT, email_to, quick_timeouts};
-use tidings_core::model::{CertificateCheck, ConnectionTls};
+use tidings_core::model::{CertificateCheck, ConnectionTls, TlsVersion};
 use tidings_core::ports::{Mailer, SendError, SystemClock};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_dns::{HickoryDns, Settings, Upstream};
@@ -68,7 +68,10 @@ async fn enforce_delivers_over_verified_tls_to_a_listed_mx() {
     let receipt = world.mailer.send(&email_to(1, TO)).await.unwrap();
     assert_eq!(receipt.reply.code, 250);
     assert!(world.sink.wait_for(1, WAIT).await.unwrap()[0].tls);
-    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
+    assert_eq!(
+        receipt.tls,
+        Some(ConnectionTls::Tls { certificate: CertificateCheck::Verified, version: Some(TlsVersion::Tls1_3) })
+    );
 }
 
 #[tokio::test]
@@ -77,13 +80,18 @@ async fn without_a_policy_the_certificate_is_judged_and_said_so() {
     // (the sink's CA) verify, or do not (another CA).
     let trusting = world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, None).await;
     let receipt = trusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
-    assert_eq!(receipt.tls, Some(ConnectionTls::Tls(CertificateCheck::Verified)));
+    assert_eq!(
+        receipt.tls,
+        Some(ConnectionTls::Tls { certificate: CertificateCheck::Verified, version: Some(TlsVersion::Tls1_3) })
+    );
 
     let other_ca = PolicyServer::start(&[MX], PolicyReply::Hang).await.unwrap().ca_der();
     let distrusting =
         world(&policy("enforce", "*.acme.test"), SinkTls::StartTls, Some(TrustRoots::Only(vec![other_ca]))).await;
     let receipt = distrusting.mailer.send(&email_to(1, "to@other.test")).await.unwrap();
-    let Some(ConnectionTls::Tls(CertificateCheck::Invalid(why))) = &receipt.tls else { panic!("{receipt:?}") };
+    let Some(ConnectionTls::Tls { certificate: CertificateCheck::Invalid(why), .. }) = &receipt.tls else {
+        panic!("{receipt:?}")
+    };
     assert!(!why.is_empty());
 }
 
