@@ -102,3 +102,11 @@ pub fn backends_of(postmaster: u32, database: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The machine's load averages over 1, 5 and 15 minutes, as `/proc/loadavg` gives them
+/// (empty if it cannot be read): written beside every figure, since the machine is shared.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}

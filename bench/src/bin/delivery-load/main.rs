@@ -592,12 +592,6 @@ fn run_postfix(options: &Options, tools: &Tools, sink: &Sink, on_interrupt: &OnI
     })
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let options = parse_options()?;
@@ -611,7 +605,7 @@ async fn main() -> Result<()> {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))?;
     }
-    let load_before = load_average();
+    let load_before = procstat::load_average();
     let on_interrupt = OnInterrupt::install()?;
     let sink = Sink::start(&tools.smtp_sink, options.dump.as_deref())?;
     on_interrupt.kill(sink.pid());
@@ -621,7 +615,7 @@ async fn main() -> Result<()> {
         true => None,
         false => Some(tokio::task::block_in_place(|| run_postfix(&options, &tools, &sink, &on_interrupt))?),
     };
-    println!("{}", report(&options, &tidings, postfix.as_ref(), (&load_before, &load_average())));
+    println!("{}", report(&options, &tidings, postfix.as_ref(), (&load_before, &procstat::load_average())));
     Ok(())
 }
 

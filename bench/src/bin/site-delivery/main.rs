@@ -331,16 +331,10 @@ async fn run_pass(options: &Options, pass: Pass) -> Result<Outcome> {
     })
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let options = parse_options()?;
-    let load_before = load_average();
+    let load_before = procstat::load_average();
     let mut outcomes = Vec::with_capacity(options.passes.len());
     for &pass in &options.passes {
         let outcome = run_pass(&options, pass).await?;
@@ -352,7 +346,7 @@ async fn main() -> Result<()> {
         "{} messages over {SITES} sites, {} senders, Tidings on {store}; load average before {load_before} / after {}\n",
         options.messages,
         options.senders,
-        load_average()
+        procstat::load_average()
     );
     for outcome in &outcomes {
         println!("{}", report::pass(outcome));
