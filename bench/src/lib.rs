@@ -50,6 +50,28 @@ pub async fn verified_domain(server: &TestServer, dns: &TestDnsServer, name: &st
     Ok(())
 }
 
+/// Every message of the server key's workspace as `GET /v1/messages` lists it, page by page
+/// (200 a page).
+pub async fn all_messages(server: &TestServer) -> Result<Vec<Value>> {
+    let mut messages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/messages?limit=200&cursor={c}"),
+            None => "/v1/messages?limit=200".to_owned(),
+        };
+        let (status, body) = server.get(&path, server.key()).await;
+        if status != 200 {
+            return Err(format!("listing messages: {status} {body}").into());
+        }
+        messages.extend(body["data"].as_array().ok_or("no data")?.iter().cloned());
+        match body["pagination"]["nextCursor"].as_str() {
+            Some(next) if body["pagination"]["hasMore"] == true => cursor = Some(next.to_owned()),
+            _ => return Ok(messages),
+        }
+    }
+}
+
 /// Creates `count` send keys at the highest rate limit (10,000/s each); their plaintexts.
 pub async fn create_keys(server: &TestServer, count: usize) -> Result<Vec<String>> {
     let mut keys = Vec::with_capacity(count);

@@ -239,25 +239,11 @@ fn run_wrk(
 /// Every message of the workspace: (id, status, createdAt).
 async fn list_messages(server: &TestServer) -> Result<Vec<(String, String, DateTime<Utc>)>> {
     let mut messages = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/messages?limit=200&cursor={c}"),
-            None => "/v1/messages?limit=200".to_owned(),
-        };
-        let (status, body) = server.get(&path, server.key()).await;
-        if status != 200 {
-            return Err(format!("listing messages: {status} {body}").into());
-        }
-        for m in body["data"].as_array().ok_or("no data")? {
-            let field = |name: &str| m[name].as_str().map(str::to_owned).ok_or_else(|| format!("no {name} in {m}"));
-            messages.push((field("id")?, field("status")?, field("createdAt")?.parse()?));
-        }
-        match body["pagination"]["nextCursor"].as_str() {
-            Some(next) if body["pagination"]["hasMore"] == true => cursor = Some(next.to_owned()),
-            _ => return Ok(messages),
-        }
+    for m in tidings_bench::all_messages(server).await? {
+        let field = |name: &str| m[name].as_str().map(str::to_owned).ok_or_else(|| format!("no {name} in {m}"));
+        messages.push((field("id")?, field("status")?, field("createdAt")?.parse()?));
     }
+    Ok(messages)
 }
 
 /// `Delivered.occurredAt − createdAt` in seconds for each message (`None`: no Delivered event).

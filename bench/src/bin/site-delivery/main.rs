@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tidings_bench::{Result, create_keys, procstat, receipt, release_server_binary, verified_domain};
 use tidings_dns::testing::TestDnsServer;
 use tidings_e2e::{DataDir, Options as ServerOptions, ScratchDatabase, TestServer, fresh_key};
@@ -211,24 +210,10 @@ fn sample_waiting(server: Arc<TestServer>, most: Arc<Mutex<BTreeMap<String, u64>
 /// How many messages of the workspace are in each status.
 async fn statuses(server: &TestServer) -> Result<BTreeMap<String, usize>> {
     let mut tally = BTreeMap::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/messages?limit=200&cursor={c}"),
-            None => "/v1/messages?limit=200".to_owned(),
-        };
-        let (status, body) = server.get(&path, server.key()).await;
-        if status != 200 {
-            return Err(format!("listing messages: {status} {body}").into());
-        }
-        for message in body["data"].as_array().ok_or("no data")? {
-            *tally.entry(message["status"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
-        }
-        match body["pagination"]["nextCursor"].as_str() {
-            Some(next) if body["pagination"]["hasMore"] == Value::Bool(true) => cursor = Some(next.to_owned()),
-            _ => return Ok(tally),
-        }
+    for message in tidings_bench::all_messages(server).await? {
+        *tally.entry(message["status"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
     }
+    Ok(tally)
 }
 
 /// One pass: a fresh server, providers and database; the load; what each side saw.
