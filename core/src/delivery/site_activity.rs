@@ -4,7 +4,8 @@
 //! each node shows its own; the leases, suspensions and throttles, which the limits hold,
 //! are every node's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -45,10 +46,74 @@ pub struct SiteSeen {
     pub last_reply: Option<LastReply>,
 }
 
+/// A site's waiting messages, by id and in the order they are due: a delivery ending takes
+/// the soonest ([`SiteActivity::take_next_waiting`]) without a scan of the site's backlog.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// Each message's workspace and the time it is due again.
+    by_id: HashMap<MessageId, (WorkspaceId, DateTime<Utc>)>,
+    /// The same, ordered by due time.
+    by_due: BTreeSet<(DateTime<Utc>, MessageId)>,
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    fn due(&self, message: MessageId) -> Option<DateTime<Utc>> {
+        self.by_id.get(&message).map(|(_, due)| *due)
+    }
+
+    /// Puts `message` in (or moves it) at `due`.
+    fn insert(&mut self, message: MessageId, workspace: WorkspaceId, due: DateTime<Utc>) {
+        if let Some((_, before)) = self.by_id.insert(message, (workspace, due)) {
+            self.by_due.remove(&(before, message));
+        }
+        self.by_due.insert((due, message));
+    }
+
+    fn remove(&mut self, message: MessageId) -> bool {
+        match self.by_id.remove(&message) {
+            Some((_, due)) => self.by_due.remove(&(due, message)),
+            None => false,
+        }
+    }
+
+    /// The soonest message due after `now`, taken out.
+    fn take_next_after(&mut self, now: DateTime<Utc>) -> Option<(WorkspaceId, MessageId, DateTime<Utc>)> {
+        // Every id sorts at or below the largest: the range starts past everything due at `now`.
+        let past_now = (now, MessageId::from_bytes([u8::MAX; 16]));
+        let &(due, message) = self.by_due.range((Bound::Excluded(past_now), Bound::Unbounded)).next()?;
+        let (workspace, _) = self.by_id.remove(&message)?;
+        self.by_due.remove(&(due, message));
+        Some((workspace, message, due))
+    }
+
+    /// Forgets the messages due before `cutoff`.
+    fn forget_due_before(&mut self, cutoff: DateTime<Utc>) {
+        while let Some(&(due, message)) = self.by_due.first()
+            && due < cutoff
+        {
+            self.by_due.pop_first();
+            self.by_id.remove(&message);
+        }
+    }
+
+    fn drain(&mut self) -> Vec<(WorkspaceId, MessageId, DateTime<Utc>)> {
+        self.by_due.clear();
+        self.by_id.drain().map(|(id, (ws, due))| (ws, id, due)).collect()
+    }
+}
+
 #[derive(Debug, Default)]
 struct Site {
     /// Messages put back, with their workspace and the time they are due again.
-    waiting: HashMap<MessageId, (WorkspaceId, DateTime<Utc>)>,
+    waiting: Waiting,
     in_flight: u32,
     /// Admissions, counted per minute: (start of the minute, count), this one and the one
     /// before, to give a count over the last 60 s.
@@ -87,7 +152,7 @@ impl Table {
     /// Forgets waiting messages not seen again since `STALE_WAIT` after their due time.
     fn drop_stale(&mut self, now: DateTime<Utc>) {
         for s in self.sites.values_mut() {
-            s.waiting.retain(|_, (_, due)| *due + STALE_WAIT > now);
+            s.waiting.forget_due_before(now - STALE_WAIT);
         }
         self.waiting = self.sites.values().map(|s| s.waiting.len()).sum();
     }
@@ -128,12 +193,12 @@ impl SiteActivity {
             }
         }
         self.with_site(site, |s, waiting| {
-            match s.waiting.get_mut(&message) {
+            match s.waiting.due(message) {
                 // Still waiting as put back: another copy of the same claim.
-                Some(kept) if kept.1 > now => kept.1 = kept.1.min(due),
-                Some(kept) => *kept = (workspace, due),
+                Some(kept) if kept > now => s.waiting.insert(message, workspace, kept.min(due)),
+                Some(_) => s.waiting.insert(message, workspace, due),
                 None if *waiting < MAX_WAITING => {
-                    s.waiting.insert(message, (workspace, due));
+                    s.waiting.insert(message, workspace, due);
                     *waiting += 1;
                 }
                 None => {}
@@ -148,7 +213,7 @@ impl SiteActivity {
         let Table { sites, waiting } = &mut *table;
         let Some(s) = sites.get_mut(site) else { return Vec::new() };
         *waiting -= s.waiting.len();
-        s.waiting.drain().map(|(id, (ws, due))| (ws, id, due)).collect()
+        s.waiting.drain()
     }
 
     /// The message this node put back for `site` that is due soonest but not yet (workspace,
@@ -161,19 +226,15 @@ impl SiteActivity {
         let mut table = self.table();
         let Table { sites, waiting } = &mut *table;
         let s = sites.get_mut(site)?;
-        // A scan of the site's waiting mail: one per delivery that ends, and what a node
-        // keeps waiting is bounded (MAX_WAITING).
-        let (&message, &(workspace, due)) =
-            s.waiting.iter().filter(|(_, (_, due))| *due > now).min_by_key(|(_, (_, due))| *due)?;
-        s.waiting.remove(&message);
+        let next = s.waiting.take_next_after(now)?;
         *waiting -= 1;
-        Some((workspace, message, due))
+        Some(next)
     }
 
     /// `message` was admitted by `site` at `now`.
     pub(crate) fn admitted(&self, site: &SiteKey, message: MessageId, now: DateTime<Utc>) {
         self.with_site(site, |s, waiting| {
-            if s.waiting.remove(&message).is_some() {
+            if s.waiting.remove(message) {
                 *waiting -= 1;
             }
             s.in_flight = s.in_flight.saturating_add(1);
@@ -246,5 +307,24 @@ mod tests {
         // Stale entries (long past their due time, taken elsewhere) make room too.
         let later = due + STALE_WAIT + TimeDelta::seconds(1);
         assert_eq!(activity.snapshot(later).values().map(|s| s.waiting).sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn the_next_waiting_is_the_soonest_still_to_come_and_moves_keep_the_order() {
+        let activity = SiteActivity::default();
+        let site = SiteKey::parse(".a.example").unwrap();
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let ws = WorkspaceId(ulid::Ulid::nil());
+        let at = |ms| now + TimeDelta::milliseconds(ms);
+        activity.waiting(&site, (ws, id(1)), at(300), now);
+        activity.waiting(&site, (ws, id(2)), at(100), now);
+        activity.waiting(&site, (ws, id(3)), at(0), now); // due already: being claimed
+        activity.waiting(&site, (ws, id(4)), at(200), now);
+        // A later copy of message 1's claim asks sooner: it keeps the earlier time.
+        activity.waiting(&site, (ws, id(1)), at(50), now);
+        activity.admitted(&site, id(4), now);
+        let order: Vec<_> = std::iter::from_fn(|| activity.take_next_waiting(&site, now)).collect();
+        assert_eq!(order, [(ws, id(1), at(50)), (ws, id(2), at(100))]);
+        assert_eq!(activity.snapshot(now)[&site].waiting, 1, "the one due already stays counted");
     }
 }
