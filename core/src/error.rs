@@ -126,6 +126,10 @@ pub enum Error {
         /// The domain the key is restricted to.
         allowed: String,
     },
+    /// 403 `sending_paused`: the reputation guard paused sending from the domain or the
+    /// workspace (contract §12); the message names the rate and how to resume.
+    #[error("{0}")]
+    SendingPaused(String),
     /// 404 `not_found`.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -177,6 +181,7 @@ impl Error {
             Self::InvalidApiKey => "invalid_api_key",
             Self::InsufficientScope => "insufficient_scope",
             Self::DomainNotAllowed { .. } => "domain_not_allowed",
+            Self::SendingPaused(_) => "sending_paused",
             Self::NotFound(_) => "not_found",
             Self::Conflict(_) => "conflict",
             Self::IdempotencyKeyReused(_) => "idempotency_key_reused",

@@ -72,6 +72,7 @@ pub mod net_policy;
 pub mod outbound;
 pub mod ports;
 pub mod random;
+pub mod reputation;
 pub mod runtime;
 pub mod sealing;
 pub mod secret;

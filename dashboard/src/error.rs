@@ -110,6 +110,7 @@ impl From<Error> for PageError {
                 ],
             ),
             Error::DomainNotAllowed { .. } => (StatusCode::FORBIDDEN, "Not allowed", vec![e.to_string()]),
+            Error::SendingPaused(_) => (StatusCode::FORBIDDEN, "Sending paused", vec![e.to_string()]),
             Error::NotFound(what) => (StatusCode::NOT_FOUND, "Not found", vec![format!("No such {what} here.")]),
             Error::Conflict(_) | Error::IdempotencyKeyReused(_) => {
                 (StatusCode::CONFLICT, "Could not do that now", vec![e.to_string()])

@@ -71,7 +71,7 @@ fn core_status(e: &Error) -> StatusCode {
         | Error::TemplateSyntax(_) => StatusCode::UNPROCESSABLE_ENTITY,
         Error::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
         Error::InvalidApiKey => StatusCode::UNAUTHORIZED,
-        Error::InsufficientScope | Error::DomainNotAllowed { .. } => StatusCode::FORBIDDEN,
+        Error::InsufficientScope | Error::DomainNotAllowed { .. } | Error::SendingPaused(_) => StatusCode::FORBIDDEN,
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Conflict(_) | Error::IdempotencyKeyReused(_) => StatusCode::CONFLICT,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -362,6 +362,46 @@ pub fn render_sites(out: &mut String, views: &[tidings_core::delivery::SiteView]
     }
 }
 
+/// Most reputation scopes exported: those warned or paused first, then the busiest.
+const MAX_REPUTATION_SERIES: usize = 1_000;
+
+/// The reputation guard's gauges (contract §12): each scope's hard-bounce and complaint
+/// rates over the window, its volume, and its state, as this node last judged them (every
+/// node judges from the same store, so on PostgreSQL they agree). Labelled by workspace and,
+/// for a domain, its name.
+pub fn render_reputation(out: &mut String, figures: &[tidings_core::usecases::ScopeFigures]) {
+    let mut shown: Vec<&tidings_core::usecases::ScopeFigures> = figures.iter().filter(|f| f.volume > 0 || f.state != "good").collect();
+    shown.sort_by_key(|f| (f.state == "good", std::cmp::Reverse(f.volume)));
+    shown.truncate(MAX_REPUTATION_SERIES);
+    type Value = fn(&tidings_core::usecases::ScopeFigures) -> f64;
+    let families: [(&str, &str, Value); 5] = [
+        ("tidings_reputation_bounce_rate", "Hard bounces over recipients delivered or bounced in the window, 0 to 1.", |f| {
+            f.bounce_percent().unwrap_or(0.0) / 100.0
+        }),
+        ("tidings_reputation_complaint_rate", "Complaints over recipients delivered in the window, 0 to 1.", |f| {
+            f.complaint_percent().unwrap_or(0.0) / 100.0
+        }),
+        ("tidings_reputation_volume", "Recipients delivered or bounced in the window (since the last resume, if later).", |f| {
+            f.volume as f64
+        }),
+        ("tidings_reputation_warning", "1 while the scope is over a warning threshold.", |f| {
+            f64::from(u8::from(f.state == "warning"))
+        }),
+        ("tidings_reputation_paused", "1 while sending from the scope is paused.", |f| {
+            f64::from(u8::from(f.state == "paused"))
+        }),
+    ];
+    for (name, help, value) in families {
+        header(out, name, help, "gauge");
+        for f in &shown {
+            let domain = f.domain.clone().unwrap_or_default();
+            let names = ["workspace", "scope", "domain"];
+            let values = [f.workspace_id.to_string(), f.scope.to_owned(), domain];
+            let _ = writeln!(out, "{name}{} {}", labels(&names, &values, None), value(f));
+        }
+    }
+}
+
 /// Label values escape backslash, double quote and line feed.
 fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")

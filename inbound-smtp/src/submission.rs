@@ -83,6 +83,8 @@ fn reply_for(error: &Error) -> HandlerError {
         Error::DomainNotVerified(_) | Error::DomainNotAllowed { .. } | Error::InsufficientScope => {
             refused(550, "5.7.1", format!("Sender not allowed: {error}"))
         }
+        // Held, as the API's queued mail is: the client's queue keeps it until a resume.
+        Error::SendingPaused(_) => refused(451, "4.7.1", format!("Sending paused: {error}")),
         Error::RecipientSuppressed(_) | Error::AllRecipientsSuppressed { .. } => {
             refused(550, "5.1.1", "Recipient is on the suppression list".to_owned())
         }

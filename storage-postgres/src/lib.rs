@@ -34,6 +34,7 @@ mod message_writes;
 mod messages;
 mod migrate;
 mod queue;
+mod reputation;
 mod retention;
 mod sealing;
 mod secrets;

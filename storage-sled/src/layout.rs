@@ -103,6 +103,10 @@ pub const ACTIVITY: u8 = 0x90;
 /// Global hour index of the counters, for their purge: `ACTIVITY_HOUR ‖ hour ‖ ws ‖ domain`
 /// → ``.
 pub const ACTIVITY_HOUR: u8 = 0x91;
+/// The reputation guard's standing of a workspace or one of its domains:
+/// `REPUTATION ‖ ws ‖ 0x00` (the workspace) or `REPUTATION ‖ ws ‖ 0x01 ‖ domain` →
+/// `ScopeReputation` (JSON), so a workspace's records are one prefix scan.
+pub const REPUTATION: u8 = 0xa0;
 /// Dashboard session: `SESSION ‖ token sha256` → `DashboardSession` (global: the cookie
 /// names no workspace).
 pub const SESSION: u8 = 0x80;
@@ -299,6 +303,15 @@ pub fn domain(ws: WorkspaceId, id: DomainId) -> Key {
 /// `ACTIVITY ‖ ws ‖ hour ‖ domain`.
 pub fn activity(ws: WorkspaceId, hour: DateTime<Utc>, domain: DomainId) -> Key {
     Key::new(ACTIVITY).id(ws.to_bytes()).time(hour).id(domain.to_bytes())
+}
+
+/// `REPUTATION ‖ ws ‖ scope`.
+pub fn reputation(ws: WorkspaceId, scope: tidings_core::reputation::Scope) -> Key {
+    let key = Key::new(REPUTATION).id(ws.to_bytes());
+    match scope {
+        tidings_core::reputation::Scope::Workspace => key.byte(0),
+        tidings_core::reputation::Scope::Domain(id) => key.byte(1).id(id.to_bytes()),
+    }
 }
 
 /// `ACTIVITY_HOUR ‖ hour ‖ ws ‖ domain`.

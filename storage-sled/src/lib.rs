@@ -66,6 +66,7 @@ mod message_list;
 mod messages;
 pub mod private_files;
 mod queue;
+mod reputation;
 mod retention;
 mod sealing;
 mod search_index;

@@ -50,6 +50,7 @@ mod model;
 mod queue;
 mod quotas;
 mod recipients;
+mod reputation;
 mod retention;
 mod search;
 mod secrets;
@@ -192,6 +193,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         event_feed::the_feed_keeps_each_workspaces_events_in_write_order,
         event_feed::purged_timelines_leave_the_feed,
         event_feed::a_reader_racing_writers_misses_nothing,
+        reputation::changes_are_written_over_the_version_they_were_made_from,
+        reputation::racing_changes_of_one_version_write_once,
     ]
 }
 

@@ -30,9 +30,10 @@ use tidings_core::model::{
 use tidings_core::ports::{
     ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventFeedStore, EventWrite, FeedEntry, FeedPosition,
     KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, PendingMessages,
-    SecretStore, SessionStore, Store, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
+    ReputationStore, SecretStore, SessionStore, Store, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
     WebhookStore, WorkspaceStore,
 };
+use tidings_core::reputation::ScopeReputation;
 use tidings_core::secret::{Secret, SecretName};
 
 use crate::MemoryStore;
@@ -354,6 +355,10 @@ operations! {
     }
     EventFeedStore {
         event_feed(workspace: WorkspaceId, after: Option<FeedPosition>, limit: usize) -> Vec<FeedEntry>;
+    }
+    ReputationStore {
+        reputation(workspace: WorkspaceId) -> Vec<ScopeReputation>;
+        change_reputation(next: &ScopeReputation, expected: u64, deliveries: &[WebhookDelivery]) -> bool;
     }
 }
 

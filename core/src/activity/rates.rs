@@ -50,7 +50,7 @@ impl Rate {
 }
 
 /// A percentage in thousandths of a percent (0.1 % is `Percent(100)`), exact in integers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Percent(pub u32);
 
 impl Percent {

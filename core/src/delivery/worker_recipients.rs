@@ -83,6 +83,11 @@ impl Current {
 impl Shared {
     pub(super) async fn deliver_recipients(&self, claimed: Message, lease: DateTime<Utc>) -> Result<Outcome> {
         let now = self.core.clock().now();
+        // Paused by the reputation guard: every copy held, none attempted or bounced.
+        if let Some(due) = self.core.reputation().holds(claimed.workspace_id, claimed.domain_id, now).await? {
+            let requeued = self.core.store().requeue_message(claimed.workspace_id, claimed.id, lease, due).await?;
+            return Ok(if requeued { Outcome::Waiting } else { Outcome::Skipped });
+        }
         let due = due_recipients(&claimed, now);
         let mut current = Current {
             message: Mutex::new(claimed),

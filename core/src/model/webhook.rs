@@ -12,11 +12,16 @@ use crate::secret::Secret;
 
 pub use crate::net_policy::WebhookUrl;
 
-/// What an endpoint can subscribe to: every message event type, plus `Test`.
+/// What an endpoint can subscribe to: every message event type, `Test`, and the reputation
+/// guard's events about a workspace or domain (contract §12).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum WebhookEventType {
     /// The test event of `POST /v1/webhooks/{id}/test` (always delivered to that endpoint).
     Test,
+    /// A bounce or complaint rate reached its warning threshold (contract §12).
+    ReputationWarning,
+    /// A bounce or complaint rate reached its pause threshold: sending is paused.
+    SendingPaused,
     /// A message event.
     #[serde(untagged)]
     Message(EventType),
@@ -28,13 +33,17 @@ impl WebhookEventType {
         match self {
             Self::Message(t) => t.as_str(),
             Self::Test => "Test",
+            Self::ReputationWarning => "ReputationWarning",
+            Self::SendingPaused => "SendingPaused",
         }
     }
 
     /// Parses the API name.
     pub fn parse(text: &str) -> Option<Self> {
-        if text == "Test" {
-            return Some(Self::Test);
+        for special in [Self::Test, Self::ReputationWarning, Self::SendingPaused] {
+            if text == special.as_str() {
+                return Some(special);
+            }
         }
         EventType::ALL.into_iter().find(|t| t.as_str() == text).map(Self::Message)
     }
@@ -110,6 +119,8 @@ impl WebhookFormat {
     pub fn carries(self, event_type: WebhookEventType) -> bool {
         match event_type {
             WebhookEventType::Test => true,
+            // Resend and Postmark have no equivalent: only Tidings' own format carries them.
+            WebhookEventType::ReputationWarning | WebhookEventType::SendingPaused => self == Self::Tidings,
             WebhookEventType::Message(t) => self.event_name(t).is_some(),
         }
     }

@@ -26,6 +26,7 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::message_search::{CreatedRange, SearchText};
+use crate::reputation::ScopeReputation;
 use crate::model::{
     ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
     RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
@@ -684,6 +685,27 @@ pub trait ActivityStore: Send + Sync {
     async fn purge_activity(&self, before: HourStart, limit: usize) -> StoreResult<usize>;
 }
 
+/// The reputation guard's standings (`crate::reputation`): one record per workspace and
+/// scope that ever changed. Every node of a store reads and writes the same records.
+#[async_trait]
+pub trait ReputationStore: Send + Sync {
+    /// Every record of `workspace` (its own scope and its domains'), in scope order. Costs
+    /// O(records of the workspace): at most one per domain, plus one.
+    async fn reputation(&self, workspace: WorkspaceId) -> StoreResult<Vec<ScopeReputation>>;
+    /// Stores `next` (whose `version` is `expected + 1`) if the record of its
+    /// workspace and scope has version `expected` (`0`: there is no record), together with
+    /// `deliveries` (the webhook events the change announces) in one atomic, durable write;
+    /// returns whether it did. `false` writes nothing: another writer changed the record
+    /// first, and the caller judges again from what is stored. Deliveries to endpoints that
+    /// no longer exist are left out.
+    async fn change_reputation(
+        &self,
+        next: &ScopeReputation,
+        expected: u64,
+        deliveries: &[WebhookDelivery],
+    ) -> StoreResult<bool>;
+}
+
 /// A place in a workspace's event feed ([`EventFeedStore`]): the events after it come next.
 /// `commit` orders the writes as they became visible (a sequence number taken under the
 /// store's writer lock on sled, the writing transaction's id on PostgreSQL); `event` orders
@@ -741,6 +763,7 @@ pub trait Store:
     + SessionStore
     + ActivityStore
     + EventFeedStore
+    + ReputationStore
 {
 }
 
@@ -756,5 +779,6 @@ impl<T> Store for T where
         + SessionStore
         + ActivityStore
         + EventFeedStore
+        + ReputationStore
 {
 }

@@ -201,6 +201,31 @@ pub(super) async fn recheck_domains(core: Tidings, interval: Duration, mut stop:
     }
 }
 
+/// Every `check_every` of the reputation policy, judges every workspace's rates
+/// (`usecases::Reputation::judge_all`); does nothing while every threshold is off.
+pub(super) async fn judge_reputation(core: Tidings, mut stop: watch::Receiver<bool>) {
+    let policy = core.config().reputation.clone();
+    if !policy.is_on() {
+        return;
+    }
+    let mut tick = tokio::time::interval(policy.check_every.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        match core.reputation().judge_all(core.clock().now()).await {
+            Ok(report) => {
+                for (workspace, error) in &report.errors {
+                    tracing::warn!(%workspace, "reputation check failed: {error}");
+                }
+            }
+            Err(e) => tracing::warn!("reputation check failed: {e}"),
+        }
+    }
+}
+
 /// Every [`PURGE_EVERY`], removes expired Idempotency-Keys in batches until none are left.
 pub(super) async fn purge_idempotency_keys(core: Tidings, stop: watch::Receiver<bool>) {
     // The handle outlives each call's future, which borrows it.

@@ -158,6 +158,7 @@ impl Runtime {
             tokio::spawn(loops::recheck_domains(core.clone(), recheck_every, stopped.clone())),
             tokio::spawn(loops::purge_idempotency_keys(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_sessions(core.clone(), stopped.clone())),
+            tokio::spawn(loops::judge_reputation(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_activity(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_message_content(core.clone(), settings.retention_interval, stopped.clone())),
         ]);

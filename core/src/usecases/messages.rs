@@ -385,6 +385,7 @@ impl Messages<'_> {
         if !domain.is_sendable() {
             return Err(Error::DomainNotVerified(format!("domain {} is not verified", domain.name)));
         }
+        self.core.reputation().check_sending(&domain).await?;
         if mailbox.display_name.is_none()
             && let Some(sender) = self.core.senders().find(ws, domain.id, mailbox.address.local_part()).await?
         {

@@ -28,6 +28,7 @@ mod pagination;
 mod rate_limited_send;
 mod recipient_fields;
 mod render_pool;
+mod reputation;
 pub(crate) mod sandbox;
 mod scheduling;
 mod send_fields;
@@ -68,6 +69,7 @@ pub use operator_session::*;
 pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
+pub use reputation::{JudgeReport, Reputation, ReputationMemory, STANDING_TTL, ScopeFigures};
 pub use render_pool::{default_render_threads, default_render_threads_per_workspace};
 pub use sandbox::{SANDBOX_DOMAIN, SANDBOX_RECORD_NOTE, is_reserved_for_sandbox};
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
@@ -139,6 +141,8 @@ pub struct CoreConfig {
     pub sandbox_sending: bool,
     /// How long dashboard sessions last.
     pub sessions: SessionPolicy,
+    /// The reputation guard's window, volume and thresholds (contract §12).
+    pub reputation: crate::reputation::ReputationPolicy,
 }
 
 impl Default for CoreConfig {
@@ -158,6 +162,7 @@ impl Default for CoreConfig {
             render_threads_per_workspace: default_render_threads_per_workspace(),
             sandbox_sending: false,
             sessions: SessionPolicy::default(),
+            reputation: crate::reputation::ReputationPolicy::default(),
         }
     }
 }
@@ -232,6 +237,8 @@ pub struct Tidings {
     pub(crate) observer: ObserverSet,
     /// Where templates are compiled and rendered ([`render_pool`]).
     pub(crate) render_pool: render_pool::RenderPool,
+    /// What this node keeps of the reputation guard's standings ([`Reputation`]).
+    pub(crate) reputation_memory: Arc<ReputationMemory>,
 }
 
 impl Tidings {
@@ -255,6 +262,7 @@ impl Tidings {
             send_turns: SendTurns::default(),
             observer: ObserverSet::default(),
             render_pool,
+            reputation_memory: Arc::default(),
         }
     }
 

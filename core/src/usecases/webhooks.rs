@@ -15,6 +15,7 @@
 
 mod payload;
 mod signing;
+pub(crate) use payload::{ReputationEvent, reputation_body};
 
 use serde::{Deserialize, Serialize};
 
@@ -372,7 +373,9 @@ fn parse_event_types(names: &[String]) -> std::result::Result<Vec<WebhookEventTy
     let mut types = Vec::with_capacity(names.len());
     for name in names {
         let parsed = WebhookEventType::parse(name).ok_or_else(|| {
-            let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+            let guard = [WebhookEventType::ReputationWarning, WebhookEventType::SendingPaused];
+            let known: Vec<&str> =
+                EventType::ALL.iter().map(|t| t.as_str()).chain(guard.iter().map(|t| t.as_str())).collect();
             FieldError::new("eventTypes", format!("unknown event type {name:?}; known types: {}", known.join(", ")))
         })?;
         if !types.contains(&parsed) {

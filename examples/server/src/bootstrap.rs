@@ -314,6 +314,7 @@ pub fn core_with_tracking(
         message_retention: config
             .retention
             .map(|keep| chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)),
+        reputation: config.reputation.clone(),
         // The sandbox sending domain is for trying Tidings out: only where nothing leaves.
         sandbox_sending: config.delivery.mode == Delivery::Outbox,
         ..CoreConfig::default()

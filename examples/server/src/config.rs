@@ -14,6 +14,7 @@ use tidings_core::delivery::RetrySchedule;
 use tidings_core::dns_records::DEFAULT_SPF_MECHANISM;
 use tidings_core::domain_name::{DnsName, DomainName};
 use tidings_core::model::ApiKeyPlaintext;
+use tidings_core::reputation::{ReputationPolicy, Thresholds, parse_threshold};
 use tidings_core::sealing::SealingKey;
 use tidings_core::shaping::ShapingTable;
 use tidings_core::tracking::PublicUrl;
@@ -294,6 +295,10 @@ pub struct Config {
     pub retention: Option<Duration>,
     /// `TIDINGS_RETENTION_INTERVAL`: how often the retention purge runs.
     pub retention_interval: Duration,
+    /// The reputation guard: `TIDINGS_REPUTATION_WINDOW`, `…_MIN_VOLUME`,
+    /// `…_CHECK_INTERVAL`, and the `TIDINGS_BOUNCE_RATE_*` and `TIDINGS_COMPLAINT_RATE_*`
+    /// thresholds.
+    pub reputation: ReputationPolicy,
     /// `TIDINGS_SHUTDOWN_DELAY`: after a shutdown signal, how long the server keeps accepting
     /// requests while `/readyz` answers 503, before it stops accepting and drains.
     pub shutdown_delay: Duration,
@@ -379,6 +384,22 @@ impl Config {
         let log = s.value("TIDINGS_LOG", log_filter)?;
         let retention = s.value("TIDINGS_RETENTION", retention)?;
         let retention_interval = s.value("TIDINGS_RETENTION_INTERVAL", duration)?;
+        let threshold = |t: &str| parse_threshold(t).map_err(|e| e.to_string());
+        let reputation = ReputationPolicy {
+            window: chrono::Duration::from_std(s.value("TIDINGS_REPUTATION_WINDOW", duration)?)
+                .unwrap_or(chrono::Duration::days(7)),
+            min_volume: s.value("TIDINGS_REPUTATION_MIN_VOLUME", |t| count(t, 1_000_000_000))? as u64,
+            check_every: s.value("TIDINGS_REPUTATION_CHECK_INTERVAL", duration)?,
+            bounce: Thresholds {
+                warn: s.value("TIDINGS_BOUNCE_RATE_WARN", threshold)?,
+                pause: s.value("TIDINGS_BOUNCE_RATE_PAUSE", threshold)?,
+            },
+            complaint: Thresholds {
+                warn: s.value("TIDINGS_COMPLAINT_RATE_WARN", threshold)?,
+                pause: s.value("TIDINGS_COMPLAINT_RATE_PAUSE", threshold)?,
+            },
+            ..ReputationPolicy::default()
+        };
         let shutdown_delay = s.value("TIDINGS_SHUTDOWN_DELAY", delay)?;
         let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
         // The error describes the token's shape and never quotes it.
@@ -479,6 +500,7 @@ impl Config {
             log,
             retention,
             retention_interval,
+            reputation,
             shutdown_delay,
             trusted_proxies,
             metrics_token,

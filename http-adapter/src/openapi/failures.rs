@@ -68,7 +68,10 @@ failures! {
     /// A `send` key on a management operation.
     InsufficientScope = 403, "a `send` key calling a management operation", ["insufficient_scope"];
     /// A domain-scoped key sending from another domain.
-    DomainNotAllowed = 403, "a domain-scoped key sending from another domain", ["domain_not_allowed"];
+    DomainNotAllowed = 403,
+        "a domain-scoped key sending from another domain, or sending from the domain or workspace is paused by the \
+         reputation guard (resume with `POST /v1/domains/{id}/resume` or `POST /v1/reputation/resume`)",
+        ["domain_not_allowed", "sending_paused"];
     /// No such resource.
     NotFound = 404, "no such resource in this workspace", ["not_found"];
     /// A duplicate, or a state that does not allow the change.

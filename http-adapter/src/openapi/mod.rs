@@ -92,10 +92,11 @@ limit, nor does `GET /metrics` (this process's counters in the Prometheus text f
 Every response carries `X-Request-Id`: the one the request sent, if it was 1–128 printable \
 ASCII characters, else a new ULID. The server logs it with the request.";
 
-const TAGS: [(&str, &str); 9] = [
+const TAGS: [(&str, &str); 10] = [
     ("keys", "API keys (docs/api.md#authentication)"),
     ("messages", "sending and the event timeline (docs/api.md#messages)"),
     ("domains", "sending domains, their DNS records and senders (docs/api.md#domains)"),
+    ("reputation", "bounce and complaint rates, and the sending pauses they cause (docs/api.md#reputation)"),
     ("templates", "versioned handlebars templates (docs/api.md#templates)"),
     ("suppressions", "the suppression list (docs/api.md#suppressions)"),
     ("webhooks", "webhook endpoints and their delivery log (docs/api.md#webhooks)"),

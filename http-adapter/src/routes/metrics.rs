@@ -62,6 +62,7 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
             Err(error) => tracing::warn!(%error, "cannot read the delivery sites for /metrics"),
         }
     }
+    crate::metrics::render_reputation(&mut body, &state.core.reputation().board());
     (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 

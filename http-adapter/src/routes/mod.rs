@@ -8,6 +8,7 @@ mod keys;
 mod messages;
 mod metrics;
 mod openapi;
+mod reputation;
 mod send_request;
 mod suppressions;
 mod table;
@@ -33,6 +34,7 @@ fn table(send_body_limit: usize, with_metrics: bool) -> table::RouteTable {
         .merge(keys::routes())
         .merge(messages::routes(send_body_limit))
         .merge(domains::routes())
+        .merge(reputation::routes())
         .merge(templates::routes())
         .merge(suppressions::routes())
         .merge(webhooks::routes())

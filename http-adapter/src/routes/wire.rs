@@ -112,10 +112,13 @@ impl From<model::EventType> for EventType {
     }
 }
 
-/// what a webhook endpoint can subscribe to: `Test`, or a message event type
+/// what a webhook endpoint can subscribe to: `Test`, a message event type, or the reputation
+/// guard's `ReputationWarning` and `SendingPaused` (tidings format only)
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum WebhookEventType {
     Test,
+    ReputationWarning,
+    SendingPaused,
     Queued,
     Sent,
     Delivered,
@@ -135,6 +138,8 @@ impl From<model::WebhookEventType> for WebhookEventType {
         use model::EventType as T;
         match t {
             model::WebhookEventType::Test => Self::Test,
+            model::WebhookEventType::ReputationWarning => Self::ReputationWarning,
+            model::WebhookEventType::SendingPaused => Self::SendingPaused,
             model::WebhookEventType::Message(t) => match t {
                 T::Queued => Self::Queued,
                 T::Sent => Self::Sent,

@@ -50,6 +50,7 @@ mod activity;
 mod domains;
 mod event_feed;
 mod messages;
+mod reputation;
 mod sessions;
 mod webhooks;
 
@@ -91,6 +92,8 @@ struct State {
     feed: BTreeMap<tidings_core::ports::FeedPosition, (WorkspaceId, MessageId)>,
     /// Writes numbered so far.
     feed_commits: u64,
+    /// The reputation guard's standings, by workspace and scope.
+    reputation: BTreeMap<(WorkspaceId, tidings_core::reputation::Scope), tidings_core::reputation::ScopeReputation>,
 }
 
 impl MemoryStore {

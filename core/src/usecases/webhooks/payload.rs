@@ -143,3 +143,87 @@ fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Re
 
 #[cfg(test)]
 mod tests;
+
+/// What a `ReputationWarning` or `SendingPaused` event is about.
+pub(crate) struct ReputationEvent<'a> {
+    /// The workspace, or one domain.
+    pub scope: crate::reputation::Scope,
+    /// The domain, for a domain's scope.
+    pub domain: Option<&'a crate::model::Domain>,
+    /// The rate over its threshold.
+    pub breach: &'a crate::reputation::Breach,
+    /// The window's length.
+    pub window_hours: i64,
+    /// Whether sending is paused (else warned).
+    pub paused: bool,
+}
+
+/// `details` of a reputation event.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReputationDetails<'a> {
+    scope: &'static str,
+    domain_id: Option<crate::ids::DomainId>,
+    domain: Option<&'a str>,
+    rate: &'static str,
+    rate_percent: f64,
+    threshold_percent: f64,
+    counted: u64,
+    among: u64,
+    window_hours: i64,
+    /// The call that resumes sending, when paused.
+    resume: Option<String>,
+    description: String,
+}
+
+/// The body of a `ReputationWarning` or `SendingPaused` event (Tidings' format only: Resend
+/// and Postmark have no equivalent). Every message key is present and null, as for `Test`.
+pub(crate) fn reputation_body(
+    event_type: WebhookEventType,
+    event_id: EventId,
+    at: DateTime<Utc>,
+    event: &ReputationEvent<'_>,
+) -> Result<String> {
+    use crate::reputation::Scope;
+    let no_metadata = Metadata::default();
+    let domain_id = match event.scope {
+        Scope::Domain(id) => Some(id),
+        Scope::Workspace => None,
+    };
+    let whose = match event.domain {
+        Some(d) => format!("domain {}", d.name),
+        None => "the workspace".to_owned(),
+    };
+    let what = if event.paused { "sending is paused until resumed" } else { "a warning: sending continues" };
+    render(&Payload {
+        event_type: event_type.as_str(),
+        created_at: at,
+        data: Data {
+            message_id: None,
+            event_id,
+            to: None,
+            recipient: None,
+            from: None,
+            subject: None,
+            provider_message_id: None,
+            tags: &[],
+            metadata: &no_metadata,
+            details: ReputationDetails {
+                scope: event.scope.kind(),
+                domain_id,
+                domain: event.domain.map(|d| d.name.as_str()),
+                rate: event.breach.kind.as_str(),
+                rate_percent: (event.breach.percent() * 1000.0).round() / 1000.0,
+                threshold_percent: event.breach.threshold.as_f64(),
+                counted: event.breach.part,
+                among: event.breach.whole,
+                window_hours: event.window_hours,
+                resume: event.paused.then(|| match domain_id {
+                    Some(id) => format!("POST /v1/domains/{id}/resume"),
+                    None => "POST /v1/reputation/resume".to_owned(),
+                }),
+                description: format!("For {whose}, the {}; {what}.", event.breach.describe()),
+            },
+        },
+    })
+}

@@ -197,6 +197,27 @@ pub struct Settings {
     /// How often the retention purge runs.
     #[arg(long, env = "TIDINGS_RETENTION_INTERVAL", value_name = "DURATION", default_value = "10m")]
     pub retention_interval: Option<String>,
+    /// How far back the reputation guard's bounce and complaint rates look.
+    #[arg(long, env = "TIDINGS_REPUTATION_WINDOW", value_name = "DURATION", default_value = "7d")]
+    pub reputation_window: Option<String>,
+    /// Recipients delivered or bounced in the window below which the guard judges nothing.
+    #[arg(long, env = "TIDINGS_REPUTATION_MIN_VOLUME", value_name = "N", default_value = "200")]
+    pub reputation_min_volume: Option<String>,
+    /// How often each node judges every workspace's rates.
+    #[arg(long, env = "TIDINGS_REPUTATION_CHECK_INTERVAL", value_name = "DURATION", default_value = "1m")]
+    pub reputation_check_interval: Option<String>,
+    /// Hard-bounce rate from which a ReputationWarning event goes out (a percentage, or off).
+    #[arg(long, env = "TIDINGS_BOUNCE_RATE_WARN", value_name = "PERCENT", default_value = "4%")]
+    pub bounce_rate_warn: Option<String>,
+    /// Hard-bounce rate from which sending from the domain (or workspace) is paused.
+    #[arg(long, env = "TIDINGS_BOUNCE_RATE_PAUSE", value_name = "PERCENT", default_value = "8%")]
+    pub bounce_rate_pause: Option<String>,
+    /// Complaint rate from which a ReputationWarning event goes out (a percentage, or off).
+    #[arg(long, env = "TIDINGS_COMPLAINT_RATE_WARN", value_name = "PERCENT", default_value = "0.08%")]
+    pub complaint_rate_warn: Option<String>,
+    /// Complaint rate from which sending from the domain (or workspace) is paused.
+    #[arg(long, env = "TIDINGS_COMPLAINT_RATE_PAUSE", value_name = "PERCENT", default_value = "0.3%")]
+    pub complaint_rate_pause: Option<String>,
     /// After SIGTERM, how long to keep accepting requests with /readyz answering 503 before
     /// draining (for load balancers).
     #[arg(long, env = "TIDINGS_SHUTDOWN_DELAY", value_name = "DURATION", default_value = "0s")]

@@ -27,6 +27,8 @@ pub(crate) enum Code {
     InvalidRequest = 300,
     SenderNotFound = 400,
     InvalidJson = 402,
+    /// Postmark's "Not allowed to send": the account may not send now.
+    NotAllowedToSend = 405,
     InactiveRecipient = 406,
     JsonRequired = 409,
     TooManyBatchMessages = 410,
@@ -174,6 +176,7 @@ fn fault(code_name: &str, message: &str, fields: &[(String, String)]) -> Fault {
             let texts = std::iter::once(message).chain(fields.iter().map(|(_, m)| m.as_str()));
             inactive(texts.filter_map(tidings_core::error::suppressed_address))
         }
+        "sending_paused" => Fault::new(Code::NotAllowedToSend, format!("Not allowed to send: {message}")),
         "domain_not_verified" | "domain_not_allowed" => {
             Fault::new(Code::SenderNotFound, format!("The 'From' address cannot be used: {message}"))
         }

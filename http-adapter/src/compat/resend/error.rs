@@ -98,6 +98,8 @@ fn parts(e: &ResendError) -> (StatusCode, &'static str, String) {
         Error::DomainNotAllowed { .. } | Error::DomainNotVerified(_) => {
             (S::FORBIDDEN, "validation_error", core.to_string())
         }
+        // Resend has no pause of its own; a refusal of the sender is its 403 `validation_error`.
+        Error::SendingPaused(_) => (S::FORBIDDEN, "validation_error", core.to_string()),
         Error::NotFound(what) => (S::NOT_FOUND, "not_found", format!("{} not found", resend_resource(what))),
         Error::IdempotencyKeyReused(_) => (S::CONFLICT, "invalid_idempotent_request", core.to_string()),
         // A message no longer reschedulable or cancelable: Resend has no `conflict` name.
