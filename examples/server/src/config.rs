@@ -385,11 +385,15 @@ impl Config {
         let retention = s.value("TIDINGS_RETENTION", retention)?;
         let retention_interval = s.value("TIDINGS_RETENTION_INTERVAL", duration)?;
         let threshold = |t: &str| parse_threshold(t).map_err(|e| e.to_string());
+        let check_every = s.value("TIDINGS_REPUTATION_CHECK_INTERVAL", duration)?;
         let reputation = ReputationPolicy {
             window: chrono::Duration::from_std(s.value("TIDINGS_REPUTATION_WINDOW", duration)?)
                 .unwrap_or(chrono::Duration::days(7)),
             min_volume: s.value("TIDINGS_REPUTATION_MIN_VOLUME", |t| count(t, 1_000_000_000))? as u64,
-            check_every: s.value("TIDINGS_REPUTATION_CHECK_INTERVAL", duration)?,
+            check_every,
+            // Held mail is looked at again as often as the rates are, at most every minute.
+            hold: chrono::Duration::from_std(check_every.min(Duration::from_secs(60)))
+                .unwrap_or(chrono::Duration::minutes(1)),
             bounce: Thresholds {
                 warn: s.value("TIDINGS_BOUNCE_RATE_WARN", threshold)?,
                 pause: s.value("TIDINGS_BOUNCE_RATE_PAUSE", threshold)?,

@@ -44,6 +44,7 @@ mod readme;
 mod recipients;
 mod replays_and_renders;
 mod reports;
+mod reputation;
 mod resend_sdk;
 mod return_path;
 mod sandbox;
