@@ -180,7 +180,10 @@ impl Baseline {
 
     /// What it holds for `domain`.
     fn of(&self, domain: DomainId) -> ActivityCounts {
-        self.counts.iter().find(|(d, _)| *d == domain).map_or_else(ActivityCounts::default, |(_, c)| ActivityCounts::from_array(*c))
+        self.counts
+            .iter()
+            .find(|(d, _)| *d == domain)
+            .map_or_else(ActivityCounts::default, |(_, c)| ActivityCounts::from_array(*c))
     }
 
     /// The later of two baselines: counting starts at the latest resume that concerns it.
@@ -272,7 +275,12 @@ impl ReputationPolicy {
 /// What the counters say of `domain` over the window from `from`, after `baseline`: its rows
 /// from `from` (or the resume's hour, if later) on, minus what the resume's hour held at the
 /// resume.
-pub fn counted(rows: &[HourlyActivity], domain: DomainId, from: HourStart, baseline: Option<&Baseline>) -> ActivityCounts {
+pub fn counted(
+    rows: &[HourlyActivity],
+    domain: DomainId,
+    from: HourStart,
+    baseline: Option<&Baseline>,
+) -> ActivityCounts {
     let start = match baseline {
         Some(b) if b.hour() > from => b.hour(),
         _ => from,

@@ -370,20 +370,25 @@ const MAX_REPUTATION_SERIES: usize = 1_000;
 /// node judges from the same store, so on PostgreSQL they agree). Labelled by workspace and,
 /// for a domain, its name.
 pub fn render_reputation(out: &mut String, figures: &[tidings_core::usecases::ScopeFigures]) {
-    let mut shown: Vec<&tidings_core::usecases::ScopeFigures> = figures.iter().filter(|f| f.volume > 0 || f.state != "good").collect();
+    let mut shown: Vec<&tidings_core::usecases::ScopeFigures> =
+        figures.iter().filter(|f| f.volume > 0 || f.state != "good").collect();
     shown.sort_by_key(|f| (f.state == "good", std::cmp::Reverse(f.volume)));
     shown.truncate(MAX_REPUTATION_SERIES);
     type Value = fn(&tidings_core::usecases::ScopeFigures) -> f64;
     let families: [(&str, &str, Value); 5] = [
-        ("tidings_reputation_bounce_rate", "Hard bounces over recipients delivered or bounced in the window, 0 to 1.", |f| {
-            f.bounce_percent().unwrap_or(0.0) / 100.0
-        }),
+        (
+            "tidings_reputation_bounce_rate",
+            "Hard bounces over recipients delivered or bounced in the window, 0 to 1.",
+            |f| f.bounce_percent().unwrap_or(0.0) / 100.0,
+        ),
         ("tidings_reputation_complaint_rate", "Complaints over recipients delivered in the window, 0 to 1.", |f| {
             f.complaint_percent().unwrap_or(0.0) / 100.0
         }),
-        ("tidings_reputation_volume", "Recipients delivered or bounced in the window (since the last resume, if later).", |f| {
-            f.volume as f64
-        }),
+        (
+            "tidings_reputation_volume",
+            "Recipients delivered or bounced in the window (since the last resume, if later).",
+            |f| f.volume as f64,
+        ),
         ("tidings_reputation_warning", "1 while the scope is over a warning threshold.", |f| {
             f64::from(u8::from(f.state == "warning"))
         }),

@@ -30,8 +30,8 @@ use tidings_core::model::{
 use tidings_core::ports::{
     ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventFeedStore, EventWrite, FeedEntry, FeedPosition,
     KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, PendingMessages,
-    ReputationStore, SecretStore, SessionStore, Store, StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore,
-    WebhookStore, WorkspaceStore,
+    ReputationStore, SecretStore, SessionStore, Store, StoreError, StoreResult, SuppressionStore, TemplateChange,
+    TemplateStore, WebhookStore, WorkspaceStore,
 };
 use tidings_core::reputation::ScopeReputation;
 use tidings_core::secret::{Secret, SecretName};

@@ -430,7 +430,9 @@ impl Shared {
             return self.finish(message, EventType::Failed, details, Outcome::Failed).await;
         }
         // Paused by the reputation guard: held, neither attempted nor bounced.
-        if let Some(due) = self.core.reputation().holds(message.workspace_id, domain.id, self.core.clock().now()).await? {
+        if let Some(due) =
+            self.core.reputation().holds(message.workspace_id, domain.id, self.core.clock().now()).await?
+        {
             return Ok(Start::Wait(due));
         }
         // Asked before building: a message its site cannot take yet costs no signature.

@@ -26,13 +26,13 @@ use crate::ids::{
     WebhookId, WorkspaceId,
 };
 use crate::message_search::{CreatedRange, SearchText};
-use crate::reputation::ScopeReputation;
 use crate::model::{
     ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
     RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
     WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use crate::ports::{EndpointQuota, StoreResult};
+use crate::reputation::ScopeReputation;
 use crate::secret::{Secret, SecretName};
 
 /// Where a list starts and how much it returns. `limit` is 1–200 (validated by core).

@@ -27,8 +27,8 @@ use crate::activity::{ActivityCounts, HourStart, HourlyActivity};
 use crate::ids::{DeliveryId, DomainId, EventId, WorkspaceId};
 use crate::model::{DeliveryStatus, Domain, WebhookDelivery, WebhookEventType};
 use crate::reputation::{
-    Announcement, Baseline, Breach, ReputationPolicy, Scope, ScopeReputation, Standing, Verdict, baseline_at,
-    counted, judge,
+    Announcement, Baseline, Breach, ReputationPolicy, Scope, ScopeReputation, Standing, Verdict, baseline_at, counted,
+    judge,
 };
 use crate::usecases::{Principal, Tidings};
 use crate::{Error, Result};
@@ -215,7 +215,8 @@ impl Reputation<'_> {
         for id in domains {
             let Some(domain) = store.get_domain(ws, id).await? else { continue };
             let current = record(Scope::Domain(id));
-            let counts = counted(&rows, id, from, Baseline::latest(current.baseline.as_ref(), workspace.baseline.as_ref()));
+            let counts =
+                counted(&rows, id, from, Baseline::latest(current.baseline.as_ref(), workspace.baseline.as_ref()));
             let (standing, wrote) = self.change(current, &counts, Some(&domain), now).await?;
             changed += usize::from(wrote);
             if standing == Standing::Good {
@@ -367,8 +368,7 @@ impl Reputation<'_> {
         who.require_full()?;
         let ws = who.workspace_id;
         self.judge_workspace(ws, self.core.clock.now()).await?;
-        let mut figures: Vec<ScopeFigures> =
-            self.board().into_iter().filter(|f| f.workspace_id == ws).collect();
+        let mut figures: Vec<ScopeFigures> = self.board().into_iter().filter(|f| f.workspace_id == ws).collect();
         // The workspace first, then domains by name.
         figures.sort_by(|a, b| (a.domain_id.is_some(), &a.domain).cmp(&(b.domain_id.is_some(), &b.domain)));
         Ok(figures)

@@ -6,12 +6,14 @@
 
 mod activity;
 mod own;
+pub(crate) mod reputation;
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use tidings_core::usecases::{Overview, OverviewRange};
+use tidings_core::model::KeyScope;
+use tidings_core::usecases::{Overview, OverviewRange, ScopeFigures};
 
 use crate::DashboardState;
 use crate::error::{OrPage, PageResult};
@@ -28,7 +30,12 @@ pub(crate) async fn show(
     let pairs = query_pairs(raw.as_deref());
     let range = query_value(&pairs, "range").and_then(|r| OverviewRange::parse(&r)).unwrap_or_default();
     let overview = state.core.overview(viewer.principal(), range).await.or_page(&viewer)?;
-    Ok(render(&viewer, &overview).into_response())
+    // Where sending stands is a full key's business, as the rates are.
+    let standings = match viewer.principal().scope {
+        KeyScope::Full => state.core.reputation().status(viewer.principal()).await.or_page(&viewer)?,
+        KeyScope::Send => Vec::new(),
+    };
+    Ok(render(&viewer, &overview, &standings).into_response())
 }
 
 /// The address of the messages list filtered to `status` (all statuses if `None`) and to
@@ -44,8 +51,9 @@ pub(crate) fn messages_link(status: Option<&str>, start: DateTime<Utc>, end: Dat
 }
 
 /// The page for `overview`.
-pub(crate) fn render(viewer: &Viewer, overview: &Overview) -> Markup {
+pub(crate) fn render(viewer: &Viewer, overview: &Overview, standings: &[ScopeFigures]) -> Markup {
     let body = html! {
+        (reputation::banner(viewer, standings))
         @if let Some(activity) = &overview.activity {
             (activity::section(activity, overview.range, overview.at))
         }

@@ -477,6 +477,10 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     mark_verified(&api, &domain_id).await;
     expect(&c.call(a, full, "POST", "/v1/domains/{id}/senders", &d, Some(sender)).await, 201);
     expect(&c.call(a, full, "GET", "/v1/domains/{id}/senders", &d, None).await, 200);
+    // The reputation guard: where each scope stands, and the resumes (200 when not paused).
+    expect(&c.call(a, full, "GET", "/v1/reputation", &[], None).await, 200);
+    expect(&c.call(a, full, "POST", "/v1/domains/{id}/resume", &d, None).await, 200);
+    expect(&c.call(a, full, "POST", "/v1/reputation/resume", &[], None).await, 200);
     let scoped = json!({"sendingDomainId": domain_id, "rateLimitPerSec": 1});
     let scoped = c.call(a, full, "POST", "/v1/keys", &[], Some(scoped)).await;
     expect(&scoped, 201);

@@ -12,7 +12,10 @@ use tidings_transport_smtp::testing::{Rule, SmtpSink, Stage};
 
 use crate::common::mail::{timeline, types};
 use crate::common::receiver::Receiver;
-use crate::common::{assert_error, assert_ok, block_on, create_key, server_relaying_to, verified_domain};
+use crate::common::{
+    assert_error, assert_ok, block_on, create_key, dashboard_page, dashboard_session, server_relaying_to,
+    verified_domain,
+};
 
 const DOMAIN: &str = "shop.example";
 const WAIT: Duration = Duration::from_secs(60);
@@ -50,7 +53,9 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
     block_on(async {
         let sink = SmtpSink::start().await.expect("the SMTP sink starts");
         for n in 0..3 {
-            sink.add_rule(Rule::reply(Stage::Rcpt, 550, "5.1.1 user unknown").for_recipient(&format!("gone{n}@inbox.example")));
+            sink.add_rule(
+                Rule::reply(Stage::Rcpt, 550, "5.1.1 user unknown").for_recipient(&format!("gone{n}@inbox.example")),
+            );
         }
         let (server, dns) = server_relaying_to(
             &sink,
@@ -96,7 +101,11 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
         assert_eq!(event["type"], "SendingPaused", "{event}");
         standardwebhooks::Webhook::new(&secret).unwrap().verify(&hits[0].body, &hits[0].headers).expect("signed");
         let details = &event["data"]["details"];
-        assert_eq!((&details["scope"], &details["domain"], &details["rate"]), (&json!("domain"), &json!(DOMAIN), &json!("bounce")), "{event}");
+        assert_eq!(
+            (&details["scope"], &details["domain"], &details["rate"]),
+            (&json!("domain"), &json!(DOMAIN), &json!("bounce")),
+            "{event}"
+        );
         assert_eq!((&details["counted"], &details["among"]), (&json!(3), &json!(20)), "{event}");
         assert_eq!(details["ratePercent"], 15.0, "{event}");
         assert_eq!(details["thresholdPercent"], 8.0, "{event}");
@@ -107,8 +116,12 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
         let (status, body) = send(&server, &key, mail("new@inbox.example")).await;
         assert_error(status, &body, 403, "sending_paused", "a send while paused");
         let said = body["error"]["message"].as_str().unwrap();
-        assert!(said.contains("bounce rate 15.00 %") && said.contains(&format!("/v1/domains/{domain_id}/resume")), "{said}");
-        let resend = json!({"from": format!("orders@{DOMAIN}"), "to": ["new@inbox.example"], "subject": "Hi", "text": "x"});
+        assert!(
+            said.contains("bounce rate 15.00 %") && said.contains(&format!("/v1/domains/{domain_id}/resume")),
+            "{said}"
+        );
+        let resend =
+            json!({"from": format!("orders@{DOMAIN}"), "to": ["new@inbox.example"], "subject": "Hi", "text": "x"});
         let (status, body) = server.post("/resend/emails", &key, resend).await;
         assert_eq!(status, 403, "Resend's API refuses too: {body}");
 
@@ -119,11 +132,23 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
         assert_eq!(scopes[0]["scope"], "workspace", "{body}");
         assert_eq!(scopes[0]["state"], "good", "{body}");
         let domain = scopes.iter().find(|s| s["domain"] == DOMAIN).expect("the domain is listed");
-        assert_eq!((&domain["state"], &domain["volume"], &domain["hardBounced"]), (&json!("paused"), &json!(20), &json!(3)), "{body}");
+        assert_eq!(
+            (&domain["state"], &domain["volume"], &domain["hardBounced"]),
+            (&json!("paused"), &json!(20), &json!(3)),
+            "{body}"
+        );
         assert_eq!(domain["bounceRate"], 15.0, "{body}");
         let metrics = server.request(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
         let line = metrics.lines().find(|l| l.starts_with("tidings_reputation_paused{") && l.contains(DOMAIN));
         assert!(line.is_some_and(|l| l.ends_with(" 1")), "the paused gauge: {metrics}");
+
+        // The dashboard's overview says why, with a button that resumes.
+        let session = dashboard_session(&server, &key).await;
+        let (status, page) = dashboard_page(&server, &session, "/overview").await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains(&format!("Domain {DOMAIN} cannot send.")), "the banner: {page}");
+        assert!(page.contains("bounce rate 15.00 % (3 of 20 recipients)"), "the rate: {page}");
+        assert!(page.contains(&format!("action=\"/domains/{domain_id}/resume\"")), "the resume button: {page}");
 
         // A send key may not resume.
         let (_, send_key) = create_key(&server, &key, json!({"name": "sender", "scope": "send"})).await;
@@ -144,7 +169,11 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
         let (status, body) = server.post(&format!("/v1/domains/{domain_id}/resume"), &key, json!({})).await;
         assert_ok(status, &body, 200, "resume");
         let domain = body["data"].as_array().unwrap().iter().find(|s| s["domain"] == DOMAIN).cloned().unwrap();
-        assert_eq!((&domain["state"], &domain["volume"]), (&json!("good"), &json!(0)), "counted from the resume: {domain}");
+        assert_eq!(
+            (&domain["state"], &domain["volume"]),
+            (&json!("good"), &json!(0)),
+            "counted from the resume: {domain}"
+        );
         settle(&server, &held, &["Delivered"]).await;
         let (status, body) = send(&server, &key, mail("new@inbox.example")).await;
         assert_ok(status, &body, 201, "a send after the resume");
