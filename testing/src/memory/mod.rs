@@ -50,6 +50,7 @@ mod activity;
 mod domains;
 mod event_feed;
 mod messages;
+mod sealing;
 mod sessions;
 mod webhooks;
 
@@ -91,6 +92,9 @@ struct State {
     feed: BTreeMap<tidings_core::ports::FeedPosition, (WorkspaceId, MessageId)>,
     /// Writes numbered so far.
     feed_commits: u64,
+    /// The key check of the store's key, for [`MemoryStore::reopen`] (`sealing.rs`);
+    /// `None` in a store made by [`MemoryStore::new`], whose key nobody else has.
+    key_check: Option<Vec<u8>>,
 }
 
 impl MemoryStore {
