@@ -32,6 +32,15 @@ impl MemoryStore {
     }
 }
 
+/// What one batch over a map found.
+struct Found<K, V> {
+    /// The entries re-sealed, to write back.
+    changed: Vec<(K, V)>,
+    examined: usize,
+    /// The key bytes of the last entry read.
+    last: Option<Vec<u8>>,
+}
+
 /// The entries of `map` after `after` by their `key` bytes (already in that order), at most
 /// `limit`, each re-sealed (`Some`) or not.
 fn batch<K: Copy, V>(
@@ -40,18 +49,16 @@ fn batch<K: Copy, V>(
     after: Option<&ResealCursor>,
     limit: usize,
     reseal: impl Fn(&K, &V) -> StoreResult<Option<V>>,
-) -> StoreResult<(Vec<(K, V)>, usize, Option<Vec<u8>>)> {
-    let mut changed = Vec::new();
-    let mut examined = 0;
-    let mut last = None;
+) -> StoreResult<Found<K, V>> {
+    let mut found = Found { changed: Vec::new(), examined: 0, last: None };
     for (k, v) in map.iter().filter(|(k, _)| after.is_none_or(|c| key(k) > c.0)).take(limit) {
-        examined += 1;
-        last = Some(key(k));
+        found.examined += 1;
+        found.last = Some(key(k));
         if let Some(new) = reseal(k, v)? {
-            changed.push((*k, new));
+            found.changed.push((*k, new));
         }
     }
-    Ok((changed, examined, last))
+    Ok(found)
 }
 
 fn record<R: SecretFields + Clone>(sealer: &Sealer, stored: &Sealed<R>) -> StoreResult<Option<Sealed<R>>> {
@@ -71,30 +78,29 @@ impl SecretResealStore for MemoryStore {
         // Decided and written under the one lock: atomic with every other write.
         let (resealed, examined, last) = match kind {
             SecretHolder::Domains => {
-                let (changed, examined, last) =
-                    batch(&state.domains, |id| id.to_bytes().to_vec(), after, limit, |_, d| record(sealer, d))?;
-                let resealed = changed.len();
-                state.domains.extend(changed);
-                (resealed, examined, last)
+                let found = batch(&state.domains, |id| id.to_bytes().to_vec(), after, limit, |_, d| record(sealer, d))?;
+                let resealed = found.changed.len();
+                state.domains.extend(found.changed);
+                (resealed, found.examined, found.last)
             }
             SecretHolder::Webhooks => {
-                let (changed, examined, last) =
+                let found =
                     batch(&state.webhooks, |id| id.to_bytes().to_vec(), after, limit, |_, w| record(sealer, w))?;
-                let resealed = changed.len();
-                state.webhooks.extend(changed);
-                (resealed, examined, last)
+                let resealed = found.changed.len();
+                state.webhooks.extend(found.changed);
+                (resealed, found.examined, found.last)
             }
             SecretHolder::StoreSecrets => {
-                let (changed, examined, last) = batch(
+                let found = batch(
                     &state.secrets,
                     |name| name.as_str().as_bytes().to_vec(),
                     after,
                     limit,
                     |name, value| sealer.reseal(&secret_label(name.as_str()), value).map_err(corrupt),
                 )?;
-                let resealed = changed.len();
-                state.secrets.extend(changed);
-                (resealed, examined, last)
+                let resealed = found.changed.len();
+                state.secrets.extend(found.changed);
+                (resealed, found.examined, found.last)
             }
         };
         let next = if examined < limit { None } else { last.map(ResealCursor) };
