@@ -14,8 +14,16 @@
 //! - **Key check**: each store keeps [`Sealer::key_check`] and verifies it at open
 //!   ([`Sealer::verify_key_check`]), so that a wrong key fails the start, not a send later.
 //!
+//! - **Rotation**: a [`Sealer`] may hold a previous key besides its key
+//!   ([`Sealer::with_previous`]): it seals with its key only, opens with either, and takes
+//!   the key check of either, so nodes keep working while the store's secrets move from one
+//!   key to the other. [`Sealer::reseal_record`] tells what a re-seal pass must rewrite
+//!   (whatever does not open with the key itself) and [`rotation::rotate_secret_key`]
+//!   walks a store ([`crate::ports::SecretResealStore`]) until nothing is left under the
+//!   previous key, then replaces the key check (docs/decisions.md, "Rotating the secret key").
+//!
 //! Core holds the rule and no disk code; the stores persist what [`Sealer::seal_record`]
-//! gives and decode with [`Sealer::open_record`]. Key rotation is not supported.
+//! gives and decode with [`Sealer::open_record`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -116,10 +124,13 @@ pub enum SealError {
     },
 }
 
-/// Seals and opens values with one [`SealingKey`]. Cheap to clone.
+/// Seals values with one [`SealingKey`] and opens them with it or, during a key rotation,
+/// with a previous key. Cheap to clone.
 #[derive(Clone)]
 pub struct Sealer {
     key: Arc<RandomizedNonceKey>,
+    /// The key the store's secrets may still be sealed with: opens, never seals.
+    previous: Option<Arc<RandomizedNonceKey>>,
 }
 
 impl fmt::Debug for Sealer {
@@ -136,9 +147,18 @@ pub fn is_sealed(stored: &[u8]) -> bool {
 impl Sealer {
     /// A sealer with `key`.
     pub fn new(key: &SealingKey) -> Self {
-        // 32 bytes is exactly what AES-256-GCM takes: this cannot fail.
-        let key = RandomizedNonceKey::new(&AES_256_GCM, key.0.expose()).expect("a 32-byte AES-256-GCM key");
-        Self { key: Arc::new(key) }
+        Self { key: Arc::new(aead_key(key)), previous: None }
+    }
+
+    /// A sealer during a key rotation: seals with `key`; opens with `key`, else with
+    /// `previous`; takes the key check of either.
+    pub fn with_previous(key: &SealingKey, previous: &SealingKey) -> Self {
+        Self { key: Arc::new(aead_key(key)), previous: Some(Arc::new(aead_key(previous))) }
+    }
+
+    /// Whether it holds a previous key ([`Self::with_previous`]).
+    pub fn has_previous(&self) -> bool {
+        self.previous.is_some()
     }
 
     /// `plaintext` sealed for `label` (what the value is and whose, e.g. `secret
@@ -156,34 +176,78 @@ impl Sealer {
         Ok(sealed)
     }
 
-    /// The plaintext of `stored`: opened if it is sealed, as it is if it is not (a value
-    /// written before sealing existed).
+    /// The plaintext of `stored`: opened if it is sealed (with the key, else the previous
+    /// key), as it is if it is not (a value written before sealing existed).
     pub fn open(&self, label: &str, stored: &[u8]) -> Result<Vec<u8>, SealError> {
         if !is_sealed(stored) {
             return Ok(stored.to_vec());
         }
-        let malformed = || SealError::Malformed { label: label.to_owned() };
-        let rest = &stored[MAGIC.len()..];
-        if rest.len() < NONCE_LEN + TAG_LEN {
-            return Err(malformed());
+        match (open_with(&self.key, label, stored), &self.previous) {
+            (Err(SealError::DoesNotOpen { .. }), Some(previous)) => open_with(previous, label, stored),
+            (opened, _) => opened,
         }
-        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| malformed())?;
-        let mut in_out = ciphertext.to_vec();
-        let plaintext = self
-            .key
-            .open_in_place(nonce, aad(label), &mut in_out)
-            .map_err(|_| SealError::DoesNotOpen { label: label.to_owned() })?;
-        Ok(plaintext.to_vec())
     }
 
+    /// Whether `stored` is sealed with the key itself (not the previous key, not plaintext):
+    /// what a re-seal pass leaves as it is.
+    pub fn is_under_key(&self, label: &str, stored: &[u8]) -> bool {
+        is_sealed(stored) && open_with(&self.key, label, stored).is_ok()
+    }
+
+    /// `stored` sealed again with the key if it is not under it already ([`Self::is_under_key`]):
+    /// `None` if there is nothing to do. `DoesNotOpen` if neither key opens it.
+    pub fn reseal(&self, label: &str, stored: &[u8]) -> Result<Option<Vec<u8>>, SealError> {
+        if self.is_under_key(label, stored) {
+            return Ok(None);
+        }
+        let plaintext = Secret::new(self.open(label, stored)?);
+        self.seal(label, plaintext.expose()).map(Some)
+    }
+
+    /// `stored` with every secret sealed with the key, if any is not already
+    /// ([`Self::is_under_key`]; a text field compared in its stored base64 form): `None` if
+    /// there is nothing to do. The record's other fields are kept exactly.
+    pub fn reseal_record<R: SecretFields + Clone>(&self, stored: &Sealed<R>) -> Result<Option<Sealed<R>>, SealError> {
+        let mut copy = stored.0.clone();
+        let all_under_key = copy.secret_fields().into_iter().all(|(label, field)| match field {
+            SecretField::Bytes(value) => self.is_under_key(&label, value.expose()),
+            SecretField::Text(value) => {
+                value.expose().starts_with(SEALED_TEXT_PREFIX)
+                    && BASE64.decode(value.expose()).is_ok_and(|sealed| self.is_under_key(&label, &sealed))
+            }
+        });
+        if all_under_key {
+            return Ok(None);
+        }
+        let record = self.open_record(stored.clone())?;
+        self.seal_record(&record).map(Some)
+    }
+}
+
+/// `stored` (in the sealed format) opened with `key`.
+fn open_with(key: &RandomizedNonceKey, label: &str, stored: &[u8]) -> Result<Vec<u8>, SealError> {
+    let malformed = || SealError::Malformed { label: label.to_owned() };
+    let rest = &stored[MAGIC.len()..];
+    if rest.len() < NONCE_LEN + TAG_LEN {
+        return Err(malformed());
+    }
+    let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| malformed())?;
+    let mut in_out = ciphertext.to_vec();
+    let plaintext = key
+        .open_in_place(nonce, aad(label), &mut in_out)
+        .map_err(|_| SealError::DoesNotOpen { label: label.to_owned() })?;
+    Ok(plaintext.to_vec())
+}
+
+impl Sealer {
     /// A value that only this key opens, for a store to keep and check at open.
     pub fn key_check(&self) -> Result<Vec<u8>, SealError> {
         self.seal(KEY_CHECK_LABEL, KEY_CHECK_PLAINTEXT)
     }
 
-    /// Whether `stored` (a store's [`Self::key_check`]) was made with this key:
-    /// `DoesNotOpen` if it was not.
+    /// Whether `stored` (a store's [`Self::key_check`]) was made with this key or the
+    /// previous key: `DoesNotOpen` if with neither.
     pub fn verify_key_check(&self, stored: &[u8]) -> Result<(), SealError> {
         if !is_sealed(stored) {
             return Err(SealError::Malformed { label: KEY_CHECK_LABEL.to_owned() });
@@ -193,6 +257,12 @@ impl Sealer {
         } else {
             Err(SealError::DoesNotOpen { label: KEY_CHECK_LABEL.to_owned() })
         }
+    }
+
+    /// Whether `stored` (a store's [`Self::key_check`]) was made with the key itself, not
+    /// the previous key: whether a rotation has finished.
+    pub fn key_check_is_current(&self, stored: &[u8]) -> bool {
+        self.is_under_key(KEY_CHECK_LABEL, stored)
     }
 
     /// `record` with its secrets sealed, as a store persists it.
@@ -228,6 +298,12 @@ impl Sealer {
         }
         Ok(record)
     }
+}
+
+/// The AES-256-GCM key of `key`.
+fn aead_key(key: &SealingKey) -> RandomizedNonceKey {
+    // 32 bytes is exactly what AES-256-GCM takes: this cannot fail.
+    RandomizedNonceKey::new(&AES_256_GCM, key.0.expose()).expect("a 32-byte AES-256-GCM key")
 }
 
 fn aad(label: &str) -> Aad<Vec<u8>> {
@@ -308,6 +384,8 @@ impl<R> fmt::Debug for Sealed<R> {
         f.write_str("Sealed(***)")
     }
 }
+
+pub mod rotation;
 
 #[cfg(test)]
 mod tests;

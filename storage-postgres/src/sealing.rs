@@ -8,18 +8,23 @@
 //! and writes the key check if there was none. Reads still take a plaintext value as it is,
 //! but after the first node's start none is left. Nodes of a version before sealing cannot
 //! read sealed secrets: upgrade every node together.
+//!
+//! A key rotation ([`tidings_core::sealing::rotation`]): nodes run with the new key and the
+//! previous one; [`reseal_batch`] seals a batch of rows again with the new key in a
+//! transaction holding their row locks, and [`replace_key_check`] ends it.
 
+use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tidings_core::model::{Domain, WebhookEndpoint};
-use tidings_core::ports::{Page, StoreError, StoreResult};
+use tidings_core::ports::{Page, ResealBatch, ResealCursor, SecretHolder, SecretResealStore, StoreError, StoreResult};
 use tidings_core::sealing::{SEALED_TEXT_PREFIX, SealError, Sealed, Sealer, SecretFields, is_sealed, secret_label};
 use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
-use crate::PgError;
-use crate::db::{decode, doc};
+use crate::db::{db_error, decode, doc, execute, query};
 use crate::migrate::LOCK_KEY;
+use crate::{PgError, PgStore};
 
 /// A sealing failure met while reading or writing: after the key check at start, the data
 /// was altered.
@@ -120,4 +125,117 @@ where
         count += 1;
     }
     Ok(count)
+}
+
+/// Re-seals up to `limit` records of `kind` after `after` in one transaction that locks the
+/// rows it reads (`FOR UPDATE`), so that a node's concurrent update either comes before (and
+/// is what gets re-sealed) or waits and comes after (and is kept as it wrote it).
+pub(crate) async fn reseal_batch(
+    store: &PgStore,
+    kind: SecretHolder,
+    after: Option<&ResealCursor>,
+    limit: usize,
+) -> StoreResult<ResealBatch> {
+    let sealer = &store.sealer;
+    let mut client = store.client().await?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let mut done = ResealBatch { examined: 0, resealed: 0, next: None };
+    let mut last: Option<Vec<u8>> = None;
+    match kind {
+        SecretHolder::Domains | SecretHolder::Webhooks => {
+            let table = if kind == SecretHolder::Domains { "domains" } else { "webhooks" };
+            let after = match after {
+                Some(cursor) => Some(Uuid::from_slice(&cursor.0).map_err(|e| StoreError::corrupt("a cursor", e))?),
+                None => None,
+            };
+            let select = format!(
+                "SELECT id, doc FROM {table} WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2 FOR UPDATE"
+            );
+            let update = format!("UPDATE {table} SET doc = $2 WHERE id = $1");
+            for row in query(&tx, &select, &[&after, &limit_of(limit)]).await? {
+                let id: Uuid = row.try_get("id").map_err(|e| StoreError::corrupt(table, e))?;
+                done.examined += 1;
+                last = Some(id.as_bytes().to_vec());
+                let resealed = if kind == SecretHolder::Domains {
+                    resealed_doc::<Domain>(sealer, &row)?
+                } else {
+                    resealed_doc::<WebhookEndpoint>(sealer, &row)?
+                };
+                if let Some(value) = resealed {
+                    execute(&tx, &update, &[&id, &value]).await?;
+                    done.resealed += 1;
+                }
+            }
+        }
+        SecretHolder::StoreSecrets => {
+            let after = match after {
+                Some(cursor) => {
+                    Some(String::from_utf8(cursor.0.clone()).map_err(|e| StoreError::corrupt("a cursor", e))?)
+                }
+                None => None,
+            };
+            let select = "SELECT name, value FROM secrets WHERE $1::text IS NULL OR name COLLATE \"C\" > $1 \
+                          ORDER BY name COLLATE \"C\" LIMIT $2 FOR UPDATE";
+            for row in query(&tx, select, &[&after, &limit_of(limit)]).await? {
+                let name: String = row.try_get("name").map_err(|e| StoreError::corrupt("secrets", e))?;
+                let value: Vec<u8> = row.try_get("value").map_err(|e| StoreError::corrupt("secrets", e))?;
+                done.examined += 1;
+                if let Some(value) = sealer.reseal(&secret_label(&name), &value).map_err(seal_error)? {
+                    execute(&tx, "UPDATE secrets SET value = $2 WHERE name = $1", &[&name, &value]).await?;
+                    done.resealed += 1;
+                }
+                last = Some(name.into_bytes());
+            }
+        }
+    }
+    tx.commit().await.map_err(db_error)?;
+    if done.examined == limit {
+        done.next = last.map(ResealCursor);
+    }
+    Ok(done)
+}
+
+fn limit_of(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// The row's `doc` with its secrets sealed with the key, if any was not.
+fn resealed_doc<R>(sealer: &Sealer, row: &Row) -> StoreResult<Option<serde_json::Value>>
+where
+    R: SecretFields + Clone + Serialize + DeserializeOwned,
+{
+    let stored: Sealed<R> = decode(row, "record")?;
+    match sealer.reseal_record(&stored).map_err(seal_error)? {
+        Some(resealed) => doc(&resealed).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Replaces the key check with the key's own.
+pub(crate) async fn replace_key_check(store: &PgStore) -> StoreResult<()> {
+    let check = store.sealer.key_check().map_err(seal_error)?;
+    let client = store.client().await?;
+    execute(
+        &client,
+        "INSERT INTO sealing (key_check) VALUES ($1) ON CONFLICT (singleton) DO UPDATE SET key_check = EXCLUDED.key_check",
+        &[&check],
+    )
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl SecretResealStore for PgStore {
+    async fn reseal_secrets(
+        &self,
+        kind: SecretHolder,
+        after: Option<&ResealCursor>,
+        limit: usize,
+    ) -> StoreResult<ResealBatch> {
+        reseal_batch(self, kind, after, limit.max(1)).await
+    }
+
+    async fn replace_key_check(&self) -> StoreResult<()> {
+        replace_key_check(self).await
+    }
 }

@@ -6,13 +6,19 @@
 //! another key does not open) and seals, in one write, whatever a version before sealing
 //! stored in plaintext; then it writes the key check if the store had none. Reads still take
 //! a plaintext value as it is, but after the open none is left.
+//!
+//! A key rotation ([`tidings_core::sealing::rotation`]) opens the store with the new key and
+//! the previous one; [`reseal_batch`] seals a batch of records again with the new key under
+//! the writer lock, and [`replace_key_check`] ends it.
+
+use std::ops::Bound;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sled::Tree;
+use sled::{IVec, Tree};
 use tidings_core::Cause;
 use tidings_core::model::{Domain, WebhookEndpoint};
-use tidings_core::ports::StoreError;
+use tidings_core::ports::{ResealBatch, ResealCursor, SecretHolder, StoreError};
 use tidings_core::sealing::{SealError, Sealed, Sealer, SecretFields, is_sealed, secret_label};
 
 use crate::codec::{decode, encode, sled_error};
@@ -105,4 +111,76 @@ where
         }
     }
     Ok(count)
+}
+
+/// Re-seals up to `limit` records of `kind` after `after` (a raw key of that kind) under
+/// the writer lock, so that no other write of this process comes between the read and the
+/// write (sled allows one process per store); durable on return.
+pub async fn reseal_batch(
+    inner: &Inner,
+    sealer: &Sealer,
+    kind: SecretHolder,
+    after: Option<&ResealCursor>,
+    limit: usize,
+) -> Result<ResealBatch, StoreError> {
+    let tag = match kind {
+        SecretHolder::Domains => layout::DOMAIN,
+        SecretHolder::Webhooks => layout::WEBHOOK,
+        SecretHolder::StoreSecrets => layout::SECRET,
+    };
+    let start = match after {
+        Some(cursor) => Bound::Excluded(IVec::from(cursor.0.as_slice())),
+        None => Bound::Included(IVec::from(&[tag])),
+    };
+    let end = Bound::Excluded(IVec::from(&[tag + 1]));
+    inner
+        .write_durable(|tree, batch| {
+            let mut done = ResealBatch { examined: 0, resealed: 0, next: None };
+            let mut last = None;
+            for entry in tree.range::<IVec, _>((start, end)).take(limit) {
+                let (key, value) = entry.map_err(sled_error)?;
+                done.examined += 1;
+                let resealed = match kind {
+                    SecretHolder::Domains => reseal_stored::<Domain>(sealer, &value, "domain")?,
+                    SecretHolder::Webhooks => reseal_stored::<WebhookEndpoint>(sealer, &value, "webhook")?,
+                    SecretHolder::StoreSecrets => {
+                        let label = secret_label(&String::from_utf8_lossy(&key[1..]));
+                        sealer.reseal(&label, &value).map_err(seal_error)?
+                    }
+                };
+                if let Some(resealed) = resealed {
+                    batch.insert(key.clone(), resealed);
+                    done.resealed += 1;
+                }
+                last = Some(key);
+            }
+            if done.examined == limit {
+                done.next = last.map(|key| ResealCursor(key.to_vec()));
+            }
+            Ok(done)
+        })
+        .await
+}
+
+/// A stored record's bytes with its secrets sealed with the key, if any was not.
+fn reseal_stored<R>(sealer: &Sealer, value: &[u8], what: &str) -> Result<Option<Vec<u8>>, StoreError>
+where
+    R: SecretFields + Clone + Serialize + DeserializeOwned,
+{
+    let stored: Sealed<R> = decode(value, what)?;
+    match sealer.reseal_record(&stored).map_err(seal_error)? {
+        Some(resealed) => encode(&resealed).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Replaces the key check with the key's own (durable on return).
+pub async fn replace_key_check(inner: &Inner, sealer: &Sealer) -> Result<(), StoreError> {
+    let check = sealer.key_check().map_err(seal_error)?;
+    inner
+        .write_durable(|_, batch| {
+            batch.insert(layout::meta(KEY_CHECK).0, check);
+            Ok(())
+        })
+        .await
 }

@@ -1,8 +1,9 @@
 //! Secrets of the store (the tracking key): `SECRET ‖ name` → the secret sealed
-//! (`sealing.rs`), written once and never changed.
+//! (`sealing.rs`), written once and never changed but for being sealed again with a new key
+//! ([`SecretResealStore`], which this module also implements for every kind of record).
 
 use async_trait::async_trait;
-use tidings_core::ports::{SecretStore, StoreResult};
+use tidings_core::ports::{ResealBatch, ResealCursor, SecretHolder, SecretResealStore, SecretStore, StoreResult};
 use tidings_core::sealing::secret_label;
 use tidings_core::secret::{Secret, SecretName};
 
@@ -30,5 +31,21 @@ impl SecretStore for SledStore {
             })
             .await?;
         self.sealer.open(&label, &stored).map(Secret::new).map_err(seal_error)
+    }
+}
+
+#[async_trait]
+impl SecretResealStore for SledStore {
+    async fn reseal_secrets(
+        &self,
+        kind: SecretHolder,
+        after: Option<&ResealCursor>,
+        limit: usize,
+    ) -> StoreResult<ResealBatch> {
+        crate::sealing::reseal_batch(&self.inner, &self.sealer, kind, after, limit.max(1)).await
+    }
+
+    async fn replace_key_check(&self) -> StoreResult<()> {
+        crate::sealing::replace_key_check(&self.inner, &self.sealer).await
     }
 }

@@ -13,6 +13,8 @@
 //!   against [`MemoryStore`](super::MemoryStore), which must give the same answers.
 //! - [`search_test`]: random messages and random searches, creation bounds and status
 //!   filters, walked both ways, against a plain filter over the messages.
+//! - [`rotation_test`]: the store's secrets moved to a new sealing key, interrupted and
+//!   resumed, with writes meanwhile; given a function that opens the same store again.
 //!
 //! A storage crate wires both up in a few lines (sled keeps each store in a temp dir):
 //! ```text
@@ -52,6 +54,7 @@ mod quotas;
 mod recipients;
 mod reputation;
 mod retention;
+mod rotation;
 mod search;
 mod secrets;
 mod sessions;
@@ -68,6 +71,7 @@ use std::time::Duration;
 use tidings_core::ports::{Page, PageRequest, Store, StoreError, StoreResult};
 
 pub use model::{CASES_ENV, model_test};
+pub use rotation::rotation_test;
 pub use search::search_test;
 
 /// Makes a fresh, empty store for one check or one model case.

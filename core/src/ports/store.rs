@@ -637,6 +637,65 @@ pub trait SecretStore: Send + Sync {
     async fn ensure_secret(&self, name: SecretName, candidate: &Secret<Vec<u8>>) -> StoreResult<Secret<Vec<u8>>>;
 }
 
+/// The kinds of record that hold sealed secrets ([`crate::sealing`]), in the order a
+/// re-seal pass takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecretHolder {
+    /// Domains: their DKIM private keys (every one [`crate::sealing::SecretFields`] names).
+    Domains,
+    /// Webhook endpoints: their signing secret and previous secret.
+    Webhooks,
+    /// The store's own secrets ([`SecretStore`]: the tracking key).
+    StoreSecrets,
+}
+
+impl SecretHolder {
+    /// Every kind, in pass order.
+    pub const ALL: [Self; 3] = [Self::Domains, Self::Webhooks, Self::StoreSecrets];
+}
+
+/// Where a re-seal pass over one [`SecretHolder`] goes on from: made by the store that
+/// answered [`SecretResealStore::reseal_secrets`] and meaningful to it alone (a key, an id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResealCursor(pub Vec<u8>);
+
+/// What one [`SecretResealStore::reseal_secrets`] call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResealBatch {
+    /// Records read.
+    pub examined: usize,
+    /// Of those, records written again with their secrets sealed with the store's key.
+    pub resealed: usize,
+    /// Where the next call goes on from; `None` when no record of the kind is left.
+    pub next: Option<ResealCursor>,
+}
+
+/// Moving a store's secrets to a new sealing key (`crate::sealing::rotation`). The store
+/// was opened with a [`Sealer`](crate::sealing::Sealer) holding the new key and the previous
+/// one; its key check opened with either.
+#[async_trait]
+pub trait SecretResealStore: Send + Sync {
+    /// Reads up to `limit` records of `kind` after `after` (from the first: `None`), in an
+    /// order of the store's choosing that a pass keeps to, and writes again, durably, each
+    /// whose [`Sealer::reseal_record`](crate::sealing::Sealer::reseal_record) (or
+    /// [`Sealer::reseal`](crate::sealing::Sealer::reseal) for a store secret) is `Some`.
+    /// Each record is decided and written atomically with respect to every other write of
+    /// every process sharing the store (a lock or a transaction held over the batch, never
+    /// over I/O elsewhere), so a concurrent update is never lost: it either comes before and
+    /// is re-sealed, or after and is written with the new key by its writer. A record
+    /// neither key opens is `Corrupt`, and nothing of its batch is written.
+    async fn reseal_secrets(
+        &self,
+        kind: SecretHolder,
+        after: Option<&ResealCursor>,
+        limit: usize,
+    ) -> StoreResult<ResealBatch>;
+    /// Replaces the store's key check with one of the store's key (durable), so that from
+    /// now on only that key opens the store. Call only once no secret is under the previous
+    /// key.
+    async fn replace_key_check(&self) -> StoreResult<()>;
+}
+
 /// Dashboard sessions (found by the SHA-256 of their token, across workspaces).
 #[async_trait]
 pub trait SessionStore: Send + Sync {

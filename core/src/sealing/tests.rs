@@ -143,3 +143,76 @@ fn keys_read_from_base64_and_never_show() {
     assert_eq!(secret_label(SecretName::new("tracking_key").as_str()), "secret tracking_key");
     assert_eq!(BASE64.encode(MAGIC), SEALED_TEXT_PREFIX);
 }
+
+fn key() -> SealingKey {
+    SealingKey::generate(&SystemRandom)
+}
+
+#[test]
+fn a_rotating_sealer_opens_the_previous_key_and_seals_with_the_new_one() {
+    let (old, new) = (key(), key());
+    let before = Sealer::new(&old);
+    let during = Sealer::with_previous(&new, &old);
+    let after = Sealer::new(&new);
+
+    let sealed_before = before.seal("secret x", b"value").unwrap();
+    assert_eq!(during.open("secret x", &sealed_before).unwrap(), b"value");
+    assert!(!during.is_under_key("secret x", &sealed_before));
+    let sealed_during = during.seal("secret x", b"value").unwrap();
+    assert!(during.is_under_key("secret x", &sealed_during));
+    assert_eq!(after.open("secret x", &sealed_during).unwrap(), b"value", "sealed with the new key");
+    assert!(matches!(before.open("secret x", &sealed_during), Err(SealError::DoesNotOpen { .. })));
+    assert!(matches!(during.open("secret y", &sealed_before), Err(SealError::DoesNotOpen { .. })), "label bound");
+
+    // The key check of either key passes during the change; only the new one is current.
+    assert!(during.verify_key_check(&before.key_check().unwrap()).is_ok());
+    assert!(during.verify_key_check(&after.key_check().unwrap()).is_ok());
+    assert!(!during.key_check_is_current(&before.key_check().unwrap()));
+    assert!(during.key_check_is_current(&during.key_check().unwrap()));
+    assert!(after.verify_key_check(&before.key_check().unwrap()).is_err());
+}
+
+#[test]
+fn a_value_neither_key_opens_is_refused() {
+    let (old, new, other) = (key(), key(), key());
+    let during = Sealer::with_previous(&new, &old);
+    let foreign = Sealer::new(&other).seal("secret x", b"value").unwrap();
+    assert!(matches!(during.open("secret x", &foreign), Err(SealError::DoesNotOpen { .. })));
+    assert!(matches!(during.reseal("secret x", &foreign), Err(SealError::DoesNotOpen { .. })));
+    assert!(during.verify_key_check(&Sealer::new(&other).key_check().unwrap()).is_err());
+    let sealed = Sealer::new(&other).seal_record(&domain()).unwrap();
+    assert!(during.reseal_record(&sealed).is_err());
+    assert!(during.open_record(sealed).is_err());
+}
+
+#[test]
+fn resealing_rewrites_only_what_is_not_under_the_new_key_and_keeps_every_other_field() {
+    let (old, new) = (key(), key());
+    let during = Sealer::with_previous(&new, &old);
+    let after = Sealer::new(&new);
+
+    let plain = during.reseal("secret t", b"tracking").unwrap().expect("plaintext is sealed");
+    assert_eq!(after.open("secret t", &plain).unwrap(), b"tracking");
+    let under_old = Sealer::new(&old).seal("secret t", b"tracking").unwrap();
+    let moved = during.reseal("secret t", &under_old).unwrap().expect("the previous key's value is resealed");
+    assert_eq!(after.open("secret t", &moved).unwrap(), b"tracking");
+    assert_eq!(during.reseal("secret t", &moved).unwrap(), None, "already under the new key");
+
+    let (domain, webhook) = (domain(), webhook());
+    let stored_domain = Sealer::new(&old).seal_record(&domain).unwrap();
+    let stored_webhook = Sealer::new(&old).seal_record(&webhook).unwrap();
+    let resealed_domain = during.reseal_record(&stored_domain).unwrap().expect("under the old key");
+    let resealed_webhook = during.reseal_record(&stored_webhook).unwrap().expect("under the old key");
+    assert_eq!(after.open_record(resealed_domain.clone()).unwrap(), domain, "same keys, same fields");
+    assert_eq!(after.open_record(resealed_webhook.clone()).unwrap(), webhook, "both secrets, same fields");
+    assert_eq!(during.reseal_record(&resealed_domain).unwrap(), None);
+    assert_eq!(during.reseal_record(&resealed_webhook).unwrap(), None);
+
+    // One field left under the old key (a record half-written by nothing, or by hand) is enough.
+    let mut mixed = resealed_webhook.unopened().clone();
+    let old_text = Sealer::new(&old).seal_record(&webhook).unwrap().unopened().secret.expose().to_owned();
+    *mixed.secret.secret_mut() = Secret::new(old_text);
+    let mixed = Sealed(mixed);
+    let fixed = during.reseal_record(&mixed).unwrap().expect("one secret under the old key");
+    assert_eq!(after.open_record(fixed).unwrap(), webhook);
+}

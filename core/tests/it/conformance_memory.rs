@@ -20,3 +20,14 @@ fn memory_store_answers_like_the_model() {
 fn memory_store_finds_messages_like_a_plain_filter() {
     search_test(&fresh, 32);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store_moves_its_secrets_to_a_new_key() {
+    tidings_testing::conformance::rotation_test(|previous: Option<MemoryStore>, sealer| async move {
+        match previous {
+            None => Ok(MemoryStore::with_sealer(sealer)),
+            Some(store) => store.reopen(sealer).map_err(|e| e.to_string()),
+        }
+    })
+    .await;
+}

@@ -9,7 +9,7 @@ use tidings_core::dns_records::RecordPolicy;
 use tidings_core::ids::{ApiKeyId, WorkspaceId};
 use tidings_core::model::{ApiKeyPlaintext, KeyScope, RateLimit};
 use tidings_core::outbound::{ReturnPath, ReturnPathKey};
-use tidings_core::ports::{DnsCheck, Limits, Mailer, NoDns, Store, SystemClock, SystemRandom};
+use tidings_core::ports::{DnsCheck, Limits, Mailer, NoDns, SecretResealStore, Store, SystemClock, SystemRandom};
 use tidings_core::sealing::Sealer;
 use tidings_core::tracking::{TRACKING_KEY_BYTES, TrackingConfig, TrackingKey};
 use tidings_core::usecases::{
@@ -33,6 +33,10 @@ pub struct OpenStore {
     /// only process), in the database on PostgreSQL so that every node counts against the
     /// same limits.
     pub limits: Arc<dyn Limits>,
+    /// The same store, for `secret-key rotate`.
+    pub reseal: Arc<dyn SecretResealStore>,
+    /// What it was opened with: the key, and the previous key during a rotation.
+    pub sealer: Sealer,
 }
 
 /// Opens the store: PostgreSQL at `TIDINGS_DATABASE_URL` (pending migrations applied) when
@@ -58,7 +62,8 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
             tracing::info!(url = %url.redacted(), "store: PostgreSQL");
             log_sealed(store.sealed_at_connect());
             let limits = Arc::new(store.limits(throttle));
-            Ok(OpenStore { store: Arc::new(store), limits })
+            let reseal = Arc::new(store.clone());
+            Ok(OpenStore { store: Arc::new(store), limits, reseal, sealer: key.sealer.clone() })
         }
         None => {
             let sled = open_sled(config, &key.sealer).map_err(|e| match e {
@@ -66,7 +71,9 @@ pub async fn open_store(config: &Config) -> Result<OpenStore, ServerError> {
                 SledOpen::Failed(e) => e,
             })?;
             log_sealed(sled.sealed_at_open());
-            Ok(OpenStore { store: Arc::new(sled), limits: Arc::new(LocalLimits::new(throttle)) })
+            let reseal = Arc::new(sled.clone());
+            let limits = Arc::new(LocalLimits::new(throttle));
+            Ok(OpenStore { store: Arc::new(sled), limits, reseal, sealer: key.sealer.clone() })
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The command line: `tidings-server [--config FILE]` serves; `workspace create`,
 //! `workspace list` and `key create` are the operator's commands (they open the store: on sled run them while the
 //! server is stopped, as sled allows one process per store; on PostgreSQL any time);
-//! `migrate` prepares a PostgreSQL database before the nodes start.
+//! `migrate` prepares a PostgreSQL database before the nodes start; `secret-key rotate` moves
+//! the store's secrets to a new sealing key (on sled with the server stopped).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// The key that seals the store's secrets.
+    #[command(subcommand)]
+    SecretKey(SecretKeyCommand),
     /// Apply the PostgreSQL migrations to TIDINGS_DATABASE_URL, then exit (nodes also apply
     /// them at start; run this once before starting several).
     Migrate,
@@ -84,6 +88,24 @@ pub enum SitesCommand {
     Resume {
         /// The site.
         site: String,
+    },
+}
+
+/// `secret-key …`.
+#[derive(Debug, Subcommand)]
+pub enum SecretKeyCommand {
+    /// Seal every secret of the store (DKIM keys, webhook secrets, the tracking key) with
+    /// TIDINGS_SECRET_KEY that is still sealed with TIDINGS_PREVIOUS_SECRET_KEY, then make
+    /// the new key the only one the store opens with. Run it again if it was interrupted:
+    /// what is done is skipped. On sled, stop the server first; on PostgreSQL, run it while
+    /// every node runs with both keys. See the README, "Rotating the secret key".
+    Rotate {
+        /// Records re-sealed per lock or transaction.
+        #[arg(long, value_name = "N", default_value_t = tidings_core::sealing::rotation::DEFAULT_BATCH)]
+        batch_size: usize,
+        /// Tests only: once this many records were re-sealed, wait to be killed.
+        #[arg(long, value_name = "N", hide = true)]
+        pause_after: Option<usize>,
     },
 }
 
@@ -215,6 +237,10 @@ async fn execute(command: Command, config: Config) -> Result<(), ServerError> {
                 SitesCommand::Resume { site } => SitesAction::Resume { site },
             };
             crate::sites_command::run(&config, url, action).await
+        }
+        Command::SecretKey(SecretKeyCommand::Rotate { batch_size, pause_after }) => {
+            let options = crate::secret_key_command::RotateOptions { batch: batch_size, pause_after };
+            crate::secret_key_command::rotate(&config, options).await
         }
         Command::Migrate => {
             bootstrap::migrate(&config).await?;

@@ -237,6 +237,11 @@ pub struct Config {
     /// `TIDINGS_SECRET_KEY_FILE`: a file holding it. With neither, `<data>/secret.key`
     /// (see [`crate::secret_key`]).
     pub secret_key_file: Option<PathBuf>,
+    /// `TIDINGS_PREVIOUS_SECRET_KEY`: during a change of the key, the key the secrets were
+    /// sealed with until now (opens, never seals; see [`crate::secret_key`]).
+    pub previous_secret_key: Option<SealingKey>,
+    /// `TIDINGS_PREVIOUS_SECRET_KEY_FILE`: a file holding it.
+    pub previous_secret_key_file: Option<PathBuf>,
     /// `TIDINGS_DATABASE_URL`; `None`: the sled store in `<data>/store`.
     pub database_url: Option<DatabaseUrl>,
     /// `TIDINGS_DATABASE_POOL`: most pooled connections to PostgreSQL per node (plus the one
@@ -338,6 +343,16 @@ impl Config {
                 "TIDINGS_SECRET_KEY_FILE",
                 s.origin("TIDINGS_SECRET_KEY_FILE"),
                 "set either TIDINGS_SECRET_KEY or TIDINGS_SECRET_KEY_FILE, not both",
+            ));
+        }
+        let previous_secret_key =
+            s.parse("TIDINGS_PREVIOUS_SECRET_KEY", |t| SealingKey::from_base64(t).map_err(|e| format!("the key {e}")))?;
+        let previous_secret_key_file = s.parse("TIDINGS_PREVIOUS_SECRET_KEY_FILE", |t| Ok(PathBuf::from(t)))?;
+        if previous_secret_key.is_some() && previous_secret_key_file.is_some() {
+            return Err(ConfigError::new(
+                "TIDINGS_PREVIOUS_SECRET_KEY_FILE",
+                s.origin("TIDINGS_PREVIOUS_SECRET_KEY_FILE"),
+                "set either TIDINGS_PREVIOUS_SECRET_KEY or TIDINGS_PREVIOUS_SECRET_KEY_FILE, not both",
             ));
         }
         let listen = s.value("TIDINGS_LISTEN", socket_addr)?;
@@ -481,6 +496,8 @@ impl Config {
             data_dir,
             secret_key,
             secret_key_file,
+            previous_secret_key,
+            previous_secret_key_file,
             database_url,
             database_pool,
             listen,

@@ -20,6 +20,7 @@ pub mod inbound;
 pub mod mta_sts;
 pub mod oplog;
 pub mod secret_key;
+mod secret_key_command;
 pub mod sending_host;
 pub mod serve;
 mod sites_command;
@@ -169,7 +170,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     }
     let webhook_sender = bootstrap::webhook_sender(&config, dns.clone())?;
     let file_fetcher = bootstrap::file_fetcher(&config, dns.clone())?;
-    let bootstrap::OpenStore { store, limits } = bootstrap::open_store(&config).await?;
+    let bootstrap::OpenStore { store, limits, .. } = bootstrap::open_store(&config).await?;
     // Bound before core is made: tracking links default to the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -3,6 +3,12 @@
 //! first start that finds none. Every command that opens the store (serving, `workspace
 //! create`, `key create`) takes it from here, so all use the same key.
 //!
+//! During a change of the key, `TIDINGS_PREVIOUS_SECRET_KEY` (or the file
+//! `TIDINGS_PREVIOUS_SECRET_KEY_FILE`) is the key the store was sealed with until then: the
+//! [`Sealer`] opens with either key and seals with the key only
+//! ([`Sealer::with_previous`]); `secret-key rotate` moves every secret to the key (README,
+//! "Rotating the secret key").
+//!
 //! A key file beside the store protects only a copy of the store alone (a backup, a database
 //! dump); whoever can read the data dir can read both. Operators who want more set
 //! `TIDINGS_SECRET_KEY` (or `TIDINGS_SECRET_KEY_FILE` on another disk or a secrets mount).
@@ -10,7 +16,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use tidings_core::sealing::Sealer;
+use tidings_core::sealing::{Sealer, SealingKey};
 use tidings_storage_sled::private_files::read_sealing_key;
 use tidings_storage_sled::{KeyOrigin, load_or_create_sealing_key};
 
@@ -62,17 +68,51 @@ impl SecretKey {
     }
 }
 
-/// The key from the configuration (see the module docs). The data dir must exist
-/// ([`data_dir::prepare`]). The key file is read, and generated `600`, by the store's
-/// library ([`tidings_storage_sled::private_files`]), as for any embedder.
+/// The key from the configuration, with the previous key if one is set (see the module
+/// docs). The data dir must exist ([`data_dir::prepare`]). The key file is read, and
+/// generated `600`, by the store's library ([`tidings_storage_sled::private_files`]), as for
+/// any embedder.
 pub fn load(config: &Config) -> Result<SecretKey, ConfigError> {
+    let previous = previous_key(config)?;
+    let (key, source) = current_key(config)?;
+    let sealer = match previous {
+        None => Sealer::new(&key),
+        Some((previous, var)) if previous == key => {
+            if let KeySource::Generated(path) = &source {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(ConfigError::new(var, None, "is the same key as the key itself: give the key used until now"));
+        }
+        Some((previous, _)) => Sealer::with_previous(&key, &previous),
+    };
+    Ok(SecretKey { sealer, source })
+}
+
+/// `TIDINGS_PREVIOUS_SECRET_KEY` or the key in `TIDINGS_PREVIOUS_SECRET_KEY_FILE`, with the
+/// variable that gave it.
+fn previous_key(config: &Config) -> Result<Option<(SealingKey, &'static str)>, ConfigError> {
+    if let Some(key) = &config.previous_secret_key {
+        return Ok(Some((key.clone(), "TIDINGS_PREVIOUS_SECRET_KEY")));
+    }
+    match &config.previous_secret_key_file {
+        Some(path) => {
+            let var = "TIDINGS_PREVIOUS_SECRET_KEY_FILE";
+            let key = read_sealing_key(path).map_err(|e| ConfigError::new(var, None, e.to_string()))?;
+            Ok(Some((key, var)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The key itself and where it came from.
+fn current_key(config: &Config) -> Result<(SealingKey, KeySource), ConfigError> {
     if let Some(key) = &config.secret_key {
-        return Ok(SecretKey { sealer: Sealer::new(key), source: KeySource::Env });
+        return Ok((key.clone(), KeySource::Env));
     }
     if let Some(path) = &config.secret_key_file {
         let key =
             read_sealing_key(path).map_err(|e| ConfigError::new("TIDINGS_SECRET_KEY_FILE", None, e.to_string()))?;
-        return Ok(SecretKey { sealer: Sealer::new(&key), source: KeySource::File(path.clone()) });
+        return Ok((key, KeySource::File(path.clone())));
     }
     let path = config.data_dir.join(KEY_FILE);
     let (key, origin) =
@@ -88,7 +128,7 @@ pub fn load(config: &Config) -> Result<SecretKey, ConfigError> {
             KeySource::Generated(path)
         }
     };
-    Ok(SecretKey { sealer: Sealer::new(&key), source })
+    Ok((key, source))
 }
 
 #[cfg(test)]
@@ -136,6 +176,42 @@ mod tests {
 
         first.forget_generated();
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_previous_key_opens_what_it_sealed_and_the_key_seals() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) =
+            ("CgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgo=", "CwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCws=");
+        let before = load(&config(dir.path(), &[("TIDINGS_SECRET_KEY", old.to_owned())])).unwrap().sealer;
+        let sealed = before.seal("secret x", b"v").unwrap();
+        let during = load(&config(
+            dir.path(),
+            &[("TIDINGS_SECRET_KEY", new.to_owned()), ("TIDINGS_PREVIOUS_SECRET_KEY", old.to_owned())],
+        ))
+        .unwrap()
+        .sealer;
+        assert!(during.has_previous());
+        assert_eq!(during.open("secret x", &sealed).unwrap(), b"v");
+        assert!(before.open("secret x", &during.seal("secret x", b"v").unwrap()).is_err(), "seals with the new key");
+
+        let file = dir.path().join("old.key");
+        std::fs::write(&file, old).unwrap();
+        let from_file = load(&config(
+            dir.path(),
+            &[("TIDINGS_SECRET_KEY", new.to_owned()), ("TIDINGS_PREVIOUS_SECRET_KEY_FILE", file.display().to_string())],
+        ))
+        .unwrap()
+        .sealer;
+        assert_eq!(from_file.open("secret x", &sealed).unwrap(), b"v");
+
+        let same = load(&config(
+            dir.path(),
+            &[("TIDINGS_SECRET_KEY", old.to_owned()), ("TIDINGS_PREVIOUS_SECRET_KEY", old.to_owned())],
+        ))
+        .unwrap_err();
+        assert_eq!(same.var, "TIDINGS_PREVIOUS_SECRET_KEY");
+        assert!(!dir.path().join(KEY_FILE).exists());
     }
 
     #[test]

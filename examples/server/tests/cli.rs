@@ -79,6 +79,7 @@ fn the_readme_table_has_the_variables_and_defaults_of_help() {
 fn help_never_shows_a_secret_from_the_environment() {
     let secrets = [
         ("TIDINGS_SECRET_KEY", "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="),
+        ("TIDINGS_PREVIOUS_SECRET_KEY", "CgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgo="),
         ("TIDINGS_BOOTSTRAP_KEY", "tid_aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd"),
         ("TIDINGS_SMTP_RELAY", "smtp://user:hunter2@relay.example:587"),
         ("TIDINGS_METRICS_TOKEN", "scrape-me-if-you-can-0123456789"),

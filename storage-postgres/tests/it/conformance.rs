@@ -76,3 +76,20 @@ async fn nodes_starting_together_migrate_once() {
         .expect("connect after migrating");
     drop(store);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moves_its_secrets_to_a_new_key() {
+    let url = database_url();
+    if !reachable(&url).await {
+        return;
+    }
+    let schema = fresh_schema();
+    let _guard = DropSchema { url: url.clone(), schema: schema.clone() };
+    tidings_testing::conformance::rotation_test(|previous: Option<PgStore>, sealer| {
+        // Another node may keep running: PostgreSQL shares the database.
+        drop(previous);
+        let (url, options) = (url.clone(), options(&schema));
+        async move { PgStore::connect(&url, options, sealer).await.map_err(|e| e.to_string()) }
+    })
+    .await;
+}

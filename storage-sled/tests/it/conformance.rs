@@ -23,3 +23,17 @@ fn answers_like_the_reference_model() {
 fn finds_messages_like_a_plain_filter() {
     search_test(&fresh, 32);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moves_its_secrets_to_a_new_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().to_owned();
+    tidings_testing::conformance::rotation_test(|previous: Option<SledStore>, sealer| {
+        drop(previous);
+        let path = path.clone();
+        async move {
+            crate::sealing::once_unlocked(|| SledStore::open(&path, sealer.clone())).await.map_err(|e| e.to_string())
+        }
+    })
+    .await;
+}

@@ -51,6 +51,7 @@ mod domains;
 mod event_feed;
 mod messages;
 mod reputation;
+mod sealing;
 mod sessions;
 mod webhooks;
 
@@ -94,6 +95,9 @@ struct State {
     feed_commits: u64,
     /// The reputation guard's standings, by workspace and scope.
     reputation: BTreeMap<(WorkspaceId, tidings_core::reputation::Scope), tidings_core::reputation::ScopeReputation>,
+    /// The key check of the store's key, for [`MemoryStore::reopen`] (`sealing.rs`);
+    /// `None` in a store made by [`MemoryStore::new`], whose key nobody else has.
+    key_check: Option<Vec<u8>>,
 }
 
 impl MemoryStore {

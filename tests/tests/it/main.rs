@@ -49,6 +49,7 @@ mod resend_sdk;
 mod return_path;
 mod sandbox;
 mod scheduling;
+mod secret_rotation;
 mod secrets_at_rest;
 mod send_fields;
 mod sending_host;

@@ -27,6 +27,14 @@ pub struct Settings {
     /// dir).
     #[arg(long, env = "TIDINGS_SECRET_KEY_FILE", value_name = "FILE")]
     pub secret_key_file: Option<String>,
+    /// During a change of that key (tidings-server secret-key rotate): the key the store's
+    /// secrets were sealed with until now, base64 of 32 bytes. Opens secrets, never seals
+    /// one; the store opens with either key's check. Unset once the rotation has finished.
+    #[arg(long, env = "TIDINGS_PREVIOUS_SECRET_KEY", value_name = "BASE64", hide_env_values = true)]
+    pub previous_secret_key: Option<String>,
+    /// A file holding that previous key instead.
+    #[arg(long, env = "TIDINGS_PREVIOUS_SECRET_KEY_FILE", value_name = "FILE")]
+    pub previous_secret_key_file: Option<String>,
     /// HTTPS listener, IP:port (port 0 picks a free one and logs it).
     #[arg(long, env = "TIDINGS_LISTEN", value_name = "ADDR", default_value = "127.0.0.1:8443")]
     pub listen: Option<String>,

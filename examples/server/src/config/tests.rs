@@ -322,6 +322,21 @@ fn the_secret_key_is_base64_of_32_bytes_from_one_source_and_never_echoed() {
 }
 
 #[test]
+fn the_previous_secret_key_is_read_like_the_key_from_one_source() {
+    let key = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+    let config = load(&[("TIDINGS_PREVIOUS_SECRET_KEY", key)]).unwrap();
+    assert_eq!(config.previous_secret_key, Some(SealingKey::from_base64(key).unwrap()));
+    assert!(!format!("{config:?}").contains(key), "Debug hides the key");
+    let config = load(&[("TIDINGS_PREVIOUS_SECRET_KEY_FILE", "/run/secrets/old")]).unwrap();
+    assert_eq!(config.previous_secret_key_file, Some(PathBuf::from("/run/secrets/old")));
+    let short = load(&[("TIDINGS_PREVIOUS_SECRET_KEY", "c2VjcmV0LXRleHQ=")]).unwrap_err();
+    assert_eq!(short.var, "TIDINGS_PREVIOUS_SECRET_KEY");
+    assert!(!short.to_string().contains("c2VjcmV0"), "{short}");
+    let both = load(&[("TIDINGS_PREVIOUS_SECRET_KEY", key), ("TIDINGS_PREVIOUS_SECRET_KEY_FILE", "/k")]).unwrap_err();
+    assert!(both.message.contains("not both"), "{both}");
+}
+
+#[test]
 fn connection_limits_and_the_body_budget_have_defaults_and_are_checked() {
     let config = load(&[]).unwrap();
     assert_eq!(config.max_body_bytes_in_flight, 128 << 20);
@@ -425,8 +440,13 @@ fn every_setting_is_a_variable_and_a_file_key() {
         std::fs::write(&path, format!("{key} = \"~\"\n")).unwrap();
         let result = Config::load(Some(&path), |_| None);
         // Paths accept any text (the TLS pair then misses its other half).
-        const ANY_TEXT: &[&str] =
-            &["TIDINGS_DATA_DIR", "TIDINGS_SECRET_KEY_FILE", "TIDINGS_TLS_CERT", "TIDINGS_TLS_KEY"];
+        const ANY_TEXT: &[&str] = &[
+            "TIDINGS_DATA_DIR",
+            "TIDINGS_SECRET_KEY_FILE",
+            "TIDINGS_PREVIOUS_SECRET_KEY_FILE",
+            "TIDINGS_TLS_CERT",
+            "TIDINGS_TLS_KEY",
+        ];
         if ANY_TEXT.contains(&var.as_str()) {
             assert!(result.as_ref().err().is_none_or(|e| e.var != "TIDINGS_CONFIG"), "{key}: {result:?}");
         } else {
