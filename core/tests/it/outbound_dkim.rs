@@ -248,7 +248,8 @@ fn mail_auth_signers(domain: &Domain) -> (impl Fn(&[u8]) -> String, impl Fn(&[u8
 }
 
 /// Messages of every shape the signed header list can take: with and without Reply-To,
-/// threading headers, one-click unsubscribe, as text only, HTML only, both, and with files.
+/// threading headers, one-click unsubscribe, a Feedback-ID, as text only, HTML only, both,
+/// and with files.
 fn shapes(domain: &Domain) -> Vec<tidings_core::model::Message> {
     use tidings_core::model::extras::{Attachment, CustomHeader};
     let optional = [
@@ -256,6 +257,7 @@ fn shapes(domain: &Domain) -> Vec<tidings_core::model::Message> {
         ("References", "<a0@example.net> <a1@example.net>"),
         ("List-Unsubscribe", "<https://acme.example.com/u/1>"),
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ("Feedback-ID", "receipts:acme:tidings"),
     ];
     let mut messages = Vec::new();
     for mask in 0..(1 << (optional.len() + 1)) {
