@@ -19,8 +19,8 @@
 //!     with the pixel;
 //!   - otherwise a 1×1 table cell with the pixel as its `background`, which mail programs
 //!     load like an image (Outlook for Windows does not: it misses opens of such short
-//!     parts) and which is no `<img>` to those rules.
-//!   docs/deliverability.md has the scores of each form.
+//!     parts) and which is no `<img>` to those rules (docs/deliverability.md has the
+//!     scores of each form).
 //!
 //! [`MAX_TRACKED_URL_BYTES`]: super::MAX_TRACKED_URL_BYTES
 
