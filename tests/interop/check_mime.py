@@ -12,7 +12,13 @@ For each file prints one JSON object per line and check: {"item", "check", "ok",
 - `parser defects`: Python's `email` parser (policy=default) finds no defect in the message
   or any part;
 - `text alternative`: every text/html body part has a text/plain alternative (it sits in
-  multipart/alternative, directly or inside multipart/related, beside a text/plain).
+  multipart/alternative, directly or inside multipart/related, beside a text/plain);
+- `file names`: every attachment or inline part with a file name has it twice, as
+  `Content-Disposition: ...; filename` and as the `Content-Type`'s `name`, both reading back
+  the same with `policy=default`, and the `name` is one a reader without RFC 2231 reads: a
+  plain parameter (quoted ASCII or RFC 2047 words), never `name*=`;
+- `text charset`: every text/* attachment whose bytes are UTF-8 declares a charset, and
+  every declared charset decodes its part's bytes.
 Exits 0 when it could run the checks (whatever their results), 2 on bad usage.
 """
 
@@ -130,6 +136,51 @@ def text_alternatives(message):
     return (not missing, "; ".join(missing) or "every HTML part has a text/plain alternative")
 
 
+def attachments(message):
+    return [p for p in message.walk() if not p.is_multipart() and p.get_content_disposition() in ("attachment", "inline")]
+
+
+def file_names(message):
+    problems, seen = [], 0
+    for part in attachments(message):
+        filename = part.get_filename()
+        if filename is None:
+            continue
+        seen += 1
+        header = part["Content-Type"]
+        name = header.params.get("name") if hasattr(header, "params") else None
+        raw = "".join(str(v) for k, v in part.raw_items() if k.lower() == "content-type")
+        if name is None:
+            problems.append(f"{filename!r}: no name= on Content-Type")
+        elif name != filename:
+            problems.append(f"{filename!r}: name= reads {name!r}")
+        elif re.search(r"(?i)\bname\*", raw):
+            problems.append(f"{filename!r}: name= only in RFC 2231 form")
+    return (not problems, "; ".join(problems) or f"{seen} file names, each also as name=")
+
+
+def text_charsets(message):
+    problems, seen = [], 0
+    for part in attachments(message):
+        if part.get_content_maintype() != "text":
+            continue
+        seen += 1
+        data = part.get_payload(decode=True) or b""
+        charset = part.get_param("charset")
+        if charset is None:
+            try:
+                data.decode("utf-8")
+                problems.append(f"{part.get_filename()!r}: UTF-8 text without a charset")
+            except UnicodeDecodeError:
+                pass
+            continue
+        try:
+            data.decode(str(charset))
+        except (LookupError, UnicodeDecodeError) as e:
+            problems.append(f"{part.get_filename()!r}: charset={charset} does not decode it ({e})")
+    return (not problems, "; ".join(problems) or f"{seen} text attachments, each with a true charset")
+
+
 def check(path):
     with open(path, "rb") as f:
         raw = f.read()
@@ -141,6 +192,8 @@ def check(path):
         ("transfer encoding", transfer_encodings(message)),
         ("parser defects", defects(message)),
         ("text alternative", text_alternatives(message)),
+        ("file names", file_names(message)),
+        ("text charset", text_charsets(message)),
     ]
     return [{"item": path, "check": c, "ok": ok, "reason": reason} for c, (ok, reason) in results]
 

@@ -7,8 +7,10 @@ The public keys come from the DNS server at --dns (the end-to-end tests' server 
 where the test published the records the API gave it), asked with dnspython. For each file
 prints one JSON object per line and check: {"item", "check", "ok", "reason"}, for the checks
 `dkimpy rsa-sha256`, `dkimpy ed25519-sha256` (each: exactly one such signature, and it
-verifies) and `d= is the From domain` (every signature's d= equals the From address's
-domain). Exits 0 when it could run the checks (whatever their results), 2 on bad usage and
+verifies), `d= is the From domain` (every signature's d= equals the From address's
+domain) and `signed headers` (every signature's h= names each of Feedback-ID,
+List-Unsubscribe and List-Unsubscribe-Post the message has, as many times as it has it, so
+a receiver honours them). Exits 0 when it could run the checks (whatever their results), 2 on bad usage and
 3 when a module is missing.
 """
 
@@ -34,6 +36,8 @@ except ImportError as missing:
     sys.exit(3)
 
 ALGORITHMS = ("rsa-sha256", "ed25519-sha256")
+# Header fields a receiver acts on only when a signature covers them.
+MUST_SIGN = (b"feedback-id", b"list-unsubscribe", b"list-unsubscribe-post")
 
 
 def txt_lookup(host, port):
@@ -131,6 +135,17 @@ def check(path, dnsfunc):
         results.append(("d= is the From domain", False, f"From domain {domain}, d={wrong}"))
     else:
         results.append(("d= is the From domain", True, f"d={domain}"))
+    present = [name.lower() for name, _ in dkim.DKIM(raw).headers if name.lower() in MUST_SIGN]
+    unsigned = []
+    for _, tags, _ in sigs:
+        h = [name.strip().lower() for name in tags.get(b"h", b"").split(b":")]
+        unsigned += [name.decode() for name in set(present) if h.count(name) < present.count(name)]
+    if not sigs:
+        results.append(("signed headers", False, "no DKIM-Signature"))
+    elif unsigned:
+        results.append(("signed headers", False, f"not in h=: {sorted(set(unsigned))}"))
+    else:
+        results.append(("signed headers", True, "h= covers " + (", ".join(sorted({n.decode() for n in present})) or "none of them (absent)")))
     return [{"item": path, "check": c, "ok": ok, "reason": reason} for c, ok, reason in results]
 
 

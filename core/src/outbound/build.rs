@@ -34,10 +34,10 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use lettre::message::header::{ContentType, HeaderName, HeaderValue, MessageId as MessageIdHeader};
-use lettre::message::{
-    Attachment as LettreAttachment, Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart,
+use lettre::message::header::{
+    ContentDisposition, ContentId, ContentType, Header, HeaderName, HeaderValue, MessageId as MessageIdHeader,
 };
+use lettre::message::{Mailbox as WireMailbox, MultiPart, MultiPartBuilder, SinglePart};
 
 use crate::Cause;
 use crate::email::{EmailAddress, Mailbox};
@@ -285,17 +285,73 @@ impl<'m> Files<'m> {
 
 /// One attachment's part: `Content-Disposition: attachment; filename=...`, or for an inline
 /// part `inline; filename=...` with `Content-ID: <id>`, always base64; lettre encodes a
-/// non-ASCII filename per RFC 2231.
+/// non-ASCII or long filename per RFC 2231 (`filename*=`). The `Content-Type` carries the
+/// name too ([`content_type_of`]), for readers that know no RFC 2231.
 fn part(a: &Attachment, bytes: Vec<u8>) -> SinglePart {
-    // The content type was checked as `type/subtype` of token characters, which lettre's
-    // parser accepts; octet-stream is the safe reading should a stored one not parse.
-    let content_type = ContentType::parse(a.content_type())
-        .unwrap_or_else(|_| ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN));
-    let attachment = match a.content_id() {
-        Some(id) => LettreAttachment::new_inline_with_name(id.to_owned(), a.filename().to_owned()),
-        None => LettreAttachment::new(a.filename().to_owned()),
+    let content_type = content_type_of(a, &bytes);
+    let builder = match a.content_id() {
+        Some(id) => SinglePart::builder()
+            .header(ContentId::from(format!("<{id}>")))
+            .header(ContentDisposition::inline_with_name(a.filename())),
+        None => SinglePart::builder().header(ContentDisposition::attachment(a.filename())),
     };
-    attachment.body(file_body(bytes), content_type)
+    builder.header(content_type).body(file_body(bytes))
+}
+
+/// An attachment's `Content-Type`: its type; its charset, or for `text/*` content that is
+/// UTF-8 (ASCII included) `charset=utf-8`, since a reader otherwise takes text without one
+/// for US-ASCII (RFC 2046 §4.1.2) and shows `ü` as two odd characters; and `name=` with the
+/// file name, on a line of its own. The name is a quoted string when it is printable ASCII,
+/// else RFC 2047 encoded words inside the quotes: not what RFC 2047 §5 allows in a parameter,
+/// but what Outlook and Gmail write and what readers without RFC 2231 (old Outlook, Lotus
+/// Notes, many webmail download links) read; RFC 2231 readers take `filename*=` first.
+fn content_type_of(a: &Attachment, bytes: &[u8]) -> NamedContentType {
+    let essence = a.essence();
+    let charset = match a.charset() {
+        Some(charset) => Some(charset),
+        None if essence.get(..5).is_some_and(|t| t.eq_ignore_ascii_case("text/"))
+            && std::str::from_utf8(bytes).is_ok() =>
+        {
+            Some("utf-8")
+        }
+        None => None,
+    };
+    let mut head = essence.to_owned();
+    if let Some(charset) = charset {
+        head.push_str("; charset=");
+        head.push_str(charset);
+    }
+    let name = a.filename();
+    let quoted = if name.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        format!("\"{}\"", name.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        format!("\"{}\"", encoded_words(name))
+    };
+    let raw = format!("{head}; name=\"{name}\"");
+    NamedContentType(HeaderValue::dangerous_new_pre_encoded(
+        HeaderName::new_from_ascii_str("Content-Type"),
+        raw,
+        format!("{head};\r\n name={quoted}"),
+    ))
+}
+
+/// A `Content-Type` header field written by [`content_type_of`] (lettre's `ContentType` writes
+/// a parameter value as an unstructured header would, not as a quoted string).
+#[derive(Clone)]
+struct NamedContentType(HeaderValue);
+
+impl Header for NamedContentType {
+    fn name() -> HeaderName {
+        HeaderName::new_from_ascii_str("Content-Type")
+    }
+
+    fn parse(_: &str) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        Err("NamedContentType is only written".into())
+    }
+
+    fn display(&self) -> HeaderValue {
+        self.0.clone()
+    }
 }
 
 /// Multipart boundaries derived from the message id, so the bytes are the same on every

@@ -631,3 +631,99 @@ proptest! {
         prop_assert!(MessageParser::default().parse(&signed).is_some());
     }
 }
+
+/// The raw `Content-Type` value of the part whose attachment name is `name`, unfolded.
+fn part_content_type(raw: &[u8], name: &str) -> String {
+    let parsed = MessageParser::default().parse(raw).unwrap();
+    let part = parsed.parts.iter().find(|p| p.attachment_name() == Some(name)).unwrap();
+    let header = part.headers.iter().find(|h| h.name.as_str().eq_ignore_ascii_case("Content-Type")).unwrap();
+    let field = &raw[header.offset_start as usize..header.offset_end as usize];
+    String::from_utf8(field.to_vec()).unwrap().replace("\r\n", "").trim().to_owned()
+}
+
+#[test]
+fn text_attachments_say_utf_8_when_they_are_and_keep_a_declared_charset() {
+    use crate::model::extras::Attachment;
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.extras.attachments = vec![
+        Attachment::parse("kunden.csv", "text/csv", b64("id;name\r\n1;Müller\r\n".as_bytes()), None).unwrap(),
+        Attachment::parse("ascii.txt", "text/plain", b64(b"plain\n"), None).unwrap(),
+        Attachment::parse("latin1.txt", "text/plain", b64(b"M\xfcller\n"), None).unwrap(),
+        Attachment::parse("declared.txt", "text/plain; charset=ISO-8859-1", b64(b"M\xfcller\n"), None).unwrap(),
+        Attachment::parse("data.json", "application/json", b64(b"{}"), None).unwrap(),
+    ];
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_wire_safe(&built.raw);
+    let parsed = MessageParser::default().parse(&built.raw).unwrap();
+    let charset = |name: &str| {
+        let part = parsed.parts.iter().find(|p| p.attachment_name() == Some(name)).unwrap();
+        part.content_type().unwrap().attribute("charset").map(str::to_owned)
+    };
+    assert_eq!(charset("kunden.csv").as_deref(), Some("utf-8"));
+    assert_eq!(charset("ascii.txt").as_deref(), Some("utf-8"), "ASCII is UTF-8");
+    assert_eq!(charset("latin1.txt"), None, "not UTF-8, and no charset was declared");
+    assert_eq!(charset("declared.txt").as_deref(), Some("iso-8859-1"));
+    assert_eq!(charset("data.json"), None, "only text/* gets one by itself");
+    assert_eq!(part_content_type(&built.raw, "kunden.csv"), "text/csv; charset=utf-8; name=\"kunden.csv\"");
+}
+
+#[test]
+fn a_file_name_in_rfc_2231_form_also_has_a_name_parameter_old_readers_decode() {
+    use crate::model::extras::Attachment;
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    let long = format!("{}.pdf", "Quarterly statement ".repeat(10));
+    message.extras.attachments = vec![
+        Attachment::parse("請求書.csv", "text/csv", b64(b"a,b\n"), None).unwrap(),
+        Attachment::parse("Rechnung März 2026 – Übersicht.pdf", "application/pdf", b64(b"%PDF"), None).unwrap(),
+        Attachment::parse(&long, "application/pdf", b64(b"%PDF"), None).unwrap(),
+        Attachment::parse("a \"quoted\" name.txt", "text/plain", b64(b"x"), None).unwrap(),
+    ];
+
+    let built = build_message(&message, &domain, None).unwrap();
+
+    assert_wire_safe(&built.raw);
+    let raw = std::str::from_utf8(&built.raw).unwrap();
+    assert!(raw.contains("filename*"), "lettre writes RFC 2231 names: {raw}");
+    for name in ["請求書.csv", "Rechnung März 2026 – Übersicht.pdf", long.as_str(), "a \"quoted\" name.txt"] {
+        let field = part_content_type(&built.raw, name);
+        assert!(field.contains("; name=\"") && !field.contains("name*"), "{field}");
+        let parsed = MessageParser::default().parse(&built.raw).unwrap();
+        let part = parsed.parts.iter().find(|p| p.attachment_name() == Some(name)).unwrap();
+        assert_eq!(part.content_type().unwrap().attribute("name"), Some(name), "{field}");
+    }
+    assert!(raw.contains("name=\"=?utf-8?b?"), "non-ASCII names are encoded words: {raw}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::outbound::test_support::proptest_cases(64)))]
+
+    /// Whatever the file name, the part's `Content-Disposition` and its `Content-Type`'s
+    /// `name=` read back as that name, and the lines stay receivable.
+    #[test]
+    fn any_file_name_reads_back_from_both_parameters(
+        stem in "(\\PC|[\"' ;=?*%]){1,120}",
+        inline in any::<bool>(),
+    ) {
+        use crate::model::extras::Attachment;
+        let name = format!("{stem}.txt");
+        let Ok(a) = Attachment::parse(&name, "text/plain", b64("ü".as_bytes()), inline.then_some("part")) else {
+            return Ok(());
+        };
+        let domain = signing_domain("acme.example.com");
+        let mut message = message_from(&domain);
+        message.extras.attachments = vec![a];
+
+        let built = build_message(&message, &domain, None).unwrap();
+
+        assert_receivable(&built.raw)?;
+        let parsed = MessageParser::default().parse(&built.raw).unwrap();
+        let part = parsed.parts.iter().find(|p| p.content_disposition().is_some()).unwrap();
+        prop_assert_eq!(part.attachment_name(), Some(name.as_str()));
+        prop_assert_eq!(part.content_type().unwrap().attribute("name"), Some(name.as_str()));
+        prop_assert_eq!(part.content_type().unwrap().attribute("charset"), Some("utf-8"));
+    }
+}

@@ -32,8 +32,9 @@ use crate::model::Domain;
 /// `Reply-To`, `Cc`, `In-Reply-To` and `References` cannot be added in transit either.
 /// `List-Unsubscribe` and `List-Unsubscribe-Post`, which a send may set as custom headers,
 /// are covered because mailbox providers honour one-click unsubscribe only when they are
-/// (RFC 8058 §4); other custom headers are not signed.
-pub const SIGNED_HEADERS: [&str; 14] = [
+/// (RFC 8058 §4), and so is `Feedback-ID`, which Gmail's feedback loop reads only from a
+/// signed header; other custom headers are not signed.
+pub const SIGNED_HEADERS: [&str; 15] = [
     "From",
     "To",
     "Subject",
@@ -48,6 +49,7 @@ pub const SIGNED_HEADERS: [&str; 14] = [
     "References",
     "List-Unsubscribe",
     "List-Unsubscribe-Post",
+    "Feedback-ID",
 ];
 
 /// Signing failed inside the crypto library (not expected with keys that parsed).

@@ -6,8 +6,21 @@
 //!   `{public_url}/t/c/{token}`. `mailto:`, `#anchors`, relative and other schemes stay as
 //!   written, and so does any link carrying `data-tidings-notrack`; that attribute is ours,
 //!   so it is removed from every link on the way out.
-//! - Opens: a 1×1 `<img>` of `{public_url}/t/o/{token}`, just before the first `</body>`,
-//!   or at the end when there is none.
+//! - Opens: a 1×1 pixel of `{public_url}/t/o/{token}`, just before the first `</body>`, or
+//!   at the end when there is none: the last thing in the body, where filters expect it.
+//!   Never hidden with `display:none` (it used to be): SpamAssassin counts invisible-style
+//!   markup (`__STY_INVIS`) towards several spam rules, and a 1×1 pixel without a border
+//!   shows nothing anyway. Its form ([`OpenPixel::for_html`]) depends on the part, because
+//!   SpamAssassin scores any `<img>` in an HTML part of at most 3,200 characters as image
+//!   spam (`HTML_IMAGE_ONLY_04` … `_32`, 0.6 to 2.8 points with local rules, whatever the
+//!   image's size):
+//!   - an `<img width="1" height="1" alt="" border="0">` when the part has images of its own
+//!     (those rules judge the sender's markup then, pixel or not) or is longer than that
+//!     with the pixel;
+//!   - otherwise a 1×1 table cell with the pixel as its `background`, which mail programs
+//!     load like an image (Outlook for Windows does not: it misses opens of such short
+//!     parts) and which is no `<img>` to those rules (docs/deliverability.md has the
+//!     scores of each form).
 //!
 //! [`MAX_TRACKED_URL_BYTES`]: super::MAX_TRACKED_URL_BYTES
 
@@ -41,42 +54,106 @@ pub fn rewrite_html(
     if !tracking.opens && !tracking.clicks {
         return html.to_owned();
     }
+    let images = Rc::new(Cell::new(0usize));
+    let counted = Rc::clone(&images);
     let links = element!("a, area", |el| {
         rewrite_link(el, tracking.clicks.then_some((config, workspace, message, recipient)));
         Ok(())
     });
-    let mut settings = RewriteStrSettings::new().with_strict(false).append_element_content_handler(links);
-    if tracking.opens {
-        let pixel = pixel(&config.public_url.open_url(&config.key.sign_open(workspace, message, recipient)));
-        let placed = Rc::new(Cell::new(false));
-        let (body_pixel, body_placed) = (pixel.clone(), Rc::clone(&placed));
-        let body = element!("body", move |el| {
-            if let Some(handlers) = el.end_tag_handlers() {
-                let (pixel, placed) = (body_pixel.clone(), Rc::clone(&body_placed));
-                handlers.push(end_tag!(move |end| {
-                    if !placed.replace(true) {
-                        end.before(&pixel, ContentType::Html);
-                    }
-                    Ok(())
-                }));
-            }
-            Ok(())
-        });
-        let at_end = end!(move |end| {
-            if !placed.get() {
-                end.append(&pixel, ContentType::Html);
-            }
-            Ok(())
-        });
-        settings = settings.append_element_content_handler(body).append_document_content_handler(at_end);
-    }
-    match rewrite_str(html, settings) {
+    let img = element!("img", move |_| {
+        counted.set(counted.get() + 1);
+        Ok(())
+    });
+    let settings = RewriteStrSettings::new()
+        .with_strict(false)
+        .append_element_content_handler(links)
+        .append_element_content_handler(img);
+    let linked = match rewrite_str(html, settings) {
         Ok(rewritten) => rewritten,
         Err(e) => {
             tracing::warn!(%message, error = %e, "tracking could not be added to the HTML part; it is sent untracked");
-            html.to_owned()
+            return html.to_owned();
+        }
+    };
+    if !tracking.opens {
+        return linked;
+    }
+    let src = config.public_url.open_url(&config.key.sign_open(workspace, message, recipient));
+    let pixel = OpenPixel::for_html(&linked, images.get(), &src).markup(&src);
+    match with_pixel(&linked, &pixel) {
+        Ok(tracked) => tracked,
+        Err(e) => {
+            tracing::warn!(%message, error = %e, "the open pixel could not be added to the HTML part; it is sent without");
+            linked
         }
     }
+}
+
+/// Most characters of an HTML part in which SpamAssassin scores an `<img>` as image spam
+/// (`HTML_IMAGE_ONLY_32` ends there; the raw HTML, markup included, is measured).
+pub const IMAGE_ONLY_HTML_CHARS: usize = 3200;
+
+/// The form of the open pixel (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenPixel {
+    /// `<img width="1" height="1" alt="" border="0">`.
+    Image,
+    /// A 1×1 table cell whose `background` is the pixel.
+    CellBackground,
+}
+
+impl OpenPixel {
+    /// The form for `html` (the part with its links rewritten), holding `images` `<img>`
+    /// elements of its own, and the pixel URL `src`: an image when the part has some, or when
+    /// with an image pixel it is longer than [`IMAGE_ONLY_HTML_CHARS`]; a cell background
+    /// otherwise.
+    pub fn for_html(html: &str, images: usize, src: &str) -> Self {
+        // Counted in characters, as SpamAssassin measures decoded text; the pixel's markup is
+        // ASCII, so its bytes are its characters.
+        let with_image = html.chars().count() + Self::Image.markup(src).len();
+        if images > 0 || with_image > IMAGE_ONLY_HTML_CHARS { Self::Image } else { Self::CellBackground }
+    }
+
+    /// The markup of this form for the pixel URL `src` (which holds no `"`: it is our URL
+    /// with a base64url token).
+    pub fn markup(self, src: &str) -> String {
+        match self {
+            Self::Image => format!(r#"<img src="{src}" width="1" height="1" alt="" border="0">"#),
+            Self::CellBackground => format!(
+                r#"<table role="presentation" width="1" height="1" cellpadding="0" cellspacing="0" border="0"><tr><td background="{src}" width="1" height="1"></td></tr></table>"#
+            ),
+        }
+    }
+}
+
+/// `html` with `pixel` just before the first `</body>`, or at the end when there is none.
+fn with_pixel(html: &str, pixel: &str) -> Result<String, lol_html::errors::RewritingError> {
+    let placed = Rc::new(Cell::new(false));
+    let (body_pixel, body_placed) = (pixel.to_owned(), Rc::clone(&placed));
+    let body = element!("body", move |el| {
+        if let Some(handlers) = el.end_tag_handlers() {
+            let (pixel, placed) = (body_pixel.clone(), Rc::clone(&body_placed));
+            handlers.push(end_tag!(move |end| {
+                if !placed.replace(true) {
+                    end.before(&pixel, ContentType::Html);
+                }
+                Ok(())
+            }));
+        }
+        Ok(())
+    });
+    let end_pixel = pixel.to_owned();
+    let at_end = end!(move |end| {
+        if !placed.get() {
+            end.append(&end_pixel, ContentType::Html);
+        }
+        Ok(())
+    });
+    let settings = RewriteStrSettings::new()
+        .with_strict(false)
+        .append_element_content_handler(body)
+        .append_document_content_handler(at_end);
+    rewrite_str(html, settings)
 }
 
 /// Rewrites one link for `signing` (`None`: clicks are not tracked) and strips our opt-out
@@ -94,13 +171,6 @@ fn rewrite_link(el: &mut Element<'_, '_>, signing: Option<(&TrackingConfig, Work
     let tracked = config.public_url.click_url(&config.key.sign_click(workspace, message, recipient, &url));
     // "href" is a valid attribute name, the only way this could fail.
     let _ = el.set_attribute("href", &tracked);
-}
-
-/// The pixel: hidden, sized and bordered so that no client lays out a visible box.
-fn pixel(src: &str) -> String {
-    format!(
-        r#"<img src="{src}" width="1" height="1" alt="" style="display:none;width:1px;height:1px;border:0;margin:0;padding:0">"#
-    )
 }
 
 /// Decodes the character references a URL in an attribute may hold: `&amp;` `&lt;` `&gt;`

@@ -98,11 +98,61 @@ fn the_pixel_goes_just_before_the_closing_body_tag() {
     let out = rewrite("<html><body><p>Hi</p></body></html>", MessageTracking { opens: true, clicks: false });
     let (ws, msg) = ids();
     let src = format!("{BASE}/t/o/{}", config().key.sign_open(ws, msg, None));
-    assert!(out.starts_with("<html><body><p>Hi</p><img "), "{out}");
-    assert!(out.ends_with("></body></html>"), "{out}");
-    assert_eq!(attribute_values(&out, "src"), [src]);
-    for attribute in [r#"width="1""#, r#"height="1""#, r#"alt="""#, "display:none"] {
+    assert!(out.starts_with("<html><body><p>Hi</p><table "), "{out}");
+    assert!(out.ends_with("</table></body></html>"), "{out}");
+    assert_eq!(attribute_values(&out, "background"), [src]);
+    for attribute in [r#"width="1""#, r#"height="1""#, r#"border="0""#, r#"role="presentation""#] {
         assert!(out.contains(attribute), "{attribute}: {out}");
+    }
+}
+
+/// `html` grown past [`IMAGE_ONLY_HTML_CHARS`] with paragraphs.
+fn long_html() -> String {
+    "<p>A line of a long receipt, with its item, price, tax and total.</p>".repeat(60)
+}
+
+#[test]
+fn short_html_without_images_gets_the_pixel_as_a_cell_background_and_no_img() {
+    // Any <img> in HTML of up to 3,200 characters is image spam to SpamAssassin.
+    for html in ["<p>Hi</p>", "<p>See <a href=\"https://example.com/a\">your order</a>.</p>", ""] {
+        let out = rewrite(html, BOTH);
+        assert!(!out.contains("<img"), "{out}");
+        assert_eq!(attribute_values(&out, "background").len(), 1, "{out}");
+        assert_eq!(OpenPixel::for_html(html, 0, "https://t.example/t/o/x"), OpenPixel::CellBackground);
+    }
+}
+
+#[test]
+fn html_with_its_own_images_or_long_html_gets_an_img_pixel() {
+    let (ws, msg) = ids();
+    let src = format!("{BASE}/t/o/{}", config().key.sign_open(ws, msg, None));
+    let long = long_html();
+    assert!(long.len() > IMAGE_ONLY_HTML_CHARS);
+    for html in [r#"<p><img src="cid:logo"> Hi</p>"#, r#"<P><IMG SRC="https://example.com/l.png"></P>"#, long.as_str()]
+    {
+        let out = rewrite(html, MessageTracking { opens: true, clicks: false });
+        let pixel = format!(r#"<img src="{src}" width="1" height="1" alt="" border="0">"#);
+        assert!(out.ends_with(&pixel), "{out}");
+        assert!(!out.contains("background="), "{out}");
+    }
+    // The limit counts the pixel: HTML that only the pixel takes past it is still short.
+    let edge = "x".repeat(IMAGE_ONLY_HTML_CHARS - OpenPixel::Image.markup(&src).len());
+    assert_eq!(OpenPixel::for_html(&edge, 0, &src), OpenPixel::CellBackground);
+    assert_eq!(OpenPixel::for_html(&format!("{edge}x"), 0, &src), OpenPixel::Image);
+    // Characters, not bytes, as SpamAssassin counts decoded text.
+    let wide = "ü".repeat(IMAGE_ONLY_HTML_CHARS / 2);
+    assert_eq!(OpenPixel::for_html(&wide, 0, &src), OpenPixel::CellBackground);
+}
+
+#[test]
+fn the_pixel_is_never_hidden_with_a_style() {
+    // SpamAssassin counts `display:none` and `visibility:hidden` styles (`__STY_INVIS`)
+    // towards spam rules; the pixel needs neither, and no style at all.
+    let long = long_html();
+    for html in ["<p>Hi</p>", "<html><body><p>Hi</p></body></html>", "<img src=\"cid:a\">", long.as_str()] {
+        let out = rewrite(html, BOTH);
+        assert!(!out.contains("style="), "{out}");
+        assert!(!out.to_ascii_lowercase().contains("display:none"), "{out}");
     }
 }
 
@@ -110,10 +160,10 @@ fn the_pixel_goes_just_before_the_closing_body_tag() {
 fn without_a_closing_body_tag_the_pixel_is_appended_once() {
     for html in ["<p>Hi</p>", "<body><p>Hi", "<html><body>Hi</body><body>again</body></html>"] {
         let out = rewrite(html, MessageTracking { opens: true, clicks: false });
-        assert_eq!(out.matches("<img ").count(), 1, "{out}");
+        assert_eq!(out.matches(&format!("{BASE}/t/o/")).count(), 1, "{out}");
         assert!(out.starts_with(html.split("</body>").next().unwrap()), "{out}");
     }
-    assert!(rewrite("<p>Hi</p>", BOTH).ends_with(r#"padding:0">"#));
+    assert!(rewrite("<p>Hi</p>", BOTH).ends_with("</td></tr></table>"));
 }
 
 #[test]

@@ -124,6 +124,34 @@ async fn a_message_with_reply_to_custom_headers_and_attachments_verifies_and_sig
 }
 
 #[tokio::test]
+async fn a_feedback_id_is_signed_and_cannot_be_changed_or_added_in_transit() {
+    use tidings_core::model::extras::CustomHeader;
+    let domain = signing_domain("acme.example.com");
+    let mut message = message_from(&domain);
+    message.extras.headers = vec![CustomHeader::parse("Feedback-ID", "receipts:acme:tidings").unwrap()];
+    let signer = DomainSigner::new(&domain).unwrap();
+
+    let signed = signer.sign(&build_message(&message, &domain, None).unwrap().raw).unwrap();
+
+    both_pass(&verify_dkim(&signed, &domain.records).await, &domain);
+    for field in signature_headers(&signed) {
+        let signed_headers: Vec<String> =
+            tag(&field, "h").unwrap().split(':').map(|h| h.trim().to_ascii_lowercase()).collect();
+        assert_eq!(signed_headers.iter().filter(|h| *h == "feedback-id").count(), 1, "{signed_headers:?}");
+    }
+    let text = String::from_utf8(signed).unwrap();
+    let changed = text.replace("receipts:acme:tidings", "spam:acme:tidings");
+    assert_ne!(changed, text);
+    assert!(verify_dkim(changed.as_bytes(), &domain.records).await.iter().all(|c| !c.passed()));
+    // Without one, the name is still in h=, so a relay cannot add one either.
+    let plain = signer.sign(&build_message(&message_from(&domain), &domain, None).unwrap().raw).unwrap();
+    let plain = String::from_utf8(plain).unwrap();
+    let added = plain.replacen("\r\nSubject: ", "\r\nFeedback-ID: spam:acme:tidings\r\nSubject: ", 1);
+    assert_ne!(added, plain);
+    assert!(verify_dkim(added.as_bytes(), &domain.records).await.iter().all(|c| !c.passed()));
+}
+
+#[tokio::test]
 async fn a_changed_subject_or_body_breaks_both_signatures() {
     let domain = signing_domain("acme.example.com");
     let signer = DomainSigner::new(&domain).unwrap();
@@ -220,7 +248,8 @@ fn mail_auth_signers(domain: &Domain) -> (impl Fn(&[u8]) -> String, impl Fn(&[u8
 }
 
 /// Messages of every shape the signed header list can take: with and without Reply-To,
-/// threading headers, one-click unsubscribe, as text only, HTML only, both, and with files.
+/// threading headers, one-click unsubscribe, a Feedback-ID, as text only, HTML only, both,
+/// and with files.
 fn shapes(domain: &Domain) -> Vec<tidings_core::model::Message> {
     use tidings_core::model::extras::{Attachment, CustomHeader};
     let optional = [
@@ -228,6 +257,7 @@ fn shapes(domain: &Domain) -> Vec<tidings_core::model::Message> {
         ("References", "<a0@example.net> <a1@example.net>"),
         ("List-Unsubscribe", "<https://acme.example.com/u/1>"),
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ("Feedback-ID", "receipts:acme:tidings"),
     ];
     let mut messages = Vec::new();
     for mask in 0..(1 << (optional.len() + 1)) {

@@ -133,7 +133,7 @@ pub struct AttachmentRequest {
     /// no '/', '\' or control characters
     #[schema(min_length = 1, max_length = 255)]
     filename: String,
-    /// `type/subtype`, no parameters
+    /// `type/subtype`, optionally with a charset: `text/plain; charset=utf-8`
     #[schema(examples("application/pdf"))]
     content_type: String,
     /// standard base64 with padding, no whitespace

@@ -265,6 +265,21 @@ fn bad_fields_are_422_and_a_header_injection_never_reaches_the_sink() {
             (json!({"attachments": file("a/b.pdf", "application/pdf", "")}), vec!["attachments[0].filename"]),
             (json!({"attachments": file("a.pdf", "pdf", "")}), vec!["attachments[0].contentType"]),
             (json!({"attachments": file("a.pdf", "application/pdf", "not base64")}), vec!["attachments[0].content"]),
+            // One parameter, a charset, and true of the content when it is UTF-8 or ASCII.
+            (json!({"attachments": file("a.txt", "text/plain; name=a.txt", "")}), vec!["attachments[0].contentType"]),
+            (json!({"attachments": file("a.txt", "text/plain; charset=", "")}), vec!["attachments[0].contentType"]),
+            (
+                json!({"attachments": file("a.txt", "text/plain; charset=utf-8; format=flowed", "")}),
+                vec!["attachments[0].contentType"],
+            ),
+            (
+                json!({"attachments": file("a.txt", "text/plain; charset=utf-8", &STANDARD.encode(b"M\xfcller"))}),
+                vec!["attachments[0].content"],
+            ),
+            (
+                json!({"attachments": file("a.sh", "application/x-sh; charset=utf-8", "")}),
+                vec!["attachments[0].contentType"],
+            ),
         ];
         for (extra, fields) in cases {
             let (status, reply) = s.server.post("/v1/messages", s.server.key(), mail(victim, extra.clone())).await;

@@ -8,8 +8,13 @@
 //!   ([`holds_encoded_word`]: `=?utf-8?q?invoice=2Eexe?=`, which mail programs show decoded);
 //!   an executable extension ([`EXECUTABLE_EXTENSIONS`], judged by [`windows_extension`]) is
 //!   refused.
-//! - `contentType`: `type/subtype` of RFC 7230 token characters, without parameters; the
-//!   executable types in [`EXECUTABLE_TYPES`] are refused.
+//! - `contentType`: `type/subtype` of RFC 7230 token characters, optionally followed by one
+//!   parameter, `charset` (`text/plain; charset=utf-8`; its value an RFC 2978 charset name,
+//!   kept in lower case); no other parameter (Tidings writes `name=` itself). Stored as
+//!   `type/subtype` or `type/subtype; charset=<value>`. The executable types in
+//!   [`EXECUTABLE_TYPES`] are refused, with or without a charset. A `utf-8` or `us-ascii`
+//!   charset must be true of the content (checked as it is decoded), since a receiver shows
+//!   the text by it.
 //! - `content`: standard base64 with padding, no whitespace. The stored form is the text as
 //!   sent, so nothing is re-encoded per read; the MIME builder decodes it. The text is an
 //!   [`AttachmentContent`], shared (not copied) between the request, the message and its
@@ -33,6 +38,8 @@ pub const MAX_ATTACHMENTS_ENCODED_BYTES: usize = 40 * 1024 * 1024;
 pub const MAX_FILENAME_CHARS: usize = 255;
 /// Longest content id.
 pub const MAX_CONTENT_ID: usize = 250;
+/// Longest charset name (IANA's longest registered name has 45 characters).
+pub const MAX_CHARSET: usize = 64;
 
 /// Extensions refused because the file runs code, installs something or mounts a disk when
 /// opened on a common desktop: the union of what Gmail and Resend refuse to send and what
@@ -198,9 +205,20 @@ pub enum AttachmentError {
         "must be the file name as plain text, not an RFC 2047 encoded-word (=?charset?Q?...?=): Tidings encodes the name itself"
     )]
     EncodedWord,
-    /// Not `type/subtype`.
-    #[error("must be a MIME type such as application/pdf (type/subtype, no parameters)")]
+    /// Not `type/subtype`, or `type/subtype; charset=...` badly written.
+    #[error(
+        "must be a MIME type such as application/pdf or text/plain; charset=utf-8 (type/subtype, optionally with a charset parameter)"
+    )]
     ContentType,
+    /// A parameter other than `charset`, or a second parameter.
+    #[error("only a charset parameter may follow the type (not {0:?}): Tidings writes the file name (name=) itself")]
+    Parameter(String),
+    /// A charset value that is not an RFC 2978 charset name.
+    #[error("the charset must be 1 to {MAX_CHARSET} letters, digits and !#$%&'+-^_`{{}}~ (e.g. charset=utf-8)")]
+    Charset,
+    /// The content does not decode in the charset it declares (`utf-8` or `us-ascii`).
+    #[error("is not {0} text, as its contentType's charset says")]
+    NotInCharset(String),
     /// An executable content type.
     #[error("executable content ({0}) cannot be attached")]
     ExecutableType(String),
@@ -219,8 +237,8 @@ impl AttachmentError {
     pub fn field(&self) -> &'static str {
         match self {
             Self::Filename | Self::ExecutableFilename(_) | Self::EncodedWord => "filename",
-            Self::ContentType | Self::ExecutableType(_) => "contentType",
-            Self::Base64(_) => "content",
+            Self::ContentType | Self::Parameter(_) | Self::Charset | Self::ExecutableType(_) => "contentType",
+            Self::Base64(_) | Self::NotInCharset(_) => "content",
             Self::ContentId => "contentId",
         }
     }
@@ -297,15 +315,31 @@ impl Attachment {
         content_id: Option<&str>,
     ) -> Result<Self, AttachmentError> {
         check_filename(filename)?;
-        check_content_type(content_type)?;
+        let content_type = check_content_type(content_type)?;
         if let Some(id) = content_id {
             check_content_id(id)?;
         }
         let content = content.into();
-        let size = decoded_size(content.as_str(), CHECK_SLICE).map_err(AttachmentError::Base64)?;
+        let charset = charset_of(&content_type);
+        let mut text_check = match charset {
+            Some("utf-8") => Some(TextCheck::utf8()),
+            Some("us-ascii") => Some(TextCheck::ascii()),
+            _ => None,
+        };
+        let size = decoded_size(content.as_str(), CHECK_SLICE, |bytes| {
+            if let Some(check) = text_check.as_mut() {
+                check.feed(bytes);
+            }
+        })
+        .map_err(AttachmentError::Base64)?;
+        if let (Some(check), Some(charset)) = (text_check, charset)
+            && !check.finish()
+        {
+            return Err(AttachmentError::NotInCharset(charset.to_owned()));
+        }
         Ok(Self {
             filename: filename.to_owned(),
-            content_type: content_type.to_owned(),
+            content_type,
             content,
             content_id: content_id.map(str::to_owned),
             size,
@@ -317,9 +351,19 @@ impl Attachment {
         &self.filename
     }
 
-    /// `type/subtype`.
+    /// `type/subtype`, or `type/subtype; charset=<value>` when the client gave a charset.
     pub fn content_type(&self) -> &str {
         &self.content_type
+    }
+
+    /// `type/subtype` alone, in the case the client wrote it.
+    pub fn essence(&self) -> &str {
+        self.content_type.split_once(';').map_or(&self.content_type, |(essence, _)| essence)
+    }
+
+    /// The charset the client declared (lower case), if any.
+    pub fn charset(&self) -> Option<&str> {
+        charset_of(&self.content_type)
     }
 
     /// The content id of an inline part; `None` for an ordinary attachment.
@@ -348,9 +392,10 @@ const CHECK_SLICE: usize = 64 * 1024;
 
 /// The decoded size of `content`, or why it is not standard padded base64, found by
 /// decoding `slice` characters at a time into one small buffer rather than the whole file
-/// into memory. Invalid text is decoded whole once more, so that the error (offsets
-/// included) is exactly a whole decode's; only the refused pay for that.
-fn decoded_size(content: &str, slice: usize) -> Result<u64, String> {
+/// into memory; `each` sees the decoded bytes piece by piece, in order. Invalid text is
+/// decoded whole once more, so that the error (offsets included) is exactly a whole
+/// decode's; only the refused pay for that.
+fn decoded_size(content: &str, slice: usize, mut each: impl FnMut(&[u8])) -> Result<u64, String> {
     debug_assert!(slice > 0 && slice.is_multiple_of(4));
     let engine = base64::engine::general_purpose::STANDARD;
     let whole = || engine.decode(content).map(|d| d.len() as u64).map_err(|e| e.to_string());
@@ -366,7 +411,10 @@ fn decoded_size(content: &str, slice: usize) -> Result<u64, String> {
             return whole();
         }
         match engine.decode_slice(part, &mut out) {
-            Ok(n) => size += n as u64,
+            Ok(n) => {
+                each(&out[..n]);
+                size += n as u64;
+            }
             Err(_) => return whole(),
         }
         start = end;
@@ -435,15 +483,108 @@ fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-fn check_content_type(text: &str) -> Result<(), AttachmentError> {
-    let Some((kind, subtype)) = text.split_once('/') else { return Err(AttachmentError::ContentType) };
-    if text.len() > 255 || !is_token(kind) || !is_token(subtype) {
+/// `text` checked (module docs) and written the one way it is stored: `type/subtype` as the
+/// client wrote it, then `; charset=<value in lower case>` when a charset was given. Space
+/// and tab are allowed around the `;` and the `=`, and the value may be a quoted string.
+fn check_content_type(text: &str) -> Result<String, AttachmentError> {
+    if text.len() > 255 {
         return Err(AttachmentError::ContentType);
     }
-    if EXECUTABLE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(text)) {
-        return Err(AttachmentError::ExecutableType(text.to_ascii_lowercase()));
+    let (essence, parameters) = match text.split_once(';') {
+        Some((essence, rest)) => (essence.trim_end_matches([' ', '\t']), Some(rest)),
+        None => (text, None),
+    };
+    let Some((kind, subtype)) = essence.split_once('/') else { return Err(AttachmentError::ContentType) };
+    if !is_token(kind) || !is_token(subtype) {
+        return Err(AttachmentError::ContentType);
     }
-    Ok(())
+    if EXECUTABLE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(essence)) {
+        return Err(AttachmentError::ExecutableType(essence.to_ascii_lowercase()));
+    }
+    let Some(parameters) = parameters else { return Ok(essence.to_owned()) };
+    let Some((name, value)) = parameters.split_once('=') else { return Err(AttachmentError::ContentType) };
+    let name = name.trim_matches([' ', '\t']);
+    if !name.eq_ignore_ascii_case("charset") {
+        return Err(AttachmentError::Parameter(name.to_owned()));
+    }
+    let value = value.trim_matches([' ', '\t']);
+    let value = match value.strip_prefix('"') {
+        Some(quoted) => quoted.strip_suffix('"').ok_or(AttachmentError::Charset)?,
+        None => value,
+    };
+    if let Some((_, next)) = value.split_once(';') {
+        let next = next.split_once('=').map_or(next, |(name, _)| name).trim_matches([' ', '\t']);
+        return Err(AttachmentError::Parameter(next.to_owned()));
+    }
+    let charset_char = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'+-^_`{}~".contains(&b);
+    if value.is_empty() || value.len() > MAX_CHARSET || !value.bytes().all(charset_char) {
+        return Err(AttachmentError::Charset);
+    }
+    Ok(format!("{essence}; charset={}", value.to_ascii_lowercase()))
+}
+
+/// The charset of a stored content type (see [`check_content_type`]).
+fn charset_of(content_type: &str) -> Option<&str> {
+    content_type.split_once("; charset=").map(|(_, charset)| charset)
+}
+
+/// Whether bytes given piece by piece are, as a whole, UTF-8 (or ASCII): a character may be
+/// split between two pieces.
+struct TextCheck {
+    ascii_only: bool,
+    /// The start of a character the last piece ended in the middle of.
+    carry: [u8; 4],
+    carried: usize,
+    valid: bool,
+}
+
+impl TextCheck {
+    fn utf8() -> Self {
+        Self { ascii_only: false, carry: [0; 4], carried: 0, valid: true }
+    }
+
+    fn ascii() -> Self {
+        Self { ascii_only: true, ..Self::utf8() }
+    }
+
+    fn feed(&mut self, mut bytes: &[u8]) {
+        if !self.valid {
+            return;
+        }
+        if self.ascii_only {
+            self.valid = bytes.is_ascii();
+            return;
+        }
+        // Complete a carried character a byte at a time: four bytes are always either a
+        // character or invalid.
+        while self.carried > 0 {
+            let Some((&first, rest)) = bytes.split_first() else { return };
+            self.carry[self.carried] = first;
+            self.carried += 1;
+            bytes = rest;
+            match std::str::from_utf8(&self.carry[..self.carried]) {
+                Ok(_) => self.carried = 0,
+                Err(e) if e.error_len().is_some() => {
+                    self.valid = false;
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(_) => {}
+            Err(e) if e.error_len().is_none() => {
+                let tail = &bytes[e.valid_up_to()..];
+                self.carry[..tail.len()].copy_from_slice(tail);
+                self.carried = tail.len();
+            }
+            Err(_) => self.valid = false,
+        }
+    }
+
+    fn finish(self) -> bool {
+        self.valid && self.carried == 0
+    }
 }
 
 fn check_content_id(id: &str) -> Result<(), AttachmentError> {
@@ -479,7 +620,7 @@ mod tests {
                     .decode(&candidate)
                     .map(|d| d.len() as u64)
                     .map_err(|e| e.to_string());
-                proptest::prop_assert_eq!(decoded_size(&candidate, slice * 4), whole, "{:?}", candidate);
+                proptest::prop_assert_eq!(decoded_size(&candidate, slice * 4, |_| ()), whole, "{:?}", candidate);
             }
         }
     }
@@ -741,7 +882,7 @@ mod tests {
 
     #[test]
     fn bad_filenames_types_contents_and_ids_name_their_field() {
-        let cases: [(&str, &str, &str, Option<&str>, &str); 12] = [
+        let cases: [(&str, &str, &str, Option<&str>, &str); 18] = [
             ("", "text/plain", "", None, "filename"),
             ("   ", "text/plain", "", None, "filename"),
             ("../etc/passwd", "text/plain", "", None, "filename"),
@@ -750,7 +891,13 @@ mod tests {
             ("..", "text/plain", "", None, "filename"),
             (&"a".repeat(256), "text/plain", "", None, "filename"),
             ("a.txt", "text", "", None, "contentType"),
-            ("a.txt", "text/plain; charset=utf-8", "", None, "contentType"),
+            ("a.txt", "text/plain; name=a.txt", "", None, "contentType"),
+            ("a.txt", "text/plain; charset=", "", None, "contentType"),
+            ("a.txt", "text/plain; charset=utf-8; format=flowed", "", None, "contentType"),
+            ("a.txt", "text/plain; charset=\"utf 8\"", "", None, "contentType"),
+            ("a.txt", "text/plain; charset", "", None, "contentType"),
+            ("a.txt", "text/plain; charset=utf-8", &b64(b"caf\xe9"), None, "content"),
+            ("a.txt", "text/plain; charset=us-ascii", &b64("café".as_bytes()), None, "content"),
             ("a.txt", "text/plain", "not base64!", None, "content"),
             ("a.txt", "text/plain", "aGVsbG8\n", None, "content"),
             ("a.png", "image/png", "", Some("<logo>"), "contentId"),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 pub const DOMAIN: &str = "interop.example";
 
 /// How a shape reaches the server.
+#[derive(Clone)]
 pub enum Via {
     /// `POST /v1/messages` with this body plus `to`.
     Api(Value),
@@ -27,6 +28,7 @@ pub enum Via {
 }
 
 /// One shape: a name for the table and how it is sent.
+#[derive(Clone)]
 pub struct Shape {
     /// What is special about it, as the table shows it.
     pub name: &'static str,
@@ -113,6 +115,19 @@ fn merge(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// The same shape with `tracking` taken out, when it asks for tracking: what its sender's
+/// content scores without what tracking adds.
+pub fn untracked(shape: &Shape) -> Option<Shape> {
+    let Via::Api(body) = &shape.via else { return None };
+    let tracking = body.get("tracking")?;
+    if tracking.as_object().is_some_and(|t| t.values().all(|v| v == &json!(false))) {
+        return None;
+    }
+    let mut body = body.clone();
+    body.as_object_mut().expect("an object").remove("tracking");
+    Some(Shape { name: shape.name, via: Via::Api(body) })
+}
+
 /// Every shape, in the order the table shows them.
 pub fn shapes() -> Vec<Shape> {
     let api = |name, body| Shape { name, via: Via::Api(body) };
@@ -147,6 +162,8 @@ pub fn shapes() -> Vec<Shape> {
                 "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
             }})),
         ),
+        // Gmail's feedback loop reads it only when a signature covers it.
+        api("Feedback-ID", both(json!({"headers": {"Feedback-ID": "receipts:acme:interop"}}))),
         api("Reply-To (one)", both(json!({"replyTo": format!("help@{DOMAIN}")}))),
         api(
             "Reply-To (several)",
@@ -165,6 +182,10 @@ pub fn shapes() -> Vec<Shape> {
         api(
             "attachment: ASCII text, LF lines",
             both(json!({"attachments": [file("notes.txt", "text/plain", b"line one\nline two\n.dot line\nFrom here\n")]})),
+        ),
+        api(
+            "attachment: UTF-8 text, charset given",
+            text(json!({"attachments": [file("grüße.txt", "text/plain; charset=utf-8", "Grüße aus Köln\n".as_bytes())]})),
         ),
         api(
             "attachment: ASCII text with NUL",

@@ -10,6 +10,10 @@
 //! SPF and DMARC values the API gives are checked with checkdmarc, offline (its resolver asks
 //! only the test DNS server).
 //!
+//! SpamAssassin (local rules, `tests/interop/spam_score.pl`) scores every shape too, and a
+//! test fails when what Tidings adds to a shape scores over [`MAX_ADDED_SCORE`]
+//! (docs/deliverability.md has the method and the scores).
+//!
 //! Each test prints a table of shapes × checks and fails naming every failing pair with the
 //! verifier's reason. `TIDINGS_INTEROP_DIR=<dir>` keeps the received messages there
 //! (`NN.eml`, NN the shape's row) for a closer look. A missing verifier skips the test
@@ -33,10 +37,15 @@ use serde_json::{Value, json};
 use tidings_dns::testing::{TestDnsServer, TestRecord};
 use tidings_e2e::{Options, TestServer, fresh_key};
 use tidings_transport_smtp::testing::{SinkConfig, SmtpSink};
-use verifiers::{MESSAGE_CHECKS, Verdict, Verdicts};
+use verifiers::{MESSAGE_CHECKS, SpamScore, Verdict, Verdicts};
 
 /// How long the corpus may take to be delivered.
 const WAIT: Duration = Duration::from_secs(60);
+/// Most SpamAssassin points (local rules) what Tidings adds to a shape may score.
+const MAX_ADDED_SCORE: f64 = 1.0;
+/// The tracking host of the SpamAssassin run: a name under the sending domain, as an operator
+/// sets `TIDINGS_PUBLIC_URL` (the default, the listener's IP address, is itself scored).
+const TRACKING_URL: &str = "https://links.interop.example";
 /// Statuses a message does not leave.
 const FINAL: [&str; 5] = ["Delivered", "Bounced", "Failed", "Suppressed", "Canceled"];
 
@@ -130,6 +139,28 @@ impl Setup {
         let listed = body["data"].as_array().expect("messages");
         assert_eq!(listed.len(), 1, "one message for {to}: {body}");
         listed[0]["id"].as_str().expect("an id").to_owned()
+    }
+
+    /// Sends every shape, waits for each to be delivered and writes what the relay got to
+    /// `dir` as `NN.eml`; the file of each shape, in order (`None`: not delivered, with why).
+    async fn deliver_corpus(&self, shapes: &[Shape], dir: &std::path::Path) -> Vec<Result<String, String>> {
+        let ids = self.send_corpus(shapes).await;
+        let deadline = Instant::now() + WAIT;
+        let mut files = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let delivered = self.delivered(id, deadline).await;
+            if !delivered.ok {
+                files.push(Err(delivered.reason));
+                continue;
+            }
+            let to = recipient(i + 1);
+            let received: Vec<_> = self.sink.messages().into_iter().filter(|m| m.recipients.contains(&to)).collect();
+            assert_eq!(received.len(), 1, "the relay got one message for {to}");
+            let path = dir.join(format!("{:02}.eml", i + 1));
+            std::fs::write(&path, &received[0].data).expect("write the received message");
+            files.push(Ok(path.display().to_string()));
+        }
+        files
     }
 
     /// Sends every shape; the message id of each, in order.
@@ -330,4 +361,98 @@ async fn the_spf_and_dmarc_records_the_api_gives_pass_checkdmarc() {
         }
     }
     assert!(failures.is_empty(), "{} of the record × check pairs fail:\n{table}", failures.len());
+}
+
+/// Rules a shape's own content earns whoever sends it (prefixes of rule names), which are not
+/// counted against Tidings: `MPART_ALT_DIFF` and `MIME_HTML_MOSTLY` when the sender wrote both
+/// the text and the HTML (and made them say different things), `HTML_IMAGE_ONLY_*` when the
+/// sender's HTML has an image of its own. Every other rule that scores on an untracked shape
+/// is Tidings' doing: the corpus is otherwise plain transactional text.
+fn content_rules(shape: &Shape) -> Vec<&'static str> {
+    let body = match &shape.via {
+        Via::Api(body) | Via::Batch(body) | Via::Scheduled(body) | Via::Template { body, .. } => Some(body),
+        Via::Submission(_) => None,
+    };
+    let field = |name: &str| body.and_then(|b| b.get(name)).and_then(Value::as_str).filter(|v| !v.is_empty());
+    // A template's current version has HTML; a send that overrides its text wrote both.
+    let html = field("html").or(matches!(shape.via, Via::Template { .. }).then_some(""));
+    let mut rules = Vec::new();
+    if field("text").is_some() && html.is_some() {
+        rules.extend(["MPART_ALT_DIFF", "MIME_HTML_MOSTLY"]);
+    }
+    if html.is_some_and(|h| h.to_ascii_lowercase().contains("<img")) {
+        rules.push("HTML_IMAGE_ONLY_");
+    }
+    rules
+}
+
+/// What Tidings adds to a shape that scored `score`: for a tracked shape, the difference from
+/// its untracked twin (`baseline`, the same content through Tidings without tracking); for
+/// any other, the positive points of every rule its content does not explain
+/// ([`content_rules`]).
+fn added_by_tidings(shape: &Shape, score: &SpamScore, baseline: Option<&SpamScore>) -> f64 {
+    if let Some(baseline) = baseline {
+        return score.score - baseline.score;
+    }
+    let content = content_rules(shape);
+    score
+        .rules
+        .iter()
+        .filter(|(rule, points)| **points > 0.0 && !content.iter().any(|c| rule.starts_with(c)))
+        .map(|(_, points)| points)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spamassassin_scores_what_tidings_adds_to_every_shape_at_most_one_point() {
+    let test = "spamassassin_scores_what_tidings_adds_to_every_shape_at_most_one_point";
+    if !verifiers::spamassassin_installed(test) {
+        return;
+    }
+    let s = setup(&[("TIDINGS_PUBLIC_URL", TRACKING_URL)]).await;
+    let shapes = corpus::shapes();
+    // Each tracked shape once more without tracking, after the corpus (rows n+1...).
+    let twins: Vec<(usize, Shape)> =
+        shapes.iter().enumerate().filter_map(|(i, shape)| corpus::untracked(shape).map(|t| (i, t))).collect();
+    let all: Vec<Shape> = shapes.iter().cloned().chain(twins.iter().map(|(_, t)| t.clone())).collect();
+    let (dir, _temp) = message_dir();
+
+    let files = s.deliver_corpus(&all, &dir).await;
+
+    let delivered: Vec<String> = files.iter().filter_map(|f| f.as_ref().ok().cloned()).collect();
+    let scores = verifiers::spam_scores(&delivered);
+    let score_of = |row: usize| files[row].as_ref().ok().and_then(|f| scores.get(f));
+    let mut table = format!(
+        "{:<52} | {:>6} | {:>6} | {:>6} | rules (SpamAssassin {}, local rules)\n",
+        "shape", "score", "twin", "added", "4"
+    );
+    let mut failures = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        let name = format!("{:02} {}", i + 1, shape.name);
+        let Some(score) = score_of(i) else {
+            failures.push(format!("{name}: not scored ({:?})", files[i]));
+            continue;
+        };
+        let twin = twins.iter().position(|(of, _)| *of == i).map(|at| shapes.len() + at);
+        let baseline = twin.and_then(score_of);
+        if twin.is_some() && baseline.is_none() {
+            failures.push(format!("{name}: its untracked twin was not scored"));
+            continue;
+        }
+        let added = added_by_tidings(shape, score, baseline);
+        let twin_score = baseline.map_or("-".to_owned(), |b| format!("{:.2}", b.score));
+        table.push_str(&format!(
+            "{name:<52} | {:>6.2} | {twin_score:>6} | {added:>6.2} | {}\n",
+            score.score,
+            score.scoring_rules()
+        ));
+        if added > MAX_ADDED_SCORE {
+            failures.push(format!(
+                "{name}: Tidings adds {added:.2} points (over {MAX_ADDED_SCORE}): {}",
+                score.scoring_rules()
+            ));
+        }
+    }
+    println!("{table}");
+    assert!(failures.is_empty(), "{} shapes fail:\n{}\n{table}", failures.len(), failures.join("\n"));
 }

@@ -1,6 +1,6 @@
 //! The independent verifiers: scripts in `tests/interop/` run over every delivered message in
-//! one invocation each (dkimpy and Python's `email` package, Perl's Mail::DKIM, checkdmarc),
-//! their verdicts gathered into one table of items × checks.
+//! one invocation each (dkimpy and Python's `email` package, Perl's Mail::DKIM, checkdmarc,
+//! SpamAssassin), their verdicts gathered into one table of items × checks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,9 +12,12 @@ use serde_json::Value;
 pub const INSTALL: &str = "install the interop verifiers: `pip install dkimpy==1.1.8 dnspython==2.9.2 checkdmarc==6.0.4` \
      and `apt-get install libmail-dkim-perl libnet-dns-perl`";
 
+/// What to install when SpamAssassin is missing (`./test` does).
+pub const SPAM_INSTALL: &str = "install SpamAssassin: `apt-get install spamassassin`";
+
 /// The columns of the message table, in order, as the scripts name them (mail-auth's, the
 /// signing library's own verdict, are the test's).
-pub const MESSAGE_CHECKS: [&str; 13] = [
+pub const MESSAGE_CHECKS: [&str; 16] = [
     "delivered",
     "mail-auth rsa-sha256",
     "mail-auth ed25519-sha256",
@@ -22,12 +25,15 @@ pub const MESSAGE_CHECKS: [&str; 13] = [
     "dkimpy ed25519-sha256",
     "Mail::DKIM rsa-sha256",
     "d= is the From domain",
+    "signed headers",
     "CRLF only",
     "no NUL",
     "lines <= 998",
     "transfer encoding",
     "parser defects",
     "text alternative",
+    "file names",
+    "text charset",
 ];
 
 /// One verdict.
@@ -51,6 +57,62 @@ pub fn installed(test: &str) -> bool {
             Command::new("perl").args(["-MMail::DKIM::Verifier", "-MNet::DNS::Resolver", "-e", "1"]),
             INSTALL,
         )
+}
+
+/// Whether SpamAssassin's Perl modules load (see [`tidings_e2e::tool_available`]).
+pub fn spamassassin_installed(test: &str) -> bool {
+    tidings_e2e::tool_available(
+        test,
+        Command::new("perl").args(["-MMail::SpamAssassin", "-MJSON::PP", "-e", "1"]),
+        SPAM_INSTALL,
+    )
+}
+
+/// One message's SpamAssassin result.
+#[derive(Debug, Clone, Default)]
+pub struct SpamScore {
+    /// The total.
+    pub score: f64,
+    /// Each rule hit and its points.
+    pub rules: BTreeMap<String, f64>,
+}
+
+impl SpamScore {
+    /// `RULE=points` of every rule hit that scores (not the informational ±0.001 ones).
+    pub fn scoring_rules(&self) -> String {
+        let hits: Vec<String> =
+            self.rules.iter().filter(|(_, p)| p.abs() >= 0.01).map(|(r, p)| format!("{r}={p}")).collect();
+        if hits.is_empty() { "-".to_owned() } else { hits.join(" ") }
+    }
+}
+
+/// SpamAssassin's local-rules score of each of `files` (`spam_score.pl`, one process for
+/// all), by file. Panics, saying what to install, when it cannot run.
+pub fn spam_scores(files: &[String]) -> BTreeMap<String, SpamScore> {
+    let output = Command::new("perl")
+        .arg(script("spam_score.pl"))
+        .args(files)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run perl ({e}): {SPAM_INSTALL}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(0) => {}
+        Some(3) => panic!("spam_score.pl: {stderr}\n{SPAM_INSTALL}"),
+        _ => panic!("spam_score.pl failed ({}):\n{stderr}", output.status),
+    }
+    let mut scores = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("spam_score.pl printed a line that is not JSON ({e}): {line}"));
+        let item = v["item"].as_str().unwrap_or_else(|| panic!("no item in {line}")).to_owned();
+        let score = v["score"].as_f64().unwrap_or_else(|| panic!("no score in {line}"));
+        let rules = v["rules"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, p)| (k.clone(), p.as_f64().unwrap_or(0.0))).collect())
+            .unwrap_or_default();
+        scores.insert(item, SpamScore { score, rules });
+    }
+    scores
 }
 
 /// `tests/interop/<script>`.
