@@ -237,7 +237,7 @@ pub fn arrange_records(domain: &Domain, records: &mut Vec<DnsRecord>) {
 ///   the error's text. The lookups run concurrently.
 /// - The DKIM records of a rotation are checked like the active pair's (a retired pair's
 ///   are not looked up); only the active pair's count toward the status. Whether a pending
-///   pair may take over is for [`crate::dkim_rotation`] to decide.
+///   pair may take over is for the rotation rules (`dkim_rotation.rs`) to decide.
 /// - DMARC is looked up at `_dmarc.<domain>` only, not at the organisational domain a
 ///   receiver would fall back to (that needs the public suffix list).
 pub async fn verify(domain: &Domain, policy: &RecordPolicy, dns: &dyn DnsCheck, now: DateTime<Utc>) -> Domain {
