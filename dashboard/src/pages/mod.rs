@@ -44,6 +44,7 @@ pub(crate) fn table() -> RouteTable {
         .post("/domains", domains::add)
         .get("/domains/{id}", domains::show)
         .post("/domains/{id}/verify", domains::verify)
+        .post("/domains/{id}/rotate-dkim", domains::rotate_dkim)
         .post("/domains/{id}/tracking", domains::tracking)
         .post("/domains/{id}/delete", domains::delete)
         .post("/domains/{id}/senders", domains::add_sender)
