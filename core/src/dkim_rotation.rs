@@ -21,8 +21,7 @@ use chrono::{DateTime, Duration, Utc};
 use crate::dkim_keys;
 use crate::dns_records::{self, arrange_records};
 use crate::model::{
-    DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus, RetiredDkimKeys,
-    RetiringDkimKeys,
+    DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus, RetiredDkimKeys, RetiringDkimKeys,
 };
 
 /// `TIDINGS_DKIM_RETIRE_AFTER`'s default: how long a replaced pair stays published.
@@ -154,12 +153,10 @@ fn retire(domain: &Domain, keys: &DkimKeys, now: DateTime<Utc>, retire_after: Du
             .find(|r| r.name.split_once("._domainkey.").is_some_and(|(s, _)| s == selector))
             .and_then(|r| r.value.split("p=").nth(1).map(|p| p.trim().trim_end_matches(';').to_owned()))
     };
-    let rsa_public = listed(&keys.rsa_selector)
-        .or_else(|| dkim_keys::rsa_public_key_base64(keys).ok())
-        .unwrap_or_default();
-    let ed25519_public = listed(&keys.ed25519_selector)
-        .or_else(|| dkim_keys::ed25519_public_key_base64(keys).ok())
-        .unwrap_or_default();
+    let rsa_public =
+        listed(&keys.rsa_selector).or_else(|| dkim_keys::rsa_public_key_base64(keys).ok()).unwrap_or_default();
+    let ed25519_public =
+        listed(&keys.ed25519_selector).or_else(|| dkim_keys::ed25519_public_key_base64(keys).ok()).unwrap_or_default();
     RetiredDkimKeys {
         rsa_selector: keys.rsa_selector.clone(),
         rsa_public,

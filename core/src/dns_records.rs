@@ -209,7 +209,8 @@ pub fn domain_records(domain: &Domain, policy: &RecordPolicy) -> Result<Vec<DnsR
 /// the return path's; and drops DKIM records of pairs `domain` no longer has. The active
 /// pair's records come first of their kinds, where lookups by kind find them.
 pub fn arrange_records(domain: &Domain, records: &mut Vec<DnsRecord>) {
-    records.retain(|r| !matches!(r.kind, RecordKind::Dkim | RecordKind::Dkim2) || domain.dkim_record_state(r).is_some());
+    records
+        .retain(|r| !matches!(r.kind, RecordKind::Dkim | RecordKind::Dkim2) || domain.dkim_record_state(r).is_some());
     records.sort_by_key(|r| {
         let kind = match r.kind {
             RecordKind::Spf => 0,

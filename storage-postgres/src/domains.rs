@@ -26,7 +26,11 @@ impl PgStore {
     /// Replaces a domain in one transaction, its row locked (`FOR UPDATE`) while `allowed`
     /// judges the stored version: what makes `update_domain_keys` a compare-and-swap across
     /// nodes.
-    async fn replace_domain(&self, domain: &Domain, allowed: impl FnOnce(&Domain) -> StoreResult<()>) -> StoreResult<()> {
+    async fn replace_domain(
+        &self,
+        domain: &Domain,
+        allowed: impl FnOnce(&Domain) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         let (id, ws) = (uuid(domain.id.0), uuid(domain.workspace_id.0));

@@ -335,7 +335,8 @@ impl Domain {
     /// rotation already pending. Stores index it for
     /// [`DomainStore::list_domains_to_rotate`](crate::ports::DomainStore::list_domains_to_rotate).
     pub fn rotation_due_from(&self) -> Option<DateTime<Utc>> {
-        let rotates = !self.is_sandbox() && self.status == DomainStatus::Verified && self.dkim_rotation.pending.is_none();
+        let rotates =
+            !self.is_sandbox() && self.status == DomainStatus::Verified && self.dkim_rotation.pending.is_none();
         rotates.then(|| self.keys_made_at())
     }
 
@@ -411,7 +412,7 @@ mod tests {
             rsa_private_pkcs8: Secret::new(vec![0, 1, 2, 255]),
             ed25519_selector: "tde".into(),
             ed25519_private_pkcs8: Secret::new(vec![7; 48]),
-        created_at: None,
+            created_at: None,
         };
         let json = serde_json::to_value(&keys).unwrap();
         assert_eq!(json["rsa_private_pkcs8"], "AAEC/w==");

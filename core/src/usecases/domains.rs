@@ -15,13 +15,13 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
+use crate::dkim_rotation::{self, RotateError};
 use crate::dns_records;
 use crate::domain_name::DomainName;
 use crate::ids::{DomainId, WorkspaceId};
 use crate::model::{DkimKeys, Domain, DomainKind, DomainStatus};
 use crate::ports::{Page, PageRequest, StoreError};
 use crate::usecases::{ListParams, Listed, Principal, SANDBOX_DOMAIN, Tidings, is_reserved_for_sandbox};
-use crate::dkim_rotation::{self, RotateError};
 use crate::{Error, Result, dkim_keys};
 
 /// Domains re-verified at once by [`Domains::recheck`]: each costs up to one DNS

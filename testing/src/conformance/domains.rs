@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
-use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
 use chrono::{DateTime, Utc};
+use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
 use tidings_core::model::{
     DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus, RetiredDkimKeys, RetiringDkimKeys,
     Sender,
 };
-use tidings_core::secret::Secret;
 use tidings_core::ports::{PageRequest, Store};
+use tidings_core::secret::Secret;
 
 pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Store + 'static>(s: Arc<S>) {
     let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
@@ -280,7 +280,11 @@ pub(super) async fn domain_keys_change_only_by_compare_and_swap<S: Store + 'stat
     // The switch: pending becomes active, the old pair retiring, an older one retired.
     let mut switched = rotated.clone();
     let old = std::mem::replace(&mut switched.dkim, switched.dkim_rotation.pending.take().expect("pending"));
-    switched.dkim_rotation.retiring.push(RetiringDkimKeys { keys: old, replaced_at: now(), retire_at: plus_secs(now(), 60) });
+    switched.dkim_rotation.retiring.push(RetiringDkimKeys {
+        keys: old,
+        replaced_at: now(),
+        retire_at: plus_secs(now(), 60),
+    });
     switched.dkim_rotation.retired.push(RetiredDkimKeys {
         rsa_selector: "tdzeror".into(),
         rsa_public: "AAAA".into(),

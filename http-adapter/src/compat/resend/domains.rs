@@ -320,7 +320,8 @@ mod tests {
         for (selector, kind) in [("tdor", RecordKind::Dkim), ("tdoe", RecordKind::Dkim2)] {
             domain.records.push(record(selector, kind));
         }
-        let names: Vec<String> = DomainResponse::with_records(domain).records.unwrap().into_iter().map(|r| r.name).collect();
+        let names: Vec<String> =
+            DomainResponse::with_records(domain).records.unwrap().into_iter().map(|r| r.name).collect();
         assert_eq!(names.iter().filter(|n| n.contains("._domainkey.")).count(), 4, "{names:?}");
         assert!(names.iter().any(|n| n.starts_with("tdpr.")) && names.iter().any(|n| n.starts_with("tdpe.")));
         assert!(!names.iter().any(|n| n.starts_with("tdo")), "retired records are left out: {names:?}");
