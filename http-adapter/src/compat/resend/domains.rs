@@ -298,10 +298,11 @@ mod tests {
             tidings_core::ids::WorkspaceId(tidings_testing::fixtures::ulid()),
             "rotate.example.com",
         );
+        let template = domain.records[1].clone();
         let record = |selector: &str, kind| DnsRecord {
             kind,
             name: format!("{selector}._domainkey.rotate.example.com"),
-            ..domain.records[1].clone()
+            ..template.clone()
         };
         let mut pending = domain.dkim.clone();
         (pending.rsa_selector, pending.ed25519_selector) = ("tdpr".into(), "tdpe".into());
