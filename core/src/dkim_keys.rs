@@ -60,6 +60,7 @@ pub fn generate(random: &dyn Random) -> Result<DkimKeys, DkimKeyError> {
         rsa_private_pkcs8: Secret::new(rsa_pkcs8.as_ref().to_vec()),
         ed25519_selector: format!("{base}e"),
         ed25519_private_pkcs8: Secret::new(ed_pkcs8.as_ref().to_vec()),
+        created_at: None,
     })
 }
 
@@ -209,6 +210,7 @@ mod tests {
             rsa_private_pkcs8: Secret::new(vec![1, 2, 3]),
             ed25519_selector: "tdxe".into(),
             ed25519_private_pkcs8: Secret::new(vec![]),
+            created_at: None,
         };
         assert!(matches!(
             rsa_public_key_base64(&keys),

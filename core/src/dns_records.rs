@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::dkim_keys::{self, DkimKeyError};
 use crate::domain_name::{DnsName, DomainName};
-use crate::model::{DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+use crate::model::{DkimKeyState, DkimKeys, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
 use crate::ports::{DnsCheck, DnsError};
 
 #[cfg(test)]
@@ -100,20 +100,7 @@ pub fn records_for(
     keys: &DkimKeys,
     policy: &RecordPolicy,
 ) -> Result<Vec<DnsRecord>, DkimKeyError> {
-    let rsa = dkim_keys::rsa_public_key_base64(keys)?;
-    let ed25519 = dkim_keys::ed25519_public_key_base64(keys)?;
-    let record = |kind, name: String, value: String| DnsRecord {
-        kind,
-        record_type: "TXT".to_owned(),
-        name,
-        value,
-        ttl: policy.ttl,
-        status: RecordStatus::Pending,
-        last_checked_at: None,
-        error: None,
-        warning: None,
-        priority: None,
-    };
+    let record = |kind, name: String, value: String| pending_txt(kind, name, value, policy);
     let spf = DnsRecord {
         warning: policy.spf_warning.clone(),
         ..record(RecordKind::Spf, domain.as_str().to_owned(), format!("v=spf1 {} ~all", policy.spf_mechanism))
@@ -131,18 +118,110 @@ pub fn records_for(
         };
         [mx, spf]
     });
-    let mut records = vec![
-        spf,
-        record(RecordKind::Dkim, dkim_name(domain, &keys.rsa_selector), format!("v=DKIM1; k=rsa; p={rsa}")),
-        record(
-            RecordKind::Dkim2,
-            dkim_name(domain, &keys.ed25519_selector),
-            format!("v=DKIM1; k=ed25519; p={ed25519}"),
-        ),
-        record(RecordKind::Dmarc, domain.with_prefix("_dmarc"), policy.dmarc_value.clone()),
-    ];
+    let mut records = vec![spf];
+    records.extend(dkim_records(domain, keys, policy)?);
+    records.push(record(RecordKind::Dmarc, domain.with_prefix("_dmarc"), policy.dmarc_value.clone()));
     records.extend(return_path.into_iter().flatten());
     Ok(records)
+}
+
+/// The `DKIM` (RSA) and `DKIM2` (Ed25519) records of one key pair, `Pending`. Fails only if
+/// the private keys do not parse.
+pub fn dkim_records(
+    domain: &DomainName,
+    keys: &DkimKeys,
+    policy: &RecordPolicy,
+) -> Result<[DnsRecord; 2], DkimKeyError> {
+    let rsa = dkim_keys::rsa_public_key_base64(keys)?;
+    let ed25519 = dkim_keys::ed25519_public_key_base64(keys)?;
+    Ok(public_dkim_records(domain, (&keys.rsa_selector, &rsa), (&keys.ed25519_selector, &ed25519), policy))
+}
+
+/// The two DKIM records of a pair from its selectors and base64 public keys (a retired pair
+/// has nothing else).
+fn public_dkim_records(
+    domain: &DomainName,
+    (rsa_selector, rsa): (&str, &str),
+    (ed25519_selector, ed25519): (&str, &str),
+    policy: &RecordPolicy,
+) -> [DnsRecord; 2] {
+    [
+        pending_txt(RecordKind::Dkim, dkim_name(domain, rsa_selector), format!("v=DKIM1; k=rsa; p={rsa}"), policy),
+        pending_txt(
+            RecordKind::Dkim2,
+            dkim_name(domain, ed25519_selector),
+            format!("v=DKIM1; k=ed25519; p={ed25519}"),
+            policy,
+        ),
+    ]
+}
+
+/// A `Pending` TXT record never checked.
+fn pending_txt(kind: RecordKind, name: String, value: String, policy: &RecordPolicy) -> DnsRecord {
+    DnsRecord {
+        kind,
+        record_type: "TXT".to_owned(),
+        name,
+        value,
+        ttl: policy.ttl,
+        status: RecordStatus::Pending,
+        last_checked_at: None,
+        error: None,
+        warning: None,
+        priority: None,
+    }
+}
+
+/// Every record `domain` asks for now: [`records_for`] its active pair, then the DKIM
+/// records of its other pairs (pending, retiring, retired), in the order of
+/// [`arrange_records`]. All `Pending`, except that retired records keep the status they
+/// last had in `domain.records` (they are no longer checked: they are safe to remove).
+pub fn domain_records(domain: &Domain, policy: &RecordPolicy) -> Result<Vec<DnsRecord>, DkimKeyError> {
+    let name = &domain.name;
+    let rotation = &domain.dkim_rotation;
+    let mut records = records_for(name, &domain.dkim, policy)?;
+    if let Some(pending) = &rotation.pending {
+        records.extend(dkim_records(name, pending, policy)?);
+    }
+    for retiring in &rotation.retiring {
+        records.extend(dkim_records(name, &retiring.keys, policy)?);
+    }
+    for retired in &rotation.retired {
+        let pair = public_dkim_records(
+            name,
+            (&retired.rsa_selector, &retired.rsa_public),
+            (&retired.ed25519_selector, &retired.ed25519_public),
+            policy,
+        );
+        records.extend(pair.into_iter().map(|record| {
+            match domain.records.iter().find(|r| r.kind == record.kind && r.name == record.name) {
+                Some(last) => DnsRecord { status: last.status, last_checked_at: last.last_checked_at, ..record },
+                None => record,
+            }
+        }));
+    }
+    arrange_records(domain, &mut records);
+    Ok(records)
+}
+
+/// Puts `records` in the order the API lists them: SPF, the DKIM records by the state of
+/// their pair (Active, Pending, Retiring, Retired; RSA before Ed25519 within a pair), DMARC,
+/// the return path's; and drops DKIM records of pairs `domain` no longer has. The active
+/// pair's records come first of their kinds, where lookups by kind find them.
+pub fn arrange_records(domain: &Domain, records: &mut Vec<DnsRecord>) {
+    records
+        .retain(|r| !matches!(r.kind, RecordKind::Dkim | RecordKind::Dkim2) || domain.dkim_record_state(r).is_some());
+    records.sort_by_key(|r| {
+        let kind = match r.kind {
+            RecordKind::Spf => 0,
+            RecordKind::Dkim | RecordKind::Dkim2 => 1,
+            RecordKind::Dmarc => 2,
+            RecordKind::ReturnPathMx => 3,
+            RecordKind::ReturnPathSpf => 4,
+        };
+        let state = domain.dkim_record_state(r).map(|(_, state)| state);
+        (kind, state, r.kind == RecordKind::Dkim2)
+    });
 }
 
 /// Checks every record against DNS and returns the domain with per-record
@@ -156,7 +235,10 @@ pub fn records_for(
 /// - `verified_at` is set the first time the domain is `Verified` and never cleared: it
 ///   records when the domain was first proven, while `status` says what DNS says now.
 /// - Never fails: a DNS error (NXDOMAIN, timeout, SERVFAIL) fails that record only, with
-///   the error's text. The four lookups run concurrently.
+///   the error's text. The lookups run concurrently.
+/// - The DKIM records of a rotation are checked like the active pair's (a retired pair's
+///   are not looked up); only the active pair's count toward the status. Whether a pending
+///   pair may take over is for the rotation rules (`dkim_rotation.rs`) to decide.
 /// - DMARC is looked up at `_dmarc.<domain>` only, not at the organisational domain a
 ///   receiver would fall back to (that needs the public suffix list).
 pub async fn verify(domain: &Domain, policy: &RecordPolicy, dns: &dyn DnsCheck, now: DateTime<Utc>) -> Domain {
@@ -184,54 +266,37 @@ where
     M: Fn(String) -> MFut,
     MFut: Future<Output = MxAnswer>,
 {
-    let (records, key_error) = match records_for(&domain.name, &domain.dkim, policy) {
+    let (records, key_error) = match domain_records(domain, policy) {
         Ok(records) => (records, None),
         Err(error) => (domain.records.clone(), Some(error)),
     };
-    let return_path_mx = async {
-        let record = records.iter().find(|r| r.kind == RecordKind::ReturnPathMx)?;
-        Some(lookup_mx(record.name.clone()).await)
-    };
-    let (spf, dkim, dkim2, dmarc, return_path_spf, return_path_mx) = tokio::join!(
-        answer_for(&records, RecordKind::Spf, &lookup),
-        answer_for(&records, RecordKind::Dkim, &lookup),
-        answer_for(&records, RecordKind::Dkim2, &lookup),
-        answer_for(&records, RecordKind::Dmarc, &lookup),
-        answer_for(&records, RecordKind::ReturnPathSpf, &lookup),
-        return_path_mx,
-    );
-    let records = records
-        .into_iter()
-        .map(|record| {
-            let answer = match record.kind {
-                RecordKind::Spf => &spf,
-                RecordKind::Dkim => &dkim,
-                RecordKind::Dkim2 => &dkim2,
-                RecordKind::Dmarc => &dmarc,
-                RecordKind::ReturnPathSpf => &return_path_spf,
-                RecordKind::ReturnPathMx => {
-                    let outcome = match &return_path_mx {
-                        Some(Ok(hosts)) => check_mx(&record, hosts),
-                        Some(Err(error)) => Err(error.to_string()),
-                        None => Err(format!("no DNS answer for {}", record.name)),
-                    };
-                    return checked(record, outcome, now);
-                }
-            };
-            let outcome = match (&key_error, record.kind) {
+    let checks = records.into_iter().map(|record| {
+        let (lookup, lookup_mx, key_error) = (&lookup, &lookup_mx, &key_error);
+        async move {
+            if domain.dkim_record_state(&record).is_some_and(|(_, state)| state == DkimKeyState::Retired) {
+                // Safe to remove: whether it is still there no longer matters.
+                return record;
+            }
+            if record.kind == RecordKind::ReturnPathMx {
+                let outcome = match lookup_mx(record.name.clone()).await {
+                    Ok(hosts) => check_mx(&record, &hosts),
+                    Err(error) => Err(error.to_string()),
+                };
+                return checked(record, outcome, now);
+            }
+            let outcome = match (key_error, record.kind) {
                 (Some(error), RecordKind::Dkim | RecordKind::Dkim2) => Err(format!(
                     "{error}; Tidings cannot sign for this domain, delete and add it again to get new keys"
                 )),
-                _ => match answer {
-                    Some(Ok(txts)) => check(&record, txts, policy),
-                    Some(Err(error)) => Err(error.to_string()),
-                    // Unreachable: every record's kind was looked up.
-                    None => Err(format!("no DNS answer for {}", record.name)),
+                _ => match lookup(record.name.clone()).await {
+                    Ok(txts) => check(&record, &txts, policy),
+                    Err(error) => Err(error.to_string()),
                 },
             };
             checked(record, outcome, now)
-        })
-        .collect();
+        }
+    });
+    let records = futures::future::join_all(checks).await;
     let mut verified = Domain { records, last_checked_at: Some(now), ..domain.clone() };
     verified.status = overall_status(&verified);
     if verified.status == DomainStatus::Verified && verified.verified_at.is_none() {
@@ -243,16 +308,6 @@ where
 /// `<selector>._domainkey.<domain>`.
 fn dkim_name(domain: &DomainName, selector: &str) -> String {
     domain.with_prefix(&format!("{selector}._domainkey"))
-}
-
-/// Looks up the TXT records at the name of the (first) record of `kind`.
-async fn answer_for<F, Fut>(records: &[DnsRecord], kind: RecordKind, lookup: &F) -> Option<Answer>
-where
-    F: Fn(String) -> Fut,
-    Fut: Future<Output = Answer>,
-{
-    let record = records.iter().find(|r| r.kind == kind)?;
-    Some(lookup(record.name.clone()).await)
 }
 
 /// TXT records at a record name through the port.
@@ -305,7 +360,7 @@ fn checked(record: DnsRecord, outcome: Result<(), String>, now: DateTime<Utc>) -
 }
 
 /// Verified iff all required records are; none verified is Failed.
-fn overall_status(domain: &Domain) -> DomainStatus {
+pub(crate) fn overall_status(domain: &Domain) -> DomainStatus {
     let required = RecordKind::ALL.into_iter().filter(|kind| kind.is_required());
     let (mut verified, mut wanted) = (0, 0);
     for kind in required {

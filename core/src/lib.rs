@@ -58,6 +58,7 @@ pub mod classify;
 pub mod client_group;
 pub mod delivery;
 pub mod dkim_keys;
+pub mod dkim_rotation;
 pub mod dns_records;
 pub mod domain_name;
 pub mod duration_text;

@@ -326,13 +326,24 @@ pub trait SecretFields {
     fn secret_fields(&mut self) -> Vec<(String, SecretField<'_>)>;
 }
 
+/// Every DKIM private key a domain holds: the active pair's (labels unchanged since sealing
+/// began), and those of a pending rotation and of retiring pairs, labelled by their selector
+/// (unique to the key). A retired pair has no private key left.
 impl SecretFields for Domain {
     fn secret_fields(&mut self) -> Vec<(String, SecretField<'_>)> {
         let id = self.id;
-        vec![
+        let mut fields = vec![
             (format!("domain {id} dkim rsa"), SecretField::Bytes(&mut self.dkim.rsa_private_pkcs8)),
             (format!("domain {id} dkim ed25519"), SecretField::Bytes(&mut self.dkim.ed25519_private_pkcs8)),
-        ]
+        ];
+        let rotation = &mut self.dkim_rotation;
+        let others = rotation.pending.iter_mut().chain(rotation.retiring.iter_mut().map(|r| &mut r.keys));
+        for keys in others {
+            let (rsa, ed25519) = (&keys.rsa_selector, &keys.ed25519_selector);
+            fields.push((format!("domain {id} dkim {rsa}"), SecretField::Bytes(&mut keys.rsa_private_pkcs8)));
+            fields.push((format!("domain {id} dkim {ed25519}"), SecretField::Bytes(&mut keys.ed25519_private_pkcs8)));
+        }
+        fields
     }
 }
 

@@ -22,6 +22,45 @@ fn username_key(username: &SenderUsername) -> String {
     username.as_str().to_ascii_lowercase()
 }
 
+impl PgStore {
+    /// Replaces a domain in one transaction, its row locked (`FOR UPDATE`) while `allowed`
+    /// judges the stored version: what makes `update_domain_keys` a compare-and-swap across
+    /// nodes.
+    async fn replace_domain(
+        &self,
+        domain: &Domain,
+        allowed: impl FnOnce(&Domain) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let (id, ws) = (uuid(domain.id.0), uuid(domain.workspace_id.0));
+        let sql = "SELECT doc FROM domains WHERE id = $1 AND workspace_id = $2 FOR UPDATE";
+        let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
+        let stored: Domain = open_row(&self.sealer, &row, "domain")?;
+        allowed(&stored)?;
+        query(
+            &tx,
+            "WITH changed AS (
+                 UPDATE domains SET settled = $2, checked_at = $3, doc = $4, rotation_due_from = $6
+                 WHERE id = $1 RETURNING workspace_id
+             )
+             SELECT pg_notify($5, workspace_id::text) FROM changed",
+            &[
+                &id,
+                &!domain.needs_recheck(),
+                &domain.checked_or_created_at(),
+                &sealed_doc(&self.sealer, domain)?,
+                &CHANNEL,
+                &domain.rotation_due_from(),
+            ],
+        )
+        .await?;
+        tx.commit().await.map_err(db_error)?;
+        self.cache.invalidate(Some(ws));
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl DomainStore for PgStore {
     async fn insert_domain(&self, domain: &Domain) -> StoreResult<()> {
@@ -29,8 +68,8 @@ impl DomainStore for PgStore {
         query(
             &client,
             "WITH changed AS (
-                 INSERT INTO domains (id, workspace_id, name, settled, checked_at, doc)
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING workspace_id
+                 INSERT INTO domains (id, workspace_id, name, settled, checked_at, doc, rotation_due_from)
+                 VALUES ($1, $2, $3, $4, $5, $6, $8) RETURNING workspace_id
              )
              SELECT pg_notify($7, workspace_id::text) FROM changed",
             &[
@@ -41,6 +80,7 @@ impl DomainStore for PgStore {
                 &domain.checked_or_created_at(),
                 &sealed_doc(&self.sealer, domain)?,
                 &CHANNEL,
+                &domain.rotation_due_from(),
             ],
         )
         .await?;
@@ -90,33 +130,26 @@ impl DomainStore for PgStore {
     }
 
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let (id, ws) = (uuid(domain.id.0), uuid(domain.workspace_id.0));
-        let sql = "SELECT doc FROM domains WHERE id = $1 AND workspace_id = $2 FOR UPDATE";
-        let row = query_opt(&tx, sql, &[&id, &ws]).await?.ok_or(StoreError::NotFound)?;
-        let stored: Domain = open_row(&self.sealer, &row, "domain")?;
-        if stored.name != domain.name || stored.dkim != domain.dkim {
-            return Err(StoreError::Conflict("a domain's name and keys cannot change".to_owned()));
-        }
-        query(
-            &tx,
-            "WITH changed AS (
-                 UPDATE domains SET settled = $2, checked_at = $3, doc = $4 WHERE id = $1 RETURNING workspace_id
-             )
-             SELECT pg_notify($5, workspace_id::text) FROM changed",
-            &[
-                &id,
-                &!domain.needs_recheck(),
-                &domain.checked_or_created_at(),
-                &sealed_doc(&self.sealer, domain)?,
-                &CHANNEL,
-            ],
-        )
-        .await?;
-        tx.commit().await.map_err(db_error)?;
-        self.cache.invalidate(Some(ws));
-        Ok(())
+        self.replace_domain(domain, |stored| {
+            if stored.name != domain.name || !stored.same_keys(domain) {
+                return Err(StoreError::Conflict("a domain's name and keys cannot change".to_owned()));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn update_domain_keys(&self, domain: &Domain, expected: &Domain) -> StoreResult<()> {
+        self.replace_domain(domain, |stored| {
+            if stored.name != domain.name {
+                return Err(StoreError::Conflict("a domain's name cannot change".to_owned()));
+            }
+            if !stored.same_keys(expected) {
+                return Err(StoreError::Conflict("the domain's DKIM keys changed meanwhile".to_owned()));
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()> {
@@ -133,6 +166,12 @@ impl DomainStore for PgStore {
         let client = self.client().await?;
         let sql = "SELECT doc FROM domains WHERE NOT settled AND checked_at < $1 ORDER BY checked_at, id LIMIT $2";
         open_rows(&self.sealer, &query(&client, sql, &[&checked_before, &sql_limit(limit)]).await?, "domain")
+    }
+
+    async fn list_domains_to_rotate(&self, made_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
+        let client = self.client().await?;
+        let sql = "SELECT doc FROM domains WHERE rotation_due_from < $1 ORDER BY rotation_due_from, id LIMIT $2";
+        open_rows(&self.sealer, &query(&client, sql, &[&made_before, &sql_limit(limit)]).await?, "domain")
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

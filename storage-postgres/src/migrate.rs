@@ -25,6 +25,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0014_event_feed", include_str!("../migrations/0014_event_feed.sql")),
     ("0015_site_limits", include_str!("../migrations/0015_site_limits.sql")),
     ("0016_domains_settled", include_str!("../migrations/0016_domains_settled.sql")),
+    ("0017_dkim_rotation", include_str!("../migrations/0017_dkim_rotation.sql")),
     ("0018_reputation", include_str!("../migrations/0018_reputation.sql")),
 ];
 

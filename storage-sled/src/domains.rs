@@ -95,9 +95,30 @@ impl DomainStore for SledStore {
             .write_durable(|tree, batch| {
                 let old = tree.get(&key).map_err(sled_error)?.ok_or(StoreError::NotFound)?;
                 let old: Domain = decode_sealed(&self.sealer, &old, "domain")?;
-                if old.name != domain.name || old.dkim != domain.dkim {
+                if old.name != domain.name || !old.same_keys(domain) {
                     // The trait forbids it (and the name index would go stale): refuse loudly.
                     return Err(StoreError::Conflict("a domain's name and keys cannot change".into()));
+                }
+                batch.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn update_domain_keys(&self, domain: &Domain, expected: &Domain) -> StoreResult<()> {
+        let key = layout::domain(domain.workspace_id, domain.id).0;
+        let value = encode_sealed(&self.sealer, domain)?;
+        // `write_durable` runs its closure under the writer lock: read, compare and write are
+        // one step that no other write can come between.
+        self.inner
+            .write_durable(|tree, batch| {
+                let old = tree.get(&key).map_err(sled_error)?.ok_or(StoreError::NotFound)?;
+                let old: Domain = decode_sealed(&self.sealer, &old, "domain")?;
+                if old.name != domain.name {
+                    return Err(StoreError::Conflict("a domain's name cannot change".into()));
+                }
+                if !old.same_keys(expected) {
+                    return Err(StoreError::Conflict("the domain's DKIM keys changed meanwhile".into()));
                 }
                 batch.insert(key, value);
                 Ok(())
@@ -139,6 +160,22 @@ impl DomainStore for SledStore {
         due.truncate(limit);
         // Opened only once chosen: the scan reads every domain.
         due.into_iter().map(|d| self.sealer.open_record(d).map_err(seal_error)).collect()
+    }
+
+    async fn list_domains_to_rotate(&self, made_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
+        // A scan, as for re-checks: it runs with them, every few minutes, and only when the
+        // operator turned automatic rotation on.
+        let mut due = Vec::new();
+        for entry in self.inner.tree()?.scan_prefix(Key::new(layout::DOMAIN).0) {
+            let (_, value) = entry.map_err(sled_error)?;
+            let stored: Sealed<Domain> = decode(&value, "domain")?;
+            if let Some(at) = stored.unopened().rotation_due_from().filter(|at| *at < made_before) {
+                due.push((at, stored));
+            }
+        }
+        due.sort_by_key(|(at, d)| (*at, d.unopened().id));
+        due.truncate(limit);
+        due.into_iter().map(|(_, d)| self.sealer.open_record(d).map_err(seal_error)).collect()
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

@@ -167,6 +167,8 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         domains::senders_match_usernames_case_insensitively,
         domains::sender_lists_page_newest_first,
         domains::domains_to_recheck_are_the_unverified_least_recently_checked,
+        domains::domain_keys_change_only_by_compare_and_swap,
+        domains::domains_to_rotate_are_verified_customer_domains_by_key_age,
         templates::templates_round_trip_with_versions,
         templates::template_versions_are_numbered_one_past_the_highest,
         templates::concurrent_versions_get_distinct_numbers,

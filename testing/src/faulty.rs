@@ -279,8 +279,10 @@ operations! {
         find_domain_by_name(workspace: WorkspaceId, name: &DomainName) -> Option<Domain>;
         list_domains(workspace: WorkspaceId, page: PageRequest<DomainId>) -> Page<Domain>;
         update_domain(domain: &Domain) -> ();
+        update_domain_keys(domain: &Domain, expected: &Domain) -> ();
         delete_domain(workspace: WorkspaceId, id: DomainId) -> ();
         list_domains_to_recheck(checked_before: DateTime<Utc>, limit: usize) -> Vec<Domain>;
+        list_domains_to_rotate(made_before: DateTime<Utc>, limit: usize) -> Vec<Domain>;
         insert_sender(sender: &Sender) -> ();
         get_sender(workspace: WorkspaceId, domain: DomainId, username: &SenderUsername) -> Option<Sender>;
         list_senders(workspace: WorkspaceId, domain: DomainId, page: PageRequest<SenderId>) -> Page<Sender>;

@@ -1,7 +1,10 @@
 //! A bounded cache of [`DomainSigner`]s by domain id, so keys are parsed once per domain and
-//! not per message. A domain's keys never change under its id (a re-added domain gets a new
-//! id), so entries never go stale; the bound only keeps memory flat with many domains. When
-//! full, the oldest entry goes (first in, first out: a miss costs one key parse).
+//! not per message. A rotation changes a domain's active keys under its id, so each entry
+//! remembers the selectors it was made for and a domain read with other ones (its new active
+//! pair) gets a new signer: the worker reads the domain at send time and signs with what
+//! that read says is active, never with keys the cache held from before. The bound only
+//! keeps memory flat with many domains. When full, the oldest entry goes (first in, first
+//! out: a miss costs one key parse).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,7 +16,8 @@ use crate::outbound::DomainSigner;
 
 #[derive(Debug, Default)]
 struct Entries {
-    signers: HashMap<DomainId, Arc<DomainSigner>>,
+    /// The signer, with the RSA and Ed25519 selectors it signs with.
+    signers: HashMap<DomainId, (String, String, Arc<DomainSigner>)>,
     order: VecDeque<DomainId>,
 }
 
@@ -33,13 +37,18 @@ impl SignerCache {
     /// The signer of `domain`, parsing its keys on a miss. Blocking CPU work on a miss: call
     /// it off the async executor.
     pub(crate) fn get_or_create(&self, domain: &Domain) -> Result<Arc<DomainSigner>, DkimKeyError> {
-        if let Some(found) = self.lock().signers.get(&domain.id) {
+        let keys = &domain.dkim;
+        if let Some((rsa, ed25519, found)) = self.lock().signers.get(&domain.id)
+            && *rsa == keys.rsa_selector
+            && *ed25519 == keys.ed25519_selector
+        {
             return Ok(Arc::clone(found));
         }
         // Parsed outside the lock; two threads missing together both parse, harmlessly.
         let signer = Arc::new(DomainSigner::new(domain)?);
+        let entry = (keys.rsa_selector.clone(), keys.ed25519_selector.clone(), Arc::clone(&signer));
         let mut entries = self.lock();
-        if entries.signers.insert(domain.id, Arc::clone(&signer)).is_none() {
+        if entries.signers.insert(domain.id, entry).is_none() {
             entries.order.push_back(domain.id);
         }
         while entries.order.len() > self.capacity {
@@ -79,5 +88,21 @@ mod tests {
         assert_eq!(cache.len(), 2);
         assert!(!Arc::ptr_eq(&first, &cache.get_or_create(&a).unwrap()), "the oldest entry was evicted");
         assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn a_domain_read_with_a_new_active_pair_gets_a_new_signer() {
+        let cache = SignerCache::new(4);
+        let domain = signing_domain("rotated.example.com");
+        let before = cache.get_or_create(&domain).unwrap();
+        let mut rotated = domain.clone();
+        rotated.dkim = crate::dkim_keys::generate(&crate::ports::SystemRandom).unwrap();
+        let after = cache.get_or_create(&rotated).unwrap();
+        assert!(!Arc::ptr_eq(&before, &after), "the new keys sign, not the cached old ones");
+        let signed = String::from_utf8(after.sign(b"From: a@rotated.example.com\r\n\r\nhi\r\n").unwrap()).unwrap();
+        assert!(signed.contains(&format!("s={};", rotated.dkim.rsa_selector)), "{signed}");
+        assert!(signed.contains(&format!("s={};", rotated.dkim.ed25519_selector)), "{signed}");
+        assert!(!signed.contains(&domain.dkim.rsa_selector), "{signed}");
+        assert_eq!(cache.len(), 1, "one entry per domain");
     }
 }

@@ -34,6 +34,7 @@ fn domain(policy: &RecordPolicy) -> Domain {
         name,
         status: DomainStatus::Pending,
         dkim: keys,
+        dkim_rotation: Default::default(),
         open_tracking: false,
         click_tracking: false,
         created_at: at(0),

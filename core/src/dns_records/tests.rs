@@ -62,6 +62,7 @@ fn new_domain() -> Domain {
         name,
         status: DomainStatus::Pending,
         dkim: keys,
+        dkim_rotation: Default::default(),
         open_tracking: false,
         click_tracking: false,
         created_at: at(0),

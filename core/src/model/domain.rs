@@ -129,6 +129,76 @@ pub struct DkimKeys {
     /// Ed25519 private key, PKCS#8 DER.
     #[serde(with = "key_bytes")]
     pub ed25519_private_pkcs8: Secret<Vec<u8>>,
+    /// When the pair was made. Keys stored before rotation existed read as `None`: they were
+    /// made when their domain was added ([`Domain::keys_made_at`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// Where a DKIM key pair is in its life (docs/api.md#dkim-key-rotation). Only the `Active`
+/// pair signs; a domain has exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DkimKeyState {
+    /// Signs every message: its records were Verified when it became active.
+    Active,
+    /// Made by a rotation, waiting for both of its records to verify; never signs.
+    Pending,
+    /// Replaced by a rotation; no longer signs, but its records must stay published until
+    /// `retire_at` so that mail signed with it still verifies.
+    Retiring,
+    /// Its private keys are deleted; the records are safe to remove.
+    Retired,
+}
+
+/// A pair that an active one replaced: it signs nothing and retires at `retire_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiringDkimKeys {
+    /// The pair, private keys included until it retires.
+    pub keys: DkimKeys,
+    /// When the rotation replaced it.
+    pub replaced_at: DateTime<Utc>,
+    /// When its private keys go and its records become safe to remove.
+    pub retire_at: DateTime<Utc>,
+}
+
+/// A retired pair: its private keys are deleted, only what its records say is left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredDkimKeys {
+    /// Selector of the RSA key.
+    pub rsa_selector: String,
+    /// The base64 RSA public key its record publishes.
+    pub rsa_public: String,
+    /// Selector of the Ed25519 key.
+    pub ed25519_selector: String,
+    /// The base64 Ed25519 public key its record publishes.
+    pub ed25519_public: String,
+    /// When its private keys were deleted.
+    pub retired_at: DateTime<Utc>,
+    /// When it leaves the list of records.
+    pub drop_at: DateTime<Utc>,
+}
+
+/// The key pairs of a domain besides the active one ([`Domain::dkim`]): the rotation under
+/// way, if any, and the replaced pairs still listed. Empty for a domain never rotated, and for
+/// domains stored before rotation existed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DkimRotation {
+    /// The pair a rotation made, waiting for its records to verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<DkimKeys>,
+    /// Replaced pairs whose records must stay published, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retiring: Vec<RetiringDkimKeys>,
+    /// Retired pairs still listed, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<RetiredDkimKeys>,
+}
+
+impl DkimRotation {
+    /// Whether nothing but the active pair exists.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_none() && self.retiring.is_empty() && self.retired.is_empty()
+    }
 }
 
 /// Key bytes stored as one base64 string. Every send reads its domain, and a JSON array of
@@ -185,8 +255,12 @@ pub struct Domain {
     pub status: DomainStatus,
     /// Records in the order SPF, DKIM, DKIM2, DMARC.
     pub records: Vec<DnsRecord>,
-    /// Signing keys.
+    /// The active DKIM pair: the only keys that sign (docs/api.md#dkim-key-rotation).
     pub dkim: DkimKeys,
+    /// The other DKIM pairs: a pending rotation and replaced pairs still listed. Domains
+    /// stored before rotation existed read as having none.
+    #[serde(default, skip_serializing_if = "DkimRotation::is_empty")]
+    pub dkim_rotation: DkimRotation,
     /// Open tracking on by default for messages from this domain.
     pub open_tracking: bool,
     /// Click tracking on by default for messages from this domain.
@@ -241,9 +315,72 @@ impl Domain {
     /// Whether the background re-verification should look at it again: it is not Verified,
     /// or its return path's records are asked for and not Verified (the customer may publish
     /// them after the domain verified). The sandbox is Verified and has no return path.
+    /// A DKIM rotation under way counts too: its pending records must verify, and its
+    /// replaced pairs retire and leave the list on later checks.
     pub fn needs_recheck(&self) -> bool {
         self.status != DomainStatus::Verified
             || self.return_path_status().is_some_and(|status| status != RecordStatus::Verified)
+            || !self.dkim_rotation.is_empty()
+    }
+
+    /// When the active DKIM pair was made: keys stored before rotation existed were made
+    /// with the domain.
+    pub fn keys_made_at(&self) -> DateTime<Utc> {
+        self.dkim.created_at.unwrap_or(self.created_at)
+    }
+
+    /// From when automatic rotation may replace the active pair ([`Self::keys_made_at`]);
+    /// `None` for a domain that never rotates automatically now: the sandbox, a domain that
+    /// is not Verified (its owner has not published even the first pair), and one with a
+    /// rotation already pending. Stores index it for
+    /// [`DomainStore::list_domains_to_rotate`](crate::ports::DomainStore::list_domains_to_rotate).
+    pub fn rotation_due_from(&self) -> Option<DateTime<Utc>> {
+        let rotates =
+            !self.is_sandbox() && self.status == DomainStatus::Verified && self.dkim_rotation.pending.is_none();
+        rotates.then(|| self.keys_made_at())
+    }
+
+    /// Whether `other` holds the same DKIM keys in the same states: what the stores compare
+    /// before a key change ([`DomainStore::update_domain_keys`](crate::ports::DomainStore::update_domain_keys)).
+    pub fn same_keys(&self, other: &Domain) -> bool {
+        self.dkim == other.dkim && self.dkim_rotation == other.dkim_rotation
+    }
+
+    /// The selector and state of a DKIM record (`DKIM` or `DKIM2`) of this domain, `None`
+    /// for other records. A DKIM record names its key by `<selector>._domainkey.<domain>`.
+    pub fn dkim_record_state(&self, record: &DnsRecord) -> Option<(String, DkimKeyState)> {
+        if !matches!(record.kind, RecordKind::Dkim | RecordKind::Dkim2) {
+            return None;
+        }
+        let selector = record.name.split_once("._domainkey.").map(|(s, _)| s.to_owned())?;
+        let state = self.dkim_selector_state(&selector)?;
+        Some((selector, state))
+    }
+
+    /// When the retiring pair with `selector` retires; `None` if no retiring pair has it.
+    pub fn dkim_retire_at(&self, selector: &str) -> Option<DateTime<Utc>> {
+        let retiring = self.dkim_rotation.retiring.iter();
+        retiring
+            .filter(|r| r.keys.rsa_selector == selector || r.keys.ed25519_selector == selector)
+            .map(|r| r.retire_at)
+            .next()
+    }
+
+    /// The state of the pair a selector belongs to, `None` if no pair has it.
+    pub fn dkim_selector_state(&self, selector: &str) -> Option<DkimKeyState> {
+        let of = |keys: &DkimKeys| keys.rsa_selector == selector || keys.ed25519_selector == selector;
+        let rotation = &self.dkim_rotation;
+        if of(&self.dkim) {
+            Some(DkimKeyState::Active)
+        } else if rotation.pending.as_ref().is_some_and(of) {
+            Some(DkimKeyState::Pending)
+        } else if rotation.retiring.iter().any(|r| of(&r.keys)) {
+            Some(DkimKeyState::Retiring)
+        } else if rotation.retired.iter().any(|r| r.rsa_selector == selector || r.ed25519_selector == selector) {
+            Some(DkimKeyState::Retired)
+        } else {
+            None
+        }
     }
 
     /// Only a Verified domain is sendable. (The sandbox is Verified, but sendable only
@@ -275,6 +412,7 @@ mod tests {
             rsa_private_pkcs8: Secret::new(vec![0, 1, 2, 255]),
             ed25519_selector: "tde".into(),
             ed25519_private_pkcs8: Secret::new(vec![7; 48]),
+            created_at: None,
         };
         let json = serde_json::to_value(&keys).unwrap();
         assert_eq!(json["rsa_private_pkcs8"], "AAEC/w==");

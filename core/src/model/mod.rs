@@ -19,7 +19,10 @@ mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyPlaintext, KeyHash, KeyScope, RateLimit};
 pub use connection_tls::{CertificateCheck, ConnectionTls, TlsVersion};
-pub use domain::{DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus};
+pub use domain::{
+    DkimKeyState, DkimKeys, DkimRotation, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus,
+    RetiredDkimKeys, RetiringDkimKeys,
+};
 pub use extras::MessageExtras;
 pub use idempotency::{
     BatchItemRecord, IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash, StoredError,

@@ -24,6 +24,7 @@ pub(crate) fn signing_domain(name: &str) -> Domain {
         status: DomainStatus::Verified,
         records,
         dkim: keys,
+        dkim_rotation: Default::default(),
         open_tracking: false,
         click_tracking: false,
         created_at: now,

@@ -449,8 +449,16 @@ pub trait DomainStore: Send + Sync {
     /// Domains of the workspace, newest first.
     async fn list_domains(&self, workspace: WorkspaceId, page: PageRequest<DomainId>) -> StoreResult<Page<Domain>>;
     /// Replaces a domain's mutable state (status, records, tracking, timestamps). The name
-    /// and keys must not change. `NotFound` if it was deleted.
+    /// and keys must not change: `Conflict` if the stored domain's name or DKIM pairs
+    /// ([`Domain::same_keys`](crate::model::Domain::same_keys)) differ from `domain`'s (a
+    /// rotation happened since it was read). `NotFound` if it was deleted.
     async fn update_domain(&self, domain: &Domain) -> StoreResult<()>;
+    /// Replaces a domain, its DKIM pairs included (a rotation starts or moves on), only if
+    /// the stored pairs are still those of `expected` ([`Domain::same_keys`](crate::model::Domain::same_keys)),
+    /// atomically: `Conflict` if another writer changed them meanwhile (the caller reads
+    /// again and redoes its change), so two nodes rotating or verifying at once never lose a
+    /// pair. The name must not change (`Conflict`). `NotFound` if it was deleted.
+    async fn update_domain_keys(&self, domain: &Domain, expected: &Domain) -> StoreResult<()>;
     /// Deletes a domain and its senders (durable); its name can be added again. `NotFound`
     /// if absent.
     async fn delete_domain(&self, workspace: WorkspaceId, id: DomainId) -> StoreResult<()>;
@@ -461,6 +469,11 @@ pub trait DomainStore: Send + Sync {
     /// re-verification. Unlike the lists, this may cost O(domains): there are few, and it
     /// runs every few minutes.
     async fn list_domains_to_recheck(&self, checked_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>>;
+    /// Up to `limit` domains, of any workspace, whose
+    /// [`Domain::rotation_due_from`](crate::model::Domain::rotation_due_from) is before
+    /// `made_before`, earliest first, ties by id: the automatic DKIM rotation's work. Domains
+    /// whose `rotation_due_from` is `None` are never listed. Stores may index that value.
+    async fn list_domains_to_rotate(&self, made_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>>;
     /// Registers a sender. `NotFound` if the domain is gone; `Conflict` if the username
     /// (case-insensitive) is taken on that domain.
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()>;

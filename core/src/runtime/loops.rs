@@ -177,7 +177,9 @@ pub(super) async fn deliver_webhooks(
 }
 
 /// Every `interval / 4` (at least each second, at most each minute), re-checks the DNS of
-/// domains not yet Verified whose last check is older than `interval` (core decides which).
+/// domains not yet Verified, or with a DKIM rotation under way, whose last check is older
+/// than `interval` (core decides which), then starts the automatic DKIM rotations that are
+/// due (none unless `TIDINGS_DKIM_ROTATE_EVERY` is set).
 pub(super) async fn recheck_domains(core: Tidings, interval: Duration, mut stop: watch::Receiver<bool>) {
     let every = (interval / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut tick = tokio::time::interval(every);
@@ -197,6 +199,13 @@ pub(super) async fn recheck_domains(core: Tidings, interval: Duration, mut stop:
                 }
             }
             Err(e) => tracing::warn!("domain re-check failed: {e}"),
+        }
+        match core.domains().rotate_due(core.clock().now(), RECHECK_BATCH).await {
+            Ok(rotated) if !rotated.is_empty() => {
+                tracing::info!(rotated = rotated.len(), "started automatic DKIM key rotations");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("automatic DKIM key rotation failed: {e}"),
         }
     }
 }

@@ -23,6 +23,7 @@ fn domain() -> Domain {
         name,
         status: DomainStatus::Pending,
         dkim: keys,
+        dkim_rotation: Default::default(),
         open_tracking: false,
         click_tracking: false,
         created_at: Utc::now(),
@@ -215,4 +216,38 @@ fn resealing_rewrites_only_what_is_not_under_the_new_key_and_keeps_every_other_f
     let mixed = Sealed(mixed);
     let fixed = during.reseal_record(&mixed).unwrap().expect("one secret under the old key");
     assert_eq!(after.open_record(fixed).unwrap(), webhook);
+}
+
+#[test]
+fn every_private_key_of_a_rotation_is_sealed_and_a_retired_pair_has_none() {
+    let s = sealer();
+    let mut domain = domain();
+    let distinct = |byte: u8| crate::model::DkimKeys {
+        rsa_selector: format!("td{byte}r"),
+        rsa_private_pkcs8: crate::secret::Secret::new(vec![0x30, byte, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        ed25519_selector: format!("td{byte}e"),
+        ed25519_private_pkcs8: crate::secret::Secret::new(vec![0x30, byte, 11, 12, 13, 14, 15, 16, 17, 18]),
+        created_at: None,
+    };
+    domain.dkim_rotation.pending = Some(distinct(1));
+    domain.dkim_rotation.retiring.push(crate::model::RetiringDkimKeys {
+        keys: distinct(2),
+        replaced_at: Utc::now(),
+        retire_at: Utc::now(),
+    });
+    let sealed = s.seal_record(&domain).unwrap();
+    assert!(sealed.is_sealed());
+    let json = serde_json::to_vec(&sealed).unwrap();
+    for keys in [domain.dkim_rotation.pending.as_ref().unwrap(), &domain.dkim_rotation.retiring[0].keys] {
+        for key in [&keys.rsa_private_pkcs8, &keys.ed25519_private_pkcs8] {
+            assert!(!contains(&json, BASE64.encode(key.expose()).as_bytes()), "{}", String::from_utf8_lossy(&json));
+        }
+    }
+    assert_eq!(s.open_record(serde_json::from_slice::<Sealed<Domain>>(&json).unwrap()).unwrap(), domain);
+    // A pending key sealed under one pair does not open as another's.
+    let mut moved = serde_json::to_value(s.seal_record(&domain).unwrap()).unwrap();
+    moved["dkim_rotation"]["pending"]["rsa_private_pkcs8"] =
+        moved["dkim_rotation"]["retiring"][0]["keys"]["rsa_private_pkcs8"].clone();
+    let moved: Sealed<Domain> = serde_json::from_value(moved).unwrap();
+    assert!(matches!(s.open_record(moved), Err(SealError::DoesNotOpen { .. })));
 }

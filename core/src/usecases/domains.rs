@@ -15,6 +15,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
+use crate::dkim_rotation::{self, RotateError};
 use crate::dns_records;
 use crate::domain_name::DomainName;
 use crate::ids::{DomainId, WorkspaceId};
@@ -62,14 +63,16 @@ impl Tidings {
         Domains { core: self }
     }
 
-    /// Fresh DKIM keys (RSA-2048 and Ed25519) with new selectors.
+    /// Fresh DKIM keys (RSA-2048 and Ed25519) with new selectors, made now.
     pub(crate) async fn generate_dkim_keys(&self) -> Result<DkimKeys> {
         // RSA-2048 generation takes tens of milliseconds of CPU: keep it off the async threads.
         let random = Arc::clone(&self.random);
-        tokio::task::spawn_blocking(move || dkim_keys::generate(&*random))
+        let mut keys = tokio::task::spawn_blocking(move || dkim_keys::generate(&*random))
             .await
             .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation did not finish", e)))?
-            .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation failed", e)))
+            .map_err(|e| Error::Internal(crate::Cause::context("DKIM key generation failed", e)))?;
+        keys.created_at = Some(self.clock.now());
+        Ok(keys)
     }
 
     /// The caller's domain `id`, or NotFound (also for the sandbox while sandbox sending is
@@ -121,6 +124,7 @@ impl Domains<'_> {
             status: DomainStatus::Pending,
             records,
             dkim: keys,
+            dkim_rotation: Default::default(),
             open_tracking: false,
             click_tracking: false,
             created_at: now,
@@ -208,29 +212,116 @@ impl Domains<'_> {
         Ok(report)
     }
 
-    /// Looks up every record of `before` in DNS now and stores the outcome; `None` if the
-    /// domain was deleted meanwhile. The sandbox domain is never looked up: it is returned as
-    /// it is.
+    /// Looks up every record of `before` in DNS now and stores the outcome, moving its DKIM
+    /// pairs on ([`dkim_rotation::advance`]: a pending pair whose records verified takes
+    /// over, retiring pairs past their time retire); `None` if the domain was deleted
+    /// meanwhile. The sandbox domain is never looked up: it is returned as it is.
+    ///
+    /// The outcome is stored on a fresh read (a tracking change made while DNS answered is
+    /// kept) with a compare-and-swap on the keys: if another node rotated or switched the
+    /// domain meanwhile, the check is done again on what it stored, a few times at most.
     async fn check_and_store(&self, before: &Domain) -> Result<Option<Domain>> {
         if before.is_sandbox() {
             return Ok(Some(before.clone()));
         }
-        let checked =
-            dns_records::verify(before, &self.core.config.records, &*self.core.dns, self.core.clock.now()).await;
-        // DNS may take seconds; take the verification outcome onto a fresh read so that a
-        // tracking change made meanwhile is not overwritten with the old settings.
-        let Some(mut domain) = self.core.store.get_domain(before.workspace_id, before.id).await? else {
-            return Ok(None);
-        };
-        domain.status = checked.status;
-        domain.records = checked.records;
-        domain.last_checked_at = checked.last_checked_at;
-        domain.verified_at = earliest(domain.verified_at, checked.verified_at);
-        match self.core.store.update_domain(&domain).await {
-            Ok(()) => Ok(Some(domain)),
-            Err(StoreError::NotFound) => Ok(None),
-            Err(e) => Err(e.into()),
+        let mut before = before.clone();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let policy = &self.core.config.records;
+            let checked = dns_records::verify(&before, policy, &*self.core.dns, self.core.clock.now()).await;
+            let Some(fresh) = self.core.store.get_domain(before.workspace_id, before.id).await? else {
+                return Ok(None);
+            };
+            if !fresh.same_keys(&before) && attempts < KEY_CHANGE_ATTEMPTS {
+                // Another node rotated or switched meanwhile: check the pairs it stored.
+                before = fresh;
+                continue;
+            }
+            let mut domain = fresh.clone();
+            if fresh.same_keys(&before) {
+                domain.status = checked.status;
+                domain.records = checked.records;
+                domain.last_checked_at = checked.last_checked_at;
+                domain.verified_at = earliest(domain.verified_at, checked.verified_at);
+            }
+            let now = self.core.clock.now();
+            let advanced = dkim_rotation::advance(&mut domain, now, self.core.config.dkim_retire_after);
+            let stored = if advanced.changed() {
+                self.core.store.update_domain_keys(&domain, &fresh).await
+            } else {
+                self.core.store.update_domain(&domain).await
+            };
+            match stored {
+                Ok(()) => {
+                    if advanced.switched {
+                        tracing::info!(domain = %domain.id, "the new DKIM keys verified and now sign");
+                    }
+                    return Ok(Some(domain));
+                }
+                Err(StoreError::NotFound) => return Ok(None),
+                Err(StoreError::Conflict(_)) if attempts < KEY_CHANGE_ATTEMPTS => {
+                    before = match self.core.store.get_domain(before.workspace_id, before.id).await? {
+                        Some(domain) => domain,
+                        None => return Ok(None),
+                    };
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+    }
+
+    /// `POST /v1/domains/{id}/rotate-dkim` (docs/api.md#dkim-key-rotation): makes new RSA
+    /// and Ed25519 keys under new selectors and lists their records, `Pending`, beside the
+    /// active ones. Mail is signed with the active keys until both new records verify (on a
+    /// re-check or `verify`), then with the new ones. 409 `conflict` while a rotation is
+    /// already pending; 422 naming `id` for the sandbox domain.
+    pub async fn rotate_dkim(&self, who: &Principal, id: DomainId) -> Result<Domain> {
+        who.require_full()?;
+        let domain = self.core.domain_of(who, id).await?;
+        self.rotate(domain).await
+    }
+
+    /// Starts a rotation of `domain` and stores it (compare-and-swap on its keys: a
+    /// rotation or switch stored by another node meanwhile fails this one with 409).
+    async fn rotate(&self, domain: Domain) -> Result<Domain> {
+        // Refused before the costly key generation where the answer is already known.
+        dkim_rotation::can_start(&domain).map_err(rotate_error)?;
+        let keys = self.core.generate_dkim_keys().await?;
+        let records = dns_records::dkim_records(&domain.name, &keys, &self.core.config.records)
+            .map_err(|e| Error::Internal(crate::Cause::context("building DNS records failed", e)))?;
+        let rotated = dkim_rotation::start(&domain, keys, records).map_err(rotate_error)?;
+        match self.core.store.update_domain_keys(&rotated, &domain).await {
+            Ok(()) => {
+                tracing::info!(domain = %domain.id, "DKIM key rotation started");
+                Ok(rotated)
+            }
+            Err(StoreError::Conflict(_)) => {
+                Err(Error::Conflict("the domain's DKIM keys changed meanwhile; read it again and retry".to_owned()))
+            }
+            Err(e) => Err(domain_gone(e)),
+        }
+    }
+
+    /// The automatic rotation (`TIDINGS_DKIM_ROTATE_EVERY`, run with the re-checks): starts
+    /// a rotation of up to `limit` Verified customer domains whose active keys were made more
+    /// than `dkim_rotate_every` before `now`; nothing when that is off. Returns the domains
+    /// rotated; one that another node rotated first is skipped.
+    pub async fn rotate_due(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<DomainId>> {
+        let Some(every) = self.core.config.dkim_rotate_every else {
+            return Ok(Vec::new());
+        };
+        let due = self.core.store.list_domains_to_rotate(now - every, limit).await?;
+        let mut rotated = Vec::new();
+        for domain in due {
+            let id = domain.id;
+            match self.rotate(domain).await {
+                Ok(_) => rotated.push(id),
+                Err(Error::Conflict(_) | Error::NotFound(_) | Error::Validation { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(rotated)
     }
 
     /// `PATCH /v1/domains/{id}`: switches default open and click tracking.
@@ -266,6 +357,16 @@ impl Domains<'_> {
             ));
         }
         self.core.store.delete_domain(who.workspace_id, id).await.map_err(domain_gone)
+    }
+}
+
+/// How many times a check is redone when another node changed the domain's keys meanwhile.
+const KEY_CHANGE_ATTEMPTS: usize = 3;
+
+fn rotate_error(e: RotateError) -> Error {
+    match e {
+        RotateError::AlreadyPending => Error::Conflict(e.to_string()),
+        RotateError::Sandbox => Error::field("id", format!("{SANDBOX_DOMAIN}: {e}")),
     }
 }
 

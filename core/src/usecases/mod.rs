@@ -114,6 +114,14 @@ pub struct CoreConfig {
     /// How long after its last check (or its creation) a domain that is not Verified is
     /// checked again by [`Domains::recheck`].
     pub domain_recheck_interval: Duration,
+    /// How long a DKIM pair replaced by a rotation stays published (`Retiring`) before its
+    /// private keys are deleted, and how long it is then still listed (`Retired`)
+    /// (`TIDINGS_DKIM_RETIRE_AFTER`, default [`crate::dkim_rotation::DEFAULT_RETIRE_AFTER`]).
+    pub dkim_retire_after: Duration,
+    /// Automatic DKIM rotation (`TIDINGS_DKIM_ROTATE_EVERY`): a Verified domain whose active
+    /// pair is older than this gets a new pending pair ([`Domains::rotate_due`]). `None`
+    /// (the default) rotates only when asked.
+    pub dkim_rotate_every: Option<Duration>,
     /// Open and click tracking (docs/api.md#tracking, `TIDINGS_PUBLIC_URL`): `None` tracks
     /// nothing (sends asking for it are accepted; their HTML is sent as written).
     pub tracking: Option<TrackingConfig>,
@@ -155,6 +163,8 @@ impl Default for CoreConfig {
             return_path: None,
             domain_return_paths: None,
             domain_recheck_interval: Duration::minutes(10),
+            dkim_retire_after: crate::dkim_rotation::DEFAULT_RETIRE_AFTER,
+            dkim_rotate_every: None,
             tracking: None,
             message_retention: Some(Duration::days(30)),
             activity_retention: DEFAULT_ACTIVITY_RETENTION,

@@ -115,6 +115,7 @@ impl Tidings {
             status: DomainStatus::Verified,
             records,
             dkim: keys,
+            dkim_rotation: Default::default(),
             open_tracking: false,
             click_tracking: false,
             created_at: now,

@@ -21,6 +21,7 @@ mod outbound_dkim;
 mod outbound_tracking;
 mod return_path_per_domain;
 mod usecases_batch;
+mod usecases_dkim_rotation;
 mod usecases_domain_recheck;
 mod usecases_domains;
 mod usecases_feedback;

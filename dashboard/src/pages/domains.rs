@@ -1,12 +1,13 @@
 //! `/domains`: the list and the add form; a domain's page with the DNS records to publish
 //! (copy buttons, per-record status and the reason a check failed), verify now, senders,
-//! tracking switches and deletion.
+//! DKIM key rotation (each DKIM record shows its selector and its pair's state), tracking
+//! switches and deletion.
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use tidings_core::ids::DomainId;
-use tidings_core::model::{Domain, DomainStatus, RecordStatus, Sender, SenderUsername};
+use tidings_core::model::{DkimKeyState, DnsRecord, Domain, DomainStatus, RecordStatus, Sender, SenderUsername};
 use tidings_core::usecases::SANDBOX_RECORD_NOTE;
 use tidings_core::usecases::{AddDomainRequest, AddSenderRequest, ListParams, Listed, UpdateDomainTrackingRequest};
 
@@ -36,6 +37,43 @@ fn record_status(status: RecordStatus) -> &'static str {
         RecordStatus::Pending => "Pending",
         RecordStatus::Verified => "Verified",
         RecordStatus::Failed => "Failed",
+    }
+}
+
+/// The API's word for a DKIM pair's state.
+fn key_state(state: DkimKeyState) -> &'static str {
+    match state {
+        DkimKeyState::Active => "Active",
+        DkimKeyState::Pending => "Pending",
+        DkimKeyState::Retiring => "Retiring",
+        DkimKeyState::Retired => "Retired",
+    }
+}
+
+/// What a DKIM record's state asks of its owner.
+fn key_state_hint(state: DkimKeyState) -> &'static str {
+    match state {
+        DkimKeyState::Active => "signs your mail",
+        DkimKeyState::Pending => "publish it: the new key signs once both new records verify",
+        DkimKeyState::Retiring => "keep it published: mail signed with it may still be checked",
+        DkimKeyState::Retired => "safe to remove from DNS",
+    }
+}
+
+/// The key-state line of a DKIM record's row; nothing for other records.
+fn key_state_line(d: &Domain, r: &DnsRecord) -> Markup {
+    let Some((selector, state)) = d.dkim_record_state(r) else { return html! {} };
+    let word = key_state(state);
+    let kind = match state {
+        DkimKeyState::Active => "ok",
+        DkimKeyState::Retired => "bad",
+        DkimKeyState::Pending | DkimKeyState::Retiring => "wait",
+    };
+    html! {
+        p.key-state data-key-state=(word) {
+            (badge(word, kind)) " " span.muted { "selector " span.mono { (selector) } ": " (key_state_hint(state)) }
+            @if let Some(at) = d.dkim_retire_at(&selector) { " " span.muted { "until " (time(at)) } }
+        }
     }
 }
 
@@ -151,6 +189,9 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
             } @else {
                 div.actions {
                     (action_button(viewer, &format!("/domains/{id}/verify"), "action verify", "Verify now"))
+                    @if d.dkim_rotation.pending.is_none() {
+                        (action_button(viewer, &format!("/domains/{id}/rotate-dkim"), "action rotate", "Rotate DKIM keys"))
+                    }
                 }
             }
         }
@@ -172,6 +213,7 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
                             td data-label="Record" {
                                 (r.purpose()) " " span.muted.nowrap { "TTL " (r.ttl) }
                                 @if let Some(priority) = r.priority { " " span.muted.nowrap { "priority " (priority) } }
+                                (key_state_line(d, r))
                             }
                             td data-label="Name" {
                                 span.record-name.mono { (r.name) } " "
@@ -258,6 +300,17 @@ pub(crate) async fn verify(
     posted: Posted,
 ) -> PageResult<Response> {
     let domain = state.core.domains().verify(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
+    Ok(see_other(&format!("/domains/{}", domain.id)))
+}
+
+/// `POST /domains/{id}/rotate-dkim`: starts a DKIM key rotation; 303 back to the domain,
+/// whose page then lists the new records to publish.
+pub(crate) async fn rotate_dkim(
+    State(state): State<DashboardState>,
+    PageId(id): PageId<DomainId>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let domain = state.core.domains().rotate_dkim(posted.viewer.principal(), id).await.or_page(&posted.viewer)?;
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 

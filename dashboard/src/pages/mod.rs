@@ -46,6 +46,7 @@ pub(crate) fn table() -> RouteTable {
         .post("/domains/{id}/verify", domains::verify)
         .post("/domains/{id}/resume", overview::reputation::resume_domain)
         .post("/reputation/resume", overview::reputation::resume_workspace)
+        .post("/domains/{id}/rotate-dkim", domains::rotate_dkim)
         .post("/domains/{id}/tracking", domains::tracking)
         .post("/domains/{id}/delete", domains::delete)
         .post("/domains/{id}/senders", domains::add_sender)

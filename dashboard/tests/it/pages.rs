@@ -113,6 +113,27 @@ async fn a_domain_shows_its_records_to_copy_and_verifies_from_the_page() {
     browser.post(&format!("/domains/{id}/verify"), &[]).await;
     let page = browser.get(&format!("/domains/{id}")).await;
     assert!(page.body.contains(r#"<span id="domain-status" data-status="Verified">"#), "{}", page.body);
+    assert_eq!(page.body.matches(r#"data-key-state="Active""#).count(), 2, "both DKIM records show their state");
+    // A DKIM key rotation: the new records are listed Pending, then the old ones Retiring.
+    let rotated = browser.post(&format!("/domains/{id}/rotate-dkim"), &[]).await;
+    assert_eq!(rotated.status, StatusCode::SEE_OTHER, "{}", rotated.body);
+    let page = browser.get(&format!("/domains/{id}")).await;
+    assert_eq!(page.body.matches(r#"data-key-state="Pending""#).count(), 2, "{}", page.body);
+    assert!(!page.body.contains("/rotate-dkim"), "one rotation at a time: no button while one is pending");
+    let domain = app.core.domains().get(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
+    let pending = domain.dkim_rotation.pending.clone().unwrap();
+    assert!(page.body.contains(&pending.rsa_selector) && page.body.contains(&pending.ed25519_selector));
+    for record in
+        domain.records.iter().filter(|r| r.name.starts_with(&pending.rsa_selector[..pending.rsa_selector.len() - 1]))
+    {
+        app.dns.add_txt(&record.name, &record.value);
+    }
+    browser.post(&format!("/domains/{id}/verify"), &[]).await;
+    let page = browser.get(&format!("/domains/{id}")).await;
+    assert_eq!(page.body.matches(r#"data-key-state="Retiring""#).count(), 2, "{}", page.body);
+    assert_eq!(page.body.matches(r#"data-key-state="Active""#).count(), 2);
+    let switched = app.core.domains().get(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();
+    assert_eq!(switched.status, tidings_core::model::DomainStatus::Verified, "{:#?}", switched.records);
     // Tracking switches, a sender, then deletion.
     browser.post(&format!("/domains/{id}/tracking"), &[("click", "on")]).await;
     let domain = app.core.domains().get(&app.principal, DomainId::parse_or_none(&id)).await.unwrap();

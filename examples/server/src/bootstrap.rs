@@ -318,6 +318,9 @@ pub fn core_with_tracking(
         domain_return_paths: return_paths.per_domain,
         domain_recheck_interval: chrono::Duration::from_std(config.delivery.domain_recheck_interval)
             .unwrap_or(chrono::Duration::minutes(10)),
+        dkim_retire_after: chrono::Duration::from_std(config.delivery.dkim_retire_after)
+            .unwrap_or(tidings_core::dkim_rotation::DEFAULT_RETIRE_AFTER),
+        dkim_rotate_every: config.delivery.dkim_rotate_every.and_then(|every| chrono::Duration::from_std(every).ok()),
         message_retention: config
             .retention
             .map(|keep| chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)),

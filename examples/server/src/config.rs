@@ -157,6 +157,12 @@ pub struct DeliveryConfig {
     pub ehlo_name: Option<EhloName>,
     /// `TIDINGS_DOMAIN_RECHECK_INTERVAL`.
     pub domain_recheck_interval: Duration,
+    /// `TIDINGS_DKIM_RETIRE_AFTER`: how long a DKIM pair replaced by a rotation stays
+    /// published (`Retiring`), and then listed as `Retired`.
+    pub dkim_retire_after: Duration,
+    /// `TIDINGS_DKIM_ROTATE_EVERY`: automatic DKIM rotation of keys older than this; `None`
+    /// (`off`, the default): only when asked.
+    pub dkim_rotate_every: Option<Duration>,
     /// `TIDINGS_SMTP_TIMEOUT`: the longest one delivery attempt may take.
     pub smtp_timeout: Duration,
 }
@@ -459,6 +465,8 @@ impl Config {
             inbound_mx_host: s.parse("TIDINGS_INBOUND_MX_HOST", mx_host)?,
             ehlo_name: s.parse("TIDINGS_EHLO_NAME", EhloName::parse)?,
             domain_recheck_interval: s.value("TIDINGS_DOMAIN_RECHECK_INTERVAL", duration)?,
+            dkim_retire_after: s.value("TIDINGS_DKIM_RETIRE_AFTER", duration)?,
+            dkim_rotate_every: s.value("TIDINGS_DKIM_ROTATE_EVERY", parse::retention)?,
             smtp_timeout: s.value("TIDINGS_SMTP_TIMEOUT", duration)?,
         };
         let webhook_retry_schedule = s.value("TIDINGS_WEBHOOK_RETRY_SCHEDULE", retry_schedule)?;

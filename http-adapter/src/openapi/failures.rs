@@ -76,6 +76,11 @@ failures! {
     NotFound = 404, "no such resource in this workspace", ["not_found"];
     /// A duplicate, or a state that does not allow the change.
     Conflict = 409, "it already exists", ["conflict"];
+    /// A DKIM rotation while one is pending, or racing another.
+    RotationConflict = 409,
+        "a rotation is already pending (its records must verify first), or another rotation or switch was stored \
+         meanwhile",
+        ["conflict"];
     /// An Idempotency-Key used for another request.
     IdempotencyKeyReused = 409,
         "the Idempotency-Key was used with a different request: by a `full` key of this workspace, or, for a \

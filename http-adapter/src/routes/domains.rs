@@ -1,4 +1,5 @@
-//! `/v1/domains`: add, list, get, tracking settings, verify, delete, and the domain's senders
+//! `/v1/domains`: add, list, get, tracking settings, verify, DKIM key rotation, delete, and the
+//! domain's senders
 //! (docs/api.md#domains and #tracking).
 
 use axum::extract::State;
@@ -11,11 +12,13 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use super::table::RouteTable;
-use super::wire::{DomainStatus, RecordStatus, Ulid};
+use super::wire::{DkimKeyState, DomainStatus, RecordStatus, Ulid};
 use crate::auth::Authed;
 use crate::envelope::{Null, Page, Success};
 use crate::json::ApiJson;
-use crate::openapi::failures::{Conflict, InsufficientScope, SenderUnprocessable, ValidationError};
+use crate::openapi::failures::{
+    Conflict, InsufficientScope, NotFound, RotationConflict, SenderUnprocessable, ValidationError,
+};
 use crate::path::{ApiPath, IdPath};
 use crate::query::ListQuery;
 use crate::{ApiResult, ApiState};
@@ -123,7 +126,7 @@ impl From<Domain> for DomainResponse {
             click_tracking: d.click_tracking,
             created_at: d.created_at,
             sandbox: d.is_sandbox(),
-            dns_records: d.records.into_iter().map(|r| DnsRecordResponse::new(r, note)).collect(),
+            dns_records: d.records.iter().map(|r| DnsRecordResponse::new(&d, r.clone(), note)).collect(),
         }
     }
 }
@@ -160,11 +163,26 @@ struct DnsRecordResponse {
     /// the preference of an MX record; null for TXT records
     #[schema(required)]
     priority: Option<u16>,
+    /// the DKIM selector of a DKIM or DKIM2 record (the first label of its name); null for other records
+    #[schema(required)]
+    selector: Option<String>,
+    /// the state of a DKIM or DKIM2 record's key pair (docs/api.md#dkim-key-rotation); null for other records
+    #[schema(required)]
+    state: Option<DkimKeyState>,
+    /// when a `Retiring` record's private key is deleted and the record becomes safe to remove; null otherwise
+    #[schema(required)]
+    retires_at: Option<DateTime<Utc>>,
 }
 
 impl DnsRecordResponse {
-    fn new(r: DnsRecord, note: Option<&'static str>) -> Self {
+    fn new(d: &Domain, r: DnsRecord, note: Option<&'static str>) -> Self {
+        let dkim = d.dkim_record_state(&r);
+        let retires_at = dkim.as_ref().and_then(|(selector, _)| d.dkim_retire_at(selector));
+        let (selector, state) = dkim.map(|(selector, state)| (selector, state.into())).unzip();
         Self {
+            selector,
+            state,
+            retires_at,
             purpose: r.purpose(),
             status: r.status.into(),
             record_type: r.record_type,
@@ -321,6 +339,35 @@ pub async fn verify_domain(
     Ok(Success::new("domain checked", domain.into()))
 }
 
+/// `POST /v1/domains/{id}/rotate-dkim`: new DKIM keys, `Pending` until their records verify.
+#[utoipa::path(
+    post,
+    path = "/v1/domains/{id}/rotate-dkim",
+    tag = "domains",
+    summary = "Rotate the DKIM keys: new keys under new selectors, Pending until their records verify",
+    description = "Makes new RSA-2048 and Ed25519 keys under new selectors and lists their `DKIM` and `DKIM2` records \
+                   (`state: Pending`) beside the active ones. Mail keeps being signed with the active keys until both \
+                   new records verify (on a re-check or `verify`), then with the new ones; the replaced records stay \
+                   `Retiring` for TIDINGS_DKIM_RETIRE_AFTER (default 7 days), then `Retired` (private keys deleted, \
+                   safe to remove). One rotation at a time: 409 `conflict` while one is pending. The sandbox domain \
+                   never rotates: 422 `validation_error`.",
+    responses(
+        (status = 200, description = "the domain with the new records", body = inline(DomainOk)),
+        (status = 403, response = InsufficientScope),
+        (status = 404, response = NotFound),
+        (status = 409, response = RotationConflict),
+        (status = 422, response = ValidationError),
+    )
+)]
+pub async fn rotate_domain_dkim(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    IdPath(id): IdPath<DomainId>,
+) -> ApiResult<DomainOk> {
+    let domain = state.core.domains().rotate_dkim(&who, id).await?;
+    Ok(Success::new("DKIM key rotation started", domain.into()))
+}
+
 /// `DELETE /v1/domains/{id}`: the domain, its keys and its senders.
 #[utoipa::path(
     delete,
@@ -416,6 +463,7 @@ pub fn routes() -> RouteTable {
         .routes(routes!(list_domains, create_domain))
         .routes(routes!(get_domain, update_domain, delete_domain))
         .routes(routes!(verify_domain))
+        .routes(routes!(rotate_domain_dkim))
         .routes(routes!(list_senders, create_sender))
         .routes(routes!(delete_sender))
 }

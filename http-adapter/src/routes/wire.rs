@@ -289,6 +289,28 @@ impl From<model::RecordStatus> for RecordStatus {
     }
 }
 
+/// where a DKIM record's key pair is in its life: `Active` signs; `Pending` waits for its records
+/// to verify, then signs; `Retiring` no longer signs but must stay published until `retiresAt`;
+/// `Retired` has its private keys deleted and is safe to remove from DNS
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum DkimKeyState {
+    Active,
+    Pending,
+    Retiring,
+    Retired,
+}
+
+impl From<model::DkimKeyState> for DkimKeyState {
+    fn from(s: model::DkimKeyState) -> Self {
+        match s {
+            model::DkimKeyState::Active => Self::Active,
+            model::DkimKeyState::Pending => Self::Pending,
+            model::DkimKeyState::Retiring => Self::Retiring,
+            model::DkimKeyState::Retired => Self::Retired,
+        }
+    }
+}
+
 /// why an address is suppressed
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum SuppressionReason {

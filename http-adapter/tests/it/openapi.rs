@@ -481,6 +481,11 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, full, "GET", "/v1/reputation", &[], None).await, 200);
     expect(&c.call(a, full, "POST", "/v1/domains/{id}/resume", &d, None).await, 200);
     expect(&c.call(a, full, "POST", "/v1/reputation/resume", &[], None).await, 200);
+    let rotated = c.call(a, full, "POST", "/v1/domains/{id}/rotate-dkim", &d, None).await;
+    expect(&rotated, 200);
+    let states: Vec<&Value> = rotated.data()["dnsRecords"].as_array().unwrap().iter().map(|r| &r["state"]).collect();
+    assert!(states.contains(&&json!("Pending")) && states.contains(&&json!(null)), "{states:?}");
+    expect(&c.call(a, full, "POST", "/v1/domains/{id}/rotate-dkim", &d, None).await, 409);
     let scoped = json!({"sendingDomainId": domain_id, "rateLimitPerSec": 1});
     let scoped = c.call(a, full, "POST", "/v1/keys", &[], Some(scoped)).await;
     expect(&scoped, 201);
@@ -670,6 +675,7 @@ async fn the_sandbox_domains_responses_match_the_documented_schemas() {
     expect(&c.call(a, full, "GET", "/v1/domains/{id}", &d, None).await, 200);
     expect(&c.call(a, full, "POST", "/v1/domains/{id}/verify", &d, None).await, 200);
     expect(&c.call(a, full, "PATCH", "/v1/domains/{id}", &d, Some(json!({"clickTracking": true}))).await, 200);
+    expect(&c.call(a, full, "POST", "/v1/domains/{id}/rotate-dkim", &d, None).await, 422);
     let refused = c.call(a, full, "DELETE", "/v1/domains/{id}", &d, None).await;
     expect(&refused, 422);
     assert_eq!(refused.body["error"]["details"][0]["field"], "id");

@@ -4,9 +4,14 @@ use std::sync::Arc;
 
 use super::{Must, assert_conflict, assert_not_found, lister, walk_all_sizes};
 use crate::fixtures::{domain, domain_name, now, plus_secs, sender, ulid, username};
+use chrono::{DateTime, Utc};
 use tidings_core::ids::{DomainId, SenderId, WorkspaceId};
-use tidings_core::model::{DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus, Sender};
+use tidings_core::model::{
+    DkimKeys, DnsRecord, Domain, DomainKind, DomainStatus, RecordKind, RecordStatus, RetiredDkimKeys, RetiringDkimKeys,
+    Sender,
+};
 use tidings_core::ports::{PageRequest, Store};
+use tidings_core::secret::Secret;
 
 pub(super) async fn domains_round_trip_and_names_are_unique_per_workspace<S: Store + 'static>(s: Arc<S>) {
     let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
@@ -230,4 +235,128 @@ pub(super) async fn domains_to_recheck_are_the_unverified_least_recently_checked
     s.update_domain(&settled).await.must("update_domain, return path verified");
     let due = s.list_domains_to_recheck(at(1000), 10).await.must("list_domains_to_recheck, return path verified");
     assert_eq!(ids(due), [never_checked.id, recent.id], "nothing left to verify");
+}
+
+/// A pair of dummy keys (not usable for signing) under selectors of their own.
+fn other_keys(tag: &str, made: Option<DateTime<Utc>>) -> DkimKeys {
+    DkimKeys {
+        rsa_selector: format!("td{tag}r"),
+        rsa_private_pkcs8: Secret::new(format!("rsa {tag}").into_bytes()),
+        ed25519_selector: format!("td{tag}e"),
+        ed25519_private_pkcs8: Secret::new(format!("ed25519 {tag}").into_bytes()),
+        created_at: made,
+    }
+}
+
+/// `d` with a rotation to `keys` pending.
+fn rotating(d: &Domain, keys: DkimKeys) -> Domain {
+    let mut rotated = d.clone();
+    rotated.dkim_rotation.pending = Some(keys);
+    rotated
+}
+
+pub(super) async fn domain_keys_change_only_by_compare_and_swap<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let d = domain(a, "rotate.example.com");
+    s.insert_domain(&d).await.must("insert_domain");
+    let rotated = rotating(&d, other_keys("one", Some(now())));
+
+    assert_conflict(s.update_domain(&rotated).await, "update_domain never changes keys");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(d.clone()), "nothing changed");
+    s.update_domain_keys(&rotated, &d).await.must("update_domain_keys from the stored keys");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(rotated.clone()), "the rotation is stored");
+
+    let stale = rotating(&d, other_keys("two", Some(now())));
+    assert_conflict(s.update_domain_keys(&stale, &d).await, "a rotation from keys read before another");
+    let tracking = Domain { open_tracking: true, ..d.clone() };
+    assert_conflict(s.update_domain(&tracking).await, "a tracking change read before the rotation");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(rotated.clone()), "no pair was lost");
+    let renamed = Domain { name: domain_name("renamed.example.com"), ..rotated.clone() };
+    assert_conflict(s.update_domain_keys(&renamed, &rotated).await, "the name never changes");
+    assert_not_found(s.update_domain_keys(&Domain { workspace_id: b, ..rotated.clone() }, &rotated).await, "b");
+    let unknown = domain(a, "unknown.example.com");
+    assert_not_found(s.update_domain_keys(&unknown, &unknown).await, "an unknown domain");
+
+    // The switch: pending becomes active, the old pair retiring, an older one retired.
+    let mut switched = rotated.clone();
+    let old = std::mem::replace(&mut switched.dkim, switched.dkim_rotation.pending.take().expect("pending"));
+    switched.dkim_rotation.retiring.push(RetiringDkimKeys {
+        keys: old,
+        replaced_at: now(),
+        retire_at: plus_secs(now(), 60),
+    });
+    switched.dkim_rotation.retired.push(RetiredDkimKeys {
+        rsa_selector: "tdzeror".into(),
+        rsa_public: "AAAA".into(),
+        ed25519_selector: "tdzeroe".into(),
+        ed25519_public: "BBBB".into(),
+        retired_at: now(),
+        drop_at: plus_secs(now(), 120),
+    });
+    switched.status = DomainStatus::Verified;
+    s.update_domain_keys(&switched, &rotated).await.must("the switch");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), Some(switched.clone()), "every pair round-trips");
+    let name = domain_name("rotate.example.com");
+    assert_eq!(s.find_domain_by_name(a, &name).await.must("find"), Some(switched.clone()), "found by name too");
+
+    // Racing writers from the same read: exactly one wins, and what is stored is its.
+    let mut racers = Vec::new();
+    for i in 0..8 {
+        let (s, from) = (Arc::clone(&s), switched.clone());
+        racers.push(tokio::spawn(async move {
+            let next = rotating(&from, other_keys(&format!("race{i}"), Some(now())));
+            (s.update_domain_keys(&next, &from).await, next)
+        }));
+    }
+    let mut winners = Vec::new();
+    for racer in racers {
+        let (result, next) = racer.await.expect("racer");
+        match result {
+            Ok(()) => winners.push(next),
+            Err(e) => assert!(matches!(e, tidings_core::ports::StoreError::Conflict(_)), "a loser: {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one rotation from one read is stored");
+    assert_eq!(s.get_domain(a, d.id).await.must("get"), winners.pop(), "the winner's keys are stored");
+}
+
+pub(super) async fn domains_to_rotate_are_verified_customer_domains_by_key_age<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let t0 = now();
+    let at = |secs| plus_secs(t0, secs);
+    let verified = |ws, name: &str, created: i64, made: Option<i64>| {
+        let mut d = Domain { status: DomainStatus::Verified, created_at: at(created), ..domain(ws, name) };
+        d.dkim.created_at = made.map(at);
+        d
+    };
+    let old_keys = verified(a, "old.example.com", 0, Some(10));
+    let unknown_age = verified(b, "legacy.example.com", 5, None);
+    let newer = verified(a, "newer.example.com", 0, Some(30));
+    let fresh = verified(a, "fresh.example.com", 0, Some(500));
+    let sandbox = Domain { kind: DomainKind::Sandbox, ..verified(a, "sandbox.example", 0, Some(0)) };
+    let unverified = Domain { status: DomainStatus::Pending, ..verified(a, "pending.example.com", 0, Some(0)) };
+    for d in [&old_keys, &unknown_age, &newer, &fresh, &sandbox, &unverified] {
+        s.insert_domain(d).await.must("insert_domain");
+    }
+    let ids = |found: Vec<Domain>| found.into_iter().map(|d| d.id).collect::<Vec<_>>();
+
+    let due = s.list_domains_to_rotate(at(100), 10).await.must("list_domains_to_rotate");
+    assert_eq!(ids(due), [unknown_age.id, old_keys.id, newer.id], "Verified customer domains by key age");
+    let due = s.list_domains_to_rotate(at(100), 1).await.must("limit 1");
+    assert_eq!(ids(due), [unknown_age.id], "at most `limit`, the oldest keys");
+    assert!(s.list_domains_to_rotate(at(5), 10).await.must("at t+5").is_empty(), "the cutoff is exclusive");
+
+    let rotated = rotating(&old_keys, other_keys("next", Some(at(200))));
+    s.update_domain_keys(&rotated, &old_keys).await.must("rotate");
+    let due = s.list_domains_to_rotate(at(100), 10).await.must("after a rotation started");
+    assert_eq!(ids(due), [unknown_age.id, newer.id], "a domain with a pending rotation is not due");
+
+    let mut switched = rotated.clone();
+    switched.dkim = switched.dkim_rotation.pending.take().expect("pending");
+    s.update_domain_keys(&switched, &rotated).await.must("switch");
+    let due = s.list_domains_to_rotate(at(1000), 10).await.must("after the switch");
+    assert_eq!(ids(due), [unknown_age.id, newer.id, switched.id, fresh.id], "due again by its new keys' age");
+    s.delete_domain(b, unknown_age.id).await.must("delete");
+    let due = s.list_domains_to_rotate(at(1000), 10).await.must("after a delete");
+    assert_eq!(ids(due), [newer.id, switched.id, fresh.id]);
 }

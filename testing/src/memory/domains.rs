@@ -43,8 +43,24 @@ impl DomainStore for MemoryStore {
         let stored = st.domains.get_mut(&domain.id).filter(|d| d.unopened().workspace_id == domain.workspace_id);
         let stored = stored.ok_or(StoreError::NotFound)?;
         let old = self.open(stored)?;
-        if old.name != domain.name || old.dkim != domain.dkim {
+        if old.name != domain.name || !old.same_keys(domain) {
             return Err(conflict("a domain's name and keys cannot change"));
+        }
+        *stored = sealed;
+        Ok(())
+    }
+
+    async fn update_domain_keys(&self, domain: &Domain, expected: &Domain) -> StoreResult<()> {
+        let sealed = self.seal(domain)?;
+        let mut st = self.state();
+        let stored = st.domains.get_mut(&domain.id).filter(|d| d.unopened().workspace_id == domain.workspace_id);
+        let stored = stored.ok_or(StoreError::NotFound)?;
+        let old = self.open(stored)?;
+        if old.name != domain.name {
+            return Err(conflict("a domain's name cannot change"));
+        }
+        if !old.same_keys(expected) {
+            return Err(conflict("the domain's DKIM keys changed meanwhile"));
         }
         *stored = sealed;
         Ok(())
@@ -72,6 +88,17 @@ impl DomainStore for MemoryStore {
             .collect();
         due.sort_by_key(|d| (d.unopened().checked_or_created_at(), d.unopened().id));
         due.into_iter().take(limit).map(|d| self.open(d)).collect()
+    }
+
+    async fn list_domains_to_rotate(&self, made_before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Domain>> {
+        let st = self.state();
+        let mut due: Vec<(DateTime<Utc>, &Sealed<Domain>)> = st
+            .domains
+            .values()
+            .filter_map(|d| d.unopened().rotation_due_from().filter(|at| *at < made_before).map(|at| (at, d)))
+            .collect();
+        due.sort_by_key(|(at, d)| (*at, d.unopened().id));
+        due.into_iter().take(limit).map(|(_, d)| self.open(d)).collect()
     }
 
     async fn insert_sender(&self, sender: &Sender) -> StoreResult<()> {

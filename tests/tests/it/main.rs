@@ -23,6 +23,7 @@ mod dashboard;
 mod delivery;
 mod delivery_sites;
 mod disk_full;
+mod dkim_rotation;
 mod domains_templates;
 mod errors;
 mod exhaustion;

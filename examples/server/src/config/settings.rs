@@ -162,6 +162,14 @@ pub struct Settings {
     /// How often domains not yet verified are checked again.
     #[arg(long, env = "TIDINGS_DOMAIN_RECHECK_INTERVAL", value_name = "DURATION", default_value = "10m")]
     pub domain_recheck_interval: Option<String>,
+    /// How long a DKIM key pair replaced by a rotation stays published (Retiring) before its
+    /// private keys are deleted, and how long it is then still listed (Retired).
+    #[arg(long, env = "TIDINGS_DKIM_RETIRE_AFTER", value_name = "DURATION", default_value = "7d")]
+    pub dkim_retire_after: Option<String>,
+    /// Rotate the DKIM keys of Verified domains automatically once they are this old; off:
+    /// only when asked (POST /v1/domains/{id}/rotate-dkim).
+    #[arg(long, env = "TIDINGS_DKIM_ROTATE_EVERY", value_name = "DURATION", default_value = "off")]
+    pub dkim_rotate_every: Option<String>,
     /// Longest one delivery attempt may take (connect 30s, each reply 60s, the message 3m,
     /// each capped by it).
     #[arg(long, env = "TIDINGS_SMTP_TIMEOUT", value_name = "DURATION", default_value = "5m")]

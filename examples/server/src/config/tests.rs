@@ -25,6 +25,8 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(config.delivery.mta_sts, MtaStsConfig { enabled: true, ca_file: None, port: 443 }, "MTA-STS is on");
     assert_eq!(config.delivery.domain_recheck_interval, Duration::from_secs(600));
     assert_eq!(config.delivery.smtp_timeout, Duration::from_secs(300));
+    assert_eq!(config.delivery.dkim_retire_after, Duration::from_secs(7 * 86_400));
+    assert_eq!(config.delivery.dkim_rotate_every, None, "automatic DKIM rotation is off");
     assert_eq!(config.store_cache_bytes, 256 << 20);
     assert_eq!(config.database_pool, 16);
     assert_eq!(config.delivery.retry_schedule, RetrySchedule::default());
@@ -40,6 +42,17 @@ fn defaults_are_the_declared_ones() {
         config.smtp_limits,
         SmtpLimits { max_sessions: 100, max_sessions_per_ip: 10, data_bytes_in_flight: 64 << 20 }
     );
+}
+
+#[test]
+fn dkim_rotation_settings_are_durations_and_rotation_may_be_off() {
+    let config = load(&[("TIDINGS_DKIM_RETIRE_AFTER", "90s"), ("TIDINGS_DKIM_ROTATE_EVERY", "180d")]).unwrap();
+    assert_eq!(config.delivery.dkim_retire_after, Duration::from_secs(90));
+    assert_eq!(config.delivery.dkim_rotate_every, Some(Duration::from_secs(180 * 86_400)));
+    assert_eq!(load(&[("TIDINGS_DKIM_ROTATE_EVERY", "OFF")]).unwrap().delivery.dkim_rotate_every, None);
+    let bad = load(&[("TIDINGS_DKIM_RETIRE_AFTER", "a week")]).unwrap_err().to_string();
+    assert!(bad.contains("TIDINGS_DKIM_RETIRE_AFTER"), "{bad}");
+    assert!(load(&[("TIDINGS_DKIM_ROTATE_EVERY", "often")]).is_err());
 }
 
 #[test]

@@ -5,6 +5,12 @@
 //! `{record, name, type, value, ttl, status, priority}`; Tidings' statuses and records map
 //! onto those words. What Resend's create takes and Tidings does not do (a custom return
 //! path, a tracking subdomain, enforced TLS, receiving) is refused naming the field.
+//!
+//! A DKIM key rotation (`POST /v1/domains/{id}/rotate-dkim`; Resend has none) shows here as
+//! more `DKIM` records: the pending pair's (`not_started` until they verify) and the retiring
+//! pair's, every one of which must be published. Retired records, safe to remove, are left
+//! out: Resend's records have no word for "remove this", and a client listing them would
+//! publish them again.
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
@@ -15,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tidings_core::Error;
 use tidings_core::ids::DomainId;
-use tidings_core::model::{DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
+use tidings_core::model::{DkimKeyState, DnsRecord, Domain, DomainStatus, RecordKind, RecordStatus};
 use tidings_core::usecases::{AddDomainRequest, UpdateDomainTrackingRequest};
 
 use super::auth::{Caller, Resend, ResendBody};
@@ -185,9 +191,14 @@ impl DomainResponse {
     }
 
     fn with_records(d: Domain) -> Self {
-        let records = d.records.iter().cloned().map(RecordResponse::from).collect();
+        let records = published_records(&d).cloned().map(RecordResponse::from).collect();
         Self { records: Some(records), ..Self::listed(d) }
     }
+}
+
+/// The records to keep published: all but those of retired DKIM pairs (see the module docs).
+fn published_records(d: &Domain) -> impl Iterator<Item = &DnsRecord> {
+    d.records.iter().filter(|r| d.dkim_record_state(r).is_none_or(|(_, state)| state != DkimKeyState::Retired))
 }
 
 type Result<T, E = ResendError> = std::result::Result<T, E>;
@@ -279,5 +290,41 @@ mod tests {
         assert_eq!(domain_status(DomainStatus::PartiallyVerified), "partially_verified");
         assert_eq!(record_status(RecordStatus::Failed), "failed");
         assert_eq!(record_name(RecordKind::Dkim2), "DKIM");
+    }
+
+    #[test]
+    fn a_rotation_lists_every_pair_to_keep_published_and_leaves_retired_ones_out() {
+        let mut domain = tidings_testing::fixtures::domain(
+            tidings_core::ids::WorkspaceId(tidings_testing::fixtures::ulid()),
+            "rotate.example.com",
+        );
+        let template = domain.records[1].clone();
+        let record = |selector: &str, kind| DnsRecord {
+            kind,
+            name: format!("{selector}._domainkey.rotate.example.com"),
+            ..template.clone()
+        };
+        let mut pending = domain.dkim.clone();
+        (pending.rsa_selector, pending.ed25519_selector) = ("tdpr".into(), "tdpe".into());
+        domain.dkim_rotation.pending = Some(pending);
+        domain.dkim_rotation.retired.push(tidings_core::model::RetiredDkimKeys {
+            rsa_selector: "tdor".into(),
+            rsa_public: "AAAA".into(),
+            ed25519_selector: "tdoe".into(),
+            ed25519_public: "AAAA".into(),
+            retired_at: domain.created_at,
+            drop_at: domain.created_at,
+        });
+        for (selector, kind) in [("tdpr", RecordKind::Dkim), ("tdpe", RecordKind::Dkim2)] {
+            domain.records.push(record(selector, kind));
+        }
+        for (selector, kind) in [("tdor", RecordKind::Dkim), ("tdoe", RecordKind::Dkim2)] {
+            domain.records.push(record(selector, kind));
+        }
+        let names: Vec<String> =
+            DomainResponse::with_records(domain).records.unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names.iter().filter(|n| n.contains("._domainkey.")).count(), 4, "{names:?}");
+        assert!(names.iter().any(|n| n.starts_with("tdpr.")) && names.iter().any(|n| n.starts_with("tdpe.")));
+        assert!(!names.iter().any(|n| n.starts_with("tdo")), "retired records are left out: {names:?}");
     }
 }
