@@ -39,11 +39,14 @@ pub const STANDING_TTL: chrono::Duration = chrono::Duration::seconds(2);
 /// Most workspaces a node keeps standings of; past it the cache starts over.
 const MAX_KEPT: usize = 100_000;
 
+/// A workspace's standings as read at a time.
+type Kept = (DateTime<Utc>, Arc<Vec<ScopeReputation>>);
+
 /// What each node keeps: recent standings (for sends and deliveries) and the figures of its
 /// last judgement of each workspace (for `/metrics`).
 #[derive(Debug, Default)]
 pub struct ReputationMemory {
-    standings: Mutex<HashMap<WorkspaceId, (DateTime<Utc>, Arc<Vec<ScopeReputation>>)>>,
+    standings: Mutex<HashMap<WorkspaceId, Kept>>,
     board: Mutex<BTreeMap<(WorkspaceId, Scope), ScopeFigures>>,
 }
 

@@ -423,7 +423,6 @@ impl Config {
                 warn: s.value("TIDINGS_COMPLAINT_RATE_WARN", threshold)?,
                 pause: s.value("TIDINGS_COMPLAINT_RATE_PAUSE", threshold)?,
             },
-            ..ReputationPolicy::default()
         };
         let shutdown_delay = s.value("TIDINGS_SHUTDOWN_DELAY", delay)?;
         let trusted_proxies = s.parse("TIDINGS_TRUSTED_PROXIES", TrustedProxies::parse)?.unwrap_or_default();
