@@ -29,6 +29,7 @@ mod usecases_keys;
 mod usecases_message_search;
 mod usecases_messages;
 mod usecases_sandbox;
+mod usecases_reputation;
 mod usecases_scheduling;
 mod usecases_send_fields;
 mod usecases_sessions;
