@@ -84,7 +84,10 @@ async fn a_warning_is_said_once_then_a_pause_holds_mail_until_resumed() {
     let held = d.send("held@example.net").await;
     assert_eq!(guard.judge_workspace(ws, d.t.now()).await.unwrap(), 1, "the domain is paused");
     let said = announced(&d, hook.id).await;
-    assert_eq!(said.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(), ["ReputationWarning", "SendingPaused"]);
+    assert_eq!(
+        said.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["ReputationWarning", "SendingPaused"]
+    );
     assert_eq!(said[1]["data"]["details"]["counted"], 3);
     assert_eq!(said[1]["data"]["details"]["among"], 22);
     assert_eq!(said[1]["data"]["details"]["resume"], format!("POST /v1/domains/{}/resume", d.domain.id));
@@ -134,7 +137,8 @@ async fn the_workspace_catches_bad_mail_spread_over_domains_too_small_to_judge()
     }
     let d = Delivery::with(config(), FakeMailer::answering(script), |_| {}).await;
     let hook = guard_hook(&d).await;
-    let mut other = d.t.core.domains().add(&d.who, AddDomainRequest { domain: Some("other.example.com".into()) }).await.unwrap();
+    let mut other =
+        d.t.core.domains().add(&d.who, AddDomainRequest { domain: Some("other.example.com".into()) }).await.unwrap();
     other.status = DomainStatus::Verified;
     other.verified_at = Some(d.t.now());
     d.t.store.update_domain(&other).await.unwrap();
@@ -149,7 +153,10 @@ async fn the_workspace_catches_bad_mail_spread_over_domains_too_small_to_judge()
     assert_eq!(guard.judge_workspace(d.who.workspace_id, d.t.now()).await.unwrap(), 1, "the workspace alone");
     let said = announced(&d, hook.id).await;
     assert_eq!(said.len(), 1, "{said:#?}");
-    assert_eq!((&said[0]["type"], &said[0]["data"]["details"]["scope"]), (&"SendingPaused".into(), &"workspace".into()));
+    assert_eq!(
+        (&said[0]["type"], &said[0]["data"]["details"]["scope"]),
+        (&"SendingPaused".into(), &"workspace".into())
+    );
     for from in ["billing@acme.example.com", "news@other.example.com"] {
         let req = SendRequest { from: Some(from.into()), ..request("x@example.net") };
         let refused = d.t.core.messages().send(&d.who, req, None).await.unwrap_err();
@@ -175,10 +182,8 @@ async fn two_nodes_judging_at_once_change_a_standing_and_announce_it_once() {
         config(),
     );
     let ws = d.who.workspace_id;
-    let (a, b) = tokio::join!(
-        d.t.core.reputation().judge_workspace(ws, d.t.now()),
-        other_node.reputation().judge_workspace(ws, d.t.now())
-    );
+    let (here, there) = (d.t.core.reputation(), other_node.reputation());
+    let (a, b) = tokio::join!(here.judge_workspace(ws, d.t.now()), there.judge_workspace(ws, d.t.now()));
     assert_eq!(a.unwrap() + b.unwrap(), 1, "one change between the two");
     let said = announced(&d, hook.id).await;
     assert_eq!(said.len(), 1, "one event: {said:#?}");
