@@ -20,7 +20,9 @@
 //! moment (normally under a millisecond) after the commit of a change may still see what was
 //! before it, as it would had it been made a moment earlier. For a domain that means a send
 //! or a delivery may use a domain deleted, or unverified, that moment before; a domain's
-//! name and DKIM keys never change (`update_domain` refuses), so no stale key can sign.
+//! name never changes, and its DKIM keys change only by a rotation's switch, whose old keys
+//! stay published (Retiring) for days: a domain read a moment before the switch signs with
+//! a key receivers still find.
 //!
 //! Absences are kept too (no such domain, no such sender): a notification forgets them like
 //! anything else. What is kept is bounded by [`MAX_ENTRIES`] over all workspaces, however
