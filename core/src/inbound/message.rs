@@ -131,9 +131,7 @@ pub fn parse_with(raw: &[u8], limits: &InboundLimits) -> Result<ParsedInbound, I
             filename: part.attachment_name().map(str::to_owned),
             content_type: part.content_type().map_or_else(
                 || "application/octet-stream".to_owned(),
-                |t| {
-                    format!("{}/{}", t.ctype(), t.subtype().unwrap_or("octet-stream")).to_ascii_lowercase()
-                },
+                |t| format!("{}/{}", t.ctype(), t.subtype().unwrap_or("octet-stream")).to_ascii_lowercase(),
             ),
             size: part.contents().len(),
             content_id: part.content_id().map(|id| id.trim_matches(['<', '>']).to_owned()),
@@ -217,7 +215,11 @@ fn mailboxes(address: &Address<'_>) -> Vec<InboundMailbox> {
         .filter_map(|m| {
             let address = m.address()?.trim();
             (!address.is_empty()).then(|| InboundMailbox {
-                name: m.name().map(str::trim).filter(|n| !n.is_empty()).map(|n| cut(n, MAX_ADDRESS_PART_BYTES).to_owned()),
+                name: m
+                    .name()
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(|n| cut(n, MAX_ADDRESS_PART_BYTES).to_owned()),
                 address: cut(address, MAX_ADDRESS_PART_BYTES).to_owned(),
             })
         })
@@ -226,7 +228,11 @@ fn mailboxes(address: &Address<'_>) -> Vec<InboundMailbox> {
 
 /// The mailboxes of every header in `headers`, at most `limit`, setting `cut_any` when
 /// more were left out.
-fn bounded<'a>(headers: impl Iterator<Item = &'a Address<'a>>, limit: usize, cut_any: &mut bool) -> Vec<InboundMailbox> {
+fn bounded<'a>(
+    headers: impl Iterator<Item = &'a Address<'a>>,
+    limit: usize,
+    cut_any: &mut bool,
+) -> Vec<InboundMailbox> {
     let mut all: Vec<_> = headers.flat_map(mailboxes).collect();
     if all.len() > limit {
         all.truncate(limit);
@@ -242,5 +248,9 @@ fn ids(value: &mail_parser::HeaderValue<'_>) -> Vec<String> {
         mail_parser::HeaderValue::TextList(ids) => ids.iter().map(AsRef::as_ref).collect(),
         _ => Vec::new(),
     };
-    list.into_iter().map(|id| id.trim().trim_matches(['<', '>'])).filter(|id| !id.is_empty()).map(str::to_owned).collect()
+    list.into_iter()
+        .map(|id| id.trim().trim_matches(['<', '>']))
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+        .collect()
 }

@@ -73,7 +73,10 @@ fn starts_history(lines: &[(usize, &str)], i: usize) -> bool {
         return true;
     }
     if line.len() >= 20 && line.bytes().all(|b| b == b'_') {
-        return lines[i + 1..].iter().position(|(_, l)| !l.is_empty()).is_some_and(|at| is_header_block(lines, i + 1 + at));
+        return lines[i + 1..]
+            .iter()
+            .position(|(_, l)| !l.is_empty())
+            .is_some_and(|at| is_header_block(lines, i + 1 + at));
     }
     false
 }
@@ -95,7 +98,8 @@ fn starts_reply_header(line: &str) -> bool {
 fn is_reply_header(line: &str) -> bool {
     (line.starts_with("On ") && line.ends_with("wrote:"))
         || (line.starts_with("Le ") && (line.ends_with("a écrit :") || line.ends_with("a écrit:")))
-        || (line.starts_with("Am ") && (line.ends_with("schrieb:") || (line.contains(" schrieb ") && line.ends_with(':'))))
+        || (line.starts_with("Am ")
+            && (line.ends_with("schrieb:") || (line.contains(" schrieb ") && line.ends_with(':'))))
         || (line.starts_with("El ") && line.ends_with("escribió:"))
 }
 

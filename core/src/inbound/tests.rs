@@ -189,13 +189,19 @@ fn garbage_and_empty_input_are_not_messages() {
     let garbage: Vec<u8> = (0..=255u8).rev().cycle().take(4096).collect();
     let parsed = parse(&garbage).unwrap();
     assert_eq!((parsed.from, parsed.to, parsed.subject), (None, vec![], None));
-    assert_eq!(attachment_bytes(&garbage, 0, &InboundLimits::default()), Err(InboundParseError::NoSuchAttachment { index: 0, count: 0 }));
+    assert_eq!(
+        attachment_bytes(&garbage, 0, &InboundLimits::default()),
+        Err(InboundParseError::NoSuchAttachment { index: 0, count: 0 })
+    );
 }
 
 #[test]
 fn the_refusing_limits_refuse_with_their_figures() {
     let limits = InboundLimits { max_message_bytes: 10, ..InboundLimits::default() };
-    assert_eq!(parse_with(b"Subject: too long\r\n\r\n", &limits), Err(InboundParseError::TooLarge { size: 21, limit: 10 }));
+    assert_eq!(
+        parse_with(b"Subject: too long\r\n\r\n", &limits),
+        Err(InboundParseError::TooLarge { size: 21, limit: 10 })
+    );
 
     let mut raw = String::from("Subject: many\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n");
     for _ in 0..20 {
@@ -302,14 +308,18 @@ mod stripping {
         let fr = "Merci !\n\nLe 1 déc. 2026 à 09:14, Acme <billing@acme.example> a écrit :\n\n> Bonjour\n";
         let de = "Danke!\n\nAm 01.12.2026 um 09:14 schrieb Acme <billing@acme.example>:\n> Hallo\n";
         let es = "Gracias.\n\nEl lun, 1 dic 2026 a las 9:14, Acme (<billing@acme.example>) escribió:\n> Hola\n";
-        assert_eq!((strip_reply(fr), strip_reply(de), strip_reply(es)), ("Merci !".into(), "Danke!".into(), "Gracias.".into()));
+        assert_eq!(
+            (strip_reply(fr), strip_reply(de), strip_reply(es)),
+            ("Merci !".into(), "Danke!".into(), "Gracias.".into())
+        );
     }
 
     #[test]
     fn outlook_reply_with_original_message_or_a_header_block() {
         let original = "Fine by me.\r\n\r\n-----Original Message-----\r\nFrom: Acme\r\nSent: Monday\r\nSubject: Meeting\r\n\r\nCan we meet?\r\n";
         let block = "Fine by me.\r\n\r\n________________________________\r\nFrom: Acme <billing@acme.example>\r\nSent: Monday, December 1, 2026 9:14 AM\r\nTo: Ann\r\nSubject: Meeting\r\n\r\nCan we meet?\r\n";
-        let bold = "Fine by me.\n\n*From:* Acme <billing@acme.example>\n*Sent:* Monday, December 1, 2026 9:14 AM\n*To:* Ann\n";
+        let bold =
+            "Fine by me.\n\n*From:* Acme <billing@acme.example>\n*Sent:* Monday, December 1, 2026 9:14 AM\n*To:* Ann\n";
         assert_eq!(strip_reply(original), "Fine by me.");
         assert_eq!(strip_reply(block), "Fine by me.");
         assert_eq!(strip_reply(bold), "Fine by me.");
@@ -418,4 +428,16 @@ proptest! {
         prop_assert!(text.starts_with(&stripped), "{:?} is not a prefix of {:?}", stripped, text);
         prop_assert_eq!(strip_reply(&stripped), stripped.clone());
     }
+}
+
+#[test]
+fn deeply_nested_multiparts_are_refused_not_overflowed() {
+    let depth = 5_000;
+    let mut raw = String::from("From: a@example.net\r\nContent-Type: multipart/mixed; boundary=b0\r\n\r\n");
+    for level in 1..depth {
+        raw.push_str(&format!("--b{}\r\nContent-Type: multipart/mixed; boundary=b{level}\r\n\r\n", level - 1));
+    }
+    raw.push_str("--b4999\r\nContent-Type: text/plain\r\n\r\ndeep\r\n");
+
+    assert!(matches!(parse(raw.as_bytes()), Err(InboundParseError::TooManyParts { limit: 1_000, .. })));
 }

@@ -12,10 +12,7 @@ use super::ParsedInbound;
 /// The message `parsed` answers: the first id of Tidings' form whose domain `is_ours`
 /// accepts, looking at `In-Reply-To` first (the message replied to), then `References`
 /// newest first (a reply to a reply still names the original there).
-pub fn in_reply_to_message_id(
-    parsed: &ParsedInbound,
-    is_ours: impl Fn(&DomainName) -> bool,
-) -> Option<MessageId> {
+pub fn in_reply_to_message_id(parsed: &ParsedInbound, is_ours: impl Fn(&DomainName) -> bool) -> Option<MessageId> {
     parsed
         .in_reply_to
         .iter()
