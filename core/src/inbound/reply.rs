@@ -11,9 +11,12 @@
 //! 2. A separator: `-----Original Message-----` (any number of dashes, any case, Outlook),
 //!    or a line of 20 or more underscores (Outlook's rule) when the next non-blank line
 //!    starts a header block as in 3.
-//! 3. A header block of a quoted message (Outlook, Apple Mail forwarding a reply): a line
+//! 3. A header block of a quoted message (Outlook, and clients copying its form): a line
 //!    starting with `From:` (or `*From:*`, `De :`, `De:`, `Von:`) with a `Sent:` or `Date:`
 //!    line (`*Sent:*`, `Envoyé :`, `Gesendet:`, `Enviado:`, `Datum:`) among the next four.
+//!    Not when the line before it (blank lines aside) announces a forwarded message
+//!    (`Forwarded message`, `Begin forwarded message:`): a forward's headers and text are
+//!    its content.
 //! 4. The signature delimiter `-- ` (RFC 3676 §4.3), also without its trailing space, which
 //!    many clients drop.
 //! 5. Then quoted lines (starting with `>`, after any indentation) and blank lines at the
@@ -23,10 +26,10 @@
 //! Lines are compared after trimming white space (a CR included), case-insensitively for
 //! the separators. Lines over 1,000 bytes are never headers (no client writes one).
 //! The result is always a prefix of the input with trailing white space removed, so it
-//! is never longer, and stripping it again changes nothing. Like Postmark's
-//! StrippedTextReply, a message that is all quote gives an empty string; unlike GitHub's
-//! parser, there is no rule for `-`/`_` lines other than those above (a list written with
-//! dashes is not a signature).
+//! is never longer, and stripping it again changes nothing; a text that is all quote gives
+//! an empty string. Postmark's StrippedTextReply serves the same purpose but its rules are
+//! not published. Unlike GitHub's email_reply_parser, there is no rule for `-`/`_` lines
+//! other than those above (a list written with dashes is not a signature).
 
 /// Longest line considered as a reply header or separator.
 const MAX_HEADER_LINE: usize = 1_000;
@@ -69,7 +72,7 @@ fn starts_history(lines: &[(usize, &str)], i: usize) -> bool {
     {
         return true;
     }
-    if is_header_block(lines, i) {
+    if is_header_block(lines, i) && !after_forward_marker(lines, i) {
         return true;
     }
     if line.len() >= 20 && line.bytes().all(|b| b == b'_') {
@@ -101,6 +104,16 @@ fn is_reply_header(line: &str) -> bool {
         || (line.starts_with("Am ")
             && (line.ends_with("schrieb:") || (line.contains(" schrieb ") && line.ends_with(':'))))
         || (line.starts_with("El ") && line.ends_with("escribió:"))
+}
+
+/// The last non-blank line before `i` announces a forwarded message (Gmail's
+/// `---------- Forwarded message ---------`, Apple Mail's `Begin forwarded message:`): the
+/// header block that follows is the content being forwarded, not quoted history.
+fn after_forward_marker(lines: &[(usize, &str)], i: usize) -> bool {
+    lines[..i].iter().rev().find(|(_, l)| !l.is_empty()).is_some_and(|(_, l)| {
+        let lower = l.to_lowercase();
+        lower.contains("forwarded message") && l.len() <= MAX_HEADER_LINE
+    })
 }
 
 /// Line `i` is a `From:` line followed by a `Sent:`/`Date:` line within a few lines.

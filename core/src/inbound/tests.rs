@@ -335,6 +335,14 @@ mod stripping {
     }
 
     #[test]
+    fn a_forwarded_message_keeps_what_it_forwards() {
+        let gmail = "FYI, see below.\n\n---------- Forwarded message ---------\nFrom: Acme <billing@acme.example>\nDate: Mon, Dec 1, 2026 at 9:14 AM\nSubject: Invoice\n\nYour invoice.";
+        let apple = "FYI\n\nBegin forwarded message:\n\nFrom: Acme <billing@acme.example>\nDate: 1 December 2026 at 09:14\n\nYour invoice.";
+        assert_eq!(strip_reply(gmail), gmail);
+        assert_eq!(strip_reply(apple), apple);
+    }
+
+    #[test]
     fn text_that_only_looks_similar_is_kept() {
         let text = "On Monday we ship.\nFrom: the warehouse, not the office.\n- item one\n- item two\nEl fin.";
         assert_eq!(strip_reply(text), text);
@@ -417,6 +425,7 @@ proptest! {
         Just("____________________________".to_owned()),
         Just("From: Ann".to_owned()),
         Just("Sent: Monday".to_owned()),
+        Just("Begin forwarded message:".to_owned()),
         Just("> quoted".to_owned()),
         Just("  ".to_owned()),
         Just(String::new()),
