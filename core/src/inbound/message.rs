@@ -62,7 +62,7 @@ pub struct Truncation {
     pub headers: bool,
     /// `to` or `cc`.
     pub recipients: bool,
-    /// `references`.
+    /// `references` (or `in_reply_to`, which has the same limit but keeps its first ids).
     pub references: bool,
 }
 
@@ -148,7 +148,10 @@ pub fn parse_with(raw: &[u8], limits: &InboundLimits) -> Result<ParsedInbound, I
         truncated.references = true;
     }
     let mut in_reply_to = ids(message.in_reply_to());
-    in_reply_to.truncate(limits.max_references);
+    if in_reply_to.len() > limits.max_references {
+        in_reply_to.truncate(limits.max_references);
+        truncated.references = true;
+    }
 
     Ok(ParsedInbound {
         from,
