@@ -66,6 +66,7 @@ pub mod email;
 pub mod error;
 pub mod feedback;
 pub mod ids;
+pub mod inbound;
 pub mod inprocess;
 pub mod message_search;
 pub mod model;
