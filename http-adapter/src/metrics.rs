@@ -365,16 +365,53 @@ pub fn render_sites(out: &mut String, views: &[tidings_core::delivery::SiteView]
 /// Most reputation scopes exported: those warned or paused first, then the busiest.
 const MAX_REPUTATION_SERIES: usize = 1_000;
 
-/// The reputation guard's gauges (contract §12): each scope's hard-bounce and complaint
-/// rates over the window, its volume, and its state, as this node last judged them (every
-/// node judges from the same store, so on PostgreSQL they agree). Labelled by workspace and,
-/// for a domain, its name.
-pub fn render_reputation(out: &mut String, figures: &[tidings_core::usecases::ScopeFigures]) {
-    let mut shown: Vec<&tidings_core::usecases::ScopeFigures> =
-        figures.iter().filter(|f| f.volume > 0 || f.state != "good").collect();
+/// The reputation guard's gauges (contract §12), as this node last judged each scope (every
+/// node judges from the same store, so on PostgreSQL they agree). Always: how many scopes
+/// stand where (`tidings_reputation_scopes{scope, state}`) and the worst rates among the
+/// scopes judged. With `detailed` (the operator set a metrics token), also each scope's
+/// rates, volume and state labelled by workspace and domain name; an open `/metrics` never
+/// names a customer.
+pub fn render_reputation(out: &mut String, figures: &[tidings_core::usecases::ScopeFigures], detailed: bool) {
+    use tidings_core::usecases::ScopeFigures;
+    header(
+        out,
+        "tidings_reputation_scopes",
+        "Workspaces and domains by reputation state (good, warning, paused).",
+        "gauge",
+    );
+    for scope in ["workspace", "domain"] {
+        for state in ["good", "warning", "paused"] {
+            let n = figures.iter().filter(|f| f.scope == scope && f.state == state).count();
+            let _ = writeln!(
+                out,
+                "tidings_reputation_scopes{} {n}",
+                labels(&["scope", "state"], &[scope.to_owned(), state.to_owned()], None)
+            );
+        }
+    }
+    let judged = || figures.iter().filter(|f| f.judged);
+    let worst = |rate: fn(&ScopeFigures) -> Option<f64>| judged().filter_map(rate).fold(0.0_f64, f64::max) / 100.0;
+    header(
+        out,
+        "tidings_reputation_worst_bounce_rate",
+        "The highest hard-bounce rate among the scopes judged, 0 to 1.",
+        "gauge",
+    );
+    let _ = writeln!(out, "tidings_reputation_worst_bounce_rate {}", worst(ScopeFigures::bounce_percent));
+    header(
+        out,
+        "tidings_reputation_worst_complaint_rate",
+        "The highest complaint rate among the scopes judged, 0 to 1.",
+        "gauge",
+    );
+    let _ = writeln!(out, "tidings_reputation_worst_complaint_rate {}", worst(ScopeFigures::complaint_percent));
+    if !detailed {
+        return;
+    }
+    let mut shown: Vec<&ScopeFigures> = figures.iter().filter(|f| f.volume > 0 || f.state != "good").collect();
     shown.sort_by_key(|f| (f.state == "good", std::cmp::Reverse(f.volume)));
     shown.truncate(MAX_REPUTATION_SERIES);
-    type Value = fn(&tidings_core::usecases::ScopeFigures) -> f64;
+    type Value = fn(&ScopeFigures) -> f64;
     let families: [(&str, &str, Value); 5] = [
         (
             "tidings_reputation_bounce_rate",
@@ -471,5 +508,54 @@ mod tests {
         assert!(text.contains("tidings_delivery_latency_seconds_count 0\n"), "{text}");
         assert!(text.contains("tidings_message_events_total{type=\"Delivered\"} 0\n"), "{text}");
         assert!(text.contains("tidings_messages_bounced_total{type=\"hard\"} 0\n"), "{text}");
+    }
+
+    #[test]
+    fn reputation_gauges_name_customers_only_behind_the_token() {
+        use tidings_core::ids::{DomainId, WorkspaceId};
+        use tidings_core::usecases::ScopeFigures;
+        let ws = WorkspaceId(ulid::Ulid(7));
+        let paused = ScopeFigures {
+            workspace_id: ws,
+            scope: "domain",
+            domain_id: Some(DomainId(ulid::Ulid(9))),
+            domain: Some("shop.example".into()),
+            state: "paused",
+            volume: 20,
+            hard_bounced: 3,
+            delivered: 17,
+            complained: 0,
+            judged: true,
+            reason: None,
+            since: None,
+            resume: None,
+        };
+        let good = ScopeFigures {
+            scope: "workspace",
+            domain_id: None,
+            domain: None,
+            state: "good",
+            volume: 0,
+            hard_bounced: 0,
+            delivered: 0,
+            judged: false,
+            ..paused.clone()
+        };
+        let figures = [paused, good];
+        let mut open = String::new();
+        render_reputation(&mut open, &figures, false);
+        assert!(open.contains("tidings_reputation_scopes{scope=\"domain\",state=\"paused\"} 1\n"), "{open}");
+        assert!(open.contains("tidings_reputation_scopes{scope=\"workspace\",state=\"good\"} 1\n"), "{open}");
+        assert!(open.contains("tidings_reputation_worst_bounce_rate 0.15\n"), "{open}");
+        assert!(
+            !open.contains("shop.example") && !open.contains(&ws.to_string()),
+            "no customer on an open export: {open}"
+        );
+        let mut detailed = String::new();
+        render_reputation(&mut detailed, &figures, true);
+        let line =
+            format!("tidings_reputation_paused{{workspace=\"{ws}\",scope=\"domain\",domain=\"shop.example\"}} 1\n");
+        assert!(detailed.contains(&line), "{detailed}");
+        assert!(detailed.contains("tidings_reputation_bounce_rate{"), "{detailed}");
     }
 }

@@ -264,6 +264,36 @@ pub struct WebhookDelivery {
     pub created_at: DateTime<Utc>,
 }
 
+impl WebhookDelivery {
+    /// A delivery of event `event_id` (of `message_id`, for a message event) to `endpoint`,
+    /// queued at `now` with its body fixed, due at once.
+    pub fn queued(
+        endpoint: &WebhookEndpoint,
+        event: (EventId, WebhookEventType, Option<MessageId>),
+        payload: String,
+        now: DateTime<Utc>,
+        random: &dyn Random,
+    ) -> Self {
+        let (event_id, event_type, message_id) = event;
+        Self {
+            id: DeliveryId::new_at(now, random),
+            workspace_id: endpoint.workspace_id,
+            endpoint_id: endpoint.id,
+            event_id,
+            message_id,
+            event_type,
+            payload,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            response_code: None,
+            last_error: None,
+            response_body: None,
+            next_attempt_at: Some(now),
+            created_at: now,
+        }
+    }
+}
+
 impl fmt::Display for DeliveryStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)

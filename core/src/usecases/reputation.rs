@@ -24,8 +24,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::activity::{ActivityCounts, HourStart, HourlyActivity};
-use crate::ids::{DeliveryId, DomainId, EventId, WorkspaceId};
-use crate::model::{DeliveryStatus, Domain, WebhookDelivery, WebhookEventType};
+use crate::ids::{DomainId, EventId, WorkspaceId};
+use crate::model::{Domain, WebhookDelivery, WebhookEventType};
 use crate::reputation::{
     Announcement, Baseline, Breach, ReputationPolicy, Scope, ScopeReputation, Standing, Verdict, baseline_at, counted,
     judge,
@@ -305,22 +305,7 @@ impl Reputation<'_> {
                 continue;
             }
             let payload = crate::usecases::webhooks::reputation_body(event_type, event_id, now, &details)?;
-            deliveries.push(WebhookDelivery {
-                id: DeliveryId::new_at(now, random),
-                workspace_id: ws,
-                endpoint_id: endpoint.id,
-                event_id,
-                message_id: None,
-                event_type,
-                payload,
-                status: DeliveryStatus::Pending,
-                attempts: 0,
-                response_code: None,
-                last_error: None,
-                response_body: None,
-                next_attempt_at: Some(now),
-                created_at: now,
-            });
+            deliveries.push(WebhookDelivery::queued(&endpoint, (event_id, event_type, None), payload, now, random));
         }
         Ok(deliveries)
     }

@@ -209,22 +209,9 @@ impl Webhooks<'_> {
         let endpoint = self.find_webhook(who, id).await?;
         let now = self.core.clock.now();
         let event_id = EventId::new_at(now, &*self.core.random);
-        let delivery = WebhookDelivery {
-            id: DeliveryId::new_at(now, &*self.core.random),
-            workspace_id: endpoint.workspace_id,
-            endpoint_id: endpoint.id,
-            event_id,
-            message_id: None,
-            event_type: WebhookEventType::Test,
-            payload: payload::test_body(endpoint.format, endpoint.id, event_id, now)?,
-            status: DeliveryStatus::Pending,
-            attempts: 0,
-            response_code: None,
-            last_error: None,
-            response_body: None,
-            next_attempt_at: Some(now),
-            created_at: now,
-        };
+        let payload = payload::test_body(endpoint.format, endpoint.id, event_id, now)?;
+        let about = (event_id, WebhookEventType::Test, None);
+        let delivery = WebhookDelivery::queued(&endpoint, about, payload, now, &*self.core.random);
         self.core
             .store
             .insert_webhook_deliveries(std::slice::from_ref(&delivery))
@@ -322,22 +309,8 @@ impl Webhooks<'_> {
                     body
                 }
             };
-            deliveries.push(WebhookDelivery {
-                id: DeliveryId::new_at(now, &*self.core.random),
-                workspace_id: message.workspace_id,
-                endpoint_id: endpoint.id,
-                event_id: event.id,
-                message_id: Some(message.id),
-                event_type,
-                payload: body,
-                status: DeliveryStatus::Pending,
-                attempts: 0,
-                response_code: None,
-                last_error: None,
-                response_body: None,
-                next_attempt_at: Some(now),
-                created_at: now,
-            });
+            let about = (event.id, event_type, Some(message.id));
+            deliveries.push(WebhookDelivery::queued(endpoint, about, body, now, &*self.core.random));
         }
         Ok(deliveries)
     }

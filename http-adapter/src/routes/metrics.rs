@@ -62,7 +62,9 @@ pub async fn get_metrics(State(state): State<ApiState>, parts: Parts) -> Respons
             Err(error) => tracing::warn!(%error, "cannot read the delivery sites for /metrics"),
         }
     }
-    crate::metrics::render_reputation(&mut body, &state.core.reputation().board());
+    // Per workspace and domain only behind the token: an open /metrics must not list customers.
+    let detailed = state.config.metrics_token.is_some();
+    crate::metrics::render_reputation(&mut body, &state.core.reputation().board(), detailed);
     (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 

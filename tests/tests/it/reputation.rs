@@ -138,9 +138,11 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
             "{body}"
         );
         assert_eq!(domain["bounceRate"], 15.0, "{body}");
+        // An open /metrics counts scopes by state and names no customer.
         let metrics = server.request(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
-        let line = metrics.lines().find(|l| l.starts_with("tidings_reputation_paused{") && l.contains(DOMAIN));
-        assert!(line.is_some_and(|l| l.ends_with(" 1")), "the paused gauge: {metrics}");
+        assert!(metrics.contains("tidings_reputation_scopes{scope=\"domain\",state=\"paused\"} 1\n"), "{metrics}");
+        assert!(metrics.contains("tidings_reputation_worst_bounce_rate 0.15\n"), "{metrics}");
+        assert!(!metrics.contains(DOMAIN), "{metrics}");
 
         // The dashboard's overview says why, with a button that resumes.
         let session = dashboard_session(&server, &key).await;

@@ -51,6 +51,25 @@ struct Data<'a, D> {
     details: D,
 }
 
+impl<'a, D> Data<'a, D> {
+    /// `data` of an event about no message (`Test`, the reputation guard's): every message
+    /// key present and null, so receivers parse one shape.
+    fn about_no_message(event_id: EventId, no_metadata: &'a Metadata, details: D) -> Self {
+        Self {
+            message_id: None,
+            event_id,
+            to: None,
+            recipient: None,
+            from: None,
+            subject: None,
+            provider_message_id: None,
+            tags: &[],
+            metadata: no_metadata,
+            details,
+        }
+    }
+}
+
 /// `details` of a `Test` event: says what it is, so a person reading a receiver's log
 /// does not mistake it for mail activity.
 #[derive(Serialize)]
@@ -126,18 +145,11 @@ fn test_payload(endpoint: WebhookId, event_id: EventId, at: DateTime<Utc>) -> Re
     render(&Payload {
         event_type: WebhookEventType::Test.as_str(),
         created_at: at,
-        data: Data {
-            message_id: None,
+        data: Data::about_no_message(
             event_id,
-            to: None,
-            recipient: None,
-            from: None,
-            subject: None,
-            provider_message_id: None,
-            tags: &[],
-            metadata: &no_metadata,
-            details: TestDetails { webhook_id: endpoint, description: ABOUT_TEST },
-        },
+            &no_metadata,
+            TestDetails { webhook_id: endpoint, description: ABOUT_TEST },
+        ),
     })
 }
 
@@ -198,17 +210,10 @@ pub(crate) fn reputation_body(
     render(&Payload {
         event_type: event_type.as_str(),
         created_at: at,
-        data: Data {
-            message_id: None,
+        data: Data::about_no_message(
             event_id,
-            to: None,
-            recipient: None,
-            from: None,
-            subject: None,
-            provider_message_id: None,
-            tags: &[],
-            metadata: &no_metadata,
-            details: ReputationDetails {
+            &no_metadata,
+            ReputationDetails {
                 scope: event.scope.kind(),
                 domain_id,
                 domain: event.domain.map(|d| d.name.as_str()),
@@ -224,6 +229,6 @@ pub(crate) fn reputation_body(
                 }),
                 description: format!("For {whose}, the {}; {what}.", event.breach.describe()),
             },
-        },
+        ),
     })
 }
