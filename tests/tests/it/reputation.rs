@@ -177,6 +177,8 @@ fn a_domain_over_the_bounce_threshold_is_paused_its_mail_held_until_resumed() {
             "counted from the resume: {domain}"
         );
         settle(&server, &held, &["Delivered"]).await;
+        let (_, page) = dashboard_page(&server, &session, "/overview").await;
+        assert!(page.contains("Sending reputation: good."), "the banner is gone: {page}");
         let (status, body) = send(&server, &key, mail("new@inbox.example")).await;
         assert_ok(status, &body, 201, "a send after the resume");
         settle(&server, body["data"]["id"].as_str().unwrap(), &["Delivered"]).await;

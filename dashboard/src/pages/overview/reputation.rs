@@ -14,11 +14,27 @@ use crate::layout::{action_button, badge, maybe_time};
 use crate::pages::PageId;
 use crate::session::{Viewer, see_other};
 
-/// The banner: nothing while every scope is good.
+/// The banner when a scope is warned or paused; else one line saying where the workspace
+/// stands (its rates as the guard counts them).
 pub(super) fn banner(viewer: &Viewer, standings: &[ScopeFigures]) -> Markup {
     let flagged: Vec<&ScopeFigures> = standings.iter().filter(|s| s.state != "good").collect();
+    let workspace = standings.iter().find(|s| s.domain_id.is_none());
     html! {
-        @if !flagged.is_empty() {
+        @if flagged.is_empty() {
+            @if let Some(w) = workspace {
+                p #reputation-good .muted {
+                    "Sending reputation: good. "
+                    @if w.volume > 0 {
+                        "Hard bounces " (percent(w.bounce_percent())) " and complaints "
+                        (percent(w.complaint_percent())) " of " (w.volume) " recipients delivered or bounced in the guard's window"
+                        @if !w.judged { " (too few yet to judge)" }
+                        "."
+                    } @else {
+                        "No mail delivered or bounced in the guard's window yet."
+                    }
+                }
+            }
+        } @else {
             section #reputation .banner {
                 h2 { "Sending reputation" }
                 ul {
@@ -43,6 +59,11 @@ pub(super) fn banner(viewer: &Viewer, standings: &[ScopeFigures]) -> Markup {
             }
         }
     }
+}
+
+/// A rate as the banner shows it.
+fn percent(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "–".to_owned(), |r| format!("{r:.2} %"))
 }
 
 /// Where the resume button of a scope posts.
