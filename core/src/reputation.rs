@@ -81,7 +81,7 @@ pub struct Breach {
 impl Breach {
     /// The rate in percent.
     pub fn percent(&self) -> f64 {
-        if self.whole == 0 { 0.0 } else { self.part as f64 * 100.0 / self.whole as f64 }
+        crate::activity::rates::Rate { part: self.part, whole: self.whole }.percent().unwrap_or(0.0)
     }
 
     /// In words, e.g. `bounce rate 9.10 % (91 of 1000 recipients) is at or over 8 %`.

@@ -42,8 +42,9 @@ impl Rate {
         (self.whole > 0).then(|| self.part as f64 * 100.0 / self.whole as f64)
     }
 
-    /// Whether it is at least `threshold`.
-    fn reaches(&self, threshold: Percent) -> bool {
+    /// Whether it is at least `threshold` (a rate of nothing reaches every threshold: callers
+    /// look at `whole` first).
+    pub(crate) fn reaches(&self, threshold: Percent) -> bool {
         // part / whole >= millis / 100_000, without floats; u128 cannot overflow here.
         u128::from(self.part) * 100_000 >= u128::from(threshold.0) * u128::from(self.whole)
     }

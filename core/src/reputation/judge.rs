@@ -30,7 +30,13 @@ pub fn judge(policy: &ReputationPolicy, counts: &ActivityCounts) -> Verdict {
     let over = |pick: fn(&Thresholds) -> Option<Percent>| {
         rates.iter().find_map(|(kind, rate, thresholds)| {
             let threshold = pick(thresholds)?;
-            reaches(*rate, threshold).then_some(Breach { kind: *kind, part: rate.part, whole: rate.whole, threshold })
+            // A rate of nothing (no delivery: no complaint rate) reaches nothing.
+            (rate.whole > 0 && rate.reaches(threshold)).then_some(Breach {
+                kind: *kind,
+                part: rate.part,
+                whole: rate.whole,
+                threshold,
+            })
         })
     };
     if let Some(breach) = over(|t| t.pause) {
@@ -40,12 +46,6 @@ pub fn judge(policy: &ReputationPolicy, counts: &ActivityCounts) -> Verdict {
     } else {
         Verdict::Good
     }
-}
-
-/// Whether `rate` is at or over `threshold`, in exact integers; a rate of nothing reaches
-/// nothing (no delivery: no complaint rate).
-fn reaches(rate: Rate, threshold: Percent) -> bool {
-    rate.whole > 0 && u128::from(rate.part) * 100_000 >= u128::from(threshold.0) * u128::from(rate.whole)
 }
 
 /// Why a threshold's text was refused.

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::activity::rates::Rate;
 use crate::activity::{ActivityCounts, HourStart, HourlyActivity};
 use crate::ids::{DomainId, EventId, WorkspaceId};
 use crate::model::{Domain, WebhookDelivery, WebhookEventType};
@@ -85,12 +86,12 @@ pub struct ScopeFigures {
 impl ScopeFigures {
     /// The hard-bounce rate in percent; `None` with no volume.
     pub fn bounce_percent(&self) -> Option<f64> {
-        (self.volume > 0).then(|| self.hard_bounced as f64 * 100.0 / self.volume as f64)
+        Rate { part: self.hard_bounced, whole: self.volume }.percent()
     }
 
     /// The complaint rate in percent; `None` with nothing delivered.
     pub fn complaint_percent(&self) -> Option<f64> {
-        (self.delivered > 0).then(|| self.complained as f64 * 100.0 / self.delivered as f64)
+        Rate { part: self.complained, whole: self.delivered }.percent()
     }
 }
 
