@@ -197,6 +197,14 @@ typed_id!(
     SessionId
 );
 typed_id!(
+    /// A message received by the inbound SMTP listener (contract §13).
+    InboundMessageId
+);
+typed_id!(
+    /// An inbound route: which mail of an inbound domain goes where.
+    InboundRouteId
+);
+typed_id!(
     /// A connection lease of a delivery site (`Limits::admit_delivery`): held by one
     /// delivery in flight, then kept while its connection may sit idle.
     SiteLeaseId

@@ -19,8 +19,8 @@ mod message;
 pub mod reply;
 mod threading;
 
-pub use headers::InboundHeader;
-pub use message::{AttachmentMeta, InboundMailbox, ParsedInbound, Truncation, attachment_bytes, parse, parse_with};
+pub use crate::model::{AttachmentMeta, InboundHeader, InboundMailbox, ParsedInbound, Truncation};
+pub use message::{attachment_bytes, parse, parse_with};
 pub use reply::strip_reply;
 pub use threading::{in_reply_to_message_id, tidings_message_id};
 

@@ -45,6 +45,7 @@ mod batches;
 mod domains;
 mod event_feed;
 mod find;
+mod inbound;
 mod keys;
 mod leases;
 mod messages;
@@ -201,6 +202,11 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         event_feed::a_reader_racing_writers_misses_nothing,
         reputation::changes_are_written_over_the_version_they_were_made_from,
         reputation::racing_changes_of_one_version_write_once,
+        inbound::routes_are_unique_per_match_within_a_workspace,
+        inbound::messages_are_stored_with_raw_and_deliveries_within_the_quota,
+        inbound::messages_are_listed_newest_first_with_filters,
+        inbound::purges_take_old_messages_earliest_first_and_give_usage_back,
+        inbound::racing_messages_never_overshoot_the_quota,
     ]
 }
 

@@ -19,19 +19,19 @@ use tidings_core::activity::{HourStart, HourlyActivity};
 use tidings_core::domain_name::DomainName;
 use tidings_core::email::EmailAddress;
 use tidings_core::ids::{
-    ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
-    WebhookId, WorkspaceId,
+    ApiKeyId, DeliveryId, DomainId, EventId, InboundMessageId, InboundRouteId, MessageId, SenderId, SuppressionId,
+    TemplateId, TemplateVersionId, WebhookId, WorkspaceId,
 };
 use tidings_core::model::{
-    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, RateLimit,
-    Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
-    WebhookDelivery, WebhookEndpoint, Workspace,
+    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, InboundMessage, InboundRoute, KeyHash,
+    Message, MessageEvent, RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason,
+    Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use tidings_core::ports::{
     ActivityStore, CreateOutcome, DomainStore, EndpointQuota, EventFeedStore, EventWrite, FeedEntry, FeedPosition,
-    KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage, NewTemplateVersion, Page, PageRequest, PendingMessages,
-    ReputationStore, SecretStore, SessionStore, Store, StoreError, StoreResult, SuppressionStore, TemplateChange,
-    TemplateStore, WebhookStore, WorkspaceStore,
+    InboundQuery, InboundQuota, InboundStore, InboundUsage, KeyStore, MessageQuery, MessageStore, NewBatch, NewMessage,
+    NewTemplateVersion, Page, PageRequest, PendingMessages, ReputationStore, SecretStore, SessionStore, Store,
+    StoreError, StoreResult, SuppressionStore, TemplateChange, TemplateStore, WebhookStore, WorkspaceStore,
 };
 use tidings_core::reputation::ScopeReputation;
 use tidings_core::secret::{Secret, SecretName};
@@ -361,6 +361,18 @@ operations! {
     ReputationStore {
         reputation(workspace: WorkspaceId) -> Vec<ScopeReputation>;
         change_reputation(next: &ScopeReputation, expected: u64, deliveries: &[WebhookDelivery]) -> bool;
+    }
+    InboundStore {
+        insert_inbound_route(route: &InboundRoute) -> ();
+        list_inbound_routes(workspace: WorkspaceId) -> Vec<InboundRoute>;
+        update_inbound_route(route: &InboundRoute) -> ();
+        delete_inbound_route(workspace: WorkspaceId, id: InboundRouteId) -> ();
+        insert_inbound(message: &InboundMessage, raw: &[u8], deliveries: &[WebhookDelivery], quota: &InboundQuota) -> bool;
+        get_inbound(workspace: WorkspaceId, id: InboundMessageId) -> Option<InboundMessage>;
+        inbound_raw(workspace: WorkspaceId, id: InboundMessageId) -> Option<Vec<u8>>;
+        list_inbound(workspace: WorkspaceId, query: &InboundQuery, page: PageRequest<InboundMessageId>) -> Page<InboundMessage>;
+        inbound_usage(workspace: WorkspaceId) -> InboundUsage;
+        purge_inbound(before: DateTime<Utc>, limit: usize) -> usize;
     }
 }
 

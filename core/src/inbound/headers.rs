@@ -5,15 +5,7 @@
 use mail_parser::{HeaderName, HeaderValue, MessageParser};
 
 use super::InboundLimits;
-
-/// One header as written: `name` as the sender spelled it, `value` decoded to one line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundHeader {
-    /// The field name, e.g. `Received` or `X-Mailer`.
-    pub name: String,
-    /// The value, unfolded, encoded words decoded, cut to the value limit.
-    pub value: String,
-}
+use crate::model::InboundHeader;
 
 /// The headers of `raw` and whether any were left out or cut. Every header is read as
 /// unstructured text (RFC 5322 §3.2.5 with RFC 2047 words), whatever its field: an address

@@ -6,6 +6,9 @@ mod connection_tls;
 mod domain;
 pub mod extras;
 mod idempotency;
+mod inbound;
+mod inbound_auth;
+mod inbound_parsed;
 mod message;
 pub mod recipients;
 mod sender;
@@ -27,6 +30,9 @@ pub use extras::MessageExtras;
 pub use idempotency::{
     BatchItemRecord, IdempotencyKey, IdempotencyKeyError, IdempotencyRecord, RequestHash, StoredError,
 };
+pub use inbound::{InboundEnvelope, InboundMessage, InboundRoute, RouteAction, RouteMatch};
+pub use inbound_auth::{AuthCheck, AuthOutcome, AuthResults};
+pub use inbound_parsed::{AttachmentMeta, InboundHeader, InboundMailbox, ParsedInbound, Truncation};
 pub use message::{BounceType, EventDetails, EventType, Message, MessageEvent, MessageStatus};
 pub use message::{MessageContent, MessageTracking};
 pub use recipients::{MAX_RECIPIENTS, Recipient, RecipientKind, WrittenHeaders};

@@ -22,14 +22,14 @@ use crate::activity::{ActivityDelta, HourStart, HourlyActivity};
 use crate::domain_name::DomainName;
 use crate::email::EmailAddress;
 use crate::ids::{
-    ApiKeyId, DeliveryId, DomainId, EventId, MessageId, SenderId, SuppressionId, TemplateId, TemplateVersionId,
-    WebhookId, WorkspaceId,
+    ApiKeyId, DeliveryId, DomainId, EventId, InboundMessageId, InboundRouteId, MessageId, SenderId, SuppressionId,
+    TemplateId, TemplateVersionId, WebhookId, WorkspaceId,
 };
 use crate::message_search::{CreatedRange, SearchText};
 use crate::model::{
-    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, KeyHash, Message, MessageEvent, MessageStatus,
-    RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression, SuppressionReason, Template, TemplateVersion,
-    WebhookDelivery, WebhookEndpoint, Workspace,
+    ApiKey, DashboardSession, Domain, IdempotencyKey, IdempotencyRecord, InboundMessage, InboundRoute, KeyHash,
+    Message, MessageEvent, MessageStatus, RateLimit, Sender, SenderUsername, SessionTokenHash, Suppression,
+    SuppressionReason, Template, TemplateVersion, WebhookDelivery, WebhookEndpoint, Workspace,
 };
 use crate::ports::{EndpointQuota, StoreResult};
 use crate::reputation::ScopeReputation;
@@ -822,6 +822,102 @@ pub trait EventFeedStore: Send + Sync {
     ) -> StoreResult<Vec<FeedEntry>>;
 }
 
+/// Filters of `GET /v1/inbound/messages`. All given filters must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InboundQuery {
+    /// Only messages delivered to this address: one of the envelope's recipients (compared
+    /// by [`EmailAddress::normalized`]), Bcc included.
+    pub to: Option<EmailAddress>,
+    /// Only messages whose `From` address is this one (ASCII case-insensitively).
+    pub from: Option<String>,
+}
+
+impl InboundQuery {
+    /// Whether `message` passes the filters: what every store's filtering must agree with.
+    pub fn matches(&self, message: &InboundMessage) -> bool {
+        let to = self.to.as_ref().is_none_or(|to| {
+            let wanted = to.normalized();
+            message.envelope.recipients.iter().any(|r| r.normalized() == wanted)
+        });
+        let from = self
+            .from
+            .as_ref()
+            .is_none_or(|from| message.parsed.from.as_ref().is_some_and(|f| f.address.eq_ignore_ascii_case(from)));
+        to && from
+    }
+}
+
+/// How much inbound mail a workspace may keep (`TIDINGS_INBOUND_QUOTA_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboundQuota {
+    /// Messages kept at most.
+    pub max_messages: u64,
+    /// Bytes kept at most, as [`InboundMessage::stored_bytes`] counts them.
+    pub max_bytes: u64,
+}
+
+/// What a workspace's inbound mail takes now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundUsage {
+    /// Messages kept.
+    pub messages: u64,
+    /// Their [`InboundMessage::stored_bytes`], summed.
+    pub bytes: u64,
+}
+
+impl InboundUsage {
+    /// Whether one more message of `bytes` fits in `quota`.
+    pub fn admits(&self, bytes: u64, quota: &InboundQuota) -> bool {
+        self.messages < quota.max_messages && self.bytes.saturating_add(bytes) <= quota.max_bytes
+    }
+}
+
+/// Inbound mail (contract §13): a workspace's routes and the messages its inbound domains
+/// received, with their raw bytes. Every message counts toward the workspace's
+/// [`InboundUsage`], kept exactly with each write.
+#[async_trait]
+pub trait InboundStore: Send + Sync {
+    /// Creates a route. `Conflict` if the workspace has a route with the same matcher.
+    async fn insert_inbound_route(&self, route: &InboundRoute) -> StoreResult<()>;
+    /// Every route of a workspace, oldest first (workspaces have few: core caps them).
+    async fn list_inbound_routes(&self, workspace: WorkspaceId) -> StoreResult<Vec<InboundRoute>>;
+    /// Replaces a route. `NotFound` if it is gone; `Conflict` if another route of the
+    /// workspace has its matcher.
+    async fn update_inbound_route(&self, route: &InboundRoute) -> StoreResult<()>;
+    /// Deletes a route. `NotFound` if absent.
+    async fn delete_inbound_route(&self, workspace: WorkspaceId, id: InboundRouteId) -> StoreResult<()>;
+    /// Stores a received message, its raw bytes and the deliveries of its `InboundReceived`
+    /// event in one atomic, durable write (the listener says `250` after it), if the
+    /// workspace's usage with it stays within `quota`; returns whether it did. `false`
+    /// writes nothing. Deliveries to endpoints that no longer exist are left out.
+    /// `Conflict` if the id is taken.
+    async fn insert_inbound(
+        &self,
+        message: &InboundMessage,
+        raw: &[u8],
+        deliveries: &[WebhookDelivery],
+        quota: &InboundQuota,
+    ) -> StoreResult<bool>;
+    /// One message.
+    async fn get_inbound(&self, workspace: WorkspaceId, id: InboundMessageId) -> StoreResult<Option<InboundMessage>>;
+    /// One message's raw bytes, as received.
+    async fn inbound_raw(&self, workspace: WorkspaceId, id: InboundMessageId) -> StoreResult<Option<Vec<u8>>>;
+    /// Messages passing `query`, newest first. A filtered page may read up to the
+    /// workspace's whole inbound mail, which its quota bounds.
+    async fn list_inbound(
+        &self,
+        workspace: WorkspaceId,
+        query: &InboundQuery,
+        page: PageRequest<InboundMessageId>,
+    ) -> StoreResult<Page<InboundMessage>>;
+    /// What the workspace's inbound mail takes now.
+    async fn inbound_usage(&self, workspace: WorkspaceId) -> StoreResult<InboundUsage>;
+    /// Deletes up to `limit` messages, of any workspace, received before `before`, earliest
+    /// first, with their raw bytes, giving their usage back; returns how many. The caller
+    /// repeats until that is less than `limit`.
+    async fn purge_inbound(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<usize>;
+}
+
 /// The whole store.
 pub trait Store:
     WorkspaceStore
@@ -836,6 +932,7 @@ pub trait Store:
     + ActivityStore
     + EventFeedStore
     + ReputationStore
+    + InboundStore
 {
 }
 
@@ -852,5 +949,6 @@ impl<T> Store for T where
         + ActivityStore
         + EventFeedStore
         + ReputationStore
+        + InboundStore
 {
 }

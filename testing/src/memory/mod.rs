@@ -49,6 +49,7 @@ mod accounts;
 mod activity;
 mod domains;
 mod event_feed;
+mod inbound;
 mod messages;
 mod reputation;
 mod sealing;
@@ -95,6 +96,10 @@ struct State {
     feed_commits: u64,
     /// The reputation guard's standings, by workspace and scope.
     reputation: BTreeMap<(WorkspaceId, tidings_core::reputation::Scope), tidings_core::reputation::ScopeReputation>,
+    /// Inbound routes by id.
+    inbound_routes: BTreeMap<tidings_core::ids::InboundRouteId, tidings_core::model::InboundRoute>,
+    /// Inbound messages by id (received order), with their raw bytes.
+    inbound: BTreeMap<tidings_core::ids::InboundMessageId, (tidings_core::model::InboundMessage, Vec<u8>)>,
     /// The key check of the store's key, for [`MemoryStore::reopen`] (`sealing.rs`);
     /// `None` in a store made by [`MemoryStore::new`], whose key nobody else has.
     key_check: Option<Vec<u8>>,
