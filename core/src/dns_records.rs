@@ -71,7 +71,8 @@ pub struct RecordPolicy {
     /// The public name of the host whose SMTP listener takes bounces
     /// (`TIDINGS_INBOUND_MX_HOST`). Set, every domain's records also ask for its return-path
     /// subdomain: an `MX` to this host and an SPF `TXT` with `spf_mechanism`. Unset, no
-    /// return-path records are asked for and mail keeps the server-wide return path.
+    /// return-path records are asked for and mail keeps the server-wide return path. Also
+    /// the host an inbound domain's `MX` names ([`inbound_mx`]).
     pub return_path_host: Option<DnsName>,
 }
 
@@ -200,8 +201,26 @@ pub fn domain_records(domain: &Domain, policy: &RecordPolicy) -> Result<Vec<DnsR
             }
         }));
     }
+    if let Some(mx) = inbound_mx(domain, policy) {
+        records.push(mx);
+    }
     arrange_records(domain, &mut records);
     Ok(records)
+}
+
+/// The preference of an inbound domain's `MX` record, as for the return path's.
+pub const INBOUND_MX_PREFERENCE: u16 = 10;
+
+/// The `MX` an inbound domain publishes (contract §13): at the domain itself, naming the
+/// listener's host. `None` when the domain does not receive mail, or the server names no
+/// host (`TIDINGS_INBOUND_MX_HOST`; enabling inbound mail is refused then).
+pub fn inbound_mx(domain: &Domain, policy: &RecordPolicy) -> Option<DnsRecord> {
+    let host = policy.return_path_host.as_ref().filter(|_| domain.inbound)?;
+    Some(DnsRecord {
+        record_type: "MX".to_owned(),
+        priority: Some(INBOUND_MX_PREFERENCE),
+        ..pending_txt(RecordKind::InboundMx, domain.name.as_str().to_owned(), host.as_str().to_owned(), policy)
+    })
 }
 
 /// Puts `records` in the order the API lists them: SPF, the DKIM records by the state of
@@ -218,6 +237,7 @@ pub fn arrange_records(domain: &Domain, records: &mut Vec<DnsRecord>) {
             RecordKind::Dmarc => 2,
             RecordKind::ReturnPathMx => 3,
             RecordKind::ReturnPathSpf => 4,
+            RecordKind::InboundMx => 5,
         };
         let state = domain.dkim_record_state(r).map(|(_, state)| state);
         (kind, state, r.kind == RecordKind::Dkim2)
@@ -277,7 +297,7 @@ where
                 // Safe to remove: whether it is still there no longer matters.
                 return record;
             }
-            if record.kind == RecordKind::ReturnPathMx {
+            if matches!(record.kind, RecordKind::ReturnPathMx | RecordKind::InboundMx) {
                 let outcome = match lookup_mx(record.name.clone()).await {
                     Ok(hosts) => check_mx(&record, &hosts),
                     Err(error) => Err(error.to_string()),
@@ -330,9 +350,9 @@ fn lookup_name(name: String) -> Result<DnsName, DnsError> {
     })
 }
 
-/// The return path's `MX`: the listener's host among the exchanges. Other exchanges are
-/// allowed (a backup MX of the customer's), but a bounce may then land elsewhere, so the
-/// host must have the best preference or share it.
+/// The return path's or an inbound domain's `MX`: the listener's host among the exchanges.
+/// Other exchanges are allowed (a backup MX of the customer's), but mail may then land
+/// elsewhere, so the host must have the best preference or share it.
 fn check_mx(record: &DnsRecord, hosts: &[(u16, String)]) -> Result<(), String> {
     let name = &record.name;
     let expected = record.value.as_str();
@@ -343,7 +363,7 @@ fn check_mx(record: &DnsRecord, hosts: &[(u16, String)]) -> Result<(), String> {
     match hosts.iter().find(|(_, host)| host.eq_ignore_ascii_case(expected)) {
         Some((preference, _)) if *preference == best => Ok(()),
         Some(_) => Err(format!(
-            "the MX records at {name} prefer another host to {expected}, so bounces would go there: found {}",
+            "the MX records at {name} prefer another host to {expected}, so mail would go there: found {}",
             found()
         )),
         None => Err(format!("the MX record at {name} does not point to {expected}: found {}", found())),
@@ -384,7 +404,7 @@ fn check(record: &DnsRecord, txts: &[String], policy: &RecordPolicy) -> Result<(
         RecordKind::Dkim | RecordKind::Dkim2 => check_dkim(&record.name, &record.value, txts),
         RecordKind::Dmarc => check_dmarc(&record.name, txts),
         // Checked by `check_mx`, never as TXT.
-        RecordKind::ReturnPathMx => Err(format!("{} is an MX record, not TXT", record.name)),
+        RecordKind::ReturnPathMx | RecordKind::InboundMx => Err(format!("{} is an MX record, not TXT", record.name)),
     }
 }
 

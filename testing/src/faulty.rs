@@ -372,6 +372,7 @@ operations! {
         inbound_raw(workspace: WorkspaceId, id: InboundMessageId) -> Option<Vec<u8>>;
         list_inbound(workspace: WorkspaceId, query: &InboundQuery, page: PageRequest<InboundMessageId>) -> Page<InboundMessage>;
         inbound_usage(workspace: WorkspaceId) -> InboundUsage;
+        inbound_domains() -> Vec<Domain>;
         purge_inbound(before: DateTime<Utc>, limit: usize) -> usize;
     }
 }

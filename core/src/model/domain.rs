@@ -49,12 +49,16 @@ pub enum RecordKind {
     ReturnPathMx,
     /// SPF `TXT` of the return-path subdomain, authorising the sending hosts.
     ReturnPathSpf,
+    /// `MX` of an inbound domain (contract §13) naming the host of the SMTP listener
+    /// (`TIDINGS_INBOUND_MX_HOST`); asked for only while the domain receives mail. Optional
+    /// for sending: the listener takes the domain's mail once it and the domain are Verified.
+    InboundMx,
 }
 
 impl RecordKind {
     /// Every kind of record a domain has, in the order they are listed.
-    pub const ALL: [Self; 6] =
-        [Self::Spf, Self::Dkim, Self::Dkim2, Self::Dmarc, Self::ReturnPathMx, Self::ReturnPathSpf];
+    pub const ALL: [Self; 7] =
+        [Self::Spf, Self::Dkim, Self::Dkim2, Self::Dmarc, Self::ReturnPathMx, Self::ReturnPathSpf, Self::InboundMx];
 
     /// Whether the domain needs this record to be `Verified`.
     pub fn is_required(self) -> bool {
@@ -75,6 +79,7 @@ impl RecordKind {
             Self::Dmarc => "DMARC",
             Self::ReturnPathMx => "Return-Path",
             Self::ReturnPathSpf => "Return-Path SPF",
+            Self::InboundMx => "Inbound",
         }
     }
 }
@@ -274,6 +279,11 @@ pub struct Domain {
     /// Customer or sandbox; domains stored before the sandbox existed read as `Customer`.
     #[serde(default)]
     pub kind: DomainKind,
+    /// Whether the domain receives mail (contract §13, `PATCH /v1/domains/{id}`
+    /// `{"inbound": true}`): its records then ask for an `MX` to the listener's host.
+    /// Domains stored before inbound mail existed read as `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inbound: bool,
 }
 
 impl Domain {
@@ -321,6 +331,16 @@ impl Domain {
         self.status != DomainStatus::Verified
             || self.return_path_status().is_some_and(|status| status != RecordStatus::Verified)
             || !self.dkim_rotation.is_empty()
+            || (self.inbound && self.record_status(RecordKind::InboundMx) != RecordStatus::Verified)
+    }
+
+    /// Whether the listener takes mail for this domain now: inbound is on, its `MX` is
+    /// Verified, and so is the domain itself. The last matters: anyone can add a domain
+    /// whose owner points its `MX` at Tidings, but only the owner can publish the DKIM
+    /// records of this workspace's keys, so a Verified domain proves which workspace the
+    /// mail is for.
+    pub fn receives_mail(&self) -> bool {
+        self.inbound && self.is_sendable() && self.record_status(RecordKind::InboundMx) == RecordStatus::Verified
     }
 
     /// When the active DKIM pair was made: keys stored before rotation existed were made

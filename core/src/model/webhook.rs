@@ -12,8 +12,8 @@ use crate::secret::Secret;
 
 pub use crate::net_policy::WebhookUrl;
 
-/// What an endpoint can subscribe to: every message event type, `Test`, and the reputation
-/// guard's events about a workspace or domain (contract §12).
+/// What an endpoint can subscribe to: every message event type, `Test`, the reputation
+/// guard's events about a workspace or domain (contract §12), and inbound mail (§13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum WebhookEventType {
     /// The test event of `POST /v1/webhooks/{id}/test` (always delivered to that endpoint).
@@ -22,6 +22,8 @@ pub enum WebhookEventType {
     ReputationWarning,
     /// A bounce or complaint rate reached its pause threshold: sending is paused.
     SendingPaused,
+    /// A message arrived for one of the workspace's inbound domains (contract §13).
+    InboundReceived,
     /// A message event.
     #[serde(untagged)]
     Message(EventType),
@@ -35,12 +37,13 @@ impl WebhookEventType {
             Self::Test => "Test",
             Self::ReputationWarning => "ReputationWarning",
             Self::SendingPaused => "SendingPaused",
+            Self::InboundReceived => "InboundReceived",
         }
     }
 
     /// Parses the API name.
     pub fn parse(text: &str) -> Option<Self> {
-        for special in [Self::Test, Self::ReputationWarning, Self::SendingPaused] {
+        for special in [Self::Test, Self::ReputationWarning, Self::SendingPaused, Self::InboundReceived] {
             if text == special.as_str() {
                 return Some(special);
             }
@@ -121,6 +124,8 @@ impl WebhookFormat {
             WebhookEventType::Test => true,
             // Resend and Postmark have no equivalent: only Tidings' own format carries them.
             WebhookEventType::ReputationWarning | WebhookEventType::SendingPaused => self == Self::Tidings,
+            // Resend's `email.received`, Postmark's inbound webhook.
+            WebhookEventType::InboundReceived => true,
             WebhookEventType::Message(t) => self.event_name(t).is_some(),
         }
     }

@@ -912,6 +912,9 @@ pub trait InboundStore: Send + Sync {
     ) -> StoreResult<Page<InboundMessage>>;
     /// What the workspace's inbound mail takes now.
     async fn inbound_usage(&self, workspace: WorkspaceId) -> StoreResult<InboundUsage>;
+    /// Every domain, of any workspace, whose `inbound` is on (whether or not it is verified:
+    /// core decides). Costs O(domains); core reads it every few seconds, not per message.
+    async fn inbound_domains(&self) -> StoreResult<Vec<Domain>>;
     /// Deletes up to `limit` messages, of any workspace, received before `before`, earliest
     /// first, with their raw bytes, giving their usage back; returns how many. The caller
     /// repeats until that is less than `limit`.

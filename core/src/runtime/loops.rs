@@ -263,6 +263,17 @@ pub(super) async fn purge_message_content(core: Tidings, every: Duration, stop: 
     purge_periodically("message content past retention", every, RETENTION_BATCH, stop, purge).await;
 }
 
+/// Every `every`, deletes inbound messages past retention (core's `inbound().purge_expired`),
+/// in batches of [`RETENTION_BATCH`] until none are left. Does nothing when retention is off.
+pub(super) async fn purge_inbound(core: Tidings, every: Duration, stop: watch::Receiver<bool>) {
+    if core.config().message_retention.is_none() {
+        return;
+    }
+    let inbound = core.inbound();
+    let purge = || inbound.purge_expired(RETENTION_BATCH);
+    purge_periodically("inbound mail past retention", every, RETENTION_BATCH, stop, purge).await;
+}
+
 /// Every [`PURGE_EVERY`], deletes activity counters past their retention in batches until
 /// none are left.
 pub(super) async fn purge_activity(core: Tidings, stop: watch::Receiver<bool>) {

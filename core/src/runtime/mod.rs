@@ -161,6 +161,7 @@ impl Runtime {
             tokio::spawn(loops::judge_reputation(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_activity(core.clone(), stopped.clone())),
             tokio::spawn(loops::purge_message_content(core.clone(), settings.retention_interval, stopped.clone())),
+            tokio::spawn(loops::purge_inbound(core.clone(), settings.retention_interval, stopped.clone())),
         ]);
         if let Some(limits) = settings.limits {
             tasks.push(tokio::spawn(loops::purge_limits(limits, core, stopped)));

@@ -19,7 +19,7 @@ use crate::dkim_rotation::{self, RotateError};
 use crate::dns_records;
 use crate::domain_name::DomainName;
 use crate::ids::{DomainId, WorkspaceId};
-use crate::model::{DkimKeys, Domain, DomainKind, DomainStatus};
+use crate::model::{DkimKeys, Domain, DomainKind, DomainStatus, RecordKind};
 use crate::ports::{Page, PageRequest, StoreError};
 use crate::usecases::{ListParams, Listed, Principal, SANDBOX_DOMAIN, Tidings, is_reserved_for_sandbox};
 use crate::{Error, Result, dkim_keys};
@@ -55,6 +55,8 @@ pub struct UpdateDomainTrackingRequest {
     pub open_tracking: Option<bool>,
     /// Click tracking by default for messages from this domain.
     pub click_tracking: Option<bool>,
+    /// Whether the domain receives mail (contract §13): on, its records ask for an `MX`.
+    pub inbound: Option<bool>,
 }
 
 impl Tidings {
@@ -130,6 +132,7 @@ impl Domains<'_> {
             created_at: now,
             verified_at: None,
             last_checked_at: None,
+            inbound: false,
             kind: DomainKind::Customer,
         };
         match self.core.store.insert_domain(&domain).await {
@@ -257,6 +260,10 @@ impl Domains<'_> {
                     if advanced.switched {
                         tracing::info!(domain = %domain.id, "the new DKIM keys verified and now sign");
                     }
+                    if domain.inbound || fresh.inbound {
+                        // Whether it receives mail may have changed with its records.
+                        self.core.inbound_domains.forget();
+                    }
                     return Ok(Some(domain));
                 }
                 Err(StoreError::NotFound) => return Ok(None),
@@ -339,8 +346,36 @@ impl Domains<'_> {
         if let Some(on) = req.click_tracking {
             domain.click_tracking = on;
         }
+        if let Some(on) = req.inbound {
+            self.switch_inbound(&mut domain, on)?;
+        }
         self.core.store.update_domain(&domain).await.map_err(domain_gone)?;
+        self.core.inbound_domains.forget();
         Ok(domain)
+    }
+
+    /// Turns receiving on or off: the `MX` record comes (Pending) or goes. The sandbox
+    /// receives nothing, and a server without `TIDINGS_INBOUND_MX_HOST` has no host to name.
+    fn switch_inbound(&self, domain: &mut Domain, on: bool) -> Result<()> {
+        let policy = &self.core.config.records;
+        if on && domain.is_sandbox() {
+            return Err(Error::field("inbound", format!("{SANDBOX_DOMAIN} is the sandbox sending domain, which receives nothing")));
+        }
+        if on && policy.return_path_host.is_none() {
+            return Err(Error::field(
+                "inbound",
+                "this server receives no mail: its operator has not set TIDINGS_INBOUND_MX_HOST",
+            ));
+        }
+        if domain.inbound == on {
+            return Ok(());
+        }
+        domain.inbound = on;
+        domain.records.retain(|r| r.kind != RecordKind::InboundMx);
+        domain.records.extend(crate::dns_records::inbound_mx(domain, policy));
+        let arranged = domain.clone();
+        crate::dns_records::arrange_records(&arranged, &mut domain.records);
+        Ok(())
     }
 
     /// `DELETE /v1/domains/{id}`: removes the domain and its senders; its records stop

@@ -15,6 +15,7 @@ mod domains;
 mod event_feed;
 mod feedback;
 mod idempotency;
+mod inbound;
 mod keys;
 mod message_list;
 mod message_source;
@@ -70,6 +71,10 @@ pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
 pub use render_pool::{default_render_threads, default_render_threads_per_workspace};
+pub use inbound::routes::{InboundRoutes, RouteRequest};
+pub use inbound::{
+    DOMAINS_TTL, Inbound, InboundDomains, InboundPolicy, ReceiveOutcome, ReceivedEnvelope, RecipientVerdict, Unreadable,
+};
 pub use reputation::{JudgeReport, Reputation, ReputationMemory, STANDING_TTL, ScopeFigures};
 pub use sandbox::{SANDBOX_DOMAIN, SANDBOX_RECORD_NOTE, is_reserved_for_sandbox};
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};
@@ -151,6 +156,8 @@ pub struct CoreConfig {
     pub sessions: SessionPolicy,
     /// The reputation guard's window, volume and thresholds (contract §12).
     pub reputation: crate::reputation::ReputationPolicy,
+    /// Inbound mail: quota, limits, the URLs its events give (contract §13).
+    pub inbound: InboundPolicy,
 }
 
 impl Default for CoreConfig {
@@ -173,6 +180,7 @@ impl Default for CoreConfig {
             sandbox_sending: false,
             sessions: SessionPolicy::default(),
             reputation: crate::reputation::ReputationPolicy::default(),
+            inbound: InboundPolicy::default(),
         }
     }
 }
@@ -249,6 +257,8 @@ pub struct Tidings {
     pub(crate) render_pool: render_pool::RenderPool,
     /// What this node keeps of the reputation guard's standings ([`Reputation`]).
     pub(crate) reputation_memory: Arc<ReputationMemory>,
+    /// The domains that receive mail, as this node last read them ([`Inbound`]).
+    pub(crate) inbound_domains: Arc<InboundDomains>,
 }
 
 impl Tidings {
@@ -273,6 +283,7 @@ impl Tidings {
             observer: ObserverSet::default(),
             render_pool,
             reputation_memory: Arc::default(),
+            inbound_domains: Arc::default(),
         }
     }
 

@@ -121,6 +121,7 @@ impl Tidings {
             created_at: now,
             verified_at: Some(now),
             last_checked_at: None,
+            inbound: false,
             kind: DomainKind::Sandbox,
         })
     }

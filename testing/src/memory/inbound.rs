@@ -121,6 +121,12 @@ impl InboundStore for MemoryStore {
         Ok(self.state().inbound_usage_of(workspace))
     }
 
+    async fn inbound_domains(&self) -> StoreResult<Vec<Domain>> {
+        let sealed: Vec<_> = self.state().domains.values().cloned().collect();
+        let domains = sealed.iter().map(|d| self.open(d)).collect::<StoreResult<Vec<Domain>>>()?;
+        Ok(domains.into_iter().filter(|d| d.inbound).collect())
+    }
+
     async fn purge_inbound(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         let mut st = self.state();
         let doomed: Vec<InboundMessageId> =

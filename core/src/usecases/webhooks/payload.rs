@@ -14,8 +14,11 @@
 //! bodies from [`resend`] and [`postmark`] (docs/api.md#webhook-formats), chosen by
 //! [`message_event_body`] and [`test_body`].
 
+mod inbound;
 mod postmark;
 mod resend;
+
+pub(crate) use inbound::{InboundUrls, inbound_body};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
