@@ -54,11 +54,13 @@ pub struct UpdateDomainRequest {
     open_tracking: Option<bool>,
     /// track clicks of messages from this domain
     click_tracking: Option<bool>,
+    /// receive mail for this domain (docs/api.md#inbound-mail): its records then include the MX to publish
+    inbound: Option<bool>,
 }
 
 impl From<UpdateDomainRequest> for usecases::UpdateDomainTrackingRequest {
     fn from(r: UpdateDomainRequest) -> Self {
-        Self { open_tracking: r.open_tracking, click_tracking: r.click_tracking }
+        Self { open_tracking: r.open_tracking, click_tracking: r.click_tracking, inbound: r.inbound }
     }
 }
 
@@ -102,6 +104,12 @@ pub struct DomainResponse {
     verified_at: Option<DateTime<Utc>>,
     open_tracking: bool,
     click_tracking: bool,
+    /// whether the domain receives mail (its MX record is then among `dnsRecords`)
+    inbound: bool,
+    /// the inbound MX record's status; null while inbound is off. Mail is taken once it and the domain are
+    /// Verified
+    #[schema(required)]
+    inbound_status: Option<RecordStatus>,
     created_at: DateTime<Utc>,
     /// whether this is the workspace's sandbox sending domain (`sandbox.tidings.invalid`): usable only
     /// while the server writes mail to its outbox, never verified or deleted
@@ -124,6 +132,8 @@ impl From<Domain> for DomainResponse {
             verified_at: d.verified_at,
             open_tracking: d.open_tracking,
             click_tracking: d.click_tracking,
+            inbound: d.inbound,
+            inbound_status: d.inbound.then(|| status_of(RecordKind::InboundMx)),
             created_at: d.created_at,
             sandbox: d.is_sandbox(),
             dns_records: d.records.iter().map(|r| DnsRecordResponse::new(&d, r.clone(), note)).collect(),

@@ -4,6 +4,7 @@
 mod batch;
 mod domains;
 mod health;
+mod inbound;
 mod keys;
 mod messages;
 mod metrics;
@@ -35,6 +36,7 @@ fn table(send_body_limit: usize, with_metrics: bool) -> table::RouteTable {
         .merge(messages::routes(send_body_limit))
         .merge(domains::routes())
         .merge(reputation::routes())
+        .merge(inbound::routes())
         .merge(templates::routes())
         .merge(suppressions::routes())
         .merge(webhooks::routes())

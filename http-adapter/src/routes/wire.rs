@@ -113,12 +113,13 @@ impl From<model::EventType> for EventType {
 }
 
 /// what a webhook endpoint can subscribe to: `Test`, a message event type, or the reputation
-/// guard's `ReputationWarning` and `SendingPaused` (tidings format only)
+/// guard's `ReputationWarning` and `SendingPaused` (tidings format only), or `InboundReceived`
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum WebhookEventType {
     Test,
     ReputationWarning,
     SendingPaused,
+    InboundReceived,
     Queued,
     Sent,
     Delivered,
@@ -140,6 +141,7 @@ impl From<model::WebhookEventType> for WebhookEventType {
             model::WebhookEventType::Test => Self::Test,
             model::WebhookEventType::ReputationWarning => Self::ReputationWarning,
             model::WebhookEventType::SendingPaused => Self::SendingPaused,
+            model::WebhookEventType::InboundReceived => Self::InboundReceived,
             model::WebhookEventType::Message(t) => match t {
                 T::Queued => Self::Queued,
                 T::Sent => Self::Sent,

@@ -88,7 +88,7 @@ impl CreateDomainRequest {
             return Err(Error::Validation { fields: faults });
         }
         let tracking =
-            UpdateDomainTrackingRequest { open_tracking: self.open_tracking, click_tracking: self.click_tracking };
+            UpdateDomainTrackingRequest { open_tracking: self.open_tracking, click_tracking: self.click_tracking, inbound: None };
         Ok((AddDomainRequest { domain: self.name }, tracking))
     }
 }
@@ -123,6 +123,8 @@ fn record_name(kind: RecordKind) -> &'static str {
         RecordKind::Spf | RecordKind::ReturnPathMx | RecordKind::ReturnPathSpf => "SPF",
         RecordKind::Dkim | RecordKind::Dkim2 => "DKIM",
         RecordKind::Dmarc => "DMARC",
+        // Resend names its receiving MX record so.
+        RecordKind::InboundMx => "Inbound",
     }
 }
 
