@@ -29,7 +29,12 @@
 //!   with `552`), 4096-byte command lines, no per-line limit in message data (real bounces
 //!   quote overlong lines), 100 recipients, 100 sessions of which 10 per client (an IPv4
 //!   address or an IPv6 /64), 64 MiB of message data held at once by all sessions of which
-//!   a quarter per client, 5 min idle, 10 min for the data, 10 failed commands per session.
+//!   a quarter per client, 5 min idle, 10 min for the data, 30 min for the whole session
+//!   (`421 4.4.2` at the next command, or at once while waiting for the client, never in the
+//!   middle of a handler call), 10 failed commands per session, and on a report listener 100
+//!   messages per client per sliding minute across its sessions (`MAIL` over it gets
+//!   `450 4.7.1`; the place is taken at `MAIL` and kept only by an accepted message;
+//!   submission is limited per API key instead).
 //! - **Slow holders lose their place.** When every session place is taken, or the message
 //!   data budget is spent, the session that has made no progress for longest (no command,
 //!   no chunk of data, for at least a second) is closed with `421` for the newcomer; a
@@ -49,6 +54,7 @@ mod handler;
 mod line;
 mod listener;
 mod message_budget;
+mod message_rate;
 mod places;
 mod reply;
 mod sasl;
@@ -60,6 +66,6 @@ mod submission;
 
 pub use handler::{AuthFailure, Credentials, Envelope, HandlerError, InboundHandler, Refusal};
 pub use listener::InboundListener;
-pub use settings::{DEFAULT_MAX_MESSAGE_BYTES, InboundSettings, Role};
+pub use settings::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGES_PER_CLIENT, InboundSettings, Role};
 pub use stats::{InboundStats, StatsSnapshot};
 pub use submission::SubmissionHandler;

@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 use crate::activity::{Need, Registry};
 use crate::budget::DataBudget;
 use crate::handler::InboundHandler;
+use crate::message_rate::{MAX_TRACKED_CLIENTS, MessageRate};
 use crate::places::{ClientShare, Place, Places};
 use crate::reply;
 use crate::session::{self, Shared};
@@ -39,7 +40,8 @@ pub struct InboundListener {
 
 impl InboundListener {
     /// Binds `addr` (port 0 picks a free port). Fails with `InvalidInput` when the hostname
-    /// is not one printable token or `max_connections` is 0.
+    /// is not one printable token, or a count or time limit is 0, or the data budget cannot
+    /// hold one largest message.
     pub async fn bind(
         addr: SocketAddr,
         settings: InboundSettings,
@@ -55,6 +57,18 @@ impl InboundListener {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "max_connections and max_connections_per_ip must be at least 1",
+            ));
+        }
+        if settings.max_messages_per_client == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_messages_per_client must be at least 1, or no message could ever be taken",
+            ));
+        }
+        if settings.message_window.is_zero() || settings.max_session_time.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "message_window and max_session_time must not be zero",
             ));
         }
         if settings.max_data_bytes_in_flight < settings.max_message_bytes {
@@ -89,6 +103,7 @@ impl InboundListener {
         let shared = Shared {
             budget: DataBudget::new(settings.max_data_bytes_in_flight, settings.data_share()),
             registry: Registry::new(settings.evict_idle_after),
+            rate: MessageRate::new(settings.max_messages_per_client, settings.message_window, MAX_TRACKED_CLIENTS),
             settings: Arc::clone(&settings),
             handler,
             stats: Arc::clone(&stats),

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tidings_core::client_group::client_group;
 use tidings_core::email::EmailAddress;
@@ -10,7 +11,7 @@ use tidings_core::usecases::Principal;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsAcceptor;
 
 use crate::activity::{Activity, Registry};
@@ -20,6 +21,7 @@ use crate::data::{Data, read_data};
 use crate::handler::{AuthFailure, Credentials, Envelope, InboundHandler};
 use crate::line::{Line, read_line};
 use crate::message_budget::MessageBudget;
+use crate::message_rate::{MessageRate, MessageSlot};
 use crate::places::Place;
 use crate::reply;
 use crate::sasl::{self, Mechanism, SaslError};
@@ -39,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Arc<Registry>,
     /// The message data budget.
     pub(crate) budget: Arc<DataBudget>,
+    /// Messages per client and window.
+    pub(crate) rate: Arc<MessageRate>,
 }
 
 /// Whether the session goes on after a command.
@@ -52,6 +56,18 @@ enum Flow {
 struct Transaction {
     from: Option<EmailAddress>,
     recipients: Vec<EmailAddress>,
+    /// The message's place in the client's allowance: spent when it is accepted, given back
+    /// when the transaction ends otherwise.
+    slot: MessageSlot,
+}
+
+/// Which limit ends a wait for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    /// The wait's own timeout (command, data).
+    Timeout,
+    /// The session's `max_session_time`.
+    SessionTime,
 }
 
 struct Session {
@@ -68,16 +84,21 @@ struct Session {
     principal: Option<Principal>,
     transaction: Option<Transaction>,
     errors: usize,
+    /// When the session must end (`max_session_time` after the connection).
+    deadline: Instant,
 }
 
-/// How long an evicted session may take to send its `421` and close, so that its place is
-/// free for the client it was evicted for even if its own client does not read.
-const EVICTED_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long an evicted session, or one over its time, may take to send its last replies
+/// and close: its place must come free even if its client does not read.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// A session time longer than any listener runs, in place of one too large for a deadline.
+const UNLIMITED: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Serves one connection in `place` to its end. I/O errors just end it: the peer went away.
 /// Whatever the session is waiting for, an eviction ends it with `421`.
 pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared, place: Place) {
     let entry = shared.registry.register();
+    let deadline = Instant::now() + shared.settings.max_session_time.min(UNLIMITED);
     let mut session = Session {
         peer,
         activity: Arc::clone(entry.activity()),
@@ -88,6 +109,7 @@ pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared, pla
         principal: None,
         transaction: None,
         errors: 0,
+        deadline,
     };
     tracing::debug!(%peer, "inbound session started");
     // The eviction branch can only win while the session waits for its client: the
@@ -100,20 +122,24 @@ pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, shared: Shared, pla
     if let Err(error) = result {
         tracing::debug!(%peer, %error, "inbound session ended by an I/O error");
     }
-    if entry.activity().is_evicted() {
+    let evicted = entry.activity().is_evicted();
+    if evicted {
         session.shared.stats.bump(Counter::Evicted);
         tracing::debug!(%peer, "inbound session evicted to make room");
         session.out.clear();
         session.say(reply::EVICTED);
-        let _ = timeout(EVICTED_CLOSE, async {
-            let _ = session.flush().await;
-            let _ = session.conn.shutdown().await;
-        })
-        .await;
-    } else {
-        let _ = session.flush().await;
-        let _ = session.conn.shutdown().await;
     }
+    let grace = if evicted || Instant::now() >= session.deadline {
+        CLOSE_GRACE
+    } else {
+        session.shared.settings.command_timeout
+    };
+    let _ = timeout(grace, async {
+        let out = std::mem::take(&mut session.out);
+        let _ = session.conn.write_all(&out).await;
+        let _ = session.conn.shutdown().await;
+    })
+    .await;
     drop(place);
     tracing::debug!(%peer, "inbound session closed");
 }
@@ -127,7 +153,8 @@ impl Session {
             else {
                 return Ok(());
             };
-            match timeout(self.shared.settings.command_timeout, acceptor.accept(tcp)).await {
+            let (until, limit) = self.wait_until(self.shared.settings.command_timeout);
+            match timeout_at(until, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => self.conn = BufReader::new(Stream::Tls(Box::new(tls))),
                 Ok(Err(error)) => {
                     self.out.clear();
@@ -136,7 +163,7 @@ impl Session {
                 }
                 Err(_elapsed) => {
                     self.out.clear();
-                    self.shared.stats.bump(Counter::Timeouts);
+                    self.count_out(limit);
                     return Ok(());
                 }
             }
@@ -155,6 +182,13 @@ impl Session {
             if self.conn.buffer().is_empty() {
                 self.flush().await?;
             }
+            // The command boundary: a session over its time takes no further command, even
+            // one already pipelined.
+            if Instant::now() >= self.deadline {
+                self.ran_out(Limit::SessionTime);
+                return Ok(());
+            }
+            let (until, limit) = self.wait_until(self.shared.settings.command_timeout);
             let settings = &self.shared.settings;
             let line = tokio::select! {
                 biased;
@@ -162,15 +196,14 @@ impl Session {
                     self.say(reply::SHUTTING_DOWN);
                     return Ok(());
                 }
-                line = timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)) => line,
+                line = timeout_at(until, read_line(&mut self.conn, settings.max_line_bytes)) => line,
             };
             if !self.activity.busy() {
                 return Ok(());
             }
             let flow = match line {
                 Err(_elapsed) => {
-                    self.shared.stats.bump(Counter::Timeouts);
-                    self.say(reply::TIMEOUT);
+                    self.ran_out(limit);
                     Flow::Close
                 }
                 Ok(line) => match line? {
@@ -253,7 +286,13 @@ impl Session {
             self.shared.stats.bump(Counter::TooBig);
             return self.say(reply::SIZE_EXCEEDED);
         }
-        self.transaction = Some(Transaction { from, recipients: Vec::new() });
+        // Last, so that only a transaction that may go ahead takes a place.
+        let Some(slot) = self.shared.rate.take(self.peer.ip(), std::time::Instant::now()) else {
+            self.shared.stats.bump(Counter::TooManyMessages);
+            tracing::debug!(peer = %self.peer, "MAIL refused: too many messages from the client");
+            return self.fail(reply::TOO_MANY_MESSAGES);
+        };
+        self.transaction = Some(Transaction { from, recipients: Vec::new(), slot });
         self.say(reply::SENDER_OK)
     }
 
@@ -331,19 +370,19 @@ impl Session {
             activity: Arc::clone(&self.activity),
             registry: Arc::clone(&self.shared.registry),
         };
+        let (until, limit) = self.wait_until(settings.data_timeout);
         let reading = read_data(&mut self.conn, settings.max_message_bytes, &mut budget);
-        let data = match timeout(settings.data_timeout, reading).await {
+        let data = match timeout_at(until, reading).await {
             Ok(data) => data?,
             Err(_elapsed) => {
-                self.shared.stats.bump(Counter::Timeouts);
-                self.say(reply::TIMEOUT);
+                self.ran_out(limit);
                 return Ok(Flow::Close);
             }
         };
         if !self.activity.busy() {
             return Ok(Flow::Close);
         }
-        let Some(Transaction { from, recipients }) = self.transaction.take() else {
+        let Some(Transaction { from, recipients, slot }) = self.transaction.take() else {
             return Ok(Flow::Close);
         };
         let raw = match data {
@@ -370,6 +409,7 @@ impl Session {
         let envelope = Envelope { mail_from: from, recipients, helo, peer, principal: self.principal.clone() };
         Ok(match self.shared.handler.receive(envelope, raw).await {
             Ok(()) => {
+                slot.spend(std::time::Instant::now());
                 self.shared.stats.bump(Counter::MessagesAccepted);
                 tracing::info!(%peer, size, recipients = count, "inbound message accepted");
                 self.say(reply::queued(&settings.role))
@@ -403,7 +443,8 @@ impl Session {
             return Ok(Flow::Close);
         };
         let handshake = TlsAcceptor::from(tls).accept(tcp);
-        match timeout(self.shared.settings.command_timeout, handshake).await {
+        let (until, limit) = self.wait_until(self.shared.settings.command_timeout);
+        match timeout_at(until, handshake).await {
             Ok(Ok(tls)) => {
                 self.conn = BufReader::new(Stream::Tls(Box::new(tls)));
                 self.helo = None;
@@ -416,7 +457,7 @@ impl Session {
                 Ok(Flow::Close)
             }
             Err(_elapsed) => {
-                self.shared.stats.bump(Counter::Timeouts);
+                self.count_out(limit);
                 Ok(Flow::Close)
             }
         }
@@ -509,14 +550,14 @@ impl Session {
         }
         self.flush().await?;
         let settings = Arc::clone(&self.shared.settings);
-        let line = timeout(settings.command_timeout, read_line(&mut self.conn, settings.max_line_bytes)).await;
+        let (until, limit) = self.wait_until(settings.command_timeout);
+        let line = timeout_at(until, read_line(&mut self.conn, settings.max_line_bytes)).await;
         if !self.activity.busy() {
             return Ok(None);
         }
         match line {
             Err(_elapsed) => {
-                self.shared.stats.bump(Counter::Timeouts);
-                self.say(reply::TIMEOUT);
+                self.ran_out(limit);
                 Ok(None)
             }
             Ok(line) => Ok(match line? {
@@ -552,9 +593,42 @@ impl Session {
             return Ok(());
         }
         let out = std::mem::take(&mut self.out);
-        match timeout(self.shared.settings.command_timeout, self.conn.write_all(&out)).await {
+        let (until, limit) = self.wait_until(self.shared.settings.command_timeout);
+        match timeout_at(until, self.conn.write_all(&out)).await {
             Ok(result) => result,
-            Err(_elapsed) => Err(std::io::ErrorKind::TimedOut.into()),
+            Err(_elapsed) => {
+                self.count_out(limit);
+                Err(std::io::ErrorKind::TimedOut.into())
+            }
         }
+    }
+
+    /// When a wait for the client that may take `timeout` must end: after `timeout`, or at
+    /// the session's deadline if that comes first.
+    fn wait_until(&self, timeout: Duration) -> (Instant, Limit) {
+        match Instant::now().checked_add(timeout) {
+            Some(end) if end < self.deadline => (end, Limit::Timeout),
+            _ => (self.deadline, Limit::SessionTime),
+        }
+    }
+
+    /// Counts a wait that ran out.
+    fn count_out(&self, limit: Limit) {
+        self.shared.stats.bump(match limit {
+            Limit::Timeout => Counter::Timeouts,
+            Limit::SessionTime => Counter::SessionTimeExceeded,
+        });
+    }
+
+    /// Counts a wait that ran out and queues its `421`.
+    fn ran_out(&mut self, limit: Limit) {
+        self.count_out(limit);
+        if limit == Limit::SessionTime {
+            tracing::debug!(peer = %self.peer, "inbound session closed at its time limit");
+        }
+        self.say(match limit {
+            Limit::Timeout => reply::TIMEOUT,
+            Limit::SessionTime => reply::SESSION_TIME,
+        });
     }
 }

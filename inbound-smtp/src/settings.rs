@@ -9,6 +9,10 @@ use tokio_rustls::rustls::ServerConfig;
 /// The default largest message, 10 MiB ([`InboundSettings::max_message_bytes`]).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
 
+/// The default messages per client and window on a report listener, 100
+/// ([`InboundSettings::max_messages_per_client`]).
+pub const DEFAULT_MAX_MESSAGES_PER_CLIENT: usize = 100;
+
 /// Which mail the listener takes, and from whom.
 #[derive(Debug, Clone)]
 pub enum Role {
@@ -76,9 +80,35 @@ pub struct InboundSettings {
     pub command_timeout: Duration,
     /// Time allowed for the whole message data, from `354` to the final dot (default 10 min).
     pub data_timeout: Duration,
-    /// Failed commands (syntax errors, bad sequence, refused recipients, failed AUTH) before
-    /// the session is closed with `421` (default 10).
+    /// Failed commands (syntax errors, bad sequence, refused recipients, failed AUTH, `MAIL`
+    /// over `max_messages_per_client`) before the session is closed with `421` (default 10).
     pub max_errors: usize,
+    /// Messages one client (an IPv4 address or an IPv6 /64, as for `max_connections_per_ip`)
+    /// may hand over per `message_window`, across all its sessions and connections (at least
+    /// 1). Over it, `MAIL` gets `450 4.7.1` and counts as a failed command; the sender
+    /// retries later, as it does for greylisting. A transaction holds its place from `MAIL`,
+    /// so parallel sessions cannot overshoot, but only an accepted message (the `250` after
+    /// the data) keeps counting: `RSET` or a refused message gives it back.
+    ///
+    /// Reports default to 100 per minute: one remote MTA reporting more than that many
+    /// bounces or answers a minute to our customers' domains is a flood, not a mail queue
+    /// (big providers spread over many addresses and retry what is deferred), while a burst
+    /// after an outage still passes within minutes. Submission defaults to `usize::MAX`
+    /// (no limit by address): `MAIL` needs AUTH there, each message goes through the key's
+    /// own send rate limit, and one application server's address carries all of its mail.
+    pub max_messages_per_client: usize,
+    /// The window of `max_messages_per_client` (default 1 minute; not zero). It slides: no
+    /// interval this long sees more than the limit, and a message stops counting at most a
+    /// sixteenth of the window after the window has passed over it.
+    pub message_window: Duration,
+    /// The longest a session may last, from the connection on (default 30 min: a few
+    /// hundred messages at a brisk pace; not zero). When it is over, the session is closed
+    /// with `421 4.4.2` at its next command, or at once while it waits for a command, a TLS
+    /// handshake or message data. Without it, a client keeping each command inside
+    /// `command_timeout` and each message inside `data_timeout` would hold its place
+    /// forever. A session the server is working for (a handler call) is never cut short:
+    /// the time is checked again when the handler is done.
+    pub max_session_time: Duration,
     /// On shutdown, how long sessions busy with a message may take to finish (default 5 s).
     pub shutdown_grace: Duration,
 }
@@ -106,6 +136,10 @@ impl InboundSettings {
     }
 
     fn with_role(role: Role) -> Self {
+        let max_messages_per_client = match role {
+            Role::Reports { .. } => DEFAULT_MAX_MESSAGES_PER_CLIENT,
+            Role::Submission { .. } => usize::MAX,
+        };
         Self {
             role,
             hostname: "tidings".to_owned(),
@@ -119,6 +153,9 @@ impl InboundSettings {
             command_timeout: Duration::from_secs(5 * 60),
             data_timeout: Duration::from_secs(10 * 60),
             max_errors: 10,
+            max_messages_per_client,
+            message_window: Duration::from_secs(60),
+            max_session_time: Duration::from_secs(30 * 60),
             shutdown_grace: Duration::from_secs(5),
         }
     }
@@ -133,5 +170,32 @@ impl InboundSettings {
     /// Whether the hostname can be written into a reply line as it is.
     pub(crate) fn hostname_is_valid(&self) -> bool {
         !self.hostname.is_empty() && self.hostname.len() <= 255 && self.hostname.bytes().all(|b| b.is_ascii_graphic())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_rustls::rustls::crypto::aws_lc_rs;
+    use tokio_rustls::rustls::server::ResolvesServerCertUsingSni;
+
+    use super::*;
+
+    #[test]
+    fn reports_are_limited_by_address_and_submission_by_key() {
+        let tls = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(ResolvesServerCertUsingSni::new()));
+        let tls = Arc::new(tls);
+
+        assert_eq!(InboundSettings::reports(None).max_messages_per_client, 100);
+        assert_eq!(InboundSettings::submission(Arc::clone(&tls)).max_messages_per_client, usize::MAX);
+        assert_eq!(InboundSettings::submission_implicit_tls(tls).max_messages_per_client, usize::MAX);
+        let settings = InboundSettings::reports(None);
+        assert_eq!(
+            (settings.message_window, settings.max_session_time),
+            (Duration::from_secs(60), Duration::from_secs(1800))
+        );
     }
 }

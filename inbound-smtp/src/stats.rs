@@ -15,6 +15,8 @@ pub struct InboundStats {
     auth_failures: AtomicU64,
     evicted: AtomicU64,
     data_refused: AtomicU64,
+    too_many_messages: AtomicU64,
+    session_time_exceeded: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -42,6 +44,11 @@ pub struct StatsSnapshot {
     pub evicted: u64,
     /// Messages whose data the budget could not hold (closed with `421`).
     pub data_refused: u64,
+    /// `MAIL` refused with `450 4.7.1`: the client had handed over `max_messages_per_client`
+    /// messages within `message_window`.
+    pub too_many_messages: u64,
+    /// Sessions closed with `421 4.4.2` for lasting `max_session_time`.
+    pub session_time_exceeded: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +63,8 @@ pub(crate) enum Counter {
     AuthFailures,
     Evicted,
     DataRefused,
+    TooManyMessages,
+    SessionTimeExceeded,
 }
 
 impl InboundStats {
@@ -71,6 +80,8 @@ impl InboundStats {
             Counter::AuthFailures => &self.auth_failures,
             Counter::Evicted => &self.evicted,
             Counter::DataRefused => &self.data_refused,
+            Counter::TooManyMessages => &self.too_many_messages,
+            Counter::SessionTimeExceeded => &self.session_time_exceeded,
         };
         cell.fetch_add(1, Ordering::Relaxed);
     }
@@ -89,6 +100,8 @@ impl InboundStats {
             auth_failures: get(&self.auth_failures),
             evicted: get(&self.evicted),
             data_refused: get(&self.data_refused),
+            too_many_messages: get(&self.too_many_messages),
+            session_time_exceeded: get(&self.session_time_exceeded),
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Every limit in `InboundSettings`, enforced with the reply the settings document.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
-use std::net::IpAddr;
+use tidings_inbound_smtp::HandlerError;
 
-use crate::common::{Client, RETURN_PATH, TestServer, settings};
+use crate::common::{Client, RETURN_PATH, Reply, TestServer, settings};
 
 async fn in_transaction(server: &TestServer) -> Client {
     let mut client = server.greeted_client().await;
@@ -284,4 +285,184 @@ async fn a_stalled_holder_of_message_data_is_closed_for_a_message_that_needs_the
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].1.len(), 200_002);
     assert_eq!(server.stats.snapshot().evicted, 1);
+}
+
+/// A whole report from `MAIL` to the final dot: the code of the reply to `MAIL` if it is not
+/// `250`, else the reply to the data.
+async fn try_report(client: &mut Client) -> Reply {
+    let reply = client.command_reply("MAIL FROM:<>").await;
+    if reply.code != 250 {
+        return reply;
+    }
+    client.command(&format!("RCPT TO:<{RETURN_PATH}>"), 250).await;
+    client.command("DATA", 354).await;
+    client.send("Subject: report\r\n\r\nbody\r\n.\r\n").await;
+    client.reply().await
+}
+
+async fn greeted_from(server: &TestServer, source: IpAddr) -> Client {
+    let mut client = Client::connect_from(source, server.addr).await;
+    client.expect(220).await;
+    client.command("EHLO client.example", 250).await;
+    client
+}
+
+fn assert_too_many_messages(reply: &Reply) {
+    assert_eq!(reply.code, 450, "{reply:?}");
+    assert_eq!(reply.lines, ["4.7.1 Too many messages from your address, try again later"]);
+}
+
+#[tokio::test]
+async fn a_client_over_its_messages_per_window_gets_450_at_mail_on_a_new_connection_too() {
+    let mut settings = settings();
+    settings.max_messages_per_client = 2;
+    // Long enough that no stall of the test can let the window pass.
+    settings.message_window = Duration::from_secs(3600);
+    settings.max_errors = 2;
+    let server = TestServer::start(settings).await;
+    let mut first = greeted_from(&server, loopback(1)).await;
+    assert_eq!(try_report(&mut first).await.code, 250);
+    assert_eq!(try_report(&mut first).await.code, 250);
+
+    assert_too_many_messages(&try_report(&mut first).await);
+
+    let mut again = greeted_from(&server, loopback(1)).await;
+    assert_too_many_messages(&again.command_reply("MAIL FROM:<bounces@remote.example>").await);
+    // Each refusal is a failed command: the second (max_errors) ends the session.
+    assert_too_many_messages(&again.command_reply("MAIL FROM:<>").await);
+    let reply = again.expect(421).await;
+    assert!(reply.lines[0].starts_with("4.7.0"), "{reply:?}");
+    again.expect_closed().await;
+    let mut other = greeted_from(&server, loopback(2)).await;
+    assert_eq!(try_report(&mut other).await.code, 250, "another client address is unaffected");
+    first.command("NOOP", 250).await;
+    assert_eq!(server.handler.received().len(), 3);
+    let stats = server.stats.snapshot();
+    assert_eq!((stats.too_many_messages, stats.messages_accepted), (3, 3));
+}
+
+#[tokio::test]
+async fn only_accepted_messages_use_up_the_allowance() {
+    let mut settings = settings();
+    settings.max_messages_per_client = 2;
+    settings.message_window = Duration::from_secs(3600);
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+    for _ in 0..3 {
+        client.command("MAIL FROM:<>", 250).await;
+        client.command(&format!("RCPT TO:<{RETURN_PATH}>"), 250).await;
+        client.command("RSET", 250).await;
+    }
+    server.handler.fail_with(HandlerError::Temporary("store down".into()));
+    assert_eq!(try_report(&mut client).await.code, 451);
+    *server.handler.answer.lock().unwrap() = None;
+
+    assert_eq!(try_report(&mut client).await.code, 250);
+    assert_eq!(try_report(&mut client).await.code, 250);
+    assert_too_many_messages(&try_report(&mut client).await);
+}
+
+#[tokio::test]
+async fn after_the_window_a_limited_client_is_accepted_again() {
+    let mut settings = settings();
+    settings.max_messages_per_client = 2;
+    let window = Duration::from_millis(300);
+    settings.message_window = window;
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+
+    // The limit binds: a refusal comes within a few messages (unless the machine stalls for
+    // a whole window between every two of them, which only delays it).
+    let mut refused = false;
+    for _ in 0..20 {
+        let reply = try_report(&mut client).await;
+        if reply.code != 250 {
+            assert_too_many_messages(&reply);
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "never refused");
+    tokio::time::sleep(2 * window).await;
+
+    assert_eq!(try_report(&mut client).await.code, 250);
+}
+
+fn assert_session_time(reply: &Reply) {
+    assert_eq!(reply.code, 421, "{reply:?}");
+    assert_eq!(reply.lines, ["4.4.2 Session time limit reached, closing connection"]);
+}
+
+#[tokio::test]
+async fn a_session_past_its_time_gets_421_at_its_next_command() {
+    let mut settings = settings();
+    settings.max_session_time = Duration::from_millis(500);
+    let server = TestServer::start(settings).await;
+    let mut client = server.client().await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    // The server may have said it already, at the deadline; the reply is the same.
+    let _ = client.try_send(b"NOOP\r\n").await;
+
+    assert_session_time(&client.reply().await);
+    client.expect_closed().await;
+    let stats = server.stats.snapshot();
+    assert_eq!((stats.session_time_exceeded, stats.timeouts), (1, 0));
+}
+
+#[tokio::test]
+async fn a_client_busy_with_commands_is_still_closed_at_its_time() {
+    let mut settings = settings();
+    settings.max_session_time = Duration::from_millis(500);
+    let server = TestServer::start(settings).await;
+    let mut client = server.greeted_client().await;
+
+    let mut closed = false;
+    for _ in 0..200 {
+        if !client.try_send(b"NOOP\r\n").await {
+            break;
+        }
+        let reply = client.reply().await;
+        if reply.code != 250 {
+            assert_session_time(&reply);
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert!(closed, "still served after 10 s");
+    client.expect_closed().await;
+    assert_eq!(server.stats.snapshot().session_time_exceeded, 1);
+}
+
+#[tokio::test]
+async fn message_data_trickled_past_the_session_time_is_closed() {
+    let mut settings = settings();
+    settings.max_session_time = Duration::from_millis(500);
+    let server = TestServer::start(settings).await;
+    let mut client = in_transaction(&server).await;
+    client.command("DATA", 354).await;
+
+    // A byte every 50 ms: well within the 10 min data timeout, forever.
+    let mut reply = None;
+    for _ in 0..200 {
+        if !client.try_send(b"x").await {
+            break;
+        }
+        if let Ok(answer) = tokio::time::timeout(Duration::from_millis(50), client.try_reply()).await {
+            reply = answer;
+            break;
+        }
+    }
+    let reply = match reply {
+        Some(reply) => reply,
+        None => client.reply().await,
+    };
+
+    assert_session_time(&reply);
+    client.expect_closed().await;
+    assert!(server.handler.received().is_empty());
+    let stats = server.stats.snapshot();
+    assert_eq!((stats.session_time_exceeded, stats.timeouts), (1, 0));
 }

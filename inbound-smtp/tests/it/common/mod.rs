@@ -238,6 +238,12 @@ impl Client {
         reply
     }
 
+    /// Sends one command line and returns its reply, whatever the code.
+    pub async fn command_reply(&mut self, line: &str) -> Reply {
+        self.send(format!("{line}\r\n")).await;
+        self.reply().await
+    }
+
     /// Sends one command line and checks the reply code.
     pub async fn command(&mut self, line: &str, code: u16) -> Reply {
         self.send(format!("{line}\r\n")).await;
