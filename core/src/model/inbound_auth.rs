@@ -40,6 +40,12 @@ impl AuthOutcome {
     }
 }
 
+impl std::fmt::Display for AuthOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One check: its result and what it was about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -61,7 +67,12 @@ pub struct AuthCheck {
 impl AuthCheck {
     /// Nothing checked.
     pub fn absent() -> Self {
-        Self { result: AuthOutcome::Absent, domain: None, selector: None, policy: None }
+        Self::of(AuthOutcome::Absent)
+    }
+
+    /// A result about no particular domain (a DNS failure before any domain was known).
+    pub fn of(result: AuthOutcome) -> Self {
+        Self { result, domain: None, selector: None, policy: None }
     }
 }
 

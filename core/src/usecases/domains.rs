@@ -359,7 +359,10 @@ impl Domains<'_> {
     fn switch_inbound(&self, domain: &mut Domain, on: bool) -> Result<()> {
         let policy = &self.core.config.records;
         if on && domain.is_sandbox() {
-            return Err(Error::field("inbound", format!("{SANDBOX_DOMAIN} is the sandbox sending domain, which receives nothing")));
+            return Err(Error::field(
+                "inbound",
+                format!("{SANDBOX_DOMAIN} is the sandbox sending domain, which receives nothing"),
+            ));
         }
         if on && policy.return_path_host.is_none() {
             return Err(Error::field(

@@ -29,8 +29,8 @@ use crate::email::EmailAddress;
 use crate::ids::{EventId, InboundMessageId, MessageId, WorkspaceId};
 use crate::inbound::{InboundLimits, InboundParseError, attachment_bytes, parse_with, tidings_message_id};
 use crate::model::{
-    AttachmentMeta, AuthResults, Domain, InboundEnvelope, InboundMessage, InboundRoute, RouteAction,
-    WebhookDelivery, WebhookEventType,
+    AttachmentMeta, AuthResults, Domain, InboundEnvelope, InboundMessage, InboundRoute, RouteAction, WebhookDelivery,
+    WebhookEventType,
 };
 use crate::ports::{InboundQuery, InboundQuota, PageRequest};
 use crate::tracking::PublicUrl;
@@ -260,7 +260,12 @@ impl Inbound<'_> {
     }
 
     /// `GET /v1/inbound/messages`: newest first, filtered by `to` and `from`.
-    pub async fn list(&self, who: &Principal, query: InboundQuery, params: ListParams) -> Result<Listed<InboundMessage>> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        query: InboundQuery,
+        params: ListParams,
+    ) -> Result<Listed<InboundMessage>> {
         who.require_full()?;
         let page: PageRequest<InboundMessageId> = params.to_page(InboundMessageId::parse)?;
         let limit = page.limit;
@@ -282,7 +287,12 @@ impl Inbound<'_> {
 
     /// `GET /v1/inbound/messages/{id}/attachments/{n}`: the attachment's metadata and
     /// decoded contents.
-    pub async fn attachment(&self, who: &Principal, id: InboundMessageId, index: usize) -> Result<(AttachmentMeta, Vec<u8>)> {
+    pub async fn attachment(
+        &self,
+        who: &Principal,
+        id: InboundMessageId,
+        index: usize,
+    ) -> Result<(AttachmentMeta, Vec<u8>)> {
         let message = self.get(who, id).await?;
         let Some(meta) = message.parsed.attachments.iter().find(|a| a.index == index).cloned() else {
             return Err(Error::NotFound("attachment"));

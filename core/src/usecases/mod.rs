@@ -60,6 +60,10 @@ pub use client_auth::*;
 pub use domains::*;
 pub use event_feed::*;
 pub use feedback::*;
+pub use inbound::routes::{InboundRoutes, RouteRequest};
+pub use inbound::{
+    DOMAINS_TTL, Inbound, InboundDomains, InboundPolicy, ReceiveOutcome, ReceivedEnvelope, RecipientVerdict, Unreadable,
+};
 pub use keys::*;
 pub use message_list::*;
 pub use message_source::MessageSource;
@@ -71,10 +75,6 @@ pub use overview::*;
 pub use pagination::*;
 pub use rate_limited_send::*;
 pub use render_pool::{default_render_threads, default_render_threads_per_workspace};
-pub use inbound::routes::{InboundRoutes, RouteRequest};
-pub use inbound::{
-    DOMAINS_TTL, Inbound, InboundDomains, InboundPolicy, ReceiveOutcome, ReceivedEnvelope, RecipientVerdict, Unreadable,
-};
 pub use reputation::{JudgeReport, Reputation, ReputationMemory, STANDING_TTL, ScopeFigures};
 pub use sandbox::{SANDBOX_DOMAIN, SANDBOX_RECORD_NOTE, is_reserved_for_sandbox};
 pub use scheduling::{MAX_SCHEDULE_AHEAD, MessageChange, SCHEDULE_PAST_TOLERANCE};

@@ -346,7 +346,11 @@ fn parse_event_types(names: &[String]) -> std::result::Result<Vec<WebhookEventTy
     let mut types = Vec::with_capacity(names.len());
     for name in names {
         let parsed = WebhookEventType::parse(name).ok_or_else(|| {
-            let guard = [WebhookEventType::ReputationWarning, WebhookEventType::SendingPaused, WebhookEventType::InboundReceived];
+            let guard = [
+                WebhookEventType::ReputationWarning,
+                WebhookEventType::SendingPaused,
+                WebhookEventType::InboundReceived,
+            ];
             let known: Vec<&str> =
                 EventType::ALL.iter().map(|t| t.as_str()).chain(guard.iter().map(|t| t.as_str())).collect();
             FieldError::new("eventTypes", format!("unknown event type {name:?}; known types: {}", known.join(", ")))

@@ -323,6 +323,7 @@ pub(crate) async fn tracking(
     let req = UpdateDomainTrackingRequest {
         open_tracking: Some(posted.fields.checked("open")),
         click_tracking: Some(posted.fields.checked("click")),
+        inbound: None,
     };
     let domain =
         state.core.domains().update_tracking(posted.viewer.principal(), id, req).await.or_page(&posted.viewer)?;

@@ -303,8 +303,19 @@ pub fn core_with_tracking(
     tracking: Option<TrackingConfig>,
     return_paths: SignedReturnPaths,
 ) -> Tidings {
+    let inbound = tidings_core::usecases::InboundPolicy {
+        quota: config.inbound.quota,
+        limits: tidings_core::inbound::InboundLimits {
+            max_message_bytes: config.inbound.max_message_bytes,
+            ..Default::default()
+        },
+        // The API's public base: the URLs in InboundReceived events are fetched there.
+        public_url: tracking.as_ref().map(|t| t.public_url.clone()),
+        ..Default::default()
+    };
     let core_config = CoreConfig {
         tracking,
+        inbound,
         idempotency_window: chrono::Duration::from_std(config.idempotency_window)
             .unwrap_or(chrono::Duration::hours(24)),
         allow_private_webhooks: config.webhook_allow_private,

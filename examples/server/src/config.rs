@@ -116,6 +116,17 @@ pub struct ConnectionConfig {
     pub http2_max_streams: u32,
 }
 
+/// Inbound mail's limits (contract §13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundConfig {
+    /// Largest inbound message.
+    pub max_message_bytes: usize,
+    /// Messages per client address and minute.
+    pub messages_per_minute: usize,
+    /// What one workspace keeps.
+    pub quota: tidings_core::ports::InboundQuota,
+}
+
 /// Limits of each SMTP listener (bounce reports and submission), each listener counting
 /// its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,6 +310,9 @@ pub struct Config {
     pub submission_tls_listen: Option<SocketAddr>,
     /// The SMTP listeners' session and message data limits.
     pub smtp_limits: SmtpLimits,
+    /// Inbound mail: `TIDINGS_INBOUND_MAX_MESSAGE_BYTES`, `…_MESSAGES_PER_MINUTE`,
+    /// `…_QUOTA_MESSAGES`, `…_QUOTA_BYTES`.
+    pub inbound: InboundConfig,
     /// `TIDINGS_LOG`: a tracing `EnvFilter` directive.
     pub log: String,
     /// `TIDINGS_RETENTION`: how long message bodies and timelines are kept; `None` (`off`):
@@ -486,6 +500,24 @@ impl Config {
             max_sessions_per_ip: s.value("TIDINGS_SMTP_MAX_SESSIONS_PER_IP", |t| count(t, 100_000))?,
             data_bytes_in_flight: s.value("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", byte_size)?,
         };
+        let inbound = InboundConfig {
+            max_message_bytes: s.value("TIDINGS_INBOUND_MAX_MESSAGE_BYTES", byte_size)?,
+            messages_per_minute: s.value("TIDINGS_INBOUND_MESSAGES_PER_MINUTE", |t| count(t, 1_000_000))?,
+            quota: tidings_core::ports::InboundQuota {
+                max_messages: s.value("TIDINGS_INBOUND_QUOTA_MESSAGES", |t| count(t, 100_000_000))? as u64,
+                max_bytes: s.value("TIDINGS_INBOUND_QUOTA_BYTES", byte_size)? as u64,
+            },
+        };
+        if inbound_smtp_listen.is_some() && smtp_limits.data_bytes_in_flight < inbound.max_message_bytes {
+            return Err(ConfigError::new(
+                "TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT",
+                s.origin("TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT"),
+                format!(
+                    "must be at least TIDINGS_INBOUND_MAX_MESSAGE_BYTES ({} bytes), or such a message could never be received",
+                    inbound.max_message_bytes
+                ),
+            ));
+        }
         if smtp_limits.data_bytes_in_flight < DEFAULT_MAX_MESSAGE_BYTES {
             return Err(ConfigError::new(
                 "TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT",
@@ -525,6 +557,7 @@ impl Config {
             submission_listen,
             submission_tls_listen,
             smtp_limits,
+            inbound,
             log,
             retention,
             retention_interval,

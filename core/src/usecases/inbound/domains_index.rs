@@ -32,7 +32,12 @@ impl InboundDomains {
 
     /// The domain that receives mail for `name`, if any: of the domains of that name that
     /// [`Domain::receives_mail`], the one verified first.
-    pub(crate) async fn domain_for(&self, store: &dyn Store, name: &DomainName, now: DateTime<Utc>) -> Result<Option<Domain>> {
+    pub(crate) async fn domain_for(
+        &self,
+        store: &dyn Store,
+        name: &DomainName,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Domain>> {
         {
             let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((read_at, domains)) = known.as_ref()

@@ -123,7 +123,8 @@ impl InboundRoutes<'_> {
             ("webhook", Some(text)) => {
                 let id = WebhookId::parse_or_none(text);
                 let endpoint = self.core.store.get_webhook(who.workspace_id, id).await?;
-                let endpoint = endpoint.ok_or_else(|| Error::field("webhookId", "is not a webhook of this workspace"))?;
+                let endpoint =
+                    endpoint.ok_or_else(|| Error::field("webhookId", "is not a webhook of this workspace"))?;
                 if !endpoint.event_types.contains(&WebhookEventType::InboundReceived) {
                     return Err(Error::field("webhookId", "the webhook does not subscribe to InboundReceived"));
                 }

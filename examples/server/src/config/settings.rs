@@ -206,6 +206,19 @@ pub struct Settings {
     /// per client); at least 10MiB, the largest message.
     #[arg(long, env = "TIDINGS_SMTP_DATA_BYTES_IN_FLIGHT", value_name = "SIZE", default_value = "64MiB")]
     pub smtp_data_bytes_in_flight: Option<String>,
+    /// Largest inbound message the listener at TIDINGS_INBOUND_SMTP_LISTEN takes (552 over it).
+    #[arg(long, env = "TIDINGS_INBOUND_MAX_MESSAGE_BYTES", value_name = "SIZE", default_value = "25MiB")]
+    pub inbound_max_message_bytes: Option<String>,
+    /// Messages one client (an IPv4 address or an IPv6 /64) may hand the inbound listener per
+    /// minute (450 at MAIL over it).
+    #[arg(long, env = "TIDINGS_INBOUND_MESSAGES_PER_MINUTE", value_name = "N", default_value = "100")]
+    pub inbound_messages_per_minute: Option<String>,
+    /// Inbound messages one workspace keeps at most (452 for new mail past it).
+    #[arg(long, env = "TIDINGS_INBOUND_QUOTA_MESSAGES", value_name = "N", default_value = "10000")]
+    pub inbound_quota_messages: Option<String>,
+    /// Bytes of inbound mail one workspace keeps at most (raw and parsed; 452 past it).
+    #[arg(long, env = "TIDINGS_INBOUND_QUOTA_BYTES", value_name = "SIZE", default_value = "1GiB")]
+    pub inbound_quota_bytes: Option<String>,
     /// How long message bodies and timelines are kept (delivered or finished messages only;
     /// the status stays); off: forever.
     #[arg(long, env = "TIDINGS_RETENTION", value_name = "DURATION", default_value = "30d")]

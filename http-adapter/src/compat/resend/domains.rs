@@ -87,8 +87,11 @@ impl CreateDomainRequest {
         if !faults.is_empty() {
             return Err(Error::Validation { fields: faults });
         }
-        let tracking =
-            UpdateDomainTrackingRequest { open_tracking: self.open_tracking, click_tracking: self.click_tracking, inbound: None };
+        let tracking = UpdateDomainTrackingRequest {
+            open_tracking: self.open_tracking,
+            click_tracking: self.click_tracking,
+            inbound: None,
+        };
         Ok((AddDomainRequest { domain: self.name }, tracking))
     }
 }

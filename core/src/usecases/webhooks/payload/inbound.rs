@@ -60,11 +60,9 @@ pub(crate) fn inbound_body(
             created_at: at,
             data: TidingsData::of(event_id, message, urls),
         }),
-        WebhookFormat::Resend => render_json(&ResendPayload {
-            event_type: "email.received",
-            created_at: at,
-            data: ResendData::of(message),
-        }),
+        WebhookFormat::Resend => {
+            render_json(&ResendPayload { event_type: "email.received", created_at: at, data: ResendData::of(message) })
+        }
         WebhookFormat::Postmark => render_json(&PostmarkInbound::of(message, urls)),
     }
 }
@@ -287,7 +285,8 @@ impl<'a> PostmarkInbound<'a> {
     fn of(m: &'a InboundMessage, urls: &InboundUrls) -> Self {
         let p = &m.parsed;
         let from = p.from.as_ref();
-        let header = |name: &str| p.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value.as_str());
+        let header =
+            |name: &str| p.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value.as_str());
         let original = m.envelope.recipients.first().map(ToString::to_string).unwrap_or_default();
         let joined = |list: &[InboundMailbox]| list.iter().map(written).collect::<Vec<_>>().join(", ");
         Self {
