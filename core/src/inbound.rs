@@ -10,15 +10,21 @@
 //!   history ([`reply`] lists its rules).
 //! - [`in_reply_to_message_id`] names the Tidings message a reply answers, from the
 //!   Message-ID form Tidings writes (`<ULID@sending-domain>`).
+//! - [`AuthResults`] names what SPF, DKIM and DMARC said about a message; the checks need
+//!   the SMTP envelope and DNS, so they run behind the
+//!   [`MessageAuth`](crate::ports::MessageAuth) port, not here (the results are defined
+//!   with the port, `ports/message_auth.rs`, and re-exported here).
 //!
-//! SPF, DKIM and DMARC results need the SMTP envelope and DNS, so they are not read here.
-//! The limits and rules are recorded in docs/decisions.md ("Inbound mail: parsing").
+//! The limits and rules are recorded in docs/decisions.md ("Inbound mail: parsing", "Inbound
+//! mail: SPF, DKIM and DMARC results").
 
 mod headers;
 mod message;
 pub mod reply;
 mod threading;
 
+// Defined with the port that answers them, which sits below this module.
+pub use crate::ports::{AuthCheck, AuthOutcome, AuthResults};
 pub use headers::InboundHeader;
 pub use message::{AttachmentMeta, InboundMailbox, ParsedInbound, Truncation, attachment_bytes, parse, parse_with};
 pub use reply::strip_reply;
