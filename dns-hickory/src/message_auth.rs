@@ -157,7 +157,15 @@ impl MessageAuth for MailAuthChecker {
             dkim: match dkim {
                 Ok(Some(outputs)) => dkim_check(&outputs),
                 Ok(None) => AuthCheck::absent(),
-                Err(_) => AuthCheck::of(AuthOutcome::TempError),
+                // About the signature that would have been reported had none verified.
+                Err(_) => {
+                    let first = message.as_ref().and_then(|message| message.dkim_headers.first());
+                    AuthCheck {
+                        domain: first.and_then(|header| non_empty(&header.header.d)),
+                        selector: first.and_then(|header| non_empty(&header.header.s)),
+                        ..AuthCheck::of(AuthOutcome::TempError)
+                    }
+                }
             },
             dmarc: dmarc.unwrap_or_else(|| AuthCheck {
                 domain: message.as_ref().and_then(from_domain),
