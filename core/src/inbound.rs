@@ -1,6 +1,6 @@
-//! Inbound mail, first part (contract §13): what an accepted message says, read from its
-//! bytes. Pure functions, no storage, no network; the SMTP listener, the store and the API
-//! come later and call these.
+//! Inbound mail (contract §13): what an accepted message says, read from its bytes. Pure
+//! functions, no storage, no network; the use cases (`usecases/inbound.rs`) call them for
+//! the SMTP listener and the API.
 //!
 //! - [`parse`] reads a message into a [`ParsedInbound`] (addresses, subject, text, HTML,
 //!   decoded headers, attachment metadata, Message-ID, In-Reply-To, References) within the
@@ -10,16 +10,22 @@
 //!   history ([`reply`] lists its rules).
 //! - [`in_reply_to_message_id`] names the Tidings message a reply answers, from the
 //!   Message-ID form Tidings writes (`<ULID@sending-domain>`).
+//! - [`AuthResults`] names what SPF, DKIM and DMARC said about a message; the checks need
+//!   the SMTP envelope and DNS, so they run behind the
+//!   [`MessageAuth`](crate::ports::MessageAuth) port, not here (the results are defined
+//!   in the model, which the store and the port share, and re-exported here).
 //!
-//! SPF, DKIM and DMARC results need the SMTP envelope and DNS, so they are not read here.
-//! The limits and rules are recorded in docs/decisions.md ("Inbound mail: parsing").
+//! The limits and rules are recorded in docs/decisions.md ("Inbound mail: parsing", "Inbound
+//! mail: SPF, DKIM and DMARC results").
 
 mod headers;
 mod message;
 pub mod reply;
 mod threading;
 
-pub use crate::model::{AttachmentMeta, InboundHeader, InboundMailbox, ParsedInbound, Truncation};
+pub use crate::model::{
+    AttachmentMeta, AuthCheck, AuthOutcome, AuthResults, InboundHeader, InboundMailbox, ParsedInbound, Truncation,
+};
 pub use message::{attachment_bytes, parse, parse_with};
 pub use reply::strip_reply;
 pub use threading::{in_reply_to_message_id, tidings_message_id};

@@ -64,7 +64,7 @@ impl Default for Settings {
     }
 }
 
-/// Why a [`HickoryDns`] could not be built.
+/// Why a [`HickoryDns`] or a [`MailAuthChecker`](crate::MailAuthChecker) could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// `timeout` is zero or `attempts` is zero: every lookup would fail at once.
@@ -118,30 +118,7 @@ impl HickoryDns {
 
     /// A resolver asking `upstream`, waiting as `settings` say.
     pub fn new(upstream: Upstream, settings: Settings) -> crate::Result<Self> {
-        if settings.timeout.is_zero() {
-            return Err(ConfigError::InvalidSettings("the timeout must be more than zero"));
-        }
-        if settings.attempts == 0 {
-            return Err(ConfigError::InvalidSettings("there must be at least one attempt"));
-        }
-        let mut builder = match upstream {
-            Upstream::System => {
-                TokioResolver::builder_tokio().map_err(|error| ConfigError::SystemConfig(error.into()))?
-            }
-            Upstream::Server(addr) => {
-                let mut udp = ConnectionConfig::udp();
-                udp.port = addr.port();
-                let mut tcp = ConnectionConfig::tcp();
-                tcp.port = addr.port();
-                let server = NameServerConfig::new(addr.ip(), true, vec![udp, tcp]);
-                TokioResolver::builder_with_config(
-                    ResolverConfig::from_name_servers(vec![server]),
-                    TokioRuntimeProvider::default(),
-                )
-            }
-        };
-        configure(&mut builder, settings);
-        let resolver = builder.build().map_err(|error| ConfigError::Build(error.into()))?;
+        let resolver = build_resolver(upstream, settings)?;
         Ok(Self { resolver, upstream, deadline: settings.deadline() })
     }
 
@@ -216,6 +193,34 @@ impl HickoryDns {
             },
         }
     }
+}
+
+/// The resolver every adapter of this crate uses ([`HickoryDns`], and mail-auth's inside
+/// [`MailAuthChecker`](crate::MailAuthChecker)): asking `upstream`, waiting as `settings`
+/// say, caching nothing.
+pub(crate) fn build_resolver(upstream: Upstream, settings: Settings) -> crate::Result<TokioResolver> {
+    if settings.timeout.is_zero() {
+        return Err(ConfigError::InvalidSettings("the timeout must be more than zero"));
+    }
+    if settings.attempts == 0 {
+        return Err(ConfigError::InvalidSettings("there must be at least one attempt"));
+    }
+    let mut builder = match upstream {
+        Upstream::System => TokioResolver::builder_tokio().map_err(|error| ConfigError::SystemConfig(error.into()))?,
+        Upstream::Server(addr) => {
+            let mut udp = ConnectionConfig::udp();
+            udp.port = addr.port();
+            let mut tcp = ConnectionConfig::tcp();
+            tcp.port = addr.port();
+            let server = NameServerConfig::new(addr.ip(), true, vec![udp, tcp]);
+            TokioResolver::builder_with_config(
+                ResolverConfig::from_name_servers(vec![server]),
+                TokioRuntimeProvider::default(),
+            )
+        }
+    };
+    configure(&mut builder, settings);
+    builder.build().map_err(|error| ConfigError::Build(error.into()))
 }
 
 /// The resolver options every [`HickoryDns`] uses, whatever the upstream.

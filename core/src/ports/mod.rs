@@ -25,6 +25,8 @@ pub use file_fetcher::{FetchError, FetchedFile, FileFetcher, NoFileFetcher};
 pub use limits::{Admission, Limits, RateLimitState, RetryAfter};
 pub use mailer::{EnhancedStatus, Mailer, OutboundEmail, SendError, SendReceipt, SmtpReply};
 pub use message_auth::{AuthInput, MessageAuth, NoMessageAuth};
+// The results the port answers, defined in the model (the store keeps them).
+pub use crate::model::{AuthCheck, AuthOutcome, AuthResults};
 pub use observer::{EventObserver, ObserverId, ObserverSet, WebhookAttemptResult, delivery_latency};
 pub use site_admission::{SiteAdmission, SiteChange, SiteLease, SiteQuota, SiteState, SiteWait};
 pub use store::*;
