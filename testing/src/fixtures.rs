@@ -403,6 +403,7 @@ pub fn domain(ws: WorkspaceId, name: &str) -> Domain {
         verified_at: None,
         last_checked_at: None,
         kind: DomainKind::Customer,
+        inbound: false,
     }
 }
 

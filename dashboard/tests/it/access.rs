@@ -41,7 +41,7 @@ fn classify(method: &Method, path: &str) -> Option<Guard> {
         ("GET", "/overview" | "/messages" | "/messages/new") | ("POST", "/messages") => Guard::AnyKey,
         (_, p) if p.starts_with("/messages/{id}") => Guard::OwnMessage,
         (_, p)
-            if ["/domains", "/templates", "/suppressions", "/webhooks", "/keys", "/reputation"]
+            if ["/domains", "/templates", "/suppressions", "/webhooks", "/keys", "/reputation", "/inbound"]
                 .iter()
                 .any(|family| p == *family || p.starts_with(&format!("{family}/"))) =>
         {

@@ -187,6 +187,17 @@ pub fn dns(config: &Config) -> Result<Arc<tidings_dns::HickoryDns>, ServerError>
     Ok(Arc::new(dns))
 }
 
+/// SPF, DKIM and DMARC of inbound mail, through the resolver of `TIDINGS_DNS_SERVER` or the
+/// system's, as for [`dns`].
+pub fn message_auth(config: &Config) -> Result<Arc<tidings_dns::MailAuthChecker>, ServerError> {
+    let checker = match config.dns_server {
+        Some(addr) => tidings_dns::MailAuthChecker::with_server(addr),
+        None => tidings_dns::MailAuthChecker::system(),
+    };
+    let checker = checker.map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_DNS_SERVER", None, e.to_string())))?;
+    Ok(Arc::new(checker))
+}
+
 /// How long one webhook POST may take (docs/api.md#webhook-retries).
 pub const WEBHOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 

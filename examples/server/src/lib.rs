@@ -238,7 +238,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send) -> R
     let inbound = match config.inbound_smtp_listen {
         Some(addr) => {
             let domain = config.delivery.return_path_domain.clone();
-            let auth: Arc<dyn tidings_core::ports::MessageAuth> = Arc::new(tidings_core::ports::NoMessageAuth);
+            let auth = bootstrap::message_auth(&config)?;
             let listener =
                 inbound::bind(addr, domain, &config.smtp_limits, &config.inbound, core.clone(), auth).await?;
             let mut stop = stop_rx.clone();

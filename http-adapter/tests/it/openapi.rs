@@ -341,6 +341,14 @@ impl Checked {
         reply
     }
 
+    /// Calls `GET target` with `key` and checks a reply that may not be JSON.
+    async fn call_raw_keyed(&mut self, api: &TestApi, key: &str, target: &str, args: &[&str]) -> RawReply {
+        let req = Request::get(fill(target, args)).header("authorization", format!("Bearer {key}"));
+        let reply = api.send_raw(req.body(Body::empty()).expect("request")).await;
+        self.check_raw("GET", target, &reply);
+        reply
+    }
+
     /// [`Self::check`] for any media type: the content type is the documented one and a
     /// response documented without content has no body; JSON goes through `check`.
     fn check_raw(&mut self, method: &str, path: &str, reply: &RawReply) {
@@ -427,6 +435,38 @@ async fn mark_verified(api: &TestApi, domain_id: &str) {
     domain.status = DomainStatus::Verified;
     domain.verified_at = Some(domain.created_at);
     api.core.store().update_domain(&domain).await.unwrap();
+}
+
+/// A message with one attachment received for the workspace, stored as the listener stores
+/// one (the test API has no listener); returns its id.
+async fn store_inbound(api: &TestApi) -> String {
+    use tidings_core::ids::InboundMessageId;
+    use tidings_core::model::{AuthResults, InboundEnvelope, InboundMessage};
+    use tidings_core::ports::InboundQuota;
+    let raw = b"From: Ann <ann@example.net>\r\nTo: support@example.com\r\nSubject: Hello\r\nMIME-Version: 1.0\r\n\
+Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nHi\r\n--b\r\n\
+Content-Type: text/csv; name=a.csv\r\nContent-Disposition: attachment; filename=a.csv\r\n\r\na,b\r\n--b--\r\n";
+    let who = api.core.authenticate(&api.key).await.unwrap();
+    let now = chrono::Utc::now();
+    let message = InboundMessage {
+        id: InboundMessageId::new_at(now, &tidings_core::ports::SystemRandom),
+        workspace_id: who.workspace_id,
+        received_at: now,
+        envelope: InboundEnvelope {
+            mail_from: Some("ann@example.net".to_owned()),
+            recipients: vec![tidings_core::email::EmailAddress::parse("support@example.com").unwrap()],
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            helo: "mail.example.net".to_owned(),
+        },
+        parsed: tidings_core::inbound::parse(raw).unwrap(),
+        auth: AuthResults::unchecked(),
+        in_reply_to_message_id: None,
+        route_id: None,
+        size: raw.len() as u64,
+    };
+    let quota = InboundQuota { max_messages: 10, max_bytes: 1 << 20 };
+    assert!(api.core.store().insert_inbound(&message, raw, &[], &quota).await.unwrap());
+    message.id.to_string()
 }
 
 #[tokio::test]
@@ -634,6 +674,30 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&c.call(a, full, "GET", "/v1/webhooks/{id}/deliveries", &w, None).await, 200);
     let retry = "/v1/webhooks/{id}/deliveries/{deliveryId}/retry";
     expect(&c.call(a, full, "POST", retry, &[&hook_id, &delivery_id], None).await, 200);
+    // Inbound mail: routes, and a received message (stored as the listener would).
+    let inbound = json!({"url": "https://hooks.example.com/in", "eventTypes": ["InboundReceived"]});
+    let inbound = c.call(a, full, "POST", "/v1/webhooks", &[], Some(inbound)).await;
+    expect(&inbound, 201);
+    let route = json!({"match": "support@example.com", "action": "webhook", "webhookId": id_of(&inbound)});
+    let route = c.call(a, full, "POST", "/v1/inbound/routes", &[], Some(route)).await;
+    expect(&route, 201);
+    let r = [id_of(&route)];
+    let r = [r[0].as_str()];
+    expect(&c.call(a, full, "POST", "/v1/inbound/routes", &[], Some(json!({"match": "nope", "action": "store"}))).await, 422);
+    expect(&c.call(a, full, "GET", "/v1/inbound/routes", &[], None).await, 200);
+    expect(&c.call(a, full, "GET", "/v1/inbound/routes/{id}", &r, None).await, 200);
+    expect(&c.call(a, full, "PATCH", "/v1/inbound/routes/{id}", &r, Some(json!({"action": "store"}))).await, 200);
+    expect(&c.call(a, full, "DELETE", "/v1/inbound/routes/{id}", &r, None).await, 200);
+    let received = store_inbound(&api).await;
+    let m = [received.as_str()];
+    expect(&c.call(a, full, "GET", "/v1/inbound/messages?to=support@example.com", &[], None).await, 200);
+    expect(&c.call(a, full, "GET", "/v1/inbound/messages/{id}", &m, None).await, 200);
+    expect(&c.call(a, full, "GET", "/v1/inbound/messages/{id}", &[UNKNOWN_ID], None).await, 404);
+    let key = api.key.clone();
+    assert_eq!(c.call_raw_keyed(a, &key, "/v1/inbound/messages/{id}/raw", &m).await.status, StatusCode::OK);
+    let attachment = "/v1/inbound/messages/{id}/attachments/{index}";
+    assert_eq!(c.call_raw_keyed(a, &key, attachment, &[m[0], "0"]).await.status, StatusCode::OK);
+    expect(&c.call(a, full, "GET", attachment, &[m[0], "7"], None).await, 404);
     expect(&c.call(a, full, "DELETE", "/v1/webhooks/{id}", &w, None).await, 200);
 
     // Deletes, and the document itself.

@@ -31,6 +31,7 @@ mod exhaustion_memory;
 mod hardening_edges;
 mod hardening_round_two;
 mod header_injection;
+mod inbound;
 mod interop;
 mod keys_and_access;
 mod messages;
