@@ -17,7 +17,7 @@ use mail_parser::{Address, Message, MessageParser, MimeHeaders, PartType};
 use super::headers::{cut, decoded_headers};
 use super::reply::strip_reply;
 use super::{InboundLimits, InboundParseError};
-use crate::model::{AttachmentMeta, InboundHeader, InboundMailbox, ParsedInbound, Truncation};
+use crate::model::{AttachmentMeta, InboundMailbox, ParsedInbound, Truncation};
 use crate::outbound::html_text::text_from_html;
 
 /// Bytes kept of a display name or an address (an RFC 5322 line's length).
