@@ -27,6 +27,7 @@ mod db;
 mod domains;
 mod event_feed;
 mod group_commit;
+mod inbound;
 mod keys;
 mod limits;
 mod message_list;

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0016_domains_settled", include_str!("../migrations/0016_domains_settled.sql")),
     ("0017_dkim_rotation", include_str!("../migrations/0017_dkim_rotation.sql")),
     ("0018_reputation", include_str!("../migrations/0018_reputation.sql")),
+    ("0019_inbound", include_str!("../migrations/0019_inbound.sql")),
 ];
 
 /// The advisory lock key of Tidings migrations (any constant; "tidings" in ASCII).

@@ -7,9 +7,9 @@
 //! Workspace-scoped keys are `tag ‖ workspace id ‖ ...`, so a read with another workspace's
 //! id simply finds nothing. A few keys are global by nature and documented as such: the
 //! workspaces themselves, the key hash index (authentication happens before the workspace is
-//! known), the due-time queues and the idempotency expiry index that workers walk across
-//! workspaces (their entries name the workspace after the time), the store's secrets, and
-//! the redo record.
+//! known), the due-time queues, the idempotency expiry index and the inbound receipt-time
+//! index that workers walk across workspaces (their entries name the workspace after the
+//! time), the store's secrets, and the redo record.
 //!
 //! Ids are the 16 big-endian ULID bytes (byte order = creation order), times are
 //! sign-flipped big-endian microseconds (byte order = time order), variable-length text that
@@ -17,8 +17,10 @@
 //! prefix of another.
 
 use chrono::{DateTime, Utc};
-use tidings_core::ids::{ApiKeyId, DeliveryId, DomainId, EventId, MessageId, WebhookId, WorkspaceId};
-use tidings_core::model::{KeyHash, MessageStatus, SuppressionReason};
+use tidings_core::ids::{
+    ApiKeyId, DeliveryId, DomainId, EventId, InboundMessageId, InboundRouteId, MessageId, WebhookId, WorkspaceId,
+};
+use tidings_core::model::{KeyHash, MessageStatus, RouteMatch, SuppressionReason};
 use tidings_core::secret::SecretName;
 
 /// The pending multi-key write (redo record, see `db.rs`): `INTENT` → encoded operations.
@@ -107,6 +109,22 @@ pub const ACTIVITY_HOUR: u8 = 0x91;
 /// `REPUTATION ‖ ws ‖ 0x00` (the workspace) or `REPUTATION ‖ ws ‖ 0x01 ‖ domain` →
 /// `ScopeReputation` (JSON), so a workspace's records are one prefix scan.
 pub const REPUTATION: u8 = 0xa0;
+/// Inbound route: `INBOUND_ROUTE ‖ ws ‖ route` → `InboundRoute` (JSON).
+pub const INBOUND_ROUTE: u8 = 0xb0;
+/// A workspace's routes by matcher, for their uniqueness:
+/// `INBOUND_ROUTE_MATCH ‖ ws ‖ RouteMatch::normalized` → route id.
+pub const INBOUND_ROUTE_MATCH: u8 = 0xb1;
+/// Inbound message: `INBOUND_MESSAGE ‖ ws ‖ message` → `InboundMessage` (JSON), without
+/// its raw bytes, so a list never reads them.
+pub const INBOUND_MESSAGE: u8 = 0xb2;
+/// An inbound message's raw bytes, as received: `INBOUND_RAW ‖ ws ‖ message` → bytes.
+pub const INBOUND_RAW: u8 = 0xb3;
+/// What a workspace's inbound mail takes: `INBOUND_USAGE ‖ ws` → messages and bytes, 8
+/// big-endian bytes each (see `inbound.rs`).
+pub const INBOUND_USAGE: u8 = 0xb4;
+/// Global receipt-time index of inbound messages, for retention:
+/// `INBOUND_RECEIVED ‖ time ‖ message ‖ ws` → the message's stored bytes (8 big-endian).
+pub const INBOUND_RECEIVED: u8 = 0xb5;
 /// Dashboard session: `SESSION ‖ token sha256` → `DashboardSession` (global: the cookie
 /// names no workspace).
 pub const SESSION: u8 = 0x80;
@@ -312,6 +330,36 @@ pub fn reputation(ws: WorkspaceId, scope: tidings_core::reputation::Scope) -> Ke
         tidings_core::reputation::Scope::Workspace => key.byte(0),
         tidings_core::reputation::Scope::Domain(id) => key.byte(1).id(id.to_bytes()),
     }
+}
+
+/// `INBOUND_ROUTE ‖ ws ‖ route`.
+pub fn inbound_route(ws: WorkspaceId, id: InboundRouteId) -> Key {
+    Key::new(INBOUND_ROUTE).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `INBOUND_ROUTE_MATCH ‖ ws ‖ normalized matcher`.
+pub fn inbound_route_match(ws: WorkspaceId, matcher: &RouteMatch) -> Key {
+    Key::new(INBOUND_ROUTE_MATCH).id(ws.to_bytes()).raw(matcher.normalized().as_bytes())
+}
+
+/// `INBOUND_MESSAGE ‖ ws ‖ message`.
+pub fn inbound_message(ws: WorkspaceId, id: InboundMessageId) -> Key {
+    Key::new(INBOUND_MESSAGE).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `INBOUND_RAW ‖ ws ‖ message`.
+pub fn inbound_raw(ws: WorkspaceId, id: InboundMessageId) -> Key {
+    Key::new(INBOUND_RAW).id(ws.to_bytes()).id(id.to_bytes())
+}
+
+/// `INBOUND_USAGE ‖ ws`.
+pub fn inbound_usage(ws: WorkspaceId) -> Key {
+    Key::new(INBOUND_USAGE).id(ws.to_bytes())
+}
+
+/// `INBOUND_RECEIVED ‖ time ‖ message ‖ ws`.
+pub fn inbound_received(at: DateTime<Utc>, id: InboundMessageId, ws: WorkspaceId) -> Key {
+    Key::new(INBOUND_RECEIVED).time(at).id(id.to_bytes()).id(ws.to_bytes())
 }
 
 /// `ACTIVITY_HOUR ‖ hour ‖ ws ‖ domain`.

@@ -61,6 +61,7 @@ mod domain_cache;
 mod domains;
 mod event_feed;
 mod flusher;
+mod inbound;
 mod layout;
 mod message_list;
 mod messages;

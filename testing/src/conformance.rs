@@ -207,6 +207,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         inbound::messages_are_listed_newest_first_with_filters,
         inbound::purges_take_old_messages_earliest_first_and_give_usage_back,
         inbound::racing_messages_never_overshoot_the_quota,
+        inbound::messages_keep_whatever_text_they_were_sent,
     ]
 }
 

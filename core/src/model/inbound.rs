@@ -47,6 +47,15 @@ impl RouteMatch {
         }
     }
 
+    /// The form two routes of a workspace may not share: the API form with the address
+    /// [normalized](EmailAddress::normalized), as routes match addresses by it.
+    pub fn normalized(&self) -> String {
+        match self {
+            Self::Address(address) => address.normalized(),
+            Self::Domain(domain) => format!("*@{domain}"),
+        }
+    }
+
     /// How specific it is: an address beats its domain (the most specific route wins).
     pub fn specificity(&self) -> u8 {
         match self {

@@ -1,7 +1,8 @@
 //! Inbound mail (`InboundStore`): routes unique per matcher within a workspace; messages
 //! written with their raw bytes and event deliveries, within the workspace's quota, or not
 //! at all (racing writers never overshoot it); lists newest first with the `to` and `from`
-//! filters; retention purges earliest first and gives the usage back.
+//! filters; retention purges earliest first and gives the usage back; whatever text a
+//! message holds (a NUL included) is kept and filtered on as sent.
 
 use std::sync::Arc;
 
@@ -229,4 +230,24 @@ pub(super) async fn racing_messages_never_overshoot_the_quota<S: Store + 'static
     assert_eq!(s.inbound_usage(ws).await.must("usage").messages, 3);
     let listed = s.list_inbound(ws, &InboundQuery::default(), PageRequest::first(50)).await.must("list");
     assert_eq!(listed.items.len(), 3);
+}
+
+pub(super) async fn messages_keep_whatever_text_they_were_sent<S: Store + 'static>(s: Arc<S>) {
+    // Received text is as the sender wrote it: a NUL (which PostgreSQL's `text` and
+    // `jsonb` refuse) in the body, the subject or the `From` address is kept, and found.
+    let ws = WorkspaceId(ulid());
+    let mut odd = message(ws, "support@in.example.com", "Nul\0Byte@example.org", now());
+    odd.parsed.subject = Some("zero \0 here".to_owned());
+    odd.parsed.text = Some("a\0b\u{fffd}\u{1F600}".to_owned());
+    let raw = b"Subject: zero \0 here\r\n\r\na\0b\xff\r\n".to_vec();
+    assert!(s.insert_inbound(&odd, &raw, &[], &ROOMY).await.must("insert"));
+    assert_eq!(s.get_inbound(ws, odd.id).await.must("get"), Some(odd.clone()));
+    assert_eq!(s.inbound_raw(ws, odd.id).await.must("raw"), Some(raw), "bytes that are no UTF-8 too");
+    let plain = message(ws, "support@in.example.com", "nulbyte@example.org", now());
+    assert!(s.insert_inbound(&plain, &raw_of(&plain), &[], &ROOMY).await.must("insert"));
+    let by_from = |from: &str| InboundQuery { to: None, from: Some(from.to_owned()) };
+    let found = s.list_inbound(ws, &by_from("nul\0byte@EXAMPLE.org"), PageRequest::first(10)).await.must("list");
+    assert_eq!(found.items.iter().map(|m| m.id).collect::<Vec<_>>(), vec![odd.id]);
+    let found = s.list_inbound(ws, &by_from("nulbyte@example.org"), PageRequest::first(10)).await.must("list");
+    assert_eq!(found.items.iter().map(|m| m.id).collect::<Vec<_>>(), vec![plain.id], "the NUL is not dropped");
 }

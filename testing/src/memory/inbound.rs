@@ -17,9 +17,10 @@ impl State {
     }
 
     fn matcher_taken(&self, route: &InboundRoute) -> bool {
+        let key = route.matcher.normalized();
         self.inbound_routes
             .values()
-            .any(|r| r.workspace_id == route.workspace_id && r.id != route.id && r.matcher == route.matcher)
+            .any(|r| r.workspace_id == route.workspace_id && r.id != route.id && r.matcher.normalized() == key)
     }
 }
 
