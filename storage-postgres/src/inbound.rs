@@ -182,6 +182,14 @@ impl InboundStore for PgStore {
         }
     }
 
+    async fn inbound_domains(&self) -> StoreResult<Vec<tidings_core::model::Domain>> {
+        // A scan of the domains, as the re-checks' are: core reads it every few seconds per
+        // node, never per message. `inbound` is written only when true.
+        let client = self.client().await?;
+        let sql = "SELECT doc FROM domains WHERE doc->>'inbound' = 'true'";
+        crate::sealing::open_rows(&self.sealer, &crate::db::query(&client, sql, &[]).await?, "domain")
+    }
+
     async fn purge_inbound(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;

@@ -202,6 +202,20 @@ impl InboundStore for SledStore {
         usage_of(self.inner.tree()?, workspace)
     }
 
+    async fn inbound_domains(&self) -> StoreResult<Vec<tidings_core::model::Domain>> {
+        // A scan of every domain record, as the re-checks do: core reads it every few
+        // seconds per node, never per message.
+        let mut inbound = Vec::new();
+        for entry in self.inner.tree()?.scan_prefix(Key::new(layout::DOMAIN).0) {
+            let (_, value) = entry.map_err(sled_error)?;
+            let stored: tidings_core::sealing::Sealed<tidings_core::model::Domain> = decode(&value, "domain")?;
+            if stored.unopened().inbound {
+                inbound.push(self.sealer.open_record(stored).map_err(crate::sealing::seal_error)?);
+            }
+        }
+        Ok(inbound)
+    }
+
     async fn purge_inbound(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<usize> {
         // Entries received at `before` itself sort after this bound (their keys extend it).
         let end = Key::new(layout::INBOUND_RECEIVED).time(before).0;

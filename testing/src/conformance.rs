@@ -208,6 +208,7 @@ fn all_checks<S: Store + 'static>() -> Vec<(&'static str, Check<S>)> {
         inbound::purges_take_old_messages_earliest_first_and_give_usage_back,
         inbound::racing_messages_never_overshoot_the_quota,
         inbound::messages_keep_whatever_text_they_were_sent,
+        inbound::inbound_domains_are_those_with_inbound_on_in_any_workspace,
     ]
 }
 

@@ -194,7 +194,8 @@ pub fn message_auth(config: &Config) -> Result<Arc<tidings_dns::MailAuthChecker>
         Some(addr) => tidings_dns::MailAuthChecker::with_server(addr),
         None => tidings_dns::MailAuthChecker::system(),
     };
-    let checker = checker.map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_DNS_SERVER", None, e.to_string())))?;
+    let checker =
+        checker.map_err(|e| ServerError::Config(ConfigError::new("TIDINGS_DNS_SERVER", None, e.to_string())))?;
     Ok(Arc::new(checker))
 }
 

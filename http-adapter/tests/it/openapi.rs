@@ -683,7 +683,10 @@ async fn real_responses_of_every_operation_match_the_documented_schemas() {
     expect(&route, 201);
     let r = [id_of(&route)];
     let r = [r[0].as_str()];
-    expect(&c.call(a, full, "POST", "/v1/inbound/routes", &[], Some(json!({"match": "nope", "action": "store"}))).await, 422);
+    expect(
+        &c.call(a, full, "POST", "/v1/inbound/routes", &[], Some(json!({"match": "nope", "action": "store"}))).await,
+        422,
+    );
     expect(&c.call(a, full, "GET", "/v1/inbound/routes", &[], None).await, 200);
     expect(&c.call(a, full, "GET", "/v1/inbound/routes/{id}", &r, None).await, 200);
     expect(&c.call(a, full, "PATCH", "/v1/inbound/routes/{id}", &r, Some(json!({"action": "store"}))).await, 200);

@@ -251,3 +251,22 @@ pub(super) async fn messages_keep_whatever_text_they_were_sent<S: Store + 'stati
     let found = s.list_inbound(ws, &by_from("nulbyte@example.org"), PageRequest::first(10)).await.must("list");
     assert_eq!(found.items.iter().map(|m| m.id).collect::<Vec<_>>(), vec![plain.id], "the NUL is not dropped");
 }
+
+pub(super) async fn inbound_domains_are_those_with_inbound_on_in_any_workspace<S: Store + 'static>(s: Arc<S>) {
+    let (a, b) = (WorkspaceId(ulid()), WorkspaceId(ulid()));
+    let on_a = tidings_core::model::Domain { inbound: true, ..crate::fixtures::domain(a, "in.a.example") };
+    let on_b = tidings_core::model::Domain { inbound: true, ..crate::fixtures::domain(b, "in.a.example") };
+    let off = crate::fixtures::domain(a, "send.a.example");
+    for d in [&on_a, &on_b, &off] {
+        s.insert_domain(d).await.must("insert_domain");
+    }
+    let mut found: Vec<_> = s.inbound_domains().await.must("inbound_domains").into_iter().map(|d| d.id).collect();
+    found.sort();
+    let mut wanted = vec![on_a.id, on_b.id];
+    wanted.sort();
+    assert_eq!(found, wanted, "every workspace's domains with inbound on, and no other");
+    let switched = tidings_core::model::Domain { inbound: false, ..on_b.clone() };
+    s.update_domain(&switched).await.must("switch inbound off");
+    let found: Vec<_> = s.inbound_domains().await.must("inbound_domains").into_iter().map(|d| d.id).collect();
+    assert_eq!(found, vec![on_a.id], "a domain switched off is no longer listed");
+}

@@ -79,9 +79,17 @@ fn classify(method: &Method, path: &str) -> Option<Guard> {
         // docs/api.md#authentication: a send key may do nothing else, so every route of these
         // resources is management. A new resource family is not assumed to be.
         (_, p)
-            if ["/v1/keys", "/v1/domains", "/v1/templates", "/v1/suppressions", "/v1/webhooks", "/v1/reputation", "/v1/inbound"]
-                .iter()
-                .any(|family| p == *family || p.starts_with(&format!("{family}/"))) =>
+            if [
+                "/v1/keys",
+                "/v1/domains",
+                "/v1/templates",
+                "/v1/suppressions",
+                "/v1/webhooks",
+                "/v1/reputation",
+                "/v1/inbound",
+            ]
+            .iter()
+            .any(|family| p == *family || p.starts_with(&format!("{family}/"))) =>
         {
             Guard::Management
         }

@@ -212,7 +212,11 @@ fn inbound_mail_reaches_the_application_parsed_authenticated_and_signed() {
         let receiver = Receiver::start().await;
         let (status, body) = s
             .server
-            .post("/v1/webhooks", s.server.key(), json!({"url": receiver.url("/in"), "eventTypes": ["InboundReceived"]}))
+            .post(
+                "/v1/webhooks",
+                s.server.key(),
+                json!({"url": receiver.url("/in"), "eventTypes": ["InboundReceived"]}),
+            )
             .await;
         assert_ok(status, &body, 201, "an endpoint for InboundReceived");
         let secret = body["data"]["secret"].as_str().unwrap().to_owned();
@@ -266,7 +270,10 @@ fn inbound_mail_reaches_the_application_parsed_authenticated_and_signed() {
 
         assert!(html["html"].as_str().unwrap().contains("<b>logo</b>"), "{html}");
         let logo = &html["attachments"][0];
-        assert_eq!((&logo["contentId"], &logo["inline"], &logo["contentType"]), (&json!("logo@x"), &json!(true), &json!("image/png")));
+        assert_eq!(
+            (&logo["contentId"], &logo["inline"], &logo["contentType"]),
+            (&json!("logo@x"), &json!(true), &json!("image/png"))
+        );
 
         let pdf = &attached["attachments"][0];
         assert_eq!((&pdf["filename"], &pdf["contentType"]), (&json!("invoice.pdf"), &json!("application/pdf")));
@@ -331,13 +338,21 @@ fn the_listener_is_no_relay_and_routes_reject_store_and_pick_the_endpoint() {
         let receiver = Receiver::start().await;
         let (status, hook) = s
             .server
-            .post("/v1/webhooks", s.server.key(), json!({"url": receiver.url("/routed"), "eventTypes": ["InboundReceived"]}))
+            .post(
+                "/v1/webhooks",
+                s.server.key(),
+                json!({"url": receiver.url("/routed"), "eventTypes": ["InboundReceived"]}),
+            )
             .await;
         assert_ok(status, &hook, 201, "endpoint");
         let hook_id = hook["data"]["id"].as_str().unwrap();
         let (status, body) = s
             .server
-            .post("/v1/webhooks", s.server.key(), json!({"url": receiver.url("/other"), "eventTypes": ["InboundReceived"]}))
+            .post(
+                "/v1/webhooks",
+                s.server.key(),
+                json!({"url": receiver.url("/other"), "eventTypes": ["InboundReceived"]}),
+            )
             .await;
         assert_ok(status, &body, 201, "another endpoint");
         for (matcher, action) in [("*@in.shop.example", "store"), ("noreply@in.shop.example", "reject")] {
@@ -354,11 +369,15 @@ fn the_listener_is_no_relay_and_routes_reject_store_and_pick_the_endpoint() {
             )
             .await;
         assert_ok(status, &body, 201, "a webhook route");
-        let (status, body) =
-            s.server.post("/v1/inbound/routes", s.server.key(), json!({"match": "*@in.shop.example", "action": "store"})).await;
+        let (status, body) = s
+            .server
+            .post("/v1/inbound/routes", s.server.key(), json!({"match": "*@in.shop.example", "action": "store"}))
+            .await;
         assert_eq!(status, 409, "one route per match: {body}");
-        let (status, body) =
-            s.server.post("/v1/inbound/routes", s.server.key(), json!({"match": "*@nobody.example", "action": "store"})).await;
+        let (status, body) = s
+            .server
+            .post("/v1/inbound/routes", s.server.key(), json!({"match": "*@nobody.example", "action": "store"}))
+            .await;
         assert_eq!((status, &body["error"]["fields"][0]["field"]), (422, &json!("match")), "{body}");
 
         let rejected = smtp(s.listener, "x@sender.example", &["noreply@in.shop.example"], b"").await;
@@ -412,7 +431,13 @@ fn a_kill_right_after_250_loses_nothing() {
             ("TIDINGS_DNS_SERVER".into(), s.dns.addr().to_string()),
         ];
         let data_dir = s.server.kill();
-        let server = TestServer::start_with(Options { data_dir: Some(data_dir), bootstrap_key: Some(key.clone()), env, ..Options::default() }).await;
+        let server = TestServer::start_with(Options {
+            data_dir: Some(data_dir),
+            bootstrap_key: Some(key.clone()),
+            env,
+            ..Options::default()
+        })
+        .await;
         let (status, body) = server.get("/v1/inbound/messages", &key).await;
         assert_ok(status, &body, 200, "list after the crash");
         let listed = body["data"].as_array().unwrap();
