@@ -258,7 +258,7 @@ impl From<InboundMessage> for InboundMessageResponse {
 
 type RouteCreated = Success<201, RouteResponse>;
 type RouteOk = Success<200, RouteResponse>;
-type RouteList = Success<200, Vec<RouteResponse>>;
+type RoutePage = Page<RouteResponse>;
 type Deleted = Success<200, Null>;
 type InboundPage = Page<InboundMessageResponse>;
 type InboundOk = Success<200, InboundMessageResponse>;
@@ -277,7 +277,7 @@ type InboundOk = Success<200, InboundMessageResponse>;
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn create_route(
+pub async fn create_inbound_route(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiJson(req): ApiJson<CreateRouteRequest>,
@@ -293,14 +293,19 @@ pub async fn create_route(
     path = "/v1/inbound/routes",
     tag = "inbound",
     summary = "List the inbound routes, oldest first",
+    params(ListQuery),
     responses(
-        (status = 200, description = "every route", body = inline(RouteList)),
+        (status = 200, description = "a page", body = inline(RoutePage)),
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn list_routes(State(state): State<ApiState>, Authed(who): Authed) -> ApiResult<RouteList> {
-    let routes = state.core.inbound_routes().list(&who).await?;
-    Ok(Success::new("OK", routes.into_iter().map(RouteResponse::from).collect()))
+pub async fn list_inbound_routes(
+    State(state): State<ApiState>,
+    Authed(who): Authed,
+    ListQuery(params): ListQuery,
+) -> ApiResult<RoutePage> {
+    let listed = state.core.inbound_routes().page(&who, params).await?;
+    Ok(Page::new(listed, RouteResponse::from))
 }
 
 /// `GET /v1/inbound/routes/{id}`.
@@ -314,7 +319,7 @@ pub async fn list_routes(State(state): State<ApiState>, Authed(who): Authed) -> 
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn get_route(
+pub async fn get_inbound_route(
     State(state): State<ApiState>,
     Authed(who): Authed,
     IdPath(id): IdPath<InboundRouteId>,
@@ -335,7 +340,7 @@ pub async fn get_route(
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn update_route(
+pub async fn update_inbound_route(
     State(state): State<ApiState>,
     Authed(who): Authed,
     IdPath(id): IdPath<InboundRouteId>,
@@ -357,7 +362,7 @@ pub async fn update_route(
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn delete_route(
+pub async fn delete_inbound_route(
     State(state): State<ApiState>,
     Authed(who): Authed,
     IdPath(id): IdPath<InboundRouteId>,
@@ -385,11 +390,15 @@ struct InboundFilterQuery {
     summary = "List received messages, newest first",
     params(ListQuery, InboundFilterQuery),
     responses(
-        (status = 200, description = "a page", body = inline(InboundPage)),
+        (status = 200, description = "a page", body = inline(InboundPage),
+            links(("get_inbound_message" = (
+                operation_id = "get_inbound_message",
+                parameters(("id" = "$response.body#/data/0/id"))
+            )))),
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn list_messages(
+pub async fn list_inbound_messages(
     State(state): State<ApiState>,
     Authed(who): Authed,
     axum::extract::RawQuery(raw): axum::extract::RawQuery,
@@ -415,11 +424,18 @@ pub async fn list_messages(
     tag = "inbound",
     summary = "Retrieve a received message, parsed",
     responses(
-        (status = 200, description = "the message", body = inline(InboundOk)),
+        (status = 200, description = "the message", body = inline(InboundOk),
+            links(
+                ("get_inbound_raw" = (operation_id = "get_inbound_raw", parameters(("id" = "$request.path.id")))),
+                ("get_inbound_attachment" = (
+                    operation_id = "get_inbound_attachment",
+                    parameters(("id" = "$request.path.id"), ("index" = "$response.body#/data/attachments/0/index"))
+                )),
+            )),
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn get_message(
+pub async fn get_inbound_message(
     State(state): State<ApiState>,
     Authed(who): Authed,
     IdPath(id): IdPath<InboundMessageId>,
@@ -446,10 +462,13 @@ struct AttachmentBytes;
 
 impl<'r> ToResponse<'r> for AttachmentBytes {
     fn response() -> (&'r str, RefOr<utoipa::openapi::Response>) {
-        let bytes = ObjectBuilder::new().schema_type(Type::String).content_media_type("application/octet-stream");
+        let bytes = ObjectBuilder::new().schema_type(Type::String);
         let response = ResponseBuilder::new()
-            .description("the attachment's decoded contents, with its content type and file name")
-            .content("application/octet-stream", ContentBuilder::new().schema(Some(bytes)).build());
+            .description(
+                "the attachment's decoded contents, as the content type it was sent with (its file name in \
+                          Content-Disposition)",
+            )
+            .content("*/*", ContentBuilder::new().schema(Some(bytes)).build());
         ("AttachmentBytes", response.build().into())
     }
 }
@@ -465,7 +484,7 @@ impl<'r> ToResponse<'r> for AttachmentBytes {
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn get_raw(
+pub async fn get_inbound_raw(
     State(state): State<ApiState>,
     Authed(who): Authed,
     IdPath(id): IdPath<InboundMessageId>,
@@ -490,7 +509,7 @@ pub async fn get_raw(
         (status = 403, response = InsufficientScope),
     )
 )]
-pub async fn get_attachment(
+pub async fn get_inbound_attachment(
     State(state): State<ApiState>,
     Authed(who): Authed,
     ApiPath((id, index)): ApiPath<(String, String)>,
@@ -516,6 +535,7 @@ pub async fn get_attachment(
         (header::CONTENT_TYPE, content_type),
         (header::CONTENT_DISPOSITION, disposition),
         (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'")),
     ];
     Ok((StatusCode::OK, headers, bytes).into_response())
 }
@@ -523,10 +543,10 @@ pub async fn get_attachment(
 /// The routes of this module.
 pub fn routes() -> RouteTable {
     RouteTable::default()
-        .routes(routes!(create_route, list_routes))
-        .routes(routes!(get_route, update_route, delete_route))
-        .routes(routes!(list_messages))
-        .routes(routes!(get_message))
-        .routes(routes!(get_raw))
-        .routes(routes!(get_attachment))
+        .routes(routes!(create_inbound_route, list_inbound_routes))
+        .routes(routes!(get_inbound_route, update_inbound_route, delete_inbound_route))
+        .routes(routes!(list_inbound_messages))
+        .routes(routes!(get_inbound_message))
+        .routes(routes!(get_inbound_raw))
+        .routes(routes!(get_inbound_attachment))
 }

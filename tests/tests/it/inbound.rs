@@ -315,7 +315,11 @@ fn spf_dkim_and_dmarc_are_judged_for_a_signed_message_and_an_altered_one() {
         let listed = s.list("").await;
         let (tampered, good) = (&listed[0], &listed[1]);
         assert_eq!(good["spf"]["result"], "pass", "{good}");
-        assert_eq!(good["dkim"], json!({"result": "pass", "domain": "sender.example", "selector": "sel", "policy": null}), "{good}");
+        assert_eq!(
+            good["dkim"],
+            json!({"result": "pass", "domain": "sender.example", "selector": "sel", "policy": null}),
+            "{good}"
+        );
         assert_eq!(good["dmarc"]["result"], "pass", "{good}");
         assert_eq!(good["dmarc"]["policy"], "reject", "{good}");
         assert_eq!(tampered["dkim"]["result"], "fail", "{tampered}");

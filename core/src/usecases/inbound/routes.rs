@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{InboundRouteId, WebhookId};
 use crate::model::{InboundRoute, RouteAction, RouteMatch, WebhookEventType};
-use crate::ports::{StoreError, missing};
-use crate::usecases::{Principal, Tidings};
+use crate::ports::{Page, StoreError, missing};
+use crate::usecases::{ListParams, Listed, Principal, Tidings};
 use crate::{Error, Result};
 
 /// Body of `POST /v1/inbound/routes` and `PATCH /v1/inbound/routes/{id}`; on a `PATCH` an
@@ -69,6 +69,16 @@ impl InboundRoutes<'_> {
     pub async fn list(&self, who: &Principal) -> Result<Vec<InboundRoute>> {
         who.require_full()?;
         Ok(self.core.store.list_inbound_routes(who.workspace_id).await?)
+    }
+
+    /// `GET /v1/inbound/routes`, a page at a time: oldest first, the cursor a route's id.
+    pub async fn page(&self, who: &Principal, params: ListParams) -> Result<Listed<InboundRoute>> {
+        let page = params.to_page(InboundRouteId::parse)?;
+        let mut after: Vec<InboundRoute> =
+            self.list(who).await?.into_iter().filter(|r| page.cursor.is_none_or(|c| r.id > c)).collect();
+        let has_more = after.len() > page.limit;
+        after.truncate(page.limit);
+        Ok(Listed::from_page(Page { items: after, has_more }, page.limit, |r| r.id.to_string()))
     }
 
     /// `GET /v1/inbound/routes/{id}`.
