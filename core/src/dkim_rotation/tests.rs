@@ -51,6 +51,7 @@ fn domain() -> Domain {
         verified_at: Some(at(0)),
         last_checked_at: Some(at(0)),
         kind: DomainKind::Customer,
+        inbound: false,
     }
 }
 

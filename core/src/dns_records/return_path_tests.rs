@@ -41,6 +41,7 @@ fn domain(policy: &RecordPolicy) -> Domain {
         verified_at: None,
         last_checked_at: None,
         kind: DomainKind::Customer,
+        inbound: false,
     }
 }
 
@@ -55,7 +56,8 @@ fn the_records_ask_for_an_mx_and_an_spf_on_the_bounces_subdomain_only_with_a_hos
 
     let d = domain(&policy());
     let kinds: Vec<RecordKind> = d.records.iter().map(|r| r.kind).collect();
-    assert_eq!(kinds, RecordKind::ALL);
+    // Every kind but the inbound MX, which a domain asks for only while it receives mail.
+    assert_eq!(kinds, RecordKind::ALL[..6]);
     let mx = record(&d, RecordKind::ReturnPathMx);
     assert_eq!((mx.record_type.as_str(), mx.name.as_str(), mx.value.as_str()), ("MX", "bounces.example.com", HOST));
     assert_eq!((mx.priority, mx.purpose()), (Some(10), "Return-Path (MX)".to_owned()));
@@ -167,4 +169,36 @@ fn a_record_stored_before_priorities_existed_reads_without_one() {
     let record: DnsRecord = serde_json::from_value(stored.clone()).unwrap();
     assert_eq!(record.priority, None);
     assert_eq!(serde_json::to_value(&record).unwrap(), stored, "written back unchanged");
+}
+
+#[tokio::test]
+async fn an_inbound_domain_asks_for_its_mx_and_receives_only_once_it_and_the_domain_verify() {
+    let d = domain(&policy());
+    assert!(inbound_mx(&d, &policy()).is_none(), "no MX while inbound is off");
+    let on = Domain { inbound: true, ..d.clone() };
+    assert!(inbound_mx(&on, &RecordPolicy::default()).is_none(), "no host to name, no MX");
+    let mx = inbound_mx(&on, &policy()).unwrap();
+    assert_eq!((mx.record_type.as_str(), mx.name.as_str(), mx.value.as_str()), ("MX", "example.com", HOST));
+    assert_eq!((mx.priority, mx.purpose()), (Some(10), "Inbound (MX)".to_owned()));
+    assert_eq!(domain_records(&on, &policy()).unwrap().last(), Some(&mx), "listed last");
+    let on = Domain { records: domain_records(&on, &policy()).unwrap(), ..on };
+
+    let dns = StaticDns::default();
+    dns.publish(&on, &[RecordKind::Spf, RecordKind::Dkim, RecordKind::Dkim2]);
+    let checked = verify(&on, &policy(), &dns, at(1)).await;
+    assert_eq!(checked.status, DomainStatus::Verified, "the MX never counts toward the status");
+    assert_eq!(checked.record_status(RecordKind::InboundMx), RecordStatus::Failed);
+    assert!(!checked.receives_mail() && checked.needs_recheck(), "verified, but its MX is missing");
+
+    dns.add_mx("example.com", 10, "mx.tidings.example.net.");
+    let checked = verify(&on, &policy(), &dns, at(2)).await;
+    assert_eq!(checked.record_status(RecordKind::InboundMx), RecordStatus::Verified);
+    assert!(checked.receives_mail());
+    let all = StaticDns::default();
+    all.publish_all(&on);
+    assert!(!verify(&on, &policy(), &all, at(3)).await.needs_recheck(), "every record verified: nothing to recheck");
+    let unverified = Domain { status: DomainStatus::PartiallyVerified, ..checked.clone() };
+    assert!(!unverified.receives_mail(), "an MX alone proves nothing about the workspace");
+    let off = Domain { inbound: false, ..checked };
+    assert!(!off.receives_mail());
 }

@@ -69,6 +69,7 @@ fn new_domain() -> Domain {
         verified_at: None,
         last_checked_at: None,
         kind: crate::model::DomainKind::Customer,
+        inbound: false,
     }
 }
 

@@ -31,6 +31,7 @@ pub(crate) fn signing_domain(name: &str) -> Domain {
         verified_at: Some(now),
         last_checked_at: Some(now),
         kind: DomainKind::Customer,
+        inbound: false,
     }
 }
 

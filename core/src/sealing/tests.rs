@@ -30,6 +30,7 @@ fn domain() -> Domain {
         verified_at: None,
         last_checked_at: None,
         kind: DomainKind::Customer,
+        inbound: false,
     }
 }
 

@@ -343,7 +343,7 @@ async fn tracking_is_switched_per_field() {
         .update_tracking(
             &who,
             DomainId::parse_or_none(&id),
-            UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
+            UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None, inbound: None },
         )
         .await
         .unwrap();
@@ -353,7 +353,7 @@ async fn tracking_is_switched_per_field() {
         .update_tracking(
             &who,
             DomainId::parse_or_none(&id),
-            UpdateDomainTrackingRequest { open_tracking: None, click_tracking: Some(true) },
+            UpdateDomainTrackingRequest { open_tracking: None, click_tracking: Some(true), inbound: None },
         )
         .await
         .unwrap();

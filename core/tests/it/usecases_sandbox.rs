@@ -245,7 +245,7 @@ async fn the_sandbox_cannot_be_deleted_verifying_it_changes_nothing_and_tracking
         .update_tracking(
             &who,
             DomainId::parse_or_none(&id),
-            UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None },
+            UpdateDomainTrackingRequest { open_tracking: Some(true), click_tracking: None, inbound: None },
         )
         .await
         .unwrap();
