@@ -73,6 +73,13 @@ impl Tidings {
     pub fn inbound(&self) -> Inbound<'_> {
         Inbound { core: self }
     }
+
+    /// Makes this node read the receiving domains again at the next question: for an
+    /// embedder that changed domains in the store directly (the use cases that change them
+    /// do this themselves).
+    pub fn inbound_domains_changed(&self) {
+        self.inbound_domains.forget();
+    }
 }
 
 /// The inbound area of [`Tidings`] ([`Tidings::inbound`]).

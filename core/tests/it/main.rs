@@ -25,6 +25,7 @@ mod usecases_dkim_rotation;
 mod usecases_domain_recheck;
 mod usecases_domains;
 mod usecases_feedback;
+mod usecases_inbound;
 mod usecases_keys;
 mod usecases_message_search;
 mod usecases_messages;
