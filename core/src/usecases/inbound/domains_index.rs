@@ -18,10 +18,17 @@ use crate::ports::Store;
 /// How long this node trusts what it read of the receiving domains.
 pub const DOMAINS_TTL: Duration = Duration::seconds(10);
 
-/// The receiving domains by name, and when they were read.
+/// The receiving domains by name, as read at one time.
+#[derive(Debug)]
+struct Snapshot {
+    read_at: DateTime<Utc>,
+    domains: HashMap<DomainName, Domain>,
+}
+
+/// The receiving domains, as this node last read them.
 #[derive(Debug, Default)]
 pub struct InboundDomains {
-    known: Mutex<Option<(DateTime<Utc>, HashMap<DomainName, Domain>)>>,
+    known: Mutex<Option<Snapshot>>,
 }
 
 impl InboundDomains {
@@ -40,11 +47,11 @@ impl InboundDomains {
     ) -> Result<Option<Domain>> {
         {
             let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((read_at, domains)) = known.as_ref()
-                && now - *read_at < DOMAINS_TTL
-                && now >= *read_at
+            if let Some(snapshot) = known.as_ref()
+                && now - snapshot.read_at < DOMAINS_TTL
+                && now >= snapshot.read_at
             {
-                return Ok(domains.get(name).cloned());
+                return Ok(snapshot.domains.get(name).cloned());
             }
         }
         let mut domains: HashMap<DomainName, Domain> = HashMap::new();
@@ -61,7 +68,7 @@ impl InboundDomains {
             }
         }
         let found = domains.get(name).cloned();
-        *self.known.lock().unwrap_or_else(PoisonError::into_inner) = Some((now, domains));
+        *self.known.lock().unwrap_or_else(PoisonError::into_inner) = Some(Snapshot { read_at: now, domains });
         Ok(found)
     }
 }
