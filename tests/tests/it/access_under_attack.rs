@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::common::raw_store;
-use crate::common::{assert_error, assert_ok, create_key, ids, two_workspaces, verified_domain};
+use crate::common::{assert_error, assert_ok, create_key, ids, two_workspaces_with, verified_domain};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use futures::StreamExt as _;
@@ -113,6 +113,9 @@ struct Workspace {
     webhook: String,
     delivery: String,
     suppressed: String,
+    /// An inbound route, and a message received for the domain (with an attachment).
+    inbound_route: String,
+    inbound_message: String,
     /// The message each sending kind sent (`Full`, `Send`, `ScopedSend`).
     messages: BTreeMap<Kind, String>,
     /// Ids, names, addresses, keys and secrets: none may reach another workspace's caller.
@@ -143,6 +146,7 @@ impl Workspace {
         let suppressed = format!("{tag}-suppressed@example.com");
         let (status, body) = server.post("/v1/suppressions", &full, json!({"email": suppressed})).await;
         assert_ok(status, &body, 201, &format!("{tag} suppresses an address"));
+        let (inbound_route, inbound_message) = receive_mail(server, dns, &full, &domain, &domain_name).await;
 
         let (send_id, send) = create_key(server, &full, json!({"name": format!("{tag}-send"), "scope": "send"})).await;
         let scoped_request = json!({"name": format!("{tag}-scoped"), "scope": "send", "sendingDomainId": domain});
@@ -169,6 +173,7 @@ impl Workspace {
         markers.extend([template_name, webhook.clone(), hook_url, secret, delivery.clone(), suppressed.clone()]);
         markers.extend([recipient, subject, send.clone(), scoped.clone(), revoked.clone(), full.clone(), victim]);
         markers.extend([send_id, scoped_id, revoked_id, victim_key.clone()]);
+        markers.extend([inbound_route.clone(), inbound_message.clone()]);
         markers.extend(messages.values().cloned());
         // Every key's id and prefix, the first one's (made by the CLI) too.
         for key in keys["data"].as_array().unwrap() {
@@ -187,6 +192,8 @@ impl Workspace {
             webhook,
             delivery,
             suppressed,
+            inbound_route,
+            inbound_message,
             messages,
             markers,
         }
@@ -209,13 +216,17 @@ impl Workspace {
     /// `/v1/messages/{id}…`. Panics on a parameter this test does not know.
     fn fill(&self, path: &str, message: &str) -> String {
         let family = path.split('/').nth(2).unwrap_or("");
-        let id = match family {
-            "keys" => self.victim_key.as_str(),
-            "domains" => &self.domain,
-            "templates" => &self.template,
-            "webhooks" => &self.webhook,
-            "messages" => message,
-            _ => "",
+        let id = match (family, path.split('/').nth(3).unwrap_or("")) {
+            ("inbound", "routes") => self.inbound_route.as_str(),
+            ("inbound", _) => self.inbound_message.as_str(),
+            (family, _) => match family {
+                "keys" => self.victim_key.as_str(),
+                "domains" => &self.domain,
+                "templates" => &self.template,
+                "webhooks" => &self.webhook,
+                "messages" => message,
+                _ => "",
+            },
         };
         let mut filled = String::new();
         for segment in path.split('/').skip(1) {
@@ -224,6 +235,7 @@ impl Workspace {
                 "{deliveryId}" => &self.delivery,
                 "{username}" => &self.sender,
                 "{email}" => &self.suppressed,
+                "{index}" => "0",
                 // Public: any token answers without a key; this one names nothing.
                 "{token}" => "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
                 s if s.starts_with('{') => {
@@ -236,6 +248,37 @@ impl Workspace {
         }
         filled
     }
+}
+
+/// Makes `domain` (named `name`, verified) receive mail with a `store` route for all of it,
+/// and hands the listener one message with an attachment; returns the route's and the
+/// message's ids.
+async fn receive_mail(
+    server: &TestServer,
+    dns: &TestDnsServer,
+    full: &str,
+    domain: &str,
+    name: &str,
+) -> (String, String) {
+    let (status, body) = server.patch(&format!("/v1/domains/{domain}"), full, json!({"inbound": true})).await;
+    assert_ok(status, &body, 200, "switch inbound on");
+    crate::common::publish(dns, &body["data"], &["Inbound"]).await;
+    let (status, body) = server.post(&format!("/v1/domains/{domain}/verify"), full, json!({})).await;
+    assert_ok(status, &body, 200, "verify the inbound MX");
+    assert_eq!(body["data"]["inboundStatus"], "Verified", "{body}");
+    let (status, body) =
+        server.post("/v1/inbound/routes", full, json!({"match": format!("*@{name}"), "action": "store"})).await;
+    assert_ok(status, &body, 201, "an inbound route");
+    let route = body["data"]["id"].as_str().unwrap().to_owned();
+    let line = server.wait_for_log(&["inbound SMTP listening on "]).expect("the listener's address is logged");
+    let listener = line.rsplit(' ').next().unwrap().trim().parse().expect("an address");
+    let to = format!("support@{name}");
+    let mail = crate::inbound::ATTACHED.replace("support@in.shop.example", &to);
+    let sent = crate::inbound::smtp(listener, "ann@sender.example", &[&to], mail.as_bytes()).await;
+    assert_eq!(sent.end_of_data, Some(250), "{sent:?}");
+    let (status, body) = server.get("/v1/inbound/messages", full).await;
+    assert_ok(status, &body, 200, "list inbound mail");
+    (route, body["data"][0]["id"].as_str().expect("the received message").to_owned())
 }
 
 /// Clients on loopback addresses of their own for the requests that fail authentication,
@@ -398,7 +441,8 @@ async fn run_matrix(
 
 #[tokio::test]
 async fn every_route_answers_every_kind_of_key_as_documented() {
-    let (server, dns, (alpha_id, alpha_key), (beta_id, beta_key)) = two_workspaces().await;
+    let inbound = [("TIDINGS_INBOUND_SMTP_LISTEN", "127.0.0.1:0"), ("TIDINGS_INBOUND_MX_HOST", "mx.tidings.test")];
+    let (server, dns, (alpha_id, alpha_key), (beta_id, beta_key)) = two_workspaces_with(&inbound).await;
     let alpha = Workspace::populate(&server, &dns, "alpha", alpha_id, alpha_key).await;
     let beta = Workspace::populate(&server, &dns, "beta", beta_id, beta_key).await;
 

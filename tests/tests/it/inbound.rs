@@ -32,15 +32,15 @@ const INBOUND: &str = "in.shop.example";
 /// One SMTP transaction's reply codes: greeting, EHLO, MAIL, each RCPT, then (if any
 /// recipient was taken) DATA, the end of data and QUIT.
 #[derive(Debug)]
-struct Transaction {
-    codes: Vec<u16>,
+pub(crate) struct Transaction {
+    pub(crate) codes: Vec<u16>,
     /// The reply to the end of data, if the data was sent.
-    end_of_data: Option<u16>,
+    pub(crate) end_of_data: Option<u16>,
 }
 
 /// Sends `data` from `mail_from` (`""`: the null sender) to `rcpts`, dot-stuffed, on one
 /// connection.
-async fn smtp(addr: SocketAddr, mail_from: &str, rcpts: &[&str], data: &[u8]) -> Transaction {
+pub(crate) async fn smtp(addr: SocketAddr, mail_from: &str, rcpts: &[&str], data: &[u8]) -> Transaction {
     let stream = TcpStream::connect(addr).await.expect("connect to the inbound listener");
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
@@ -199,7 +199,7 @@ Content-Type: text/html; charset=utf-8\r\n\r\n<p>Our <b>logo</b>: <img src=\"cid
 Content-Type: image/png\r\nContent-ID: <logo@x>\r\nContent-Disposition: inline\r\n\
 Content-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n--rel--\r\n";
 
-const ATTACHED: &str = "From: ann@sender.example\r\nTo: support@in.shop.example\r\nCc: Bob <bob@sender.example>\r\n\
+pub(crate) const ATTACHED: &str = "From: ann@sender.example\r\nTo: support@in.shop.example\r\nCc: Bob <bob@sender.example>\r\n\
 Subject: Invoice\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"mix\"\r\n\r\n--mix\r\n\
 Content-Type: text/plain\r\n\r\nSee attached.\r\n--mix\r\nContent-Type: application/pdf; name=\"invoice.pdf\"\r\n\
 Content-Disposition: attachment; filename=\"invoice.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\n\

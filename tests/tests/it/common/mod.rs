@@ -61,10 +61,18 @@ pub async fn start_with_dns(mut options: Options) -> (TestServer, TestDnsServer)
 /// the first start: the store is not fresh, so the server makes no default workspace, and
 /// `alpha`'s key serves as `server.key()`. Returns each workspace's id and full key.
 pub async fn two_workspaces() -> (TestServer, TestDnsServer, (String, String), (String, String)) {
+    two_workspaces_with(&[]).await
+}
+
+/// [`two_workspaces`] with the settings `env` besides.
+pub async fn two_workspaces_with(
+    env: &[(&str, &str)],
+) -> (TestServer, TestDnsServer, (String, String), (String, String)) {
     let data_dir = DataDir::new();
     let alpha = data_dir.create_workspace("alpha");
     let beta = data_dir.create_workspace("beta");
-    let options = Options { data_dir: Some(data_dir), bootstrap_key: Some(alpha.1.clone()), ..Options::default() };
+    let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let options = Options { data_dir: Some(data_dir), bootstrap_key: Some(alpha.1.clone()), env, ..Options::default() };
     let (server, dns) = start_with_dns(options).await;
     (server, dns, alpha, beta)
 }
