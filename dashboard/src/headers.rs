@@ -4,7 +4,7 @@
 //! inline script or style (the pages have none), no plugins, no `<base>`, forms posting only
 //! here, and no framing of the dashboard by anyone (clickjacking). The message-HTML
 //! document sets its own, stricter policy ([`MESSAGE_HTML_CSP`]) before this layer runs,
-//! which keeps it.
+//! which keeps it, and so do downloads of received mail ([`DOWNLOAD_CSP`]).
 
 use axum::extract::Request;
 use axum::http::header::{
@@ -28,6 +28,11 @@ pub const MESSAGE_HTML_CSP: &str = "default-src 'none'; style-src 'unsafe-inline
 pub const MESSAGE_HTML_IMAGES_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data: https: http:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox";
 
+/// The policy of a download (a received message's raw bytes, its attachments): should a
+/// browser render one despite its `Content-Disposition`, it has no origin, runs nothing,
+/// loads nothing and is framed by nobody.
+pub const DOWNLOAD_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
+
 /// Middleware: the security headers on every response (a policy already set is kept), and
 /// `Cache-Control: no-store` on everything but the compiled-in assets.
 pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
@@ -40,13 +45,16 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
 /// Sets the headers of [`security_headers`] on `headers`; `asset`: a compiled-in file, which
 /// may be cached.
 pub(crate) fn page_headers(headers: &mut HeaderMap, asset: bool) {
-    if !headers.contains_key(CONTENT_SECURITY_POLICY) {
-        headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
-        // For browsers without `frame-ancestors`.
-        headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    } else {
-        headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("SAMEORIGIN"));
-    }
+    // `X-Frame-Options` for browsers without `frame-ancestors`, saying what the policy says.
+    let framable = match headers.get(CONTENT_SECURITY_POLICY) {
+        None => {
+            headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+            false
+        }
+        Some(policy) => !policy.to_str().is_ok_and(|p| p.contains("frame-ancestors 'none'")),
+    };
+    let frame_options = if framable { "SAMEORIGIN" } else { "DENY" };
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static(frame_options));
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     if !asset {

@@ -6,8 +6,12 @@
 use std::convert::Infallible;
 
 use axum::body::{Body, Bytes};
-use tidings_http::Claim;
+use axum::http::StatusCode;
+use tidings_http::{Claim, Owner};
 use tokio::io::AsyncReadExt as _;
+
+use crate::error::PageError;
+use crate::session::Viewer;
 
 /// Chunks handed to the connection: small enough that HTTP/2 flow control holds back the
 /// rest of an unread response here, in the claimed buffer, rather than in a copy.
@@ -47,6 +51,22 @@ pub(crate) fn file(file: tokio::fs::File, claim: Claim) -> Body {
         }
     });
     Body::from_stream(chunks)
+}
+
+/// Whose share of the memory budget a response counts in.
+pub(crate) fn owner(viewer: &Viewer) -> Owner {
+    Owner::Workspace(viewer.principal().workspace_id)
+}
+
+/// 503 while the workspace holds its share of the budget (or the budget is full).
+pub(crate) fn busy(viewer: &Viewer) -> PageError {
+    PageError::status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Busy",
+        "Too many large pages of this workspace are being sent now. Try again in a moment.",
+    )
+    .retry_after(1)
+    .with_viewer(viewer)
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@ use maud::{DOCTYPE, Markup, html};
 use crate::session::Viewer;
 
 /// The navigation: path and label.
-const NAV: [(&str, &str); 7] = [
+const NAV: [(&str, &str); 8] = [
     ("/overview", "Overview"),
     ("/messages", "Messages"),
+    ("/inbound", "Inbound"),
     ("/domains", "Domains"),
     ("/templates", "Templates"),
     ("/suppressions", "Suppressions"),
@@ -169,7 +170,7 @@ pub(crate) fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
     }
 }
 
-/// A status word as a badge; `kind` picks its colour (`ok`, `bad`, `wait`).
+/// A status word as a badge; `kind` picks its colour (`ok`, `bad`, `wait`; `neutral` is grey).
 pub(crate) fn badge(word: &str, kind: &str) -> Markup {
     html! { span class={ "badge " (kind) } { (word) } }
 }

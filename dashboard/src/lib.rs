@@ -1,7 +1,7 @@
 //! Tidings' web dashboard (docs/dashboard.md): server-rendered HTML pages where a person signs in
 //! with an API key and sees and does what that key may do through the API: messages and
-//! their timelines, a test send, domains and their DNS records, templates, suppressions,
-//! webhooks and API keys.
+//! their timelines, a test send, mail received and its routes, domains and their DNS
+//! records, templates, suppressions, webhooks and API keys.
 //!
 //! [`router`] returns an `axum::Router` that the server merges beside the API router on its
 //! HTTPS listener, and that an application embedding Tidings can mount the same way. Every
@@ -20,9 +20,10 @@
 //!   by `Sec-Fetch-Site` or `Origin`, is refused too, sign-in included;
 //! - every response carries a `Content-Security-Policy` without inline script or style, and
 //!   the pages load one script and one stylesheet, both compiled in ([`assets`]);
-//! - an email's HTML is shown only in a sandboxed iframe whose document has its own
-//!   policy: no script, no origin, no remote loads unless asked for (`pages/message.rs`),
-//!   and no `<link>` or `<meta http-equiv>`, which could connect out regardless (`preview.rs`);
+//! - an email's HTML, sent or received, is shown only in a sandboxed iframe whose document
+//!   has its own policy: no script, no origin, no remote loads unless asked for, and no
+//!   `<link>` or `<meta http-equiv>`, which could connect out regardless (`preview.rs`);
+//!   received mail's raw bytes and attachments are only ever downloads (`pages/inbound`);
 //! - maud escapes every value written into a page; nothing from a message is written raw;
 //! - form bodies are bounded (64 KiB; 1 MiB for template forms) and every mistake is a page
 //!   naming it, never a 500.
@@ -55,7 +56,7 @@ use tidings_core::usecases::{MetricsToken, Tidings};
 use tidings_http::TrustedProxies;
 
 pub use form::{FORM_BODY_LIMIT, TEMPLATE_BODY_LIMIT};
-pub use headers::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP, PAGE_CSP};
+pub use headers::{DOWNLOAD_CSP, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP, PAGE_CSP};
 pub use operator::OPERATOR_COOKIE;
 pub use session::{SESSION_COOKIE, session_cookie};
 pub use unrouted::pages_for_browsers;
@@ -186,7 +187,7 @@ pub fn operator_routes() -> Vec<(Method, &'static str)> {
 }
 
 /// The dashboard: `/` (sign-in), the pages and forms under `/overview`, `/messages`,
-/// `/domains`, `/templates`, `/suppressions`, `/webhooks`, `/keys`, `/assets` and
+/// `/inbound`, `/domains`, `/templates`, `/suppressions`, `/webhooks`, `/keys`, `/assets` and
 /// `/favicon.ico`; with an operator token, `/operator` too. It has no fallback, so that it merges into a router that has one (the
 /// API's); layer [`pages_for_browsers`] over the merged router so that a browser gets a
 /// page, not the API's JSON, for a path nothing serves. Serve it with

@@ -1,5 +1,7 @@
 //! The message HTML as the preview serves it: the mail's own markup, less what would make
-//! the browser reach out by itself although only images may (`?images=1`).
+//! the browser reach out by itself although only images may (`?images=1`), as a document of
+//! its own ([`framed_document`]) that a page frames in `<iframe sandbox>`. Mail sent
+//! (`/messages/{id}/html`) and mail received (`/inbound/{id}/html`) are served alike.
 //!
 //! The policy ([`crate::MESSAGE_HTML_CSP`]) is `default-src 'none'` with explicit image
 //! sources, which covers fetches, but not everything a `<link>` can do: `dns-prefetch` and
@@ -15,7 +17,17 @@
 //! holding raw text) is an error, and the preview then shows [`UNREADABLE`] rather than the
 //! HTML unchecked.
 
+use axum::body::Bytes;
+use axum::http::HeaderValue;
+use axum::http::header::{CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
 use lol_html::{RewriteStrSettings, element, rewrite_str};
+use maud::{Markup, html};
+
+use crate::error::PageResult;
+use crate::held_body::{self, busy, owner};
+use crate::session::Viewer;
+use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
 
 /// What the preview shows when the HTML cannot be checked.
 pub(crate) const UNREADABLE: &str = "<!doctype html><p>This message's HTML cannot be shown safely here. \
@@ -35,6 +47,46 @@ pub(crate) fn without_fetching_elements(html: &str) -> String {
             tracing::debug!(error = %e, "message HTML not previewed: the rewriter could not parse it");
             UNREADABLE.to_owned()
         }
+    }
+}
+
+/// `html` as the preview frame's document: sandboxed and under [`MESSAGE_HTML_CSP`] (or
+/// [`MESSAGE_HTML_IMAGES_CSP`] when `images`), without the elements that connect out by
+/// themselves ([`without_fetching_elements`]). The copy made for the answer counts in the
+/// workspace's share of the memory budget until it is sent (or its stream dropped): streams
+/// that are never read end in 503s, not in a copy each.
+pub(crate) fn framed_document(
+    state: &DashboardState,
+    viewer: &Viewer,
+    html: &str,
+    images: bool,
+) -> PageResult<Response> {
+    let body = Bytes::from(without_fetching_elements(html));
+    let claim = state.budget.hold(owner(viewer), body.len()).map_err(|_| busy(viewer))?;
+    let mut response = held_body::bytes(body, claim).into_response();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    let policy = if images { MESSAGE_HTML_IMAGES_CSP } else { MESSAGE_HTML_CSP };
+    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
+    // Anchors' host names are not looked up ahead of a click (browsers that honour it).
+    headers.insert("x-dns-prefetch-control", HeaderValue::from_static("off"));
+    Ok(response)
+}
+
+/// The frame of the page at `page` (`/messages/{id}`) that shows its `page/html` document
+/// ([`framed_document`]): `iframe#preview` with an empty `sandbox` (no script, no origin, no
+/// forms, no popups), and, until `images`, the link that loads remote images (`a#load-images`:
+/// the page again with `?images=1`, or with the script only the frame).
+pub(crate) fn frame(page: &str, images: bool) -> Markup {
+    let frame = if images { format!("{page}/html?images=1") } else { format!("{page}/html") };
+    html! {
+        @if !images {
+            p.muted {
+                "Remote images are blocked. "
+                a #load-images href={ (page) "?images=1" } data-frame-src={ (page) "/html?images=1" } { "Load remote images" }
+            }
+        }
+        iframe #preview sandbox="" src=(frame) title="The message's HTML, without scripts" referrerpolicy="no-referrer" loading="lazy" {}
     }
 }
 

@@ -20,9 +20,10 @@ use tidings_http::Unrouted;
 use crate::layout::page;
 
 /// The first path segments the dashboard serves pages under.
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "overview",
     "messages",
+    "inbound",
     "domains",
     "templates",
     "suppressions",

@@ -1,7 +1,7 @@
 //! `/domains`: the list and the add form; a domain's page with the DNS records to publish
 //! (copy buttons, per-record status and the reason a check failed), verify now, senders,
 //! DKIM key rotation (each DKIM record shows its selector and its pair's state), tracking
-//! switches and deletion.
+//! switches, the switch to receive mail (inbound, contract §13) and deletion.
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -154,15 +154,17 @@ pub(crate) async fn show(
     let domain = state.core.domains().get(who, id).await.or_page(&viewer)?;
     let senders =
         state.core.senders().list(who, id, ListParams { limit: Some(200), cursor: None }).await.or_page(&viewer)?;
-    Ok(render(&viewer, &domain, &senders, &SenderTyped::default()).into_response())
+    Ok(render(&viewer, &domain, &senders, &Typed::default(), receives_mail(&state)).into_response())
 }
 
-/// The add-sender form as typed and what was wrong with it, to show again.
+/// The page's forms as typed and what was wrong with them, to show again: the add-sender
+/// form, and the receive-mail switch.
 #[derive(Debug, Default)]
-pub(crate) struct SenderTyped {
+pub(crate) struct Typed {
     username: String,
     display_name: String,
     errors: FormErrors,
+    inbound_errors: FormErrors,
 }
 
 /// What the page says about the sandbox sending domain instead of the verify and delete
@@ -172,7 +174,16 @@ const SANDBOX_NOTE: &str = "This is the sandbox sending domain: it lets this wor
      delivery it cannot send: add and verify your own domain.";
 
 /// A domain's page.
-pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, typed: &SenderTyped) -> Markup {
+///
+/// `receives_anywhere`: whether this server takes inbound mail at all
+/// (`TIDINGS_INBOUND_MX_HOST` is set), else the switch is not offered.
+pub(crate) fn render(
+    viewer: &Viewer,
+    d: &Domain,
+    senders: &Listed<Sender>,
+    typed: &Typed,
+    receives_anywhere: bool,
+) -> Markup {
     let errors = &typed.errors;
     let id = d.id.to_string();
     let status = domain_status(d.status);
@@ -200,6 +211,9 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
             p.muted { (SANDBOX_RECORD_NOTE) }
         } @else {
             p.muted { "Publish each record at your DNS provider, then verify. SPF, DKIM and DKIM2 are required; DMARC is recommended." }
+            @if d.inbound {
+                p.muted #inbound-record-note { "The Inbound MX record is optional for sending: it is what lets this domain receive mail (below)." }
+            }
             @if d.return_path_status().is_some() {
                 p.muted { "The Return-Path records are optional: once both verify, bounces of this domain's mail come back through its own subdomain and SPF passes aligned with your From address." }
             }
@@ -244,6 +258,10 @@ pub(crate) fn render(viewer: &Viewer, d: &Domain, senders: &Listed<Sender>, type
                 label.check for="click" { input #click type="checkbox" name="click" value="on" checked[d.click_tracking]; "Click tracking (links go through a redirect)" }
                 div.actions { button type="submit" { "Save tracking" } }
             }
+        }
+        h2 #receiving { "Receiving mail" }
+        section {
+            (inbound_switch(viewer, d, &typed.inbound_errors, receives_anywhere))
         }
         h2 { "Senders" }
         section {
@@ -330,6 +348,75 @@ pub(crate) async fn tracking(
     Ok(see_other(&format!("/domains/{}", domain.id)))
 }
 
+/// Whether this server takes inbound mail: its operator named the host the domains' `MX`
+/// records point at (`TIDINGS_INBOUND_MX_HOST`).
+fn receives_mail(state: &DashboardState) -> bool {
+    state.core.config().records.return_path_host.is_some()
+}
+
+/// The receive-mail switch of a domain's page, what it means and what it is waiting for.
+fn inbound_switch(viewer: &Viewer, d: &Domain, errors: &FormErrors, receives_anywhere: bool) -> Markup {
+    let id = d.id.to_string();
+    html! {
+        @if !errors.is_empty() { (error_box(&errors.lines())) }
+        @if d.is_sandbox() {
+            p.muted #inbound-note { "The sandbox sending domain receives no mail." }
+        } @else if !receives_anywhere && !d.inbound {
+            p.muted #inbound-note { "This server receives no mail: its operator has not set TIDINGS_INBOUND_MX_HOST." }
+        } @else {
+            p #inbound-state data-inbound=(d.inbound) data-receiving=(d.receives_mail()) {
+                @if d.receives_mail() {
+                    (badge("receiving", "ok")) " Mail to any address of " span.mono { (d.name.to_string()) } " is kept under "
+                    a href="/inbound" { "Inbound" } "; " a href="/inbound/routes" { "routes" } " decide where it goes."
+                } @else if d.inbound {
+                    (badge("waiting", "wait")) " Mail is taken once the Inbound MX record above and the domain are verified."
+                } @else {
+                    (badge("off", "neutral")) " Mail to this domain is not received here."
+                }
+            }
+            form #inbound method="post" action={ "/domains/" (id) "/inbound" } {
+                (csrf_field(viewer))
+                label.check for="inbound-on" {
+                    input #inbound-on type="checkbox" name="inbound" value="on" checked[d.inbound]
+                        aria-invalid=[errors.invalid("inbound")] aria-describedby=[errors.described_by("inbound", "inbound-on")];
+                    "Receive mail (inbound): the records then ask for an MX record pointing at this server"
+                }
+                (field_error(errors, "inbound", "inbound-on"))
+                div.actions { button type="submit" { "Save" } }
+            }
+        }
+    }
+}
+
+/// `POST /domains/{id}/inbound` (`inbound` checkbox): switches receiving mail on or off
+/// through the same update as the API's `PATCH /v1/domains/{id}` with `inbound`; 303 back,
+/// or the page with the mistake (a server that receives no mail, the sandbox domain).
+pub(crate) async fn inbound(
+    State(state): State<DashboardState>,
+    PageId(id): PageId<DomainId>,
+    posted: Posted,
+) -> PageResult<Response> {
+    let Posted { viewer, fields } = posted;
+    let req = UpdateDomainTrackingRequest { inbound: Some(fields.checked("inbound")), ..Default::default() };
+    match state.core.domains().update_tracking(viewer.principal(), id, req).await {
+        Ok(domain) => Ok(see_other(&format!("/domains/{}#receiving", domain.id))),
+        Err(tidings_core::Error::Validation { fields: wrong }) => {
+            let who = viewer.principal();
+            let domain = state.core.domains().get(who, id).await.or_page(&viewer)?;
+            let senders = state
+                .core
+                .senders()
+                .list(who, id, ListParams { limit: Some(200), cursor: None })
+                .await
+                .or_page(&viewer)?;
+            let typed = Typed { inbound_errors: FormErrors::from_fields(&wrong), ..Typed::default() };
+            let page = render(&viewer, &domain, &senders, &typed, receives_mail(&state));
+            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        }
+        Err(e) => Err(e).or_page(&viewer),
+    }
+}
+
 /// `POST /domains/{id}/delete` (`confirm=yes`; without it, the confirmation page): 303 to
 /// the list.
 pub(crate) async fn delete(
@@ -364,13 +451,14 @@ pub(crate) async fn add_sender(
             let domain = state.core.domains().get(who, id).await.or_page(&viewer)?;
             let first_page = ListParams { limit: Some(200), cursor: None };
             let senders = state.core.senders().list(who, id, first_page).await.or_page(&viewer)?;
-            let typed = SenderTyped {
+            let typed = Typed {
                 username: fields.get("username").unwrap_or_default().to_owned(),
                 display_name: fields.get("display_name").unwrap_or_default().to_owned(),
                 errors: FormErrors::from_fields(&wrong),
+                inbound_errors: FormErrors::default(),
             };
-            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, render(&viewer, &domain, &senders, &typed))
-                .into_response())
+            let page = render(&viewer, &domain, &senders, &typed, receives_mail(&state));
+            Ok((axum::http::StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
         Err(e) => Err(e).or_page(&viewer),
     }

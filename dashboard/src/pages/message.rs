@@ -13,7 +13,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -24,16 +24,15 @@ use tidings_core::model::{
     Suppression, WebhookDelivery,
 };
 use tidings_core::usecases::{ListParams, MESSAGE_DELIVERIES_SHOWN, MessageChange, MessageSource, Named};
-use tidings_http::Owner;
 
+use crate::DashboardState;
 use crate::confirm::{Ask, confirmed};
 use crate::error::{OrPage, PageError, PageResult};
 use crate::form::Posted;
-use crate::held_body;
+use crate::held_body::{self, busy, owner};
 use crate::layout::{badge, csrf_field, danger_button, page, status_kind, time, with_query};
 use crate::pages::{PageId, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
-use crate::{DashboardState, MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
 
 /// Most timeline events the page shows.
 const TIMELINE_LIMIT: i64 = 200;
@@ -314,14 +313,7 @@ pub(crate) fn render(viewer: &Viewer, view: &View<'_>) -> Markup {
         @if view.more_events { p.muted { "Only the first " (TIMELINE_LIMIT) " events are shown." } }
         h2 { "HTML" }
         @if m.html.is_some() {
-            @let frame = if view.images { format!("/messages/{id}/html?images=1") } else { format!("/messages/{id}/html") };
-            @if !view.images {
-                p.muted {
-                    "Remote images are blocked. "
-                    a #load-images href={ "/messages/" (id) "?images=1" } data-frame-src={ "/messages/" (id) "/html?images=1" } { "Load remote images" }
-                }
-            }
-            iframe #preview sandbox="" src=(frame) title="The message's HTML, without scripts" referrerpolicy="no-referrer" loading="lazy" {}
+            (crate::preview::frame(&format!("/messages/{id}"), view.images))
         } @else {
             p.none { "This message has no HTML part." }
         }
@@ -456,10 +448,9 @@ fn connection_tls(tls: &ConnectionTls) -> String {
 }
 
 /// `GET /messages/{id}/html`: the message's HTML as a document of its own, sandboxed and
-/// under [`MESSAGE_HTML_CSP`] (or [`MESSAGE_HTML_IMAGES_CSP`] with `?images=1`), without
-/// the elements that connect out by themselves ([`crate::preview`]). The copy made for the
-/// answer counts in the workspace's share of the memory budget until it is sent (or its
-/// stream dropped): streams that are never read end in 503s, not in a copy each.
+/// under [`MESSAGE_HTML_CSP`](crate::MESSAGE_HTML_CSP) (or
+/// [`MESSAGE_HTML_IMAGES_CSP`](crate::MESSAGE_HTML_IMAGES_CSP) with `?images=1`): the
+/// frame's document ([`crate::preview::framed_document`]).
 pub(crate) async fn html(
     State(state): State<DashboardState>,
     Signed(viewer): Signed,
@@ -468,16 +459,7 @@ pub(crate) async fn html(
 ) -> PageResult<Response> {
     let message = state.core.messages().get(viewer.principal(), id).await.or_page(&viewer)?;
     let images = query_value(&query_pairs(raw.as_deref()), "images").as_deref() == Some("1");
-    let body = Bytes::from(crate::preview::without_fetching_elements(message.html.as_deref().unwrap_or_default()));
-    let claim = state.budget.hold(owner(&viewer), body.len()).map_err(|_| busy(&viewer))?;
-    let mut response = held_body::bytes(body, claim).into_response();
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    let policy = if images { MESSAGE_HTML_IMAGES_CSP } else { MESSAGE_HTML_CSP };
-    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
-    // Anchors' host names are not looked up ahead of a click (browsers that honour it).
-    headers.insert("x-dns-prefetch-control", HeaderValue::from_static("off"));
-    Ok(response)
+    crate::preview::framed_document(&state, &viewer, message.html.as_deref().unwrap_or_default(), images)
 }
 
 /// `GET /messages/{id}/eml`: the signed message as the outbox transport wrote it. The file
@@ -552,22 +534,6 @@ pub(crate) async fn progress(
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
-}
-
-/// Whose share of the memory budget a response counts in.
-fn owner(viewer: &Viewer) -> Owner {
-    Owner::Workspace(viewer.principal().workspace_id)
-}
-
-/// 503 while the workspace holds its share of the budget (or the budget is full).
-fn busy(viewer: &Viewer) -> PageError {
-    PageError::status(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Busy",
-        "Too many large pages of this workspace are being sent now. Try again in a moment.",
-    )
-    .retry_after(1)
-    .with_viewer(viewer)
 }
 
 /// `POST /messages/{id}/cancel` (`confirm=yes`; without it, the confirmation page).

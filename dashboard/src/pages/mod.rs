@@ -2,6 +2,7 @@
 //! signed-in key and render what it returns. [`table`] is every route.
 
 mod domains;
+mod inbound;
 mod keys;
 mod message;
 mod messages;
@@ -40,6 +41,14 @@ pub(crate) fn table() -> RouteTable {
         .get("/messages/{id}/progress", message::progress)
         .post("/messages/{id}/cancel", message::cancel)
         .post("/messages/{id}/reschedule", message::reschedule)
+        .get("/inbound", inbound::list)
+        .get("/inbound/routes", inbound::routes::list)
+        .post("/inbound/routes", inbound::routes::create)
+        .post("/inbound/routes/{id}/delete", inbound::routes::delete)
+        .get("/inbound/{id}", inbound::message::show)
+        .get("/inbound/{id}/html", inbound::message::html)
+        .get("/inbound/{id}/raw", inbound::message::raw)
+        .get("/inbound/{id}/attachments/{n}", inbound::message::attachment)
         .get("/domains", domains::list)
         .post("/domains", domains::add)
         .get("/domains/{id}", domains::show)
@@ -48,6 +57,7 @@ pub(crate) fn table() -> RouteTable {
         .post("/reputation/resume", overview::reputation::resume_workspace)
         .post("/domains/{id}/rotate-dkim", domains::rotate_dkim)
         .post("/domains/{id}/tracking", domains::tracking)
+        .post("/domains/{id}/inbound", domains::inbound)
         .post("/domains/{id}/delete", domains::delete)
         .post("/domains/{id}/senders", domains::add_sender)
         .post("/domains/{id}/senders/{username}/delete", domains::delete_sender)

@@ -162,8 +162,10 @@ async fn every_route_answers_every_kind_of_session_as_the_api_would() {
                 Kind::ScopedSend => vec![&world.messages[&Kind::Full], &world.messages[&Kind::Send]],
                 _ => Vec::new(),
             };
+            // What the caller typed itself and sees again on a refused form is no leak.
+            let typed = |marker: &str| !get && fields.iter().any(|(_, value)| value.contains(marker));
             for marker in foreign {
-                if page.body.contains(marker.as_str()) {
+                if page.body.contains(marker.as_str()) && !typed(marker) {
                     failures.push(format!("{kind:?} {method} {route}: the answer holds {marker}"));
                 }
             }

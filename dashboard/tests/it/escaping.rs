@@ -1,6 +1,7 @@
 //! A message whose every field a sender controls holds markup: the pages show it as text,
 //! and its HTML is only ever served as a sandboxed document under its own policy, framed by
-//! `<iframe sandbox>`.
+//! `<iframe sandbox>`. Mail received is held to the same, and its raw bytes and attachments
+//! are downloads only.
 
 use axum::http::StatusCode;
 use tidings_core::model::EventType;
@@ -9,7 +10,7 @@ use tidings_core::usecases::{SendRequest, TagRequest};
 use tidings_dashboard::{MESSAGE_HTML_CSP, MESSAGE_HTML_IMAGES_CSP};
 use tidings_testing::fixtures;
 
-use crate::support::TestApp;
+use crate::support::{TestApp, store_inbound};
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 
@@ -116,4 +117,89 @@ async fn the_message_html_is_a_sandboxed_document_that_loads_nothing_unless_aske
     // Without a session the document is not served at all.
     let anonymous = app.get(&format!("/messages/{}/html", message.id)).await;
     assert_eq!((anonymous.status, anonymous.location()), (StatusCode::SEE_OTHER, "/"));
+}
+
+#[tokio::test]
+async fn markup_in_received_mail_is_text_on_every_page_and_its_html_only_in_the_frame() {
+    let app = TestApp::new().await;
+    let raw = format!(
+        "From: \"{SCRIPT}\" <mallory@evil.example>\r\nTo: \"{SCRIPT}\" <help@in.example>\r\nSubject: {SCRIPT} subject\r\n\
+         Message-ID: <{SCRIPT}@evil.example>\r\nX-Evil: {SCRIPT}\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=outer\r\n\r\n\
+         --outer\r\nContent-Type: multipart/alternative; boundary=alt\r\n\r\n\
+         --alt\r\nContent-Type: text/plain\r\n\r\n{SCRIPT} text\r\n\
+         --alt\r\nContent-Type: text/html\r\n\r\n<p>hello</p>{SCRIPT}<img src=\"https://tracker.example/pixel.gif\">\
+         <link rel=prefetch href=\"https://tracker.example/prefetch\">\r\n--alt--\r\n\
+         --outer\r\nContent-Type: text/html; name=\"{SCRIPT}.html\"\r\n\
+         Content-Disposition: attachment; filename=\"{SCRIPT}.html\"\r\n\r\n{SCRIPT}\r\n--outer--\r\n"
+    );
+    let message = store_inbound(&app.core, app.workspace(), raw.as_bytes(), "help@in.example", |m| {
+        m.envelope.helo = SCRIPT.into();
+        m.envelope.mail_from = Some(format!("{SCRIPT}@evil.example"));
+        m.auth.dkim.domain = Some(SCRIPT.into());
+        m.auth.dkim.selector = Some(SCRIPT.into());
+    })
+    .await;
+    assert_eq!(message.parsed.attachments[0].filename.as_deref(), Some(format!("{SCRIPT}.html").as_str()));
+    let browser = app.sign_in(&app.key).await;
+    let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
+    for path in [format!("/inbound/{}", message.id), "/inbound".to_owned(), "/inbound?to=help%40in.example".to_owned()]
+    {
+        let page = browser.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(!page.body.contains(SCRIPT), "{path} holds the raw script: {}", page.body);
+        assert!(page.body.contains(escaped), "{path} shows it as text");
+        assert!(!page.body.contains("tracker.example"), "{path} holds none of the HTML");
+    }
+    let page = browser.get(&format!("/inbound/{}", message.id)).await;
+    assert!(
+        page.body.matches(escaped).count() >= 12,
+        "from, to, subject (and title), Message-ID, envelope, EHLO, DKIM domain and selector, text, file name \
+         (twice), header values: {}",
+        page.body
+    );
+    assert!(!page.body.contains("<img") && !page.body.contains("<p>hello"), "no markup of it: {}", page.body);
+    let frame = format!(r#"<iframe id="preview" sandbox="" src="/inbound/{}/html""#, message.id);
+    assert!(page.body.contains(&frame), "a sandboxed frame without allow-*: {}", page.body);
+    assert!(!page.body.contains("allow-scripts") && !page.body.contains("allow-same-origin"));
+
+    // The frame's document: the HTML under the message policy, without what connects out.
+    let doc = browser.get(&format!("/inbound/{}/html", message.id)).await;
+    assert_eq!(doc.header("content-security-policy"), MESSAGE_HTML_CSP);
+    assert!(
+        doc.body.contains(SCRIPT) && doc.body.contains("pixel.gif") && !doc.body.contains("prefetch"),
+        "{}",
+        doc.body
+    );
+    let doc = browser.get(&format!("/inbound/{}/html?images=1", message.id)).await;
+    assert_eq!(doc.header("content-security-policy"), MESSAGE_HTML_IMAGES_CSP);
+
+    // The HTML attachment and the raw message are downloads, never documents of this origin.
+    let file = browser.get(&format!("/inbound/{}/attachments/0", message.id)).await;
+    assert_eq!(file.status, StatusCode::OK);
+    assert_eq!(file.header("content-type"), "application/octet-stream", "not the text/html it declared");
+    let disposition = file.header("content-disposition");
+    assert!(disposition.starts_with(r#"attachment; filename="_script_alert_1___script_.html""#), "{disposition}");
+    assert!(!disposition.contains('<'), "{disposition}");
+    assert_eq!(file.header("x-content-type-options"), "nosniff");
+    let raw_page = browser.get(&format!("/inbound/{}/raw", message.id)).await;
+    assert_eq!(raw_page.header("content-type"), "text/plain; charset=utf-8");
+    assert_eq!(raw_page.header("x-content-type-options"), "nosniff");
+    assert!(raw_page.header("content-security-policy").contains("sandbox"));
+
+    // Without a session none of it is served.
+    for path in ["html", "raw", "attachments/0"] {
+        let anonymous = app.get(&format!("/inbound/{}/{path}", message.id)).await;
+        assert_eq!((anonymous.status, anonymous.location()), (StatusCode::SEE_OTHER, "/"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn markup_in_a_route_match_typed_into_the_form_is_shown_as_text() {
+    let app = TestApp::new().await;
+    let browser = app.sign_in(&app.key).await;
+    let page = browser.post("/inbound/routes", &[("match", SCRIPT), ("action", SCRIPT)]).await;
+    assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(!page.body.contains(SCRIPT), "{}", page.body);
+    assert!(page.body.contains(r#"value="&lt;script&gt;alert(1)&lt;/script&gt;""#));
 }

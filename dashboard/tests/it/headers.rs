@@ -3,7 +3,7 @@
 //! block.
 
 use axum::http::{Method, StatusCode};
-use tidings_dashboard::{MESSAGE_HTML_CSP, PAGE_CSP};
+use tidings_dashboard::{DOWNLOAD_CSP, MESSAGE_HTML_CSP, PAGE_CSP};
 
 use crate::support::{Page, TestApp};
 use crate::world::{Kind, World};
@@ -48,6 +48,21 @@ async fn every_page_carries_the_policy_and_no_inline_code() {
                 assert_eq!(page.status, StatusCode::OK, "{what}");
                 assert_headers(&what, &page, MESSAGE_HTML_CSP);
                 assert_eq!(page.header("cache-control"), "no-store", "{what}");
+            }
+            "/inbound/{id}/html" => {
+                assert_eq!(page.status, StatusCode::OK, "{what}");
+                assert_headers(&what, &page, MESSAGE_HTML_CSP);
+                assert_eq!(page.header("x-frame-options"), "SAMEORIGIN", "{what}: framed by the dashboard only");
+            }
+            "/inbound/{id}/raw" | "/inbound/{id}/attachments/{n}" => {
+                // The sender's bytes: read as text or saved, never a document of this origin.
+                assert_eq!(page.status, StatusCode::OK, "{what}");
+                assert_headers(&what, &page, DOWNLOAD_CSP);
+                assert_eq!(page.header("x-frame-options"), "DENY", "{what}");
+                assert_eq!(page.header("cache-control"), "no-store", "{what}");
+                let kind =
+                    if route.ends_with("raw") { "text/plain; charset=utf-8" } else { "application/octet-stream" };
+                assert_eq!(page.header("content-type"), kind, "{what}");
             }
             "/messages/{id}/eml" => {
                 // Not delivered: no file, a 404 page, with the headers all the same.

@@ -7,6 +7,7 @@ mod asking_and_errors;
 mod csrf;
 mod escaping;
 mod headers;
+mod inbound;
 mod operator;
 mod overview;
 mod pages;

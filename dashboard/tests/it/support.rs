@@ -14,8 +14,11 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
 use tidings_core::delivery::{Shaping, SiteControl};
-use tidings_core::ids::{ApiKeyId, DomainId, WorkspaceId};
-use tidings_core::model::Message;
+use tidings_core::domain_name::DnsName;
+use tidings_core::email::EmailAddress;
+use tidings_core::ids::{ApiKeyId, DomainId, InboundMessageId, WorkspaceId};
+use tidings_core::model::{AuthResults, InboundEnvelope, InboundMessage, Message};
+use tidings_core::ports::InboundQuota;
 use tidings_core::ports::{Clock, Limits, SystemRandom};
 use tidings_core::shaping::ShapingTable;
 use tidings_core::usecases::{CoreConfig, CreateApiKeyRequest, LocalLimits, MetricsToken, Principal, Tidings};
@@ -26,6 +29,9 @@ use tower::ServiceExt;
 
 /// The operator token of [`TestApp::with_operator`].
 pub const OPERATOR_TOKEN: &str = "operator-token-0123456789abcdef";
+
+/// The listener's host of [`TestApp::receiving`].
+pub const INBOUND_MX_HOST: &str = "mx.tidings.test";
 
 /// The client address of requests that do not name one.
 pub const CLIENT: &str = "203.0.113.10";
@@ -81,6 +87,14 @@ impl TestApp {
     /// With the sandbox sending domain on, as the server runs with its outbox transport.
     pub async fn sandboxed() -> Self {
         let config = CoreConfig { sandbox_sending: true, ..CoreConfig::default() };
+        Self::assemble(HttpConfig::default(), TrustedProxies::default(), config, None).await
+    }
+
+    /// A server that receives mail: its domains' records ask for an `MX` to
+    /// [`INBOUND_MX_HOST`] once a domain's inbound is switched on.
+    pub async fn receiving() -> Self {
+        let mut config = CoreConfig::default();
+        config.records.return_path_host = Some(DnsName::parse(INBOUND_MX_HOST).unwrap());
         Self::assemble(HttpConfig::default(), TrustedProxies::default(), config, None).await
     }
 
@@ -273,6 +287,39 @@ impl Browser<'_> {
     pub async fn post_raw(&self, path: &str, fields: &[(&str, &str)]) -> Page {
         self.app.post_form(path, Some(&self.token), fields, None).await
     }
+}
+
+/// Stores `raw` as received now by `core` for `workspace`, delivered to `recipient`, as the
+/// listener would (`tidings_core::inbound::parse`), after `adjust` changed what it likes
+/// (the authentication results, the message it answers, the time).
+pub async fn store_inbound(
+    core: &Tidings,
+    workspace: WorkspaceId,
+    raw: &[u8],
+    recipient: &str,
+    adjust: impl FnOnce(&mut InboundMessage),
+) -> InboundMessage {
+    let now = core.clock().now();
+    let mut message = InboundMessage {
+        id: InboundMessageId::new_at(now, &SystemRandom),
+        workspace_id: workspace,
+        received_at: now,
+        envelope: InboundEnvelope {
+            mail_from: Some("bounces@sender.example".to_owned()),
+            recipients: vec![EmailAddress::parse(recipient).unwrap()],
+            client_ip: std::net::Ipv4Addr::new(192, 0, 2, 25).into(),
+            helo: "mail.sender.example".to_owned(),
+        },
+        parsed: tidings_core::inbound::parse(raw).unwrap(),
+        auth: AuthResults::unchecked(),
+        in_reply_to_message_id: None,
+        route_id: None,
+        size: raw.len() as u64,
+    };
+    adjust(&mut message);
+    let quota = InboundQuota { max_messages: 1000, max_bytes: 1 << 30 };
+    assert!(core.store().insert_inbound(&message, raw, &[], &quota).await.unwrap(), "stored");
+    message
 }
 
 /// `application/x-www-form-urlencoded` of `fields`.

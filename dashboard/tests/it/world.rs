@@ -12,8 +12,10 @@ use tidings_core::ids::{ApiKeyId, DomainId};
 use tidings_core::ports::{MessageQuery, PageRequest, Store};
 use tidings_core::usecases::{
     AddSenderRequest, AddSuppressionRequest, CreateApiKeyRequest, CreateTemplateRequest, CreateWebhookRequest,
-    Principal, SendRequest, Tidings,
+    Principal, RouteRequest, SendRequest, Tidings,
 };
+
+use crate::support::store_inbound;
 
 /// Who sends or signs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,6 +55,10 @@ pub struct World {
     pub webhook: String,
     pub delivery: String,
     pub suppressed: String,
+    /// A message received for the domain, with one attachment.
+    pub inbound: String,
+    /// An inbound route of the domain.
+    pub route: String,
     /// The queued message each sending kind sent.
     pub messages: BTreeMap<Kind, String>,
     /// Strings that identify this workspace's things.
@@ -136,11 +142,25 @@ impl World {
             let sent = core.messages().send(&sender_who, req, None).await.unwrap();
             messages.insert(kind, sent.message.id.to_string());
         }
+        let inbound_subject = format!("{tag}-inbound-subject");
+        let raw = format!(
+            "From: Ann <ann@sender.example>\r\nTo: help@{domain_name}\r\nSubject: {inbound_subject}\r\n\
+             MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\
+             Content-Type: text/plain\r\n\r\nHi\r\n--b\r\nContent-Type: text/csv; name={tag}.csv\r\n\
+             Content-Disposition: attachment; filename={tag}.csv\r\n\r\na,b\r\n--b--\r\n"
+        );
+        let inbound =
+            store_inbound(core, who.workspace_id, raw.as_bytes(), &format!("help@{domain_name}"), |_| {}).await;
+        let route_match = format!("{tag}-route@{domain_name}");
+        let route = RouteRequest { matcher: Some(route_match.clone()), action: Some("store".into()), webhook_id: None };
+        let route = core.inbound_routes().create(who, route).await.unwrap();
+
         let mut markers = vec![domain.clone(), domain_name.clone(), sender.clone(), template.id.to_string()];
         markers.extend([template_name, webhook.id.to_string(), hook_url, delivery.id.to_string(), suppressed.clone()]);
         markers.extend([recipient, subject, format!("{tag}-send"), format!("{tag}-scoped"), format!("{tag}-victim")]);
         markers.extend([send.key.id.to_string(), scoped.key.id.to_string(), victim.key.id.to_string()]);
         markers.extend(messages.values().cloned());
+        markers.extend([inbound.id.to_string(), inbound_subject, route.id.to_string(), route_match]);
         Self {
             tag: tag.to_owned(),
             full,
@@ -157,6 +177,8 @@ impl World {
             webhook: webhook.id.to_string(),
             delivery: delivery.id.to_string(),
             suppressed,
+            inbound: inbound.id.to_string(),
+            route: route.id.to_string(),
             messages,
             markers,
         }
@@ -171,6 +193,8 @@ impl World {
             "templates" => &self.template,
             "webhooks" => &self.webhook,
             "messages" => message,
+            "inbound" if path.starts_with("/inbound/routes/") => &self.route,
+            "inbound" => &self.inbound,
             _ => "",
         };
         let mut filled = String::new();
@@ -180,6 +204,7 @@ impl World {
                 "{delivery_id}" => &self.delivery,
                 "{username}" => &self.sender,
                 "{email}" => &self.suppressed,
+                "{n}" => "0",
                 s if s.starts_with('{') => {
                     panic!("{path}: the parameter {s} is unknown to this test; say in `fill` what it takes")
                 }
@@ -198,6 +223,8 @@ impl World {
             "/messages/{id}/reschedule" => vec![("send_at", String::new())],
             "/domains" => vec![("name", format!("{}-new{n}.example", self.tag))],
             "/domains/{id}/tracking" => vec![("open", "on".into())],
+            "/domains/{id}/inbound" => vec![("inbound", "on".into())],
+            "/inbound/routes" => vec![("match", format!("new{n}@{}", self.domain_name)), ("action", "store".into())],
             "/domains/{id}/senders" => vec![("username", format!("new{n}"))],
             "/templates" => vec![("name", format!("t{n}")), ("subject", "s".into()), ("text", "t".into())],
             "/templates/{id}/versions" => {
@@ -240,7 +267,16 @@ pub async fn fingerprint(store: &dyn Store, who: &Principal) -> String {
         let _ = writeln!(out, "message {} {:?} {:?} {:?}", m.id, m.status, m.next_attempt_at, m.last_event_id);
     }
     for d in store.list_domains(ws, PageRequest::first(200)).await.unwrap().items {
-        let _ = writeln!(out, "domain {} {:?} {} {}", d.id, d.status, d.open_tracking, d.click_tracking);
+        let _ = writeln!(
+            out,
+            "domain {} {:?} {} {} {} {}",
+            d.id,
+            d.status,
+            d.open_tracking,
+            d.click_tracking,
+            d.inbound,
+            d.records.len()
+        );
         for s in store.list_senders(ws, d.id, PageRequest::first(200)).await.unwrap().items {
             let _ = writeln!(out, "  sender {}", s.username);
         }
@@ -256,6 +292,9 @@ pub async fn fingerprint(store: &dyn Store, who: &Principal) -> String {
         for d in store.list_webhook_deliveries(ws, w.id, PageRequest::first(200)).await.unwrap().items {
             let _ = writeln!(out, "  delivery {} {:?} {:?}", d.id, d.status, d.next_attempt_at);
         }
+    }
+    for r in store.list_inbound_routes(ws).await.unwrap() {
+        let _ = writeln!(out, "inbound route {} {} {:?}", r.id, r.matcher, r.action);
     }
     for k in store.list_api_keys(ws, PageRequest::first(200)).await.unwrap().items {
         let _ = writeln!(out, "key {} {}", k.id, k.name);

@@ -20,7 +20,8 @@ pub const COOKIE: &str = "__Host-tidings_session";
 /// The viewport the tests use unless they say otherwise.
 pub const DESKTOP: (u32, u32) = (1280, 800);
 /// The links of `nav#nav`, in order.
-pub const NAV: [&str; 7] = ["/overview", "/messages", "/domains", "/templates", "/suppressions", "/webhooks", "/keys"];
+pub const NAV: [&str; 8] =
+    ["/overview", "/messages", "/inbound", "/domains", "/templates", "/suppressions", "/webhooks", "/keys"];
 
 /// A server on a fresh store (the default `outbox` transport: every message ends
 /// `Delivered`) whose domain checks ask a DNS server on loopback, with [`DOMAIN`] verified

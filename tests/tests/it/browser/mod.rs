@@ -16,6 +16,7 @@ mod accessibility;
 mod fit_and_contrast;
 mod harness;
 mod hostile_mail;
+mod inbound_page;
 mod keys_and_domains;
 mod message_page;
 mod messages;
