@@ -13,16 +13,15 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use tidings_core::Error;
 use tidings_core::email::EmailAddress;
 use tidings_core::model::{AuthCheck, AuthOutcome, InboundMailbox, InboundMessage};
 use tidings_core::ports::InboundQuery;
 use tidings_core::usecases::Listed;
 
 use crate::DashboardState;
-use crate::error::{PageError, PageResult};
+use crate::error::PageResult;
 use crate::layout::{FormErrors, badge, clipped, clipped_link, error_box, field_error, page, time, with_query};
-use crate::pages::{list_params, query_pairs, query_value};
+use crate::pages::{list_params, listed_unless_invalid, query_pairs, query_value};
 use crate::session::{Signed, Viewer};
 
 /// `GET /inbound?to&from&cursor`: the parameter names are the API's.
@@ -48,18 +47,12 @@ pub(crate) async fn list(
         },
     };
     let query = InboundQuery { to, from: (!shown.from.is_empty()).then(|| shown.from.clone()) };
-    let listed = if errors.is_empty() {
-        match state.core.inbound().list(viewer.principal(), query, list_params(&pairs)).await {
-            Ok(listed) => Some(listed),
-            Err(Error::Validation { fields }) => {
-                errors = FormErrors::from_fields(&fields);
-                None
-            }
-            Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
-        }
-    } else {
-        None
-    };
+    let listed = listed_unless_invalid(
+        &mut errors,
+        &viewer,
+        state.core.inbound().list(viewer.principal(), query, list_params(&pairs)),
+    )
+    .await?;
     let status = if errors.is_empty() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
     Ok((status, render_list(&viewer, &shown, listed.as_ref(), &errors)).into_response())
 }

@@ -17,7 +17,7 @@ use crate::form::Posted;
 use crate::layout::{
     FormErrors, badge, clipped, clipped_link, csrf_field, error_box, field_error, page, status_kind, time, with_query,
 };
-use crate::pages::{list_params, query_pairs, query_value};
+use crate::pages::{list_params, listed_unless_invalid, query_pairs, query_value};
 use crate::session::{Signed, Viewer, see_other};
 
 /// `GET /messages?q&status&to&tag&metadata=key:value&createdAfter&createdBefore&cursor&endingBefore`:
@@ -58,18 +58,12 @@ pub(crate) async fn list(
             None => errors.0.push((Some("metadata".into()), "write the filter as key:value".into())),
         }
     }
-    let listed = if errors.is_empty() {
-        match state.core.messages().list(viewer.principal(), list_params(&pairs), &filters).await {
-            Ok(listed) => Some(listed),
-            Err(Error::Validation { fields }) => {
-                errors = FormErrors::from_fields(&fields);
-                None
-            }
-            Err(e) => return Err(PageError::from(e).with_viewer(&viewer)),
-        }
-    } else {
-        None
-    };
+    let listed = listed_unless_invalid(
+        &mut errors,
+        &viewer,
+        state.core.messages().list(viewer.principal(), list_params(&pairs), &filters),
+    )
+    .await?;
     let status = if errors.is_empty() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
     Ok((status, render_list(&viewer, &shown, listed.as_ref(), &errors)).into_response())
 }

@@ -144,6 +144,27 @@ pub(crate) fn query_value(pairs: &[(String, String)], name: &str) -> Option<Stri
 }
 
 /// A list page's paging: the cursor from the query, the default page size.
+/// A filtered list page's items: what `fetch` lists when the filters as typed are valid
+/// (`errors` empty), else nothing; a validation error of the use case joins `errors` (the
+/// page is shown again with the filters marked), any other error is the error page.
+pub(crate) async fn listed_unless_invalid<T>(
+    errors: &mut crate::layout::FormErrors,
+    viewer: &crate::session::Viewer,
+    fetch: impl std::future::Future<Output = tidings_core::Result<T>>,
+) -> Result<Option<T>, PageError> {
+    if !errors.0.is_empty() {
+        return Ok(None);
+    }
+    match fetch.await {
+        Ok(listed) => Ok(Some(listed)),
+        Err(tidings_core::Error::Validation { fields }) => {
+            *errors = crate::layout::FormErrors::from_fields(&fields);
+            Ok(None)
+        }
+        Err(e) => Err(PageError::from(e).with_viewer(viewer)),
+    }
+}
+
 pub(crate) fn list_params(pairs: &[(String, String)]) -> ListParams {
     ListParams { limit: None, cursor: query_value(pairs, "cursor") }
 }
