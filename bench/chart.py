@@ -423,7 +423,13 @@ def draw_panel(
             svg.text(lx, by - 5, s, size=value_size, anchor="middle", extra=halo)
 
 
-def render(rows: list[Row], goal_delivered: float | None, goal_cpu: float | None) -> str:
+def render(
+    rows: list[Row],
+    goal_delivered: float | None,
+    goal_cpu: float | None,
+    title_prefix: str = "delivery-load",
+    rate_label: str = "delivered/s",
+) -> str:
     states = build_states(rows)
     series_order = [s for s in KNOWN_SERIES if any(r.series == s for r in rows)]
     series_order += [s for s in ordered_unique(r.series for r in rows) if s not in series_order]
@@ -440,7 +446,7 @@ def render(rows: list[Row], goal_delivered: float | None, goal_cpu: float | None
         when = ", ".join(dates)
     else:
         when = f"{dates[0]} to {dates[-1]} ({len(dates)} dates)"
-    title = f"delivery-load: Tidings vs Postfix, {when}"
+    title = f"{title_prefix}: Tidings vs Postfix, {when}"
     svg.add(f"<title>{escape(title)}</title>")
     svg.text(WIDTH / 2, 24, title, size=15, anchor="middle", weight="bold")
 
@@ -478,7 +484,7 @@ def render(rows: list[Row], goal_delivered: float | None, goal_cpu: float | None
     top = y + 32  # room for the panel titles
     bottom = HEIGHT - 42  # room for two-line group labels
     panels = [
-        ("delivered/s (higher is better)", "delivered_per_s", fmt_int, goal_delivered),
+        (f"{rate_label} (higher is better)", "delivered_per_s", fmt_int, goal_delivered),
         ("CPU ms per message (lower is better)", "cpu_ms_per_msg", fmt_ms, goal_cpu),
     ]
     half = WIDTH / 2
@@ -547,10 +553,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="draw a dashed goal line at N delivered/s")
     p.add_argument("--goal-cpu", type=positive, metavar="X",
                    help="draw a dashed goal line at X CPU ms per message")
+    p.add_argument("--title", default="delivery-load", metavar="TEXT",
+                   help="the chart's title before \": Tidings vs Postfix\" (default: delivery-load)")
+    p.add_argument("--rate-label", default="delivered/s", metavar="TEXT",
+                   help="what the delivered_per_s column is, for its panel (default: delivered/s)")
     args = p.parse_args(argv)
 
     rows = read_rows(args.csv)
-    svg = render(rows, args.goal_delivered, args.goal_cpu)
+    svg = render(rows, args.goal_delivered, args.goal_cpu, args.title, args.rate_label)
     try:
         args.out.write_text(svg, encoding="utf-8")
     except OSError as e:
