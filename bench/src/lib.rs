@@ -2,10 +2,12 @@
 //! `delivery-load`): finding the release binary, verifying a sending domain through the
 //! in-process DNS server, and creating send keys; and by the store benchmarks
 //! (`tidings-bench`, `engine-compare`): the message body they store and latency percentiles;
-//! and [`procstat`], the CPU time and memory of the processes a run watches.
+//! [`procstat`], the CPU time and memory of the processes a run watches; and [`postfix`],
+//! the private Postfix instance the Postfix comparisons run.
 
 use std::path::PathBuf;
 
+pub mod postfix;
 pub mod procstat;
 
 use serde_json::{Value, json};
