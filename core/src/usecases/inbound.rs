@@ -192,10 +192,16 @@ impl Inbound<'_> {
         let mut stored = Vec::new();
         for (ws, recipients) in by_workspace {
             let routes = self.core.store.list_inbound_routes(ws).await?;
-            let route = recipients.iter().find_map(|r| Self::route_for(&routes, r));
-            if route.is_some_and(|r| r.action == RouteAction::Reject) {
+            // A route that came to reject a recipient since its `RCPT TO` leaves that one out,
+            // never the others the sender was told `250` for.
+            let recipients: Vec<EmailAddress> = recipients
+                .into_iter()
+                .filter(|r| Self::route_for(&routes, r).is_none_or(|route| route.action != RouteAction::Reject))
+                .collect();
+            if recipients.is_empty() {
                 continue;
             }
+            let route = recipients.iter().find_map(|r| Self::route_for(&routes, r));
             let answered = self.answered(ws, &parsed).await?;
             let message = InboundMessage {
                 id: InboundMessageId::new_at(now, &*self.core.random),

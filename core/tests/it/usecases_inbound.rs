@@ -326,3 +326,24 @@ Content-Type: text/csv; name=a.csv\r\nContent-Disposition: attachment; filename=
     assert!(matches!(t.core.inbound().attachment(&who, ids[0], 1).await, Err(Error::NotFound(_))));
     assert_eq!(t.core.inbound().raw(&who, ids[0]).await.unwrap(), raw);
 }
+
+#[tokio::test]
+async fn a_route_that_rejects_one_recipient_after_rcpt_leaves_the_others_their_mail() {
+    let t = TestCore::with_config(config(roomy()));
+    let who = full_key();
+    inbound_domain(&t, &who, "in.acme.example", true).await;
+    let to = ["noreply@in.acme.example", "support@in.acme.example"];
+    for rcpt in to {
+        assert_eq!(
+            t.core.inbound().check_recipient(&addr(rcpt)).await.unwrap(),
+            RecipientVerdict::Accept(who.workspace_id)
+        );
+    }
+    // Between RCPT TO and the data, the first recipient's route comes to reject.
+    let reject = RouteRequest { matcher: Some(to[0].into()), action: Some("reject".into()), webhook_id: None };
+    t.core.inbound_routes().create(&who, reject).await.unwrap();
+    let ReceiveOutcome::Stored(ids) = receive(&t.core, &to, &message(to[0], "")).await else { panic!("stored") };
+    assert_eq!(ids.len(), 1, "the support@ copy is kept");
+    let kept = t.core.inbound().get(&who, ids[0]).await.unwrap();
+    assert_eq!(kept.envelope.recipients, vec![addr(to[1])], "without the rejected recipient");
+}
